@@ -1,0 +1,37 @@
+# Declarations other Cython modules cimport from kernarg._handler. This file is ABI.
+from libc.stdint cimport uint16_t
+
+
+cdef enum:
+    KERNARG_MAX_PARAM_BYTES = 32764   # cuLaunchKernel's limit on the parameter area
+    KERNARG_INLINE_ARGS = 16          # argument slots stored inside the ParamBlock object
+    KERNARG_INLINE_BYTES = 256        # parameter bytes stored without a heap allocation
+    KERNARG_INLINE_WORDS = 34         # KERNARG_INLINE_BYTES / 8 + 2 (room to align to 16)
+
+
+# Storage for the common case, recycled through a C-level pool so that a pack allocates
+# nothing but the ParamBlock object itself (which Cython's freelist recycles).
+cdef struct Arena:
+    double data[KERNARG_INLINE_WORDS]
+    void* argv[KERNARG_INLINE_ARGS]
+    uint16_t sizes[KERNARG_INLINE_ARGS]
+
+
+cdef class ParamBlock:
+    cdef char* _data            # parameter area: inside _arena (16-aligned) or _heap_data
+    cdef void** _argv           # kernelParams: entry i -> _data + offsets[i]
+    cdef uint16_t* _sizes
+    cdef Py_ssize_t _nargs
+    cdef Py_ssize_t _nbytes
+    cdef Py_ssize_t _capacity
+    cdef Arena* _arena          # from the pool; returned on dealloc
+    cdef char* _heap_data       # parameter area past KERNARG_INLINE_BYTES
+    cdef void* _heap_args       # argv + sizes past KERNARG_INLINE_ARGS
+    cdef object _args           # the one keep-alive reference to the argument tuple
+    cdef list _capsules         # consumed DLPack capsules; deleters run on release
+    cdef list _streams          # CUDA Array Interface producer streams
+
+    cdef int _release(self) except -1
+
+
+cdef int pack_into(ParamBlock block, tuple args, object stream) except -1

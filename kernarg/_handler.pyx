@@ -1,0 +1,558 @@
+# cython: language_level=3, embedsignature=True, binding=True
+"""The packing fast path: a tuple of Python objects -> one aligned kernel parameter block.
+
+Per argument the loop does an exact-type check (int, float, bool), else one probe of a small
+direct-mapped cache keyed by the type pointer; only the first object of a type goes to the
+classifier in kernarg._interop. Values are written straight into the block: no Python object and
+no allocation per argument. Everything that is not a hot-loop concern lives in _interop.
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release
+from cpython.buffer cimport PyObject_GetBuffer
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_DECREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+from kernarg._interop cimport (
+    KIND_BOOL,
+    KIND_BUFFER,
+    KIND_COMPLEX,
+    KIND_CTYPES,
+    KIND_CTYPES_BUFFER,
+    KIND_FLOAT,
+    KIND_INLINE,
+    KIND_INT,
+    KIND_NONE,
+    KIND_NPVOID,
+    PtrResult,
+    TypeInfo,
+    classify,
+    pointer_of,
+    release_capsule,
+)
+
+from kernarg._interop import register as _register
+from kernarg._stream import resolve_stream
+
+__all__ = ["MAX_PARAM_BYTES", "ParamBlock", "pack", "register"]
+
+#: The CUDA driver's limit on the size of a kernel's parameter area, in bytes.
+MAX_PARAM_BYTES = KERNARG_MAX_PARAM_BYTES
+
+cdef extern from *:
+    """
+    /* Value of an exact int that fits in 60 bits without a function call; 0 if it does not
+       (the caller then takes the general path). CPython 3.12+ has public unstable API for
+       this; 3.11 exposes the digits directly. */
+    static inline int kernarg_small_int(PyObject *x, long long *out) {
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
+            *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)x);
+            return 1;
+        }
+        return 0;
+    #else
+        const digit *d = ((PyLongObject *)x)->ob_digit;
+        switch (Py_SIZE(x)) {
+        case 0: *out = 0; return 1;
+        case 1: *out = (long long)d[0]; return 1;
+        case -1: *out = -(long long)d[0]; return 1;
+        case 2: *out = ((long long)d[1] << PyLong_SHIFT) | (long long)d[0]; return 1;
+        case -2: *out = -(((long long)d[1] << PyLong_SHIFT) | (long long)d[0]); return 1;
+        default: return 0;
+        }
+    #endif
+    }
+    """
+    bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
+
+cdef extern from "Python.h":
+    PyTypeObject PyLong_Type
+    PyTypeObject PyFloat_Type
+    PyTypeObject PyBool_Type
+    PyObject* Py_True
+    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
+    double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
+    ctypedef struct Py_complex:
+        double real
+        double imag
+    PyObject* PyErr_Occurred() noexcept
+    void PyErr_Clear() noexcept
+    double PyFloat_AS_DOUBLE(object) noexcept
+    double PyFloat_AsDouble(object) except? -1.0
+    Py_complex PyComplex_AsCComplex(object) except *
+    PyTypeObject* Py_TYPE(object) noexcept
+    PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-type cache: direct-mapped on the type pointer. _cache_owner holds a strong reference to
+# every type with an entry, so a cached pointer can never be reused by a new type.
+
+cdef enum:
+    CACHE_SIZE = 128                  # power of two
+    CACHE_OWNER_LIMIT = 4096          # bound on remembered types (dynamic classes)
+
+cdef struct CacheEntry:
+    PyTypeObject* type
+    TypeInfo info
+
+cdef CacheEntry _cache[CACHE_SIZE]
+cdef dict _cache_owner = {}
+
+
+cdef void _clear_cache() noexcept:
+    memset(_cache, 0, sizeof(_cache))
+    _cache_owner.clear()
+
+
+cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index,
+                           object arg) except NULL:
+    cdef TypeInfo info
+    try:
+        classify(<type>tp, &info)
+    except TypeError as exc:
+        raise TypeError(f"argument {index} ({(<type>tp).__qualname__}): {exc}") from None
+    if len(_cache_owner) >= CACHE_OWNER_LIMIT:
+        _clear_cache()
+    _cache_owner[<type>tp] = None
+    entry.type = tp
+    entry.info = info
+    return &entry.info
+
+
+cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
+    cdef PyTypeObject* tp = Py_TYPE(arg)
+    cdef CacheEntry* entry = &_cache[(<uintptr_t>tp >> 4) & (CACHE_SIZE - 1)]
+    if entry.type == tp:
+        return &entry.info
+    return _cache_miss(tp, entry, index, arg)
+
+
+def register(cls, fn):
+    """Teach kernarg a pointer-like type: instances of ``cls`` pack as ``fn(obj)``.
+
+    Parameters
+    ----------
+    cls : type
+        The type (subclasses included) to pack as an 8-byte device pointer.
+    fn : callable or None
+        ``fn(obj) -> int`` returns the address; ``None`` removes the registration.
+    """
+    _register(cls, fn)
+    _clear_cache()
+
+
+# ---------------------------------------------------------------------------------------------
+# Arena pool: a LIFO stack of recycled Arenas (the GIL serialises access).
+
+cdef enum:
+    ARENA_POOL_SIZE = 64
+
+cdef Arena* _arena_pool[ARENA_POOL_SIZE]
+cdef Py_ssize_t _arena_count = 0
+
+
+cdef inline Arena* _arena_get() except NULL:
+    global _arena_count
+    cdef Arena* arena
+    if _arena_count > 0:
+        _arena_count -= 1
+        return _arena_pool[_arena_count]
+    arena = <Arena*>malloc(sizeof(Arena))
+    if arena == NULL:
+        raise MemoryError()
+    return arena
+
+
+cdef inline void _arena_put(Arena* arena) noexcept:
+    global _arena_count
+    if _arena_count < ARENA_POOL_SIZE:
+        _arena_pool[_arena_count] = arena
+        _arena_count += 1
+    else:
+        free(arena)
+
+
+# ---------------------------------------------------------------------------------------------
+# ParamBlock
+
+@cython.no_gc   # holds only the argument tuple and capsules, which never refer back to it
+@cython.freelist(16)
+@cython.final
+cdef class ParamBlock:
+    """A packed kernel parameter block (create it with :func:`kernarg.pack`).
+
+    ``bytes(block)`` is the parameter area with zeroed padding, valid as
+    ``CU_LAUNCH_PARAM_BUFFER_POINTER`` with size ``block.nbytes``; ``block.ptr`` is the address of
+    the ``void*[nargs]`` ``kernelParams`` array whose entries point into that same area.
+
+    The block keeps the argument tuple, and DLPack tensors it consumed, alive until
+    :meth:`release` (or until it is garbage collected); DLPack deleters run exactly once then.
+    """
+
+    def __init__(self):
+        raise TypeError("ParamBlock cannot be created directly; use kernarg.pack(args)")
+
+    def __dealloc__(self):
+        if self._capsules is not None:
+            self._release()
+        if self._arena != NULL:
+            _arena_put(self._arena)
+        if self._heap_data != NULL:
+            free(self._heap_data)
+        if self._heap_args != NULL:
+            free(self._heap_args)
+
+    cdef int _release(self) except -1:
+        capsules = self._capsules
+        self._capsules = None
+        self._args = None
+        if capsules is not None:
+            for capsule in capsules:
+                release_capsule(capsule)
+        return 0
+
+    def release(self):
+        """Drop the references to the arguments and run DLPack deleters (idempotent).
+
+        The parameter bytes stay readable, but pointers in them may dangle afterwards.
+        """
+        self._release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._release()
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("ParamBlock is read-only")
+        PyBuffer_FillInfo(view, self, self._data, self._nbytes, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    @property
+    def ptr(self):
+        """Address (int) of the ``void*[nargs]`` array to pass as ``kernelParams``."""
+        return <uintptr_t>self._argv
+
+    @property
+    def data_ptr(self):
+        """Address (int) of the contiguous parameter area (``CU_LAUNCH_PARAM_BUFFER_POINTER``)."""
+        return <uintptr_t>self._data
+
+    @property
+    def nargs(self):
+        """Number of arguments."""
+        return self._nargs
+
+    @property
+    def nbytes(self):
+        """Size in bytes of the parameter area (``CU_LAUNCH_PARAM_BUFFER_SIZE``)."""
+        return self._nbytes
+
+    @property
+    def offsets(self):
+        """Byte offset of each argument inside the parameter area."""
+        return tuple([<char*>self._argv[i] - self._data for i in range(self._nargs)])
+
+    @property
+    def sizes(self):
+        """Size in bytes of each argument."""
+        return tuple([self._sizes[i] for i in range(self._nargs)])
+
+    @property
+    def producer_streams(self):
+        """Stream handles CUDA Array Interface producers exported; the launch must wait on them."""
+        return tuple(self._streams) if self._streams else ()
+
+    @property
+    def args(self):
+        """The argument tuple this block keeps alive (None after :meth:`release`)."""
+        return self._args
+
+    def __repr__(self):
+        return (f"<kernarg.ParamBlock nargs={self._nargs} nbytes={self._nbytes} "
+                f"offsets={self.offsets}>")
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing values
+
+cdef int _grow(ParamBlock blk, Py_ssize_t needed, Py_ssize_t index) except -1:
+    if needed > KERNARG_MAX_PARAM_BYTES:
+        raise ValueError(f"argument {index}: the kernel parameters need at least {needed} bytes, "
+                         f"more than CUDA's limit of {KERNARG_MAX_PARAM_BYTES} bytes")
+    cdef Py_ssize_t capacity = max(needed, 2 * blk._capacity)
+    capacity = min(capacity, KERNARG_MAX_PARAM_BYTES)
+    cdef char* heap = <char*>malloc(capacity)     # malloc returns 16-byte aligned memory
+    if heap == NULL:
+        raise MemoryError()
+    memcpy(heap, blk._data, blk._nbytes)
+    # Entries 0 .. index-1 of argv already point into the old area: move them along.
+    cdef Py_ssize_t i
+    for i in range(index):
+        blk._argv[i] = heap + (<char*>blk._argv[i] - blk._data)
+    free(blk._heap_data)
+    blk._heap_data = heap
+    blk._data = heap
+    blk._capacity = capacity
+    return 0
+
+
+cdef inline bint _try_put(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot,
+                          uint16_t* size_slot, const void* src, Py_ssize_t size,
+                          Py_ssize_t align) noexcept nogil:
+    """Fast path of _reserve + copy on the caller's local cursor; False if the area is full."""
+    cdef Py_ssize_t start = cur[0]
+    cdef Py_ssize_t offset = (start + align - 1) & -align
+    if offset + size > cap:
+        return False
+    if offset != start:
+        memset(data + start, 0, offset - start)
+    memcpy(data + offset, src, size)
+    slot[0] = data + offset
+    size_slot[0] = <uint16_t>size
+    cur[0] = offset + size
+    return True
+
+
+cdef inline char* _reserve(ParamBlock blk, Py_ssize_t index, Py_ssize_t size,
+                           Py_ssize_t align) except NULL:
+    """Place argument ``index`` at the next ``align``-aligned offset; return where to write."""
+    cdef Py_ssize_t start = blk._nbytes
+    cdef Py_ssize_t offset = (start + align - 1) & -align
+    cdef Py_ssize_t end = offset + size
+    if end > blk._capacity:
+        _grow(blk, end, index)
+    if offset != start:
+        memset(blk._data + start, 0, offset - start)
+    blk._argv[index] = blk._data + offset
+    blk._sizes[index] = <uint16_t>size
+    blk._nbytes = end
+    return blk._data + offset
+
+
+cdef int _put_big_int(ParamBlock blk, Py_ssize_t index, object arg) except -1:
+    cdef uint64_t u
+    if 0 <= arg < 2**64:
+        u = arg
+        memcpy(_reserve(blk, index, 8, 8), &u, 8)
+        return 0
+    raise OverflowError(f"argument {index} (int): {arg} does not fit in 64 bits "
+                        "(kernarg packs -2**63 .. 2**63-1 as long long, "
+                        "2**63 .. 2**64-1 as unsigned long long)")
+
+
+cdef int _put_int(ParamBlock blk, Py_ssize_t index, object arg) except -1:
+    cdef int overflow
+    cdef long long value = PyLong_AsLongLongAndOverflow(arg, &overflow)
+    if overflow:
+        return _put_big_int(blk, index, arg)
+    memcpy(_reserve(blk, index, 8, 8), &value, 8)
+    return 0
+
+
+cdef int _put_buffer(ParamBlock blk, Py_ssize_t index, object arg, Py_ssize_t size,
+                     Py_ssize_t align) except -1:
+    """By-value bytes read through the buffer protocol (structured numpy scalars and the
+    fallback for layouts the fast paths could not confirm)."""
+    cdef Py_buffer view
+    if size < 0:    # numpy scalar: size and alignment belong to the object's dtype
+        dtype = arg.dtype
+        size = dtype.itemsize
+        align = size if dtype.kind == "c" else dtype.alignment
+        if size == 0:
+            raise TypeError(f"argument {index} ({type(arg).__qualname__}): a zero-size value "
+                            "cannot be a kernel parameter")
+    PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)
+    try:
+        if view.len != size:
+            raise TypeError(f"argument {index} ({type(arg).__qualname__}): buffer has "
+                            f"{view.len} bytes, expected {size}")
+        memcpy(_reserve(blk, index, size, align), view.buf, size)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef int _put_pointer(ParamBlock blk, Py_ssize_t index, int kind, object arg,
+                      object stream) except -1:
+    cdef PtrResult r
+    pointer_of(kind, arg, index, stream, &r)
+    if r.capsule != NULL:
+        # The capsule now belongs to the block: keep it (one reference) until release.
+        capsule = <object>r.capsule
+        Py_DECREF(capsule)
+        if blk._capsules is None:
+            blk._capsules = []
+        blk._capsules.append(capsule)
+    if r.has_stream:
+        stream_handle = r.stream
+        if blk._streams is None:
+            blk._streams = [stream_handle]
+        elif stream_handle not in blk._streams:
+            blk._streams.append(stream_handle)
+    memcpy(_reserve(blk, index, 8, 8), &r.ptr, 8)
+    return 0
+
+
+cdef int _put_other(ParamBlock blk, Py_ssize_t index, object arg, object stream) except -1:
+    cdef TypeInfo* info = _lookup(arg, index)
+    cdef int kind = info.kind
+    cdef double d
+    cdef Py_complex c
+    cdef char b
+    cdef char* src
+    if kind == KIND_INLINE:
+        memcpy(_reserve(blk, index, info.size, info.align),
+               <char*><PyObject*>arg + info.offset, info.size)
+    elif kind == KIND_CTYPES:
+        src = (<char**>(<char*><PyObject*>arg + info.offset))[0]
+        memcpy(_reserve(blk, index, info.size, info.align), src, info.size)
+    elif kind == KIND_INT:
+        _put_int(blk, index, arg)
+    elif kind == KIND_FLOAT:
+        d = PyFloat_AsDouble(arg)
+        memcpy(_reserve(blk, index, 8, 8), &d, 8)
+    elif kind == KIND_COMPLEX:
+        c = PyComplex_AsCComplex(arg)
+        memcpy(_reserve(blk, index, 16, 16), &c, 16)
+    elif kind == KIND_NONE:
+        memset(_reserve(blk, index, 8, 8), 0, 8)
+    elif kind == KIND_BOOL:
+        b = 1 if arg else 0
+        _reserve(blk, index, 1, 1)[0] = b
+    elif kind == KIND_NPVOID:
+        _put_buffer(blk, index, arg, -1, 1)
+    elif kind == KIND_CTYPES_BUFFER:
+        _put_buffer(blk, index, arg, info.size, info.align)
+    else:
+        _put_pointer(blk, index, kind, arg, stream)
+    return 0
+
+
+cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
+    """Pack ``args`` into the (fresh) block ``blk``. ``stream`` is None or a resolved handle."""
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(args)
+    cdef Py_ssize_t i, cur = 0, cap
+    cdef char* data
+    cdef double d
+    cdef char b
+    cdef void* mem
+    blk._args = args
+    blk._nargs = n
+    blk._nbytes = 0
+    cdef Arena* arena = _arena_get()
+    blk._arena = arena
+    blk._data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
+    blk._capacity = KERNARG_INLINE_BYTES
+    if n <= KERNARG_INLINE_ARGS:
+        blk._argv = arena.argv
+        blk._sizes = arena.sizes
+    else:
+        # One allocation: argv[n], then a parameter area sized for n 8-byte arguments (most
+        # are; _grow moves it if not), then sizes[n].
+        cap = min(8 * n, KERNARG_MAX_PARAM_BYTES)
+        mem = malloc(n * sizeof(void*) + 16 + cap + n * sizeof(uint16_t))
+        if mem == NULL:
+            raise MemoryError()
+        blk._heap_args = mem
+        blk._argv = <void**>mem
+        blk._data = <char*>(((<uintptr_t>(blk._argv + n)) + 15) & ~(<uintptr_t>15))
+        blk._capacity = cap
+        blk._sizes = <uint16_t*>(blk._data + cap)
+    # The cursor lives in locals (registers) for the by-value fast paths; the slow paths work
+    # on the block itself, so sync before calling them and reload after (the area may move).
+    data = blk._data
+    cap = blk._capacity
+    cdef long long value
+    cdef TypeInfo* info
+    cdef PyObject* item
+    cdef PyTypeObject* tp
+    for i in range(n):
+        # Borrowed reference: the tuple (kept by blk) owns the item; no refcounting here.
+        item = PyTuple_GET_ITEM(args, i)
+        tp = Py_TYPE_P(item)
+        if tp == &PyLong_Type:
+            if kernarg_small_int(item, &value):
+                if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i, &value, 8, 8):
+                    continue
+        elif tp == &PyFloat_Type:
+            d = PyFloat_AS_DOUBLE_P(item)
+            if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i, &d, 8, 8):
+                continue
+        elif tp == &PyBool_Type:
+            b = 1 if item == Py_True else 0
+            if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i, &b, 1, 1):
+                continue
+        else:
+            info = _lookup(<object>item, i)
+            if info.kind == KIND_INLINE:
+                if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i,
+                            <char*>item + info.offset, info.size, info.align):
+                    continue
+            elif info.kind == KIND_BUFFER:
+                # cuda.core Buffer: read .handle here (the common case is an int) rather than
+                # taking the generic pointer path.
+                handle = (<object>item).handle
+                if type(handle) is int and kernarg_small_int(<PyObject*>handle, &value):
+                    if value > 0 and _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i,
+                                              &value, 8, 8):
+                        continue
+                else:
+                    handle = None
+        # Slow path: anything the fast paths could not place.
+        blk._nbytes = cur
+        _put_other(blk, i, <object>item, stream)
+        data = blk._data
+        cur = blk._nbytes
+        cap = blk._capacity
+    blk._nbytes = cur
+    return 0
+
+
+def pack(args, *, stream=None):
+    """Pack kernel arguments into one contiguous, C-aligned parameter block.
+
+    Parameters
+    ----------
+    args : tuple or list
+        The kernel arguments, in order. See the README's argument table for the C type each
+        Python value becomes.
+    stream : optional
+        The consumer stream (anything :func:`kernarg.resolve_stream` accepts; None means the
+        default stream). DLPack producers receive it as ``__dlpack__(stream=...)``.
+
+    Returns
+    -------
+    ParamBlock
+
+    Raises
+    ------
+    TypeError
+        An argument has no kernel parameter mapping (the message names its index and type).
+    OverflowError
+        An int does not fit in 64 bits.
+    ValueError
+        The parameters exceed CUDA's 32,764-byte limit, or an array interface is malformed.
+    """
+    cdef tuple t
+    if type(args) is tuple:
+        t = <tuple>args
+    elif isinstance(args, (tuple, list)):
+        t = tuple(args)
+    else:
+        raise TypeError(f"kernarg.pack: args must be a tuple or list of kernel arguments, got "
+                        f"{type(args).__name__}")
+    if stream is not None:
+        stream = resolve_stream(stream)
+    cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
+    pack_into(blk, t, stream)
+    return blk

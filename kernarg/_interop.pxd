@@ -1,0 +1,47 @@
+# Declarations that kernarg._handler cimports from kernarg._interop. This file is ABI:
+# change it only together with _handler.pyx.
+from cpython.object cimport PyObject
+from libc.stdint cimport uint64_t
+
+
+cdef enum ArgKind:
+    KIND_PROBE = 0      # nothing known about the type: probe each instance (slow path)
+    KIND_INT            # Python int or subclass: long long / unsigned long long
+    KIND_FLOAT          # Python float or subclass: double
+    KIND_BOOL           # bool, numpy.bool_ via KIND_INLINE, ctypes.c_bool via KIND_CTYPES
+    KIND_COMPLEX        # Python complex or subclass: double2
+    KIND_NONE           # None: null pointer
+    KIND_INLINE         # fixed-size value stored inside the object (numpy / ml_dtypes scalars)
+    KIND_CTYPES         # ctypes instance: the value lives behind the object's b_ptr
+    KIND_CTYPES_BUFFER  # ctypes instance read through the buffer protocol (ABI check failed)
+    KIND_NPVOID         # numpy structured scalar: size and alignment come from each object's dtype
+    KIND_POINTER        # first pointer kind: everything from here on packs as an 8-byte address
+    KIND_BUFFER         # cuda.core Buffer (device, pinned or managed memory resource)
+    KIND_REGISTERED     # a type taught to kernarg with kernarg.register()
+    KIND_TORCH          # torch.Tensor: data_ptr()
+    KIND_CUPY           # cupy.ndarray: data.ptr
+    KIND_NUMBA          # numba DeviceNDArray: device_ctypes_pointer
+    KIND_SMV            # cuda.core StridedMemoryView: ptr
+    KIND_CAI            # __cuda_array_interface__ on the type
+    KIND_DLPACK         # __dlpack__ on the type
+
+
+cdef struct TypeInfo:
+    int kind
+    Py_ssize_t size     # by-value kinds: bytes in the parameter block
+    Py_ssize_t align
+    Py_ssize_t offset   # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr
+
+
+cdef struct PtrResult:
+    uint64_t ptr
+    bint readonly
+    bint has_stream     # a CUDA Array Interface producer exported a stream to wait on
+    uint64_t stream
+    PyObject* capsule   # new reference to a consumed ("used_") DLPack capsule, or NULL
+
+
+cdef int classify(type t, TypeInfo* info) except -1
+cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
+                    PtrResult* result) except -1
+cdef int release_capsule(object capsule) except -1

@@ -1,0 +1,585 @@
+# cython: language_level=3, embedsignature=True, binding=True
+"""Type classification and pointer extraction for kernel arguments.
+
+Everything here runs once per *type* (``classify``) or once per pointer-like argument
+(``pointer_of``); the per-argument hot loop lives in ``kernarg._handler``.
+
+- CUDA Array Interface v0-v3 consumer (numba.readthedocs.io, "CUDA Array Interface").
+- DLPack consumer for legacy (``dltensor``) and versioned (``dltensor_versioned``) capsules,
+  following the Python specification of ``__dlpack__``/``__dlpack_device__``.
+- Per-library adapters (torch, CuPy, numba-cuda, cuda.core) recognised by module and class name,
+  so none of those libraries is ever imported by kernarg.
+- The ``kernarg.register`` registry.
+"""
+from cpython.buffer cimport PyObject_CheckBuffer
+from cpython.object cimport PyObject
+from cpython.pycapsule cimport (
+    PyCapsule_CheckExact,
+    PyCapsule_GetName,
+    PyCapsule_GetPointer,
+    PyCapsule_IsValid,
+    PyCapsule_SetName,
+)
+from cpython.ref cimport Py_INCREF
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport strcmp
+
+cdef extern from "Python.h":
+    PyObject* PyErr_Occurred() noexcept
+    void PyErr_Clear() noexcept
+
+import ctypes
+import sys
+
+from kernarg._stream import resolve_stream
+
+__all__ = ["register", "registered_types", "DLPACK_MAX_VERSION"]
+
+cdef extern from *:
+    """
+    /* DLPack v1.x ABI, written from the DLPack specification (dlpack.h). */
+    #include <stdint.h>
+    typedef struct { uint32_t major; uint32_t minor; } kernarg_DLPackVersion;
+    typedef struct { int32_t device_type; int32_t device_id; } kernarg_DLDevice;
+    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } kernarg_DLDataType;
+    typedef struct {
+        void *data;
+        kernarg_DLDevice device;
+        int32_t ndim;
+        kernarg_DLDataType dtype;
+        int64_t *shape;
+        int64_t *strides;
+        uint64_t byte_offset;
+    } kernarg_DLTensor;
+    typedef struct kernarg_DLManagedTensor {
+        kernarg_DLTensor dl_tensor;
+        void *manager_ctx;
+        void (*deleter)(struct kernarg_DLManagedTensor *self);
+    } kernarg_DLManagedTensor;
+    typedef struct kernarg_DLManagedTensorVersioned {
+        kernarg_DLPackVersion version;
+        void *manager_ctx;
+        void (*deleter)(struct kernarg_DLManagedTensorVersioned *self);
+        uint64_t flags;
+        kernarg_DLTensor dl_tensor;
+    } kernarg_DLManagedTensorVersioned;
+    #define KERNARG_DLPACK_FLAG_READ_ONLY ((uint64_t)1)
+    """
+    ctypedef struct DLPackVersion "kernarg_DLPackVersion":
+        uint32_t major
+        uint32_t minor
+    ctypedef struct DLDevice "kernarg_DLDevice":
+        int32_t device_type
+        int32_t device_id
+    ctypedef struct DLDataType "kernarg_DLDataType":
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct DLTensor "kernarg_DLTensor":
+        void* data
+        DLDevice device
+        int32_t ndim
+        DLDataType dtype
+        int64_t* shape
+        int64_t* strides
+        uint64_t byte_offset
+    ctypedef struct DLManagedTensor "kernarg_DLManagedTensor":
+        DLTensor dl_tensor
+        void* manager_ctx
+        void (*deleter)(DLManagedTensor*) noexcept
+    ctypedef struct DLManagedTensorVersioned "kernarg_DLManagedTensorVersioned":
+        DLPackVersion version
+        void* manager_ctx
+        void (*deleter)(DLManagedTensorVersioned*) noexcept
+        uint64_t flags
+        DLTensor dl_tensor
+    uint64_t DLPACK_FLAG_READ_ONLY "KERNARG_DLPACK_FLAG_READ_ONLY"
+
+# The newest DLPack version whose fields this consumer reads; sent as __dlpack__(max_version=...).
+DLPACK_MAX_VERSION = (1, 1)
+
+cdef enum:
+    DL_CPU = 1
+    DL_CUDA = 2
+    DL_CUDA_HOST = 3
+    DL_CUDA_MANAGED = 13
+
+_DL_DEVICE_NAMES = {
+    1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
+    9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev", 13: "kDLCUDAManaged",
+    14: "kDLOneAPI", 15: "kDLWebGPU", 16: "kDLHexagon", 17: "kDLMAIA",
+}
+
+_ACCEPTED = (
+    "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
+    "objects, cuda.core Buffer, objects with __cuda_array_interface__ or __dlpack__ "
+    "(CUDA device, pinned or managed memory), and types registered with kernarg.register()"
+)
+_ON_CPU = "the memory is on the CPU; a kernel needs CUDA device, pinned (CUDA host) or managed memory"
+
+
+cdef str _typename(object obj):
+    cdef type t = type(obj)
+    mod = t.__module__
+    if mod == "builtins":
+        return t.__qualname__
+    return f"{mod}.{t.__qualname__}"
+
+
+cdef str _describe(Py_ssize_t index, object obj):
+    return f"argument {index} ({_typename(obj)})"
+
+
+cdef _reraise(BaseException exc, str message):
+    """Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built)."""
+    try:
+        new = type(exc)(message)
+    except Exception:
+        new = TypeError(message)
+    raise new from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry (kernarg.register)
+
+cdef dict _registry = {}
+
+
+def register(type cls, fn):
+    """Teach kernarg a pointer-like type.
+
+    Parameters
+    ----------
+    cls : type
+        Instances of ``cls`` (and of its subclasses) are packed as an 8-byte pointer.
+    fn : callable or None
+        ``fn(obj) -> int`` returns the device address (0 <= address < 2**64).
+        ``None`` removes the registration.
+
+    Notes
+    -----
+    A registration takes precedence over every built-in rule except the exact-type fast path
+    for ``bool``, ``int``, ``float``, ``complex`` and ``None``.
+    """
+    if cls in (bool, int, float, complex, type(None)):
+        raise TypeError(f"kernarg.register: {cls.__name__} is packed by value and cannot be "
+                        "registered as a pointer type")
+    if fn is None:
+        _registry.pop(cls, None)
+    elif not callable(fn):
+        raise TypeError(f"kernarg.register: fn must be callable, got {type(fn).__name__}")
+    else:
+        _registry[cls] = fn
+    # kernarg._handler clears its per-type cache after calling this function.
+
+
+def registered_types():
+    """Return a tuple of the types registered with :func:`register`."""
+    return tuple(_registry)
+
+
+cdef object _registered_fn(type t):
+    for base in t.__mro__:
+        fn = _registry.get(base)
+        if fn is not None:
+            return fn
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification (once per type; the handler caches the result)
+
+cdef Py_ssize_t _HEAD = sizeof(PyObject)
+cdef Py_ssize_t _ctypes_bptr_offset = -1
+
+
+cdef int _check_ctypes_layout() except -1:
+    # A ctypes instance (CDataObject) stores `char *b_ptr` right after PyObject_HEAD. Confirm it
+    # on this interpreter; if not, KIND_CTYPES_BUFFER reads through the buffer protocol instead.
+    global _ctypes_bptr_offset
+    probe = ctypes.c_int(0x5EED)
+    cdef char** slot = <char**>(<char*><PyObject*>probe + _HEAD)
+    if <uintptr_t>slot[0] == <uintptr_t>ctypes.addressof(probe):
+        _ctypes_bptr_offset = _HEAD
+    return 0
+
+
+_check_ctypes_layout()
+
+
+cdef bint _mro_has(type t, str module_prefix, str name):
+    for base in t.__mro__:
+        if base.__name__ == name and (base.__module__ or "").startswith(module_prefix):
+            return True
+    return False
+
+
+cdef Py_ssize_t _inline_offset(object np, object dtype):
+    """Offset of a numpy scalar's value inside the object, or -1 if it cannot be confirmed."""
+    cdef Py_ssize_t size = dtype.itemsize, align = dtype.alignment
+    cdef Py_ssize_t off = (_HEAD + align - 1) // align * align
+    pattern = bytes(range(1, size + 1)) if dtype.kind != "b" else b"\x01"
+    sample = np.frombuffer(pattern, dtype=dtype)[0]
+    if ctypes.string_at(<uintptr_t><PyObject*>sample + off, size) != sample.tobytes():
+        return -1
+    return off
+
+
+cdef int _classify_numpy(object np, type t, TypeInfo* info) except -1:
+    if issubclass(t, np.void):
+        info.kind = KIND_NPVOID
+        return 0
+    dtype = np.dtype(t)
+    is_ml_dtypes = (t.__module__ or "").startswith("ml_dtypes")
+    if dtype.kind in "biufc" and dtype.itemsize <= 16 and not is_ml_dtypes:
+        if dtype.kind in "fc" and dtype.itemsize // (2 if dtype.kind == "c" else 1) > 8:
+            raise TypeError(f"{t.__name__}: CUDA has no long double; convert to numpy.float64")
+    elif not is_ml_dtypes:
+        raise TypeError(f"{t.__name__} (dtype kind {dtype.kind!r}) has no CUDA parameter type")
+    info.size = dtype.itemsize
+    # CUDA's float2/double2 are aligned to their full size; numpy's complex to the component's.
+    info.align = dtype.itemsize if dtype.kind == "c" else dtype.alignment
+    info.offset = _inline_offset(np, dtype)
+    info.kind = KIND_INLINE if info.offset >= 0 else KIND_NPVOID
+    return 0
+
+
+cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
+    if getattr(t, "_type_", None) == "O":
+        raise TypeError("ctypes.py_object holds a Python object, which a kernel cannot use")
+    if issubclass(t, ctypes.c_longdouble) and ctypes.sizeof(t) != 8:
+        raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
+    info.size = ctypes.sizeof(t)
+    info.align = ctypes.alignment(t)
+    if info.size == 0:
+        raise TypeError(f"{t.__name__} has size 0; a kernel parameter needs at least one byte")
+    info.kind = KIND_CTYPES if _ctypes_bptr_offset >= 0 else KIND_CTYPES_BUFFER
+    info.offset = _ctypes_bptr_offset
+    return 0
+
+
+_CTYPES_BASES = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array,
+                 ctypes._Pointer)
+
+
+cdef int classify(type t, TypeInfo* info) except -1:
+    """Decide once how instances of ``t`` are packed. Raises TypeError for by-value types that
+    have no CUDA equivalent; returns KIND_PROBE for types to be probed per instance."""
+    info.kind = KIND_PROBE
+    info.size = 8
+    info.align = 8
+    info.offset = 0
+    if t is type(None):
+        info.kind = KIND_NONE
+        return 0
+    if _registry and _registered_fn(t) is not None:
+        info.kind = KIND_REGISTERED
+        return 0
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(t, np.generic):
+        return _classify_numpy(np, t, info)
+    if issubclass(t, bool):
+        info.kind, info.size, info.align = KIND_BOOL, 1, 1
+    elif issubclass(t, int):
+        info.kind = KIND_INT
+    elif issubclass(t, float):
+        info.kind = KIND_FLOAT
+    elif issubclass(t, complex):
+        info.kind, info.size, info.align = KIND_COMPLEX, 16, 16
+    elif issubclass(t, _CTYPES_BASES):
+        return _classify_ctypes(t, info)
+    elif _mro_has(t, "cuda.core", "Buffer"):
+        info.kind = KIND_BUFFER
+    elif _mro_has(t, "torch", "Tensor"):
+        info.kind = KIND_TORCH
+    elif _mro_has(t, "cupy", "ndarray"):
+        info.kind = KIND_CUPY
+    elif _mro_has(t, "numba", "DeviceNDArray"):
+        info.kind = KIND_NUMBA
+    elif _mro_has(t, "cuda.core", "StridedMemoryView"):
+        info.kind = KIND_SMV
+    elif hasattr(t, "__cuda_array_interface__"):
+        info.kind = KIND_CAI
+    elif hasattr(t, "__dlpack__"):
+        info.kind = KIND_DLPACK
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Pointer extraction (once per pointer-like argument)
+
+cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
+                      PtrResult* r) except -1:
+    cdef long long fast
+    if type(value) is int:
+        fast = <long long>value
+        if fast >= 0:
+            r.ptr = <uint64_t>fast
+            return 0
+        if PyErr_Occurred():
+            PyErr_Clear()
+    try:
+        address = value.__index__()
+    except (AttributeError, TypeError):
+        raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
+                        "expected an int address") from None
+    if not 0 <= address < 2**64:
+        raise OverflowError(f"{_describe(index, obj)}: {source} gave address {address}, "
+                            "outside 0 .. 2**64-1")
+    r.ptr = <uint64_t>address
+    return 0
+
+
+cdef int _unsupported(Py_ssize_t index, object obj) except -1:
+    desc = _describe(index, obj)
+    if PyCapsule_CheckExact(obj):
+        raise TypeError(f"{desc}: a raw PyCapsule is not accepted; pass the array itself so "
+                        "kernarg can call __dlpack__(stream=...) with the launch stream")
+    if isinstance(obj, str) or PyObject_CheckBuffer(obj):
+        raise TypeError(f"{desc}: host memory cannot be passed to a kernel ({_ON_CPU}); "
+                        + _ACCEPTED)
+    raise TypeError(f"{desc}: unsupported kernel argument; {_ACCEPTED}")
+
+
+cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    desc = _describe(index, obj)
+    try:
+        cai = obj.__cuda_array_interface__
+    except Exception as exc:
+        _reraise(exc, f"{desc}: reading __cuda_array_interface__ raised "
+                      f"{type(exc).__name__}: {exc}")
+    if not isinstance(cai, dict):
+        raise TypeError(f"{desc}: __cuda_array_interface__ is {type(cai).__name__}, not a dict")
+    version = cai.get("version", 0)
+    if type(version) is not int or not 0 <= version <= 3:
+        raise ValueError(f"{desc}: __cuda_array_interface__ version {version!r} is not "
+                         "supported (kernarg reads versions 0-3)")
+    data = cai.get("data")
+    if (not isinstance(data, (tuple, list)) or len(data) != 2
+            or not isinstance(data[0], int) or isinstance(data[0], bool)):
+        raise TypeError(f"{desc}: __cuda_array_interface__['data'] must be a (pointer: int, "
+                        f"readonly: bool) tuple, got {data!r}")
+    shape = cai.get("shape")
+    if not isinstance(shape, (tuple, list)) or not all(isinstance(s, int) for s in shape):
+        raise TypeError(f"{desc}: __cuda_array_interface__['shape'] must be a tuple of ints, "
+                        f"got {shape!r}")
+    if not isinstance(cai.get("typestr"), str):
+        raise TypeError(f"{desc}: __cuda_array_interface__['typestr'] must be a str, "
+                        f"got {cai.get('typestr')!r}")
+    if cai.get("mask") is not None:
+        raise ValueError(f"{desc}: masked CUDA arrays (__cuda_array_interface__['mask'] is not "
+                         "None) are not supported")
+    # 'strides' missing or None means C-contiguous: a pointer argument needs nothing from it.
+    ptr = data[0]
+    if ptr == 0:
+        for extent in shape:
+            if extent == 0:
+                break
+        else:
+            raise ValueError(f"{desc}: __cuda_array_interface__ has a null data pointer for a "
+                             f"non-empty array of shape {tuple(shape)}")
+    _set_address(ptr, index, obj, "__cuda_array_interface__['data'][0]", r)
+    r.readonly = bool(data[1])
+    stream = cai.get("stream")
+    if stream is not None:
+        # v3: None means no synchronisation; 1 and 2 are the default streams; 0 is forbidden.
+        if type(stream) is not int:
+            raise TypeError(f"{desc}: __cuda_array_interface__['stream'] must be None or an int, "
+                            f"got {type(stream).__name__}")
+        if stream == 0:
+            raise ValueError(f"{desc}: __cuda_array_interface__['stream'] is 0, which the "
+                             "specification forbids (use 1 for the legacy default stream)")
+        if not 0 < stream < 2**64:
+            raise ValueError(f"{desc}: __cuda_array_interface__['stream'] {stream} is not a "
+                             "valid stream handle")
+        r.has_stream = True
+        r.stream = <uint64_t>stream
+    return 0
+
+
+cdef object _call_dlpack(object obj, object stream, str desc):
+    # Spec: consumers pass stream= and max_version=; older producers accept only stream=, or
+    # nothing at all, and say so with TypeError.
+    try:
+        try:
+            return obj.__dlpack__(stream=stream, max_version=DLPACK_MAX_VERSION)
+        except TypeError:
+            try:
+                return obj.__dlpack__(stream=stream)
+            except TypeError:
+                return obj.__dlpack__()
+    except Exception as exc:
+        _reraise(exc, f"{desc}: __dlpack__() raised {type(exc).__name__}: {exc}")
+
+
+cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult* r) except -1:
+    cdef DLManagedTensorVersioned* mtv
+    cdef DLManagedTensor* mt
+    cdef DLTensor* tensor
+    cdef const char* name
+    desc = _describe(index, obj)
+    try:
+        device = obj.__dlpack_device__()
+    except Exception as exc:
+        _reraise(exc, f"{desc}: __dlpack_device__() raised {type(exc).__name__}: {exc}")
+    try:
+        dev_type, dev_id = int(device[0]), int(device[1])
+    except Exception:
+        raise TypeError(f"{desc}: __dlpack_device__() returned {device!r}, expected "
+                        "(device_type, device_id)") from None
+    if dev_type == DL_CPU:
+        raise TypeError(f"{desc}: {_ON_CPU} (DLPack device kDLCPU)")
+    if dev_type not in (DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED):
+        dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
+        raise TypeError(f"{desc}: the memory is on DLPack device {dev_name} ({dev_type}), not on a "
+                        "CUDA device; a kernel needs kDLCUDA, kDLCUDAHost or kDLCUDAManaged")
+    if stream is None:
+        stream = resolve_stream(None)
+    capsule = _call_dlpack(obj, stream, desc)
+    if not PyCapsule_CheckExact(capsule):
+        raise TypeError(f"{desc}: __dlpack__() returned {type(capsule).__name__}, not a "
+                        "PyCapsule")
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        mtv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        # Renaming transfers ownership: from here on kernarg must call the deleter, once.
+        PyCapsule_SetName(capsule, b"used_dltensor_versioned")
+        if mtv.version.major != 1:
+            major, minor = mtv.version.major, mtv.version.minor
+            release_capsule(capsule)
+            raise BufferError(f"{desc}: DLPack version {major}.{minor} is not supported "
+                              f"(kernarg reads 1.x)")
+        tensor = &mtv.dl_tensor
+        r.readonly = (mtv.flags & DLPACK_FLAG_READ_ONLY) != 0
+    elif PyCapsule_IsValid(capsule, b"dltensor"):
+        mt = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+        PyCapsule_SetName(capsule, b"used_dltensor")
+        tensor = &mt.dl_tensor
+    else:
+        name = PyCapsule_GetName(capsule)
+        shown = "NULL" if name == NULL else repr(name.decode("utf-8", "replace"))
+        raise TypeError(f"{desc}: __dlpack__() returned a capsule named {shown}, not an "
+                        "unconsumed 'dltensor' or 'dltensor_versioned'")
+    # The device type inside the tensor is not trusted: __dlpack_device__ decided above.
+    if tensor.data == NULL:
+        for i in range(tensor.ndim):
+            if tensor.shape[i] == 0:
+                break
+        else:
+            release_capsule(capsule)
+            raise ValueError(f"{desc}: DLPack tensor has a null data pointer but is not empty")
+    r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
+    Py_INCREF(capsule)
+    r.capsule = <PyObject*>capsule
+    return 0
+
+
+cdef int release_capsule(object capsule) except -1:
+    """Run the deleter of a capsule consumed by ``_consume_dlpack``, exactly once."""
+    cdef const char* name = PyCapsule_GetName(capsule)
+    cdef void* p
+    if name == NULL:
+        return 0
+    if strcmp(name, b"used_dltensor_versioned") == 0:
+        p = PyCapsule_GetPointer(capsule, name)
+        PyCapsule_SetName(capsule, b"kernarg_released_dltensor")
+        if p != NULL and (<DLManagedTensorVersioned*>p).deleter != NULL:
+            (<DLManagedTensorVersioned*>p).deleter(<DLManagedTensorVersioned*>p)
+    elif strcmp(name, b"used_dltensor") == 0:
+        p = PyCapsule_GetPointer(capsule, name)
+        PyCapsule_SetName(capsule, b"kernarg_released_dltensor")
+        if p != NULL and (<DLManagedTensor*>p).deleter != NULL:
+            (<DLManagedTensor*>p).deleter(<DLManagedTensor*>p)
+    return 0
+
+
+cdef int _record_current_stream(object handle, PtrResult* r) except -1:
+    # Library adapters stand in for the CUDA Array Interface, whose v3 export names the
+    # producer's current stream; record the same so the launch waits on it.
+    cdef uint64_t h = <uint64_t>int(handle)
+    r.has_stream = True
+    r.stream = h if h != 0 else 1   # handle 0 is the legacy default stream
+    return 0
+
+
+cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    if not obj.is_cuda:
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {obj.device})")
+    _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
+    torch_cuda = sys.modules["torch"].cuda
+    _record_current_stream(torch_cuda.current_stream(obj.device).cuda_stream, r)
+    return 0
+
+
+cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    _set_address(obj.data.ptr, index, obj, "data.ptr", r)
+    cupy_cuda = sys.modules["cupy"].cuda
+    _record_current_stream(cupy_cuda.get_current_stream().ptr, r)
+    return 0
+
+
+cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    address = obj.device_ctypes_pointer.value
+    _set_address(0 if address is None else address, index, obj, "device_ctypes_pointer", r)
+    stream = getattr(obj, "stream", 0)
+    if stream:
+        handle = stream.handle
+        _record_current_stream(getattr(handle, "value", handle) or 0, r)
+    return 0
+
+
+cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    if not obj.is_device_accessible:
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (StridedMemoryView is not device "
+                        "accessible)")
+    _set_address(obj.ptr, index, obj, "StridedMemoryView.ptr", r)
+    r.readonly = bool(obj.readonly)
+    return 0
+
+
+cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    # cuda.core Buffer.handle is an int for some memory resources (pinned host memory) and a
+    # cuda.bindings CUdeviceptr for others: never assume either.
+    handle = obj.handle
+    if handle is None:
+        raise ValueError(f"{_describe(index, obj)}: the buffer is closed")
+    if type(handle) is int:
+        return _set_address(handle, index, obj, "Buffer.handle", r)
+    return _set_address(int(handle), index, obj, "Buffer.handle", r)
+
+
+cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
+                    PtrResult* r) except -1:
+    """Fill ``r`` with the device address of a pointer-like argument."""
+    r.ptr = 0
+    r.readonly = False
+    r.has_stream = False
+    r.stream = 0
+    r.capsule = NULL
+    if kind == KIND_BUFFER:
+        return _buffer_pointer(obj, index, r)
+    if kind == KIND_REGISTERED:
+        fn = _registered_fn(type(obj))
+        try:
+            address = fn(obj)
+        except Exception as exc:
+            _reraise(exc, f"{_describe(index, obj)}: the function registered for this type "
+                          f"raised {type(exc).__name__}: {exc}")
+        return _set_address(address, index, obj, "the registered function", r)
+    if kind == KIND_TORCH:
+        return _torch_pointer(obj, index, r)
+    if kind == KIND_CUPY:
+        return _cupy_pointer(obj, index, r)
+    if kind == KIND_NUMBA:
+        return _numba_pointer(obj, index, r)
+    if kind == KIND_SMV:
+        return _smv_pointer(obj, index, r)
+    if kind == KIND_CAI:
+        return _consume_cai(obj, index, r)
+    if kind == KIND_DLPACK:
+        return _consume_dlpack(obj, index, stream, r)
+    # KIND_PROBE: the protocols may be instance attributes rather than on the type.
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _consume_cai(obj, index, r)
+    if hasattr(obj, "__dlpack__"):
+        return _consume_dlpack(obj, index, stream, r)
+    return _unsupported(index, obj)

@@ -1,0 +1,149 @@
+"""Resolve any stream object to a CUstream handle (an int).
+
+This module is a leaf: it imports nothing from kernarg, so the packer can use it for the
+DLPack consumer stream without a layering cycle.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+__all__ = [
+    "LEGACY_DEFAULT_STREAM",
+    "PER_THREAD_DEFAULT_STREAM",
+    "default_stream",
+    "resolve_stream",
+    "use_stream",
+]
+
+#: The CUDA legacy default stream handle (``CU_STREAM_LEGACY``).
+LEGACY_DEFAULT_STREAM = 1
+#: The CUDA per-thread default stream handle (``CU_STREAM_PER_THREAD``).
+PER_THREAD_DEFAULT_STREAM = 2
+
+_ENV_PER_THREAD = "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"
+_ACCEPTED = (
+    "None, an int handle, an object with __cuda_stream__() returning (0, handle), "
+    "a torch-style .cuda_stream int, a CuPy-style .ptr int, or cuda.bindings.driver.CUstream"
+)
+
+_local = threading.local()
+
+
+def _policy_default() -> int:
+    # Same switch cuda.bindings reads; any non-zero integer selects the per-thread stream.
+    value = os.environ.get(_ENV_PER_THREAD, "0").strip() or "0"
+    try:
+        per_thread = int(value) != 0
+    except ValueError:
+        per_thread = False
+    return PER_THREAD_DEFAULT_STREAM if per_thread else LEGACY_DEFAULT_STREAM
+
+
+_POLICY_DEFAULT = _policy_default()
+
+
+def _reload_policy() -> int:
+    """Re-read CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (it is read once at import)."""
+    global _POLICY_DEFAULT
+    _POLICY_DEFAULT = _policy_default()
+    return _POLICY_DEFAULT
+
+
+def default_stream() -> int:
+    """Return the stream handle that ``None`` means on this thread.
+
+    The innermost :func:`use_stream` of this thread, else the process policy: the legacy default
+    stream (1), or the per-thread default stream (2) when
+    ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM`` is a non-zero integer.
+    """
+    stack = getattr(_local, "stack", None)
+    if stack:
+        return stack[-1]
+    return _POLICY_DEFAULT
+
+
+def _check_handle(handle, source: str, obj) -> int:
+    if type(handle) is bool or not isinstance(handle, int):
+        raise TypeError(
+            f"stream {type(obj).__name__}: {source} gave {type(handle).__name__}, expected an "
+            "int handle"
+        )
+    if not 0 <= handle < 2**64:
+        raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
+    return int(handle)
+
+
+def resolve_stream(obj) -> int:
+    """Return the CUstream handle (int) for ``obj``.
+
+    Parameters
+    ----------
+    obj
+        ``None`` (see :func:`default_stream`), an int handle, an object implementing the
+        ``__cuda_stream__`` protocol (returns ``(0, handle)``), a torch-style stream with
+        ``.cuda_stream``, a CuPy-style stream with ``.ptr``, a ``cuda.bindings.driver.CUstream``
+        or a cuda.core ``Stream``.
+
+    Raises
+    ------
+    TypeError
+        ``obj`` is none of the accepted kinds.
+    ValueError
+        The handle is out of range or ``__cuda_stream__`` returned an unknown version.
+    """
+    if obj is None:
+        return default_stream()
+    t = type(obj)
+    if t is int:
+        return _check_handle(obj, "int", obj)
+    if t is bool:
+        raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
+    protocol = getattr(obj, "__cuda_stream__", None)
+    if protocol is not None:
+        try:
+            result = protocol()
+        except Exception as exc:
+            raise TypeError(f"stream {t.__name__}: __cuda_stream__() raised {exc!r}") from exc
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise ValueError(
+                f"stream {t.__name__}: __cuda_stream__() returned {result!r}, expected "
+                "(0, handle)"
+            )
+        if result[0] != 0:
+            raise ValueError(
+                f"stream {t.__name__}: __cuda_stream__() version {result[0]!r} is not "
+                "supported (expected 0)"
+            )
+        return _check_handle(result[1], "__cuda_stream__()", obj)
+    if isinstance(obj, int):
+        return _check_handle(int(obj), "int", obj)
+    if t.__name__ == "CUstream" and (t.__module__ or "").startswith("cuda.bindings"):
+        return _check_handle(int(obj), "CUstream", obj)
+    handle = getattr(obj, "cuda_stream", None)
+    if handle is not None:
+        return _check_handle(handle, ".cuda_stream", obj)
+    handle = getattr(obj, "ptr", None)
+    if handle is not None:
+        return _check_handle(handle, ".ptr", obj)
+    raise TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
+                    f"{_ACCEPTED}")
+
+
+@contextlib.contextmanager
+def use_stream(stream):
+    """Make ``stream`` what ``None`` means for this thread inside the ``with`` block.
+
+    >>> with kernarg.use_stream(my_stream):
+    ...     kernel.launch(grid, block, x, n)      # launches on my_stream
+    """
+    handle = resolve_stream(stream)
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(handle)
+    try:
+        yield handle
+    finally:
+        stack.pop()
