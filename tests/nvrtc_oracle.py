@@ -1,0 +1,99 @@
+"""Layout oracle: compile kernels with NVRTC (no GPU needed) and read the compiler's .param list.
+
+PTX declares each kernel parameter with its size and alignment, in order; the parameter buffer
+offsets follow from them. This is the layout cuLaunchKernel expects.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+
+from cuda.bindings import nvrtc
+
+_SCALAR_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8}
+_PARAM = re.compile(r"\.param\s+(?P<decl>[^,\n)]*)")
+
+
+@functools.lru_cache(maxsize=None)
+def include_dir() -> str:
+    import nvidia
+
+    for base in nvidia.__path__:
+        hits = glob.glob(os.path.join(base, "*", "include", "cuda_fp16.h")) + glob.glob(
+            os.path.join(base, "*", "*", "include", "cuda_fp16.h")
+        )
+        if hits:
+            return os.path.dirname(hits[0])
+    raise RuntimeError("cuda_fp16.h not found: pip install nvidia-cuda-runtime")
+
+
+def _check(result, prog=None):
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        log = ""
+        if prog is not None:
+            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = b" " * n
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            log = buf.decode(errors="replace")
+        raise RuntimeError(f"NVRTC failed: {err}\n{log}")
+    return result[1:]
+
+
+def compile_ptx(source: str) -> str:
+    (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), b"oracle.cu", 0, [], []))
+    try:
+        opts = [b"-I" + include_dir().encode(), b"--std=c++17", b"-default-device"]
+        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
+        (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
+        buf = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, buf))
+        return buf.rstrip(b"\x00").decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def parse_params(ptx: str, kernel: str) -> list[tuple[int, int]]:
+    """Return [(size, align)] of ``kernel``'s parameters, in order."""
+    m = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\((?P<body>[^)]*)\)", ptx)
+    if m is None:
+        m = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\(\s*\)", ptx)
+        if m is None:
+            raise LookupError(f"kernel {kernel} not in PTX")
+        return []
+    out = []
+    for pm in _PARAM.finditer(m.group("body")):
+        tokens = pm.group("decl").split()
+        align = None
+        if tokens[0] == ".align":
+            align = int(tokens[1])
+            tokens = tokens[2:]
+        elem = _SCALAR_BYTES[re.match(r"\.[a-z]+(\d+)", tokens[0]).group(1)]
+        count = 1
+        arr = re.search(r"\[(\d+)\]", pm.group("decl"))
+        if arr:
+            count = int(arr.group(1))
+        out.append((elem * count, align if align is not None else elem))
+    return out
+
+
+def layout(params: list[tuple[int, int]]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    offsets, sizes, cur = [], [], 0
+    for size, align in params:
+        cur = (cur + align - 1) // align * align
+        offsets.append(cur)
+        sizes.append(size)
+        cur += size
+    return tuple(offsets), tuple(sizes), cur
+
+
+def kernels_layout(decls: dict[str, list[str]], prelude: str = "") -> dict[str, tuple]:
+    """Compile one translation unit with a kernel per entry; return name -> layout()."""
+    src = ["#include <cuda_fp16.h>", "#include <cuda_bf16.h>", prelude]
+    for name, types in decls.items():
+        params = ", ".join(f"{t} p{i}" for i, t in enumerate(types))
+        src.append(f'extern "C" __global__ void {name}({params}) {{}}')
+    ptx = compile_ptx("\n".join(src))
+    return {name: layout(parse_params(ptx, name)) for name in decls}

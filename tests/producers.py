@@ -1,0 +1,170 @@
+"""Test producers of foreign arrays: CUDA Array Interface objects and DLPack exporters that
+build real capsules (legacy and versioned) with counting deleters. Written from the specs."""
+from __future__ import annotations
+
+import ctypes
+
+c_int32, c_uint8, c_uint16, c_uint32, c_uint64, c_int64 = (
+    ctypes.c_int32, ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64,
+    ctypes.c_int64,
+)
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", c_int32),
+        ("dtype", DLDataType), ("shape", ctypes.POINTER(c_int64)),
+        ("strides", ctypes.POINTER(c_int64)), ("byte_offset", c_uint64),
+    ]
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", c_uint32), ("minor", c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER),
+        ("flags", c_uint64), ("dl_tensor", DLTensor),
+    ]
+
+
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
+_PyCapsule_IsValid.restype = ctypes.c_int
+_PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+_PyCapsule_GetPointer.restype = ctypes.c_void_p
+_PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+_LIVE: dict[int, object] = {}   # managed tensor address -> (struct, shape array, producer)
+
+
+@DELETER
+def _deleter(address):
+    entry = _LIVE.pop(address, None)
+    if entry is not None:
+        entry[2].deleted += 1
+    else:   # a second call for the same tensor: count it so tests see double frees
+        _double_deletes.append(address)
+
+
+_double_deletes: list[int] = []
+
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule_ptr):
+    # Spec: if the consumer never renamed the capsule, the producer frees the tensor.
+    capsule = ctypes.cast(capsule_ptr, ctypes.py_object).value
+    for name in (b"dltensor", b"dltensor_versioned"):
+        if _PyCapsule_IsValid(capsule, name):
+            _deleter(_PyCapsule_GetPointer(capsule, name))
+
+
+class DLPackProducer:
+    """Exports ``address`` over DLPack. ``signature`` selects which keywords __dlpack__ takes:
+    "full" (stream, max_version), "stream" (pre-1.0 producers) or "none"."""
+
+    def __init__(self, address, *, device=(2, 0), versioned=True, byte_offset=0, shape=(4,),
+                 readonly=False, version=(1, 1), dtype=(2, 32, 1)):
+        self.address = address
+        self.device = device
+        self.versioned = versioned
+        self.byte_offset = byte_offset
+        self.shape = shape
+        self.readonly = readonly
+        self.version = version
+        self.dtype = dtype
+        self.deleted = 0
+        self.exported = 0
+        self.streams = []
+        self.max_versions = []
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, *, stream=None, max_version=None):
+        self.streams.append(stream)
+        self.max_versions.append(max_version)
+        return self._export(versioned=self.versioned and max_version is not None)
+
+    def _fill(self, t: DLTensor, shape_arr):
+        t.data = self.address
+        t.device = DLDevice(*self.device)
+        t.ndim = len(self.shape)
+        t.dtype = DLDataType(*self.dtype)
+        t.shape = shape_arr
+        t.strides = None
+        t.byte_offset = self.byte_offset
+
+    def _export(self, versioned):
+        self.exported += 1
+        shape_arr = (c_int64 * max(1, len(self.shape)))(*self.shape)
+        if versioned:
+            mt = DLManagedTensorVersioned()
+            mt.version = DLPackVersion(*self.version)
+            mt.flags = 1 if self.readonly else 0
+            self._fill(mt.dl_tensor, shape_arr)
+            name = b"dltensor_versioned"
+        else:
+            mt = DLManagedTensor()
+            self._fill(mt.dl_tensor, shape_arr)
+            name = b"dltensor"
+        mt.deleter = _deleter
+        address = ctypes.addressof(mt)
+        _LIVE[address] = (mt, shape_arr, self)
+        return _PyCapsule_New(address, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+class StreamOnlyProducer(DLPackProducer):
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        return self._export(versioned=False)
+
+
+class NoKeywordProducer(DLPackProducer):
+    def __dlpack__(self):
+        self.streams.append("<none>")
+        return self._export(versioned=False)
+
+
+class CAIObject:
+    """An object exposing ``__cuda_array_interface__`` as a property (like real libraries)."""
+
+    def __init__(self, interface):
+        self._interface = interface
+
+    @property
+    def __cuda_array_interface__(self):
+        if isinstance(self._interface, BaseException):
+            raise self._interface
+        return self._interface
+
+
+def cai(ptr, *, shape=(4,), typestr="<f4", version=3, readonly=False, **extra):
+    d = {"shape": shape, "typestr": typestr, "data": (ptr, readonly), "version": version}
+    d.update(extra)
+    return d
+
+
+def double_deletes() -> list[int]:
+    return list(_double_deletes)

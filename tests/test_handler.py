@@ -1,0 +1,392 @@
+"""kernarg.pack / ParamBlock: values, layout, structure of the block, errors."""
+import ctypes
+import enum
+import math
+import struct
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kernarg
+import reference
+
+# ------------------------------------------------------------------------------------------
+# Block structure
+
+
+def read_argv(block):
+    """The kernelParams array: nargs void* entries at block.ptr."""
+    return list((ctypes.c_void_p * block.nargs).from_address(block.ptr)) if block.nargs else []
+
+
+def check_block(block, args, address_of=None):
+    raw, offsets, sizes = reference.pack(args, address_of)
+    assert bytes(block) == raw
+    assert block.offsets == offsets
+    assert block.sizes == sizes
+    assert block.nbytes == len(raw)
+    assert block.nargs == len(args)
+    base = block.data_ptr
+    for i, p in enumerate(read_argv(block)):
+        assert p == base + offsets[i], f"argv[{i}] does not point at offsets[{i}]"
+        assert ctypes.string_at(p, sizes[i]) == raw[offsets[i]:offsets[i] + sizes[i]]
+
+
+def test_empty():
+    b = kernarg.pack(())
+    assert (b.nargs, b.nbytes, b.offsets, b.sizes, bytes(b)) == (0, 0, (), (), b"")
+    assert b.producer_streams == ()
+
+
+@pytest.mark.parametrize("value, expected", [
+    (True, b"\x01"), (False, b"\x00"),
+    (0, bytes(8)), (-1, b"\xff" * 8), (2**63 - 1, struct.pack("<q", 2**63 - 1)),
+    (-2**63, struct.pack("<q", -2**63)), (2**63, struct.pack("<Q", 2**63)),
+    (2**64 - 1, b"\xff" * 8), (2**30, struct.pack("<q", 2**30)),
+    (-(2**31) - 5, struct.pack("<q", -(2**31) - 5)), (2**60 + 3, struct.pack("<q", 2**60 + 3)),
+    (1.5, struct.pack("<d", 1.5)), (-0.0, struct.pack("<d", -0.0)),
+    (math.inf, struct.pack("<d", math.inf)), (1 + 2j, struct.pack("<dd", 1, 2)),
+    (None, bytes(8)),
+])
+def test_python_scalars(value, expected):
+    b = kernarg.pack((value,))
+    assert bytes(b) == expected
+    check_block(b, (value,))
+
+
+def test_nan_bits_preserved():
+    nan = struct.unpack("<d", b"\x01\x00\x00\x00\x00\x00\xf8\x7f")[0]
+    assert bytes(kernarg.pack((nan,))) == b"\x01\x00\x00\x00\x00\x00\xf8\x7f"
+
+
+NUMPY_SCALARS = [np.bool_(True), np.int8(-3), np.uint8(250), np.int16(-300), np.uint16(60000),
+                 np.int32(-7), np.uint32(4_000_000_000), np.int64(-2**62), np.uint64(2**64 - 1),
+                 np.float16(1.5), np.float32(-2.25), np.float64(3.125),
+                 np.complex64(1 - 2j), np.complex128(3 + 4j)]
+
+
+@pytest.mark.parametrize("value", NUMPY_SCALARS, ids=lambda v: type(v).__name__)
+def test_numpy_scalars(value):
+    b = kernarg.pack((np.int8(1), value))   # after a 1-byte value, alignment shows
+    assert b.sizes[1] == value.dtype.itemsize
+    check_block(b, (np.int8(1), value))
+
+
+def test_complex_alignment_is_cuda_vector_alignment():
+    # float2 is 8-aligned and double2 16-aligned in CUDA, unlike numpy's component alignment.
+    assert kernarg.pack((np.int8(1), np.complex64(1j))).offsets == (0, 8)
+    assert kernarg.pack((np.int8(1), np.complex128(1j))).offsets == (0, 16)
+    assert kernarg.pack((True, 1j)).offsets == (0, 16)
+
+
+def test_bfloat16():
+    v = ml_dtypes.bfloat16(1.5)
+    b = kernarg.pack((True, v))
+    assert b.offsets == (0, 2) and b.sizes == (1, 2)
+    assert bytes(b)[2:] == v.tobytes()
+
+
+def test_structured_numpy_scalar():
+    dt = np.dtype([("a", np.int8), ("b", np.float64), ("c", np.int16)], align=True)
+    rec = np.array([(1, 2.5, -3)], dtype=dt)[0]
+    b = kernarg.pack((True, rec, np.int8(2)))
+    assert b.offsets == (0, 8, 32) and b.sizes == (1, 24, 1)
+    check_block(b, (True, rec, np.int8(2)))
+
+
+class Pair(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_char), ("y", ctypes.c_double)]
+
+
+class Mixed(ctypes.Union):
+    _fields_ = [("i", ctypes.c_int), ("f", ctypes.c_float), ("b", ctypes.c_ubyte * 6)]
+
+
+CTYPES_VALUES = [ctypes.c_bool(True), ctypes.c_char(b"z"), ctypes.c_byte(-5),
+                 ctypes.c_ubyte(200), ctypes.c_short(-2), ctypes.c_ushort(65535),
+                 ctypes.c_int(-9), ctypes.c_uint(9), ctypes.c_long(-11), ctypes.c_ulong(11),
+                 ctypes.c_longlong(-2**40), ctypes.c_ulonglong(2**64 - 1),
+                 ctypes.c_float(0.5), ctypes.c_double(-0.25), ctypes.c_void_p(0xDEAD0000),
+                 ctypes.c_size_t(12345), Pair(b"q", 9.5), Mixed(i=0x01020304),
+                 (ctypes.c_int * 3)(1, 2, 3), (ctypes.c_ubyte * 3)(4, 5, 6)]
+
+
+@pytest.mark.parametrize("value", CTYPES_VALUES, ids=lambda v: type(v).__name__)
+def test_ctypes_values(value):
+    b = kernarg.pack((True, value))
+    assert b.sizes[1] == ctypes.sizeof(value)
+    check_block(b, (True, value))
+
+
+def test_ctypes_value_is_read_at_pack_time():
+    v = ctypes.c_int(1)
+    b1 = kernarg.pack((v,))
+    v.value = 2
+    b2 = kernarg.pack((v,))
+    assert bytes(b1) == struct.pack("<i", 1) and bytes(b2) == struct.pack("<i", 2)
+
+
+def test_padding_is_zero_and_argv_points_into_block():
+    args = (True, 1.0, np.int16(2), np.int8(3), 4, np.float32(5), 6 + 0j, None)
+    b = kernarg.pack(args)
+    check_block(b, args)
+
+
+def test_list_args_and_buffer_protocol():
+    b = kernarg.pack([1, 2.0])
+    assert isinstance(b.args, tuple) and b.args == (1, 2.0)
+    m = memoryview(b)
+    assert m.readonly and m.nbytes == 16 and m.format == "B"
+    with pytest.raises(TypeError, match="not writable"):
+        ctypes.c_char.from_buffer(b)
+
+
+def test_bad_args_container():
+    with pytest.raises(TypeError, match="tuple or list"):
+        kernarg.pack(x for x in (1, 2))
+    with pytest.raises(TypeError, match="tuple or list"):
+        kernarg.pack(1)
+
+
+def test_param_block_cannot_be_constructed_directly():
+    with pytest.raises(TypeError, match="kernarg.pack"):
+        kernarg.ParamBlock()
+
+
+# ------------------------------------------------------------------------------------------
+# Sizes: inline area, heap, growth, limit
+
+
+@pytest.mark.parametrize("n", [15, 16, 17, 31, 32, 33, 100, 1000, 4095])
+def test_many_ints(n):
+    args = tuple(i - n // 2 for i in range(n))
+    check_block(kernarg.pack(args), args)
+
+
+def test_growth_past_inline_area_with_few_args():
+    # Few arguments but large by-value structs: the area moves to the heap mid-pack and the
+    # pointers already written must follow.
+    big = (ctypes.c_double * 40)(*range(40))
+    args = (1, 2.5, big, True, big, 7)
+    check_block(kernarg.pack(args), args)
+
+
+def test_growth_with_many_args_and_structs():
+    big = (ctypes.c_int64 * 30)(*range(30))
+    args = tuple([1] * 20) + (big,) * 5 + (3,)
+    check_block(kernarg.pack(args), args)
+
+
+def test_exact_limit_and_overflow():
+    chunk = (ctypes.c_ubyte * 4096)
+    exact = (chunk(),) * 7 + ((ctypes.c_ubyte * (32764 - 7 * 4096))(),)
+    assert kernarg.pack(exact).nbytes == kernarg.MAX_PARAM_BYTES == 32764
+    with pytest.raises(ValueError, match=r"argument 8: .*32764"):
+        kernarg.pack(exact + (True,))
+    with pytest.raises(ValueError, match="32764"):
+        kernarg.pack(tuple(range(4096)) + (1,))
+
+
+# ------------------------------------------------------------------------------------------
+# Errors
+
+
+def test_int_overflow_names_index():
+    with pytest.raises(OverflowError, match="argument 2"):
+        kernarg.pack((1, 2, 2**64))
+    with pytest.raises(OverflowError, match="argument 0"):
+        kernarg.pack((-2**63 - 1,))
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ("text", "argument 1 (str)"), (b"bytes", "host memory"), (object(), "unsupported"),
+    ([1, 2], "argument 1 (list)"), ({"a": 1}, "dict"),
+    (np.longdouble(1), "long double"), (np.datetime64("2020-01-01"), "no CUDA parameter"),
+    (ctypes.c_longdouble(1), "long double"), (ctypes.py_object(1), "Python object"),
+    (np.zeros(3), "on the CPU"), (bytearray(4), "host memory"),
+])
+def test_unsupported_arguments(bad, fragment):
+    with pytest.raises(TypeError) as info:
+        kernarg.pack((1, bad))
+    assert fragment in str(info.value)
+    assert "argument 1" in str(info.value)
+
+
+def test_unsupported_lists_what_is_accepted():
+    with pytest.raises(TypeError, match="__cuda_array_interface__"):
+        kernarg.pack((object(),))
+
+
+def test_empty_ctypes_structure_rejected():
+    class Empty(ctypes.Structure):
+        _fields_ = []
+
+    with pytest.raises(TypeError, match="size 0"):
+        kernarg.pack((Empty(),))
+
+
+# ------------------------------------------------------------------------------------------
+# Subclasses and registration
+
+
+class MyInt(int):
+    pass
+
+
+class MyFloat(float):
+    pass
+
+
+class Color(enum.IntEnum):
+    RED = 7
+
+
+class MyPair(Pair):
+    pass
+
+
+def test_subclasses_take_the_slow_path_with_the_same_bytes():
+    args = (MyInt(5), MyFloat(2.5), Color.RED, MyPair(b"a", 1.0), MyInt(2**64 - 1))
+    b = kernarg.pack(args)
+    assert bytes(b)[:24] == struct.pack("<qdq", 5, 2.5, 7)
+    check_block(b, args)
+
+
+def test_register_pointer_type():
+    class Handle:
+        def __init__(self, addr):
+            self.addr = addr
+
+    class SubHandle(Handle):
+        pass
+
+    kernarg.register(Handle, lambda h: h.addr)
+    try:
+        b = kernarg.pack((Handle(0x1000), SubHandle(0x2000), np.int8(1)))
+        assert bytes(b)[:16] == struct.pack("<QQ", 0x1000, 0x2000)
+        assert Handle in kernarg.registered_types()
+        kernarg.register(Handle, lambda h: -1)
+        with pytest.raises(OverflowError, match="argument 0"):
+            kernarg.pack((Handle(0),))
+        kernarg.register(Handle, lambda h: "nope")
+        with pytest.raises(TypeError, match="argument 0.*expected an int"):
+            kernarg.pack((Handle(0),))
+
+        def boom(h):
+            raise RuntimeError("kaboom")
+
+        kernarg.register(Handle, boom)
+        with pytest.raises(RuntimeError, match="argument 0.*kaboom"):
+            kernarg.pack((Handle(0),))
+    finally:
+        kernarg.register(Handle, None)
+    with pytest.raises(TypeError, match="unsupported"):
+        kernarg.pack((Handle(1),))
+
+
+def test_register_rejects_value_types_and_non_callables():
+    with pytest.raises(TypeError):
+        kernarg.register(int, lambda x: 0)
+    with pytest.raises(TypeError, match="callable"):
+        kernarg.register(type("T", (), {}), 42)
+
+
+# ------------------------------------------------------------------------------------------
+# cuda.core Buffer: recognised before any protocol probing; never needs a driver
+
+
+def test_cuda_core_buffer_from_handle():
+    from cuda.core import Buffer
+
+    bufs = [Buffer.from_handle(0x7000_0000 + 256 * i, 256) for i in range(3)]
+    b = kernarg.pack((True, *bufs, 5))
+    assert b.offsets == (0, 8, 16, 24, 32)
+    assert bytes(b)[8:32] == struct.pack("<QQQ", *(int(x.handle) for x in bufs))
+
+
+def test_cuda_core_buffer_from_pinned_memory_resource():
+    # A pinned allocation reports host *and* device accessibility; its handle is a plain int.
+    # The packer must treat it as a pointer like any other Buffer (a real peer once crashed).
+    from cuda.core import Buffer
+    from cuda.core._memory import MemoryResource
+
+    class FakePinned(MemoryResource):
+        def allocate(self, size, stream=None):
+            raise NotImplementedError
+
+        def deallocate(self, ptr, size, stream=None):
+            pass
+
+        @property
+        def is_device_accessible(self):
+            return True
+
+        @property
+        def is_host_accessible(self):
+            return True
+
+        @property
+        def device_id(self):
+            return 0
+
+    mr = FakePinned()
+    buf = Buffer.from_handle(0x5550_0000, 64, owner=mr)
+    assert buf.memory_resource is None or buf.is_host_accessible in (True, False)
+    b = kernarg.pack((buf, 1))
+    assert bytes(b)[:8] == struct.pack("<Q", 0x5550_0000)
+
+
+def test_buffer_handle_as_cuda_bindings_object():
+    # Some memory resources hand out cuda.bindings CUdeviceptr handles instead of ints.
+    from cuda.bindings import driver
+    from cuda.core import Buffer
+
+    buf = Buffer.from_handle(driver.CUdeviceptr(0x4440_0000), 64)
+    assert bytes(kernarg.pack((buf,))) == struct.pack("<Q", 0x4440_0000)
+
+
+# ------------------------------------------------------------------------------------------
+# Differential property test against the reference packer
+
+
+def _ints(lo, hi):
+    return st.integers(lo, hi)
+
+
+def _floats(width):
+    return st.floats(width=width, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+_np_values = st.one_of(
+    _ints(-128, 127).map(np.int8), _ints(0, 255).map(np.uint8),
+    _ints(-2**15, 2**15 - 1).map(np.int16), _ints(0, 2**16 - 1).map(np.uint16),
+    _ints(-2**31, 2**31 - 1).map(np.int32), _ints(0, 2**32 - 1).map(np.uint32),
+    _ints(-2**63, 2**63 - 1).map(np.int64), _ints(0, 2**64 - 1).map(np.uint64),
+    _floats(16).map(np.float16), _floats(32).map(np.float32), _floats(64).map(np.float64),
+    st.booleans().map(np.bool_),
+    st.tuples(_floats(32), _floats(32)).map(lambda t: np.complex64(complex(*t))),
+    st.complex_numbers(allow_nan=True).map(np.complex128),
+    _floats(32).map(ml_dtypes.bfloat16),
+)
+_ctypes_values = st.one_of(
+    _ints(-2**31, 2**31 - 1).map(ctypes.c_int), _ints(0, 255).map(ctypes.c_ubyte),
+    _ints(-2**15, 2**15 - 1).map(ctypes.c_short), _floats(32).map(ctypes.c_float),
+    _floats(64).map(ctypes.c_double), _ints(0, 2**64 - 1).map(ctypes.c_void_p),
+    st.tuples(_ints(0, 255), _floats(64)).map(lambda t: Pair(bytes([t[0]]), t[1])),
+)
+ANY_VALUE = st.one_of(
+    st.booleans(), _ints(-2**63, 2**64 - 1), _floats(64), st.complex_numbers(allow_nan=True),
+    st.none(), _np_values, _ctypes_values,
+    st.sampled_from([-1, 0, 1, 2**63 - 1, 2**63, -2**63, 2**64 - 1, 2**30, -(2**30), 2**60]),
+    st.sampled_from([np.float16(6e-8), np.float16(-0.0), np.float16(np.inf),
+                     np.float16(np.nan), np.float32(1e-45), np.float64(5e-324)]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(ANY_VALUE, max_size=40))
+def test_matches_reference_packer(args):
+    check_block(kernarg.pack(tuple(args)), tuple(args))
