@@ -446,6 +446,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
         if mtv.version.major != 1:
             major, minor = mtv.version.major, mtv.version.minor
             release_capsule(capsule)
+            capsule = None   # let it go before raising: destructors then run error-free
             raise BufferError(f"{desc}: DLPack version {major}.{minor} is not supported "
                               f"(kernarg reads 1.x)")
         tensor = &mtv.dl_tensor
@@ -466,6 +467,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
                 break
         else:
             release_capsule(capsule)
+            capsule = None
             raise ValueError(f"{desc}: DLPack tensor has a null data pointer but is not empty")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     Py_INCREF(capsule)

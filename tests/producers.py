@@ -54,6 +54,13 @@ _PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
 _PyCapsule_GetPointer.restype = ctypes.c_void_p
 _PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
+# Raw-pointer prototypes for use inside a capsule destructor, where the capsule is already at
+# refcount zero and must not be turned back into a Python object.
+_IsValidRaw = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_GetPointerRaw = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
 _LIVE: dict[int, object] = {}   # managed tensor address -> (struct, shape array, producer)
 
 
@@ -74,10 +81,9 @@ _CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 @_CAPSULE_DESTRUCTOR
 def _capsule_destructor(capsule_ptr):
     # Spec: if the consumer never renamed the capsule, the producer frees the tensor.
-    capsule = ctypes.cast(capsule_ptr, ctypes.py_object).value
     for name in (b"dltensor", b"dltensor_versioned"):
-        if _PyCapsule_IsValid(capsule, name):
-            _deleter(_PyCapsule_GetPointer(capsule, name))
+        if _IsValidRaw(capsule_ptr, name):
+            _deleter(_GetPointerRaw(capsule_ptr, name))
 
 
 class DLPackProducer:

@@ -1,0 +1,270 @@
+"""CUDA Array Interface and DLPack consumption, as the specifications describe them."""
+import gc
+import struct
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import kernarg
+from producers import (
+    CAIObject,
+    DLPackProducer,
+    NoKeywordProducer,
+    StreamOnlyProducer,
+    cai,
+    double_deletes,
+)
+
+PTR = 0x7F00_0000_1000
+
+
+def ptr_of(block, i=0):
+    return struct.unpack_from("<Q", bytes(block), block.offsets[i])[0]
+
+
+# ------------------------------------------------------------------------------------------
+# CUDA Array Interface
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_cai_versions(version):
+    b = kernarg.pack((CAIObject(cai(PTR, version=version)),))
+    assert ptr_of(b) == PTR and b.sizes == (8,)
+
+
+def test_cai_missing_or_none_strides_is_c_contiguous():
+    d = cai(PTR)
+    assert "strides" not in d
+    assert ptr_of(kernarg.pack((CAIObject(d),))) == PTR
+    assert ptr_of(kernarg.pack((CAIObject(cai(PTR, strides=None)),))) == PTR
+    assert ptr_of(kernarg.pack((CAIObject(cai(PTR, strides=(4,))),))) == PTR
+
+
+def test_cai_zero_size_array_may_have_null_pointer():
+    assert ptr_of(kernarg.pack((CAIObject(cai(0, shape=(0, 3))),))) == 0
+    with pytest.raises(ValueError, match="argument 0.*null data pointer"):
+        kernarg.pack((CAIObject(cai(0, shape=(2,))),))
+
+
+@pytest.mark.parametrize("stream, recorded", [(None, ()), (1, (1,)), (2, (2,)),
+                                              (0xABCDEF, (0xABCDEF,))])
+def test_cai_stream_rules(stream, recorded):
+    b = kernarg.pack((CAIObject(cai(PTR, stream=stream)),))
+    assert b.producer_streams == recorded
+
+
+def test_cai_stream_missing_means_no_sync():
+    assert kernarg.pack((CAIObject(cai(PTR)),)).producer_streams == ()
+
+
+def test_cai_streams_deduplicated_in_order():
+    args = (CAIObject(cai(PTR, stream=7)), CAIObject(cai(PTR, stream=5)),
+            CAIObject(cai(PTR, stream=7)), CAIObject(cai(PTR, stream=None)))
+    assert kernarg.pack(args).producer_streams == (7, 5)
+
+
+def test_cai_stream_zero_is_forbidden():
+    with pytest.raises(ValueError, match="argument 1.*stream.*0.*forbids"):
+        kernarg.pack((1, CAIObject(cai(PTR, stream=0))))
+
+
+@pytest.mark.parametrize("interface, exc, fragment", [
+    (cai(PTR, mask=object()), ValueError, "mask"),
+    ({"shape": (1,), "typestr": "<f4", "version": 3}, TypeError, "data"),
+    (cai(PTR) | {"data": PTR}, TypeError, "data"),
+    (cai(PTR) | {"data": ("x", False)}, TypeError, "data"),
+    (cai(PTR) | {"shape": None}, TypeError, "shape"),
+    (cai(PTR) | {"typestr": 4}, TypeError, "typestr"),
+    (cai(PTR, version=4), ValueError, "version"),
+    (cai(PTR, stream="s"), TypeError, "stream"),
+    (cai(PTR, stream=-5), ValueError, "stream"),
+    (cai(-8), OverflowError, "address"),
+    ([1, 2], TypeError, "not a dict"),
+    (RuntimeError("device lost"), RuntimeError, "device lost"),
+])
+def test_cai_malformed(interface, exc, fragment):
+    with pytest.raises(exc) as info:
+        kernarg.pack((np.int8(0), CAIObject(interface)))
+    msg = str(info.value)
+    assert "argument 1" in msg and fragment in msg
+
+
+def test_cai_as_instance_attribute():
+    obj = types.SimpleNamespace(__cuda_array_interface__=cai(PTR, readonly=True))
+    assert ptr_of(kernarg.pack((obj,))) == PTR
+
+
+def test_cai_object_kept_alive_by_block():
+    obj = CAIObject(cai(PTR))
+    before = sys.getrefcount(obj)
+    b = kernarg.pack((obj,))
+    assert b.args[0] is obj
+    del b
+    assert sys.getrefcount(obj) == before
+
+
+# ------------------------------------------------------------------------------------------
+# DLPack
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+@pytest.mark.parametrize("device", [(2, 0), (3, 0), (13, 0), (2, 1)])
+def test_dlpack_devices_and_capsule_kinds(versioned, device):
+    prod = DLPackProducer(PTR, device=device, versioned=versioned, byte_offset=64)
+    b = kernarg.pack((1, prod))
+    assert ptr_of(b, 1) == PTR + 64
+    assert prod.exported == 1 and prod.deleted == 0
+    b.release()
+    assert prod.deleted == 1
+    b.release()
+    del b
+    gc.collect()
+    assert prod.deleted == 1 and not double_deletes()
+
+
+def test_dlpack_deleter_runs_once_on_garbage_collection():
+    prod = DLPackProducer(PTR)
+    b = kernarg.pack((prod, prod))
+    assert prod.exported == 2 and prod.deleted == 0
+    del b
+    assert prod.deleted == 2 and not double_deletes()
+
+
+def test_dlpack_context_manager_releases():
+    prod = DLPackProducer(PTR)
+    with kernarg.pack((prod,)) as b:
+        assert b.args == (prod,)
+        assert prod.deleted == 0
+    assert prod.deleted == 1 and b.args is None
+
+
+def test_dlpack_consumer_stream_is_passed():
+    prod = DLPackProducer(PTR)
+    kernarg.pack((prod,), stream=0x1234)
+    kernarg.pack((prod,))
+    assert prod.streams == [0x1234, kernarg.default_stream()]
+    assert prod.max_versions[0] == kernarg.DLPACK_MAX_VERSION
+
+
+def test_dlpack_stream_object_is_resolved():
+    class S:
+        def __cuda_stream__(self):
+            return (0, 0x55)
+
+    prod = DLPackProducer(PTR)
+    kernarg.pack((prod,), stream=S())
+    assert prod.streams == [0x55]
+
+
+@pytest.mark.parametrize("cls, seen", [(StreamOnlyProducer, 1), (NoKeywordProducer, "<none>")])
+def test_dlpack_older_producers(cls, seen):
+    prod = cls(PTR, versioned=False)
+    b = kernarg.pack((prod,), stream=1)
+    assert ptr_of(b) == PTR and prod.streams == [seen]
+    del b
+    assert prod.deleted == 1
+
+
+def test_dlpack_unsupported_major_version_deletes_then_raises():
+    prod = DLPackProducer(PTR, version=(2, 0))
+    with pytest.raises(BufferError, match="argument 0.*version 2.0"):
+        kernarg.pack((prod,))
+    assert prod.exported == 1 and prod.deleted == 1
+
+
+def test_dlpack_cpu_memory_refused_with_cpu_message():
+    prod = DLPackProducer(PTR, device=(1, 0))
+    with pytest.raises(TypeError, match="argument 2.*on the CPU"):
+        kernarg.pack((1, 2, prod))
+    assert prod.exported == 0   # refused from __dlpack_device__, nothing exported
+
+
+@pytest.mark.parametrize("device, name", [((10, 0), "kDLROCM"), ((99, 0), "unknown")])
+def test_dlpack_other_devices_refused(device, name):
+    with pytest.raises(TypeError, match=f"argument 0.*{name}"):
+        kernarg.pack((DLPackProducer(PTR, device=device),))
+
+
+def test_dlpack_device_type_inside_tensor_is_not_trusted():
+    # A producer that forgot to set the device type in the tensor: __dlpack_device__ decides.
+    prod = DLPackProducer(PTR, device=(2, 0))
+    orig = prod._fill
+
+    def fill(t, shape):
+        orig(t, shape)
+        t.device.device_type = 1
+
+    prod._fill = fill
+    assert ptr_of(kernarg.pack((prod,))) == PTR
+
+
+def test_numpy_array_refused_as_cpu_memory():
+    with pytest.raises(TypeError, match="argument 0.*on the CPU"):
+        kernarg.pack((np.arange(4),))
+
+
+def test_torch_cpu_tensor_refused():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    with pytest.raises(TypeError, match="argument 0.*on the CPU"):
+        kernarg.pack((torch.zeros(3),))
+
+
+def test_raw_capsule_refused():
+    prod = DLPackProducer(PTR)
+    capsule = prod.__dlpack__(stream=None, max_version=(1, 0))
+    with pytest.raises(TypeError, match="argument 0.*raw PyCapsule"):
+        kernarg.pack((capsule,))
+    del capsule
+    gc.collect()
+    assert prod.deleted == 1   # the producer's own capsule destructor freed it
+
+
+def test_dlpack_errors_from_producer_name_the_argument():
+    class Broken(DLPackProducer):
+        def __dlpack__(self, *, stream=None, max_version=None):
+            raise BufferError("cannot export")
+
+    with pytest.raises(BufferError, match="argument 0.*cannot export"):
+        kernarg.pack((Broken(PTR),))
+
+    class BadDevice(DLPackProducer):
+        def __dlpack_device__(self):
+            return "gpu"
+
+    with pytest.raises(TypeError, match="argument 0.*__dlpack_device__"):
+        kernarg.pack((BadDevice(PTR),))
+
+    class NotCapsule(DLPackProducer):
+        def __dlpack__(self, *, stream=None, max_version=None):
+            return 42
+
+    with pytest.raises(TypeError, match="argument 0.*not a PyCapsule"):
+        kernarg.pack((NotCapsule(PTR),))
+
+
+def test_dlpack_used_capsule_rejected():
+    prod = DLPackProducer(PTR)
+    capsule = prod.__dlpack__(stream=None, max_version=(1, 0))
+    kernarg.pack((types.SimpleNamespace(__dlpack__=lambda **kw: capsule,
+                                        __dlpack_device__=lambda: (2, 0)),)).release()
+    with pytest.raises(TypeError, match="capsule named 'kernarg_released_dltensor'"):
+        kernarg.pack((types.SimpleNamespace(__dlpack__=lambda **kw: capsule,
+                                            __dlpack_device__=lambda: (2, 0)),))
+
+
+def test_dlpack_null_data_for_nonempty_tensor():
+    prod = DLPackProducer(0, shape=(3,))
+    with pytest.raises(ValueError, match="argument 0.*null data pointer"):
+        kernarg.pack((prod,))
+    assert prod.deleted == 1
+    assert ptr_of(kernarg.pack((DLPackProducer(0, shape=(0,)),))) == 0
+
+
+def test_failure_midway_releases_earlier_capsules():
+    prod = DLPackProducer(PTR)
+    with pytest.raises(TypeError):
+        kernarg.pack((prod, object()))
+    gc.collect()
+    assert prod.exported == 1 and prod.deleted == 1
