@@ -1,0 +1,82 @@
+"""A million packs of every argument kind leave reference counts and memory flat."""
+import ctypes
+import gc
+import sys
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+from cuda.core import Buffer
+
+import kernarg
+from producers import CAIObject, DLPackProducer, cai
+
+N = 1_000_000
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+class Pair(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
+
+
+def _args():
+    rec = np.array([(1, 2.0)], dtype=np.dtype([("a", np.int8), ("b", np.float64)],
+                                               align=True))[0]
+    return (True, 5, 2**63 + 1, -1.5, 1 + 2j, None, np.float32(1), np.float16(2),
+            np.complex64(1j), ml_dtypes.bfloat16(3), rec, ctypes.c_int(4), Pair(1, 2.0),
+            (ctypes.c_int * 3)(), ctypes.c_void_p(16), Buffer.from_handle(0x1000, 8),
+            CAIObject(cai(0x2000, stream=7)))
+
+
+def _run(args, n):
+    pack = kernarg.pack
+    for _ in range(n):
+        pack(args)
+
+
+def _own_refcounts(args):
+    # Singletons (True, None, cached small ints) are shared with the whole process.
+    return [sys.getrefcount(a) for a in args if a is not None and type(a) is not bool
+            and not (type(a) is int and -5 <= a <= 256)]
+
+
+def test_million_packs_every_kind_flat():
+    args = _args()
+    before_refs = _own_refcounts(args)
+    _run(args, 10_000)   # warm caches, pools and freelists
+    gc.collect()
+    rss0 = _rss_bytes()
+    tracemalloc.start()
+    snap0 = tracemalloc.get_traced_memory()[0]
+    _run(args, N)
+    gc.collect()
+    snap1 = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    rss1 = _rss_bytes()
+    assert _own_refcounts(args) == before_refs
+    assert snap1 - snap0 < 64 * 1024, f"traced memory grew by {snap1 - snap0} bytes"
+    assert rss1 - rss0 < 16 * 2**20, f"RSS grew by {rss1 - rss0} bytes"
+
+
+def test_dlpack_packs_release_every_capsule():
+    prod = DLPackProducer(0x3000)
+    for _ in range(20_000):
+        kernarg.pack((prod, 1, prod))
+    gc.collect()
+    assert prod.exported == 40_000 and prod.deleted == 40_000
+    assert sys.getrefcount(prod) == 2
+
+
+def test_error_paths_do_not_leak():
+    args = (1000.5, CAIObject(cai(0x10)), object())
+    before = [sys.getrefcount(a) for a in args]
+    for _ in range(50_000):
+        try:
+            kernarg.pack(args)
+        except TypeError:
+            pass
+    assert [sys.getrefcount(a) for a in args] == before

@@ -1,0 +1,85 @@
+"""kernarg.resolve_stream / use_stream / default-stream policy."""
+import threading
+
+import pytest
+
+import kernarg
+from kernarg import _stream
+
+
+class ProtocolStream:
+    def __init__(self, result):
+        self.result = result
+
+    def __cuda_stream__(self):
+        return self.result
+
+
+class TorchLike:
+    cuda_stream = 0x1000
+
+
+class CupyLike:
+    ptr = 0x2000
+
+
+def test_int_and_protocols():
+    assert kernarg.resolve_stream(0x77) == 0x77
+    assert kernarg.resolve_stream(0) == 0
+    assert kernarg.resolve_stream(ProtocolStream((0, 0x88))) == 0x88
+    assert kernarg.resolve_stream(TorchLike()) == 0x1000
+    assert kernarg.resolve_stream(CupyLike()) == 0x2000
+
+
+def test_cuda_bindings_custream():
+    from cuda.bindings import driver
+
+    assert kernarg.resolve_stream(driver.CUstream(0x99)) == 0x99
+
+
+@pytest.mark.parametrize("bad, exc, fragment", [
+    (ProtocolStream((1, 5)), ValueError, "version"),
+    (ProtocolStream((0,)), ValueError, "(0, handle)"),
+    (ProtocolStream((0, "x")), TypeError, "int handle"),
+    (True, TypeError, "bool"), (-1, ValueError, "outside"), (2**64, ValueError, "outside"),
+    ("stream", TypeError, "accepted"), (object(), TypeError, "accepted"),
+    (1.0, TypeError, "accepted"),
+])
+def test_bad_streams(bad, exc, fragment):
+    with pytest.raises(exc, match=None) as info:
+        kernarg.resolve_stream(bad)
+    assert fragment in str(info.value)
+
+
+def test_default_policy(monkeypatch):
+    try:
+        monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
+        assert _stream._reload_policy() == kernarg.PER_THREAD_DEFAULT_STREAM == 2
+        assert kernarg.resolve_stream(None) == 2
+        monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0")
+        assert _stream._reload_policy() == kernarg.LEGACY_DEFAULT_STREAM == 1
+        assert kernarg.resolve_stream(None) == 1
+        monkeypatch.delenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM")
+        assert _stream._reload_policy() == 1
+    finally:
+        monkeypatch.undo()
+        _stream._reload_policy()
+
+
+def test_use_stream_is_per_thread_and_nests():
+    seen = {}
+    with kernarg.use_stream(0x10):
+        assert kernarg.resolve_stream(None) == 0x10
+        with kernarg.use_stream(TorchLike()):
+            assert kernarg.default_stream() == 0x1000
+        assert kernarg.default_stream() == 0x10
+        t = threading.Thread(target=lambda: seen.setdefault("other", kernarg.default_stream()))
+        t.start()
+        t.join()
+    assert seen["other"] == _stream._POLICY_DEFAULT
+    assert kernarg.default_stream() == _stream._POLICY_DEFAULT
+
+
+def test_pack_rejects_bad_stream():
+    with pytest.raises(TypeError, match="stream"):
+        kernarg.pack((1,), stream="nope")
