@@ -341,42 +341,55 @@ cdef int _unsupported(Py_ssize_t index, object obj) except -1:
     raise TypeError(f"{desc}: unsupported kernel argument; {_ACCEPTED}")
 
 
+cdef bint _is_int_sequence(object shape):
+    if type(shape) is not tuple and not isinstance(shape, (tuple, list)):
+        return False
+    for item in shape:
+        if type(item) is not int and not isinstance(item, int):
+            return False
+    return True
+
+
 cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r) except -1:
-    desc = _describe(index, obj)
     try:
         cai = obj.__cuda_array_interface__
     except Exception as exc:
-        _reraise(exc, f"{desc}: reading __cuda_array_interface__ raised "
+        _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
                       f"{type(exc).__name__}: {exc}")
     if not isinstance(cai, dict):
-        raise TypeError(f"{desc}: __cuda_array_interface__ is {type(cai).__name__}, not a dict")
+        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__ is "
+                        f"{type(cai).__name__}, not a dict")
+    return _read_cai(<dict>cai, index, obj, r)
+
+
+cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r) except -1:
     version = cai.get("version", 0)
     if type(version) is not int or not 0 <= version <= 3:
-        raise ValueError(f"{desc}: __cuda_array_interface__ version {version!r} is not "
+        raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__ version {version!r} is not "
                          "supported (kernarg reads versions 0-3)")
     data = cai.get("data")
     if (not isinstance(data, (tuple, list)) or len(data) != 2
             or not isinstance(data[0], int) or isinstance(data[0], bool)):
-        raise TypeError(f"{desc}: __cuda_array_interface__['data'] must be a (pointer: int, "
+        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['data'] must be a (pointer: int, "
                         f"readonly: bool) tuple, got {data!r}")
     shape = cai.get("shape")
-    if not isinstance(shape, (tuple, list)) or not all(isinstance(s, int) for s in shape):
-        raise TypeError(f"{desc}: __cuda_array_interface__['shape'] must be a tuple of ints, "
+    if not _is_int_sequence(shape):
+        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['shape'] must be a tuple of ints, "
                         f"got {shape!r}")
     if not isinstance(cai.get("typestr"), str):
-        raise TypeError(f"{desc}: __cuda_array_interface__['typestr'] must be a str, "
+        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['typestr'] must be a str, "
                         f"got {cai.get('typestr')!r}")
     if cai.get("mask") is not None:
-        raise ValueError(f"{desc}: masked CUDA arrays (__cuda_array_interface__['mask'] is not "
+        raise ValueError(f"{_describe(index, obj)}: masked CUDA arrays (__cuda_array_interface__['mask'] is not "
                          "None) are not supported")
     # 'strides' missing or None means C-contiguous: a pointer argument needs nothing from it.
     ptr = data[0]
     if ptr == 0:
-        for extent in shape:
-            if extent == 0:
+        for item in shape:
+            if item == 0:
                 break
         else:
-            raise ValueError(f"{desc}: __cuda_array_interface__ has a null data pointer for a "
+            raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__ has a null data pointer for a "
                              f"non-empty array of shape {tuple(shape)}")
     _set_address(ptr, index, obj, "__cuda_array_interface__['data'][0]", r)
     r.readonly = bool(data[1])
@@ -384,13 +397,13 @@ cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r) except -1:
     if stream is not None:
         # v3: None means no synchronisation; 1 and 2 are the default streams; 0 is forbidden.
         if type(stream) is not int:
-            raise TypeError(f"{desc}: __cuda_array_interface__['stream'] must be None or an int, "
+            raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['stream'] must be None or an int, "
                             f"got {type(stream).__name__}")
         if stream == 0:
-            raise ValueError(f"{desc}: __cuda_array_interface__['stream'] is 0, which the "
+            raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__['stream'] is 0, which the "
                              "specification forbids (use 1 for the legacy default stream)")
         if not 0 < stream < 2**64:
-            raise ValueError(f"{desc}: __cuda_array_interface__['stream'] {stream} is not a "
+            raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__['stream'] {stream} is not a "
                              "valid stream handle")
         r.has_stream = True
         r.stream = <uint64_t>stream

@@ -1,0 +1,63 @@
+"""``python -m kernarg bench [--quick] [--json PATH]`` and ``python -m kernarg info``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _info() -> int:
+    import kernarg
+    from kernarg import _stream
+
+    print(f"kernarg {kernarg.__version__} (Python {sys.version.split()[0]})")
+    policy = "per-thread (2)" if _stream._POLICY_DEFAULT == 2 else "legacy (1)"
+    env = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "<unset>")
+    print(f"default stream: {policy}; CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM={env}")
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        print("cuda.bindings is not installed: no driver information")
+        return 0
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as exc:   # the driver library itself could not be loaded
+        print(f"no CUDA driver/GPU found ({type(exc).__name__}: {exc})")
+        return 0
+    if err != driver.CUresult.CUDA_SUCCESS:
+        print(f"no CUDA driver/GPU found (cuInit: {err.name})")
+        return 0
+    _, version = driver.cuDriverGetVersion()
+    print(f"CUDA driver {version // 1000}.{version % 1000 // 10}")
+    _, count = driver.cuDeviceGetCount()
+    attr = driver.CUdevice_attribute
+    for i in range(count):
+        _, dev = driver.cuDeviceGet(i)
+        _, name = driver.cuDeviceGetName(256, dev)
+        _, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        label = name.split(b"\0")[0].decode()
+        print(f"device {i}: {label} (compute capability {major}.{minor})")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernarg")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench = sub.add_parser("bench", help="packing latency against cuda.core's ParamHolder")
+    bench.add_argument("--quick", action="store_true", help="fewer, shorter repeats")
+    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    sub.add_parser("info", help="driver, devices, versions, default-stream policy")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        return _info()
+    from kernarg import _bench
+
+    _bench.run(quick=args.quick, json_path=args.json)
+    print("\nlaunch latency: not measured — kernarg's launch front end (Kernel.launch) is not "
+          "built yet, and it needs a CUDA GPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

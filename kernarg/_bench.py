@@ -1,0 +1,152 @@
+"""Packing-latency benchmark behind ``python -m kernarg bench``.
+
+Every case runs kernarg.pack, cuda.core's ParamHolder and (for ints) the Cython floor on the
+*same* argument tuple, interleaved in one process; the table reports the minimum over repeats
+and the speed-up ratio. Absolute numbers depend on the machine; ratios are the result.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import platform
+import sys
+import time
+import timeit
+
+import numpy as np
+
+__all__ = ["CASES", "GOALS", "build_cases", "run"]
+
+#: Speed-up goals over ParamHolder (issue 2).
+GOALS = {"1 int": 2.0, "16 ints": 3.0, "16 numpy.float32": 4.0,
+         "8 Buffers + 4 ints + 4 floats": 3.0, "256 ints": 5.0}
+CASES = list(GOALS) + ["16 mixed scalars", "4 CAI arrays"]
+
+
+class _CAI:
+    def __init__(self, ptr):
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (ptr, False),
+                                         "version": 3, "strides": None, "stream": None}
+
+
+def build_cases() -> dict[str, tuple]:
+    from cuda.core import Buffer
+
+    bufs = tuple(Buffer.from_handle(0x7000_0000 + 4096 * i, 4096) for i in range(8))
+    return {
+        "1 int": (1,),
+        "16 ints": tuple(range(16)),
+        "16 numpy.float32": tuple(np.float32(i) for i in range(16)),
+        "8 Buffers + 4 ints + 4 floats": bufs + (1, 2, 3, 4) + (1.0, 2.0, 3.0, 4.0),
+        "256 ints": tuple(range(256)),
+        "16 mixed scalars": (1, 2.0, True, np.float32(3), np.int8(4), np.float16(5),
+                             ctypes.c_int(6), np.complex64(7), np.uint8(1), 8, 9.0, np.int64(10),
+                             np.uint32(11), ctypes.c_float(12), np.float64(13), False),
+        "4 CAI arrays": tuple(_CAI(0x9000_0000 + 4096 * i) for i in range(4)),
+    }
+
+
+def _time_ns(fn, args, repeat: int, target_s: float) -> float:
+    timer = timeit.Timer("fn(args)", globals={"fn": fn, "args": args})
+    number, _ = timer.autorange()
+    number = max(1, int(number * target_s / 0.2))
+    return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+
+
+def _peers():
+    peers = {}
+    try:
+        from cuda.core._kernel_arg_handler import ParamHolder
+    except ImportError as exc:  # pragma: no cover - depends on the installed cuda.core
+        print(f"cuda.core ParamHolder unavailable ({exc}); reporting kernarg alone",
+              file=sys.stderr)
+    else:
+        peers["ParamHolder"] = ParamHolder
+    return peers
+
+
+def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> dict:
+    import kernarg
+    from kernarg._benchfloor import copy_ints
+
+    repeat, target = (3, 0.05) if quick else (7, 0.2)
+    cases = build_cases()
+    peers = _peers()
+    rows = []
+    for name, args in cases.items():
+        contenders = [("kernarg", kernarg.pack)]
+        for label, fn in peers.items():
+            try:
+                fn(args)
+            except Exception as exc:   # the peer does not support this case: say so, skip it
+                print(f"[{name}] {label} cannot pack these arguments: {exc}", file=file)
+            else:
+                contenders.append((label, fn))
+        if name == "1 int" or name.endswith(" ints"):
+            contenders.append(("floor", copy_ints))
+        timings = {}
+        # Interleave: each round times every contender once, so drift hits all alike.
+        for _ in range(repeat):
+            for label, fn in contenders:
+                t = _time_ns(fn, args, 1, target)
+                timings[label] = min(t, timings.get(label, float("inf")))
+        row = {"case": name, "nargs": len(args), **{f"{k}_ns": v for k, v in timings.items()}}
+        if "ParamHolder" in timings:
+            row["speedup_vs_paramholder"] = timings["ParamHolder"] / timings["kernarg"]
+            row["goal"] = GOALS.get(name)
+        if "floor" in timings:
+            row["ratio_to_floor"] = timings["kernarg"] / timings["floor"]
+        rows.append(row)
+
+    by = {r["case"]: r for r in rows}
+    slope = {k: (by["256 ints"][f"{k}_ns"] - by["16 ints"][f"{k}_ns"]) / 240
+             for k in ("kernarg", "ParamHolder", "floor") if f"{k}_ns" in by["16 ints"]}
+    result = {
+        "benchmark": "pack latency (ns per call, min over repeats)",
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
+                    "processor": platform.processor() or platform.machine()},
+        "versions": _versions(),
+        "date": time.strftime("%Y-%m-%d"),
+        "quick": quick,
+        "rows": rows,
+        "marginal_ns_per_int_16_to_256": slope,
+    }
+    _print_table(result, file)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"\nwrote {json_path}", file=file)
+    return result
+
+
+def _versions() -> dict:
+    out = {}
+    for mod in ("kernarg", "numpy", "cuda.core", "cuda.bindings", "Cython"):
+        try:
+            m = __import__(mod, fromlist=["__version__"])
+            out[mod] = getattr(m, "__version__", "?")
+        except ImportError:
+            out[mod] = None
+    return out
+
+
+def _fmt(value, spec: str, width: int) -> str:
+    return format(value, spec).rjust(width) if value is not None else "-".rjust(width)
+
+
+def _print_table(result: dict, file) -> None:
+    print(f"kernarg pack latency — {result['machine']['processor']}, "
+          f"Python {result['machine']['python']} (ns per call; speed-up = ParamHolder / kernarg)",
+          file=file)
+    print(f"{'case':32s}{'kernarg':>9s}{'ParamHolder':>13s}{'speed-up':>10s}{'goal':>7s}"
+          f"{'':>6s}{'floor':>8s}{'kernarg/floor':>15s}", file=file)
+    for r in result["rows"]:
+        speedup, goal = r.get("speedup_vs_paramholder"), r.get("goal")
+        verdict = "" if speedup is None or goal is None else ("ok" if speedup >= goal else "MISS")
+        print(f"{r['case']:32s}{_fmt(r['kernarg_ns'], '.0f', 9)}"
+              f"{_fmt(r.get('ParamHolder_ns'), '.0f', 13)}{_fmt(speedup, '.2f', 10)}"
+              f"{_fmt(goal, '.0f', 7)}{verdict:>6s}{_fmt(r.get('floor_ns'), '.0f', 8)}"
+              f"{_fmt(r.get('ratio_to_floor'), '.2f', 15)}", file=file)
+    slope = result["marginal_ns_per_int_16_to_256"]
+    print("marginal cost per int argument (16 -> 256 slope): "
+          + ", ".join(f"{k} {v:.2f} ns" for k, v in slope.items()), file=file)
