@@ -89,36 +89,41 @@ cdef extern from "Python.h":
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-type cache: direct-mapped on the type pointer. _cache_owner holds a strong reference to
-# every type with an entry, so a cached pointer can never be reused by a new type.
+# Per-type cache: direct-mapped on a multiplicative hash of the type pointer. A conflict costs
+# one dict lookup in _classified (which also holds a strong reference to every cached type, so
+# a cached pointer can never be reused by a new type); only a type never seen is classified.
 
 cdef enum:
-    CACHE_SIZE = 128                  # power of two
-    CACHE_OWNER_LIMIT = 4096          # bound on remembered types (dynamic classes)
+    CACHE_BITS = 7
+    CACHE_SIZE = 128                  # 1 << CACHE_BITS
+    CLASSIFIED_LIMIT = 4096           # bound on remembered types (dynamic classes)
 
 cdef struct CacheEntry:
     PyTypeObject* type
     TypeInfo info
 
 cdef CacheEntry _cache[CACHE_SIZE]
-cdef dict _cache_owner = {}
+cdef dict _classified = {}            # type -> (kind, size, align, offset)
 
 
 cdef void _clear_cache() noexcept:
     memset(_cache, 0, sizeof(_cache))
-    _cache_owner.clear()
+    _classified.clear()
 
 
-cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index,
-                           object arg) except NULL:
+cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index) except NULL:
     cdef TypeInfo info
-    try:
-        classify(<type>tp, &info)
-    except TypeError as exc:
-        raise TypeError(f"argument {index} ({(<type>tp).__qualname__}): {exc}") from None
-    if len(_cache_owner) >= CACHE_OWNER_LIMIT:
-        _clear_cache()
-    _cache_owner[<type>tp] = None
+    known = _classified.get(<object>tp)
+    if known is not None:
+        info.kind, info.size, info.align, info.offset = known
+    else:
+        try:
+            classify(<type>tp, &info)
+        except TypeError as exc:
+            raise TypeError(f"argument {index} ({(<type>tp).__qualname__}): {exc}") from None
+        if len(_classified) >= CLASSIFIED_LIMIT:
+            _clear_cache()
+        _classified[<type>tp] = (info.kind, info.size, info.align, info.offset)
     entry.type = tp
     entry.info = info
     return &entry.info
@@ -126,10 +131,11 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
 
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
     cdef PyTypeObject* tp = Py_TYPE(arg)
-    cdef CacheEntry* entry = &_cache[(<uintptr_t>tp >> 4) & (CACHE_SIZE - 1)]
+    cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL
+    cdef CacheEntry* entry = &_cache[h >> (64 - CACHE_BITS)]
     if entry.type == tp:
         return &entry.info
-    return _cache_miss(tp, entry, index, arg)
+    return _cache_miss(tp, entry, index)
 
 
 def register(cls, fn):

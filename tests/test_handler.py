@@ -390,3 +390,17 @@ ANY_VALUE = st.one_of(
 @given(st.lists(ANY_VALUE, max_size=40))
 def test_matches_reference_packer(args):
     check_block(kernarg.pack(tuple(args)), tuple(args))
+
+
+def test_more_types_than_cache_slots():
+    # 300 distinct struct types (> the 128-entry per-type cache) force cache conflicts; every
+    # pack must still produce the reference bytes, and repeat packs take the cached path.
+    types_ = [type(f"S{i}", (ctypes.Structure,), {"_fields_": [("a", ctypes.c_uint8 * (1 + i % 7)),
+                                                                  ("b", ctypes.c_int32)]})
+              for i in range(300)]
+    args = tuple(t() for t in types_)
+    for i, a in enumerate(args):
+        a.b = i
+    for _ in range(3):
+        check_block(kernarg.pack(args[:200]), args[:200])
+        check_block(kernarg.pack(args[100:]), args[100:])
