@@ -1,0 +1,3 @@
+__all__ = ["copy_ints"]
+
+def copy_ints(args: tuple[int, ...]) -> None: ...
