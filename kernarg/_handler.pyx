@@ -12,6 +12,10 @@ from cpython.buffer cimport PyObject_GetBuffer
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+cdef extern from "Python.h":
+    ctypedef struct PyTupleObject:
+        PyObject* ob_item[1]
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -29,6 +33,7 @@ from kernarg._interop cimport (
     KIND_NPVOID,
     PtrResult,
     TypeInfo,
+    getter_t,
     classify,
     pointer_of,
     release_capsule,
@@ -68,6 +73,35 @@ cdef extern from *:
     }
     """
     bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
+
+cdef extern from *:
+    """
+    /* Pack a run of exact small ints starting at item i, while the cursor is 8-aligned and
+       the area has room. Few live values, so everything stays in registers. Returns the index
+       of the first item not packed; the general loop takes it from there. */
+    static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
+                                      char *data, Py_ssize_t *cur, Py_ssize_t cap,
+                                      void **argv, uint16_t *sizes) {
+        Py_ssize_t c = *cur;
+        long long v;
+        if (c & 7)
+            return i;
+        for (; i < n && c + 8 <= cap; i++) {
+            PyObject *x = items[i];
+            if (Py_TYPE(x) != &PyLong_Type || !kernarg_small_int(x, &v))
+                break;
+            memcpy(data + c, &v, 8);
+            argv[i] = data + c;
+            sizes[i] = 8;
+            c += 8;
+        }
+        *cur = c;
+        return i;
+    }
+    """
+    Py_ssize_t kernarg_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n, char* data,
+                               Py_ssize_t* cur, Py_ssize_t cap, void** argv,
+                               uint16_t* sizes) noexcept nogil
 
 cdef extern from "Python.h":
     PyTypeObject PyLong_Type
@@ -115,7 +149,9 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
     cdef TypeInfo info
     known = _classified.get(<object>tp)
     if known is not None:
-        info.kind, info.size, info.align, info.offset = known
+        info.kind, info.size, info.align, info.offset, getter, closure = known
+        info.getter = <getter_t><uintptr_t>getter
+        info.closure = <void*><uintptr_t>closure
     else:
         try:
             classify(<type>tp, &info)
@@ -123,10 +159,19 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
             raise TypeError(f"argument {index} ({(<type>tp).__qualname__}): {exc}") from None
         if len(_classified) >= CLASSIFIED_LIMIT:
             _clear_cache()
-        _classified[<type>tp] = (info.kind, info.size, info.align, info.offset)
+        _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,
+                                 <uintptr_t>info.getter, <uintptr_t>info.closure)
     entry.type = tp
     entry.info = info
     return &entry.info
+
+
+cdef inline object _buffer_handle(PyObject* buf, TypeInfo* info):
+    # info.getter is the C getter of the type's `handle` getset descriptor (see classify); it
+    # is what `buf.handle` would run, minus the attribute lookup.
+    if info.getter != NULL:
+        return info.getter(<object>buf, info.closure)
+    return (<object>buf).handle
 
 
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
@@ -312,6 +357,22 @@ cdef int _grow(ParamBlock blk, Py_ssize_t needed, Py_ssize_t index) except -1:
     return 0
 
 
+cdef inline void _copy(char* dst, const void* src, Py_ssize_t size) noexcept nogil:
+    # Fixed-size copies compile to plain moves; a runtime-sized memcpy is a libc call.
+    if size == 8:
+        memcpy(dst, src, 8)
+    elif size == 4:
+        memcpy(dst, src, 4)
+    elif size == 2:
+        memcpy(dst, src, 2)
+    elif size == 1:
+        dst[0] = (<const char*>src)[0]
+    elif size == 16:
+        memcpy(dst, src, 16)
+    else:
+        memcpy(dst, src, size)
+
+
 cdef inline bint _try_put(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot,
                           uint16_t* size_slot, const void* src, Py_ssize_t size,
                           Py_ssize_t align) noexcept nogil:
@@ -322,7 +383,7 @@ cdef inline bint _try_put(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** sl
         return False
     if offset != start:
         memset(data + start, 0, offset - start)
-    memcpy(data + offset, src, size)
+    _copy(data + offset, src, size)
     slot[0] = data + offset
     size_slot[0] = <uint16_t>size
     cur[0] = offset + size
@@ -447,7 +508,7 @@ cdef int _put_other(ParamBlock blk, Py_ssize_t index, object arg, object stream)
 cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
     """Pack ``args`` into the (fresh) block ``blk``. ``stream`` is None or a resolved handle."""
     cdef Py_ssize_t n = PyTuple_GET_SIZE(args)
-    cdef Py_ssize_t i, cur = 0, cap
+    cdef Py_ssize_t i, j, cur = 0, cap
     cdef char* data
     cdef double d
     cdef char b
@@ -478,39 +539,54 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
     # on the block itself, so sync before calling them and reload after (the area may move).
     data = blk._data
     cap = blk._capacity
+    # argv/sizes never move while packing; locals spare a reload per argument (writes through
+    # char* may alias the block's fields, so the compiler cannot keep those in registers).
+    cdef void** argv = blk._argv
+    cdef uint16_t* sizes = blk._sizes
     cdef long long value
     cdef TypeInfo* info
     cdef PyObject* item
     cdef PyTypeObject* tp
-    for i in range(n):
+    cdef PyObject** items = <PyObject**>&(<PyTupleObject*>args).ob_item[0]
+    i = 0
+    while i < n:
         # Borrowed reference: the tuple (kept by blk) owns the item; no refcounting here.
-        item = PyTuple_GET_ITEM(args, i)
+        item = items[i]
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
+            j = kernarg_int_run(items, i, n, data, &cur, cap, argv, sizes)
+            if j != i:
+                i = j
+                continue
             if kernarg_small_int(item, &value):
-                if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i, &value, 8, 8):
+                if _try_put(data, &cur, cap, argv + i, sizes + i, &value, 8, 8):
+                    i += 1
                     continue
         elif tp == &PyFloat_Type:
             d = PyFloat_AS_DOUBLE_P(item)
-            if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i, &d, 8, 8):
+            if _try_put(data, &cur, cap, argv + i, sizes + i, &d, 8, 8):
+                i += 1
                 continue
         elif tp == &PyBool_Type:
             b = 1 if item == Py_True else 0
-            if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i, &b, 1, 1):
+            if _try_put(data, &cur, cap, argv + i, sizes + i, &b, 1, 1):
+                i += 1
                 continue
         else:
             info = _lookup(<object>item, i)
             if info.kind == KIND_INLINE:
-                if _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i,
+                if _try_put(data, &cur, cap, argv + i, sizes + i,
                             <char*>item + info.offset, info.size, info.align):
+                    i += 1
                     continue
             elif info.kind == KIND_BUFFER:
                 # cuda.core Buffer: read .handle here (the common case is an int) rather than
                 # taking the generic pointer path.
-                handle = (<object>item).handle
+                handle = _buffer_handle(item, info)
                 if type(handle) is int and kernarg_small_int(<PyObject*>handle, &value):
-                    if value > 0 and _try_put(data, &cur, cap, blk._argv + i, blk._sizes + i,
+                    if value > 0 and _try_put(data, &cur, cap, argv + i, sizes + i,
                                               &value, 8, 8):
+                        i += 1
                         continue
                 else:
                     handle = None
@@ -520,6 +596,7 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
         data = blk._data
         cur = blk._nbytes
         cap = blk._capacity
+        i += 1
     blk._nbytes = cur
     return 0
 

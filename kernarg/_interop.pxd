@@ -26,11 +26,16 @@ cdef enum ArgKind:
     KIND_DLPACK         # __dlpack__ on the type
 
 
+ctypedef object (*getter_t)(object, void*)
+
+
 cdef struct TypeInfo:
     int kind
     Py_ssize_t size     # by-value kinds: bytes in the parameter block
     Py_ssize_t align
     Py_ssize_t offset   # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr
+    getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
+    void* closure       #   ... and its closure
 
 
 cdef struct PtrResult:

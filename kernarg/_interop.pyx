@@ -262,6 +262,29 @@ _CTYPES_BASES = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Arr
                  ctypes._Pointer)
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyGetSetDef:
+        void* get
+        void* closure
+    ctypedef struct PyGetSetDescrObject:
+        PyGetSetDef* d_getset
+
+_GETSET_DESCRIPTOR = type(type.__dict__["__name__"])
+
+
+cdef int _find_getter(type t, str name, TypeInfo* info) except -1:
+    """Point info.getter at the C getter behind ``t.<name>`` when it is a plain getset
+    descriptor (as for cdef-class properties); leave it NULL otherwise."""
+    for base in t.__mro__:
+        descr = base.__dict__.get(name)
+        if descr is not None:
+            if type(descr) is _GETSET_DESCRIPTOR:
+                info.getter = <getter_t>(<PyGetSetDescrObject*>descr).d_getset.get
+                info.closure = (<PyGetSetDescrObject*>descr).d_getset.closure
+            return 0
+    return 0
+
+
 cdef int classify(type t, TypeInfo* info) except -1:
     """Decide once how instances of ``t`` are packed. Raises TypeError for by-value types that
     have no CUDA equivalent; returns KIND_PROBE for types to be probed per instance."""
@@ -269,6 +292,8 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.size = 8
     info.align = 8
     info.offset = 0
+    info.getter = NULL
+    info.closure = NULL
     if t is type(None):
         info.kind = KIND_NONE
         return 0
@@ -290,6 +315,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return _classify_ctypes(t, info)
     elif _mro_has(t, "cuda.core", "Buffer"):
         info.kind = KIND_BUFFER
+        _find_getter(t, "handle", info)
     elif _mro_has(t, "torch", "Tensor"):
         info.kind = KIND_TORCH
     elif _mro_has(t, "cupy", "ndarray"):
@@ -555,11 +581,12 @@ cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     # cuda.core Buffer.handle is an int for some memory resources (pinned host memory) and a
     # cuda.bindings CUdeviceptr for others: never assume either.
     handle = obj.handle
-    if handle is None:
-        raise ValueError(f"{_describe(index, obj)}: the buffer is closed")
-    if type(handle) is int:
-        return _set_address(handle, index, obj, "Buffer.handle", r)
-    return _set_address(int(handle), index, obj, "Buffer.handle", r)
+    address = None if handle is None else (handle if type(handle) is int else int(handle))
+    if not address and getattr(obj, "is_closed", False):
+        raise ValueError(f"{_describe(index, obj)}: the buffer is closed; its memory is gone")
+    if address is None:
+        raise ValueError(f"{_describe(index, obj)}: Buffer.handle is None")
+    return _set_address(address, index, obj, "Buffer.handle", r)
 
 
 cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,

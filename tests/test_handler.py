@@ -339,6 +339,15 @@ def test_cuda_core_buffer_from_pinned_memory_resource():
     assert bytes(b)[:8] == struct.pack("<Q", 0x5550_0000)
 
 
+def test_closed_buffer_is_an_error_not_a_null_pointer():
+    from cuda.core import Buffer
+
+    buf = Buffer.from_handle(0x1000, 64)
+    buf.close()
+    with pytest.raises(ValueError, match="argument 1.*closed"):
+        kernarg.pack((1, buf))
+
+
 def test_buffer_handle_as_cuda_bindings_object():
     # Some memory resources hand out cuda.bindings CUdeviceptr handles instead of ints.
     from cuda.bindings import driver
