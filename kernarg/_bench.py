@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import platform
+import statistics
 import sys
 import time
 import timeit
@@ -46,11 +47,11 @@ def build_cases() -> dict[str, tuple]:
     }
 
 
-def _time_ns(fn, args, repeat: int, target_s: float) -> float:
+def _timer(fn, args, target_s: float) -> tuple[timeit.Timer, int]:
+    """A timer for fn(args) and a loop count that takes about target_s seconds."""
     timer = timeit.Timer("fn(args)", globals={"fn": fn, "args": args})
-    number, _ = timer.autorange()
-    number = max(1, int(number * target_s / 0.2))
-    return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+    number, elapsed = timer.autorange()
+    return timer, max(1, int(number * target_s / max(elapsed, 1e-9)))
 
 
 def _peers():
@@ -69,7 +70,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
     import kernarg
     from kernarg._benchfloor import copy_ints
 
-    repeat, target = (3, 0.05) if quick else (7, 0.2)
+    repeat, target = (5, 0.01) if quick else (21, 0.04)
     cases = build_cases()
     peers = _peers()
     rows = []
@@ -84,25 +85,30 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
                 contenders.append((label, fn))
         if name == "1 int" or name.endswith(" ints"):
             contenders.append(("floor", copy_ints))
-        timings = {}
-        # Interleave: each round times every contender once, so drift hits all alike.
+        timers = {label: _timer(fn, args, target) for label, fn in contenders}
+        rounds: dict[str, list[float]] = {label: [] for label in timers}
+        # Many short rounds, each timing every contender back to back: the machine's speed
+        # drifts, so ratios are taken within a round and summarised by their median.
         for _ in range(repeat):
-            for label, fn in contenders:
-                t = _time_ns(fn, args, 1, target)
-                timings[label] = min(t, timings.get(label, float("inf")))
-        row = {"case": name, "nargs": len(args), **{f"{k}_ns": v for k, v in timings.items()}}
-        if "ParamHolder" in timings:
-            row["speedup_vs_paramholder"] = timings["ParamHolder"] / timings["kernarg"]
+            for label, (timer, number) in timers.items():
+                rounds[label].append(timer.timeit(number) / number * 1e9)
+        row = {"case": name, "nargs": len(args),
+               **{f"{k}_ns": min(v) for k, v in rounds.items()}}
+        if "ParamHolder" in rounds:
+            row["speedup_vs_paramholder"] = statistics.median(
+                p / k for p, k in zip(rounds["ParamHolder"], rounds["kernarg"]))
             row["goal"] = GOALS.get(name)
-        if "floor" in timings:
-            row["ratio_to_floor"] = timings["kernarg"] / timings["floor"]
+        if "floor" in rounds:
+            row["ratio_to_floor"] = statistics.median(
+                k / f for k, f in zip(rounds["kernarg"], rounds["floor"]))
         rows.append(row)
 
     by = {r["case"]: r for r in rows}
     slope = {k: (by["256 ints"][f"{k}_ns"] - by["16 ints"][f"{k}_ns"]) / 240
              for k in ("kernarg", "ParamHolder", "floor") if f"{k}_ns" in by["16 ints"]}
     result = {
-        "benchmark": "pack latency (ns per call, min over repeats)",
+        "benchmark": "pack latency: ns per call (min over rounds); ratios are medians of "
+                     "per-round ratios",
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "processor": platform.processor() or platform.machine()},
         "versions": _versions(),

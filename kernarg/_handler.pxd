@@ -7,6 +7,8 @@ cdef enum:
     KERNARG_INLINE_ARGS = 16          # argument slots stored inside the ParamBlock object
     KERNARG_INLINE_BYTES = 256        # parameter bytes stored without a heap allocation
     KERNARG_INLINE_WORDS = 34         # KERNARG_INLINE_BYTES / 8 + 2 (room to align to 16)
+    KERNARG_POOLED_ARGS = 512         # past the inline slots, blocks up to this many arguments
+                                      # come from a second pool instead of malloc
 
 
 # Storage for the common case, recycled through a C-level pool so that a pack allocates
@@ -26,12 +28,11 @@ cdef class ParamBlock:
     cdef Py_ssize_t _capacity
     cdef Arena* _arena          # from the pool; returned on dealloc
     cdef char* _heap_data       # parameter area past KERNARG_INLINE_BYTES
-    cdef void* _heap_args       # argv + sizes past KERNARG_INLINE_ARGS
+    cdef void* _heap_args       # argv + area + sizes past KERNARG_INLINE_ARGS
+    cdef bint _heap_args_pooled # _heap_args came from the large-block pool
     cdef object _args           # the one keep-alive reference to the argument tuple
     cdef list _capsules         # consumed DLPack capsules; deleters run on release
     cdef list _streams          # CUDA Array Interface producer streams
-
-    cdef int _release(self) except -1
 
 
 cdef int pack_into(ParamBlock block, tuple args, object stream) except -1

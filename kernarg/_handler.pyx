@@ -228,6 +228,34 @@ cdef inline void _arena_put(Arena* arena) noexcept:
         free(arena)
 
 
+# Large blocks (KERNARG_INLINE_ARGS < n <= KERNARG_POOLED_ARGS): argv, area and sizes laid out
+# as in pack_into, for the largest n, recycled the same way.
+
+cdef enum:
+    LARGE_POOL_SIZE = 4
+    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 8 + 16 + KERNARG_POOLED_ARGS * 8 + KERNARG_POOLED_ARGS * 2
+
+cdef void* _large_pool[LARGE_POOL_SIZE]
+cdef Py_ssize_t _large_count = 0
+
+
+cdef inline void* _large_get() noexcept:
+    global _large_count
+    if _large_count > 0:
+        _large_count -= 1
+        return _large_pool[_large_count]
+    return malloc(LARGE_BLOCK_BYTES)
+
+
+cdef inline void _large_put(void* block) noexcept:
+    global _large_count
+    if _large_count < LARGE_POOL_SIZE:
+        _large_pool[_large_count] = block
+        _large_count += 1
+    else:
+        free(block)
+
+
 # ---------------------------------------------------------------------------------------------
 # ParamBlock
 
@@ -250,35 +278,29 @@ cdef class ParamBlock:
 
     def __dealloc__(self):
         if self._capsules is not None:
-            self._release()
+            _release(self)
         if self._arena != NULL:
             _arena_put(self._arena)
         if self._heap_data != NULL:
             free(self._heap_data)
         if self._heap_args != NULL:
-            free(self._heap_args)
-
-    cdef int _release(self) except -1:
-        capsules = self._capsules
-        self._capsules = None
-        self._args = None
-        if capsules is not None:
-            for capsule in capsules:
-                release_capsule(capsule)
-        return 0
+            if self._heap_args_pooled:
+                _large_put(self._heap_args)
+            else:
+                free(self._heap_args)
 
     def release(self):
         """Drop the references to the arguments and run DLPack deleters (idempotent).
 
         The parameter bytes stay readable, but pointers in them may dangle afterwards.
         """
-        self._release()
+        _release(self)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info):
-        self._release()
+        _release(self)
 
     def __getbuffer__(self, Py_buffer* view, int flags):
         if flags & PyBUF_WRITABLE:
@@ -331,6 +353,16 @@ cdef class ParamBlock:
     def __repr__(self):
         return (f"<kernarg.ParamBlock nargs={self._nargs} nbytes={self._nbytes} "
                 f"offsets={self.offsets}>")
+
+
+cdef int _release(ParamBlock blk) except -1:
+    capsules = blk._capsules
+    blk._capsules = None
+    blk._args = None
+    if capsules is not None:
+        for capsule in capsules:
+            release_capsule(capsule)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,9 +545,9 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
     cdef double d
     cdef char b
     cdef void* mem
+    # blk is fresh: every C field is zero (tp_new or the freelist cleared it).
     blk._args = args
     blk._nargs = n
-    blk._nbytes = 0
     cdef Arena* arena = _arena_get()
     blk._arena = arena
     blk._data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
@@ -527,7 +559,11 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
         # One allocation: argv[n], then a parameter area sized for n 8-byte arguments (most
         # are; _grow moves it if not), then sizes[n].
         cap = min(8 * n, KERNARG_MAX_PARAM_BYTES)
-        mem = malloc(n * sizeof(void*) + 16 + cap + n * sizeof(uint16_t))
+        if n <= KERNARG_POOLED_ARGS:
+            mem = _large_get()
+            blk._heap_args_pooled = True
+        else:
+            mem = malloc(n * sizeof(void*) + 16 + cap + n * sizeof(uint16_t))
         if mem == NULL:
             raise MemoryError()
         blk._heap_args = mem
