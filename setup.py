@@ -19,6 +19,7 @@ def ext(name):
     return Extension(
         f"kernarg.{name}",
         [f"kernarg/{name}.pyx"],
+        include_dirs=["kernarg"],
         define_macros=macros,
         extra_compile_args=compile_args,
     )
@@ -26,7 +27,7 @@ def ext(name):
 
 setup(
     ext_modules=cythonize(
-        [ext("_interop"), ext("_handler"), ext("_benchfloor")],
+        [ext("_interop"), ext("_handler"), ext("_signature"), ext("_benchfloor")],
         compiler_directives=directives,
     ),
 )

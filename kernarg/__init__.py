@@ -4,6 +4,8 @@ Public names are re-exported here; each private module lists its own in ``__all_
 """
 from kernarg._handler import MAX_PARAM_BYTES, ParamBlock, pack, register
 from kernarg._interop import DLPACK_MAX_VERSION, registered_types
+from kernarg._nvrtc import NvrtcError
+from kernarg._signature import Signature
 from kernarg._stream import (
     LEGACY_DEFAULT_STREAM,
     PER_THREAD_DEFAULT_STREAM,
@@ -18,8 +20,10 @@ __all__ = [
     "DLPACK_MAX_VERSION",
     "LEGACY_DEFAULT_STREAM",
     "MAX_PARAM_BYTES",
+    "NvrtcError",
     "PER_THREAD_DEFAULT_STREAM",
     "ParamBlock",
+    "Signature",
     "__version__",
     "default_stream",
     "pack",

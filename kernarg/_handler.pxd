@@ -1,5 +1,8 @@
 # Declarations other Cython modules cimport from kernarg._handler. This file is ABI.
-from libc.stdint cimport uint16_t
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+
+from kernarg._interop cimport PtrResult, TypeInfo
 
 
 cdef enum:
@@ -19,6 +22,25 @@ cdef struct Arena:
     uint16_t sizes[KERNARG_INLINE_ARGS]
 
 
+# The per-type cache (direct-mapped on a multiplicative hash of the type pointer). Exposed so
+# other modules can probe it inline; on a miss they call lookup_type.
+cdef enum:
+    KERNARG_CACHE_BITS = 7
+    KERNARG_CACHE_SIZE = 128          # 1 << KERNARG_CACHE_BITS
+
+cdef struct CacheEntry:
+    PyTypeObject* type
+    TypeInfo info
+
+
+cdef inline TypeInfo* cache_probe(CacheEntry* cache, PyObject* arg) noexcept:
+    """The cached TypeInfo of type(arg), or NULL on a miss."""
+    cdef PyTypeObject* tp = <PyTypeObject*>(<PyObject*>arg).ob_type
+    cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL
+    cdef CacheEntry* entry = &cache[h >> (64 - KERNARG_CACHE_BITS)]
+    return &entry.info if entry.type == tp else NULL
+
+
 cdef class ParamBlock:
     cdef char* _data            # parameter area: inside _arena (16-aligned) or _heap_data
     cdef void** _argv           # kernelParams: entry i -> _data + offsets[i]
@@ -36,3 +58,8 @@ cdef class ParamBlock:
 
 
 cdef int pack_into(ParamBlock block, tuple args, object stream) except -1
+cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes)
+cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
+cdef CacheEntry* cache_table() noexcept
+cdef int block_take_pointer(ParamBlock block, PtrResult* r) except -1
+cdef object buffer_handle(PyObject* buf, TypeInfo* info)

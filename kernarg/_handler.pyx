@@ -47,58 +47,8 @@ __all__ = ["MAX_PARAM_BYTES", "ParamBlock", "pack", "register"]
 #: The CUDA driver's limit on the size of a kernel's parameter area, in bytes.
 MAX_PARAM_BYTES = KERNARG_MAX_PARAM_BYTES
 
-cdef extern from *:
-    """
-    /* Value of an exact int that fits in 60 bits without a function call; 0 if it does not
-       (the caller then takes the general path). CPython 3.12+ has public unstable API for
-       this; 3.11 exposes the digits directly. */
-    static inline int kernarg_small_int(PyObject *x, long long *out) {
-    #if PY_VERSION_HEX >= 0x030C0000
-        if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
-            *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)x);
-            return 1;
-        }
-        return 0;
-    #else
-        const digit *d = ((PyLongObject *)x)->ob_digit;
-        switch (Py_SIZE(x)) {
-        case 0: *out = 0; return 1;
-        case 1: *out = (long long)d[0]; return 1;
-        case -1: *out = -(long long)d[0]; return 1;
-        case 2: *out = ((long long)d[1] << PyLong_SHIFT) | (long long)d[0]; return 1;
-        case -2: *out = -(((long long)d[1] << PyLong_SHIFT) | (long long)d[0]); return 1;
-        default: return 0;
-        }
-    #endif
-    }
-    """
+cdef extern from "_cutils.h":
     bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
-
-cdef extern from *:
-    """
-    /* Pack a run of exact small ints starting at item i, while the cursor is 8-aligned and
-       the area has room. Few live values, so everything stays in registers. Returns the index
-       of the first item not packed; the general loop takes it from there. */
-    static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
-                                      char *data, Py_ssize_t *cur, Py_ssize_t cap,
-                                      void **argv, uint16_t *sizes) {
-        Py_ssize_t c = *cur;
-        long long v;
-        if (c & 7)
-            return i;
-        for (; i < n && c + 8 <= cap; i++) {
-            PyObject *x = items[i];
-            if (Py_TYPE(x) != &PyLong_Type || !kernarg_small_int(x, &v))
-                break;
-            memcpy(data + c, &v, 8);
-            argv[i] = data + c;
-            sizes[i] = 8;
-            c += 8;
-        }
-        *cur = c;
-        return i;
-    }
-    """
     Py_ssize_t kernarg_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n, char* data,
                                Py_ssize_t* cur, Py_ssize_t cap, void** argv,
                                uint16_t* sizes) noexcept nogil
@@ -128,15 +78,9 @@ cdef extern from "Python.h":
 # a cached pointer can never be reused by a new type); only a type never seen is classified.
 
 cdef enum:
-    CACHE_BITS = 7
-    CACHE_SIZE = 128                  # 1 << CACHE_BITS
     CLASSIFIED_LIMIT = 4096           # bound on remembered types (dynamic classes)
 
-cdef struct CacheEntry:
-    PyTypeObject* type
-    TypeInfo info
-
-cdef CacheEntry _cache[CACHE_SIZE]
+cdef CacheEntry _cache[KERNARG_CACHE_SIZE]
 cdef dict _classified = {}            # type -> (kind, size, align, offset)
 
 
@@ -149,7 +93,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
     cdef TypeInfo info
     known = _classified.get(<object>tp)
     if known is not None:
-        info.kind, info.size, info.align, info.offset, getter, closure = known
+        info.kind, info.size, info.align, info.offset, getter, closure, info.num_kind = known
         info.getter = <getter_t><uintptr_t>getter
         info.closure = <void*><uintptr_t>closure
     else:
@@ -160,10 +104,14 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
         if len(_classified) >= CLASSIFIED_LIMIT:
             _clear_cache()
         _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,
-                                 <uintptr_t>info.getter, <uintptr_t>info.closure)
+                                 <uintptr_t>info.getter, <uintptr_t>info.closure, info.num_kind)
     entry.type = tp
     entry.info = info
     return &entry.info
+
+
+cdef object buffer_handle(PyObject* buf, TypeInfo* info):
+    return _buffer_handle(buf, info)
 
 
 cdef inline object _buffer_handle(PyObject* buf, TypeInfo* info):
@@ -177,10 +125,19 @@ cdef inline object _buffer_handle(PyObject* buf, TypeInfo* info):
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
     cdef PyTypeObject* tp = Py_TYPE(arg)
     cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL
-    cdef CacheEntry* entry = &_cache[h >> (64 - CACHE_BITS)]
+    cdef CacheEntry* entry = &_cache[h >> (64 - KERNARG_CACHE_BITS)]
     if entry.type == tp:
         return &entry.info
     return _cache_miss(tp, entry, index)
+
+
+cdef CacheEntry* cache_table() noexcept:
+    return _cache
+
+
+cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL:
+    """How instances of type(arg) are packed (cached; see kernarg._interop.classify)."""
+    return _lookup(arg, index)
 
 
 def register(cls, fn):
@@ -481,10 +438,9 @@ cdef int _put_buffer(ParamBlock blk, Py_ssize_t index, object arg, Py_ssize_t si
     return 0
 
 
-cdef int _put_pointer(ParamBlock blk, Py_ssize_t index, int kind, object arg,
-                      object stream) except -1:
-    cdef PtrResult r
-    pointer_of(kind, arg, index, stream, &r)
+cdef int block_take_pointer(ParamBlock blk, PtrResult* r) except -1:
+    """Record what a pointer argument brought along: its DLPack capsule (the block now owns
+    it and runs its deleter on release) and its CUDA Array Interface producer stream."""
     if r.capsule != NULL:
         # The capsule now belongs to the block: keep it (one reference) until release.
         capsule = <object>r.capsule
@@ -498,6 +454,14 @@ cdef int _put_pointer(ParamBlock blk, Py_ssize_t index, int kind, object arg,
             blk._streams = [stream_handle]
         elif stream_handle not in blk._streams:
             blk._streams.append(stream_handle)
+    return 0
+
+
+cdef int _put_pointer(ParamBlock blk, Py_ssize_t index, int kind, object arg,
+                      object stream) except -1:
+    cdef PtrResult r
+    pointer_of(kind, arg, index, stream, &r)
+    block_take_pointer(blk, &r)
     memcpy(_reserve(blk, index, 8, 8), &r.ptr, 8)
     return 0
 
@@ -537,15 +501,11 @@ cdef int _put_other(ParamBlock blk, Py_ssize_t index, object arg, object stream)
     return 0
 
 
-cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
-    """Pack ``args`` into the (fresh) block ``blk``. ``stream`` is None or a resolved handle."""
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(args)
-    cdef Py_ssize_t i, j, cur = 0, cap
-    cdef char* data
-    cdef double d
-    cdef char b
-    cdef void* mem
+cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1:
+    """Give a fresh block storage for n arguments and (at least) nbytes of parameters."""
     # blk is fresh: every C field is zero (tp_new or the freelist cleared it).
+    cdef void* mem
+    cdef Py_ssize_t cap
     blk._args = args
     blk._nargs = n
     cdef Arena* arena = _arena_get()
@@ -555,11 +515,13 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
     if n <= KERNARG_INLINE_ARGS:
         blk._argv = arena.argv
         blk._sizes = arena.sizes
+        if nbytes > KERNARG_INLINE_BYTES:
+            _grow(blk, nbytes, 0)
     else:
-        # One allocation: argv[n], then a parameter area sized for n 8-byte arguments (most
-        # are; _grow moves it if not), then sizes[n].
-        cap = min(8 * n, KERNARG_MAX_PARAM_BYTES)
-        if n <= KERNARG_POOLED_ARGS:
+        # One allocation: argv[n], then a parameter area (for untyped packing sized for n
+        # 8-byte arguments, as most are; _grow moves it if not), then sizes[n].
+        cap = min(max(nbytes, 16), KERNARG_MAX_PARAM_BYTES)
+        if n <= KERNARG_POOLED_ARGS and cap <= 8 * KERNARG_POOLED_ARGS:
             mem = _large_get()
             blk._heap_args_pooled = True
         else:
@@ -571,6 +533,27 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
         blk._data = <char*>(((<uintptr_t>(blk._argv + n)) + 15) & ~(<uintptr_t>15))
         blk._capacity = cap
         blk._sizes = <uint16_t*>(blk._data + cap)
+    return 0
+
+
+cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes):
+    """A block for len(args) arguments whose nbytes-byte area is zeroed, for packers that place
+    values at precomputed offsets (typed signatures); they fill argv and sizes themselves."""
+    cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
+    block_init(blk, args, PyTuple_GET_SIZE(args), nbytes)
+    memset(blk._data, 0, nbytes)
+    blk._nbytes = nbytes
+    return blk
+
+
+cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
+    """Pack ``args`` into the (fresh) block ``blk``. ``stream`` is None or a resolved handle."""
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(args)
+    cdef Py_ssize_t i, j, cur = 0, cap
+    cdef char* data
+    cdef double d
+    cdef char b
+    block_init(blk, args, n, 8 * n)
     # The cursor lives in locals (registers) for the by-value fast paths; the slow paths work
     # on the block itself, so sync before calling them and reload after (the area may move).
     data = blk._data

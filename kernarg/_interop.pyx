@@ -241,6 +241,8 @@ cdef int _classify_numpy(object np, type t, TypeInfo* info) except -1:
     info.align = dtype.itemsize if dtype.kind == "c" else dtype.alignment
     info.offset = _inline_offset(np, dtype)
     info.kind = KIND_INLINE if info.offset >= 0 else KIND_NPVOID
+    if not is_ml_dtypes and dtype.kind in "biufc":
+        info.num_kind = ord(dtype.kind)
     return 0
 
 
@@ -294,6 +296,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.offset = 0
     info.getter = NULL
     info.closure = NULL
+    info.num_kind = 0
     if t is type(None):
         info.kind = KIND_NONE
         return 0
@@ -409,6 +412,7 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r) except 
         raise ValueError(f"{_describe(index, obj)}: masked CUDA arrays (__cuda_array_interface__['mask'] is not "
                          "None) are not supported")
     # 'strides' missing or None means C-contiguous: a pointer argument needs nothing from it.
+    _set_dtype_from_typestr(cai["typestr"], r)
     ptr = data[0]
     if ptr == 0:
         for item in shape:
@@ -434,6 +438,33 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r) except 
         r.has_stream = True
         r.stream = <uint64_t>stream
     return 0
+
+
+cdef int _set_dtype_from_typestr(str typestr, PtrResult* r) except -1:
+    # "<f4", "|u1", "<V2" ...: kind letter then size in bytes.
+    if len(typestr) >= 3 and typestr[2:].isdigit() and typestr[1] in "fiubcV":
+        r.dtype_kind = ord(typestr[1])
+        r.dtype_size = int(typestr[2:])
+    return 0
+
+
+cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
+    try:
+        if dtype.name == "bfloat16":
+            r.dtype_kind, r.dtype_size = ord("B"), 2
+        elif dtype.kind in "fiubc":
+            r.dtype_kind, r.dtype_size = ord(dtype.kind), dtype.itemsize
+    except AttributeError:
+        pass
+    return 0
+
+
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 4: "B", 5: "c", 6: "b"}
+_TORCH_KINDS = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2),
+                "bfloat16": ("B", 2), "int8": ("i", 1), "uint8": ("u", 1), "int16": ("i", 2),
+                "int32": ("i", 4), "int64": ("i", 8), "bool": ("b", 1), "uint16": ("u", 2),
+                "uint32": ("u", 4), "uint64": ("u", 8), "complex64": ("c", 8),
+                "complex128": ("c", 16)}
 
 
 cdef object _call_dlpack(object obj, object stream, str desc):
@@ -509,6 +540,10 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
             capsule = None
             raise ValueError(f"{desc}: DLPack tensor has a null data pointer but is not empty")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
+    dl_kind = _DL_KINDS.get(tensor.dtype.code)
+    if dl_kind is not None and tensor.dtype.bits % 8 == 0:
+        r.dtype_kind = ord(dl_kind)
+        r.dtype_size = tensor.dtype.bits // 8 * tensor.dtype.lanes
     Py_INCREF(capsule)
     r.capsule = <PyObject*>capsule
     return 0
@@ -546,6 +581,9 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     if not obj.is_cuda:
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {obj.device})")
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
+    kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
+    if kind is not None:
+        r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
     torch_cuda = sys.modules["torch"].cuda
     _record_current_stream(torch_cuda.current_stream(obj.device).cuda_stream, r)
     return 0
@@ -553,6 +591,7 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
 
 cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     _set_address(obj.data.ptr, index, obj, "data.ptr", r)
+    _set_dtype_from_numpy(obj.dtype, r)
     cupy_cuda = sys.modules["cupy"].cuda
     _record_current_stream(cupy_cuda.get_current_stream().ptr, r)
     return 0
@@ -561,6 +600,7 @@ cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
 cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     address = obj.device_ctypes_pointer.value
     _set_address(0 if address is None else address, index, obj, "device_ctypes_pointer", r)
+    _set_dtype_from_numpy(obj.dtype, r)
     stream = getattr(obj, "stream", 0)
     if stream:
         handle = stream.handle
@@ -574,6 +614,7 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
                         "accessible)")
     _set_address(obj.ptr, index, obj, "StridedMemoryView.ptr", r)
     r.readonly = bool(obj.readonly)
+    _set_dtype_from_numpy(getattr(obj, "dtype", None), r)
     return 0
 
 
@@ -597,6 +638,8 @@ cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
     r.has_stream = False
     r.stream = 0
     r.capsule = NULL
+    r.dtype_kind = 0
+    r.dtype_size = 0
     if kind == KIND_BUFFER:
         return _buffer_pointer(obj, index, r)
     if kind == KIND_REGISTERED:

@@ -1,0 +1,118 @@
+/* Small C helpers shared by kernarg's Cython modules (internal; not part of the C API). */
+#ifndef KERNARG_CUTILS_H
+#define KERNARG_CUTILS_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* CUDA hosts (x86-64, aarch64, ppc64le) are little-endian; the packers rely on it. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "kernarg supports little-endian hosts only"
+#endif
+
+/* Value of an exact int that fits in 60 bits without a function call; 0 if it does not (the
+   caller then takes the general path). CPython 3.12+ has public unstable API for this; 3.11
+   exposes the digits directly. */
+static inline int kernarg_small_int(PyObject *x, long long *out) {
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)x);
+        return 1;
+    }
+    return 0;
+#else
+    const digit *d = ((PyLongObject *)x)->ob_digit;
+    switch (Py_SIZE(x)) {
+    case 0: *out = 0; return 1;
+    case 1: *out = (long long)d[0]; return 1;
+    case -1: *out = -(long long)d[0]; return 1;
+    case 2: *out = ((long long)d[1] << PyLong_SHIFT) | (long long)d[0]; return 1;
+    case -2: *out = -(((long long)d[1] << PyLong_SHIFT) | (long long)d[0]); return 1;
+    default: return 0;
+    }
+#endif
+}
+
+/* Pack a run of exact small ints starting at item i, while the cursor is 8-aligned and the
+   area has room. Few live values, so everything stays in registers. Returns the index of the
+   first item not packed; the general loop takes it from there. */
+static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
+                                  char *data, Py_ssize_t *cur, Py_ssize_t cap,
+                                  void **argv, uint16_t *sizes) {
+    Py_ssize_t c = *cur;
+    long long v;
+    if (c & 7)
+        return i;
+    for (; i < n && c + 8 <= cap; i++) {
+        PyObject *x = items[i];
+        if (Py_TYPE(x) != &PyLong_Type || !kernarg_small_int(x, &v))
+            break;
+        memcpy(data + c, &v, 8);
+        argv[i] = data + c;
+        sizes[i] = 8;
+        c += 8;
+    }
+    *cur = c;
+    return i;
+}
+
+/* Round a double to a binary floating-point format with `ebits` exponent and `mbits` fraction
+   bits (IEEE layout, subnormals, infinities), to nearest with ties to even, in one step. Going
+   through float first would round twice and can be off by one ulp. NaN becomes a quiet NaN. */
+static inline uint32_t kernarg_round_double(double x, int ebits, int mbits) {
+    uint64_t b;
+    memcpy(&b, &x, 8);
+    const uint32_t sign = (uint32_t)(b >> 63) << (ebits + mbits);
+    const uint64_t mag = b & 0x7fffffffffffffffULL;
+    const int bias = (1 << (ebits - 1)) - 1;
+    const uint32_t inf = (uint32_t)((1u << ebits) - 1) << mbits;
+    if (mag >= 0x7ff0000000000000ULL)                       /* inf or NaN */
+        return sign | inf | (mag > 0x7ff0000000000000ULL ? (1u << (mbits - 1)) : 0);
+    if (mag == 0)
+        return sign;
+    int exp = (int)(mag >> 52) - 1023;
+    uint64_t m = mag & ((1ULL << 52) - 1);
+    if (exp == -1023) {                                     /* double subnormal */
+        exp = -1022;
+    } else {
+        m |= 1ULL << 52;
+    }
+    int shift;
+    uint32_t e;
+    if (exp >= 1 - bias) {                                  /* normal in the target */
+        if (exp > bias)
+            return sign | inf;
+        shift = 52 - mbits;
+        e = (uint32_t)(exp + bias);
+    } else {                                                /* subnormal in the target */
+        shift = 52 - mbits + (1 - bias - exp);
+        if (shift > 53)
+            return sign;                                    /* below half the least subnormal */
+        e = 0;
+    }
+    uint64_t q = m >> shift;
+    const uint64_t r = m & ((1ULL << shift) - 1);
+    const uint64_t half = 1ULL << (shift - 1);
+    if (r > half || (r == half && (q & 1)))
+        q++;
+    if (e == 0)       /* subnormal: a carry into bit mbits lands exactly on the least normal */
+        return sign | (uint32_t)q;
+    if (q >> (mbits + 1)) {                                 /* carry out of the significand */
+        q >>= 1;
+        e++;
+    }
+    if (e >= (1u << ebits) - 1)
+        return sign | inf;
+    return sign | (e << mbits) | (uint32_t)(q & ((1ULL << mbits) - 1));
+}
+
+static inline uint16_t kernarg_double_to_half(double x) {
+    return (uint16_t)kernarg_round_double(x, 5, 10);
+}
+
+static inline uint16_t kernarg_double_to_bfloat16(double x) {
+    return (uint16_t)kernarg_round_double(x, 8, 7);
+}
+
+#endif /* KERNARG_CUTILS_H */

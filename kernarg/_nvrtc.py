@@ -1,0 +1,79 @@
+"""NVRTC: compile CUDA C++ to PTX with the pip-installed compiler (no CUDA toolkit needed).
+
+Headers such as cuda_fp16.h come from the ``nvidia-cuda-runtime`` wheel.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+
+__all__ = ["NvrtcError", "compile_to_ptx", "cuda_include_dir"]
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC could not compile the source; ``.log`` holds the compiler's output."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(f"{message}\n{log}".rstrip())
+        self.log = log
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_include_dir() -> str | None:
+    """The include directory of the pip ``nvidia-cuda-runtime`` wheel, if installed."""
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        for pattern in ("*/include/cuda_fp16.h", "*/*/include/cuda_fp16.h"):
+            hits = sorted(glob.glob(os.path.join(base, pattern)))
+            if hits:
+                return os.path.dirname(hits[-1])
+    return None
+
+
+def _check(result, prog=None):
+    from cuda.bindings import nvrtc
+
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        log = ""
+        if prog is not None:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            log = buf.rstrip(b"\x00").decode(errors="replace")
+        raise NvrtcError(f"NVRTC: {err.name}", log)
+    return result[1:]
+
+
+def compile_to_ptx(source: str, *, options=(), arch: str | None = None,
+                   name: str = "kernarg_source.cu") -> str:
+    """Compile ``source`` to PTX text. ``arch`` is e.g. ``"compute_90"``."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as exc:   # pragma: no cover - depends on the environment
+        raise NvrtcError("NVRTC needs cuda-bindings: pip install cuda-bindings "
+                         "nvidia-cuda-nvrtc nvidia-cuda-runtime") from exc
+    opts = [o.encode() if isinstance(o, str) else bytes(o) for o in options]
+    include = cuda_include_dir()
+    if include is not None:
+        opts.append(f"-I{include}".encode())
+    if arch is not None:
+        opts.append(f"--gpu-architecture={arch}".encode())
+    try:
+        (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
+    except RuntimeError as exc:
+        if isinstance(exc, NvrtcError):
+            raise
+        raise NvrtcError(f"NVRTC is not available ({exc}); pip install nvidia-cuda-nvrtc") from exc
+    try:
+        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
+        (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
+        buf = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, buf))
+        return buf.rstrip(b"\x00").decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)

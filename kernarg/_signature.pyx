@@ -1,0 +1,1005 @@
+# cython: language_level=3, embedsignature=True, binding=True
+"""Kernel signatures: C parameter lists -> layout + a typed packing plan.
+
+Construction (parsing, layout) runs once and may be slow; ``Signature.pack`` runs a precomputed
+plan: one C struct per parameter with its code, offset and size, so packing does no parsing.
+"""
+cimport cython
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+from kernarg._handler cimport (
+    KERNARG_MAX_PARAM_BYTES,
+    CacheEntry,
+    ParamBlock,
+    cache_probe,
+    cache_table,
+    block_take_pointer,
+    buffer_handle,
+    lookup_type,
+    new_block,
+)
+from kernarg._interop cimport (
+    KIND_BUFFER,
+    KIND_INLINE,
+    KIND_NONE,
+    KIND_POINTER,
+    PtrResult,
+    TypeInfo,
+    pointer_of,
+)
+
+import ctypes
+import re
+
+import numpy as np
+
+from kernarg._stream import resolve_stream
+
+__all__ = ["Signature"]
+
+cdef extern from "_cutils.h":
+    bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
+    uint16_t kernarg_double_to_half(double x) noexcept nogil
+    uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
+
+cdef extern from "Python.h":
+    PyTypeObject PyLong_Type
+    PyTypeObject PyFloat_Type
+    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
+    double PyFloat_AsDouble(object) except? -1.0
+    double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
+    PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
+    PyObject* Py_None
+
+
+# Parameter codes. Scalars first, in the order of _SCALARS below.
+cdef enum Code:
+    C_BOOL = 0
+    C_I8
+    C_U8
+    C_I16
+    C_U16
+    C_I32
+    C_U32
+    C_I64
+    C_U64
+    C_F16
+    C_BF16
+    C_F32
+    C_F64
+    C_VECTOR      # a CUDA vector type: `count` elements of scalar code `elem`
+    C_STRUCT      # by-value struct described by a numpy dtype or a ctypes type
+    C_POINTER     # T*: device address, with pointee checks
+    C_U64_OR_PTR  # PTX .u64: an integer or anything that packs as a pointer
+    C_OPAQUE      # `size` bytes the layout knows but not the type (from PTX)
+
+
+cdef struct Param:
+    int code
+    int elem            # C_VECTOR: scalar code of the elements
+    int count           # C_VECTOR: number of elements
+    Py_ssize_t size
+    Py_ssize_t align
+    Py_ssize_t offset
+    char pointee_kind   # C_POINTER: numpy-style kind ('f','i','u','b','c', 'B' bfloat16), 0 = any
+    int pointee_size    # C_POINTER: element size in bytes, 0 = any
+    bint is_const       # C_POINTER: const pointee (read-only arrays allowed)
+
+
+# name -> (code, size, numpy kind, display name)
+_SCALARS = {
+    "bool": (C_BOOL, 1, "b"), "char": (C_I8, 1, "i"), "signed char": (C_I8, 1, "i"),
+    "unsigned char": (C_U8, 1, "u"), "short": (C_I16, 2, "i"), "unsigned short": (C_U16, 2, "u"),
+    "int": (C_I32, 4, "i"), "unsigned int": (C_U32, 4, "u"), "long": (C_I64, 8, "i"),
+    "unsigned long": (C_U64, 8, "u"), "long long": (C_I64, 8, "i"),
+    "unsigned long long": (C_U64, 8, "u"), "float": (C_F32, 4, "f"),
+    "double": (C_F64, 8, "f"), "__half": (C_F16, 2, "f"), "__nv_bfloat16": (C_BF16, 2, "B"),
+}
+_ALIASES = {
+    "signed": "int", "unsigned": "unsigned int", "signed int": "int", "short int": "short",
+    "signed short": "short", "signed short int": "short", "unsigned short int": "unsigned short",
+    "long int": "long", "signed long": "long", "signed long int": "long",
+    "unsigned long int": "unsigned long", "long long int": "long long",
+    "signed long long": "long long", "signed long long int": "long long",
+    "unsigned long long int": "unsigned long long", "int8_t": "signed char",
+    "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short",
+    "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long long",
+    "uint64_t": "unsigned long long", "size_t": "unsigned long", "ptrdiff_t": "long",
+    "intptr_t": "long", "uintptr_t": "unsigned long", "ssize_t": "long", "half": "__half",
+    "bfloat16": "__nv_bfloat16", "nv_bfloat16": "__nv_bfloat16", "_Bool": "bool",
+}
+_VECTOR_BASES = {
+    "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
+    "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
+    "longlong": "long long", "ulonglong": "unsigned long long", "float": "float",
+    "double": "double",
+}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__"}
+_CODE_NAMES = {v[0]: k for k, v in _SCALARS.items()}
+_CODE_NAMES[C_I64] = "long long"
+_CODE_NAMES[C_U64] = "unsigned long long"
+_CODE_NAMES[C_I8] = "signed char"
+_INT_RANGE = {C_I8: (-2**7, 2**7 - 1), C_U8: (0, 2**8 - 1), C_I16: (-2**15, 2**15 - 1),
+              C_U16: (0, 2**16 - 1), C_I32: (-2**31, 2**31 - 1), C_U32: (0, 2**32 - 1),
+              C_I64: (-2**63, 2**63 - 1), C_U64: (0, 2**64 - 1)}
+
+
+cdef CacheEntry* _cache = cache_table()
+
+
+cdef inline TypeInfo* _type_info(PyObject* item, Py_ssize_t i) except NULL:
+    cdef TypeInfo* info = cache_probe(_cache, item)
+    return info if info != NULL else lookup_type(<object>item, i)
+
+
+cdef long long _INT_MIN[C_U64 + 1]
+cdef long long _INT_MAX[C_U64 + 1]
+for _code, (_lo, _hi) in _INT_RANGE.items():
+    _INT_MIN[<int>_code] = _lo
+    _INT_MAX[<int>_code] = min(_hi, 2**63 - 1)
+_INT_MIN[<int>C_BOOL] = 0
+_INT_MAX[<int>C_BOOL] = 1
+
+
+cdef inline bint _inline_number(PyObject* item, TypeInfo* info, double* d, long long* v) noexcept:
+    """Read a numpy scalar's value in place. Sets *d (and returns True... for floats) or *v;
+    returns 1 for a float, 2 for an integer, 0 when not a plain numpy number."""
+    cdef char* src = <char*>item + info.offset
+    cdef float f
+    cdef int8_t i8
+    cdef int16_t i16
+    cdef int32_t i32
+    cdef uint8_t u8
+    cdef uint16_t u16
+    cdef uint32_t u32
+    if info.num_kind == ord("f"):
+        if info.size == 8:
+            memcpy(d, src, 8)
+            return 1
+        if info.size == 4:
+            memcpy(&f, src, 4)
+            d[0] = f
+            return 1
+        return 0
+    if info.num_kind == ord("i"):
+        if info.size == 8:
+            memcpy(v, src, 8)
+        elif info.size == 4:
+            memcpy(&i32, src, 4)
+            v[0] = i32
+        elif info.size == 2:
+            memcpy(&i16, src, 2)
+            v[0] = i16
+        else:
+            i8 = (<int8_t*>src)[0]
+            v[0] = i8
+        return 2
+    if info.num_kind == ord("u") or info.num_kind == ord("b"):
+        if info.size == 8:
+            memcpy(v, src, 8)
+            if v[0] < 0:
+                return 0        # above 2**63: the general path handles it
+        elif info.size == 4:
+            memcpy(&u32, src, 4)
+            v[0] = u32
+        elif info.size == 2:
+            memcpy(&u16, src, 2)
+            v[0] = u16
+        else:
+            u8 = (<uint8_t*>src)[0]
+            v[0] = u8
+        return 2
+    return 0
+
+
+def _vector_type(name):
+    """(base scalar name, count, align) for a CUDA vector type name, or None."""
+    if name == "half2" or name == "__half2":
+        return "__half", 2, 4
+    if name in ("__nv_bfloat162", "nv_bfloat162", "bfloat162"):
+        return "__nv_bfloat16", 2, 4
+    m = re.fullmatch(r"(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])(_16a|_32a)?",
+                     name)
+    if m is None:
+        return None
+    base, count, suffix = _VECTOR_BASES[m.group(1)], int(m.group(2)), m.group(3)
+    size = _SCALARS[base][1]
+    if suffix == "_32a":
+        align = 32
+    elif count in (1, 3):
+        align = size
+    else:
+        align = min(size * count, 16)
+    return base, count, align
+
+
+def _describe_param(Py_ssize_t index, name):
+    return f"parameter {index} ({name!r})" if name else f"parameter {index}"
+
+
+class _Spec:
+    """A parsed parameter before layout: code, size, align and type details."""
+
+    __slots__ = ("code", "size", "align", "elem", "count", "pointee_kind", "pointee_size",
+                 "is_const", "struct", "text")
+
+    def __init__(self, code, size, align, text, **kw):
+        self.code, self.size, self.align, self.text = code, size, align, text
+        self.elem = kw.get("elem", 0)
+        self.count = kw.get("count", 0)
+        self.pointee_kind = kw.get("pointee_kind", "")
+        self.pointee_size = kw.get("pointee_size", 0)
+        self.is_const = kw.get("is_const", False)
+        self.struct = kw.get("struct")
+
+
+def _scalar_spec(name, text):
+    code, size, _ = _SCALARS[name]
+    return _Spec(code, size, size, text)
+
+
+def _pointee_of(base):
+    """numpy-style (kind, size) of a pointee type name; ('', 0) for any."""
+    if base == "void":
+        return "", 0
+    if base in _SCALARS:
+        _, size, kind = _SCALARS[base]
+        if base == "char":
+            kind = "c8"     # plain char: signed or unsigned bytes
+        return kind, size
+    vec = _vector_type(base)
+    if vec is not None:
+        _, size, kind = _SCALARS[vec[0]]
+        return kind, size
+    return "", 0            # structs and unknown names: any memory
+
+
+def _parse_c_param(text):
+    """Parse one C parameter declaration; return (spec, name)."""
+    tokens = re.findall(r"[A-Za-z_]\w*|\*|&|\[|\]", text)
+    if "&" in tokens:
+        raise ValueError(f"{text.strip()!r}: kernel parameters cannot be references")
+    if "[" in tokens:
+        raise ValueError(f"{text.strip()!r}: array parameters are not supported; use a pointer")
+    stars = tokens.count("*")
+    is_const = False
+    words = []
+    for i, tok in enumerate(tokens):
+        if tok == "*":
+            continue
+        if tok == "const":
+            # `const T*` / `T const*` make the pointee const; `T* const` only the pointer.
+            if stars == 0 or "*" not in tokens[:i]:
+                is_const = True
+            continue
+        if tok in _QUALIFIERS or tok in ("struct", "__align__"):
+            continue
+        words.append(tok)
+    name = None
+    base = _canonical(" ".join(words))
+    if base is None and len(words) > 1:
+        base = _canonical(" ".join(words[:-1]))
+        name = words[-1]
+    if base is None:
+        raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
+                         "ctypes type for structs")
+    if stars:
+        kind, size = _pointee_of(base)
+        shown = ("const " if is_const else "") + base + "*" * stars
+        return _Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
+                     is_const=is_const), name
+    if base == "void":
+        raise ValueError(f"{text.strip()!r}: a parameter cannot have type void")
+    if base in _SCALARS:
+        return _scalar_spec(base, base), name
+    elem, count, align = _vector_type(base)
+    code, size, _ = _SCALARS[elem]
+    return _Spec(C_VECTOR, size * count, align, base, elem=code, count=count), name
+
+
+def _canonical(type_name):
+    if type_name in _SCALARS or type_name == "void":
+        return type_name
+    if type_name in _ALIASES:
+        return _ALIASES[type_name]
+    if _vector_type(type_name) is not None:
+        return type_name
+    return None
+
+
+def _split_params(text):
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    if any(not p.strip() for p in parts):
+        raise ValueError(f"empty parameter in {text!r}")
+    return parts
+
+
+_CTYPES_SCALARS = {
+    ctypes.c_bool: "bool", ctypes.c_byte: "signed char", ctypes.c_ubyte: "unsigned char",
+    ctypes.c_char: "char", ctypes.c_short: "short", ctypes.c_ushort: "unsigned short",
+    ctypes.c_int: "int", ctypes.c_uint: "unsigned int", ctypes.c_long: "long",
+    ctypes.c_ulong: "unsigned long", ctypes.c_longlong: "long long",
+    ctypes.c_ulonglong: "unsigned long long", ctypes.c_float: "float",
+    ctypes.c_double: "double",
+}
+_NUMPY_SCALARS = {"b": {1: "bool"}, "i": {1: "signed char", 2: "short", 4: "int", 8: "long long"},
+                  "u": {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
+                        8: "unsigned long long"},
+                  "f": {2: "__half", 4: "float", 8: "double"}}
+
+
+def _spec_from_object(obj):
+    """A parameter given as a numpy dtype/scalar type or a ctypes type."""
+    if isinstance(obj, type) and issubclass(obj, ctypes._SimpleCData):
+        if obj in (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p):
+            return _Spec(C_POINTER, 8, 8, obj.__name__)
+        for base in obj.__mro__:
+            if base in _CTYPES_SCALARS:
+                return _scalar_spec(_CTYPES_SCALARS[base], obj.__name__)
+        raise ValueError(f"ctypes type {obj.__name__} has no CUDA parameter type")
+    if isinstance(obj, type) and issubclass(obj, ctypes._Pointer):
+        inner = obj._type_
+        kind, size = "", 0
+        if inner in _CTYPES_SCALARS:
+            kind, size = _pointee_of(_CTYPES_SCALARS[inner])
+        return _Spec(C_POINTER, 8, 8, obj.__name__, pointee_kind=kind, pointee_size=size)
+    if isinstance(obj, type) and issubclass(obj, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        size = ctypes.sizeof(obj)
+        if size == 0:
+            raise ValueError(f"{obj.__name__} has size 0")
+        return _Spec(C_STRUCT, size, ctypes.alignment(obj), obj.__name__, struct=obj)
+    try:
+        dtype = np.dtype(obj)
+    except TypeError:
+        raise TypeError(f"cannot use {obj!r} as a parameter type; expected a C type string, "
+                        "a numpy dtype or a ctypes type") from None
+    if dtype.fields is not None:
+        return _Spec(C_STRUCT, dtype.itemsize, dtype.alignment, str(dtype), struct=dtype)
+    if dtype.name == "bfloat16":
+        return _scalar_spec("__nv_bfloat16", "bfloat16")
+    if dtype.kind == "c" and dtype.itemsize in (8, 16):
+        elem = "float" if dtype.itemsize == 8 else "double"
+        code = _SCALARS[elem][0]
+        return _Spec(C_VECTOR, dtype.itemsize, dtype.itemsize, str(dtype), elem=code, count=2)
+    name = _NUMPY_SCALARS.get(dtype.kind, {}).get(dtype.itemsize)
+    if name is None:
+        raise ValueError(f"numpy dtype {dtype} has no CUDA parameter type")
+    return _scalar_spec(name, str(dtype))
+
+
+def _parse_ptx_entry(ptx, kernel_name):
+    entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)", ptx)}
+    if not entries:
+        entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(\s*\)", ptx)}
+    if kernel_name in entries:
+        match = entries[kernel_name]
+    else:
+        mangled = [n for n in entries if re.match(rf"_Z\d+{re.escape(kernel_name)}\w*", n)
+                   and n.startswith(f"_Z{len(kernel_name)}{kernel_name}")]
+        if len(mangled) != 1:
+            raise LookupError(f"kernel {kernel_name!r} not found in the PTX (entries: "
+                              f"{sorted(entries)})")
+        match = entries[mangled[0]]
+    body = match.group(2) if match.lastindex and match.lastindex >= 2 else ""
+    specs, names = [], []
+    for decl in re.findall(r"\.param\s+([^,]*)", body):
+        tokens = decl.split()
+        align = None
+        if tokens[0] == ".align":
+            align = int(tokens[1])
+            tokens = tokens[2:]
+        kind_bits = re.fullmatch(r"\.([a-z]+)(\d+)", tokens[0])
+        kind, bits = kind_bits.group(1), int(kind_bits.group(2))
+        pname = re.match(r"[\w$]+", tokens[-1]).group(0)
+        arr = re.search(r"\[(\d+)\]", decl)
+        count = int(arr.group(1)) if arr else 1
+        size = bits // 8 * count
+        if align is None:
+            align = bits // 8
+        text = decl.strip()
+        if arr or kind == "b":
+            spec = _Spec(C_OPAQUE, size, align, text)
+        elif kind == "u" and bits == 64:
+            spec = _Spec(C_U64_OR_PTR, 8, 8, text)
+        elif kind == "f":
+            spec = _scalar_spec({32: "float", 64: "double"}[bits], text)
+        elif kind in ("s", "u"):
+            names_by_bits = {("s", 8): "signed char", ("u", 8): "unsigned char",
+                             ("s", 16): "short", ("u", 16): "unsigned short", ("s", 32): "int",
+                             ("u", 32): "unsigned int", ("s", 64): "long long"}
+            spec = _scalar_spec(names_by_bits[(kind, bits)], text)
+        else:
+            spec = _Spec(C_OPAQUE, size, align, text)
+        specs.append(spec)
+        names.append(pname)
+    return specs, names
+
+
+@cython.final
+cdef class Signature:
+    """A kernel's parameter list: layout, plus a typed packer.
+
+    Parameters
+    ----------
+    params : str or sequence
+        A C parameter list (``"float* out, const float* x, int n"``; names optional) or a
+        sequence whose items are C type strings, numpy dtypes (structs must be aligned:
+        ``np.dtype(..., align=True)``) or ctypes types.
+
+    Examples
+    --------
+    >>> sig = kernarg.Signature("float* out, const float* x, float alpha, int n")
+    >>> sig.offsets
+    (0, 8, 16, 20)
+    >>> block = sig.pack((out, x, 2.0, 1024))   # alpha packed as float, n as int
+    """
+
+    cdef Param* _params
+    cdef uint16_t* _sizes      # the sizes column of _params, copied into each block at once
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _nbytes
+    cdef tuple _names
+    cdef tuple _types
+    cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
+
+    def __cinit__(self):
+        self._params = NULL
+        self._sizes = NULL
+
+    def __dealloc__(self):
+        free(self._params)
+        free(self._sizes)
+
+    def __init__(self, params):
+        if isinstance(params, str):
+            body = params.strip()
+            if body in ("", "void"):
+                pairs = []
+            else:
+                pairs = [_parse_c_param(p) for p in _split_params(body)]
+        else:
+            pairs = []
+            for item in params:
+                if isinstance(item, str):
+                    pairs.append(_parse_c_param(item))
+                else:
+                    pairs.append((_spec_from_object(item), None))
+        self._build([p[0] for p in pairs], [p[1] for p in pairs])
+
+    cdef _build(self, list specs, list names):
+        cdef Py_ssize_t n = len(specs), i, cur = 0
+        params = <Param*>malloc(max(n, 1) * sizeof(Param))
+        sizes = <uint16_t*>malloc(max(n, 1) * sizeof(uint16_t))
+        if params == NULL or sizes == NULL:
+            free(params)
+            free(sizes)
+            raise MemoryError()
+        free(self._params)
+        free(self._sizes)
+        self._params = params
+        self._sizes = sizes
+        for i in range(n):
+            s = specs[i]
+            cur = (cur + s.align - 1) // s.align * s.align
+            params[i].code = s.code
+            params[i].elem = s.elem
+            params[i].count = s.count
+            params[i].size = s.size
+            params[i].align = s.align
+            params[i].offset = cur
+            kind = s.pointee_kind
+            params[i].pointee_kind = ord("c") if kind == "c8" else (ord(kind) if kind else 0)
+            params[i].pointee_size = s.pointee_size
+            params[i].is_const = s.is_const
+            cur += s.size
+            if cur <= KERNARG_MAX_PARAM_BYTES:
+                sizes[i] = <uint16_t>s.size
+        if cur > KERNARG_MAX_PARAM_BYTES:
+            raise ValueError(f"the parameters take {cur} bytes, more than CUDA's limit of "
+                             f"{KERNARG_MAX_PARAM_BYTES} bytes")
+        self._n = n
+        self._nbytes = cur
+        self._names = tuple(names)
+        self._types = tuple(s.text for s in specs)
+        self._structs = tuple(s.struct for s in specs)
+
+    @classmethod
+    def from_ptx(cls, ptx, kernel_name):
+        """The layout the compiler emitted for ``kernel_name`` in ``ptx``.
+
+        PTX names each parameter's size and alignment but not always its C type: ``.f32``/
+        ``.f64``/``.sN``/``.uN`` become float/double/ints, ``.u64`` accepts an integer or a
+        pointer, and ``.b8`` arrays are opaque bytes of that size (bytes, ctypes or numpy
+        values of exactly that size).
+        """
+        if isinstance(ptx, (bytes, bytearray)):
+            ptx = bytes(ptx).decode()
+        specs, names = _parse_ptx_entry(ptx, kernel_name)
+        cdef Signature sig = cls.__new__(cls)
+        sig._build(specs, names)
+        return sig
+
+    @classmethod
+    def from_source(cls, source, kernel_name, options=(), *, arch=None):
+        """Compile ``source`` with NVRTC and read ``kernel_name``'s declaration from it.
+
+        Parameters whose types kernarg knows are typed from the declaration; others (structs
+        defined in the source) take size and alignment from the compiled PTX. The declared
+        layout is checked against the PTX.
+        """
+        from kernarg._nvrtc import compile_to_ptx
+
+        ptx = compile_to_ptx(source, options=options, arch=arch)
+        ptx_specs, ptx_names = _parse_ptx_entry(ptx, kernel_name)
+        decl = _find_declaration(source, kernel_name)
+        specs, names = [], []
+        pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
+        if len(pieces) != len(ptx_specs):
+            raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
+                             f"the PTX has {len(ptx_specs)}")
+        for piece, ptx_spec in zip(pieces, ptx_specs):
+            try:
+                spec, name = _parse_c_param(piece)
+            except ValueError:
+                spec, name = ptx_spec, _last_identifier(piece)
+            if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
+                raise ValueError(f"{kernel_name}: {piece.strip()!r} is {spec.size} bytes aligned "
+                                 f"to {spec.align} here but {ptx_spec.size}/{ptx_spec.align} in "
+                                 "the PTX")
+            specs.append(spec)
+            names.append(name)
+        cdef Signature sig = cls.__new__(cls)
+        sig._build(specs, names)
+        return sig
+
+    def __len__(self):
+        return self._n
+
+    @property
+    def offsets(self):
+        """Byte offset of each parameter."""
+        return tuple([self._params[i].offset for i in range(self._n)])
+
+    @property
+    def sizes(self):
+        """Size in bytes of each parameter."""
+        return tuple([self._params[i].size for i in range(self._n)])
+
+    @property
+    def alignments(self):
+        """Alignment in bytes of each parameter."""
+        return tuple([self._params[i].align for i in range(self._n)])
+
+    @property
+    def nbytes(self):
+        """Size of the parameter area (CU_LAUNCH_PARAM_BUFFER_SIZE)."""
+        return self._nbytes
+
+    @property
+    def names(self):
+        """Parameter names (None where the declaration gave none)."""
+        return self._names
+
+    @property
+    def types(self):
+        """The parameter types as declared."""
+        return self._types
+
+    def __repr__(self):
+        params = ", ".join(f"{t} {n}" if n else t for t, n in zip(self._types, self._names))
+        return f"kernarg.Signature({params!r})"
+
+    def pack(self, args, *, stream=None):
+        """Pack ``args`` as this signature's parameter types.
+
+        Ints are range-checked against the declared width, floats rounded to float, double,
+        ``__half`` or ``__nv_bfloat16`` (to nearest even), vectors built from sequences, structs
+        from numpy/ctypes values, dicts or tuples, and pointers from anything
+        :func:`kernarg.pack` accepts as a pointer (plus int addresses and None), with the
+        array's element type checked against the pointee and read-only arrays refused for
+        non-const pointers.
+
+        Returns
+        -------
+        ParamBlock
+        """
+        cdef tuple t
+        if type(args) is tuple:
+            t = <tuple>args
+        elif isinstance(args, (tuple, list)):
+            t = tuple(args)
+        else:
+            raise TypeError(f"Signature.pack: args must be a tuple or list, got "
+                            f"{type(args).__name__}")
+        cdef Py_ssize_t n = PyTuple_GET_SIZE(t)
+        if n != self._n:
+            raise TypeError(f"the kernel takes {self._n} arguments "
+                            f"({', '.join(self._types)}), got {n}")
+        if stream is not None:
+            stream = resolve_stream(stream)
+        cdef ParamBlock blk = new_block(t, self._nbytes)
+        cdef Py_ssize_t i
+        cdef Param* p
+        cdef char* dst
+        cdef PyObject* item
+        cdef PyTypeObject* tp
+        cdef TypeInfo* info
+        cdef int code, got
+        cdef long long v
+        cdef double d
+        cdef int32_t i32
+        cdef uint32_t u32
+        cdef float f32
+        # Locals, not fields: stores through char* could alias the fields, forcing reloads.
+        cdef char* data = blk._data
+        cdef void** argv = blk._argv
+        cdef uint16_t* sizes = blk._sizes
+        cdef Param* params = self._params
+        memcpy(sizes, self._sizes, n * sizeof(uint16_t))
+        for i in range(n):
+            p = &params[i]
+            dst = data + p.offset
+            argv[i] = dst
+            item = PyTuple_GET_ITEM(t, i)
+            tp = Py_TYPE_P(item)
+            code = p.code
+            # Fast paths for exact ints and floats; everything else (and every error) goes to
+            # the general converters in _put_typed below.
+            if tp == &PyLong_Type:
+                if kernarg_small_int(item, &v):
+                    if code == C_I32:
+                        if v == <int32_t>v:
+                            i32 = <int32_t>v
+                            memcpy(dst, &i32, 4)
+                            continue
+                    elif code == C_I64 or (code == C_U64 and v >= 0):
+                        memcpy(dst, &v, 8)
+                        continue
+                    elif code == C_U32:
+                        if v == <uint32_t>v:
+                            u32 = <uint32_t>v
+                            memcpy(dst, &u32, 4)
+                            continue
+                    elif C_I8 <= code <= C_U16:
+                        if _INT_MIN[code] <= v <= _INT_MAX[code]:
+                            _store_sized(dst, &v, p.size)
+                            continue
+            elif tp == &PyFloat_Type:
+                if code == C_F32:
+                    f32 = <float>PyFloat_AS_DOUBLE_P(item)
+                    memcpy(dst, &f32, 4)
+                    continue
+                if C_F16 <= code <= C_F64:
+                    _store_float(code, PyFloat_AS_DOUBLE_P(item), dst)
+                    continue
+            elif code <= C_F64:
+                # numpy scalars: read the value in place.
+                info = _type_info(item, i)
+                if info.kind == KIND_INLINE:
+                    got = _inline_number(item, info, &d, &v)
+                    if got == 2 and C_I8 <= code <= C_U64:
+                        if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
+                            _store_sized(dst, &v, p.size)
+                            continue
+                    elif got == 1 and code >= C_F16:
+                        _store_float(code, d, dst)
+                        continue
+                    elif got == 2 and code >= C_F16:
+                        _store_float(code, <double>v, dst)
+                        continue
+            elif code == C_POINTER or code == C_U64_OR_PTR:
+                if item == Py_None:
+                    memset(dst, 0, 8)
+                    continue
+                if tp != &PyLong_Type:
+                    info = _type_info(item, i)
+                    if info.kind == KIND_BUFFER:
+                        handle = buffer_handle(item, info)
+                        if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
+                                and v > 0:
+                            memcpy(dst, &v, 8)
+                            continue
+            _put_typed(self, blk, p, i, <object>item, dst, stream)
+        return blk
+
+
+cdef str _param_name(Signature sig, Py_ssize_t i):
+    return _describe_param(i, sig._names[i])
+
+
+cdef inline void _store_sized(char* dst, long long* v, Py_ssize_t size) noexcept:
+    # Little-endian: the low `size` bytes of v are the value (already range-checked).
+    if size == 8:
+        memcpy(dst, v, 8)
+    elif size == 4:
+        memcpy(dst, v, 4)
+    elif size == 2:
+        memcpy(dst, v, 2)
+    else:
+        dst[0] = (<char*>v)[0]
+
+
+cdef inline int _store_int(int code, long long v, char* dst) noexcept:
+    cdef int8_t i8
+    cdef int16_t i16
+    cdef int32_t i32
+    if code == C_I8 or code == C_U8 or code == C_BOOL:
+        dst[0] = <char>v
+    elif code == C_I16 or code == C_U16:
+        i16 = <int16_t>v
+        memcpy(dst, &i16, 2)
+    elif code == C_I32 or code == C_U32:
+        i32 = <int32_t>v
+        memcpy(dst, &i32, 4)
+    else:
+        memcpy(dst, &v, 8)
+    return 0
+
+
+cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
+    cdef long long v
+    cdef uint64_t u
+    cdef int overflow
+    if Py_TYPE_P(<PyObject*>value) == &PyLong_Type and kernarg_small_int(<PyObject*>value, &v):
+        pass
+    else:
+        if isinstance(value, float) or isinstance(value, complex) or isinstance(value, str):
+            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
+                            f"got {type(value).__name__}")
+        try:
+            value = value.__index__()
+        except AttributeError:
+            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
+                            f"got {type(value).__name__}") from None
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow:
+            if code == C_U64 and 0 <= value < 2**64:
+                u = value
+                memcpy(dst, &u, 8)
+                return 0
+            lo, hi = _INT_RANGE[code]
+            raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is "
+                                f"outside {lo} .. {hi}")
+    if not (_INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0)):
+        lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
+        raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {v} is "
+                            f"outside {lo} .. {hi}")
+    _store_int(code, v, dst)
+    return 0
+
+
+cdef inline void _store_float(int code, double d, char* dst) noexcept:
+    cdef float f
+    cdef uint16_t h
+    if code == C_F32:
+        f = <float>d
+        memcpy(dst, &f, 4)
+    elif code == C_F64:
+        memcpy(dst, &d, 8)
+    elif code == C_F16:
+        h = kernarg_double_to_half(d)
+        memcpy(dst, &h, 2)
+    else:
+        h = kernarg_double_to_bfloat16(d)
+        memcpy(dst, &h, 2)
+
+
+cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
+    cdef double d
+    if Py_TYPE_P(<PyObject*>value) == &PyFloat_Type:
+        d = PyFloat_AS_DOUBLE_P(<PyObject*>value)
+    else:
+        if isinstance(value, (str, bytes, complex)) or value is None:
+            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
+                            f"number, got {type(value).__name__}")
+        try:
+            d = PyFloat_AsDouble(value)
+        except TypeError:
+            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
+                            f"number, got {type(value).__name__}") from None
+        except OverflowError:
+            raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is too "
+                                "large for a double") from None
+    _store_float(code, d, dst)
+    return 0
+
+
+cdef int _put_scalar(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
+    if code == C_BOOL:
+        if value is True or value is False or isinstance(value, np.bool_):
+            dst[0] = 1 if value else 0
+            return 0
+        return _put_int(sig, code, i, value, dst)
+    if code >= C_F16:
+        return _put_float(sig, code, i, value, dst)
+    return _put_int(sig, code, i, value, dst)
+
+
+cdef Py_ssize_t _scalar_size(int code):
+    if code <= C_U8:
+        return 1
+    if code <= C_U16 or code == C_F16 or code == C_BF16:
+        return 2
+    if code <= C_U32 or code == C_F32:
+        return 4
+    return 8
+
+
+cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
+    cdef Py_ssize_t k, step = _scalar_size(p.elem)
+    if p.elem == C_F32 and p.count == 2 and isinstance(value, (complex, np.complexfloating)):
+        value = (value.real, value.imag)
+    elif p.elem == C_F64 and p.count == 2 and isinstance(value, (complex, np.complexfloating)):
+        value = (value.real, value.imag)
+    if not isinstance(value, (tuple, list, np.ndarray)):
+        if p.count == 1:
+            return _put_scalar(sig, p.elem, i, value, dst)
+        raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected a sequence of "
+                        f"{p.count} numbers, got {type(value).__name__}")
+    if len(value) != p.count:
+        raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected {p.count} "
+                        f"elements, got {len(value)}")
+    for k in range(p.count):
+        item = value[k]
+        if isinstance(item, np.generic):
+            item = item.item()
+        _put_scalar(sig, p.elem, i, item, dst + k * step)
+    return 0
+
+
+cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
+    spec = sig._structs[i]
+    raw = None
+    if isinstance(spec, np.dtype):
+        if isinstance(value, np.void) and value.dtype == spec:
+            raw = value.tobytes()
+        elif isinstance(value, dict):
+            rec = np.zeros((), dtype=spec)
+            for key, field in value.items():
+                if key not in spec.fields:
+                    raise TypeError(f"{_param_name(sig, i)}: struct {spec} has no field {key!r}")
+                rec[key] = field
+            raw = rec.tobytes()
+        elif isinstance(value, tuple):
+            raw = np.array(value, dtype=spec).tobytes()
+    else:
+        if isinstance(value, spec):
+            raw = bytes(memoryview(value).cast("B"))
+        elif isinstance(value, dict):
+            raw = bytes(memoryview(spec(**value)).cast("B"))
+        elif isinstance(value, tuple):
+            raw = bytes(memoryview(spec(*value)).cast("B"))
+    if raw is None and isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+    if raw is None:
+        raise TypeError(f"{_param_name(sig, i)} is a struct ({sig._types[i]}): expected a "
+                        f"matching numpy/ctypes value, a dict, a tuple or bytes, got "
+                        f"{type(value).__name__}")
+    if len(raw) != p.size:
+        raise TypeError(f"{_param_name(sig, i)}: expected {p.size} bytes, got {len(raw)}")
+    memcpy(dst, <char*>raw, p.size)
+    return 0
+
+
+cdef int _put_opaque(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+    else:
+        from kernarg._handler import pack as untyped_pack
+        try:
+            raw = bytes(untyped_pack((value,)))
+        except TypeError as exc:
+            raise TypeError(f"{_param_name(sig, i)} ({p.size} opaque bytes): {exc}") from None
+    if len(raw) != p.size:
+        raise TypeError(f"{_param_name(sig, i)} takes {p.size} bytes ({sig._types[i]}); "
+                        f"{type(value).__name__} gives {len(raw)}")
+    memcpy(dst, <char*>raw, p.size)
+    return 0
+
+
+cdef bint _kind_matches(char want, int want_size, char kind, int size):
+    if want == 0:
+        return True
+    if want == ord("c"):    # plain char: any byte type
+        return size == 1 and kind in (ord("i"), ord("u"), ord("b"))
+    return want == kind and want_size == size
+
+
+cdef int _put_pointer(Signature sig, Param* p, ParamBlock blk, Py_ssize_t i, object value,
+                      char* dst, object stream, bint allow_int) except -1:
+    cdef PtrResult r
+    cdef TypeInfo* info
+    cdef long long v
+    cdef uint64_t address
+    if value is None:
+        address = 0
+    elif type(value) is int:
+        if kernarg_small_int(<PyObject*>value, &v) and v >= 0:
+            address = <uint64_t>v
+        elif 0 <= value < 2**64:
+            address = value
+        else:
+            raise OverflowError(f"{_param_name(sig, i)} is a pointer: {value} is outside "
+                                "0 .. 2**64-1")
+    else:
+        info = lookup_type(value, i)
+        if info.kind <= KIND_POINTER:
+            if allow_int and hasattr(value, "__index__") and not isinstance(value, float):
+                return _put_int(sig, C_U64, i, value, dst)
+            raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
+                            f"array, buffer or address, got {type(value).__name__}")
+        pointer_of(info.kind, value, i, stream, &r)
+        block_take_pointer(blk, &r)
+        if p.code == C_POINTER:
+            _check_pointee(sig, p, i, value, &r)
+        address = r.ptr
+    memcpy(dst, &address, 8)
+    return 0
+
+
+cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
+                        PtrResult* r) except -1:
+    if r.readonly and not p.is_const:
+        raise ValueError(f"{_param_name(sig, i)} ({sig._types[i]}) is not const but the "
+                         f"{type(value).__name__} array is read-only")
+    if p.pointee_kind == 0 or r.dtype_kind == 0:
+        return 0
+    if not _kind_matches(p.pointee_kind, p.pointee_size, r.dtype_kind, r.dtype_size):
+        got = "bfloat16" if r.dtype_kind == ord("B") else f"{chr(r.dtype_kind)}{r.dtype_size}"
+        raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]} but the array's element "
+                        f"type is {got} (numpy kind/size)")
+    return 0
+
+
+cdef int _put_typed(Signature sig, ParamBlock blk, Param* p, Py_ssize_t i, object value,
+                    char* dst, object stream) except -1:
+    cdef int code = p.code
+    if code <= C_F64:
+        return _put_scalar(sig, code, i, value, dst)
+    if code == C_POINTER:
+        return _put_pointer(sig, p, blk, i, value, dst, stream, False)
+    if code == C_VECTOR:
+        return _put_vector(sig, p, i, value, dst)
+    if code == C_STRUCT:
+        return _put_struct(sig, p, i, value, dst)
+    if code == C_U64_OR_PTR:
+        if type(value) is int or isinstance(value, np.integer):
+            return _put_int(sig, C_U64, i, value, dst)
+        return _put_pointer(sig, p, blk, i, value, dst, stream, True)
+    return _put_opaque(sig, p, i, value, dst)
+
+
+def _find_declaration(source, kernel_name):
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel_name) + r"\s*\(", source)
+    if m is None:
+        raise LookupError(f"no __global__ declaration of {kernel_name!r} in the source")
+    depth, start = 1, m.end()
+    for j in range(start, len(source)):
+        if source[j] == "(":
+            depth += 1
+        elif source[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return source[start:j]
+    raise ValueError(f"unbalanced parentheses in the declaration of {kernel_name!r}")
+
+
+def _last_identifier(text):
+    words = re.findall(r"[A-Za-z_]\w*", text)
+    return words[-1] if len(words) > 1 else None

@@ -1,0 +1,409 @@
+"""kernarg.Signature: layout against NVRTC, values against a reference encoder, errors."""
+import ctypes
+import math
+import random
+import struct
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kernarg
+from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
+from producers import CAIObject, DLPackProducer, cai
+
+SCALARS = ["bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
+           "unsigned int", "long", "unsigned long", "long long", "unsigned long long", "float",
+           "double", "__half", "__nv_bfloat16", "int8_t", "uint8_t", "int16_t", "uint16_t",
+           "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t", "ptrdiff_t", "intptr_t",
+           "half", "unsigned", "long int", "short int", "unsigned long long int"]
+VECTORS = [f"{b}{n}" for b in ("char", "uchar", "short", "ushort", "int", "uint", "long",
+                               "ulong", "longlong", "ulonglong", "float", "double")
+           for n in (1, 2, 3)]
+VECTORS += [f"{b}4" for b in ("char", "uchar", "short", "ushort", "int", "uint", "float")]
+VECTORS += [f"{b}4_16a" for b in ("long", "ulong", "longlong", "ulonglong", "double")]
+VECTORS += ["double4_32a", "longlong4_32a", "half2", "__nv_bfloat162"]
+POINTERS = ["float*", "const float*", "float* __restrict__", "const double* __restrict__",
+            "volatile int*", "void*", "const void*", "int**", "float const*", "char*"]
+# NVRTC ships no C++ standard library headers: declare the <stdint.h> names ourselves, with
+# the LP64 definitions CUDA uses on Linux.
+PRELUDE = """
+typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t;
+typedef unsigned short uint16_t; typedef int int32_t; typedef unsigned int uint32_t;
+typedef long long int64_t; typedef unsigned long long uint64_t; typedef unsigned long size_t;
+typedef long ptrdiff_t; typedef long intptr_t;
+"""
+
+
+def _oracle(decls):
+    return kernels_layout(decls, prelude=PRELUDE)
+
+
+def test_each_type_alone_and_after_a_byte():
+    decls = {}
+    for i, t in enumerate(SCALARS + VECTORS + POINTERS):
+        decls[f"a{i}"] = [t]
+        decls[f"b{i}"] = ["char", t, "char"]
+    expected = _oracle(decls)
+    for name, types in decls.items():
+        sig = kernarg.Signature(types)
+        assert (sig.offsets, sig.sizes, sig.nbytes) == expected[name], (name, types)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_signatures_match_nvrtc(seed):
+    rng = random.Random(seed)
+    pool = SCALARS + VECTORS + POINTERS
+    decls = {f"r{seed}_{i}": [rng.choice(pool) for _ in range(rng.randint(1, 20))]
+             for i in range(100)}
+    expected = _oracle(decls)
+    for name, types in decls.items():
+        # Both forms: a sequence of types and a C parameter list with names.
+        sig = kernarg.Signature(types)
+        assert (sig.offsets, sig.sizes, sig.nbytes) == expected[name], types
+        text = ", ".join(f"{t} p{i}" for i, t in enumerate(types))
+        assert kernarg.Signature(text).offsets == expected[name][0]
+
+
+NESTED = np.dtype([("a", np.int8), ("inner", np.dtype([("x", np.float64), ("y", np.int16)],
+                                                          align=True)), ("z", np.int8)],
+                  align=True)
+FLAT = np.dtype([("a", np.int16), ("b", np.float32), ("c", np.int8)], align=True)
+
+
+class CPair(ctypes.Structure):
+    _fields_ = [("c", ctypes.c_char), ("d", ctypes.c_double), ("s", ctypes.c_short)]
+
+
+def test_struct_params_match_nvrtc():
+    prelude = PRELUDE + """
+    struct Inner { double x; short y; };
+    struct Nested { signed char a; Inner inner; signed char z; };
+    struct Flat { short a; float b; signed char c; };
+    struct CPair { char c; double d; short s; };
+    """
+    decls = {"s1": ["char", "Nested", "int"], "s2": ["Flat", "char", "Flat"],
+             "s3": ["bool", "CPair", "float2"]}
+    expected = kernels_layout(decls, prelude=prelude)
+    sigs = {"s1": kernarg.Signature(["char", NESTED, "int"]),
+            "s2": kernarg.Signature([FLAT, "char", FLAT]),
+            "s3": kernarg.Signature(["bool", CPair, "float2"])}
+    for name, sig in sigs.items():
+        assert (sig.offsets, sig.sizes, sig.nbytes) == expected[name], name
+
+
+ALIGNED_SOURCE = r"""
+#include <cuda_fp16.h>
+struct __align__(16) Vec3 { float x, y, z; };
+struct __align__(8) Pair { short a; char b; };
+struct Plain { char c; double d; };
+extern "C" __global__ void k(char c, Vec3 v, const float* __restrict__ p, Pair q, __half h,
+                             Plain s, int n) {}
+"""
+
+
+def test_from_source_and_from_ptx_with_aligned_structs():
+    sig = kernarg.Signature.from_source(ALIGNED_SOURCE, "k")
+    ptx = compile_ptx(ALIGNED_SOURCE)
+    expected = layout(parse_params(ptx, "k"))
+    assert (sig.offsets, sig.sizes, sig.nbytes) == expected
+    assert sig.offsets[1] == 16 and sig.sizes[1] == 16
+    assert sig.names == ("c", "v", "p", "q", "h", "s", "n")
+    assert sig.types[2] == "const float*" and sig.types[4] == "__half"
+    from_ptx = kernarg.Signature.from_ptx(ptx, "k")
+    assert (from_ptx.offsets, from_ptx.sizes, from_ptx.nbytes) == expected
+    # Packing through the source signature: n is an int, h a half, structs are bytes.
+    block = sig.pack((7, bytes(16), None, bytes(8), 1.5, bytes(16), -2))
+    raw = bytes(block)
+    assert raw[0] == 7 and raw[sig.offsets[4]:sig.offsets[4] + 2] == np.float16(1.5).tobytes()
+    assert struct.unpack_from("<i", raw, sig.offsets[6])[0] == -2
+
+
+def test_from_ptx_mangled_cpp_kernel_and_types():
+    src = "__global__ void scale(float* x, float a, int n, unsigned short u, double d) {}"
+    ptx = compile_ptx(src)
+    sig = kernarg.Signature.from_ptx(ptx, "scale")
+    assert len(sig) == 5 and sig.sizes == (8, 4, 4, 2, 8)
+    block = sig.pack((0x1000, 0.5, 3, 65535, 2.0))
+    assert bytes(block) == struct.pack("<QfiH6xd", 0x1000, 0.5, 3, 65535, 2.0)
+    with pytest.raises(TypeError, match="parameter 1"):
+        sig.pack((0x1000, "a", 3, 1, 2.0))
+    with pytest.raises(LookupError, match="missing"):
+        kernarg.Signature.from_ptx(ptx, "missing")
+
+
+def test_from_source_compile_error_has_log():
+    with pytest.raises(kernarg.NvrtcError, match="error"):
+        kernarg.Signature.from_source("__global__ void k(int x) { syntax error }", "k")
+
+
+def test_limit_checked_at_construction():
+    kernarg.Signature(["double4_16a"] * 1023)   # 32736 bytes
+    with pytest.raises(ValueError, match="32764"):
+        kernarg.Signature(["double4_16a"] * 1024)
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ("float& x", "reference"), ("int x[4]", "array"), ("Foo f", "unknown parameter type"),
+    ("void v", "void"), ("int a,, int b", "empty parameter"),
+])
+def test_parse_errors(bad, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        kernarg.Signature(bad)
+
+
+# ------------------------------------------------------------------------------------------
+# Values
+
+
+INT_FORMATS = {"signed char": "b", "unsigned char": "B", "short": "h", "unsigned short": "H",
+               "int": "i", "unsigned int": "I", "long long": "q", "unsigned long long": "Q",
+               "bool": "?"}
+
+
+def _ref_round(x: float, ebits: int, mbits: int) -> int:
+    """Exact round-to-nearest-even of a double to a small float format, via Fractions."""
+    bias = (1 << (ebits - 1)) - 1
+    sign = (1 << (ebits + mbits)) if math.copysign(1, x) < 0 else 0
+    inf = ((1 << ebits) - 1) << mbits
+    if math.isnan(x):
+        return sign | inf | (1 << (mbits - 1))
+    if math.isinf(x):
+        return sign | inf
+    v = abs(Fraction(x))
+    if v == 0:
+        return sign
+    e = max(v.numerator.bit_length() - v.denominator.bit_length(), 1 - bias)
+    while e > 1 - bias and v < Fraction(2) ** e:
+        e -= 1
+    while v >= Fraction(2) ** (e + 1):
+        e += 1
+    e = max(e, 1 - bias)
+    quantum = Fraction(2) ** (e - mbits)
+    q = round(v / quantum)          # Fraction rounding is half-to-even
+    if q == 1 << (mbits + 1):
+        q >>= 1
+        e += 1
+    if e > bias:
+        return sign | inf
+    if q < (1 << mbits):            # subnormal
+        return sign | q
+    return sign | ((e + bias) << mbits) | (q - (1 << mbits))
+
+
+HALF_EDGES = [0.0, -0.0, 1.0, 65504.0, 65519.99, 65520.0, 65536.0, 6.1e-5, 5.96e-8, 2.98e-8,
+              2.9802322387695312e-08, 8.940696716308594e-08, 1.00048828125, 1.0009765625,
+              1.00146484375, 1e-10, math.inf, -math.inf, 2049.0, 2051.0, 0.1, 1 / 3]
+
+
+@given(st.floats(allow_nan=False) | st.sampled_from(HALF_EDGES))
+@settings(max_examples=2000, deadline=None)
+def test_half_rounding_matches_numpy_and_reference(x):
+    sig = kernarg.Signature(["__half"])
+    raw = bytes(sig.pack((x,)))
+    with np.errstate(over="ignore"):
+        assert raw == np.float16(x).tobytes()
+    assert struct.unpack("<H", raw)[0] == _ref_round(x, 5, 10)
+
+
+@given(st.floats(allow_nan=False) | st.sampled_from(HALF_EDGES + [3.3895313892515355e38,
+                                                                 1.1754942106924411e-38]))
+@settings(max_examples=2000, deadline=None)
+def test_bfloat16_rounding_matches_reference(x):
+    raw = bytes(kernarg.Signature(["__nv_bfloat16"]).pack((x,)))
+    assert struct.unpack("<H", raw)[0] == _ref_round(x, 8, 7)
+
+
+def test_bfloat16_double_rounding_case():
+    # 1 + 2**-8 + 2**-30 rounds up to 1 + 2**-7 in one step; via float32 it would tie and
+    # round to 1.0.
+    x = 1 + 2**-8 + 2**-30
+    raw = bytes(kernarg.Signature(["bfloat16"]).pack((x,)))
+    assert struct.unpack("<H", raw)[0] == _ref_round(x, 8, 7) == 0x3F81
+    assert raw == ml_dtypes.bfloat16(np.float32(1 + 2**-7)).tobytes()
+
+
+def test_nan_is_quiet_nan():
+    assert bytes(kernarg.Signature(["half"]).pack((math.nan,))) == struct.pack("<H", 0x7E00)
+    assert bytes(kernarg.Signature(["bfloat16"]).pack((math.nan,))) == struct.pack("<H", 0x7FC0)
+
+
+_VALUE_TYPES = list(INT_FORMATS) + ["float", "double", "__half", "__nv_bfloat16", "float2",
+                                    "int4", "double2", "char3", "float*", "const void*"]
+
+
+def _value_strategy(t):
+    if t in INT_FORMATS and t != "bool":
+        fmt = INT_FORMATS[t]
+        bits = struct.calcsize(fmt) * 8
+        lo, hi = (0, 2**bits - 1) if fmt.isupper() else (-2**(bits - 1), 2**(bits - 1) - 1)
+        return st.integers(lo, hi)
+    if t == "bool":
+        return st.booleans()
+    if t in ("float", "double", "__half", "__nv_bfloat16"):
+        return st.floats(allow_nan=False, width=32 if t == "float" else 64)
+    if t == "float2":
+        return st.tuples(st.floats(width=32, allow_nan=False), st.floats(width=32,
+                                                                         allow_nan=False))
+    if t == "double2":
+        return st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False))
+    if t == "int4":
+        return st.lists(st.integers(-2**31, 2**31 - 1), min_size=4, max_size=4)
+    if t == "char3":
+        return st.tuples(*[st.integers(-128, 127)] * 3)
+    return st.integers(0, 2**64 - 1) | st.none()
+
+
+def _ref_encode(t, v):
+    if t in INT_FORMATS:
+        return struct.pack("<" + INT_FORMATS[t], v), struct.calcsize(INT_FORMATS[t])
+    if t == "float":
+        return struct.pack("<f", v), 4
+    if t == "double":
+        return struct.pack("<d", v), 8
+    if t == "__half":
+        return struct.pack("<H", _ref_round(v, 5, 10)), 2
+    if t == "__nv_bfloat16":
+        return struct.pack("<H", _ref_round(v, 8, 7)), 2
+    if t == "float2":
+        return struct.pack("<2f", *v), 8
+    if t == "double2":
+        return struct.pack("<2d", *v), 16
+    if t == "int4":
+        return struct.pack("<4i", *v), 16
+    if t == "char3":
+        return struct.pack("<3b", *v), 1
+    return struct.pack("<Q", v or 0), 8
+
+
+@st.composite
+def _typed_args(draw):
+    types = draw(st.lists(st.sampled_from(_VALUE_TYPES), min_size=1, max_size=16))
+    return types, [draw(_value_strategy(t)) for t in types]
+
+
+@given(_typed_args())
+@settings(max_examples=400, deadline=None)
+def test_typed_values_match_reference_encoder(case):
+    types, values = case
+    out = bytearray()
+    for t, v in zip(types, values):
+        raw, align = _ref_encode(t, v)
+        out += bytes(-len(out) % align) + raw
+    block = kernarg.Signature(types).pack(tuple(values))
+    assert bytes(block) == bytes(out)
+    argv = (ctypes.c_void_p * len(types)).from_address(block.ptr)
+    assert [p - block.data_ptr for p in argv] == list(kernarg.Signature(types).offsets)
+
+
+def test_numpy_and_other_number_types_convert():
+    sig = kernarg.Signature("int a, float b, double c, unsigned char d, __half e, bool f")
+    block = sig.pack((np.int16(-3), np.float64(0.5), np.float32(1.25), True, 2, np.True_))
+    assert bytes(block) == (struct.pack("<ifdBx", -3, 0.5, 1.25, 1) + np.float16(2).tobytes()
+                            + b"\x01")
+
+
+def test_structs_from_numpy_ctypes_dicts_and_tuples():
+    sig = kernarg.Signature([FLAT, CPair, FLAT, CPair])
+    rec = np.zeros((), dtype=FLAT)[()]    # zeroed, so its internal padding is defined
+    rec["a"], rec["b"], rec["c"] = 1, 2.5, 3
+    block = sig.pack((rec, CPair(b"x", 1.5, 7), {"a": 1, "b": 2.5, "c": 3}, (b"x", 1.5, 7)))
+    raw = bytes(block)
+    o = sig.offsets
+    assert raw[o[0]:o[0] + 12] == raw[o[2]:o[2] + 12] == rec.tobytes()
+    assert raw[o[1]:o[1] + 24] == raw[o[3]:o[3] + 24] == bytes(CPair(b"x", 1.5, 7))
+
+
+def test_pointers_from_every_pointer_kind():
+    from cuda.core import Buffer
+
+    sig = kernarg.Signature("const float* a, float* b, void* c, float* d, const void* e")
+    prod = DLPackProducer(0x3000, dtype=(2, 32, 1))
+    block = sig.pack((CAIObject(cai(0x1000, typestr="<f4", readonly=True)),
+                      Buffer.from_handle(0x2000, 16), prod, 0x4000, None))
+    assert struct.unpack("<5Q", bytes(block)) == (0x1000, 0x2000, 0x3000, 0x4000, 0)
+    del block
+    assert prod.deleted == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Errors name the parameter
+
+
+@pytest.mark.parametrize("decl, value, exc, fragment", [
+    ("int n", 1.5, TypeError, r"parameter 0 \('n'\) is int: expected an int, got float"),
+    ("int n", "3", TypeError, "'n'"),
+    ("int n", 2**31, OverflowError, "'n'.*outside"),
+    ("unsigned char u", -1, OverflowError, "'u'.*outside"),
+    ("unsigned long long u", 2**64, OverflowError, "'u'"),
+    ("long long q", -2**63 - 1, OverflowError, "'q'"),
+    ("float f", "x", TypeError, "'f'.*real number"),
+    ("float f", 1j, TypeError, "'f'"),
+    ("double d", 10**400, OverflowError, "'d'"),
+    ("float2 v", (1.0,), TypeError, "'v'.*2 elements"),
+    ("float2 v", 3.0, TypeError, "'v'.*sequence"),
+    ("float* p", 1.5, TypeError, "'p'.*is a pointer"),
+    ("float* p", np.float32(1), TypeError, "'p'.*is a pointer"),
+    ("float* p", -1, OverflowError, "'p'"),
+    ("float* p", CAIObject(cai(0x10, typestr="<i4")), TypeError, "'p'.*element type is i4"),
+    ("double* p", CAIObject(cai(0x10, typestr="<f4")), TypeError, "'p'"),
+    ("float* p", CAIObject(cai(0x10, typestr="<f4", readonly=True)), ValueError,
+     "'p'.*read-only"),
+    ("float* p", object(), TypeError, "'p'.*is a pointer"),
+])
+def test_errors_name_the_parameter(decl, value, exc, fragment):
+    with pytest.raises(exc, match=fragment):
+        kernarg.Signature(decl).pack((value,))
+
+
+def test_struct_errors():
+    sig = kernarg.Signature(["int", FLAT])
+    with pytest.raises(TypeError, match="parameter 1.*struct"):
+        sig.pack((1, 3.0))
+    with pytest.raises(TypeError, match="no field 'q'"):
+        sig.pack((1, {"q": 1}))
+
+
+def test_argument_count_and_container():
+    sig = kernarg.Signature("float* out, int n")
+    with pytest.raises(TypeError, match="takes 2 arguments.*got 1"):
+        sig.pack((None,))
+    with pytest.raises(TypeError, match="tuple or list"):
+        sig.pack(None)
+
+
+def test_void_pointer_accepts_any_dtype_and_char_any_byte():
+    kernarg.Signature("void* p").pack((CAIObject(cai(0x10, typestr="<c16")),))
+    sig = kernarg.Signature("char* p")
+    sig.pack((CAIObject(cai(0x10, typestr="|u1")),))
+    sig.pack((CAIObject(cai(0x10, typestr="|i1")),))
+    with pytest.raises(TypeError):
+        sig.pack((CAIObject(cai(0x10, typestr="<i2")),))
+
+
+def test_dlpack_dtype_checked():
+    sig = kernarg.Signature("const int* p")
+    ok = DLPackProducer(0x10, dtype=(0, 32, 1))
+    sig.pack((ok,))
+    bad = DLPackProducer(0x10, dtype=(2, 16, 1))
+    with pytest.raises(TypeError, match="'p'.*f2"):
+        sig.pack((bad,))
+    import gc
+
+    gc.collect()
+    assert bad.deleted == 1 and ok.deleted == 1
+
+
+def test_signature_properties():
+    sig = kernarg.Signature("float* __restrict__ out, const float* x, int n")
+    assert len(sig) == 3 and sig.names == ("out", "x", "n")
+    assert sig.types == ("float*", "const float*", "int")
+    assert sig.offsets == (0, 8, 16) and sig.sizes == (8, 8, 4) and sig.nbytes == 20
+    assert "const float* x" in repr(sig)
+    assert len(kernarg.Signature("")) == 0 and len(kernarg.Signature("void")) == 0
+    dt = kernarg.Signature([np.float32, np.dtype("int16"), ctypes.c_double,
+                            ctypes.POINTER(ctypes.c_float), np.complex64, ml_dtypes.bfloat16])
+    assert dt.sizes == (4, 2, 8, 8, 8, 2) and dt.offsets == (0, 4, 8, 16, 24, 32)
