@@ -66,6 +66,36 @@ def _peers():
     return peers
 
 
+def _typed_cases(cases: dict[str, tuple]) -> list[tuple[str, str, tuple]]:
+    """(name, C parameter list, args) for the typed-vs-untyped comparison."""
+    bufs = cases["8 Buffers + 4 ints + 4 floats"][:2]
+    return [
+        ("typed saxpy (2 Buffers, float, int)", "float* out, const float* x, float a, int n",
+         bufs + (2.0, 1024)),
+        ("typed 16 long long", ", ".join(["long long"] * 16), tuple(range(16))),
+        ("typed 16 int", ", ".join(["int"] * 16), tuple(range(16))),
+        ("typed 16 float from float", ", ".join(["float"] * 16),
+         tuple(float(i) for i in range(16))),
+        ("typed 16 float from numpy.float32", ", ".join(["float"] * 16),
+         cases["16 numpy.float32"]),
+    ]
+
+
+def _measure(contenders, args, repeat: int, target: float) -> dict[str, list[float]]:
+    timers = {label: _timer(fn, args, target) for label, fn in contenders}
+    rounds: dict[str, list[float]] = {label: [] for label in timers}
+    # Many short rounds, each timing every contender back to back: the machine's speed
+    # drifts, so ratios are taken within a round and summarised by their median.
+    for _ in range(repeat):
+        for label, (timer, number) in timers.items():
+            rounds[label].append(timer.timeit(number) / number * 1e9)
+    return rounds
+
+
+def _median_ratio(num: list[float], den: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(num, den))
+
+
 def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> dict:
     import kernarg
     from kernarg._benchfloor import copy_ints
@@ -85,23 +115,24 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
                 contenders.append((label, fn))
         if name == "1 int" or name.endswith(" ints"):
             contenders.append(("floor", copy_ints))
-        timers = {label: _timer(fn, args, target) for label, fn in contenders}
-        rounds: dict[str, list[float]] = {label: [] for label in timers}
-        # Many short rounds, each timing every contender back to back: the machine's speed
-        # drifts, so ratios are taken within a round and summarised by their median.
-        for _ in range(repeat):
-            for label, (timer, number) in timers.items():
-                rounds[label].append(timer.timeit(number) / number * 1e9)
+        rounds = _measure(contenders, args, repeat, target)
         row = {"case": name, "nargs": len(args),
                **{f"{k}_ns": min(v) for k, v in rounds.items()}}
         if "ParamHolder" in rounds:
-            row["speedup_vs_paramholder"] = statistics.median(
-                p / k for p, k in zip(rounds["ParamHolder"], rounds["kernarg"]))
+            row["speedup_vs_paramholder"] = _median_ratio(rounds["ParamHolder"], rounds["kernarg"])
             row["goal"] = GOALS.get(name)
         if "floor" in rounds:
-            row["ratio_to_floor"] = statistics.median(
-                k / f for k, f in zip(rounds["kernarg"], rounds["floor"]))
+            row["ratio_to_floor"] = _median_ratio(rounds["kernarg"], rounds["floor"])
         rows.append(row)
+
+    typed_rows = []
+    for name, decl, args in _typed_cases(cases):
+        sig = kernarg.Signature(decl)
+        rounds = _measure([("untyped", kernarg.pack), ("typed", sig.pack)], args, repeat, target)
+        typed_rows.append({"case": name, "signature": decl,
+                           "untyped_ns": min(rounds["untyped"]), "typed_ns": min(rounds["typed"]),
+                           "untyped_over_typed": _median_ratio(rounds["untyped"],
+                                                               rounds["typed"])})
 
     by = {r["case"]: r for r in rows}
     slope = {k: (by["256 ints"][f"{k}_ns"] - by["16 ints"][f"{k}_ns"]) / 240
@@ -115,6 +146,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
         "date": time.strftime("%Y-%m-%d"),
         "quick": quick,
         "rows": rows,
+        "typed_vs_untyped": typed_rows,
         "marginal_ns_per_int_16_to_256": slope,
     }
     _print_table(result, file)
@@ -156,3 +188,8 @@ def _print_table(result: dict, file) -> None:
     slope = result["marginal_ns_per_int_16_to_256"]
     print("marginal cost per int argument (16 -> 256 slope): "
           + ", ".join(f"{k} {v:.2f} ns" for k, v in slope.items()), file=file)
+    print(f"\n{'typed (Signature.pack) vs untyped (kernarg.pack)':50s}{'untyped':>9s}"
+          f"{'typed':>9s}{'untyped/typed':>15s}", file=file)
+    for r in result["typed_vs_untyped"]:
+        print(f"{r['case']:50s}{_fmt(r['untyped_ns'], '.0f', 9)}{_fmt(r['typed_ns'], '.0f', 9)}"
+              f"{_fmt(r['untyped_over_typed'], '.2f', 15)}", file=file)

@@ -57,6 +57,32 @@ static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize
     return i;
 }
 
+/* Typed counterpart of kernarg_int_run: a run of exact small ints for parameters whose codes
+   are `code_i64` (stored as 8 bytes) or `code_i32` (range-checked, stored as 4), at the
+   signature's precomputed offsets. Returns the index of the first item not packed. */
+static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
+                                        const uint8_t *codes, const uint16_t *offsets,
+                                        char *data, void **argv, int code_i32, int code_i64) {
+    long long v;
+    for (; i < n; i++) {
+        PyObject *x = items[i];
+        char *dst = data + offsets[i];
+        int code = codes[i];
+        if (Py_TYPE(x) != &PyLong_Type || !kernarg_small_int(x, &v))
+            break;
+        if (code == code_i64) {
+            memcpy(dst, &v, 8);
+        } else if (code == code_i32 && v == (int32_t)v) {
+            int32_t w = (int32_t)v;
+            memcpy(dst, &w, 4);
+        } else {
+            break;
+        }
+        argv[i] = dst;
+    }
+    return i;
+}
+
 /* Round a double to a binary floating-point format with `ebits` exponent and `mbits` fraction
    bits (IEEE layout, subnormals, infinities), to nearest with ties to even, in one step. Going
    through float first would round twice and can be off by one ulp. NaN becomes a quiet NaN. */

@@ -537,11 +537,11 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
 
 
 cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes):
-    """A block for len(args) arguments whose nbytes-byte area is zeroed, for packers that place
-    values at precomputed offsets (typed signatures); they fill argv and sizes themselves."""
+    """A block for len(args) arguments and an nbytes-byte area, for packers that place values
+    at precomputed offsets (typed signatures). They fill argv, sizes and every byte of the area
+    (values and zeroed padding) themselves."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, args, PyTuple_GET_SIZE(args), nbytes)
-    memset(blk._data, 0, nbytes)
     blk._nbytes = nbytes
     return blk
 

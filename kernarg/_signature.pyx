@@ -7,6 +7,10 @@ plan: one C struct per parameter with its code, offset and size, so packing does
 cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+cdef extern from "Python.h":
+    ctypedef struct PyTupleObject:
+        PyObject* ob_item[1]
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -46,6 +50,9 @@ cdef extern from "_cutils.h":
     bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
+    Py_ssize_t kernarg_typed_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n,
+                                     uint8_t* codes, uint16_t* offsets, char* data,
+                                     void** argv, int code_i32, int code_i64) noexcept nogil
 
 cdef extern from "Python.h":
     PyTypeObject PyLong_Type
@@ -452,6 +459,10 @@ cdef class Signature:
 
     cdef Param* _params
     cdef uint16_t* _sizes      # the sizes column of _params, copied into each block at once
+    cdef uint8_t* _codes       # columns of _params for kernarg_typed_int_run
+    cdef uint16_t* _offsets
+    cdef uint16_t* _gaps       # padding to zero in each block: (offset, length) pairs
+    cdef Py_ssize_t _ngaps
     cdef Py_ssize_t _n
     cdef Py_ssize_t _nbytes
     cdef tuple _names
@@ -461,10 +472,16 @@ cdef class Signature:
     def __cinit__(self):
         self._params = NULL
         self._sizes = NULL
+        self._gaps = NULL
+        self._codes = NULL
+        self._offsets = NULL
 
     def __dealloc__(self):
         free(self._params)
         free(self._sizes)
+        free(self._gaps)
+        free(self._codes)
+        free(self._offsets)
 
     def __init__(self, params):
         if isinstance(params, str):
@@ -486,17 +503,35 @@ cdef class Signature:
         cdef Py_ssize_t n = len(specs), i, cur = 0
         params = <Param*>malloc(max(n, 1) * sizeof(Param))
         sizes = <uint16_t*>malloc(max(n, 1) * sizeof(uint16_t))
-        if params == NULL or sizes == NULL:
+        gaps = <uint16_t*>malloc(max(2 * n, 1) * sizeof(uint16_t))
+        codes = <uint8_t*>malloc(max(n, 1) * sizeof(uint8_t))
+        offsets = <uint16_t*>malloc(max(n, 1) * sizeof(uint16_t))
+        if params == NULL or sizes == NULL or gaps == NULL or codes == NULL or offsets == NULL:
             free(params)
             free(sizes)
+            free(gaps)
+            free(codes)
+            free(offsets)
             raise MemoryError()
         free(self._params)
         free(self._sizes)
+        free(self._gaps)
+        free(self._codes)
+        free(self._offsets)
         self._params = params
         self._sizes = sizes
+        self._gaps = gaps
+        self._codes = codes
+        self._offsets = offsets
+        self._ngaps = 0
         for i in range(n):
             s = specs[i]
+            start = cur
             cur = (cur + s.align - 1) // s.align * s.align
+            if cur != start and cur <= KERNARG_MAX_PARAM_BYTES:
+                gaps[2 * self._ngaps] = <uint16_t>start
+                gaps[2 * self._ngaps + 1] = <uint16_t>(cur - start)
+                self._ngaps += 1
             params[i].code = s.code
             params[i].elem = s.elem
             params[i].count = s.count
@@ -507,6 +542,8 @@ cdef class Signature:
             params[i].pointee_kind = ord("c") if kind == "c8" else (ord(kind) if kind else 0)
             params[i].pointee_size = s.pointee_size
             params[i].is_const = s.is_const
+            codes[i] = <uint8_t>s.code
+            offsets[i] = <uint16_t>min(cur, KERNARG_MAX_PARAM_BYTES)
             cur += s.size
             if cur <= KERNARG_MAX_PARAM_BYTES:
                 sizes[i] = <uint16_t>s.size
@@ -634,7 +671,7 @@ cdef class Signature:
         if stream is not None:
             stream = resolve_stream(stream)
         cdef ParamBlock blk = new_block(t, self._nbytes)
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, j
         cdef Param* p
         cdef char* dst
         cdef PyObject* item
@@ -652,12 +689,22 @@ cdef class Signature:
         cdef uint16_t* sizes = blk._sizes
         cdef Param* params = self._params
         memcpy(sizes, self._sizes, n * sizeof(uint16_t))
-        for i in range(n):
+        for i in range(self._ngaps):
+            memset(data + self._gaps[2 * i], 0, self._gaps[2 * i + 1])
+        cdef PyObject** items = <PyObject**>&(<PyTupleObject*>t).ob_item[0]
+        i = 0
+        while i < n:
+            item = items[i]
+            tp = Py_TYPE_P(item)
+            if tp == &PyLong_Type:
+                j = kernarg_typed_int_run(items, i, n, self._codes, self._offsets, data, argv,
+                                          C_I32, C_I64)
+                if j != i:
+                    i = j
+                    continue
             p = &params[i]
             dst = data + p.offset
             argv[i] = dst
-            item = PyTuple_GET_ITEM(t, i)
-            tp = Py_TYPE_P(item)
             code = p.code
             # Fast paths for exact ints and floats; everything else (and every error) goes to
             # the general converters in _put_typed below.
@@ -667,26 +714,32 @@ cdef class Signature:
                         if v == <int32_t>v:
                             i32 = <int32_t>v
                             memcpy(dst, &i32, 4)
+                            i += 1
                             continue
                     elif code == C_I64 or (code == C_U64 and v >= 0):
                         memcpy(dst, &v, 8)
+                        i += 1
                         continue
                     elif code == C_U32:
                         if v == <uint32_t>v:
                             u32 = <uint32_t>v
                             memcpy(dst, &u32, 4)
+                            i += 1
                             continue
                     elif C_I8 <= code <= C_U16:
                         if _INT_MIN[code] <= v <= _INT_MAX[code]:
                             _store_sized(dst, &v, p.size)
+                            i += 1
                             continue
             elif tp == &PyFloat_Type:
                 if code == C_F32:
                     f32 = <float>PyFloat_AS_DOUBLE_P(item)
                     memcpy(dst, &f32, 4)
+                    i += 1
                     continue
                 if C_F16 <= code <= C_F64:
                     _store_float(code, PyFloat_AS_DOUBLE_P(item), dst)
+                    i += 1
                     continue
             elif code <= C_F64:
                 # numpy scalars: read the value in place.
@@ -696,16 +749,20 @@ cdef class Signature:
                     if got == 2 and C_I8 <= code <= C_U64:
                         if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
                             _store_sized(dst, &v, p.size)
+                            i += 1
                             continue
                     elif got == 1 and code >= C_F16:
                         _store_float(code, d, dst)
+                        i += 1
                         continue
                     elif got == 2 and code >= C_F16:
                         _store_float(code, <double>v, dst)
+                        i += 1
                         continue
             elif code == C_POINTER or code == C_U64_OR_PTR:
                 if item == Py_None:
                     memset(dst, 0, 8)
+                    i += 1
                     continue
                 if tp != &PyLong_Type:
                     info = _type_info(item, i)
@@ -714,8 +771,10 @@ cdef class Signature:
                         if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
                                 and v > 0:
                             memcpy(dst, &v, 8)
+                            i += 1
                             continue
             _put_typed(self, blk, p, i, <object>item, dst, stream)
+            i += 1
         return blk
 
 
