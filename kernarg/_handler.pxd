@@ -12,6 +12,7 @@ cdef enum:
     KERNARG_INLINE_WORDS = 34         # KERNARG_INLINE_BYTES / 8 + 2 (room to align to 16)
     KERNARG_POOLED_ARGS = 512         # past the inline slots, blocks up to this many arguments
                                       # come from a second pool instead of malloc
+    KERNARG_MAX_STREAMS = 16          # distinct producer streams recorded per argument list
 
 
 # Storage for the common case, recycled through a C-level pool so that a pack allocates
@@ -20,6 +21,23 @@ cdef struct Arena:
     double data[KERNARG_INLINE_WORDS]
     void* argv[KERNARG_INLINE_ARGS]
     uint16_t sizes[KERNARG_INLINE_ARGS]
+    uint64_t streams[KERNARG_MAX_STREAMS]
+
+
+# Everything the packing core reads and writes. A ParamBlock embeds one; the C API builds one
+# over the caller's memory (fixed: it never grows).
+cdef struct BlockState:
+    char* data              # parameter area
+    void** argv             # kernelParams: entry i -> data + offsets[i]
+    uint16_t* sizes         # size of each argument
+    Py_ssize_t nargs
+    Py_ssize_t nbytes
+    Py_ssize_t capacity     # bytes available at data
+    char* heap_data         # area moved to the heap by growth (owned), or NULL
+    bint fixed              # caller-owned area: never grows
+    PyObject* capsules      # owned list of consumed DLPack capsules, or NULL
+    uint64_t* streams       # KERNARG_MAX_STREAMS producer stream handles
+    Py_ssize_t nstreams
 
 
 # The per-type cache (direct-mapped on a multiplicative hash of the type pointer). Exposed so
@@ -42,24 +60,17 @@ cdef inline TypeInfo* cache_probe(CacheEntry* cache, PyObject* arg) noexcept:
 
 
 cdef class ParamBlock:
-    cdef char* _data            # parameter area: inside _arena (16-aligned) or _heap_data
-    cdef void** _argv           # kernelParams: entry i -> _data + offsets[i]
-    cdef uint16_t* _sizes
-    cdef Py_ssize_t _nargs
-    cdef Py_ssize_t _nbytes
-    cdef Py_ssize_t _capacity
+    cdef BlockState st
     cdef Arena* _arena          # from the pool; returned on dealloc
-    cdef char* _heap_data       # parameter area past KERNARG_INLINE_BYTES
     cdef void* _heap_args       # argv + area + sizes past KERNARG_INLINE_ARGS
     cdef bint _heap_args_pooled # _heap_args came from the large-block pool
     cdef object _args           # the one keep-alive reference to the argument tuple
-    cdef list _capsules         # consumed DLPack capsules; deleters run on release
-    cdef list _streams          # CUDA Array Interface producer streams
 
 
-cdef int pack_into(ParamBlock block, tuple args, object stream) except -1
+cdef int pack_state(BlockState* st, tuple args, object stream) except -1
+cdef int state_release(BlockState* st) except -1
+cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1
 cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept
-cdef int block_take_pointer(ParamBlock block, PtrResult* r) except -1
 cdef object buffer_handle(PyObject* buf, TypeInfo* info)

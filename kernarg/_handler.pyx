@@ -10,12 +10,9 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release
 from cpython.buffer cimport PyObject_GetBuffer
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_DECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
-cdef extern from "Python.h":
-    ctypedef struct PyTupleObject:
-        PyObject* ob_item[1]
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -54,6 +51,8 @@ cdef extern from "_cutils.h":
                                uint16_t* sizes) noexcept nogil
 
 cdef extern from "Python.h":
+    ctypedef struct PyTupleObject:
+        PyObject* ob_item[1]
     PyTypeObject PyLong_Type
     PyTypeObject PyFloat_Type
     PyTypeObject PyBool_Type
@@ -63,9 +62,6 @@ cdef extern from "Python.h":
     ctypedef struct Py_complex:
         double real
         double imag
-    PyObject* PyErr_Occurred() noexcept
-    void PyErr_Clear() noexcept
-    double PyFloat_AS_DOUBLE(object) noexcept
     double PyFloat_AsDouble(object) except? -1.0
     Py_complex PyComplex_AsCComplex(object) except *
     PyTypeObject* Py_TYPE(object) noexcept
@@ -186,7 +182,7 @@ cdef inline void _arena_put(Arena* arena) noexcept:
 
 
 # Large blocks (KERNARG_INLINE_ARGS < n <= KERNARG_POOLED_ARGS): argv, area and sizes laid out
-# as in pack_into, for the largest n, recycled the same way.
+# as in block_init, for the largest n, recycled the same way.
 
 cdef enum:
     LARGE_POOL_SIZE = 4
@@ -214,6 +210,49 @@ cdef inline void _large_put(void* block) noexcept:
 
 
 # ---------------------------------------------------------------------------------------------
+# BlockState: what the packing core reads and writes, whoever owns the memory.
+
+cdef int state_release(BlockState* st) except -1:
+    """Run the deleters of the DLPack capsules st consumed, exactly once, and drop them."""
+    cdef PyObject* capsules = st.capsules
+    if capsules == NULL:
+        return 0
+    st.capsules = NULL
+    try:
+        for capsule in <list>capsules:
+            release_capsule(capsule)
+    finally:
+        Py_XDECREF(capsules)
+    return 0
+
+
+cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1:
+    """Record what a pointer argument brought along: its DLPack capsule (the state now owns it
+    and runs its deleter on release) and its CUDA Array Interface producer stream."""
+    cdef Py_ssize_t k
+    cdef list capsules
+    if r.capsule != NULL:
+        if st.capsules == NULL:
+            capsules = []
+            Py_INCREF(capsules)
+            st.capsules = <PyObject*>capsules
+        # Hand r's reference to the list: append takes its own, then drop r's.
+        (<list>st.capsules).append(<object>r.capsule)
+        Py_DECREF(<object>r.capsule)
+        r.capsule = NULL
+    if r.has_stream:
+        for k in range(st.nstreams):
+            if st.streams[k] == r.stream:
+                return 0
+        if st.nstreams == KERNARG_MAX_STREAMS:
+            raise ValueError(f"more than {KERNARG_MAX_STREAMS} distinct producer streams in one "
+                             "argument list")
+        st.streams[st.nstreams] = r.stream
+        st.nstreams += 1
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # ParamBlock
 
 @cython.no_gc   # holds only the argument tuple and capsules, which never refer back to it
@@ -234,12 +273,12 @@ cdef class ParamBlock:
         raise TypeError("ParamBlock cannot be created directly; use kernarg.pack(args)")
 
     def __dealloc__(self):
-        if self._capsules is not None:
-            _release(self)
+        if self.st.capsules != NULL:
+            state_release(&self.st)
         if self._arena != NULL:
             _arena_put(self._arena)
-        if self._heap_data != NULL:
-            free(self._heap_data)
+        if self.st.heap_data != NULL:
+            free(self.st.heap_data)
         if self._heap_args != NULL:
             if self._heap_args_pooled:
                 _large_put(self._heap_args)
@@ -262,7 +301,7 @@ cdef class ParamBlock:
     def __getbuffer__(self, Py_buffer* view, int flags):
         if flags & PyBUF_WRITABLE:
             raise BufferError("ParamBlock is read-only")
-        PyBuffer_FillInfo(view, self, self._data, self._nbytes, 1, flags)
+        PyBuffer_FillInfo(view, self, self.st.data, self.st.nbytes, 1, flags)
 
     def __releasebuffer__(self, Py_buffer* view):
         pass
@@ -270,37 +309,37 @@ cdef class ParamBlock:
     @property
     def ptr(self):
         """Address (int) of the ``void*[nargs]`` array to pass as ``kernelParams``."""
-        return <uintptr_t>self._argv
+        return <uintptr_t>self.st.argv
 
     @property
     def data_ptr(self):
         """Address (int) of the contiguous parameter area (``CU_LAUNCH_PARAM_BUFFER_POINTER``)."""
-        return <uintptr_t>self._data
+        return <uintptr_t>self.st.data
 
     @property
     def nargs(self):
         """Number of arguments."""
-        return self._nargs
+        return self.st.nargs
 
     @property
     def nbytes(self):
         """Size in bytes of the parameter area (``CU_LAUNCH_PARAM_BUFFER_SIZE``)."""
-        return self._nbytes
+        return self.st.nbytes
 
     @property
     def offsets(self):
         """Byte offset of each argument inside the parameter area."""
-        return tuple([<char*>self._argv[i] - self._data for i in range(self._nargs)])
+        return tuple([<char*>self.st.argv[i] - self.st.data for i in range(self.st.nargs)])
 
     @property
     def sizes(self):
         """Size in bytes of each argument."""
-        return tuple([self._sizes[i] for i in range(self._nargs)])
+        return tuple([self.st.sizes[i] for i in range(self.st.nargs)])
 
     @property
     def producer_streams(self):
         """Stream handles CUDA Array Interface producers exported; the launch must wait on them."""
-        return tuple(self._streams) if self._streams else ()
+        return tuple([self.st.streams[i] for i in range(self.st.nstreams)])
 
     @property
     def args(self):
@@ -308,41 +347,39 @@ cdef class ParamBlock:
         return self._args
 
     def __repr__(self):
-        return (f"<kernarg.ParamBlock nargs={self._nargs} nbytes={self._nbytes} "
+        return (f"<kernarg.ParamBlock nargs={self.st.nargs} nbytes={self.st.nbytes} "
                 f"offsets={self.offsets}>")
 
 
 cdef int _release(ParamBlock blk) except -1:
-    capsules = blk._capsules
-    blk._capsules = None
     blk._args = None
-    if capsules is not None:
-        for capsule in capsules:
-            release_capsule(capsule)
-    return 0
+    return state_release(&blk.st)
 
 
 # ---------------------------------------------------------------------------------------------
 # Writing values
 
-cdef int _grow(ParamBlock blk, Py_ssize_t needed, Py_ssize_t index) except -1:
+cdef int _grow(BlockState* st, Py_ssize_t needed, Py_ssize_t index) except -1:
     if needed > KERNARG_MAX_PARAM_BYTES:
         raise ValueError(f"argument {index}: the kernel parameters need at least {needed} bytes, "
                          f"more than CUDA's limit of {KERNARG_MAX_PARAM_BYTES} bytes")
-    cdef Py_ssize_t capacity = max(needed, 2 * blk._capacity)
+    if st.fixed:
+        raise ValueError(f"argument {index}: the kernel parameters need at least {needed} bytes, "
+                         f"more than the {st.capacity} bytes the caller's block holds")
+    cdef Py_ssize_t capacity = max(needed, 2 * st.capacity)
     capacity = min(capacity, KERNARG_MAX_PARAM_BYTES)
     cdef char* heap = <char*>malloc(capacity)     # malloc returns 16-byte aligned memory
     if heap == NULL:
         raise MemoryError()
-    memcpy(heap, blk._data, blk._nbytes)
+    memcpy(heap, st.data, st.nbytes)
     # Entries 0 .. index-1 of argv already point into the old area: move them along.
     cdef Py_ssize_t i
     for i in range(index):
-        blk._argv[i] = heap + (<char*>blk._argv[i] - blk._data)
-    free(blk._heap_data)
-    blk._heap_data = heap
-    blk._data = heap
-    blk._capacity = capacity
+        st.argv[i] = heap + (<char*>st.argv[i] - st.data)
+    free(st.heap_data)
+    st.heap_data = heap
+    st.data = heap
+    st.capacity = capacity
     return 0
 
 
@@ -379,43 +416,43 @@ cdef inline bint _try_put(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** sl
     return True
 
 
-cdef inline char* _reserve(ParamBlock blk, Py_ssize_t index, Py_ssize_t size,
+cdef inline char* _reserve(BlockState* st, Py_ssize_t index, Py_ssize_t size,
                            Py_ssize_t align) except NULL:
     """Place argument ``index`` at the next ``align``-aligned offset; return where to write."""
-    cdef Py_ssize_t start = blk._nbytes
+    cdef Py_ssize_t start = st.nbytes
     cdef Py_ssize_t offset = (start + align - 1) & -align
     cdef Py_ssize_t end = offset + size
-    if end > blk._capacity:
-        _grow(blk, end, index)
+    if end > st.capacity:
+        _grow(st, end, index)
     if offset != start:
-        memset(blk._data + start, 0, offset - start)
-    blk._argv[index] = blk._data + offset
-    blk._sizes[index] = <uint16_t>size
-    blk._nbytes = end
-    return blk._data + offset
+        memset(st.data + start, 0, offset - start)
+    st.argv[index] = st.data + offset
+    st.sizes[index] = <uint16_t>size
+    st.nbytes = end
+    return st.data + offset
 
 
-cdef int _put_big_int(ParamBlock blk, Py_ssize_t index, object arg) except -1:
+cdef int _put_big_int(BlockState* st, Py_ssize_t index, object arg) except -1:
     cdef uint64_t u
     if 0 <= arg < 2**64:
         u = arg
-        memcpy(_reserve(blk, index, 8, 8), &u, 8)
+        memcpy(_reserve(st, index, 8, 8), &u, 8)
         return 0
     raise OverflowError(f"argument {index} (int): {arg} does not fit in 64 bits "
                         "(kernarg packs -2**63 .. 2**63-1 as long long, "
                         "2**63 .. 2**64-1 as unsigned long long)")
 
 
-cdef int _put_int(ParamBlock blk, Py_ssize_t index, object arg) except -1:
+cdef int _put_int(BlockState* st, Py_ssize_t index, object arg) except -1:
     cdef int overflow
     cdef long long value = PyLong_AsLongLongAndOverflow(arg, &overflow)
     if overflow:
-        return _put_big_int(blk, index, arg)
-    memcpy(_reserve(blk, index, 8, 8), &value, 8)
+        return _put_big_int(st, index, arg)
+    memcpy(_reserve(st, index, 8, 8), &value, 8)
     return 0
 
 
-cdef int _put_buffer(ParamBlock blk, Py_ssize_t index, object arg, Py_ssize_t size,
+cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t size,
                      Py_ssize_t align) except -1:
     """By-value bytes read through the buffer protocol (structured numpy scalars and the
     fallback for layouts the fast paths could not confirm)."""
@@ -432,41 +469,22 @@ cdef int _put_buffer(ParamBlock blk, Py_ssize_t index, object arg, Py_ssize_t si
         if view.len != size:
             raise TypeError(f"argument {index} ({type(arg).__qualname__}): buffer has "
                             f"{view.len} bytes, expected {size}")
-        memcpy(_reserve(blk, index, size, align), view.buf, size)
+        memcpy(_reserve(st, index, size, align), view.buf, size)
     finally:
         PyBuffer_Release(&view)
     return 0
 
 
-cdef int block_take_pointer(ParamBlock blk, PtrResult* r) except -1:
-    """Record what a pointer argument brought along: its DLPack capsule (the block now owns
-    it and runs its deleter on release) and its CUDA Array Interface producer stream."""
-    if r.capsule != NULL:
-        # The capsule now belongs to the block: keep it (one reference) until release.
-        capsule = <object>r.capsule
-        Py_DECREF(capsule)
-        if blk._capsules is None:
-            blk._capsules = []
-        blk._capsules.append(capsule)
-    if r.has_stream:
-        stream_handle = r.stream
-        if blk._streams is None:
-            blk._streams = [stream_handle]
-        elif stream_handle not in blk._streams:
-            blk._streams.append(stream_handle)
-    return 0
-
-
-cdef int _put_pointer(ParamBlock blk, Py_ssize_t index, int kind, object arg,
+cdef int _put_pointer(BlockState* st, Py_ssize_t index, int kind, object arg,
                       object stream) except -1:
     cdef PtrResult r
     pointer_of(kind, arg, index, stream, &r)
-    block_take_pointer(blk, &r)
-    memcpy(_reserve(blk, index, 8, 8), &r.ptr, 8)
+    state_take_pointer(st, &r)
+    memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
 
 
-cdef int _put_other(ParamBlock blk, Py_ssize_t index, object arg, object stream) except -1:
+cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream) except -1:
     cdef TypeInfo* info = _lookup(arg, index)
     cdef int kind = info.kind
     cdef double d
@@ -474,30 +492,30 @@ cdef int _put_other(ParamBlock blk, Py_ssize_t index, object arg, object stream)
     cdef char b
     cdef char* src
     if kind == KIND_INLINE:
-        memcpy(_reserve(blk, index, info.size, info.align),
+        memcpy(_reserve(st, index, info.size, info.align),
                <char*><PyObject*>arg + info.offset, info.size)
     elif kind == KIND_CTYPES:
         src = (<char**>(<char*><PyObject*>arg + info.offset))[0]
-        memcpy(_reserve(blk, index, info.size, info.align), src, info.size)
+        memcpy(_reserve(st, index, info.size, info.align), src, info.size)
     elif kind == KIND_INT:
-        _put_int(blk, index, arg)
+        _put_int(st, index, arg)
     elif kind == KIND_FLOAT:
         d = PyFloat_AsDouble(arg)
-        memcpy(_reserve(blk, index, 8, 8), &d, 8)
+        memcpy(_reserve(st, index, 8, 8), &d, 8)
     elif kind == KIND_COMPLEX:
         c = PyComplex_AsCComplex(arg)
-        memcpy(_reserve(blk, index, 16, 16), &c, 16)
+        memcpy(_reserve(st, index, 16, 16), &c, 16)
     elif kind == KIND_NONE:
-        memset(_reserve(blk, index, 8, 8), 0, 8)
+        memset(_reserve(st, index, 8, 8), 0, 8)
     elif kind == KIND_BOOL:
         b = 1 if arg else 0
-        _reserve(blk, index, 1, 1)[0] = b
+        _reserve(st, index, 1, 1)[0] = b
     elif kind == KIND_NPVOID:
-        _put_buffer(blk, index, arg, -1, 1)
+        _put_buffer(st, index, arg, -1, 1)
     elif kind == KIND_CTYPES_BUFFER:
-        _put_buffer(blk, index, arg, info.size, info.align)
+        _put_buffer(st, index, arg, info.size, info.align)
     else:
-        _put_pointer(blk, index, kind, arg, stream)
+        _put_pointer(st, index, kind, arg, stream)
     return 0
 
 
@@ -506,17 +524,19 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
     # blk is fresh: every C field is zero (tp_new or the freelist cleared it).
     cdef void* mem
     cdef Py_ssize_t cap
+    cdef BlockState* st = &blk.st
     blk._args = args
-    blk._nargs = n
+    st.nargs = n
     cdef Arena* arena = _arena_get()
     blk._arena = arena
-    blk._data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
-    blk._capacity = KERNARG_INLINE_BYTES
+    st.streams = arena.streams
+    st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
+    st.capacity = KERNARG_INLINE_BYTES
     if n <= KERNARG_INLINE_ARGS:
-        blk._argv = arena.argv
-        blk._sizes = arena.sizes
+        st.argv = arena.argv
+        st.sizes = arena.sizes
         if nbytes > KERNARG_INLINE_BYTES:
-            _grow(blk, nbytes, 0)
+            _grow(st, nbytes, 0)
     else:
         # One allocation: argv[n], then a parameter area (for untyped packing sized for n
         # 8-byte arguments, as most are; _grow moves it if not), then sizes[n].
@@ -529,10 +549,10 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
         if mem == NULL:
             raise MemoryError()
         blk._heap_args = mem
-        blk._argv = <void**>mem
-        blk._data = <char*>(((<uintptr_t>(blk._argv + n)) + 15) & ~(<uintptr_t>15))
-        blk._capacity = cap
-        blk._sizes = <uint16_t*>(blk._data + cap)
+        st.argv = <void**>mem
+        st.data = <char*>(((<uintptr_t>(st.argv + n)) + 15) & ~(<uintptr_t>15))
+        st.capacity = cap
+        st.sizes = <uint16_t*>(st.data + cap)
     return 0
 
 
@@ -542,34 +562,31 @@ cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes):
     (values and zeroed padding) themselves."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, args, PyTuple_GET_SIZE(args), nbytes)
-    blk._nbytes = nbytes
+    blk.st.nbytes = nbytes
     return blk
 
 
-cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
-    """Pack ``args`` into the (fresh) block ``blk``. ``stream`` is None or a resolved handle."""
+cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
+    """Pack ``args`` into ``st`` (fresh: nbytes 0). ``stream`` is None or a resolved handle."""
     cdef Py_ssize_t n = PyTuple_GET_SIZE(args)
-    cdef Py_ssize_t i, j, cur = 0, cap
-    cdef char* data
+    cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
-    block_init(blk, args, n, 8 * n)
-    # The cursor lives in locals (registers) for the by-value fast paths; the slow paths work
-    # on the block itself, so sync before calling them and reload after (the area may move).
-    data = blk._data
-    cap = blk._capacity
-    # argv/sizes never move while packing; locals spare a reload per argument (writes through
-    # char* may alias the block's fields, so the compiler cannot keep those in registers).
-    cdef void** argv = blk._argv
-    cdef uint16_t* sizes = blk._sizes
     cdef long long value
     cdef TypeInfo* info
     cdef PyObject* item
     cdef PyTypeObject* tp
+    # The cursor lives in locals (registers) for the by-value fast paths; the slow paths work
+    # on the state itself, so sync before calling them and reload after (the area may move).
+    # argv/sizes never move while packing; locals spare a reload per argument (writes through
+    # char* may alias the state's fields, so the compiler cannot keep those in registers).
+    cdef char* data = st.data
+    cdef Py_ssize_t cap = st.capacity
+    cdef void** argv = st.argv
+    cdef uint16_t* sizes = st.sizes
     cdef PyObject** items = <PyObject**>&(<PyTupleObject*>args).ob_item[0]
-    i = 0
     while i < n:
-        # Borrowed reference: the tuple (kept by blk) owns the item; no refcounting here.
+        # Borrowed reference: the tuple (kept by the owner) owns the item; no refcounting.
         item = items[i]
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
@@ -607,16 +624,14 @@ cdef int pack_into(ParamBlock blk, tuple args, object stream) except -1:
                                               &value, 8, 8):
                         i += 1
                         continue
-                else:
-                    handle = None
         # Slow path: anything the fast paths could not place.
-        blk._nbytes = cur
-        _put_other(blk, i, <object>item, stream)
-        data = blk._data
-        cur = blk._nbytes
-        cap = blk._capacity
+        st.nbytes = cur
+        _put_other(st, i, <object>item, stream)
+        data = st.data
+        cur = st.nbytes
+        cap = st.capacity
         i += 1
-    blk._nbytes = cur
+    st.nbytes = cur
     return 0
 
 
@@ -656,5 +671,6 @@ def pack(args, *, stream=None):
     if stream is not None:
         stream = resolve_stream(stream)
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
-    pack_into(blk, t, stream)
+    block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
+    pack_state(&blk.st, t, stream)
     return blk

@@ -22,7 +22,7 @@ from kernarg._handler cimport (
     ParamBlock,
     cache_probe,
     cache_table,
-    block_take_pointer,
+    state_take_pointer,
     buffer_handle,
     lookup_type,
     new_block,
@@ -684,9 +684,9 @@ cdef class Signature:
         cdef uint32_t u32
         cdef float f32
         # Locals, not fields: stores through char* could alias the fields, forcing reloads.
-        cdef char* data = blk._data
-        cdef void** argv = blk._argv
-        cdef uint16_t* sizes = blk._sizes
+        cdef char* data = blk.st.data
+        cdef void** argv = blk.st.argv
+        cdef uint16_t* sizes = blk.st.sizes
         cdef Param* params = self._params
         memcpy(sizes, self._sizes, n * sizeof(uint16_t))
         for i in range(self._ngaps):
@@ -1004,7 +1004,7 @@ cdef int _put_pointer(Signature sig, Param* p, ParamBlock blk, Py_ssize_t i, obj
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
                             f"array, buffer or address, got {type(value).__name__}")
         pointer_of(info.kind, value, i, stream, &r)
-        block_take_pointer(blk, &r)
+        state_take_pointer(&blk.st, &r)
         if p.code == C_POINTER:
             _check_pointee(sig, p, i, value, &r)
         address = r.ptr
