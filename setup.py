@@ -19,7 +19,7 @@ def ext(name):
     return Extension(
         f"kernarg.{name}",
         [f"kernarg/{name}.pyx"],
-        include_dirs=["kernarg"],
+        include_dirs=["kernarg", "kernarg/include"],
         define_macros=macros,
         extra_compile_args=compile_args,
     )
@@ -27,7 +27,7 @@ def ext(name):
 
 setup(
     ext_modules=cythonize(
-        [ext("_interop"), ext("_handler"), ext("_signature"), ext("_benchfloor")],
+        [ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"), ext("_benchfloor")],
         compiler_directives=directives,
     ),
 )

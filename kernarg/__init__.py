@@ -2,6 +2,7 @@
 
 Public names are re-exported here; each private module lists its own in ``__all__``.
 """
+from kernarg._capi import _C_API, get_include
 from kernarg._handler import MAX_PARAM_BYTES, ParamBlock, pack, register
 from kernarg._interop import DLPACK_MAX_VERSION, registered_types
 from kernarg._nvrtc import NvrtcError
@@ -26,6 +27,7 @@ __all__ = [
     "Signature",
     "__version__",
     "default_stream",
+    "get_include",
     "pack",
     "register",
     "registered_types",

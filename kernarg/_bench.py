@@ -92,6 +92,29 @@ def _measure(contenders, args, repeat: int, target: float) -> dict[str, list[flo
     return rounds
 
 
+def _capi_rows(cases, repeat: int, target: float, file) -> list[dict]:
+    """kernarg.pack vs the C API (examples/c_extension's pack_only: pack into a stack block and
+    release it), both called from Python on the same tuples."""
+    import kernarg
+    from kernarg._examples import build_example
+
+    try:
+        ext = build_example("c_extension", "kernarg_example")
+    except Exception as exc:   # no checkout or no compiler: say so
+        print(f"C API benchmark skipped: {exc}".splitlines()[0], file=file)
+        return []
+    out = []
+    for name in ("1 int", "16 ints", "16 numpy.float32", "8 Buffers + 4 ints + 4 floats"):
+        args = cases[name]
+        rounds = _measure([("kernarg.pack", kernarg.pack), ("C API", ext.pack_only)], args,
+                          repeat, target)
+        out.append({"case": name, "python_ns": min(rounds["kernarg.pack"]),
+                    "c_api_ns": min(rounds["C API"]),
+                    "python_over_c_api": _median_ratio(rounds["kernarg.pack"],
+                                                       rounds["C API"])})
+    return out
+
+
 def _median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(num, den))
 
@@ -134,6 +157,8 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
                            "untyped_over_typed": _median_ratio(rounds["untyped"],
                                                                rounds["typed"])})
 
+    capi_rows = _capi_rows(cases, repeat, target, file)
+
     by = {r["case"]: r for r in rows}
     slope = {k: (by["256 ints"][f"{k}_ns"] - by["16 ints"][f"{k}_ns"]) / 240
              for k in ("kernarg", "ParamHolder", "floor") if f"{k}_ns" in by["16 ints"]}
@@ -147,6 +172,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
         "quick": quick,
         "rows": rows,
         "typed_vs_untyped": typed_rows,
+        "c_api_vs_python": capi_rows,
         "marginal_ns_per_int_16_to_256": slope,
     }
     _print_table(result, file)
@@ -193,3 +219,9 @@ def _print_table(result: dict, file) -> None:
     for r in result["typed_vs_untyped"]:
         print(f"{r['case']:50s}{_fmt(r['untyped_ns'], '.0f', 9)}{_fmt(r['typed_ns'], '.0f', 9)}"
               f"{_fmt(r['untyped_over_typed'], '.2f', 15)}", file=file)
+    if result["c_api_vs_python"]:
+        print(f"\n{'C API (pack into a caller block + release) vs kernarg.pack':50s}"
+              f"{'Python':>9s}{'C API':>9s}{'Python/C API':>15s}", file=file)
+    for r in result["c_api_vs_python"]:
+        print(f"{r['case']:50s}{_fmt(r['python_ns'], '.0f', 9)}{_fmt(r['c_api_ns'], '.0f', 9)}"
+              f"{_fmt(r['python_over_c_api'], '.2f', 15)}", file=file)

@@ -18,6 +18,7 @@ from libc.string cimport memcpy, memset
 
 from kernarg._handler cimport (
     KERNARG_MAX_PARAM_BYTES,
+    BlockState,
     CacheEntry,
     ParamBlock,
     cache_probe,
@@ -84,18 +85,6 @@ cdef enum Code:
     C_POINTER     # T*: device address, with pointee checks
     C_U64_OR_PTR  # PTX .u64: an integer or anything that packs as a pointer
     C_OPAQUE      # `size` bytes the layout knows but not the type (from PTX)
-
-
-cdef struct Param:
-    int code
-    int elem            # C_VECTOR: scalar code of the elements
-    int count           # C_VECTOR: number of elements
-    Py_ssize_t size
-    Py_ssize_t align
-    Py_ssize_t offset
-    char pointee_kind   # C_POINTER: numpy-style kind ('f','i','u','b','c', 'B' bfloat16), 0 = any
-    int pointee_size    # C_POINTER: element size in bytes, 0 = any
-    bint is_const       # C_POINTER: const pointee (read-only arrays allowed)
 
 
 # name -> (code, size, numpy kind, display name)
@@ -457,18 +446,6 @@ cdef class Signature:
     >>> block = sig.pack((out, x, 2.0, 1024))   # alpha packed as float, n as int
     """
 
-    cdef Param* _params
-    cdef uint16_t* _sizes      # the sizes column of _params, copied into each block at once
-    cdef uint8_t* _codes       # columns of _params for kernarg_typed_int_run
-    cdef uint16_t* _offsets
-    cdef uint16_t* _gaps       # padding to zero in each block: (offset, length) pairs
-    cdef Py_ssize_t _ngaps
-    cdef Py_ssize_t _n
-    cdef Py_ssize_t _nbytes
-    cdef tuple _names
-    cdef tuple _types
-    cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
-
     def __cinit__(self):
         self._params = NULL
         self._sizes = NULL
@@ -664,118 +641,131 @@ cdef class Signature:
         else:
             raise TypeError(f"Signature.pack: args must be a tuple or list, got "
                             f"{type(args).__name__}")
-        cdef Py_ssize_t n = PyTuple_GET_SIZE(t)
-        if n != self._n:
-            raise TypeError(f"the kernel takes {self._n} arguments "
-                            f"({', '.join(self._types)}), got {n}")
         if stream is not None:
             stream = resolve_stream(stream)
         cdef ParamBlock blk = new_block(t, self._nbytes)
-        cdef Py_ssize_t i, j
-        cdef Param* p
-        cdef char* dst
-        cdef PyObject* item
-        cdef PyTypeObject* tp
-        cdef TypeInfo* info
-        cdef int code, got
-        cdef long long v
-        cdef double d
-        cdef int32_t i32
-        cdef uint32_t u32
-        cdef float f32
-        # Locals, not fields: stores through char* could alias the fields, forcing reloads.
-        cdef char* data = blk.st.data
-        cdef void** argv = blk.st.argv
-        cdef uint16_t* sizes = blk.st.sizes
-        cdef Param* params = self._params
-        memcpy(sizes, self._sizes, n * sizeof(uint16_t))
-        for i in range(self._ngaps):
-            memset(data + self._gaps[2 * i], 0, self._gaps[2 * i + 1])
-        cdef PyObject** items = <PyObject**>&(<PyTupleObject*>t).ob_item[0]
-        i = 0
-        while i < n:
-            item = items[i]
-            tp = Py_TYPE_P(item)
-            if tp == &PyLong_Type:
-                j = kernarg_typed_int_run(items, i, n, self._codes, self._offsets, data, argv,
-                                          C_I32, C_I64)
-                if j != i:
-                    i = j
+        pack_typed_state(self, &blk.st, t, stream)
+        return blk
+
+
+cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1:
+    """Pack ``t`` as ``sig``'s parameter types into ``st`` (fresh, room for len(t) arguments).
+    ``stream`` is None or a resolved handle."""
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(t)
+    if n != sig._n:
+        raise TypeError(f"the kernel takes {sig._n} arguments "
+                        f"({', '.join(sig._types)}), got {n}")
+    if st.capacity < sig._nbytes:
+        raise ValueError(f"the parameters need {sig._nbytes} bytes, more than the "
+                         f"{st.capacity} bytes the caller's block holds")
+    st.nbytes = sig._nbytes
+    cdef Py_ssize_t i, j
+    cdef Param* p
+    cdef char* dst
+    cdef PyObject* item
+    cdef PyTypeObject* tp
+    cdef TypeInfo* info
+    cdef int code, got
+    cdef long long v
+    cdef double d
+    cdef int32_t i32
+    cdef uint32_t u32
+    cdef float f32
+    # Locals, not fields: stores through char* could alias the fields, forcing reloads.
+    cdef char* data = st.data
+    cdef void** argv = st.argv
+    cdef uint16_t* sizes = st.sizes
+    cdef Param* params = sig._params
+    memcpy(sizes, sig._sizes, n * sizeof(uint16_t))
+    for i in range(sig._ngaps):
+        memset(data + sig._gaps[2 * i], 0, sig._gaps[2 * i + 1])
+    cdef PyObject** items = <PyObject**>&(<PyTupleObject*>t).ob_item[0]
+    i = 0
+    while i < n:
+        item = items[i]
+        tp = Py_TYPE_P(item)
+        if tp == &PyLong_Type:
+            j = kernarg_typed_int_run(items, i, n, sig._codes, sig._offsets, data, argv,
+                                      C_I32, C_I64)
+            if j != i:
+                i = j
+                continue
+        p = &params[i]
+        dst = data + p.offset
+        argv[i] = dst
+        code = p.code
+        # Fast paths for exact ints and floats; everything else (and every error) goes to
+        # the general converters in _put_typed below.
+        if tp == &PyLong_Type:
+            if kernarg_small_int(item, &v):
+                if code == C_I32:
+                    if v == <int32_t>v:
+                        i32 = <int32_t>v
+                        memcpy(dst, &i32, 4)
+                        i += 1
+                        continue
+                elif code == C_I64 or (code == C_U64 and v >= 0):
+                    memcpy(dst, &v, 8)
+                    i += 1
                     continue
-            p = &params[i]
-            dst = data + p.offset
-            argv[i] = dst
-            code = p.code
-            # Fast paths for exact ints and floats; everything else (and every error) goes to
-            # the general converters in _put_typed below.
-            if tp == &PyLong_Type:
-                if kernarg_small_int(item, &v):
-                    if code == C_I32:
-                        if v == <int32_t>v:
-                            i32 = <int32_t>v
-                            memcpy(dst, &i32, 4)
-                            i += 1
-                            continue
-                    elif code == C_I64 or (code == C_U64 and v >= 0):
+                elif code == C_U32:
+                    if v == <uint32_t>v:
+                        u32 = <uint32_t>v
+                        memcpy(dst, &u32, 4)
+                        i += 1
+                        continue
+                elif C_I8 <= code <= C_U16:
+                    if _INT_MIN[code] <= v <= _INT_MAX[code]:
+                        _store_sized(dst, &v, p.size)
+                        i += 1
+                        continue
+        elif tp == &PyFloat_Type:
+            if code == C_F32:
+                f32 = <float>PyFloat_AS_DOUBLE_P(item)
+                memcpy(dst, &f32, 4)
+                i += 1
+                continue
+            if C_F16 <= code <= C_F64:
+                _store_float(code, PyFloat_AS_DOUBLE_P(item), dst)
+                i += 1
+                continue
+        elif code <= C_F64:
+            # numpy scalars: read the value in place.
+            info = _type_info(item, i)
+            if info.kind == KIND_INLINE:
+                got = _inline_number(item, info, &d, &v)
+                if got == 2 and C_I8 <= code <= C_U64:
+                    if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
+                        _store_sized(dst, &v, p.size)
+                        i += 1
+                        continue
+                elif got == 1 and code >= C_F16:
+                    _store_float(code, d, dst)
+                    i += 1
+                    continue
+                elif got == 2 and code >= C_F16:
+                    _store_float(code, <double>v, dst)
+                    i += 1
+                    continue
+        elif code == C_POINTER or code == C_U64_OR_PTR:
+            if item == Py_None:
+                memset(dst, 0, 8)
+                i += 1
+                continue
+            if tp != &PyLong_Type:
+                info = _type_info(item, i)
+                if info.kind == KIND_BUFFER:
+                    handle = buffer_handle(item, info)
+                    if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
+                            and v > 0:
                         memcpy(dst, &v, 8)
                         i += 1
                         continue
-                    elif code == C_U32:
-                        if v == <uint32_t>v:
-                            u32 = <uint32_t>v
-                            memcpy(dst, &u32, 4)
-                            i += 1
-                            continue
-                    elif C_I8 <= code <= C_U16:
-                        if _INT_MIN[code] <= v <= _INT_MAX[code]:
-                            _store_sized(dst, &v, p.size)
-                            i += 1
-                            continue
-            elif tp == &PyFloat_Type:
-                if code == C_F32:
-                    f32 = <float>PyFloat_AS_DOUBLE_P(item)
-                    memcpy(dst, &f32, 4)
-                    i += 1
-                    continue
-                if C_F16 <= code <= C_F64:
-                    _store_float(code, PyFloat_AS_DOUBLE_P(item), dst)
-                    i += 1
-                    continue
-            elif code <= C_F64:
-                # numpy scalars: read the value in place.
-                info = _type_info(item, i)
-                if info.kind == KIND_INLINE:
-                    got = _inline_number(item, info, &d, &v)
-                    if got == 2 and C_I8 <= code <= C_U64:
-                        if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
-                            _store_sized(dst, &v, p.size)
-                            i += 1
-                            continue
-                    elif got == 1 and code >= C_F16:
-                        _store_float(code, d, dst)
-                        i += 1
-                        continue
-                    elif got == 2 and code >= C_F16:
-                        _store_float(code, <double>v, dst)
-                        i += 1
-                        continue
-            elif code == C_POINTER or code == C_U64_OR_PTR:
-                if item == Py_None:
-                    memset(dst, 0, 8)
-                    i += 1
-                    continue
-                if tp != &PyLong_Type:
-                    info = _type_info(item, i)
-                    if info.kind == KIND_BUFFER:
-                        handle = buffer_handle(item, info)
-                        if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
-                                and v > 0:
-                            memcpy(dst, &v, 8)
-                            i += 1
-                            continue
-            _put_typed(self, blk, p, i, <object>item, dst, stream)
-            i += 1
-        return blk
+        _put_typed(sig, st, p, i, <object>item, dst, stream)
+        i += 1
+    return 0
+
+
 
 
 cdef str _param_name(Signature sig, Py_ssize_t i):
@@ -980,7 +970,7 @@ cdef bint _kind_matches(char want, int want_size, char kind, int size):
     return want == kind and want_size == size
 
 
-cdef int _put_pointer(Signature sig, Param* p, ParamBlock blk, Py_ssize_t i, object value,
+cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
                       char* dst, object stream, bint allow_int) except -1:
     cdef PtrResult r
     cdef TypeInfo* info
@@ -1004,7 +994,7 @@ cdef int _put_pointer(Signature sig, Param* p, ParamBlock blk, Py_ssize_t i, obj
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
                             f"array, buffer or address, got {type(value).__name__}")
         pointer_of(info.kind, value, i, stream, &r)
-        state_take_pointer(&blk.st, &r)
+        state_take_pointer(st, &r)
         if p.code == C_POINTER:
             _check_pointee(sig, p, i, value, &r)
         address = r.ptr
@@ -1026,13 +1016,13 @@ cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
     return 0
 
 
-cdef int _put_typed(Signature sig, ParamBlock blk, Param* p, Py_ssize_t i, object value,
+cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, object value,
                     char* dst, object stream) except -1:
     cdef int code = p.code
     if code <= C_F64:
         return _put_scalar(sig, code, i, value, dst)
     if code == C_POINTER:
-        return _put_pointer(sig, p, blk, i, value, dst, stream, False)
+        return _put_pointer(sig, p, st, i, value, dst, stream, False)
     if code == C_VECTOR:
         return _put_vector(sig, p, i, value, dst)
     if code == C_STRUCT:
@@ -1040,7 +1030,7 @@ cdef int _put_typed(Signature sig, ParamBlock blk, Param* p, Py_ssize_t i, objec
     if code == C_U64_OR_PTR:
         if type(value) is int or isinstance(value, np.integer):
             return _put_int(sig, C_U64, i, value, dst)
-        return _put_pointer(sig, p, blk, i, value, dst, stream, True)
+        return _put_pointer(sig, p, st, i, value, dst, stream, True)
     return _put_opaque(sig, p, i, value, dst)
 
 

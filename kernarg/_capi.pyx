@@ -1,0 +1,175 @@
+# cython: language_level=3, embedsignature=True, binding=True
+"""The embedding API: pack into caller-owned memory, for Cython (_capi.pxd) and C (kernarg.h).
+
+No ParamBlock and no allocation per call: the caller's kernarg_block holds the area, argv and
+sizes; kernarg fills them and keeps one reference (the argument tuple) plus any DLPack capsules
+until release_block.
+"""
+from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_New
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from libc.stdint cimport uint16_t, uint64_t
+from libc.string cimport memset
+
+from kernarg._handler cimport BlockState, KERNARG_MAX_PARAM_BYTES, pack_state, state_release
+from kernarg._signature cimport Signature, pack_typed_state
+
+import os
+
+from kernarg._stream import resolve_stream
+
+__all__ = ["get_include"]
+
+# sizes for callers that pass none: never read back (the GIL serialises writers).
+cdef uint16_t _scratch_sizes[KERNARG_MAX_PARAM_BYTES]
+
+
+def get_include():
+    """The directory holding ``kernarg.h``, for C/C++ and Cython extensions' include_dirs."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+cdef tuple _as_tuple(object args):
+    if type(args) is tuple:
+        return <tuple>args
+    if isinstance(args, (tuple, list)):
+        return tuple(args)
+    raise TypeError(f"kernarg: args must be a tuple or list of kernel arguments, got "
+                    f"{type(args).__name__}")
+
+
+cdef int _open(kernarg_block* block, BlockState* st, Py_ssize_t n) except -1:
+    if block == NULL:
+        raise ValueError("kernarg: block is NULL")
+    if block.struct_size < sizeof(kernarg_block):
+        raise ValueError(f"kernarg: block.struct_size is {block.struct_size}, expected at least "
+                         f"{sizeof(kernarg_block)}; initialise it with kernarg_block_init")
+    if block.keep != NULL or block.capsules != NULL:
+        raise ValueError("kernarg: the block still holds a previous pack; release it first")
+    if block.data == NULL or block.argv == NULL:
+        raise ValueError("kernarg: block.data and block.argv must point at caller memory")
+    if <size_t>n > block.max_args:
+        raise ValueError(f"kernarg: {n} arguments, but the block's argv holds {block.max_args}")
+    memset(st, 0, sizeof(BlockState))
+    st.data = <char*>block.data
+    st.argv = block.argv
+    st.sizes = block.sizes if block.sizes != NULL else _scratch_sizes
+    st.capacity = min(block.capacity, <size_t>KERNARG_MAX_PARAM_BYTES)
+    st.fixed = True
+    st.streams = block.streams
+    st.nargs = n
+    block.nargs = 0
+    block.nbytes = 0
+    block.nstreams = 0
+    return 0
+
+
+cdef int _close(kernarg_block* block, BlockState* st, tuple args) except -1:
+    block.nargs = st.nargs
+    block.nbytes = st.nbytes
+    block.nstreams = st.nstreams
+    Py_INCREF(args)
+    block.keep = <PyObject*>args
+    block.capsules = st.capsules      # ownership moves to the block
+    return 0
+
+
+cdef int pack_into_block(object args, object stream, kernarg_block* block) except -1:
+    """kernarg.pack into the caller's block. Raises like kernarg.pack; the block is then empty."""
+    cdef tuple t = _as_tuple(args)
+    cdef BlockState st
+    if stream is not None:
+        stream = resolve_stream(stream)
+    _open(block, &st, len(t))
+    try:
+        pack_state(&st, t, stream)
+    except BaseException:
+        state_release(&st)
+        raise
+    return _close(block, &st, t)
+
+
+cdef int pack_signature_into_block(object signature, object args, object stream,
+                                   kernarg_block* block) except -1:
+    """Signature.pack into the caller's block."""
+    if not isinstance(signature, Signature):
+        raise TypeError(f"kernarg: signature must be a kernarg.Signature, got "
+                        f"{type(signature).__name__}")
+    cdef tuple t = _as_tuple(args)
+    cdef BlockState st
+    if stream is not None:
+        stream = resolve_stream(stream)
+    _open(block, &st, len(t))
+    try:
+        pack_typed_state(<Signature>signature, &st, t, stream)
+    except BaseException:
+        state_release(&st)
+        raise
+    return _close(block, &st, t)
+
+
+cdef int release_block(kernarg_block* block) except -1:
+    """Drop the block's references and run DLPack deleters, exactly once (idempotent)."""
+    cdef BlockState st
+    if block == NULL:
+        return 0
+    keep = block.keep
+    block.keep = NULL
+    memset(&st, 0, sizeof(BlockState))
+    st.capsules = block.capsules
+    block.capsules = NULL
+    try:
+        state_release(&st)
+    finally:
+        Py_XDECREF(keep)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The C function table behind the kernarg._C_API capsule. C callers may pass NULL for optional
+# objects, which Cython's `object` parameters cannot take: these wrappers translate.
+
+cdef int _c_pack(PyObject* args, PyObject* stream, kernarg_block* block) except -1:
+    if args == NULL:
+        raise TypeError("kernarg: args is NULL")
+    return pack_into_block(<object>args, None if stream == NULL else <object>stream, block)
+
+
+cdef int _c_pack_signature(PyObject* signature, PyObject* args, PyObject* stream,
+                           kernarg_block* block) except -1:
+    if signature == NULL or args == NULL:
+        raise TypeError("kernarg: signature and args must not be NULL")
+    return pack_signature_into_block(<object>signature, <object>args,
+                                     None if stream == NULL else <object>stream, block)
+
+
+cdef int _c_release(kernarg_block* block) except -1:
+    return release_block(block)
+
+
+cdef int _c_resolve_stream(PyObject* stream, uint64_t* handle) except -1:
+    if handle == NULL:
+        raise ValueError("kernarg: handle is NULL")
+    handle[0] = resolve_stream(None if stream == NULL else <object>stream)
+    return 0
+
+
+cdef bytes _VERSION = b"0.1.0"
+
+
+cdef const char* _c_version() noexcept:
+    return _VERSION
+
+
+cdef kernarg_api _api
+memset(&_api, 0, sizeof(kernarg_api))
+_api.abi_version = KERNARG_ABI_VERSION
+_api.struct_size = sizeof(kernarg_api)
+_api.pack = _c_pack
+_api.pack_signature = _c_pack_signature
+_api.release = _c_release
+_api.resolve_stream = _c_resolve_stream
+_api.version = _c_version
+
+#: The C API table (see kernarg.h); C code gets it with import_kernarg().
+_C_API = PyCapsule_New(<void*>&_api, b"kernarg._C_API", NULL)

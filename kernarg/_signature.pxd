@@ -1,0 +1,35 @@
+# Declarations other Cython modules (kernarg._capi) cimport from kernarg._signature. ABI.
+from libc.stdint cimport uint8_t, uint16_t
+
+from kernarg._handler cimport BlockState
+
+
+cdef struct Param:
+    int code
+    int elem            # C_VECTOR: scalar code of the elements
+    int count           # C_VECTOR: number of elements
+    Py_ssize_t size
+    Py_ssize_t align
+    Py_ssize_t offset
+    char pointee_kind   # C_POINTER: numpy-style kind ('f','i','u','b','c', 'B' bfloat16), 0 = any
+    int pointee_size    # C_POINTER: element size in bytes, 0 = any
+    bint is_const       # C_POINTER: const pointee (read-only arrays allowed)
+
+
+cdef class Signature:
+    cdef Param* _params
+    cdef uint16_t* _sizes      # the sizes column of _params, copied into each block at once
+    cdef uint8_t* _codes       # columns of _params for kernarg_typed_int_run
+    cdef uint16_t* _offsets
+    cdef uint16_t* _gaps       # padding to zero in each block: (offset, length) pairs
+    cdef Py_ssize_t _ngaps
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _nbytes
+    cdef tuple _names
+    cdef tuple _types
+    cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
+
+    cdef _build(self, list specs, list names)
+
+
+cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1
