@@ -15,19 +15,35 @@ if DEBUG:
     compile_args = ["-O0", "-g", "-UNDEBUG"]
 
 
-def ext(name):
+def cuda_include():
+    # cuda.h for cuda.bindings' cydriver, from the pip nvidia-cuda-runtime wheel.
+    import glob
+
+    import nvidia
+
+    for base in nvidia.__path__:
+        for pattern in ("*/include/cuda.h", "*/*/include/cuda.h"):
+            hits = sorted(glob.glob(os.path.join(base, pattern)))
+            if hits:
+                return [os.path.dirname(hits[-1])]
+    raise RuntimeError("cuda.h not found: the build needs the nvidia-cuda-runtime wheel")
+
+
+def ext(name, language="c", extra_includes=()):
     return Extension(
         f"kernarg.{name}",
         [f"kernarg/{name}.pyx"],
-        include_dirs=["kernarg", "kernarg/include"],
+        include_dirs=["kernarg", "kernarg/include", *extra_includes],
         define_macros=macros,
         extra_compile_args=compile_args,
+        language=language,
     )
 
 
 setup(
     ext_modules=cythonize(
-        [ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"), ext("_benchfloor")],
+        [ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"),
+         ext("_launch", "c++", cuda_include()), ext("_benchfloor")],
         compiler_directives=directives,
     ),
 )

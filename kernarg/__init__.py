@@ -15,15 +15,38 @@ from kernarg._stream import (
     use_stream,
 )
 
+from kernarg._errors import CudaError, NoDriverError
+
 __version__ = "0.1.0"
 
+_LAUNCH_NAMES = ("Kernel", "LaunchConfig", "PreparedLaunch")
+
+
+def __getattr__(name):
+    # The launch layer is compiled against cuda.bindings' cydriver; import it on first use so
+    # that packing works even where that import fails (e.g. a mismatched cuda-bindings).
+    if name in _LAUNCH_NAMES:
+        try:
+            from kernarg import _launch
+        except ImportError as exc:
+            raise ImportError(f"kernarg.{name} needs kernarg._launch, which failed to import "
+                              f"({exc}); check that cuda-bindings matches the one kernarg was "
+                              "built with") from exc
+        return getattr(_launch, name)
+    raise AttributeError(f"module 'kernarg' has no attribute {name!r}")
+
 __all__ = [
+    "CudaError",
     "DLPACK_MAX_VERSION",
+    "Kernel",
+    "LaunchConfig",
     "LEGACY_DEFAULT_STREAM",
     "MAX_PARAM_BYTES",
+    "NoDriverError",
     "NvrtcError",
     "PER_THREAD_DEFAULT_STREAM",
     "ParamBlock",
+    "PreparedLaunch",
     "Signature",
     "__version__",
     "default_stream",

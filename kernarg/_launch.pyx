@@ -1,0 +1,451 @@
+# cython: language_level=3, embedsignature=True, binding=True
+# distutils: language = c++
+"""Kernels and launches over cuda.bindings' C driver API (cydriver).
+
+Everything before the driver call -- configuration checks, stream resolution, packing, the
+launch-attribute list -- is plain code that runs (and is tested) without a GPU; the driver is
+touched only in _driver_* helpers, whose failures become kernarg.CudaError.
+"""
+cimport cython
+from cuda.bindings cimport cydriver
+from libc.stdint cimport uint64_t, uintptr_t
+from libc.string cimport memset
+
+from kernarg._handler cimport BlockState, ParamBlock
+from kernarg._signature cimport Signature
+
+import threading
+
+from kernarg._errors import CudaError, NoDriverError
+from kernarg._handler import pack as _pack
+from kernarg._stream import resolve_stream
+
+__all__ = ["Kernel", "LaunchConfig", "PreparedLaunch"]
+
+cdef enum:
+    MAX_ATTRS = 4
+    MAX_BLOCK_THREADS = 1024
+
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+_BLOCK_LIMITS = (1024, 1024, 64)
+
+
+def _dims(value, str what, limits):
+    """Normalise a grid/block/cluster value to a 3-tuple of positive ints within ``limits``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got bool")
+    if isinstance(value, int):
+        dims = (value, 1, 1)
+    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3:
+        dims = tuple(value) + (1,) * (3 - len(value))
+    else:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    for axis, (d, limit) in enumerate(zip(dims, limits)):
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError(f"{what}[{axis}] must be an int, got {type(d).__name__}")
+        if not 1 <= d <= limit:
+            raise ValueError(f"{what}[{axis}] is {d}; it must be between 1 and {limit}")
+    return dims
+
+
+@cython.final
+cdef class LaunchConfig:
+    """A validated launch configuration (no driver needed to build one).
+
+    Parameters
+    ----------
+    grid, block : int or tuple
+        Grid and block dimensions; up to 3 ints. Block: at most 1024 threads in all, z <= 64.
+    shmem : int
+        Dynamic shared memory in bytes (the device limit is checked at launch).
+    cluster : int or tuple, optional
+        Thread-block cluster dimensions (compute capability 9.0+); the grid must be a multiple.
+    cooperative : bool
+        Cooperative launch (grid-wide synchronisation).
+    pdl : bool
+        Programmatic dependent launch (may overlap the previous kernel in the stream).
+    priority : int, optional
+        Launch priority.
+    """
+
+    cdef readonly tuple grid
+    cdef readonly tuple block
+    cdef readonly unsigned int shmem
+    cdef readonly object cluster
+    cdef readonly bint cooperative
+    cdef readonly bint pdl
+    cdef readonly object priority
+    cdef cydriver.CUlaunchAttribute _attrs[MAX_ATTRS]
+    cdef unsigned int _nattrs
+
+    def __init__(self, grid, block, *, shmem=0, cluster=None, cooperative=False, pdl=False,
+                 priority=None):
+        self.grid = _dims(grid, "grid", _GRID_LIMITS)
+        self.block = _dims(block, "block", _BLOCK_LIMITS)
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if threads > MAX_BLOCK_THREADS:
+            raise ValueError(f"block {self.block} has {threads} threads; the limit is "
+                             f"{MAX_BLOCK_THREADS}")
+        if isinstance(shmem, bool) or not isinstance(shmem, int) or not 0 <= shmem < 2**32:
+            raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, got {shmem!r}")
+        self.shmem = shmem
+        self.cooperative = bool(cooperative)
+        self.pdl = bool(pdl)
+        memset(self._attrs, 0, sizeof(self._attrs))
+        self._nattrs = 0
+        if cluster is not None:
+            self.cluster = _dims(cluster, "cluster", (8, 8, 8))
+            for axis in range(3):
+                if self.grid[axis] % self.cluster[axis]:
+                    raise ValueError(f"grid {self.grid} is not a multiple of cluster "
+                                     f"{self.cluster} on axis {axis}")
+            size = self.cluster[0] * self.cluster[1] * self.cluster[2]
+            if size > 16:
+                raise ValueError(f"cluster {self.cluster} has {size} blocks; the limit is 16 "
+                                 "(8 is portable)")
+            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            self._attrs[self._nattrs].value.clusterDim.x = self.cluster[0]
+            self._attrs[self._nattrs].value.clusterDim.y = self.cluster[1]
+            self._attrs[self._nattrs].value.clusterDim.z = self.cluster[2]
+            self._nattrs += 1
+        else:
+            self.cluster = None
+        if self.cooperative:
+            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+            self._attrs[self._nattrs].value.cooperative = 1
+            self._nattrs += 1
+        if self.pdl:
+            self._attrs[self._nattrs].id = \
+                cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            self._attrs[self._nattrs].value.programmaticStreamSerializationAllowed = 1
+            self._nattrs += 1
+        if priority is not None:
+            if isinstance(priority, bool) or not isinstance(priority, int):
+                raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY
+            self._attrs[self._nattrs].value.priority = priority
+            self._nattrs += 1
+        self.priority = priority
+
+    @property
+    def attributes(self):
+        """The launch attributes as (name, value) pairs, in the order passed to the driver."""
+        out = []
+        for i in range(self._nattrs):
+            attr_id = self._attrs[i].id
+            if attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+                out.append(("cluster_dimension", self.cluster))
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+                out.append(("cooperative", 1))
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+                out.append(("programmatic_stream_serialization", 1))
+            else:
+                out.append(("priority", self.priority))
+        return tuple(out)
+
+    def __repr__(self):
+        return (f"LaunchConfig(grid={self.grid}, block={self.block}, shmem={self.shmem}, "
+                f"attributes={self.attributes})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver access. Every call goes through _check; a missing driver becomes NoDriverError.
+
+cdef object _driver_state = None
+_driver_lock = threading.Lock()
+
+
+cdef str _error_name(cydriver.CUresult err):
+    cdef const char* name = NULL
+    try:
+        if cydriver.cuGetErrorName(err, &name) == cydriver.CUDA_SUCCESS and name != NULL:
+            return name.decode()
+    except Exception:
+        pass
+    return f"CUresult {<int>err}"
+
+
+cdef int _check(cydriver.CUresult err, str what) except -1:
+    if err == cydriver.CUDA_SUCCESS:
+        return 0
+    name = _error_name(err)
+    if err == cydriver.CUDA_ERROR_NO_DEVICE:
+        raise NoDriverError(f"{what}: no CUDA GPU found ({name})", name, <int>err)
+    raise CudaError(f"{what} failed: {name}", name, <int>err)
+
+
+cdef int _ensure_driver() except -1:
+    global _driver_state
+    if _driver_state is not None:
+        return 0
+    cdef cydriver.CUresult err
+    with _driver_lock:
+        try:
+            err = cydriver.cuInit(0)
+        except Exception as exc:   # libcuda could not be loaded at all
+            raise NoDriverError(f"no CUDA driver/GPU found: {exc}") from exc
+        if err == cydriver.CUDA_ERROR_NO_DEVICE or err == cydriver.CUDA_ERROR_NOT_INITIALIZED:
+            raise NoDriverError(f"no CUDA driver/GPU found ({_error_name(err)})",
+                                _error_name(err), <int>err)
+        _check(err, "cuInit")
+        _driver_state = True
+    return 0
+
+
+cdef int _ensure_context(int device) except -1:
+    """Make ``device``'s primary context current if this thread has none (or another)."""
+    cdef cydriver.CUcontext current = NULL, primary = NULL
+    cdef cydriver.CUdevice dev
+    _ensure_driver()
+    _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
+    _check(cydriver.cuDeviceGet(&dev, device), "cuDeviceGet")
+    _check(cydriver.cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain")
+    if current != primary:
+        _check(cydriver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+    # The retain is balanced by the process lifetime: primary contexts are shared.
+    return 0
+
+
+def device_arch(int device=0):
+    """``"compute_XY"`` (for NVRTC) of ``device``; needs the driver."""
+    cdef cydriver.CUdevice dev
+    cdef int major = 0, minor = 0
+    _ensure_driver()
+    _check(cydriver.cuDeviceGet(&dev, device), "cuDeviceGet")
+    _check(cydriver.cuDeviceGetAttribute(
+        &major, cydriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+    _check(cydriver.cuDeviceGetAttribute(
+        &minor, cydriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+    return f"compute_{major}{minor}"
+
+
+cdef class _Module:
+    """Owns a loaded CUmodule; unloaded when the last Kernel using it goes away."""
+    cdef cydriver.CUmodule handle
+
+    def __dealloc__(self):
+        if self.handle != NULL:
+            try:
+                cydriver.cuModuleUnload(self.handle)
+            except Exception:
+                pass
+
+
+cdef _Module _load_image(bytes image):
+    cdef _Module mod = _Module.__new__(_Module)
+    _check(cydriver.cuModuleLoadData(&mod.handle, <const char*>image), "cuModuleLoadData")
+    return mod
+
+
+# One event per thread, reused: cuStreamWaitEvent waits on the event's state when it is called,
+# so the same event can be recorded again right after.
+_events = threading.local()
+
+
+cdef int _wait_for_producers(ParamBlock blk, uint64_t stream) except -1:
+    cdef cydriver.CUevent event
+    cdef Py_ssize_t i
+    cdef uint64_t producer
+    if blk.st.nstreams == 0:
+        return 0
+    handle = getattr(_events, "event", None)
+    if handle is None:
+        _check(cydriver.cuEventCreate(&event, cydriver.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        _events.event = <uintptr_t>event
+    else:
+        event = <cydriver.CUevent><uintptr_t>handle
+    for i in range(blk.st.nstreams):
+        producer = blk.st.streams[i]
+        if producer == stream:
+            continue
+        _check(cydriver.cuEventRecord(event, <cydriver.CUstream><uintptr_t>producer),
+               "cuEventRecord on a producer stream")
+        _check(cydriver.cuStreamWaitEvent(<cydriver.CUstream><uintptr_t>stream, event, 0),
+               "cuStreamWaitEvent")
+    return 0
+
+
+cdef int _launch(cydriver.CUfunction func, LaunchConfig cfg, ParamBlock blk,
+                 uint64_t stream) except -1:
+    cdef cydriver.CUlaunchConfig config
+    cdef cydriver.CUresult err
+    _ensure_driver()
+    _wait_for_producers(blk, stream)
+    memset(&config, 0, sizeof(config))
+    config.gridDimX, config.gridDimY, config.gridDimZ = cfg.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = cfg.block
+    config.sharedMemBytes = cfg.shmem
+    config.hStream = <cydriver.CUstream><uintptr_t>stream
+    config.attrs = cfg._attrs
+    config.numAttrs = cfg._nattrs
+    with nogil:
+        err = cydriver.cuLaunchKernelEx(&config, func, blk.st.argv, NULL)
+    return _check(err, "cuLaunchKernelEx")
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel
+
+_source_cache = {}
+
+
+cdef class Kernel:
+    """A loaded CUDA kernel: launch it with Python arguments.
+
+    Create one with :meth:`from_source`, :meth:`from_ptx`, :meth:`from_cubin` or
+    :meth:`from_handle`. When the kernel's :class:`Signature` is known, arguments are packed as
+    its parameter types and their number is checked.
+    """
+
+    cdef cydriver.CUfunction _func
+    cdef object _module
+    cdef readonly object signature
+    cdef readonly str name
+
+    def __init__(self):
+        raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
+
+    @staticmethod
+    cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name):
+        cdef Kernel k = Kernel.__new__(Kernel)
+        k._func = func
+        k._module = module
+        k.signature = signature
+        k.name = name
+        return k
+
+    @classmethod
+    def from_ptx(cls, ptx, str name, *, signature=None, int device=0):
+        """Load PTX text and get kernel ``name`` (its signature is read from the PTX)."""
+        cdef cydriver.CUfunction func
+        if isinstance(ptx, str):
+            ptx = ptx.encode()
+        _ensure_context(device)
+        mod = _load_image(bytes(ptx) + b"\0")
+        sig = signature if signature is not None else Signature.from_ptx(ptx, name)
+        entry = _entry_name(ptx.decode(), name)
+        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
+               f"cuModuleGetFunction({name!r})")
+        return Kernel._make(func, mod, sig, name)
+
+    @classmethod
+    def from_cubin(cls, cubin, str name, *, signature=None, int device=0):
+        """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name)."""
+        cdef cydriver.CUfunction func
+        _ensure_context(device)
+        mod = _load_image(bytes(cubin))
+        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, name.encode()),
+               f"cuModuleGetFunction({name!r})")
+        return Kernel._make(func, mod, signature, name)
+
+    @classmethod
+    def from_source(cls, str source, str name, options=(), *, int device=0):
+        """Compile CUDA C++ with NVRTC for ``device``'s architecture (cached by source, options
+        and architecture) and load kernel ``name``; its signature comes from the source."""
+        from kernarg._nvrtc import compile_to_ptx
+
+        _ensure_context(device)
+        arch = device_arch(device)
+        key = (source, tuple(options), arch, name)
+        ptx = _source_cache.get(key)
+        if ptx is None:
+            ptx = compile_to_ptx(source, options=options, arch=arch)
+            _source_cache[key] = ptx
+        sig = Signature.from_source(source, name, options, arch=arch)
+        return cls.from_ptx(ptx, name, signature=sig, device=device)
+
+    @classmethod
+    def from_handle(cls, handle, *, signature=None, str name="<handle>"):
+        """Wrap an existing CUfunction/CUkernel (int, cuda.bindings object, or cuda.core
+        Kernel). The caller keeps its module loaded."""
+        cdef uintptr_t address
+        if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
+            handle = handle._handle
+        try:
+            address = int(handle)
+        except TypeError:
+            address = int(getattr(handle, "getPtr")()) if hasattr(handle, "getPtr") else 0
+        if address == 0:
+            raise ValueError(f"Kernel.from_handle: {handle!r} is not a kernel handle")
+        if signature is not None and not isinstance(signature, Signature):
+            signature = Signature(signature)
+        return Kernel._make(<cydriver.CUfunction>address, handle, signature, name)
+
+    @property
+    def handle(self):
+        """The CUfunction handle, as an int."""
+        return <uintptr_t>self._func
+
+    cdef ParamBlock _pack(self, tuple args, object stream):
+        if self.signature is not None:
+            return (<Signature>self.signature).pack(args, stream=stream)
+        return _pack(args, stream=stream)
+
+    def launch(self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False,
+               pdl=False, priority=None):
+        """Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts),
+        after making it wait on every producer stream the arguments exported."""
+        cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
+                                             cooperative=cooperative, pdl=pdl,
+                                             priority=priority)
+        cdef uint64_t handle = resolve_stream(stream)
+        blk = self._pack(args, handle)
+        try:
+            _launch(self._func, cfg, blk, handle)
+        finally:
+            blk.release()
+
+    def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
+                pdl=False, priority=None):
+        """A launcher with the configuration checked and the stream resolved once; calling it
+        only packs and launches."""
+        cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+                           pdl=pdl, priority=priority)
+        return PreparedLaunch(self, cfg, resolve_stream(stream))
+
+    def __getitem__(self, config):
+        """``kernel[grid, block]`` / ``[grid, block, stream]`` / ``[grid, block, stream, shmem]``."""
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise TypeError("use kernel[grid, block], kernel[grid, block, stream] or "
+                            "kernel[grid, block, stream, shmem]")
+        grid, block = config[0], config[1]
+        stream = config[2] if len(config) > 2 else None
+        shmem = config[3] if len(config) > 3 else 0
+        return self.prepare(grid, block, stream=stream, shmem=shmem)
+
+    def __repr__(self):
+        return f"<kernarg.Kernel {self.name} signature={self.signature!r}>"
+
+
+@cython.final
+cdef class PreparedLaunch:
+    """``Kernel.prepare(...)``: call it with the kernel's arguments."""
+
+    cdef Kernel _kernel
+    cdef readonly LaunchConfig config
+    cdef readonly uint64_t stream
+
+    def __init__(self, Kernel kernel, LaunchConfig config, uint64_t stream):
+        self._kernel = kernel
+        self.config = config
+        self.stream = stream
+
+    def __call__(self, *args):
+        blk = self._kernel._pack(args, self.stream)
+        try:
+            _launch(self._kernel._func, self.config, blk, self.stream)
+        finally:
+            blk.release()
+
+
+def _entry_name(str ptx, str name):
+    """The PTX entry for ``name``: itself, or its C++ mangled form."""
+    import re
+
+    entries = re.findall(r"\.entry\s+([\w$]+)", ptx)
+    if name in entries:
+        return name
+    mangled = [e for e in entries if e.startswith(f"_Z{len(name)}{name}")]
+    if len(mangled) == 1:
+        return mangled[0]
+    raise LookupError(f"kernel {name!r} not found in the PTX (entries: {entries})")

@@ -1,0 +1,111 @@
+"""The launch layer without a GPU: configuration checks, the no-driver error, and everything
+that happens before the driver call."""
+import subprocess
+import sys
+
+import pytest
+
+import kernarg
+
+
+def _has_driver():
+    try:
+        from cuda.bindings import driver
+
+        return driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS
+    except Exception:
+        return False
+
+
+HAS_DRIVER = _has_driver()
+needs_no_driver = pytest.mark.skipif(HAS_DRIVER, reason="a CUDA driver is present: the "
+                                     "no-driver path cannot be exercised here")
+
+
+def test_config_normalises_dims_and_builds_attributes():
+    c = kernarg.LaunchConfig(8, (32, 4))
+    assert c.grid == (8, 1, 1) and c.block == (32, 4, 1) and c.shmem == 0
+    assert c.attributes == ()
+    c = kernarg.LaunchConfig((4, 2), 128, shmem=4096, cluster=(2, 2), cooperative=True,
+                             pdl=True, priority=-1)
+    assert c.cluster == (2, 2, 1)
+    assert c.attributes == (("cluster_dimension", (2, 2, 1)), ("cooperative", 1),
+                            ("programmatic_stream_serialization", 1), ("priority", -1))
+
+
+@pytest.mark.parametrize("kwargs, exc, fragment", [
+    (dict(grid=0, block=1), ValueError, r"grid\[0\] is 0; it must be between 1 and 2147483647"),
+    (dict(grid=(1, 70000), block=1), ValueError, r"grid\[1\] is 70000.*65535"),
+    (dict(grid=1, block=(1, 1, 65)), ValueError, r"block\[2\] is 65.*64"),
+    (dict(grid=1, block=(64, 32)), ValueError, "2048 threads; the limit is 1024"),
+    (dict(grid=1, block=(1, 2, 3, 4)), TypeError, "tuple of 1 to 3 ints"),
+    (dict(grid=1.5, block=1), TypeError, "grid must be an int"),
+    (dict(grid=(1, "2"), block=1), TypeError, r"grid\[1\] must be an int"),
+    (dict(grid=True, block=1), TypeError, "bool"),
+    (dict(grid=1, block=1, shmem=-1), ValueError, "shmem"),
+    (dict(grid=3, block=1, cluster=2), ValueError, "not a multiple of cluster"),
+    (dict(grid=(8, 8), block=1, cluster=(4, 8)), ValueError, "32 blocks; the limit is 16"),
+    (dict(grid=1, block=1, priority="high"), TypeError, "priority"),
+])
+def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
+    with pytest.raises(exc, match=fragment):
+        kernarg.LaunchConfig(kwargs.pop("grid"), kwargs.pop("block"), **kwargs)
+
+
+def test_prepare_and_getitem_need_no_driver():
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    assert k.handle == 0x1234 and len(k.signature) == 2
+    p = k.prepare((4, 1), 256, stream=0x55, shmem=128)
+    assert p.stream == 0x55 and p.config.grid == (4, 1, 1) and p.config.shmem == 128
+    q = k[2, 64]
+    assert q.stream == kernarg.default_stream()
+    with pytest.raises(TypeError, match="kernel\\[grid, block\\]"):
+        k[1]
+
+
+def test_arguments_checked_before_any_driver_call():
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n")
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        k.launch(1, 1, None)
+    with pytest.raises(OverflowError, match="'n'"):
+        k.launch(1, 1, None, 2**40)
+    with pytest.raises(ValueError, match="block"):
+        k.launch(1, 2048, None, 1)
+    with pytest.raises(TypeError, match="stream"):
+        k.launch(1, 1, None, 1, stream="default")
+
+
+@needs_no_driver
+def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
+    k = kernarg.Kernel.from_handle(0x1234)
+    with pytest.raises(kernarg.CudaError, match="no CUDA driver"):
+        k.launch(1, 1, 5)
+    with pytest.raises(kernarg.NoDriverError):
+        k[1, 1](5)
+    with pytest.raises(kernarg.CudaError, match="no CUDA driver"):
+        kernarg.Kernel.from_ptx(".version 8.0\n.target sm_90\n.address_size 64\n"
+                                ".visible .entry k() { ret; }", "k")
+    with pytest.raises(kernarg.CudaError, match="no CUDA driver"):
+        kernarg.Kernel.from_source('extern "C" __global__ void k() {}', "k")
+
+
+def test_from_handle_rejects_null():
+    with pytest.raises(ValueError, match="not a kernel handle"):
+        kernarg.Kernel.from_handle(0)
+    with pytest.raises(TypeError):
+        kernarg.Kernel()
+
+
+def test_info_command_runs_without_a_gpu():
+    out = subprocess.run([sys.executable, "-m", "kernarg", "info"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "default stream" in out.stdout
+    if not HAS_DRIVER:
+        assert "no CUDA driver/GPU found" in out.stdout
+
+
+def test_cuda_error_carries_name():
+    e = kernarg.CudaError("cuX failed: CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_INVALID_VALUE", 1)
+    assert e.name == "CUDA_ERROR_INVALID_VALUE" and e.code == 1
+    assert issubclass(kernarg.NoDriverError, kernarg.CudaError)
