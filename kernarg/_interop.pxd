@@ -51,5 +51,5 @@ cdef struct PtrResult:
 
 cdef int classify(type t, TypeInfo* info) except -1
 cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
-                    PtrResult* result) except -1
+                    PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1

@@ -21,10 +21,12 @@ from cpython.pycapsule cimport (
     PyCapsule_SetName,
 )
 from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
-from libc.string cimport strcmp
+from libc.string cimport memset, strcmp
 
 cdef extern from "Python.h":
+    bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     PyObject* PyErr_Occurred() noexcept
     void PyErr_Clear() noexcept
 
@@ -370,70 +372,146 @@ cdef int _unsupported(Py_ssize_t index, object obj) except -1:
     raise TypeError(f"{desc}: unsupported kernel argument; {_ACCEPTED}")
 
 
+cdef str _cai(Py_ssize_t index, object obj):
+    return f"{_describe(index, obj)}: __cuda_array_interface__"
+
+
 cdef bint _is_int_sequence(object shape):
-    if type(shape) is not tuple and not isinstance(shape, (tuple, list)):
+    if type(shape) is tuple:
+        for item in <tuple>shape:
+            if type(item) is not int and not isinstance(item, int):
+                return False
+        return True
+    if not isinstance(shape, list):
         return False
     for item in shape:
-        if type(item) is not int and not isinstance(item, int):
+        if not isinstance(item, int):
             return False
     return True
 
 
-cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r) except -1:
+cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
     try:
         cai = obj.__cuda_array_interface__
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
                       f"{type(exc).__name__}: {exc}")
     if not isinstance(cai, dict):
-        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__ is "
+        raise TypeError(f"{_cai(index, obj)} is "
                         f"{type(cai).__name__}, not a dict")
-    return _read_cai(<dict>cai, index, obj, r)
+    return _read_cai(<dict>cai, index, obj, r, want_dtype)
 
 
-cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r) except -1:
-    version = cai.get("version", 0)
-    if type(version) is not int or not 0 <= version <= 3:
-        raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__ version {version!r} is not "
+# The CUDA Array Interface keys, interned: dicts built from literals use these very objects,
+# so one pass over the dict matches keys by identity instead of hashing seven lookups.
+_K_DATA = sys.intern("data")
+_K_SHAPE = sys.intern("shape")
+_K_TYPESTR = sys.intern("typestr")
+_K_VERSION = sys.intern("version")
+_K_MASK = sys.intern("mask")
+_K_STREAM = sys.intern("stream")
+_K_STRIDES = sys.intern("strides")
+_K_DESCR = sys.intern("descr")
+cdef PyObject* K_DATA = <PyObject*>_K_DATA
+cdef PyObject* K_SHAPE = <PyObject*>_K_SHAPE
+cdef PyObject* K_TYPESTR = <PyObject*>_K_TYPESTR
+cdef PyObject* K_VERSION = <PyObject*>_K_VERSION
+cdef PyObject* K_MASK = <PyObject*>_K_MASK
+cdef PyObject* K_STREAM = <PyObject*>_K_STREAM
+cdef PyObject* K_STRIDES = <PyObject*>_K_STRIDES
+cdef PyObject* K_DESCR = <PyObject*>_K_DESCR
+
+cdef enum:
+    F_DATA = 0
+    F_SHAPE
+    F_TYPESTR
+    F_VERSION
+    F_MASK
+    F_STREAM
+    F_COUNT
+
+
+cdef inline object _field(dict cai, PyObject** found, int slot, str key, bint complete,
+                          object default):
+    if found[slot] != NULL:
+        return <object>found[slot]
+    return default if complete else cai.get(key, default)
+
+
+cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
+                   bint want_dtype) except -1:
+    cdef PyObject* found[F_COUNT]
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef Py_ssize_t pos = 0, matched = 0
+    memset(found, 0, sizeof(found))
+    while PyDict_Next(cai, &pos, &key, &value):
+        if key == K_DATA:
+            found[F_DATA] = value
+        elif key == K_SHAPE:
+            found[F_SHAPE] = value
+        elif key == K_TYPESTR:
+            found[F_TYPESTR] = value
+        elif key == K_VERSION:
+            found[F_VERSION] = value
+        elif key == K_STREAM:
+            found[F_STREAM] = value
+        elif key == K_MASK:
+            found[F_MASK] = value
+        elif key != K_STRIDES and key != K_DESCR:
+            continue
+        matched += 1
+    # Every key recognised by identity: absent fields are really absent. Otherwise (keys built
+    # at run time are not interned) look the rest up the usual way.
+    cdef bint complete = matched == len(cai)
+    # Own every field before anything else runs: the references above are borrowed.
+    version = _field(cai, found, F_VERSION, "version", complete, 0)
+    data = _field(cai, found, F_DATA, "data", complete, None)
+    shape = _field(cai, found, F_SHAPE, "shape", complete, None)
+    typestr = _field(cai, found, F_TYPESTR, "typestr", complete, None)
+    mask = _field(cai, found, F_MASK, "mask", complete, None)
+    stream = _field(cai, found, F_STREAM, "stream", complete, None)
+    if type(version) is not int or not 0 <= <long>version <= 3:
+        raise ValueError(f"{_cai(index, obj)} version {version!r} is not "
                          "supported (kernarg reads versions 0-3)")
-    data = cai.get("data")
-    if (not isinstance(data, (tuple, list)) or len(data) != 2
+    if type(data) is tuple and PyTuple_GET_SIZE(data) == 2 and type(data[0]) is int:
+        pass
+    elif (not isinstance(data, (tuple, list)) or len(data) != 2
             or not isinstance(data[0], int) or isinstance(data[0], bool)):
-        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['data'] must be a (pointer: int, "
+        raise TypeError(f"{_cai(index, obj)}['data'] must be a (pointer: int, "
                         f"readonly: bool) tuple, got {data!r}")
-    shape = cai.get("shape")
     if not _is_int_sequence(shape):
-        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['shape'] must be a tuple of ints, "
+        raise TypeError(f"{_cai(index, obj)}['shape'] must be a tuple of ints, "
                         f"got {shape!r}")
-    if not isinstance(cai.get("typestr"), str):
-        raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['typestr'] must be a str, "
-                        f"got {cai.get('typestr')!r}")
-    if cai.get("mask") is not None:
+    if type(typestr) is not str:
+        raise TypeError(f"{_cai(index, obj)}['typestr'] must be a str, "
+                        f"got {typestr!r}")
+    if mask is not None:
         raise ValueError(f"{_describe(index, obj)}: masked CUDA arrays (__cuda_array_interface__['mask'] is not "
                          "None) are not supported")
     # 'strides' missing or None means C-contiguous: a pointer argument needs nothing from it.
-    _set_dtype_from_typestr(cai["typestr"], r)
+    if want_dtype:
+        _set_dtype_from_typestr(typestr, r)
     ptr = data[0]
     if ptr == 0:
         for item in shape:
             if item == 0:
                 break
         else:
-            raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__ has a null data pointer for a "
+            raise ValueError(f"{_cai(index, obj)} has a null data pointer for a "
                              f"non-empty array of shape {tuple(shape)}")
     _set_address(ptr, index, obj, "__cuda_array_interface__['data'][0]", r)
     r.readonly = bool(data[1])
-    stream = cai.get("stream")
     if stream is not None:
         # v3: None means no synchronisation; 1 and 2 are the default streams; 0 is forbidden.
         if type(stream) is not int:
-            raise TypeError(f"{_describe(index, obj)}: __cuda_array_interface__['stream'] must be None or an int, "
+            raise TypeError(f"{_cai(index, obj)}['stream'] must be None or an int, "
                             f"got {type(stream).__name__}")
         if stream == 0:
-            raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__['stream'] is 0, which the "
+            raise ValueError(f"{_cai(index, obj)}['stream'] is 0, which the "
                              "specification forbids (use 1 for the legacy default stream)")
         if not 0 < stream < 2**64:
-            raise ValueError(f"{_describe(index, obj)}: __cuda_array_interface__['stream'] {stream} is not a "
+            raise ValueError(f"{_cai(index, obj)}['stream'] {stream} is not a "
                              "valid stream handle")
         r.has_stream = True
         r.stream = <uint64_t>stream
@@ -631,8 +709,9 @@ cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
 
 
 cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
-                    PtrResult* r) except -1:
-    """Fill ``r`` with the device address of a pointer-like argument."""
+                    PtrResult* r, bint want_dtype=False) except -1:
+    """Fill ``r`` with the device address of a pointer-like argument (and its element type when
+    ``want_dtype``: typed signatures check it against the pointee; untyped packing does not)."""
     r.ptr = 0
     r.readonly = False
     r.has_stream = False
@@ -659,12 +738,12 @@ cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
     if kind == KIND_SMV:
         return _smv_pointer(obj, index, r)
     if kind == KIND_CAI:
-        return _consume_cai(obj, index, r)
+        return _consume_cai(obj, index, r, want_dtype)
     if kind == KIND_DLPACK:
         return _consume_dlpack(obj, index, stream, r)
     # KIND_PROBE: the protocols may be instance attributes rather than on the type.
     if hasattr(obj, "__cuda_array_interface__"):
-        return _consume_cai(obj, index, r)
+        return _consume_cai(obj, index, r, want_dtype)
     if hasattr(obj, "__dlpack__"):
         return _consume_dlpack(obj, index, stream, r)
     return _unsupported(index, obj)
