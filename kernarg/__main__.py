@@ -54,8 +54,8 @@ def main(argv=None) -> int:
     from kernarg import _bench
 
     _bench.run(quick=args.quick, json_path=args.json)
-    print("\nlaunch latency: not measured — kernarg's launch front end (Kernel.launch) is not "
-          "built yet, and it needs a CUDA GPU")
+    print("\nlaunch latency: not measured — the launch benchmark needs a CUDA GPU and is not "
+          "written yet (see the README's 'What is not done yet')")
     return 0
 
 

@@ -30,6 +30,19 @@ class _CAI:
                                          "version": 3, "strides": None, "stream": None}
 
 
+class _PropertyCAI:
+    """A producer whose property builds the dict on each access, as libraries do (a minimal
+    one: real producers also compute strides, dtype strings and the current stream)."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (4,), "typestr": "<f4", "data": (self.ptr, False), "version": 3,
+                "strides": None, "stream": None}
+
+
 def build_cases() -> dict[str, tuple]:
     from cuda.core import Buffer
 
@@ -115,6 +128,33 @@ def _capi_rows(cases, repeat: int, target: float, file) -> list[dict]:
     return out
 
 
+def _interop_rows(repeat: int, target: float) -> list[dict]:
+    """What consuming one CUDA Array Interface argument adds over the producer's own protocol
+    call: pack((obj,)) - pack(()) - reading obj.__cuda_array_interface__."""
+    import kernarg
+
+    out = []
+    for name, obj in (("CAI dict attribute", _CAI(0x9000_0000)),
+                      ("CAI property building the dict", _PropertyCAI(0x9000_0000))):
+        def protocol(o):
+            return o.__cuda_array_interface__
+
+        timers = {"protocol": _timer(protocol, obj, target),
+                  "pack1": _timer(kernarg.pack, (obj,), target),
+                  "pack0": _timer(kernarg.pack, (), target)}
+        rounds = {k: [] for k in timers}
+        for _ in range(repeat):
+            for label, (timer, number) in timers.items():
+                rounds[label].append(timer.timeit(number) / number * 1e9)
+        added = [p1 - p0 - pr for p1, p0, pr in zip(rounds["pack1"], rounds["pack0"],
+                                                   rounds["protocol"])]
+        out.append({"case": name, "protocol_ns": min(rounds["protocol"]),
+                    "kernarg_adds_ns": statistics.median(added),
+                    "added_over_protocol": statistics.median(
+                        a / pr for a, pr in zip(added, rounds["protocol"]))})
+    return out
+
+
 def _median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(num, den))
 
@@ -158,6 +198,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
                                                                rounds["typed"])})
 
     capi_rows = _capi_rows(cases, repeat, target, file)
+    interop_rows = _interop_rows(repeat, target)
 
     by = {r["case"]: r for r in rows}
     slope = {k: (by["256 ints"][f"{k}_ns"] - by["16 ints"][f"{k}_ns"]) / 240
@@ -173,6 +214,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
         "rows": rows,
         "typed_vs_untyped": typed_rows,
         "c_api_vs_python": capi_rows,
+        "interop_overhead": interop_rows,
         "marginal_ns_per_int_16_to_256": slope,
     }
     _print_table(result, file)
@@ -225,3 +267,9 @@ def _print_table(result: dict, file) -> None:
     for r in result["c_api_vs_python"]:
         print(f"{r['case']:50s}{_fmt(r['python_ns'], '.0f', 9)}{_fmt(r['c_api_ns'], '.0f', 9)}"
               f"{_fmt(r['python_over_c_api'], '.2f', 15)}", file=file)
+    print(f"\n{'one CUDA Array Interface argument':50s}{'protocol':>9s}{'adds':>9s}"
+          f"{'adds/protocol':>15s}", file=file)
+    for r in result["interop_overhead"]:
+        print(f"{r['case']:50s}{_fmt(r['protocol_ns'], '.0f', 9)}"
+              f"{_fmt(r['kernarg_adds_ns'], '.0f', 9)}{_fmt(r['added_over_protocol'], '.2f', 15)}",
+              file=file)

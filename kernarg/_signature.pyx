@@ -755,7 +755,11 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
             if tp != &PyLong_Type:
                 info = _type_info(item, i)
                 if info.kind == KIND_BUFFER:
-                    handle = buffer_handle(item, info)
+                    # The C getter behind Buffer.handle, called directly (see classify).
+                    if info.getter != NULL:
+                        handle = info.getter(<object>item, info.closure)
+                    else:
+                        handle = buffer_handle(item, info)
                     if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
                             and v > 0:
                         memcpy(dst, &v, 8)
