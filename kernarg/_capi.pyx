@@ -11,7 +11,13 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint16_t, uint64_t
 from libc.string cimport memset
 
-from kernarg._handler cimport BlockState, KERNARG_MAX_PARAM_BYTES, pack_state, state_release
+from kernarg._handler cimport (
+    KERNARG_MAX_PARAM_BYTES,
+    BlockState,
+    as_arg_tuple,
+    pack_state,
+    state_release,
+)
 from kernarg._signature cimport Signature, pack_typed_state
 
 import os
@@ -27,15 +33,6 @@ cdef uint16_t _scratch_sizes[KERNARG_MAX_PARAM_BYTES]
 def get_include():
     """The directory holding ``kernarg.h``, for C/C++ and Cython extensions' include_dirs."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
-
-
-cdef tuple _as_tuple(object args):
-    if type(args) is tuple:
-        return <tuple>args
-    if isinstance(args, (tuple, list)):
-        return tuple(args)
-    raise TypeError(f"kernarg: args must be a tuple or list of kernel arguments, got "
-                    f"{type(args).__name__}")
 
 
 cdef int _open(kernarg_block* block, BlockState* st, Py_ssize_t n) except -1:
@@ -74,19 +71,29 @@ cdef int _close(kernarg_block* block, BlockState* st, tuple args) except -1:
     return 0
 
 
-cdef int pack_into_block(object args, object stream, kernarg_block* block) except -1:
-    """kernarg.pack into the caller's block. Raises like kernarg.pack; the block is then empty."""
-    cdef tuple t = _as_tuple(args)
+cdef int _pack_block(object signature, object args, object stream,
+                     kernarg_block* block) except -1:
+    """Pack into the caller's block, typed when ``signature`` is not None. On error the block
+    is left empty (capsules consumed so far are released)."""
+    cdef tuple t = as_arg_tuple(args, "kernarg")
     cdef BlockState st
     if stream is not None:
         stream = resolve_stream(stream)
     _open(block, &st, len(t))
     try:
-        pack_state(&st, t, stream)
+        if signature is None:
+            pack_state(&st, t, stream)
+        else:
+            pack_typed_state(<Signature>signature, &st, t, stream)
     except BaseException:
         state_release(&st)
         raise
     return _close(block, &st, t)
+
+
+cdef int pack_into_block(object args, object stream, kernarg_block* block) except -1:
+    """kernarg.pack into the caller's block. Raises like kernarg.pack; the block is then empty."""
+    return _pack_block(None, args, stream, block)
 
 
 cdef int pack_signature_into_block(object signature, object args, object stream,
@@ -95,17 +102,7 @@ cdef int pack_signature_into_block(object signature, object args, object stream,
     if not isinstance(signature, Signature):
         raise TypeError(f"kernarg: signature must be a kernarg.Signature, got "
                         f"{type(signature).__name__}")
-    cdef tuple t = _as_tuple(args)
-    cdef BlockState st
-    if stream is not None:
-        stream = resolve_stream(stream)
-    _open(block, &st, len(t))
-    try:
-        pack_typed_state(<Signature>signature, &st, t, stream)
-    except BaseException:
-        state_release(&st)
-        raise
-    return _close(block, &st, t)
+    return _pack_block(signature, args, stream, block)
 
 
 cdef int release_block(kernarg_block* block) except -1:

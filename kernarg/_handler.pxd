@@ -1,6 +1,7 @@
 # Declarations other Cython modules cimport from kernarg._handler. This file is ABI.
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+from libc.string cimport memcpy
 
 from kernarg._interop cimport PtrResult, TypeInfo
 
@@ -59,6 +60,23 @@ cdef inline TypeInfo* cache_probe(CacheEntry* cache, PyObject* arg) noexcept:
     return &entry.info if entry.type == tp else NULL
 
 
+cdef inline void copy_fixed(char* dst, const void* src, Py_ssize_t size) noexcept nogil:
+    """memcpy for the common sizes as plain moves (a runtime-sized memcpy is a libc call).
+    Copying the low bytes of a wider integer truncates it: hosts are little-endian."""
+    if size == 8:
+        memcpy(dst, src, 8)
+    elif size == 4:
+        memcpy(dst, src, 4)
+    elif size == 2:
+        memcpy(dst, src, 2)
+    elif size == 1:
+        dst[0] = (<const char*>src)[0]
+    elif size == 16:
+        memcpy(dst, src, 16)
+    else:
+        memcpy(dst, src, size)
+
+
 cdef class ParamBlock:
     cdef BlockState st
     cdef Arena* _arena          # from the pool; returned on dealloc
@@ -67,6 +85,7 @@ cdef class ParamBlock:
     cdef object _args           # the one keep-alive reference to the argument tuple
 
 
+cdef tuple as_arg_tuple(object args, str who)
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
 cdef int state_release(BlockState* st) except -1
 cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1

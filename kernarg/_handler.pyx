@@ -383,22 +383,6 @@ cdef int _grow(BlockState* st, Py_ssize_t needed, Py_ssize_t index) except -1:
     return 0
 
 
-cdef inline void _copy(char* dst, const void* src, Py_ssize_t size) noexcept nogil:
-    # Fixed-size copies compile to plain moves; a runtime-sized memcpy is a libc call.
-    if size == 8:
-        memcpy(dst, src, 8)
-    elif size == 4:
-        memcpy(dst, src, 4)
-    elif size == 2:
-        memcpy(dst, src, 2)
-    elif size == 1:
-        dst[0] = (<const char*>src)[0]
-    elif size == 16:
-        memcpy(dst, src, 16)
-    else:
-        memcpy(dst, src, size)
-
-
 cdef inline bint _try_put(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot,
                           uint16_t* size_slot, const void* src, Py_ssize_t size,
                           Py_ssize_t align) noexcept nogil:
@@ -409,7 +393,7 @@ cdef inline bint _try_put(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** sl
         return False
     if offset != start:
         memset(data + start, 0, offset - start)
-    _copy(data + offset, src, size)
+    copy_fixed(data + offset, src, size)
     slot[0] = data + offset
     size_slot[0] = <uint16_t>size
     cur[0] = offset + size
@@ -635,6 +619,16 @@ cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
     return 0
 
 
+cdef tuple as_arg_tuple(object args, str who):
+    """The argument tuple a packer keeps: ``args`` itself, or a tuple copy of a list."""
+    if type(args) is tuple:
+        return <tuple>args
+    if isinstance(args, (tuple, list)):
+        return tuple(args)
+    raise TypeError(f"{who}: args must be a tuple or list of kernel arguments, got "
+                    f"{type(args).__name__}")
+
+
 def pack(args, *, stream=None):
     """Pack kernel arguments into one contiguous, C-aligned parameter block.
 
@@ -660,14 +654,7 @@ def pack(args, *, stream=None):
     ValueError
         The parameters exceed CUDA's 32,764-byte limit, or an array interface is malformed.
     """
-    cdef tuple t
-    if type(args) is tuple:
-        t = <tuple>args
-    elif isinstance(args, (tuple, list)):
-        t = tuple(args)
-    else:
-        raise TypeError(f"kernarg.pack: args must be a tuple or list of kernel arguments, got "
-                        f"{type(args).__name__}")
+    cdef tuple t = as_arg_tuple(args, "kernarg.pack")
     if stream is not None:
         stream = resolve_stream(stream)
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)

@@ -19,6 +19,8 @@ from libc.string cimport memcpy, memset
 from kernarg._handler cimport (
     KERNARG_MAX_PARAM_BYTES,
     BlockState,
+    as_arg_tuple,
+    copy_fixed,
     CacheEntry,
     ParamBlock,
     cache_probe,
@@ -633,14 +635,7 @@ cdef class Signature:
         -------
         ParamBlock
         """
-        cdef tuple t
-        if type(args) is tuple:
-            t = <tuple>args
-        elif isinstance(args, (tuple, list)):
-            t = tuple(args)
-        else:
-            raise TypeError(f"Signature.pack: args must be a tuple or list, got "
-                            f"{type(args).__name__}")
+        cdef tuple t = as_arg_tuple(args, "Signature.pack")
         if stream is not None:
             stream = resolve_stream(stream)
         cdef ParamBlock blk = new_block(t, self._nbytes)
@@ -716,7 +711,7 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
                         continue
                 elif C_I8 <= code <= C_U16:
                     if _INT_MIN[code] <= v <= _INT_MAX[code]:
-                        _store_sized(dst, &v, p.size)
+                        copy_fixed(dst, &v, p.size)
                         i += 1
                         continue
         elif tp == &PyFloat_Type:
@@ -736,7 +731,7 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
                 got = _inline_number(item, info, &d, &v)
                 if got == 2 and C_I8 <= code <= C_U64:
                     if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
-                        _store_sized(dst, &v, p.size)
+                        copy_fixed(dst, &v, p.size)
                         i += 1
                         continue
                 elif got == 1 and code >= C_F16:
@@ -774,18 +769,6 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
 
 cdef str _param_name(Signature sig, Py_ssize_t i):
     return _describe_param(i, sig._names[i])
-
-
-cdef inline void _store_sized(char* dst, long long* v, Py_ssize_t size) noexcept:
-    # Little-endian: the low `size` bytes of v are the value (already range-checked).
-    if size == 8:
-        memcpy(dst, v, 8)
-    elif size == 4:
-        memcpy(dst, v, 4)
-    elif size == 2:
-        memcpy(dst, v, 2)
-    else:
-        dst[0] = (<char*>v)[0]
 
 
 cdef inline int _store_int(int code, long long v, char* dst) noexcept:

@@ -5,9 +5,6 @@ offsets follow from them. This is the layout cuLaunchKernel expects.
 """
 from __future__ import annotations
 
-import functools
-import glob
-import os
 import re
 
 from cuda.bindings import nvrtc
@@ -16,17 +13,13 @@ _SCALAR_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8}
 _PARAM = re.compile(r"\.param\s+(?P<decl>[^,\n)]*)")
 
 
-@functools.lru_cache(maxsize=None)
 def include_dir() -> str:
-    import nvidia
+    from kernarg._nvrtc import cuda_include_dir
 
-    for base in nvidia.__path__:
-        hits = glob.glob(os.path.join(base, "*", "include", "cuda_fp16.h")) + glob.glob(
-            os.path.join(base, "*", "*", "include", "cuda_fp16.h")
-        )
-        if hits:
-            return os.path.dirname(hits[0])
-    raise RuntimeError("cuda_fp16.h not found: pip install nvidia-cuda-runtime")
+    path = cuda_include_dir()
+    if path is None:
+        raise RuntimeError("cuda_fp16.h not found: pip install nvidia-cuda-runtime")
+    return path
 
 
 def _check(result, prog=None):

@@ -40,9 +40,19 @@ fail:
     return NULL;
 }
 
+/* The (bytes, offsets, streams) of a packed block, which is then released. */
+static PyObject *result_and_release(kernarg_block *b) {
+    PyObject *result = block_result(b);
+    if (kernarg->release(b) < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
 /* pack(args, stream=None) -> (bytes, offsets, producer_streams) */
 static PyObject *pack(PyObject *self, PyObject *args) {
-    PyObject *kargs, *stream = NULL, *result;
+    PyObject *kargs, *stream = NULL;
     double area[4096];                 /* 32 KiB: CUDA's whole parameter limit */
     void *argv[MAX_ARGS];
     kernarg_block block;
@@ -51,17 +61,12 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS);
     if (kernarg->pack(kargs, stream, &block) < 0)
         return NULL;
-    result = block_result(&block);
-    if (kernarg->release(&block) < 0) {
-        Py_XDECREF(result);
-        return NULL;
-    }
-    return result;
+    return result_and_release(&block);
 }
 
 /* pack_signature(signature, args, stream=None) -> (bytes, offsets, producer_streams) */
 static PyObject *pack_signature(PyObject *self, PyObject *args) {
-    PyObject *sig, *kargs, *stream = NULL, *result;
+    PyObject *sig, *kargs, *stream = NULL;
     double area[4096];
     void *argv[MAX_ARGS];
     kernarg_block block;
@@ -70,12 +75,7 @@ static PyObject *pack_signature(PyObject *self, PyObject *args) {
     kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS);
     if (kernarg->pack_signature(sig, kargs, stream, &block) < 0)
         return NULL;
-    result = block_result(&block);
-    if (kernarg->release(&block) < 0) {
-        Py_XDECREF(result);
-        return NULL;
-    }
-    return result;
+    return result_and_release(&block);
 }
 
 /* pack_only(args): pack into the stack and release; the benchmark's unit of work. */
