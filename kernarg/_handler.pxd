@@ -85,7 +85,14 @@ cdef class ParamBlock:
     cdef object _args           # the one keep-alive reference to the argument tuple
 
 
-cdef tuple as_arg_tuple(object args, str who)
+cdef inline tuple as_arg_tuple(object args, str who):
+    """The argument tuple a packer keeps: ``args`` itself, or a tuple copy of a list."""
+    if type(args) is tuple:
+        return <tuple>args
+    if isinstance(args, (tuple, list)):
+        return tuple(args)
+    raise TypeError(f"{who}: args must be a tuple or list of kernel arguments, got "
+                    f"{type(args).__name__}")
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
 cdef int state_release(BlockState* st) except -1
 cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1

@@ -619,16 +619,6 @@ cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
     return 0
 
 
-cdef tuple as_arg_tuple(object args, str who):
-    """The argument tuple a packer keeps: ``args`` itself, or a tuple copy of a list."""
-    if type(args) is tuple:
-        return <tuple>args
-    if isinstance(args, (tuple, list)):
-        return tuple(args)
-    raise TypeError(f"{who}: args must be a tuple or list of kernel arguments, got "
-                    f"{type(args).__name__}")
-
-
 def pack(args, *, stream=None):
     """Pack kernel arguments into one contiguous, C-aligned parameter block.
 
