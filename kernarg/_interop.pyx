@@ -545,7 +545,7 @@ _TORCH_KINDS = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2),
                 "complex128": ("c", 16)}
 
 
-cdef object _call_dlpack(object obj, object stream, str desc):
+cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
     # Spec: consumers pass stream= and max_version=; older producers accept only stream=, or
     # nothing at all, and say so with TypeError.
     try:
@@ -557,7 +557,7 @@ cdef object _call_dlpack(object obj, object stream, str desc):
             except TypeError:
                 return obj.__dlpack__()
     except Exception as exc:
-        _reraise(exc, f"{desc}: __dlpack__() raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {type(exc).__name__}: {exc}")
 
 
 cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult* r) except -1:
@@ -565,27 +565,26 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     cdef DLManagedTensor* mt
     cdef DLTensor* tensor
     cdef const char* name
-    desc = _describe(index, obj)
     try:
         device = obj.__dlpack_device__()
     except Exception as exc:
-        _reraise(exc, f"{desc}: __dlpack_device__() raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised {type(exc).__name__}: {exc}")
     try:
         dev_type, dev_id = int(device[0]), int(device[1])
     except Exception:
-        raise TypeError(f"{desc}: __dlpack_device__() returned {device!r}, expected "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, expected "
                         "(device_type, device_id)") from None
     if dev_type == DL_CPU:
-        raise TypeError(f"{desc}: {_ON_CPU} (DLPack device kDLCPU)")
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU)")
     if dev_type not in (DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED):
         dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
-        raise TypeError(f"{desc}: the memory is on DLPack device {dev_name} ({dev_type}), not on a "
+        raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} ({dev_type}), not on a "
                         "CUDA device; a kernel needs kDLCUDA, kDLCUDAHost or kDLCUDAManaged")
     if stream is None:
         stream = resolve_stream(None)
-    capsule = _call_dlpack(obj, stream, desc)
+    capsule = _call_dlpack(obj, stream, index)
     if not PyCapsule_CheckExact(capsule):
-        raise TypeError(f"{desc}: __dlpack__() returned {type(capsule).__name__}, not a "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned {type(capsule).__name__}, not a "
                         "PyCapsule")
     if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
         mtv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
@@ -595,7 +594,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
             major, minor = mtv.version.major, mtv.version.minor
             release_capsule(capsule)
             capsule = None   # let it go before raising: destructors then run error-free
-            raise BufferError(f"{desc}: DLPack version {major}.{minor} is not supported "
+            raise BufferError(f"{_describe(index, obj)}: DLPack version {major}.{minor} is not supported "
                               f"(kernarg reads 1.x)")
         tensor = &mtv.dl_tensor
         r.readonly = (mtv.flags & DLPACK_FLAG_READ_ONLY) != 0
@@ -606,7 +605,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     else:
         name = PyCapsule_GetName(capsule)
         shown = "NULL" if name == NULL else repr(name.decode("utf-8", "replace"))
-        raise TypeError(f"{desc}: __dlpack__() returned a capsule named {shown}, not an "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned a capsule named {shown}, not an "
                         "unconsumed 'dltensor' or 'dltensor_versioned'")
     # The device type inside the tensor is not trusted: __dlpack_device__ decided above.
     if tensor.data == NULL:
@@ -616,7 +615,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
         else:
             release_capsule(capsule)
             capsule = None
-            raise ValueError(f"{desc}: DLPack tensor has a null data pointer but is not empty")
+            raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer but is not empty")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     dl_kind = _DL_KINDS.get(tensor.dtype.code)
     if dl_kind is not None and tensor.dtype.bits % 8 == 0:
@@ -628,19 +627,19 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
 
 
 cdef int release_capsule(object capsule) except -1:
-    """Run the deleter of a capsule consumed by ``_consume_dlpack``, exactly once."""
+    """Run the deleter of a capsule consumed by ``_consume_dlpack``. The caller owns the capsule
+    and calls this exactly once. The name stays ``used_...``: producers' capsule destructors
+    look for exactly that name to know the consumer took ownership."""
     cdef const char* name = PyCapsule_GetName(capsule)
     cdef void* p
     if name == NULL:
         return 0
     if strcmp(name, b"used_dltensor_versioned") == 0:
         p = PyCapsule_GetPointer(capsule, name)
-        PyCapsule_SetName(capsule, b"kernarg_released_dltensor")
         if p != NULL and (<DLManagedTensorVersioned*>p).deleter != NULL:
             (<DLManagedTensorVersioned*>p).deleter(<DLManagedTensorVersioned*>p)
     elif strcmp(name, b"used_dltensor") == 0:
         p = PyCapsule_GetPointer(capsule, name)
-        PyCapsule_SetName(capsule, b"kernarg_released_dltensor")
         if p != NULL and (<DLManagedTensor*>p).deleter != NULL:
             (<DLManagedTensor*>p).deleter(<DLManagedTensor*>p)
     return 0

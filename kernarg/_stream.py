@@ -28,7 +28,13 @@ _ACCEPTED = (
     "a torch-style .cuda_stream int, a CuPy-style .ptr int, or cuda.bindings.driver.CUstream"
 )
 
-_local = threading.local()
+class _Local(threading.local):
+    # A class-level default: reading `stack` in a thread that never set it finds this instead of
+    # raising (and formatting) an AttributeError on every default-stream lookup.
+    stack: list | tuple = ()
+
+
+_local = _Local()
 
 
 def _policy_default() -> int:
@@ -58,7 +64,7 @@ def default_stream() -> int:
     stream (1), or the per-thread default stream (2) when
     ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM`` is a non-zero integer.
     """
-    stack = getattr(_local, "stack", None)
+    stack = _local.stack
     if stack:
         return stack[-1]
     return _POLICY_DEFAULT
@@ -139,8 +145,8 @@ def use_stream(stream):
     ...     kernel.launch(grid, block, x, n)      # launches on my_stream
     """
     handle = resolve_stream(stream)
-    stack = getattr(_local, "stack", None)
-    if stack is None:
+    stack = _local.stack
+    if not isinstance(stack, list):
         stack = _local.stack = []
     stack.append(handle)
     try:
