@@ -671,7 +671,11 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
     cdef void** argv = st.argv
     cdef uint16_t* sizes = st.sizes
     cdef Param* params = sig._params
-    memcpy(sizes, sig._sizes, n * sizeof(uint16_t))
+    if n <= 16:     # short lists: a few moves beat a libc call
+        for i in range(n):
+            sizes[i] = sig._sizes[i]
+    else:
+        memcpy(sizes, sig._sizes, n * sizeof(uint16_t))
     for i in range(sig._ngaps):
         memset(data + sig._gaps[2 * i], 0, sig._gaps[2 * i + 1])
     cdef PyObject** items = <PyObject**>&(<PyTupleObject*>t).ob_item[0]
