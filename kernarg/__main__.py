@@ -53,10 +53,34 @@ def main(argv=None) -> int:
         return _info()
     from kernarg import _bench
 
-    _bench.run(quick=args.quick, json_path=args.json)
-    print("\nlaunch latency: not measured — the launch benchmark needs a CUDA GPU and is not "
-          "written yet (see the README's 'What is not done yet')")
+    result = _bench.run(quick=args.quick, json_path=args.json)
+    _launch_latency(result, args)
     return 0
+
+
+def _launch_latency(result, args) -> None:
+    """With a GPU, also measure launch latency (kernarg._bench_launch); without one, say so."""
+    try:
+        from cuda.bindings import driver
+
+        ok = driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS
+    except Exception:
+        ok = False
+    if not ok:
+        print("\nlaunch latency: not measured — no CUDA driver/GPU found")
+        return
+    try:
+        from kernarg import _bench_launch
+
+        result["launch"] = _bench_launch.run(rounds=3 if args.quick else 7)
+    except Exception as exc:   # never let the GPU part take the packing results down with it
+        print(f"\nlaunch latency: failed ({type(exc).__name__}: {exc})")
+        return
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
 
 
 if __name__ == "__main__":
