@@ -1,0 +1,53 @@
+from collections.abc import Sequence
+from typing import Any
+
+from kernarg._signature import Signature
+
+__all__ = ["Kernel", "LaunchConfig", "PreparedLaunch"]
+
+Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
+
+class LaunchConfig:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shmem: int
+    cluster: tuple[int, int, int] | None
+    cooperative: bool
+    pdl: bool
+    priority: int | None
+    def __init__(self, grid: Dims, block: Dims, *, shmem: int = 0, cluster: Dims | None = None,
+                 cooperative: bool = False, pdl: bool = False,
+                 priority: int | None = None) -> None: ...
+    @property
+    def attributes(self) -> tuple[tuple[str, Any], ...]: ...
+
+class PreparedLaunch:
+    config: LaunchConfig
+    stream: int
+    def __call__(self, *args: Any) -> None: ...
+
+class Kernel:
+    signature: Signature | None
+    name: str
+    @classmethod
+    def from_ptx(cls, ptx: str | bytes, name: str, *, signature: Signature | None = None,
+                 device: int = 0) -> Kernel: ...
+    @classmethod
+    def from_cubin(cls, cubin: bytes, name: str, *, signature: Signature | None = None,
+                   device: int = 0) -> Kernel: ...
+    @classmethod
+    def from_source(cls, source: str, name: str, options: Sequence[str] = ...,
+                    *, device: int = 0) -> Kernel: ...
+    @classmethod
+    def from_handle(cls, handle: Any, *, signature: Any = None, name: str = ...) -> Kernel: ...
+    @property
+    def handle(self) -> int: ...
+    def launch(self, grid: Dims, block: Dims, *args: Any, stream: Any = None, shmem: int = 0,
+               cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
+               priority: int | None = None) -> None: ...
+    def prepare(self, grid: Dims, block: Dims, *, stream: Any = None, shmem: int = 0,
+                cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
+                priority: int | None = None) -> PreparedLaunch: ...
+    def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
+
+def device_arch(device: int = 0) -> str: ...
