@@ -2,7 +2,9 @@
 
 Public names are re-exported here; each private module lists its own in ``__all__``.
 """
-from kernarg._capi import _C_API, get_include
+from kernarg._capi import _C_API as _C_API  # the C API capsule (kernarg.h)
+from kernarg._capi import get_include
+from kernarg._errors import CudaError, NoDriverError
 from kernarg._handler import MAX_PARAM_BYTES, ParamBlock, pack, register
 from kernarg._interop import DLPACK_MAX_VERSION, registered_types
 from kernarg._nvrtc import NvrtcError
@@ -14,8 +16,6 @@ from kernarg._stream import (
     resolve_stream,
     use_stream,
 )
-
-from kernarg._errors import CudaError, NoDriverError
 
 __version__ = "0.1.0"
 

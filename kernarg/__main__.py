@@ -34,8 +34,10 @@ def _info() -> int:
     for i in range(count):
         _, dev = driver.cuDeviceGet(i)
         _, name = driver.cuDeviceGetName(256, dev)
-        _, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        _, major = driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        _, minor = driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
         label = name.split(b"\0")[0].decode()
         print(f"device {i}: {label} (compute capability {major}.{minor})")
     return 0

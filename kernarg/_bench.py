@@ -166,11 +166,11 @@ def _interop_rows(repeat: int, target: float) -> list[dict]:
             for label, (timer, number) in timers.items():
                 rounds[label].append(timer.timeit(number) / number * 1e9)
         added = [p1 - p0 - pr for p1, p0, pr in zip(rounds["pack1"], rounds["pack0"],
-                                                   rounds["protocol"])]
+                                                   rounds["protocol"], strict=True)]
         out.append({"case": name, "protocol_ns": min(rounds["protocol"]),
                     "kernarg_adds_ns": statistics.median(added),
                     "added_over_protocol": statistics.median(
-                        a / pr for a, pr in zip(added, rounds["protocol"]))})
+                        a / pr for a, pr in zip(added, rounds["protocol"], strict=True))})
     return out
 
 
@@ -179,7 +179,7 @@ def _cai_protocol(obj):
 
 
 def _median_ratio(num: list[float], den: list[float]) -> float:
-    return statistics.median(a / b for a, b in zip(num, den))
+    return statistics.median(a / b for a, b in zip(num, den, strict=True))
 
 
 def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> dict:

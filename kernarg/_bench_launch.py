@@ -54,8 +54,9 @@ def _cpp_floor(n: int, iters: int) -> float | None:
 
 
 def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
-    import kernarg
     from cuda.bindings import driver
+
+    import kernarg
 
     kernarg.Kernel.from_source('extern "C" __global__ void warm() {}', "warm")   # context
     stream = int(driver.cuStreamCreate(1)[1])
@@ -73,8 +74,8 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
         args = _args(n, buf, tensor)
         prepared = k.prepare(1, 1, stream=stream)
         contenders = {
-            "kernarg.launch": lambda: k.launch(1, 1, *args, stream=stream),
-            "kernarg prepared": lambda: prepared(*args),
+            "kernarg.launch": lambda k=k, args=args: k.launch(1, 1, *args, stream=stream),
+            "kernarg prepared": lambda prepared=prepared, args=args: prepared(*args),
         }
         try:
             from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
@@ -86,7 +87,9 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
             cstream = dev.create_stream()
             cfg = LaunchConfig(grid=1, block=1)
             cargs = tuple(a if isinstance(a, int) else a for a in _args(n, buf))
-            contenders["cuda.core launch"] = lambda: launch(cstream, cfg, ck, *cargs)
+            contenders["cuda.core launch"] = (
+                lambda cstream=cstream, cfg=cfg, ck=ck, cargs=cargs: launch(cstream, cfg, ck,
+                                                                           *cargs))
         except Exception as exc:
             print(f"[{n} args] cuda.core skipped: {exc}", file=file)
         try:
@@ -97,8 +100,9 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
                                                     for i in range(n)])
             func = driver.CUfunction(k.handle)
             dstream = driver.CUstream(stream)
-            contenders["cuda.bindings cuLaunchKernel"] = lambda: driver.cuLaunchKernel(
-                func, 1, 1, 1, 1, 1, 1, 0, dstream, ctypes.addressof(ptrs), 0)
+            contenders["cuda.bindings cuLaunchKernel"] = (
+                lambda func=func, dstream=dstream, ptrs=ptrs: driver.cuLaunchKernel(
+                    func, 1, 1, 1, 1, 1, 1, 0, dstream, ctypes.addressof(ptrs), 0))
         except Exception as exc:
             print(f"[{n} args] cuda.bindings skipped: {exc}", file=file)
         try:
@@ -109,7 +113,7 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
             cpargs = tuple(cupy.uint64(buf) if isinstance(a, int) and a == buf else a
                            for a in _args(n, buf))
 
-            def cupy_launch():
+            def cupy_launch(cs=cs, raw=raw, cpargs=cpargs):
                 with cs:
                     raw((1,), (1,), cpargs)
 
@@ -128,8 +132,8 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
             row["prepared_over_floor"] = min(times["kernarg prepared"]) / floor
             row["launch_over_floor"] = min(times["kernarg.launch"]) / floor
         if "cuda.core launch" in times:
-            row["cuda_core_over_kernarg"] = statistics.median(
-                c / k_ for c, k_ in zip(times["cuda.core launch"], times["kernarg.launch"]))
+            pairs = zip(times["cuda.core launch"], times["kernarg.launch"], strict=True)
+            row["cuda_core_over_kernarg"] = statistics.median(c / k_ for c, k_ in pairs)
         rows.append(row)
         print(row, file=file)
     return {"benchmark": "launch latency (host ns per launch, min over rounds)", "rows": rows}

@@ -11,8 +11,8 @@ cdef enum:
     KERNARG_INLINE_ARGS = 16          # argument slots stored inside the ParamBlock object
     KERNARG_INLINE_BYTES = 256        # parameter bytes stored without a heap allocation
     KERNARG_INLINE_WORDS = 34         # KERNARG_INLINE_BYTES / 8 + 2 (room to align to 16)
-    KERNARG_POOLED_ARGS = 512         # past the inline slots, blocks up to this many arguments
-                                      # come from a second pool instead of malloc
+    # Past the inline slots, blocks of up to this many arguments come from a second pool.
+    KERNARG_POOLED_ARGS = 512
     KERNARG_MAX_STREAMS = 16          # distinct producer streams recorded per argument list
 
 
@@ -81,7 +81,7 @@ cdef class ParamBlock:
     cdef BlockState st
     cdef Arena* _arena          # from the pool; returned on dealloc
     cdef void* _heap_args       # argv + area + sizes past KERNARG_INLINE_ARGS
-    cdef bint _heap_args_pooled # _heap_args came from the large-block pool
+    cdef bint _heap_args_pooled  # _heap_args came from the large-block pool
     cdef object _args           # the one keep-alive reference to the argument tuple
 
 

@@ -11,7 +11,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyB
 from cpython.buffer cimport PyObject_GetBuffer
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_SIZE
 
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -186,7 +186,8 @@ cdef inline void _arena_put(Arena* arena) noexcept:
 
 cdef enum:
     LARGE_POOL_SIZE = 4
-    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 8 + 16 + KERNARG_POOLED_ARGS * 8 + KERNARG_POOLED_ARGS * 2
+    # argv (8 per arg) + alignment + area (8 per arg) + sizes (2 per arg)
+    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 18 + 16
 
 cdef void* _large_pool[LARGE_POOL_SIZE]
 cdef Py_ssize_t _large_count = 0

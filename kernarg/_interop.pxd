@@ -35,7 +35,7 @@ cdef struct TypeInfo:
     Py_ssize_t align
     Py_ssize_t offset   # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr
     getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
-    void* closure       #   ... and its closure
+    void* closure       # ... and its closure
     char num_kind       # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'), else 0
 
 
@@ -45,8 +45,10 @@ cdef struct PtrResult:
     bint has_stream     # a CUDA Array Interface producer exported a stream to wait on
     uint64_t stream
     PyObject* capsule   # new reference to a consumed ("used_") DLPack capsule, or NULL
-    char dtype_kind     # element type if the producer said: numpy kind ('f','i','u','b','c';
-    int dtype_size      #   'B' bfloat16) and size in bytes; kind 0 when unknown
+    # Element type if the producer said: numpy kind ('f','i','u','b','c'; 'B' bfloat16) and
+    # size in bytes; kind 0 when unknown.
+    char dtype_kind
+    int dtype_size
 
 
 cdef int classify(type t, TypeInfo* info) except -1

@@ -117,7 +117,8 @@ _ACCEPTED = (
     "objects, cuda.core Buffer, objects with __cuda_array_interface__ or __dlpack__ "
     "(CUDA device, pinned or managed memory), and types registered with kernarg.register()"
 )
-_ON_CPU = "the memory is on the CPU; a kernel needs CUDA device, pinned (CUDA host) or managed memory"
+_ON_CPU = ("the memory is on the CPU; a kernel needs CUDA device, pinned (CUDA host) or "
+           "managed memory")
 
 
 cdef str _typename(object obj):
@@ -487,7 +488,8 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
         raise TypeError(f"{_cai(index, obj)}['typestr'] must be a str, "
                         f"got {typestr!r}")
     if mask is not None:
-        raise ValueError(f"{_describe(index, obj)}: masked CUDA arrays (__cuda_array_interface__['mask'] is not "
+        raise ValueError(f"{_describe(index, obj)}: masked CUDA arrays "
+                         "(__cuda_array_interface__['mask'] is not "
                          "None) are not supported")
     # 'strides' missing or None means C-contiguous: a pointer argument needs nothing from it.
     if want_dtype:
@@ -568,23 +570,28 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     try:
         device = obj.__dlpack_device__()
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised "
+                      f"{type(exc).__name__}: {exc}")
     try:
-        dev_type, dev_id = int(device[0]), int(device[1])
+        dev_type = int(device[0])
+        int(device[1])      # the device id must be an int too
     except Exception:
-        raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, expected "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, "
+                        "expected "
                         "(device_type, device_id)") from None
     if dev_type == DL_CPU:
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU)")
     if dev_type not in (DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED):
         dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
-        raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} ({dev_type}), not on a "
+        raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} "
+                        f"({dev_type}), not on a "
                         "CUDA device; a kernel needs kDLCUDA, kDLCUDAHost or kDLCUDAManaged")
     if stream is None:
         stream = resolve_stream(None)
     capsule = _call_dlpack(obj, stream, index)
     if not PyCapsule_CheckExact(capsule):
-        raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned {type(capsule).__name__}, not a "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned "
+                        f"{type(capsule).__name__}, not a "
                         "PyCapsule")
     if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
         mtv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
@@ -594,7 +601,8 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
             major, minor = mtv.version.major, mtv.version.minor
             release_capsule(capsule)
             capsule = None   # let it go before raising: destructors then run error-free
-            raise BufferError(f"{_describe(index, obj)}: DLPack version {major}.{minor} is not supported "
+            raise BufferError(f"{_describe(index, obj)}: DLPack version {major}.{minor} is not "
+                              "supported "
                               f"(kernarg reads 1.x)")
         tensor = &mtv.dl_tensor
         r.readonly = (mtv.flags & DLPACK_FLAG_READ_ONLY) != 0
@@ -605,7 +613,8 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     else:
         name = PyCapsule_GetName(capsule)
         shown = "NULL" if name == NULL else repr(name.decode("utf-8", "replace"))
-        raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned a capsule named {shown}, not an "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned a capsule named "
+                        f"{shown}, not an "
                         "unconsumed 'dltensor' or 'dltensor_versioned'")
     # The device type inside the tensor is not trusted: __dlpack_device__ decided above.
     if tensor.data == NULL:
@@ -615,7 +624,8 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
         else:
             release_capsule(capsule)
             capsule = None
-            raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer but is not empty")
+            raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer "
+                             "but is not empty")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     dl_kind = _DL_KINDS.get(tensor.dtype.code)
     if dl_kind is not None and tensor.dtype.bits % 8 == 0:

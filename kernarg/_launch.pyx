@@ -11,7 +11,7 @@ from cuda.bindings cimport cydriver
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
 
-from kernarg._handler cimport BlockState, ParamBlock
+from kernarg._handler cimport ParamBlock
 from kernarg._signature cimport Signature
 
 import threading
@@ -376,7 +376,7 @@ cdef class Kernel:
         """The CUfunction handle, as an int."""
         return <uintptr_t>self._func
 
-    cdef ParamBlock _pack(self, tuple args, object stream):
+    cdef ParamBlock _pack_args(self, tuple args, object stream):
         if self.signature is not None:
             return (<Signature>self.signature).pack(args, stream=stream)
         return _pack(args, stream=stream)
@@ -389,7 +389,7 @@ cdef class Kernel:
                                              cooperative=cooperative, pdl=pdl,
                                              priority=priority)
         cdef uint64_t handle = resolve_stream(stream)
-        blk = self._pack(args, handle)
+        blk = self._pack_args(args, handle)
         try:
             _launch(self._func, cfg, blk, handle)
         finally:
@@ -404,7 +404,8 @@ cdef class Kernel:
         return PreparedLaunch(self, cfg, resolve_stream(stream))
 
     def __getitem__(self, config):
-        """``kernel[grid, block]`` / ``[grid, block, stream]`` / ``[grid, block, stream, shmem]``."""
+        """``kernel[grid, block]``, ``[grid, block, stream]``, ``[grid, block, stream, shmem]``.
+        """
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise TypeError("use kernel[grid, block], kernel[grid, block, stream] or "
                             "kernel[grid, block, stream, shmem]")
@@ -431,7 +432,7 @@ cdef class PreparedLaunch:
         self.stream = stream
 
     def __call__(self, *args):
-        blk = self._kernel._pack(args, self.stream)
+        blk = self._kernel._pack_args(args, self.stream)
         try:
             _launch(self._kernel._func, self.config, blk, self.stream)
         finally:

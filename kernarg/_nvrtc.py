@@ -19,7 +19,7 @@ class NvrtcError(RuntimeError):
         self.log = log
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cuda_include_dir() -> str | None:
     """The include directory of the pip ``nvidia-cuda-runtime`` wheel, if installed."""
     try:

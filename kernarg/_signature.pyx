@@ -6,13 +6,13 @@ plan: one C struct per parameter with its code, offset and size, so packing does
 """
 cimport cython
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_SIZE
 
 cdef extern from "Python.h":
     ctypedef struct PyTupleObject:
         PyObject* ob_item[1]
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
-from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -33,7 +33,6 @@ from kernarg._handler cimport (
 from kernarg._interop cimport (
     KIND_BUFFER,
     KIND_INLINE,
-    KIND_NONE,
     KIND_POINTER,
     PtrResult,
     TypeInfo,
@@ -562,7 +561,7 @@ cdef class Signature:
         from kernarg._nvrtc import compile_to_ptx
 
         ptx = compile_to_ptx(source, options=options, arch=arch)
-        ptx_specs, ptx_names = _parse_ptx_entry(ptx, kernel_name)
+        ptx_specs = _parse_ptx_entry(ptx, kernel_name)[0]
         decl = _find_declaration(source, kernel_name)
         specs, names = [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
@@ -769,27 +768,8 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
     return 0
 
 
-
-
 cdef str _param_name(Signature sig, Py_ssize_t i):
     return _describe_param(i, sig._names[i])
-
-
-cdef inline int _store_int(int code, long long v, char* dst) noexcept:
-    cdef int8_t i8
-    cdef int16_t i16
-    cdef int32_t i32
-    if code == C_I8 or code == C_U8 or code == C_BOOL:
-        dst[0] = <char>v
-    elif code == C_I16 or code == C_U16:
-        i16 = <int16_t>v
-        memcpy(dst, &i16, 2)
-    elif code == C_I32 or code == C_U32:
-        i32 = <int32_t>v
-        memcpy(dst, &i32, 4)
-    else:
-        memcpy(dst, &v, 8)
-    return 0
 
 
 cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
@@ -820,7 +800,7 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
         raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {v} is "
                             f"outside {lo} .. {hi}")
-    _store_int(code, v, dst)
+    copy_fixed(dst, &v, _scalar_size(code))     # range-checked: the low bytes are the value
     return 0
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import kernarg
 from kernarg._examples import build_example
+
 from producers import CAIObject, DLPackProducer, cai
 from test_handler import ANY_VALUE
 

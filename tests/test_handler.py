@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernarg
+
 import reference
 
 # ------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kernarg
+
 from producers import (
     CAIObject,
     DLPackProducer,

@@ -2,7 +2,6 @@
 
 No GPU is needed: NVRTC compiles to PTX, whose .param list gives the compiler's layout.
 """
-import ctypes
 import random
 
 import ml_dtypes
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 import kernarg
+
 import reference
 from nvrtc_oracle import kernels_layout
 from test_handler import CTYPES_VALUES, NUMPY_SCALARS

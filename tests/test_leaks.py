@@ -9,6 +9,7 @@ import numpy as np
 from cuda.core import Buffer
 
 import kernarg
+
 from producers import CAIObject, DLPackProducer, cai
 
 N = 1_000_000

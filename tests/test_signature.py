@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernarg
+
 from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
 from producers import CAIObject, DLPackProducer, cai
 
@@ -290,7 +291,7 @@ def _typed_args(draw):
 def test_typed_values_match_reference_encoder(case):
     types, values = case
     out = bytearray()
-    for t, v in zip(types, values):
+    for t, v in zip(types, values, strict=True):
         raw, align = _ref_encode(t, v)
         out += bytes(-len(out) % align) + raw
     block = kernarg.Signature(types).pack(tuple(values))

@@ -1,4 +1,6 @@
-"""The embedding examples launch real kernels (C: cuLaunchKernel via dlopen; Cython: cuda.bindings)."""
+"""The embedding examples launch real kernels.
+
+C: cuLaunchKernel through dlopen; Cython: cuda.bindings."""
 import struct
 
 import pytest

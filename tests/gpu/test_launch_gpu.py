@@ -200,7 +200,8 @@ def test_graph_capture(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     stream = int(check(driver.cuStreamCreate(1)))
     out = DeviceArray(4 * 32)
-    check(driver.cuStreamBeginCapture(stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, mode))
     k.launch(1, 32, out, 6.5, 32, stream=stream)
     graph = check(driver.cuStreamEndCapture(stream))
     exe = check(driver.cuGraphInstantiate(graph, 0))
