@@ -41,3 +41,35 @@ def test_pack(benchmark, case, contender, fn):
     benchmark.group = case
     args = CASES[case]
     benchmark(fn, args)
+
+
+# Typed vs untyped on the same tuples (issue 4), grouped per case.
+from kernarg._bench import _DLPackView, _PropertyCAI, _typed_cases  # noqa: E402
+
+TYPED = [(name, kernarg.Signature(decl), args) for name, decl, args in _typed_cases(CASES)]
+
+
+@pytest.mark.parametrize("case, sig, args", TYPED, ids=[t[0] for t in TYPED])
+@pytest.mark.parametrize("mode", ["untyped", "typed"])
+def test_typed_vs_untyped(benchmark, case, sig, args, mode):
+    benchmark.group = case
+    benchmark(kernarg.pack if mode == "untyped" else sig.pack, args)
+
+
+# One foreign-array argument: the consumer path against the producer's own protocol call.
+FOREIGN = [("CAI property", _PropertyCAI(0x9000_0000)), ("DLPack", _DLPackView())]
+
+
+@pytest.mark.parametrize("case, obj", FOREIGN, ids=[f[0] for f in FOREIGN])
+def test_foreign_pack(benchmark, case, obj):
+    benchmark.group = f"foreign: {case}"
+    benchmark(kernarg.pack, (obj,))
+
+
+@pytest.mark.parametrize("case, obj", FOREIGN, ids=[f[0] for f in FOREIGN])
+def test_foreign_protocol_only(benchmark, case, obj):
+    benchmark.group = f"foreign: {case}"
+    if case == "DLPack":
+        benchmark(lambda: (obj.__dlpack_device__(), obj.__dlpack__(stream=1, max_version=(1, 1))))
+    else:
+        benchmark(lambda: obj.__cuda_array_interface__)
