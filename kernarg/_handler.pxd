@@ -95,7 +95,7 @@ cdef inline tuple as_arg_tuple(object args, str who):
                     f"{type(args).__name__}")
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
 cdef int state_release(BlockState* st) except -1
-cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1
+cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1
 cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept

@@ -44,28 +44,26 @@ __all__ = ["MAX_PARAM_BYTES", "ParamBlock", "pack", "register"]
 #: The CUDA driver's limit on the size of a kernel's parameter area, in bytes.
 MAX_PARAM_BYTES = KERNARG_MAX_PARAM_BYTES
 
-cdef extern from "_cutils.h":
-    bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
-    Py_ssize_t kernarg_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n, char* data,
-                               Py_ssize_t* cur, Py_ssize_t cap, void** argv,
-                               uint16_t* sizes) noexcept nogil
+from kernarg._cdefs cimport (
+    Py_TYPE_P,
+    Py_True,
+    PyBool_Type,
+    PyFloat_AS_DOUBLE_P,
+    PyFloat_AsDouble,
+    PyFloat_Type,
+    PyLong_AsLongLongAndOverflow,
+    PyLong_Type,
+    PyTupleObject,
+    kernarg_int_run,
+    kernarg_small_int,
+)
 
 cdef extern from "Python.h":
-    ctypedef struct PyTupleObject:
-        PyObject* ob_item[1]
-    PyTypeObject PyLong_Type
-    PyTypeObject PyFloat_Type
-    PyTypeObject PyBool_Type
-    PyObject* Py_True
-    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
-    double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
     ctypedef struct Py_complex:
         double real
         double imag
-    double PyFloat_AsDouble(object) except? -1.0
     Py_complex PyComplex_AsCComplex(object) except *
     PyTypeObject* Py_TYPE(object) noexcept
-    PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,61 +149,45 @@ def register(cls, fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# Arena pool: a LIFO stack of recycled Arenas (the GIL serialises access).
+# Pools: LIFO stacks of recycled fixed-size blocks (the GIL serialises access). One for Arenas
+# (up to KERNARG_INLINE_ARGS arguments), one for large blocks (up to KERNARG_POOLED_ARGS: argv,
+# area and sizes laid out as in block_init, sized for the largest n).
 
 cdef enum:
-    ARENA_POOL_SIZE = 64
-
-cdef Arena* _arena_pool[ARENA_POOL_SIZE]
-cdef Py_ssize_t _arena_count = 0
-
-
-cdef inline Arena* _arena_get() except NULL:
-    global _arena_count
-    cdef Arena* arena
-    if _arena_count > 0:
-        _arena_count -= 1
-        return _arena_pool[_arena_count]
-    arena = <Arena*>malloc(sizeof(Arena))
-    if arena == NULL:
-        raise MemoryError()
-    return arena
-
-
-cdef inline void _arena_put(Arena* arena) noexcept:
-    global _arena_count
-    if _arena_count < ARENA_POOL_SIZE:
-        _arena_pool[_arena_count] = arena
-        _arena_count += 1
-    else:
-        free(arena)
-
-
-# Large blocks (KERNARG_INLINE_ARGS < n <= KERNARG_POOLED_ARGS): argv, area and sizes laid out
-# as in block_init, for the largest n, recycled the same way.
-
-cdef enum:
-    LARGE_POOL_SIZE = 4
+    POOL_CAPACITY = 64
+    ARENA_POOL_KEEP = 64
+    LARGE_POOL_KEEP = 4
     # argv (8 per arg) + alignment + area (8 per arg) + sizes (2 per arg)
     LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 18 + 16
 
-cdef void* _large_pool[LARGE_POOL_SIZE]
-cdef Py_ssize_t _large_count = 0
+cdef struct Pool:
+    void* items[POOL_CAPACITY]
+    Py_ssize_t count
+    Py_ssize_t keep             # at most this many blocks are kept; the rest are freed
+    size_t block_size
+
+cdef Pool _arenas
+cdef Pool _large
+_arenas.count = 0
+_arenas.keep = ARENA_POOL_KEEP
+_arenas.block_size = sizeof(Arena)
+_large.count = 0
+_large.keep = LARGE_POOL_KEEP
+_large.block_size = LARGE_BLOCK_BYTES
 
 
-cdef inline void* _large_get() noexcept:
-    global _large_count
-    if _large_count > 0:
-        _large_count -= 1
-        return _large_pool[_large_count]
-    return malloc(LARGE_BLOCK_BYTES)
+cdef inline void* _pool_get(Pool* pool) noexcept:
+    """A block from the pool, or a new one (NULL if out of memory)."""
+    if pool.count > 0:
+        pool.count -= 1
+        return pool.items[pool.count]
+    return malloc(pool.block_size)
 
 
-cdef inline void _large_put(void* block) noexcept:
-    global _large_count
-    if _large_count < LARGE_POOL_SIZE:
-        _large_pool[_large_count] = block
-        _large_count += 1
+cdef inline void _pool_put(Pool* pool, void* block) noexcept:
+    if pool.count < pool.keep:
+        pool.items[pool.count] = block
+        pool.count += 1
     else:
         free(block)
 
@@ -227,7 +209,7 @@ cdef int state_release(BlockState* st) except -1:
     return 0
 
 
-cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1:
+cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1:
     """Record what a pointer argument brought along: its DLPack capsule (the state now owns it
     and runs its deleter on release) and its CUDA Array Interface producer stream."""
     cdef Py_ssize_t k
@@ -246,8 +228,9 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r) except -1:
             if st.streams[k] == r.stream:
                 return 0
         if st.nstreams == KERNARG_MAX_STREAMS:
-            raise ValueError(f"more than {KERNARG_MAX_STREAMS} distinct producer streams in one "
-                             "argument list")
+            raise ValueError(f"argument {index}: its producer stream {r.stream:#x} would be the "
+                             f"{KERNARG_MAX_STREAMS + 1}th distinct one; kernarg records at "
+                             f"most {KERNARG_MAX_STREAMS} per argument list")
         st.streams[st.nstreams] = r.stream
         st.nstreams += 1
     return 0
@@ -277,12 +260,12 @@ cdef class ParamBlock:
         if self.st.capsules != NULL:
             state_release(&self.st)
         if self._arena != NULL:
-            _arena_put(self._arena)
+            _pool_put(&_arenas, self._arena)
         if self.st.heap_data != NULL:
             free(self.st.heap_data)
         if self._heap_args != NULL:
             if self._heap_args_pooled:
-                _large_put(self._heap_args)
+                _pool_put(&_large, self._heap_args)
             else:
                 free(self._heap_args)
 
@@ -464,7 +447,7 @@ cdef int _put_pointer(BlockState* st, Py_ssize_t index, int kind, object arg,
                       object stream) except -1:
     cdef PtrResult r
     pointer_of(kind, arg, index, stream, &r)
-    state_take_pointer(st, &r)
+    state_take_pointer(st, &r, index)
     memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
 
@@ -512,7 +495,9 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
     cdef BlockState* st = &blk.st
     blk._args = args
     st.nargs = n
-    cdef Arena* arena = _arena_get()
+    cdef Arena* arena = <Arena*>_pool_get(&_arenas)
+    if arena == NULL:
+        raise MemoryError()
     blk._arena = arena
     st.streams = arena.streams
     st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
@@ -527,7 +512,7 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
         # 8-byte arguments, as most are; _grow moves it if not), then sizes[n].
         cap = min(max(nbytes, 16), KERNARG_MAX_PARAM_BYTES)
         if n <= KERNARG_POOLED_ARGS and cap <= 8 * KERNARG_POOLED_ARGS:
-            mem = _large_get()
+            mem = _pool_get(&_large)
             blk._heap_args_pooled = True
         else:
             mem = malloc(n * sizeof(void*) + 16 + cap + n * sizeof(uint16_t))

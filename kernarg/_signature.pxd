@@ -17,7 +17,7 @@ cdef struct Param:
 
 
 cdef class Signature:
-    cdef Param* _params
+    cdef Param* _params        # owns one allocation; the columns below point into it
     cdef uint16_t* _sizes      # the sizes column of _params, copied into each block at once
     cdef uint8_t* _codes       # columns of _params for kernarg_typed_int_run
     cdef uint16_t* _offsets

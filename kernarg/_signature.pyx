@@ -8,9 +8,6 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_SIZE
 
-cdef extern from "Python.h":
-    ctypedef struct PyTupleObject:
-        PyObject* ob_item[1]
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc
@@ -48,22 +45,20 @@ from kernarg._stream import resolve_stream
 
 __all__ = ["Signature"]
 
-cdef extern from "_cutils.h":
-    bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
-    uint16_t kernarg_double_to_half(double x) noexcept nogil
-    uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
-    Py_ssize_t kernarg_typed_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n,
-                                     uint8_t* codes, uint16_t* offsets, char* data,
-                                     void** argv, int code_i32, int code_i64) noexcept nogil
-
-cdef extern from "Python.h":
-    PyTypeObject PyLong_Type
-    PyTypeObject PyFloat_Type
-    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
-    double PyFloat_AsDouble(object) except? -1.0
-    double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
-    PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
-    PyObject* Py_None
+from kernarg._cdefs cimport (
+    Py_None,
+    Py_TYPE_P,
+    PyFloat_AS_DOUBLE_P,
+    PyFloat_AsDouble,
+    PyFloat_Type,
+    PyLong_AsLongLongAndOverflow,
+    PyLong_Type,
+    PyTupleObject,
+    kernarg_double_to_bfloat16,
+    kernarg_double_to_half,
+    kernarg_small_int,
+    kernarg_typed_int_run,
+)
 
 
 # Parameter codes. Scalars first, in the order of _SCALARS below.
@@ -449,17 +444,9 @@ cdef class Signature:
 
     def __cinit__(self):
         self._params = NULL
-        self._sizes = NULL
-        self._gaps = NULL
-        self._codes = NULL
-        self._offsets = NULL
 
     def __dealloc__(self):
-        free(self._params)
-        free(self._sizes)
-        free(self._gaps)
-        free(self._codes)
-        free(self._offsets)
+        free(self._params)      # the columns live in the same allocation
 
     def __init__(self, params):
         if isinstance(params, str):
@@ -479,28 +466,24 @@ cdef class Signature:
 
     cdef _build(self, list specs, list names):
         cdef Py_ssize_t n = len(specs), i, cur = 0
-        params = <Param*>malloc(max(n, 1) * sizeof(Param))
-        sizes = <uint16_t*>malloc(max(n, 1) * sizeof(uint16_t))
-        gaps = <uint16_t*>malloc(max(2 * n, 1) * sizeof(uint16_t))
-        codes = <uint8_t*>malloc(max(n, 1) * sizeof(uint8_t))
-        offsets = <uint16_t*>malloc(max(n, 1) * sizeof(uint16_t))
-        if params == NULL or sizes == NULL or gaps == NULL or codes == NULL or offsets == NULL:
-            free(params)
-            free(sizes)
-            free(gaps)
-            free(codes)
-            free(offsets)
+        # One allocation holds the plan and its columns, largest alignment first:
+        # params[n] | offsets[n] | sizes[n] | gaps[2n] (uint16) | codes[n] (uint8).
+        cdef size_t m = max(n, 1)
+        cdef size_t per_param = sizeof(Param) + 4 * sizeof(uint16_t) + sizeof(uint8_t)
+        cdef char* mem = <char*>malloc(m * per_param)
+        if mem == NULL:
             raise MemoryError()
         free(self._params)
-        free(self._sizes)
-        free(self._gaps)
-        free(self._codes)
-        free(self._offsets)
+        params = <Param*>mem
+        offsets = <uint16_t*>(mem + m * sizeof(Param))
+        sizes = offsets + m
+        gaps = sizes + m
+        codes = <uint8_t*>(gaps + 2 * m)
         self._params = params
+        self._offsets = offsets
         self._sizes = sizes
         self._gaps = gaps
         self._codes = codes
-        self._offsets = offsets
         self._ngaps = 0
         for i in range(n):
             s = specs[i]
@@ -965,7 +948,7 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
                             f"array, buffer or address, got {type(value).__name__}")
         pointer_of(info.kind, value, i, stream, &r, p.code == C_POINTER)
-        state_take_pointer(st, &r)
+        state_take_pointer(st, &r, i)
         if p.code == C_POINTER:
             _check_pointee(sig, p, i, value, &r)
         address = r.ptr

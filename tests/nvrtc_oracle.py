@@ -7,45 +7,16 @@ from __future__ import annotations
 
 import re
 
-from cuda.bindings import nvrtc
+from kernarg._nvrtc import compile_to_ptx
 
 _SCALAR_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8}
 _PARAM = re.compile(r"\.param\s+(?P<decl>[^,\n)]*)")
 
 
-def include_dir() -> str:
-    from kernarg._nvrtc import cuda_include_dir
-
-    path = cuda_include_dir()
-    if path is None:
-        raise RuntimeError("cuda_fp16.h not found: pip install nvidia-cuda-runtime")
-    return path
-
-
-def _check(result, prog=None):
-    err = result[0]
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        log = ""
-        if prog is not None:
-            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-            buf = b" " * n
-            nvrtc.nvrtcGetProgramLog(prog, buf)
-            log = buf.decode(errors="replace")
-        raise RuntimeError(f"NVRTC failed: {err}\n{log}")
-    return result[1:]
-
-
 def compile_ptx(source: str) -> str:
-    (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), b"oracle.cu", 0, [], []))
-    try:
-        opts = [b"-I" + include_dir().encode(), b"--std=c++17", b"-default-device"]
-        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
-        (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
-        buf = b" " * size
-        _check(nvrtc.nvrtcGetPTX(prog, buf))
-        return buf.rstrip(b"\x00").decode()
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    # Compiling is kernarg._nvrtc's job (pip NVRTC + headers); the oracle's independent part is
+    # reading the compiler's .param declarations below.
+    return compile_to_ptx(source, options=("--std=c++17", "-default-device"), name="oracle.cu")
 
 
 def parse_params(ptx: str, kernel: str) -> list[tuple[int, int]]:

@@ -1,0 +1,30 @@
+# C declarations shared by kernarg's Cython modules: the helpers in _cutils.h and the CPython
+# internals the fast paths use. Internal: the embedding API (_capi.pxd) does not cimport this.
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport uint8_t, uint16_t
+
+
+cdef extern from "_cutils.h":
+    bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
+    Py_ssize_t kernarg_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n, char* data,
+                               Py_ssize_t* cur, Py_ssize_t cap, void** argv,
+                               uint16_t* sizes) noexcept nogil
+    Py_ssize_t kernarg_typed_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n,
+                                     uint8_t* codes, uint16_t* offsets, char* data,
+                                     void** argv, int code_i32, int code_i64) noexcept nogil
+    uint16_t kernarg_double_to_half(double x) noexcept nogil
+    uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTupleObject:
+        PyObject* ob_item[1]
+    PyTypeObject PyLong_Type
+    PyTypeObject PyFloat_Type
+    PyTypeObject PyBool_Type
+    PyObject* Py_True
+    PyObject* Py_None
+    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
+    double PyFloat_AsDouble(object) except? -1.0
+    double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
+    PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
