@@ -19,21 +19,27 @@ from kernarg._stream import (
 
 __version__ = "0.1.0"
 
-_LAUNCH_NAMES = ("Kernel", "LaunchConfig", "PreparedLaunch")
+# The launch layer is compiled against cuda.bindings' cydriver. Packing must work even where
+# that import fails (e.g. a mismatched cuda-bindings), so its names then become stand-ins that
+# raise the ImportError when used. (Not a module __getattr__: CPython 3.11 does not specialise
+# attribute loads on a module that has one, which would slow every `kernarg.pack(...)` call.)
+try:
+    from kernarg._launch import Kernel, LaunchConfig, PreparedLaunch
+except ImportError as _exc:
+    _launch_error = (f"kernarg._launch failed to import ({_exc}); check that cuda-bindings "
+                     "matches the one kernarg was built with")
 
+    class _Unavailable(type):
+        def __getattr__(cls, name):
+            raise ImportError(f"kernarg.{cls.__name__} is unavailable: {_launch_error}")
 
-def __getattr__(name):
-    # The launch layer is compiled against cuda.bindings' cydriver; import it on first use so
-    # that packing works even where that import fails (e.g. a mismatched cuda-bindings).
-    if name in _LAUNCH_NAMES:
-        try:
-            from kernarg import _launch
-        except ImportError as exc:
-            raise ImportError(f"kernarg.{name} needs kernarg._launch, which failed to import "
-                              f"({exc}); check that cuda-bindings matches the one kernarg was "
-                              "built with") from exc
-        return getattr(_launch, name)
-    raise AttributeError(f"module 'kernarg' has no attribute {name!r}")
+        def __call__(cls, *args, **kwargs):
+            raise ImportError(f"kernarg.{cls.__name__} is unavailable: {_launch_error}")
+
+    Kernel = _Unavailable("Kernel", (), {})
+    LaunchConfig = _Unavailable("LaunchConfig", (), {})
+    PreparedLaunch = _Unavailable("PreparedLaunch", (), {})
+
 
 __all__ = [
     "CudaError",

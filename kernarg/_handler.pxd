@@ -96,7 +96,9 @@ cdef inline tuple as_arg_tuple(object args, str who):
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
 cdef int state_release(BlockState* st) except -1
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1
-cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes)
+cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1
+cdef ParamBlock untyped_block(tuple t, object stream)
+cdef ParamBlock arena_block(tuple args, Py_ssize_t n)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept
 cdef object buffer_handle(PyObject* buf, TypeInfo* info)

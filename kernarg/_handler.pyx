@@ -155,16 +155,27 @@ def register(cls, fn):
 
 cdef enum:
     POOL_CAPACITY = 64
-    ARENA_POOL_KEEP = 64
-    LARGE_POOL_KEEP = 4
-    # argv (8 per arg) + alignment + area (8 per arg) + sizes (2 per arg)
-    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 18 + 16
 
 cdef struct Pool:
     void* items[POOL_CAPACITY]
     Py_ssize_t count
     Py_ssize_t keep             # at most this many blocks are kept; the rest are freed
     size_t block_size
+
+
+cdef inline void* pool_get(Pool* pool) noexcept:
+    """A block from the pool, or a new one (NULL if out of memory)."""
+    if pool.count > 0:
+        pool.count -= 1
+        return pool.items[pool.count]
+    return malloc(pool.block_size)
+
+
+cdef enum:
+    ARENA_POOL_KEEP = 64
+    LARGE_POOL_KEEP = 4
+    # argv (8 per arg) + alignment + area (8 per arg) + sizes (2 per arg)
+    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 18 + 16
 
 cdef Pool _arenas
 cdef Pool _large
@@ -174,14 +185,6 @@ _arenas.block_size = sizeof(Arena)
 _large.count = 0
 _large.keep = LARGE_POOL_KEEP
 _large.block_size = LARGE_BLOCK_BYTES
-
-
-cdef inline void* _pool_get(Pool* pool) noexcept:
-    """A block from the pool, or a new one (NULL if out of memory)."""
-    if pool.count > 0:
-        pool.count -= 1
-        return pool.items[pool.count]
-    return malloc(pool.block_size)
 
 
 cdef inline void _pool_put(Pool* pool, void* block) noexcept:
@@ -256,19 +259,6 @@ cdef class ParamBlock:
     def __init__(self):
         raise TypeError("ParamBlock cannot be created directly; use kernarg.pack(args)")
 
-    def __dealloc__(self):
-        if self.st.capsules != NULL:
-            state_release(&self.st)
-        if self._arena != NULL:
-            _pool_put(&_arenas, self._arena)
-        if self.st.heap_data != NULL:
-            free(self.st.heap_data)
-        if self._heap_args != NULL:
-            if self._heap_args_pooled:
-                _pool_put(&_large, self._heap_args)
-            else:
-                free(self._heap_args)
-
     def release(self):
         """Drop the references to the arguments and run DLPack deleters (idempotent).
 
@@ -338,6 +328,55 @@ cdef class ParamBlock:
 cdef int _release(ParamBlock blk) except -1:
     blk._args = None
     return state_release(&blk.st)
+
+
+# ParamBlock's storage is freed by a tp_dealloc installed below rather than by __dealloc__:
+# Cython wraps every __dealloc__ in a save/restore of the error state and a keep-alive
+# refcount dance, which cost more than the rest of the deallocation. Here the error state is
+# saved only when user code can run (DLPack deleters); freeing pool memory cannot fail.
+
+cdef extern from "Python.h":
+    ctypedef void (*destructor)(PyObject*)
+    void PyErr_Fetch(PyObject** t, PyObject** v, PyObject** tb)
+    void PyErr_Restore(PyObject* t, PyObject* v, PyObject* tb)
+
+cdef destructor _cython_dealloc = NULL     # Cython's own tp_dealloc: drops _args, freelist
+
+
+cdef void _run_deleters(BlockState* st) noexcept:
+    # noexcept: should a deleter's wrapper raise, Cython reports it as unraisable, as Python
+    # does for errors in destructors.
+    state_release(st)
+
+
+cdef void _free_storage(ParamBlock blk) noexcept:
+    """Free blk's C storage. blk is dying (refcount 0): no reference may be taken to it, so
+    this touches only C fields (it is called with a borrowed pointer and never stores it)."""
+    cdef PyObject *t
+    cdef PyObject *v
+    cdef PyObject *tb
+    if blk.st.capsules != NULL:
+        PyErr_Fetch(&t, &v, &tb)
+        _run_deleters(&blk.st)
+        PyErr_Restore(t, v, tb)
+    if blk._arena != NULL:
+        _pool_put(&_arenas, blk._arena)
+    if blk.st.heap_data != NULL:
+        free(blk.st.heap_data)
+    if blk._heap_args != NULL:
+        if blk._heap_args_pooled:
+            _pool_put(&_large, blk._heap_args)
+        else:
+            free(blk._heap_args)
+
+
+cdef void _block_dealloc(PyObject* o) noexcept:
+    _free_storage(<ParamBlock>o)
+    _cython_dealloc(o)
+
+
+_cython_dealloc = (<PyTypeObject*>ParamBlock).tp_dealloc
+(<PyTypeObject*>ParamBlock).tp_dealloc = _block_dealloc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,24 +526,32 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     return 0
 
 
+cdef inline void arena_block_init(ParamBlock blk, tuple args, Py_ssize_t n,
+                                  Arena* arena) noexcept:
+    """Give a fresh block (every C field zero) an Arena's storage: up to KERNARG_INLINE_ARGS
+    arguments and KERNARG_INLINE_BYTES bytes. The block returns the arena to the pool."""
+    cdef BlockState* st = &blk.st
+    blk._args = args
+    blk._arena = arena
+    st.nargs = n
+    st.streams = arena.streams
+    st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
+    st.capacity = KERNARG_INLINE_BYTES
+    st.argv = arena.argv
+    st.sizes = arena.sizes
+
+
 cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1:
     """Give a fresh block storage for n arguments and (at least) nbytes of parameters."""
     # blk is fresh: every C field is zero (tp_new or the freelist cleared it).
     cdef void* mem
     cdef Py_ssize_t cap
     cdef BlockState* st = &blk.st
-    blk._args = args
-    st.nargs = n
-    cdef Arena* arena = <Arena*>_pool_get(&_arenas)
+    cdef Arena* arena = <Arena*>pool_get(&_arenas)
     if arena == NULL:
         raise MemoryError()
-    blk._arena = arena
-    st.streams = arena.streams
-    st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
-    st.capacity = KERNARG_INLINE_BYTES
+    arena_block_init(blk, args, n, arena)
     if n <= KERNARG_INLINE_ARGS:
-        st.argv = arena.argv
-        st.sizes = arena.sizes
         if nbytes > KERNARG_INLINE_BYTES:
             _grow(st, nbytes, 0)
     else:
@@ -512,7 +559,7 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
         # 8-byte arguments, as most are; _grow moves it if not), then sizes[n].
         cap = min(max(nbytes, 16), KERNARG_MAX_PARAM_BYTES)
         if n <= KERNARG_POOLED_ARGS and cap <= 8 * KERNARG_POOLED_ARGS:
-            mem = _pool_get(&_large)
+            mem = pool_get(&_large)
             blk._heap_args_pooled = True
         else:
             mem = malloc(n * sizeof(void*) + 16 + cap + n * sizeof(uint16_t))
@@ -524,16 +571,6 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
         st.capacity = cap
         st.sizes = <uint16_t*>(st.data + cap)
     return 0
-
-
-cdef ParamBlock new_block(tuple args, Py_ssize_t nbytes):
-    """A block for len(args) arguments and an nbytes-byte area, for packers that place values
-    at precomputed offsets (typed signatures). They fill argv, sizes and every byte of the area
-    (values and zeroed padding) themselves."""
-    cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
-    block_init(blk, args, PyTuple_GET_SIZE(args), nbytes)
-    blk.st.nbytes = nbytes
-    return blk
 
 
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
@@ -633,6 +670,26 @@ def pack(args, *, stream=None):
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
     if stream is not None:
         stream = resolve_stream(stream)
+    # untyped_block's body, inline: a call here costs more than these lines.
+    cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
+    block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
+    pack_state(&blk.st, t, stream)
+    return blk
+
+
+cdef ParamBlock arena_block(tuple args, Py_ssize_t n):
+    """A fresh block over an Arena, for n <= KERNARG_INLINE_ARGS arguments and at most
+    KERNARG_INLINE_BYTES bytes, for packers that fill argv, sizes and the area themselves."""
+    cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
+    cdef Arena* arena = <Arena*>pool_get(&_arenas)
+    if arena == NULL:
+        raise MemoryError()
+    arena_block_init(blk, args, n, arena)
+    return blk
+
+
+cdef ParamBlock untyped_block(tuple t, object stream):
+    """A new ParamBlock with ``t`` packed untyped. ``stream``: None or a resolved handle."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
     pack_state(&blk.st, t, stream)

@@ -11,13 +11,12 @@ from cuda.bindings cimport cydriver
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
 
-from kernarg._handler cimport ParamBlock
-from kernarg._signature cimport Signature
+from kernarg._handler cimport ParamBlock, untyped_block
+from kernarg._signature cimport Signature, typed_block
 
 import threading
 
 from kernarg._errors import CudaError, NoDriverError
-from kernarg._handler import pack as _pack
 from kernarg._stream import resolve_stream
 
 __all__ = ["Kernel", "LaunchConfig", "PreparedLaunch"]
@@ -378,8 +377,8 @@ cdef class Kernel:
 
     cdef ParamBlock _pack_args(self, tuple args, object stream):
         if self.signature is not None:
-            return (<Signature>self.signature).pack(args, stream=stream)
-        return _pack(args, stream=stream)
+            return typed_block(<Signature>self.signature, args, stream)
+        return untyped_block(args, stream)
 
     def launch(self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False,
                pdl=False, priority=None):

@@ -1,7 +1,7 @@
 # Declarations other Cython modules (kernarg._capi) cimport from kernarg._signature. ABI.
 from libc.stdint cimport uint8_t, uint16_t
 
-from kernarg._handler cimport BlockState
+from kernarg._handler cimport BlockState, ParamBlock
 
 
 cdef struct Param:
@@ -25,6 +25,7 @@ cdef class Signature:
     cdef Py_ssize_t _ngaps
     cdef Py_ssize_t _n
     cdef Py_ssize_t _nbytes
+    cdef bint _fits_arena      # at most KERNARG_INLINE_ARGS params and KERNARG_INLINE_BYTES
     cdef tuple _names
     cdef tuple _types
     cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
@@ -33,3 +34,4 @@ cdef class Signature:
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1
+cdef ParamBlock typed_block(Signature sig, tuple t, object stream)

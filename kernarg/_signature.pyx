@@ -14,8 +14,12 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from kernarg._handler cimport (
+    KERNARG_INLINE_ARGS,
+    KERNARG_INLINE_BYTES,
     KERNARG_MAX_PARAM_BYTES,
     BlockState,
+    arena_block,
+    block_init,
     as_arg_tuple,
     copy_fixed,
     CacheEntry,
@@ -25,7 +29,6 @@ from kernarg._handler cimport (
     state_take_pointer,
     buffer_handle,
     lookup_type,
-    new_block,
 )
 from kernarg._interop cimport (
     KIND_BUFFER,
@@ -468,11 +471,14 @@ cdef class Signature:
         cdef Py_ssize_t n = len(specs), i, cur = 0
         # One allocation holds the plan and its columns, largest alignment first:
         # params[n] | offsets[n] | sizes[n] | gaps[2n] (uint16) | codes[n] (uint8).
-        cdef size_t m = max(n, 1)
+        # At least KERNARG_INLINE_ARGS rows, so that the sizes column can be copied into an
+        # Arena's sizes with one fixed-size copy.
+        cdef size_t m = max(n, KERNARG_INLINE_ARGS)
         cdef size_t per_param = sizeof(Param) + 4 * sizeof(uint16_t) + sizeof(uint8_t)
         cdef char* mem = <char*>malloc(m * per_param)
         if mem == NULL:
             raise MemoryError()
+        memset(mem, 0, m * per_param)
         free(self._params)
         params = <Param*>mem
         offsets = <uint16_t*>(mem + m * sizeof(Param))
@@ -513,6 +519,7 @@ cdef class Signature:
                              f"{KERNARG_MAX_PARAM_BYTES} bytes")
         self._n = n
         self._nbytes = cur
+        self._fits_arena = n <= KERNARG_INLINE_ARGS and cur <= KERNARG_INLINE_BYTES
         self._names = tuple(names)
         self._types = tuple(s.text for s in specs)
         self._structs = tuple(s.struct for s in specs)
@@ -620,14 +627,40 @@ cdef class Signature:
         cdef tuple t = as_arg_tuple(args, "Signature.pack")
         if stream is not None:
             stream = resolve_stream(stream)
-        cdef ParamBlock blk = new_block(t, self._nbytes)
-        pack_typed_state(self, &blk.st, t, stream)
-        return blk
+        cdef ParamBlock blk
+        if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
+            # typed_block's common case, inline: a call here costs more than these lines.
+            blk = arena_block(t, self._n)
+            memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+            _pack_typed(self, &blk.st, t, stream, False)
+            return blk
+        return typed_block(self, t, stream)
+
+
+cdef ParamBlock typed_block(Signature sig, tuple t, object stream):
+    """A new ParamBlock with ``t`` packed as ``sig``'s types. ``stream``: None or a handle."""
+    cdef ParamBlock blk
+    if sig._fits_arena and PyTuple_GET_SIZE(t) == sig._n:
+        # The common case: an Arena holds everything, and the sizes column (padded to
+        # KERNARG_INLINE_ARGS rows) goes over in one fixed-size copy.
+        blk = arena_block(t, sig._n)
+        memcpy(blk.st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+        _pack_typed(sig, &blk.st, t, stream, False)
+    else:
+        blk = ParamBlock.__new__(ParamBlock)
+        block_init(blk, t, PyTuple_GET_SIZE(t), sig._nbytes)
+        pack_typed_state(sig, &blk.st, t, stream)
+    return blk
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1:
     """Pack ``t`` as ``sig``'s parameter types into ``st`` (fresh, room for len(t) arguments).
     ``stream`` is None or a resolved handle."""
+    return _pack_typed(sig, st, t, stream, True)
+
+
+cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object stream,
+                            bint copy_sizes) except -1:
     cdef Py_ssize_t n = PyTuple_GET_SIZE(t)
     if n != sig._n:
         raise TypeError(f"the kernel takes {sig._n} arguments "
@@ -653,7 +686,9 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
     cdef void** argv = st.argv
     cdef uint16_t* sizes = st.sizes
     cdef Param* params = sig._params
-    if n <= 16:     # short lists: a few moves beat a libc call
+    if not copy_sizes:
+        pass
+    elif n <= 16:     # short lists: a few moves beat a libc call
         for i in range(n):
             sizes[i] = sig._sizes[i]
     else:

@@ -109,3 +109,33 @@ def test_cuda_error_carries_name():
     e = kernarg.CudaError("cuX failed: CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_INVALID_VALUE", 1)
     assert e.name == "CUDA_ERROR_INVALID_VALUE" and e.code == 1
     assert issubclass(kernarg.NoDriverError, kernarg.CudaError)
+
+
+def test_kernarg_module_has_no_getattr_hook():
+    # A module-level __getattr__ stops CPython 3.11 from specialising attribute loads on the
+    # module, which made every `kernarg.pack(...)` call pay a dictionary lookup chain.
+    assert "__getattr__" not in vars(kernarg)
+
+
+def test_packing_works_when_the_launch_layer_cannot_import():
+    code = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "kernarg._launch":
+            raise ImportError("simulated: cydriver ABI mismatch")
+sys.meta_path.insert(0, Block())
+import kernarg
+assert bytes(kernarg.pack((1,))) == (1).to_bytes(8, "little")
+for use in (lambda: kernarg.Kernel.from_source, lambda: kernarg.LaunchConfig(1, 1)):
+    try:
+        use()
+    except ImportError as exc:
+        assert "simulated: cydriver ABI mismatch" in str(exc), exc
+    else:
+        raise AssertionError("no ImportError")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
