@@ -39,6 +39,8 @@ cdef struct BlockState:
     PyObject* capsules      # owned list of consumed DLPack capsules, or NULL
     uint64_t* streams       # KERNARG_MAX_STREAMS producer stream handles
     Py_ssize_t nstreams
+    bint check_device       # refuse arrays known to live on a device other than `device`
+    int device              # the launch device's ordinal, when check_device
 
 
 # The per-type cache (direct-mapped on a multiplicative hash of the type pointer). Exposed so
@@ -95,9 +97,10 @@ cdef inline tuple as_arg_tuple(object args, str who):
                     f"{type(args).__name__}")
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
 cdef int state_release(BlockState* st) except -1
+cdef int device_ordinal(object device) except -2
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1
 cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1
-cdef ParamBlock untyped_block(tuple t, object stream)
+cdef ParamBlock untyped_block(tuple t, object stream, int device)
 cdef ParamBlock arena_block(tuple args, Py_ssize_t n)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept

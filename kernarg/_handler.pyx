@@ -226,6 +226,9 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) exce
         (<list>st.capsules).append(<object>r.capsule)
         Py_DECREF(<object>r.capsule)
         r.capsule = NULL
+    if st.check_device and r.device >= 0 and r.device != st.device:
+        raise ValueError(f"argument {index}: the array is on CUDA device {r.device}, but the "
+                         f"kernel runs on device {st.device}; copy it over first")
     if r.has_stream:
         for k in range(st.nstreams):
             if st.streams[k] == r.stream:
@@ -642,7 +645,7 @@ cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
     return 0
 
 
-def pack(args, *, stream=None):
+def pack(args, *, stream=None, device=None):
     """Pack kernel arguments into one contiguous, C-aligned parameter block.
 
     Parameters
@@ -653,6 +656,9 @@ def pack(args, *, stream=None):
     stream : optional
         The consumer stream (anything :func:`kernarg.resolve_stream` accepts; None means the
         default stream). DLPack producers receive it as ``__dlpack__(stream=...)``.
+    device : int, optional
+        The CUDA device ordinal the kernel will run on. Arrays whose producer says they live
+        on another device (DLPack ``kDLCUDA`` device id, torch, CuPy) are refused.
 
     Returns
     -------
@@ -673,8 +679,20 @@ def pack(args, *, stream=None):
     # untyped_block's body, inline: a call here costs more than these lines.
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
+    if device is not None:
+        blk.st.device = device_ordinal(device)
+        blk.st.check_device = True
     pack_state(&blk.st, t, stream)
     return blk
+
+
+cdef int device_ordinal(object device) except -2:
+    """``device`` (None or a CUDA device ordinal) as an int; -1 for None."""
+    if device is None:
+        return -1
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < 2**31:
+        raise TypeError(f"device must be a CUDA device ordinal (an int >= 0), got {device!r}")
+    return device
 
 
 cdef ParamBlock arena_block(tuple args, Py_ssize_t n):
@@ -688,9 +706,13 @@ cdef ParamBlock arena_block(tuple args, Py_ssize_t n):
     return blk
 
 
-cdef ParamBlock untyped_block(tuple t, object stream):
-    """A new ParamBlock with ``t`` packed untyped. ``stream``: None or a resolved handle."""
+cdef ParamBlock untyped_block(tuple t, object stream, int device):
+    """A new ParamBlock with ``t`` packed untyped. ``stream``: None or a resolved handle;
+    ``device``: the launch device's ordinal, or -1 for no device check."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
+    if device >= 0:
+        blk.st.check_device = True
+        blk.st.device = device
     pack_state(&blk.st, t, stream)
     return blk

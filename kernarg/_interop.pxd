@@ -49,6 +49,9 @@ cdef struct PtrResult:
     # size in bytes; kind 0 when unknown.
     char dtype_kind
     int dtype_size
+    # CUDA device ordinal the memory lives on, where the producer said so cheaply (DLPack
+    # kDLCUDA, torch, CuPy); -1 when unknown or accessible from every device (pinned, managed).
+    int device
 
 
 cdef int classify(type t, TypeInfo* info) except -1

@@ -574,7 +574,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
                       f"{type(exc).__name__}: {exc}")
     try:
         dev_type = int(device[0])
-        int(device[1])      # the device id must be an int too
+        dev_id = int(device[1])
     except Exception:
         raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, "
                         "expected "
@@ -627,6 +627,8 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
             raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer "
                              "but is not empty")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
+    if dev_type == DL_CUDA:
+        r.device = dev_id
     dl_kind = _DL_KINDS.get(tensor.dtype.code)
     if dl_kind is not None and tensor.dtype.bits % 8 == 0:
         r.dtype_kind = ord(dl_kind)
@@ -671,13 +673,18 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
     if kind is not None:
         r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
+    cdef int device = obj.get_device()
+    r.device = device
     torch_cuda = sys.modules["torch"].cuda
-    _record_current_stream(torch_cuda.current_stream(obj.device).cuda_stream, r)
+    _record_current_stream(torch_cuda.current_stream(device).cuda_stream, r)
     return 0
 
 
 cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
-    _set_address(obj.data.ptr, index, obj, "data.ptr", r)
+    memptr = obj.data
+    _set_address(memptr.ptr, index, obj, "data.ptr", r)
+    if type(memptr.mem).__name__ != "ManagedMemory":   # managed memory: any device
+        r.device = memptr.device_id
     _set_dtype_from_numpy(obj.dtype, r)
     cupy_cuda = sys.modules["cupy"].cuda
     _record_current_stream(cupy_cuda.get_current_stream().ptr, r)
@@ -728,6 +735,7 @@ cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
     r.capsule = NULL
     r.dtype_kind = 0
     r.dtype_size = 0
+    r.device = -1
     if kind == KIND_BUFFER:
         return _buffer_pointer(obj, index, r)
     if kind == KIND_REGISTERED:

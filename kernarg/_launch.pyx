@@ -11,6 +11,10 @@ from cuda.bindings cimport cydriver
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
 
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from libc.stdlib cimport free, malloc
+
 from kernarg._handler cimport ParamBlock, untyped_block
 from kernarg._signature cimport Signature, typed_block
 
@@ -191,8 +195,8 @@ cdef int _ensure_driver() except -1:
     return 0
 
 
-cdef int _ensure_context(int device) except -1:
-    """Make ``device``'s primary context current if this thread has none (or another)."""
+cdef cydriver.CUcontext _ensure_context(int device) except NULL:
+    """Make ``device``'s primary context current (if this thread has another) and return it."""
     cdef cydriver.CUcontext current = NULL, primary = NULL
     cdef cydriver.CUdevice dev
     _ensure_driver()
@@ -202,7 +206,7 @@ cdef int _ensure_context(int device) except -1:
     if current != primary:
         _check(cydriver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
     # The retain is balanced by the process lifetime: primary contexts are shared.
-    return 0
+    return primary
 
 
 def device_arch(int device=0):
@@ -264,22 +268,157 @@ cdef int _wait_for_producers(ParamBlock blk, uint64_t stream) except -1:
     return 0
 
 
-cdef int _launch(cydriver.CUfunction func, LaunchConfig cfg, ParamBlock blk,
-                 uint64_t stream) except -1:
+cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) except -1:
+    """Launch ``k`` with ``blk`` on ``stream`` in the kernel's context, then release ``blk``
+    -- unless the stream is capturing a graph, which then owns it (see _keep_for_graph)."""
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
-    _ensure_driver()
-    _wait_for_producers(blk, stream)
-    memset(&config, 0, sizeof(config))
-    config.gridDimX, config.gridDimY, config.gridDimZ = cfg.grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = cfg.block
-    config.sharedMemBytes = cfg.shmem
-    config.hStream = <cydriver.CUstream><uintptr_t>stream
-    config.attrs = cfg._attrs
-    config.numAttrs = cfg._nattrs
-    with nogil:
-        err = cydriver.cuLaunchKernelEx(&config, func, blk.st.argv, NULL)
-    return _check(err, "cuLaunchKernelEx")
+    cdef cydriver.CUcontext current
+    cdef bint kept = False
+    try:
+        _ensure_driver()
+        if k._ctx != NULL:
+            _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
+            if current != k._ctx:
+                _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
+        _wait_for_producers(blk, stream)
+        memset(&config, 0, sizeof(config))
+        config.gridDimX, config.gridDimY, config.gridDimZ = cfg.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = cfg.block
+        config.sharedMemBytes = cfg.shmem
+        config.hStream = <cydriver.CUstream><uintptr_t>stream
+        config.attrs = cfg._attrs
+        config.numAttrs = cfg._nattrs
+        with nogil:
+            err = cydriver.cuLaunchKernelEx(&config, k._func, blk.st.argv, NULL)
+        _check(err, "cuLaunchKernelEx")
+        kept = _keep_for_graph(config.hStream, blk)
+    finally:
+        if not kept:
+            blk.release()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Graph capture: a captured launch keeps its arguments alive as long as the graph does.
+#
+# The driver copies the parameter bytes into the graph node, but the arrays they point to (and
+# DLPack tensors, whose deleters must not run early) must outlive every replay. A captured
+# launch therefore hands its ParamBlock to a CUDA user object owned by the graph. The driver
+# runs the user object's destructor on a thread of its own, where taking the GIL could deadlock
+# against a thread that holds it while destroying the graph; so the destructor only pushes the
+# block onto a lock-free stack and asks the interpreter (Py_AddPendingCall, callable without
+# the GIL) to drop the references from the main thread. The next captured launch drains the
+# stack too, should the pending-call queue have been full.
+
+cdef extern from *:
+    """
+    typedef struct kernarg_keep { PyObject *obj; struct kernarg_keep *next; } kernarg_keep;
+    static kernarg_keep *kernarg_keep_released = NULL;
+
+    static void kernarg_keep_push(kernarg_keep *node) {
+        kernarg_keep *head = __atomic_load_n(&kernarg_keep_released, __ATOMIC_RELAXED);
+        do {
+            node->next = head;
+        } while (!__atomic_compare_exchange_n(&kernarg_keep_released, &head, node, 1,
+                                              __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    }
+
+    static kernarg_keep *kernarg_keep_take_all(void) {
+        return __atomic_exchange_n(&kernarg_keep_released, NULL, __ATOMIC_ACQUIRE);
+    }
+    """
+    ctypedef struct kernarg_keep:
+        PyObject* obj
+        kernarg_keep* next
+    void kernarg_keep_push(kernarg_keep* node) noexcept nogil
+    kernarg_keep* kernarg_keep_take_all() noexcept nogil
+    int Py_AddPendingCall(int (*func)(void*) noexcept, void* arg) noexcept nogil
+
+
+cdef int _drain_released(void* unused) noexcept with gil:
+    """Drop the references of every keep-alive whose graph is gone (with the GIL)."""
+    cdef kernarg_keep* node = kernarg_keep_take_all()
+    cdef kernarg_keep* nxt
+    while node != NULL:
+        nxt = node.next
+        Py_XDECREF(node.obj)
+        free(node)
+        node = nxt
+    return 0
+
+
+cdef void _keep_destroyed(void* data) noexcept nogil:
+    # Runs on a driver thread without the GIL: no Python API here but Py_AddPendingCall.
+    kernarg_keep_push(<kernarg_keep*>data)
+    Py_AddPendingCall(_drain_released, NULL)
+
+
+cdef int _keep_for_graph(cydriver.CUstream stream, ParamBlock blk) except -1:
+    """If ``stream`` is capturing, make the graph being built own a reference to ``blk``.
+    Returns 1 when it did (the caller must not release the block), else 0."""
+    cdef cydriver.CUstreamCaptureStatus status
+    cdef cydriver.CUgraph graph = NULL
+    cdef cydriver.CUuserObject obj
+    cdef cydriver.CUresult err
+    cdef kernarg_keep* node
+    err = cydriver.cuStreamGetCaptureInfo_v2(stream, &status, NULL, &graph, NULL, NULL)
+    if err != cydriver.CUDA_SUCCESS or status != cydriver.CU_STREAM_CAPTURE_STATUS_ACTIVE:
+        return 0    # not capturing (an invalid capture makes the launch itself fail)
+    _drain_released(NULL)
+    node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
+    if node == NULL:
+        raise MemoryError()
+    Py_INCREF(blk)
+    node.obj = <PyObject*>blk
+    node.next = NULL
+    err = cydriver.cuUserObjectCreate(&obj, node, _keep_destroyed, 1,
+                                      cydriver.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+    if err != cydriver.CUDA_SUCCESS:
+        Py_XDECREF(node.obj)
+        free(node)
+        _check(err, "cuUserObjectCreate (keeping a captured launch's arguments alive)")
+    err = cydriver.cuGraphRetainUserObject(graph, obj, 1, cydriver.CU_GRAPH_USER_OBJECT_MOVE)
+    if err != cydriver.CUDA_SUCCESS:
+        cydriver.cuUserObjectRelease(obj, 1)    # runs _keep_destroyed: the node goes back
+        _check(err, "cuGraphRetainUserObject (keeping a captured launch's arguments alive)")
+    return 1
+
+
+cdef tuple _driver_layout(cydriver.CUfunction func):
+    """The kernel's (offset, size) per parameter from cuFuncGetParamInfo, or None where the
+    driver does not support the query."""
+    cdef size_t i = 0, offset, size
+    cdef cydriver.CUresult err
+    out = []
+    while True:
+        err = cydriver.cuFuncGetParamInfo(func, i, &offset, &size)
+        if err == cydriver.CUDA_ERROR_INVALID_VALUE:    # past the last parameter
+            return tuple(out)
+        if err != cydriver.CUDA_SUCCESS:                  # e.g. a driver older than 12.4
+            return None
+        out.append((offset, size))
+        i += 1
+
+
+def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
+    """Raise TypeError unless the untyped block ``blk`` has exactly ``layout``'s parameters:
+    ``((offset, size), ...)`` as the driver reports them. This catches the classic untyped
+    mistake of a Python float (8-byte double) for a ``float`` parameter before it launches."""
+    cdef Py_ssize_t i, n = len(layout)
+    if blk.st.nargs != n:
+        raise TypeError(f"{name} takes {n} arguments, got {blk.st.nargs}")
+    for i in range(n):
+        offset, size = layout[i]
+        got_size = blk.st.sizes[i]
+        got_offset = <char*>blk.st.argv[i] - blk.st.data
+        if got_size != size or got_offset != offset:
+            raise TypeError(
+                f"argument {i} ({type(blk.args[i]).__name__}) packs as {got_size} bytes at "
+                f"offset {got_offset}, but {name}'s parameter {i} is {size} bytes at offset "
+                f"{offset}; pass a value of the parameter's C type (e.g. numpy.float32 or "
+                "numpy.int32 for 4 bytes) or give the kernel a signature")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,20 +436,28 @@ cdef class Kernel:
     """
 
     cdef cydriver.CUfunction _func
+    cdef cydriver.CUcontext _ctx    # the context to launch in, or NULL: the current one
     cdef object _module
     cdef readonly object signature
     cdef readonly str name
+    cdef readonly int device        # the device ordinal it runs on, or -1 if not known
+    # Without a signature: the driver's (offset, size) per parameter (cuFuncGetParamInfo),
+    # which untyped packs must match, or None where the driver cannot tell.
+    cdef tuple _layout
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
 
     @staticmethod
-    cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name):
+    cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name,
+                      cydriver.CUcontext ctx, int device):
         cdef Kernel k = Kernel.__new__(Kernel)
         k._func = func
+        k._ctx = ctx
         k._module = module
         k.signature = signature
         k.name = name
+        k.device = device
         return k
 
     @classmethod
@@ -319,23 +466,28 @@ cdef class Kernel:
         cdef cydriver.CUfunction func
         if isinstance(ptx, str):
             ptx = ptx.encode()
-        _ensure_context(device)
+        cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(ptx) + b"\0")
         sig = signature if signature is not None else Signature.from_ptx(ptx, name)
         entry = _entry_name(ptx.decode(), name)
         _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
                f"cuModuleGetFunction({name!r})")
-        return Kernel._make(func, mod, sig, name)
+        return Kernel._make(func, mod, sig, name, ctx, device)
 
     @classmethod
     def from_cubin(cls, cubin, str name, *, signature=None, int device=0):
         """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name)."""
         cdef cydriver.CUfunction func
-        _ensure_context(device)
+        cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(cubin))
         _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, name.encode()),
                f"cuModuleGetFunction({name!r})")
-        return Kernel._make(func, mod, signature, name)
+        if signature is not None and not isinstance(signature, Signature):
+            signature = Signature(signature)
+        k = Kernel._make(func, mod, signature, name, ctx, device)
+        if signature is None:
+            k._layout = _driver_layout(func)
+        return k
 
     @classmethod
     def from_source(cls, str source, str name, options=(), *, int device=0):
@@ -354,10 +506,15 @@ cdef class Kernel:
         return cls.from_ptx(ptx, name, signature=sig, device=device)
 
     @classmethod
-    def from_handle(cls, handle, *, signature=None, str name="<handle>"):
-        """Wrap an existing CUfunction/CUkernel (int, cuda.bindings object, or cuda.core
-        Kernel). The caller keeps its module loaded."""
+    def from_handle(cls, handle, *, signature=None, str name="<handle>", device=None):
+        """Wrap an existing CUfunction or CUkernel (int, cuda.bindings object, or cuda.core
+        Kernel). The
+        caller keeps its module loaded. With ``device``, launches switch to that device's
+        primary context (where the function must have been loaded) and check arrays against
+        it; without, they run in whatever context is current. Without ``signature``, packing
+        is untyped."""
         cdef uintptr_t address
+        cdef cydriver.CUcontext ctx = NULL
         if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
             handle = handle._handle
         try:
@@ -368,7 +525,13 @@ cdef class Kernel:
             raise ValueError(f"Kernel.from_handle: {handle!r} is not a kernel handle")
         if signature is not None and not isinstance(signature, Signature):
             signature = Signature(signature)
-        return Kernel._make(<cydriver.CUfunction>address, handle, signature, name)
+        if device is not None:
+            ctx = _ensure_context(device)
+        k = Kernel._make(<cydriver.CUfunction>address, handle, signature, name, ctx,
+                         -1 if device is None else device)
+        if signature is None and device is not None:
+            k._layout = _driver_layout(k._func)
+        return k
 
     @property
     def handle(self):
@@ -377,8 +540,22 @@ cdef class Kernel:
 
     cdef ParamBlock _pack_args(self, tuple args, object stream):
         if self.signature is not None:
-            return typed_block(<Signature>self.signature, args, stream)
-        return untyped_block(args, stream)
+            return typed_block(<Signature>self.signature, args, stream, self.device)
+        cdef ParamBlock blk = untyped_block(args, stream, self.device)
+        if self._layout is not None:
+            try:
+                check_layout(blk, self._layout, self.name)
+            except BaseException:
+                blk.release()
+                raise
+        return blk
+
+    @property
+    def param_layout(self):
+        """``((offset, size), ...)`` of the kernel's parameters as the driver reports them
+        (kernels without a signature, from :meth:`from_cubin` or :meth:`from_handle` with a
+        device), else None."""
+        return self._layout
 
     def launch(self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False,
                pdl=False, priority=None):
@@ -388,11 +565,7 @@ cdef class Kernel:
                                              cooperative=cooperative, pdl=pdl,
                                              priority=priority)
         cdef uint64_t handle = resolve_stream(stream)
-        blk = self._pack_args(args, handle)
-        try:
-            _launch(self._func, cfg, blk, handle)
-        finally:
-            blk.release()
+        _launch(self, cfg, self._pack_args(args, handle), handle)
 
     def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
                 pdl=False, priority=None):
@@ -431,11 +604,8 @@ cdef class PreparedLaunch:
         self.stream = stream
 
     def __call__(self, *args):
-        blk = self._kernel._pack_args(args, self.stream)
-        try:
-            _launch(self._kernel._func, self.config, blk, self.stream)
-        finally:
-            blk.release()
+        _launch(self._kernel, self.config, self._kernel._pack_args(args, self.stream),
+                self.stream)
 
 
 def _entry_name(str ptx, str name):

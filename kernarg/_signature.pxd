@@ -34,4 +34,4 @@ cdef class Signature:
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1
-cdef ParamBlock typed_block(Signature sig, tuple t, object stream)
+cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device)

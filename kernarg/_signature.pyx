@@ -26,6 +26,7 @@ from kernarg._handler cimport (
     ParamBlock,
     cache_probe,
     cache_table,
+    device_ordinal,
     state_take_pointer,
     buffer_handle,
     lookup_type,
@@ -610,7 +611,7 @@ cdef class Signature:
         params = ", ".join(f"{t} {n}" if n else t for t, n in zip(self._types, self._names))
         return f"kernarg.Signature({params!r})"
 
-    def pack(self, args, *, stream=None):
+    def pack(self, args, *, stream=None, device=None):
         """Pack ``args`` as this signature's parameter types.
 
         Ints are range-checked against the declared width, floats rounded to float, double,
@@ -618,7 +619,7 @@ cdef class Signature:
         from numpy/ctypes values, dicts or tuples, and pointers from anything
         :func:`kernarg.pack` accepts as a pointer (plus int addresses and None), with the
         array's element type checked against the pointee and read-only arrays refused for
-        non-const pointers.
+        non-const pointers. ``stream`` and ``device`` are as for :func:`kernarg.pack`.
 
         Returns
         -------
@@ -632,24 +633,30 @@ cdef class Signature:
             # typed_block's common case, inline: a call here costs more than these lines.
             blk = arena_block(t, self._n)
             memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+            if device is not None:
+                blk.st.device = device_ordinal(device)
+                blk.st.check_device = True
             _pack_typed(self, &blk.st, t, stream, False)
             return blk
-        return typed_block(self, t, stream)
+        return typed_block(self, t, stream, device_ordinal(device))
 
 
-cdef ParamBlock typed_block(Signature sig, tuple t, object stream):
-    """A new ParamBlock with ``t`` packed as ``sig``'s types. ``stream``: None or a handle."""
+cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device):
+    """A new ParamBlock with ``t`` packed as ``sig``'s types. ``stream``: None or a handle;
+    ``device``: the launch device's ordinal, or -1 for no device check."""
     cdef ParamBlock blk
     if sig._fits_arena and PyTuple_GET_SIZE(t) == sig._n:
         # The common case: an Arena holds everything, and the sizes column (padded to
         # KERNARG_INLINE_ARGS rows) goes over in one fixed-size copy.
         blk = arena_block(t, sig._n)
         memcpy(blk.st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
-        _pack_typed(sig, &blk.st, t, stream, False)
     else:
         blk = ParamBlock.__new__(ParamBlock)
         block_init(blk, t, PyTuple_GET_SIZE(t), sig._nbytes)
-        pack_typed_state(sig, &blk.st, t, stream)
+    if device >= 0:
+        blk.st.check_device = True
+        blk.st.device = device
+    _pack_typed(sig, &blk.st, t, stream, not sig._fits_arena or PyTuple_GET_SIZE(t) != sig._n)
     return blk
 
 

@@ -300,3 +300,41 @@ def test_failure_midway_releases_earlier_capsules():
         kernarg.pack((prod, object()))
     gc.collect()
     assert prod.exported == 1 and prod.deleted == 1
+
+
+# ------------------------------------------------------------------------------------------
+# The launch device: arrays a producer places on another GPU are refused before any launch.
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_dlpack_array_on_another_device_is_refused(versioned):
+    p = DLPackProducer(PTR, device=(2, 1), versioned=versioned)
+    with pytest.raises(ValueError, match=r"argument 1: the array is on CUDA device 1, but the "
+                                         r"kernel runs on device 0"):
+        kernarg.pack((7, p), device=0)
+    assert p.deleted == p.exported == 1     # the consumed tensor was still released, once
+    assert ptr_of(kernarg.pack((p,), device=1)) == PTR
+    assert ptr_of(kernarg.pack((p,))) == PTR                 # no device given: no check
+
+
+@pytest.mark.parametrize("device_type", [3, 13])     # pinned host and managed memory
+def test_memory_every_device_can_reach_is_not_device_checked(device_type):
+    p = DLPackProducer(PTR, device=(device_type, 1))
+    assert ptr_of(kernarg.pack((p,), device=0)) == PTR
+
+
+def test_typed_packing_checks_the_device_too():
+    sig = kernarg.Signature("float* out, int n")
+    with pytest.raises(ValueError, match="argument 0: the array is on CUDA device 3"):
+        sig.pack((DLPackProducer(PTR, device=(2, 3)), 4), device=2)
+    assert ptr_of(sig.pack((DLPackProducer(PTR, device=(2, 2)), 4), device=2)) == PTR
+    many = kernarg.Signature(", ".join(["float*"] * 20))     # past the inline arena
+    with pytest.raises(ValueError, match="argument 19"):
+        many.pack([None] * 19 + [DLPackProducer(PTR, device=(2, 1))], device=0)
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.0, "0", 2**31])
+def test_device_must_be_an_ordinal(bad):
+    with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
+        kernarg.pack((1,), device=bad)
+    with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
+        kernarg.Signature("int").pack((1,), device=bad)

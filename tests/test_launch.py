@@ -139,3 +139,19 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_untyped_packs_are_checked_against_the_drivers_parameter_layout():
+    import numpy as np
+
+    from kernarg._launch import check_layout
+
+    layout = ((0, 8), (8, 4), (12, 4))          # float* out, float alpha, int n
+    check_layout(kernarg.pack((None, np.float32(2), np.int32(3))), layout, "saxpy")
+    with pytest.raises(TypeError, match=r"argument 1 \(float\) packs as 8 bytes at offset 8, "
+                                        r"but saxpy's parameter 1 is 4 bytes at offset 8"):
+        check_layout(kernarg.pack((None, 2.0, np.int32(3))), layout, "saxpy")
+    with pytest.raises(TypeError, match="saxpy takes 3 arguments, got 2"):
+        check_layout(kernarg.pack((None, np.float32(2))), layout, "saxpy")
+    with pytest.raises(TypeError, match="argument 2 .* at offset 16"):
+        check_layout(kernarg.pack((None, np.float32(2), 3)), layout, "saxpy")
