@@ -231,3 +231,73 @@ def test_stress_launches_do_not_leak(ctx):
         rss1 = int(f.read().split()[1])
     assert [ctypes.c_long.from_address(id(a)).value for a in args[:2]] == before
     assert (rss1 - rss0) * 4096 < 32 * 2**20
+
+
+def _run_pending_calls():
+    # Py_AddPendingCall callbacks run at the interpreter's next eval-breaker check.
+    for _ in range(10_000):
+        pass
+
+
+def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
+    import weakref
+
+    from producers import DLPackProducer
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32)
+    alive = weakref.ref(out)
+    dl = DLPackProducer(out.ptr, device=(2, 0))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, mode))
+    k.launch(1, 32, out, 6.5, 32, stream=stream)
+    k2 = kernarg.Kernel.from_source(WRITE, "fill")
+    k2.launch(1, 32, dl, 6.5, 32, stream=stream)
+    graph = check(driver.cuStreamEndCapture(stream))
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    del out
+    import gc
+
+    gc.collect()
+    assert alive() is not None, "the captured launch dropped its argument"
+    assert dl.exported == 1 and dl.deleted == 0, "DLPack deleter ran while the graph lives"
+    check(driver.cuGraphLaunch(exe, stream))
+    assert (np.frombuffer(alive().read(), np.float32) == 6.5).all()
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuCtxSynchronize())
+    for _ in range(100):                     # the driver frees user objects asynchronously
+        _run_pending_calls()
+        if alive() is None and dl.deleted == 1:
+            break
+        import time
+
+        time.sleep(0.01)
+    assert alive() is None and dl.deleted == 1
+
+
+def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
+    typed = kernarg.Kernel.from_source(WRITE, "fill")
+    raw = kernarg.Kernel.from_handle(typed.handle, device=0)    # no signature
+    assert raw.param_layout == ((0, 8), (8, 4), (12, 4))
+    out = DeviceArray(4 * 32)
+    with pytest.raises(TypeError, match="argument 1 \\(float\\) packs as 8 bytes"):
+        raw.launch(1, 32, out, 6.5, 32)
+    raw.launch(1, 32, out, np.float32(6.5), np.int32(32))
+    assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
+
+
+def test_array_on_another_gpu_is_refused():
+    count = check(driver.cuDeviceGetCount())
+    if count < 2:
+        pytest.skip(f"needs two GPUs, this machine has {count}")
+    torch = pytest.importorskip("torch")
+    k = kernarg.Kernel.from_source(WRITE, "fill", device=0)
+    t = torch.zeros(32, device="cuda:1")
+    with pytest.raises(ValueError, match="argument 0: the array is on CUDA device 1"):
+        k.launch(1, 32, t, 1.0, 32)
+    k1 = kernarg.Kernel.from_source(WRITE, "fill", device=1)
+    k1.launch(1, 32, t, 1.0, 32, stream=torch.cuda.current_stream(1))
+    torch.cuda.synchronize(1)
+    assert (t == 1.0).all()
