@@ -126,9 +126,11 @@ def _measure(contenders, args, repeat: int, target: float,
     timers = {label: _timer(fn, args, target, names) for label, fn in contenders}
     rounds: dict[str, list[float]] = {label: [] for label in timers}
     # Many short rounds, each timing every contender back to back: the machine's speed
-    # drifts, so ratios are taken within a round and summarised by their median.
-    for _ in range(repeat):
-        for label, (timer, number) in timers.items():
+    # drifts, so ratios are taken within a round and summarised by their median. The order
+    # alternates between rounds so that no contender always runs first.
+    order = list(timers.items())
+    for r in range(repeat):
+        for label, (timer, number) in (order if r % 2 == 0 else order[::-1]):
             rounds[label].append(timer.timeit(number) / number * 1e9)
     return rounds
 

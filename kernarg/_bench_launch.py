@@ -120,6 +120,24 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
             contenders["CuPy RawKernel"] = cupy_launch
         except Exception as exc:
             print(f"[{n} args] CuPy skipped: {exc}", file=file)
+        try:
+            import numpy as np
+            from numba import cuda as ncuda
+
+            # The same empty kernel written for numba: device arrays where the others pass
+            # pointers (numba expands each into its own parameters, which is its cost).
+            namespace = {}
+            params = ", ".join(f"a{i}" for i in range(n))
+            exec(f"def nk({params}):\n    pass", namespace)
+            nk = ncuda.jit(namespace["nk"])
+            darr = ncuda.device_array(16, np.int64)
+            nbargs = tuple(darr if i % 2 == 0 else i for i in range(n))
+            nstream = ncuda.external_stream(stream)
+            nk[1, 1, nstream](*nbargs)            # compile outside the timing
+            contenders["numba-cuda"] = (
+                lambda nk=nk, nstream=nstream, nbargs=nbargs: nk[1, 1, nstream](*nbargs))
+        except Exception as exc:
+            print(f"[{n} args] numba-cuda skipped: {exc}", file=file)
         times = {name: [] for name in contenders}
         for _ in range(rounds):
             for name, fn in contenders.items():
