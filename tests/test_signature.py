@@ -408,3 +408,19 @@ def test_signature_properties():
     dt = kernarg.Signature([np.float32, np.dtype("int16"), ctypes.c_double,
                             ctypes.POINTER(ctypes.c_float), np.complex64, ml_dtypes.bfloat16])
     assert dt.sizes == (4, 2, 8, 8, 8, 2) and dt.offsets == (0, 4, 8, 16, 24, 32)
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 2**30 - 1, -(2**30 - 1), 2**30, -(2**30), 2**31 - 1,
+                                   -(2**31), 2**59, -(2**60)])
+def test_int_runs_around_the_one_digit_boundary(value):
+    # One-digit ints (|v| < 2**30) skip the int32 range check; wider ones must still get it.
+    sig = kernarg.Signature("int a, long long b, int c")
+    if -(2**31) <= value < 2**31:
+        raw = bytes(sig.pack((value, value, value)))
+        assert struct.unpack_from("<i", raw, 0)[0] == value
+        assert struct.unpack_from("<q", raw, 8)[0] == value
+        assert struct.unpack_from("<i", raw, 16)[0] == value
+    else:
+        with pytest.raises(OverflowError, match="'a'"):
+            sig.pack((value, value, 0))
+    assert struct.unpack_from("<q", bytes(sig.pack((0, value, 0))), 8)[0] == value
