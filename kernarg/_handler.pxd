@@ -97,6 +97,7 @@ cdef inline tuple as_arg_tuple(object args, str who):
                     f"{type(args).__name__}")
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
 cdef int state_release(BlockState* st) except -1
+cdef int block_release(ParamBlock blk) except -1
 cdef int device_ordinal(object device) except -2
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1
 cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1

@@ -267,13 +267,13 @@ cdef class ParamBlock:
 
         The parameter bytes stay readable, but pointers in them may dangle afterwards.
         """
-        _release(self)
+        block_release(self)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info):
-        _release(self)
+        block_release(self)
 
     def __getbuffer__(self, Py_buffer* view, int flags):
         if flags & PyBUF_WRITABLE:
@@ -328,7 +328,7 @@ cdef class ParamBlock:
                 f"offsets={self.offsets}>")
 
 
-cdef int _release(ParamBlock blk) except -1:
+cdef int block_release(ParamBlock blk) except -1:
     blk._args = None
     return state_release(&blk.st)
 

@@ -15,7 +15,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdlib cimport free, malloc
 
-from kernarg._handler cimport ParamBlock, untyped_block
+from kernarg._handler cimport ParamBlock, block_release, untyped_block
 from kernarg._signature cimport Signature, typed_block
 
 import threading
@@ -295,7 +295,7 @@ cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) ex
         kept = _keep_for_graph(config.hStream, blk)
     finally:
         if not kept:
-            blk.release()
+            block_release(blk)
     return 0
 
 
@@ -546,7 +546,7 @@ cdef class Kernel:
             try:
                 check_layout(blk, self._layout, self.name)
             except BaseException:
-                blk.release()
+                block_release(blk)
                 raise
         return blk
 
