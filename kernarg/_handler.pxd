@@ -87,6 +87,13 @@ cdef class ParamBlock:
     cdef object _args           # the one keep-alive reference to the argument tuple
 
 
+cdef inline void set_launch_device(BlockState* st, int device) noexcept:
+    """Refuse pointer arguments known to live on a device other than ``device`` (a CUDA
+    ordinal); -1 turns the check off."""
+    st.device = device
+    st.check_device = device >= 0
+
+
 cdef inline tuple as_arg_tuple(object args, str who):
     """The argument tuple a packer keeps: ``args`` itself, or a tuple copy of a list."""
     if type(args) is tuple:

@@ -680,8 +680,7 @@ def pack(args, *, stream=None, device=None):
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
     if device is not None:
-        blk.st.device = device_ordinal(device)
-        blk.st.check_device = True
+        set_launch_device(&blk.st, device_ordinal(device))
     pack_state(&blk.st, t, stream)
     return blk
 
@@ -711,8 +710,6 @@ cdef ParamBlock untyped_block(tuple t, object stream, int device):
     ``device``: the launch device's ordinal, or -1 for no device check."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
-    if device >= 0:
-        blk.st.check_device = True
-        blk.st.device = device
+    set_launch_device(&blk.st, device)
     pack_state(&blk.st, t, stream)
     return blk

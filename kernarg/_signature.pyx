@@ -27,6 +27,7 @@ from kernarg._handler cimport (
     cache_probe,
     cache_table,
     device_ordinal,
+    set_launch_device,
     state_take_pointer,
     buffer_handle,
     lookup_type,
@@ -634,8 +635,7 @@ cdef class Signature:
             blk = arena_block(t, self._n)
             memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
             if device is not None:
-                blk.st.device = device_ordinal(device)
-                blk.st.check_device = True
+                set_launch_device(&blk.st, device_ordinal(device))
             _pack_typed(self, &blk.st, t, stream, False)
             return blk
         return typed_block(self, t, stream, device_ordinal(device))
@@ -645,7 +645,8 @@ cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device):
     """A new ParamBlock with ``t`` packed as ``sig``'s types. ``stream``: None or a handle;
     ``device``: the launch device's ordinal, or -1 for no device check."""
     cdef ParamBlock blk
-    if sig._fits_arena and PyTuple_GET_SIZE(t) == sig._n:
+    cdef bint in_arena = sig._fits_arena and PyTuple_GET_SIZE(t) == sig._n
+    if in_arena:
         # The common case: an Arena holds everything, and the sizes column (padded to
         # KERNARG_INLINE_ARGS rows) goes over in one fixed-size copy.
         blk = arena_block(t, sig._n)
@@ -653,10 +654,8 @@ cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device):
     else:
         blk = ParamBlock.__new__(ParamBlock)
         block_init(blk, t, PyTuple_GET_SIZE(t), sig._nbytes)
-    if device >= 0:
-        blk.st.check_device = True
-        blk.st.device = device
-    _pack_typed(sig, &blk.st, t, stream, not sig._fits_arena or PyTuple_GET_SIZE(t) != sig._n)
+    set_launch_device(&blk.st, device)
+    _pack_typed(sig, &blk.st, t, stream, not in_arena)
     return blk
 
 
