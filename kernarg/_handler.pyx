@@ -87,9 +87,10 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
     cdef TypeInfo info
     known = _classified.get(<object>tp)
     if known is not None:
-        info.kind, info.size, info.align, info.offset, getter, closure, info.num_kind = known
+        info.kind, info.size, info.align, info.offset, getter, closure, info.num_kind, api = known
         info.getter = <getter_t><uintptr_t>getter
         info.closure = <void*><uintptr_t>closure
+        info.api = <const void*><uintptr_t>api
     else:
         try:
             classify(<type>tp, &info)
@@ -98,7 +99,8 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
         if len(_classified) >= CLASSIFIED_LIMIT:
             _clear_cache()
         _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,
-                                 <uintptr_t>info.getter, <uintptr_t>info.closure, info.num_kind)
+                                 <uintptr_t>info.getter, <uintptr_t>info.closure, info.num_kind,
+                                 <uintptr_t>info.api)
     entry.type = tp
     entry.info = info
     return &entry.info
@@ -485,10 +487,10 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
     return 0
 
 
-cdef int _put_pointer(BlockState* st, Py_ssize_t index, int kind, object arg,
+cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object arg,
                       object stream) except -1:
     cdef PtrResult r
-    pointer_of(kind, arg, index, stream, &r)
+    pointer_of(info, arg, index, stream, &r)
     state_take_pointer(st, &r, index)
     memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
@@ -525,7 +527,7 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_CTYPES_BUFFER:
         _put_buffer(st, index, arg, info.size, info.align)
     else:
-        _put_pointer(st, index, kind, arg, stream)
+        _put_pointer(st, index, info, arg, stream)
     return 0
 
 

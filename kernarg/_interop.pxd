@@ -22,6 +22,7 @@ cdef enum ArgKind:
     KIND_CUPY           # cupy.ndarray: data.ptr
     KIND_NUMBA          # numba DeviceNDArray: device_ctypes_pointer
     KIND_SMV            # cuda.core StridedMemoryView: ptr
+    KIND_DLPACK_C       # type with a DLPack 1.3 C exchange API (__dlpack_c_exchange_api__)
     KIND_CAI            # __cuda_array_interface__ on the type
     KIND_DLPACK         # __dlpack__ on the type
 
@@ -37,6 +38,9 @@ cdef struct TypeInfo:
     getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
     void* closure       # ... and its closure
     char num_kind       # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'), else 0
+    # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
+    # alive as long as the process), else NULL
+    const void* api
 
 
 cdef struct PtrResult:
@@ -55,6 +59,6 @@ cdef struct PtrResult:
 
 
 cdef int classify(type t, TypeInfo* info) except -1
-cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
+cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1

@@ -66,6 +66,20 @@ cdef extern from *:
         kernarg_DLTensor dl_tensor;
     } kernarg_DLManagedTensorVersioned;
     #define KERNARG_DLPACK_FLAG_READ_ONLY ((uint64_t)1)
+
+    /* DLPack 1.3 C exchange API: the table behind type(x).__dlpack_c_exchange_api__. */
+    typedef struct kernarg_DLPackExchangeAPIHeader {
+        kernarg_DLPackVersion version;
+        struct kernarg_DLPackExchangeAPIHeader *prev_api;
+    } kernarg_DLPackExchangeAPIHeader;
+    typedef struct {
+        kernarg_DLPackExchangeAPIHeader header;
+        void *managed_tensor_allocator;
+        void *managed_tensor_from_py_object_no_sync;
+        void *managed_tensor_to_py_object_no_sync;
+        int (*dltensor_from_py_object_no_sync)(void *py_object, kernarg_DLTensor *out);
+        int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+    } kernarg_DLPackExchangeAPI;
     """
     ctypedef struct DLPackVersion "kernarg_DLPackVersion":
         uint32_t major
@@ -96,6 +110,14 @@ cdef extern from *:
         uint64_t flags
         DLTensor dl_tensor
     uint64_t DLPACK_FLAG_READ_ONLY "KERNARG_DLPACK_FLAG_READ_ONLY"
+    ctypedef struct DLPackExchangeAPIHeader "kernarg_DLPackExchangeAPIHeader":
+        DLPackVersion version
+        DLPackExchangeAPIHeader* prev_api
+    ctypedef struct DLPackExchangeAPI "kernarg_DLPackExchangeAPI":
+        DLPackExchangeAPIHeader header
+        int (*dltensor_from_py_object_no_sync)(void* py_object, DLTensor* out) noexcept
+        int (*current_work_stream)(int32_t device_type, int32_t device_id,
+                                   void** out_stream) noexcept
 
 # The newest DLPack version whose fields this consumer reads; sent as __dlpack__(max_version=...).
 DLPACK_MAX_VERSION = (1, 1)
@@ -290,6 +312,37 @@ cdef int _find_getter(type t, str name, TypeInfo* info) except -1:
     return 0
 
 
+# The capsules whose tables TypeInfo.api points into. The specification makes a table live as
+# long as the process; holding its capsule too costs nothing and guards against a type that
+# drops the attribute.
+cdef set _exchange_capsules = set()
+
+
+cdef const DLPackExchangeAPI* _exchange_api(type t):
+    """The DLPack C exchange API table of ``t`` (``t.__dlpack_c_exchange_api__``, a capsule
+    named "dlpack_exchange_api"), or NULL when it has none kernarg can use: the table must be
+    version 1.3 or a later 1.x (where the exchange API starts), found directly or down the
+    ``prev_api`` chain, and have the two functions a consumer needs."""
+    cdef DLPackExchangeAPIHeader* header
+    cdef const DLPackExchangeAPI* api
+    try:
+        capsule = getattr(t, "__dlpack_c_exchange_api__", None)
+    except Exception:
+        return NULL
+    if capsule is None or not PyCapsule_IsValid(capsule, b"dlpack_exchange_api"):
+        return NULL
+    header = <DLPackExchangeAPIHeader*>PyCapsule_GetPointer(capsule, b"dlpack_exchange_api")
+    while header != NULL and not (header.version.major == 1 and header.version.minor >= 3):
+        header = header.prev_api
+    if header == NULL:
+        return NULL
+    api = <const DLPackExchangeAPI*>header
+    if api.dltensor_from_py_object_no_sync == NULL or api.current_work_stream == NULL:
+        return NULL
+    _exchange_capsules.add(capsule)
+    return api
+
+
 cdef int classify(type t, TypeInfo* info) except -1:
     """Decide once how instances of ``t`` are packed. Raises TypeError for by-value types that
     have no CUDA equivalent; returns KIND_PROBE for types to be probed per instance."""
@@ -300,6 +353,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.getter = NULL
     info.closure = NULL
     info.num_kind = 0
+    info.api = NULL
     if t is type(None):
         info.kind = KIND_NONE
         return 0
@@ -311,17 +365,27 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return _classify_numpy(np, t, info)
     if issubclass(t, bool):
         info.kind, info.size, info.align = KIND_BOOL, 1, 1
-    elif issubclass(t, int):
+        return 0
+    if issubclass(t, int):
         info.kind = KIND_INT
-    elif issubclass(t, float):
+        return 0
+    if issubclass(t, float):
         info.kind = KIND_FLOAT
-    elif issubclass(t, complex):
+        return 0
+    if issubclass(t, complex):
         info.kind, info.size, info.align = KIND_COMPLEX, 16, 16
-    elif issubclass(t, _CTYPES_BASES):
+        return 0
+    if issubclass(t, _CTYPES_BASES):
         return _classify_ctypes(t, info)
-    elif _mro_has(t, "cuda.core", "Buffer"):
+    if _mro_has(t, "cuda.core", "Buffer"):
         info.kind = KIND_BUFFER
         _find_getter(t, "handle", info)
+        return 0
+    # DLPack's C exchange API: one C call reads pointer, device and dtype, faster than any
+    # adapter below (torch has it since 2.10), so it comes first.
+    info.api = _exchange_api(t)
+    if info.api != NULL:
+        info.kind = KIND_DLPACK_C
     elif _mro_has(t, "torch", "Tensor"):
         info.kind = KIND_TORCH
     elif _mro_has(t, "cupy", "ndarray"):
@@ -539,12 +603,44 @@ cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
     return 0
 
 
-_DL_KINDS = {0: "i", 1: "u", 2: "f", 4: "B", 5: "c", 6: "b"}
 _TORCH_KINDS = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2),
                 "bfloat16": ("B", 2), "int8": ("i", 1), "uint8": ("u", 1), "int16": ("i", 2),
                 "int32": ("i", 4), "int64": ("i", 8), "bool": ("b", 1), "uint16": ("u", 2),
                 "uint32": ("u", 4), "uint64": ("u", 8), "complex64": ("c", 8),
                 "complex128": ("c", 16)}
+
+
+cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj) except -1:
+    """Accept the DLPack device types a kernel can reach; refuse the rest, naming them."""
+    if dev_type == DL_CUDA or dev_type == DL_CUDA_HOST or dev_type == DL_CUDA_MANAGED:
+        return 0
+    if dev_type == DL_CPU:
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU)")
+    dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
+    raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} "
+                    f"({dev_type}), not on a CUDA device; a kernel needs kDLCUDA, kDLCUDAHost "
+                    "or kDLCUDAManaged")
+
+
+cdef bint _dl_empty(DLTensor* tensor) noexcept:
+    cdef int32_t i
+    for i in range(tensor.ndim):
+        if tensor.shape[i] == 0:
+            return True
+    return False
+
+
+# DLDataTypeCode -> kind letter: kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle (none), kDLBfloat,
+# kDLComplex, kDLBool.
+cdef const char* _DL_KIND_LETTERS = b"iuf_Bcb"
+
+
+cdef int _dl_dtype(DLTensor* tensor, PtrResult* r) noexcept:
+    cdef uint8_t code = tensor.dtype.code
+    if tensor.dtype.bits % 8 == 0 and code <= 6 and code != 3:
+        r.dtype_kind = _DL_KIND_LETTERS[code]
+        r.dtype_size = tensor.dtype.bits // 8 * tensor.dtype.lanes
+    return 0
 
 
 cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
@@ -579,13 +675,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
         raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, "
                         "expected "
                         "(device_type, device_id)") from None
-    if dev_type == DL_CPU:
-        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU)")
-    if dev_type not in (DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED):
-        dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
-        raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} "
-                        f"({dev_type}), not on a "
-                        "CUDA device; a kernel needs kDLCUDA, kDLCUDAHost or kDLCUDAManaged")
+    _check_dl_device(dev_type, index, obj)
     if stream is None:
         stream = resolve_stream(None)
     capsule = _call_dlpack(obj, stream, index)
@@ -617,22 +707,15 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
                         f"{shown}, not an "
                         "unconsumed 'dltensor' or 'dltensor_versioned'")
     # The device type inside the tensor is not trusted: __dlpack_device__ decided above.
-    if tensor.data == NULL:
-        for i in range(tensor.ndim):
-            if tensor.shape[i] == 0:
-                break
-        else:
-            release_capsule(capsule)
-            capsule = None
-            raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer "
-                             "but is not empty")
+    if tensor.data == NULL and not _dl_empty(tensor):
+        release_capsule(capsule)
+        capsule = None
+        raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer "
+                         "but is not empty")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     if dev_type == DL_CUDA:
         r.device = dev_id
-    dl_kind = _DL_KINDS.get(tensor.dtype.code)
-    if dl_kind is not None and tensor.dtype.bits % 8 == 0:
-        r.dtype_kind = ord(dl_kind)
-        r.dtype_size = tensor.dtype.bits // 8 * tensor.dtype.lanes
+    _dl_dtype(tensor, r)
     Py_INCREF(capsule)
     r.capsule = <PyObject*>capsule
     return 0
@@ -654,6 +737,54 @@ cdef int release_capsule(object capsule) except -1:
         p = PyCapsule_GetPointer(capsule, name)
         if p != NULL and (<DLManagedTensor*>p).deleter != NULL:
             (<DLManagedTensor*>p).deleter(<DLManagedTensor*>p)
+    return 0
+
+
+cdef int _raise_pending() except -1:
+    return -1   # a C function left a Python exception set: let it propagate from here
+
+
+cdef int _exchange_failed(Py_ssize_t index, object obj, str function) except -1:
+    # Take the producer's exception first: no Python code may run while one is pending.
+    cdef bint pending = PyErr_Occurred() != NULL
+    error = None
+    if pending:
+        try:
+            _raise_pending()
+        except Exception as exc:
+            error = exc
+    what = f"{_describe(index, obj)}: the producer's DLPack C exchange API ({function})"
+    if error is None:
+        raise RuntimeError(f"{what} failed without setting an exception")
+    # Keep the first line: C++ producers append a whole backtrace (it stays in __cause__).
+    first = str(error).partition("\n")[0]
+    _reraise(error, f"{what} raised {type(error).__name__}: {first}")
+    return -1
+
+
+cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t index,
+                           PtrResult* r) except -1:
+    """Read a pointer through the DLPack C exchange API: a non-owning DLTensor view (the
+    argument object, which the block holds, keeps the memory alive), no capsule, no
+    allocation. The calls do not synchronise, so the producer's current work stream on the
+    device is recorded for the launch to wait on, as for CUDA Array Interface v3."""
+    cdef DLTensor tensor
+    cdef void* work_stream = NULL
+    memset(&tensor, 0, sizeof(tensor))
+    if api.dltensor_from_py_object_no_sync(<void*>obj, &tensor) != 0:
+        return _exchange_failed(index, obj, "dltensor_from_py_object_no_sync")
+    _check_dl_device(tensor.device.device_type, index, obj)
+    if tensor.data == NULL and not _dl_empty(&tensor):
+        raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a null data "
+                         "pointer for a tensor that is not empty")
+    r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
+    _dl_dtype(&tensor, r)
+    if tensor.device.device_type == DL_CUDA:
+        # Pinned and managed memory has no device of its own to ask about.
+        r.device = tensor.device.device_id
+        if api.current_work_stream(DL_CUDA, tensor.device.device_id, &work_stream) != 0:
+            return _exchange_failed(index, obj, "current_work_stream")
+        _record_current_stream(<uintptr_t>work_stream, r)
     return 0
 
 
@@ -724,10 +855,11 @@ cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     return _set_address(address, index, obj, "Buffer.handle", r)
 
 
-cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
+cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* r, bint want_dtype=False) except -1:
     """Fill ``r`` with the device address of a pointer-like argument (and its element type when
     ``want_dtype``: typed signatures check it against the pointee; untyped packing does not)."""
+    cdef int kind = info.kind
     r.ptr = 0
     r.readonly = False
     r.has_stream = False
@@ -746,6 +878,8 @@ cdef int pointer_of(int kind, object obj, Py_ssize_t index, object stream,
             _reraise(exc, f"{_describe(index, obj)}: the function registered for this type "
                           f"raised {type(exc).__name__}: {exc}")
         return _set_address(address, index, obj, "the registered function", r)
+    if kind == KIND_DLPACK_C:
+        return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r)
     if kind == KIND_TORCH:
         return _torch_pointer(obj, index, r)
     if kind == KIND_CUPY:

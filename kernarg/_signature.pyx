@@ -988,7 +988,7 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                 return _put_int(sig, C_U64, i, value, dst)
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
                             f"array, buffer or address, got {type(value).__name__}")
-        pointer_of(info.kind, value, i, stream, &r, p.code == C_POINTER)
+        pointer_of(info, value, i, stream, &r, p.code == C_POINTER)
         state_take_pointer(st, &r, i)
         if p.code == C_POINTER:
             _check_pointee(sig, p, i, value, &r)

@@ -174,3 +174,67 @@ def cai(ptr, *, shape=(4,), typestr="<f4", version=3, readonly=False, **extra):
 
 def double_deletes() -> list[int]:
     return list(_double_deletes)
+
+
+# ---------------------------------------------------------------------------------------------
+# DLPack 1.3 C exchange API (type(x).__dlpack_c_exchange_api__): a table of C functions, here
+# ctypes callbacks, in a capsule named "dlpack_exchange_api" on the type.
+
+FROM_PY_OBJECT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
+CURRENT_WORK_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, c_int32, c_int32,
+                                       ctypes.POINTER(ctypes.c_void_p))
+
+
+class DLPackExchangeAPIHeader(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p)]
+
+
+class DLPackExchangeAPI(ctypes.Structure):
+    _fields_ = [
+        ("header", DLPackExchangeAPIHeader),
+        ("managed_tensor_allocator", ctypes.c_void_p),
+        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+        ("dltensor_from_py_object_no_sync", FROM_PY_OBJECT),
+        ("current_work_stream", CURRENT_WORK_STREAM),
+    ]
+
+
+@FROM_PY_OBJECT
+def _exchange_dltensor(obj, out):
+    type(obj).tensor_calls += 1
+    if obj.fail_tensor:
+        return -1
+    obj._shape_arr = (c_int64 * max(1, len(obj.shape)))(*obj.shape)
+    obj._fill(out[0], obj._shape_arr)
+    return 0
+
+
+def exchange_type(*, version=(1, 3), work_stream=0x5000, capsule_name=b"dlpack_exchange_api",
+                  prev=None, fail_stream=False, has_tensor_fn=True):
+    """A fresh DLPackProducer subclass whose type carries a C exchange API table. The class
+    counts calls (``tensor_calls``, ``stream_queries``); instances still have ``__dlpack__``,
+    so a consumer that ignores the table shows up as ``exported`` > 0. ``prev`` is another
+    such class, chained as ``header.prev_api``."""
+
+    @CURRENT_WORK_STREAM
+    def current_work_stream(device_type, device_id, out):
+        cls.stream_queries.append((device_type, device_id))
+        if fail_stream:
+            return -1
+        out[0] = work_stream
+        return 0
+
+    table = DLPackExchangeAPI()
+    table.header.version = DLPackVersion(*version)
+    table.header.prev_api = None if prev is None else ctypes.addressof(prev._table)
+    if has_tensor_fn:
+        table.dltensor_from_py_object_no_sync = _exchange_dltensor
+    table.current_work_stream = current_work_stream
+    capsule = _PyCapsule_New(ctypes.addressof(table), capsule_name, None)
+    cls = type("ExchangeProducer", (DLPackProducer,), {
+        "__dlpack_c_exchange_api__": capsule, "_table": table, "_prev": prev,
+        "_stream_fn": current_work_stream, "tensor_calls": 0, "stream_queries": [],
+        "fail_tensor": False,
+    })
+    return cls

@@ -16,6 +16,7 @@ from producers import (
     StreamOnlyProducer,
     cai,
     double_deletes,
+    exchange_type,
 )
 
 PTR = 0x7F00_0000_1000
@@ -338,3 +339,120 @@ def test_device_must_be_an_ordinal(bad):
         kernarg.pack((1,), device=bad)
     with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
         kernarg.Signature("int").pack((1,), device=bad)
+
+
+# ------------------------------------------------------------------------------------------
+# DLPack 1.3 C exchange API (type(x).__dlpack_c_exchange_api__)
+
+@pytest.mark.parametrize("device_id", [0, 3])
+def test_exchange_api_reads_pointer_device_and_work_stream(device_id):
+    cls = exchange_type(work_stream=0x5000)
+    x = cls(PTR, device=(2, device_id), byte_offset=64)
+    b = kernarg.pack((1, x))
+    assert ptr_of(b, 1) == PTR + 64
+    assert b.producer_streams == (0x5000,)             # NoSync: the launch must wait on it
+    assert cls.tensor_calls == 1 and cls.stream_queries == [(2, device_id)]
+    assert x.exported == 0                             # __dlpack__ was never called
+    assert b.args[1] is x                              # the object keeps the memory alive
+
+
+def test_exchange_api_null_work_stream_is_the_legacy_default_stream():
+    x = exchange_type(work_stream=None)(PTR)
+    assert kernarg.pack((x,)).producer_streams == (1,)
+
+
+def test_exchange_api_work_stream_equal_to_launch_stream_is_recorded_once():
+    cls = exchange_type(work_stream=0x5000)
+    b = kernarg.pack((cls(PTR), cls(PTR + 8)))
+    assert b.producer_streams == (0x5000,)
+
+
+@pytest.mark.parametrize("device_type", [3, 13])     # pinned host and managed memory
+def test_exchange_api_pinned_and_managed_memory(device_type):
+    cls = exchange_type()
+    b = kernarg.pack((cls(PTR, device=(device_type, 1)),), device=0)
+    assert ptr_of(b) == PTR
+    assert cls.stream_queries == [] and b.producer_streams == ()
+
+
+def test_exchange_api_device_checked_against_launch_device():
+    cls = exchange_type()
+    with pytest.raises(ValueError, match=r"argument 0: the array is on CUDA device 1, but the "
+                                         r"kernel runs on device 0"):
+        kernarg.pack((cls(PTR, device=(2, 1)),), device=0)
+    assert ptr_of(kernarg.pack((cls(PTR, device=(2, 1)),), device=1)) == PTR
+
+
+def test_exchange_api_cpu_and_other_devices_refused():
+    cls = exchange_type()
+    with pytest.raises(TypeError, match=r"argument 0 \(.*ExchangeProducer\).*on the CPU"):
+        kernarg.pack((cls(PTR, device=(1, 0)),))
+    with pytest.raises(TypeError, match="argument 0.*kDLROCM"):
+        kernarg.pack((cls(PTR, device=(10, 0)),))
+
+
+def test_exchange_api_failures_name_the_argument_and_function():
+    cls = exchange_type()
+    x = cls(PTR)
+    x.fail_tensor = True
+    with pytest.raises(RuntimeError, match=r"argument 1 .*dltensor_from_py_object_no_sync\) "
+                                           r"failed without setting an exception"):
+        kernarg.pack((0, x))
+    y = exchange_type(fail_stream=True)(PTR)
+    with pytest.raises(RuntimeError, match=r"argument 0 .*current_work_stream"):
+        kernarg.pack((y,))
+
+
+def test_exchange_api_null_data():
+    cls = exchange_type()
+    assert ptr_of(kernarg.pack((cls(0, shape=(0, 4)),))) == 0
+    with pytest.raises(ValueError, match="argument 0.*null data pointer"):
+        kernarg.pack((cls(0, shape=(2,)),))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"version": (1, 2)},                      # before the exchange API existed
+    {"version": (2, 0)},                      # a major version kernarg does not read
+    {"capsule_name": b"something_else"},
+    {"has_tensor_fn": False},                 # the function is optional in the table
+])
+def test_unusable_exchange_api_falls_back_to_dlpack(kwargs):
+    cls = exchange_type(**kwargs)
+    x = cls(PTR, byte_offset=8)
+    assert ptr_of(kernarg.pack((x,))) == PTR + 8
+    assert cls.tensor_calls == 0 and x.exported == 1
+
+
+def test_exchange_api_newer_major_walks_prev_api_chain():
+    old = exchange_type(version=(1, 3), work_stream=0x77)
+    new = exchange_type(version=(2, 0), prev=old)
+    b = kernarg.pack((new(PTR),))
+    assert ptr_of(b) == PTR and b.producer_streams == (0x77,)
+    assert old.stream_queries == [(2, 0)]     # the 1.3 table in the chain answered
+
+
+def test_exchange_api_typed_pointee_check():
+    cls = exchange_type()
+    sig = kernarg.Signature("const float* p, int n")
+    assert ptr_of(sig.pack((cls(PTR, dtype=(2, 32, 1)), 3))) == PTR
+    with pytest.raises(TypeError, match="'p'.*i4"):
+        sig.pack((cls(PTR, dtype=(0, 32, 1)), 3))
+
+
+def test_exchange_api_holds_no_extra_references():
+    cls = exchange_type()
+    x = cls(PTR)
+    before = sys.getrefcount(x)
+    for _ in range(100):
+        kernarg.pack((x, 1.0)).release()
+    assert sys.getrefcount(x) == before
+
+
+def test_torch_exchange_api_errors_name_the_argument():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this torch has no DLPack C exchange API")
+    sparse = torch.zeros(2, 2).to_sparse()    # no strided storage: the producer refuses
+    with pytest.raises(RuntimeError, match=r"argument 2 \(torch.Tensor\): the producer's DLPack "
+                                           r"C exchange API"):
+        kernarg.pack((1, 2, sparse))
