@@ -19,13 +19,21 @@ def cuda_include():
     # cuda.h for cuda.bindings' cydriver, from the pip nvidia-cuda-runtime wheel.
     import glob
 
-    import nvidia
+    try:
+        import nvidia
 
-    for base in nvidia.__path__:
+        bases = list(nvidia.__path__)
+    except ImportError:
+        bases = []
+    for base in bases:
         for pattern in ("*/include/cuda.h", "*/*/include/cuda.h"):
             hits = sorted(glob.glob(os.path.join(base, pattern)))
             if hits:
                 return [os.path.dirname(hits[-1])]
+    # Machines with a CUDA toolkit but without the wheel (GPU images) can build from it.
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.exists(os.path.join(root, "include", "cuda.h")):
+            return [os.path.join(root, "include")]
     raise RuntimeError("cuda.h not found: the build needs the nvidia-cuda-runtime wheel")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 
 
 def _info() -> int:
@@ -49,19 +50,24 @@ def main(argv=None) -> int:
     bench = sub.add_parser("bench", help="packing latency against cuda.core's ParamHolder")
     bench.add_argument("--quick", action="store_true", help="fewer, shorter repeats")
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("--gpu-only", action="store_true",
+                       help="only the GPU parts: launch latency and foreign GPU arrays")
     sub.add_parser("info", help="driver, devices, versions, default-stream policy")
     args = parser.parse_args(argv)
     if args.command == "info":
         return _info()
     from kernarg import _bench
 
-    result = _bench.run(quick=args.quick, json_path=args.json)
-    _launch_latency(result, args)
-    return 0
+    if args.gpu_only:
+        result = {"machine": _bench.machine(), "versions": _bench._versions()}
+    else:
+        result = _bench.run(quick=args.quick, json_path=args.json)
+    return _gpu_benchmarks(result, args)
 
 
-def _launch_latency(result, args) -> None:
-    """With a GPU, also measure launch latency (kernarg._bench_launch); without one, say so."""
+def _gpu_benchmarks(result, args) -> int:
+    """With a GPU, also measure launch latency (kernarg._bench_launch) and foreign GPU arrays
+    (kernarg._bench_interop); without one, say so."""
     try:
         from cuda.bindings import driver
 
@@ -70,19 +76,31 @@ def _launch_latency(result, args) -> None:
         ok = False
     if not ok:
         print("\nlaunch latency: not measured — no CUDA driver/GPU found")
-        return
+        return 1 if args.gpu_only else 0
+    failed = 0
     try:
         from kernarg import _bench_launch
 
         result["launch"] = _bench_launch.run(rounds=3 if args.quick else 7)
-    except Exception as exc:   # never let the GPU part take the packing results down with it
-        print(f"\nlaunch latency: failed ({type(exc).__name__}: {exc})")
-        return
+        _bench_launch.print_table(result["launch"])
+    except Exception:   # never let the GPU part take the packing results down with it
+        print("\nlaunch latency: failed")
+        traceback.print_exc()
+        failed = 1
+    try:
+        from kernarg import _bench_interop
+
+        result["interop_gpu"] = _bench_interop.run(repeat=5 if args.quick else 15)
+    except Exception:
+        print("\nforeign GPU arrays: failed")
+        traceback.print_exc()
+        failed = 1
     if args.json:
         import json
 
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+    return failed
 
 
 if __name__ == "__main__":

@@ -242,8 +242,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
     result = {
         "benchmark": "pack latency: ns per call (min over rounds); ratios are medians of "
                      "per-round ratios",
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                    "processor": platform.processor() or platform.machine()},
+        "machine": machine(),
         "versions": _versions(),
         "date": time.strftime("%Y-%m-%d"),
         "quick": quick,
@@ -261,13 +260,19 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
     return result
 
 
+def machine() -> dict:
+    return {"python": sys.version.split()[0], "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine()}
+
+
 def _versions() -> dict:
     out = {}
-    for mod in ("kernarg", "numpy", "cuda.core", "cuda.bindings", "Cython"):
+    for mod in ("kernarg", "numpy", "cuda.core", "cuda.bindings", "Cython", "torch", "cupy",
+                "numba_cuda", "jax"):
         try:
             m = __import__(mod, fromlist=["__version__"])
             out[mod] = getattr(m, "__version__", "?")
-        except ImportError:
+        except Exception:   # not installed, or fails to import without a GPU
             out[mod] = None
     return out
 

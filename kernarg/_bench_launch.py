@@ -2,8 +2,13 @@
 a C++ cuLaunchKernel loop, for kernels taking 0, 1, 4, 16 and 64 arguments.
 
 Each case launches an empty kernel whose parameters are all 8 bytes (pointers and long longs) on
-one non-blocking stream; ns per launch is the host-side time of a burst of launches (the GPU runs
-them asynchronously). Ratios are taken within interleaved rounds, as in the packing benchmark.
+one non-blocking stream. What is measured is the host's cost per launch: bursts of BURST
+launches are timed, and the stream is synchronised between bursts outside the timing. A burst is
+far below the driver's launch-queue depth, so no launch waits for the GPU; timing one long loop
+instead would measure how fast the GPU retires empty kernels once the queue fills. Every
+contender gets the same arguments (device pointers as ints, and ints); kernarg also runs with
+torch tensors in place of some pointers, launching on torch's current stream as torch users do.
+Ratios are medians of per-round ratios, contenders interleaved within each round.
 
 NOTE: written without a GPU; it has not run yet. The next GPU session runs and fixes it.
 """
@@ -34,26 +39,151 @@ def _args(n: int, buf, torch_tensor=None):
     return tuple(out)
 
 
-def _time_ns(fn, iters: int) -> float:
-    t0 = time.perf_counter_ns()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter_ns() - t0) / iters
+BURST = 100
 
 
-def _cpp_floor(n: int, iters: int) -> float | None:
+def _time_bursts(fn, bursts: int, sync) -> list[float]:
+    """Host ns per launch of each burst of BURST calls of ``fn``; ``sync()`` between bursts."""
+    out = []
+    for _ in range(bursts):
+        t0 = time.perf_counter_ns()
+        for _ in range(BURST):
+            fn()
+        out.append((time.perf_counter_ns() - t0) / BURST)
+        sync()
+    return out
+
+
+def _cpp_floor(n: int, bursts: int, file) -> tuple[float, float] | None:
+    """(median, min) host ns per launch of the C++ loop, or None without nvcc."""
     nvcc = shutil.which("nvcc")
     src = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "launch", "launch_floor.cu")
     if nvcc is None or not os.path.exists(src):
+        print("C++ floor skipped: no nvcc or no benchmarks/launch/launch_floor.cu", file=file)
         return None
     exe = os.path.join(tempfile.gettempdir(), "kernarg_launch_floor")
     if not os.path.exists(exe):
-        subprocess.run([nvcc, "-O2", "-o", exe, src, "-lcuda"], check=True)
-    out = subprocess.run([exe, str(n), str(iters)], capture_output=True, text=True, check=True)
-    return float(out.stdout.strip())
+        stubs = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "lib64", "stubs")
+        subprocess.run([nvcc, "-O2", "-o", exe, src, f"-L{stubs}", "-lcuda"], check=True)
+    out = subprocess.run([exe, str(n), str(bursts), str(BURST)], capture_output=True,
+                         text=True, check=True)
+    median, best = (float(v) for v in out.stdout.split())
+    return median, best
 
 
-def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
+class _StreamRef:
+    """Hands a raw stream handle to cuda.core through the __cuda_stream__ protocol."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
+    import kernarg
+
+    src = _kernel_source(n)
+    k = kernarg.Kernel.from_source(src, "k")
+    args = _args(n, buf)
+    prepared = k.prepare(1, 1, stream=stream)
+    out = {
+        "kernarg.launch": lambda: k.launch(1, 1, *args, stream=stream),
+        "kernarg prepared": lambda: prepared(*args),
+    }
+    if tensor is not None and n:
+        # torch's current stream is the benchmark stream (see run), so the tensors' producer
+        # stream is the launch stream and no event wait is added.
+        targs = _args(n, buf, tensor)
+        out["kernarg.launch+torch"] = lambda: k.launch(1, 1, *targs, stream=stream)
+        out["kernarg prepared+torch"] = lambda: prepared(*targs)
+    try:
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+
+        dev = Device(0)
+        dev.set_current()
+        ck = Program(src, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+            "cubin").get_kernel("k")
+        cstream = dev.create_stream(_StreamRef(stream))
+        cfg = LaunchConfig(grid=1, block=1)
+        launch(cstream, cfg, ck, *args)
+        out["cuda.core launch"] = lambda: launch(cstream, cfg, ck, *args)
+    except Exception as exc:
+        print(f"[{n} args] cuda.core skipped: {type(exc).__name__}: {exc}", file=file)
+    try:
+        import ctypes
+
+        from cuda.bindings import driver
+
+        vals = (ctypes.c_uint64 * max(n, 1))(*[a for a in args])
+        ptrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(vals) + 8 * i
+                                                for i in range(n)])
+        func = driver.CUfunction(k.handle)
+        dstream = driver.CUstream(stream)
+        address = ctypes.addressof(ptrs)
+
+        def bindings_launch():
+            # cuda.bindings returns error codes rather than raising; a failure must not pass
+            # for a fast launch.
+            (err,) = driver.cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, dstream, address, 0)
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise RuntimeError(f"cuLaunchKernel: {err}")
+
+        bindings_launch()
+        out["cuda.bindings cuLaunchKernel"] = bindings_launch
+    except Exception as exc:
+        print(f"[{n} args] cuda.bindings skipped: {type(exc).__name__}: {exc}", file=file)
+    try:
+        import cupy
+
+        raw = cupy.RawKernel(src, "k")
+        cs = cupy.cuda.ExternalStream(stream)
+        # Every parameter is 8 bytes: pass numpy 64-bit scalars, not Python ints, whose C
+        # type CuPy chooses itself.
+        cpargs = tuple(cupy.uint64(a) if i % 2 == 0 else cupy.int64(a)
+                       for i, a in enumerate(args))
+
+        cs.use()    # RawKernel launches on CuPy's current stream: make it ours, once
+
+        def cupy_launch():
+            raw((1,), (1,), cpargs)
+
+        cupy_launch()
+        out["CuPy RawKernel"] = cupy_launch
+    except Exception as exc:
+        print(f"[{n} args] CuPy skipped: {type(exc).__name__}: {exc}", file=file)
+    try:
+        import numpy as np
+        from numba import cuda as ncuda
+
+        # The same empty kernel written for numba, with device arrays where the others pass
+        # pointers: numba expands each array into several parameters, which is part of its cost.
+        namespace = {}
+        params = ", ".join(f"a{i}" for i in range(n))
+        exec(f"def nk({params}):\n    pass", namespace)
+        nk = ncuda.jit(namespace["nk"])
+        darr = ncuda.device_array(16, np.int64)
+        nbargs = tuple(darr if i % 2 == 0 else i for i in range(n))
+        nstream = ncuda.external_stream(stream)
+        nk[1, 1, nstream](*nbargs)            # compile outside the timing
+        out["numba-cuda"] = lambda: nk[1, 1, nstream](*nbargs)
+    except Exception as exc:
+        print(f"[{n} args] numba-cuda skipped: {type(exc).__name__}: {exc}", file=file)
+    return out
+
+
+def _device_name() -> str:
+    from cuda.bindings import driver
+
+    _, dev = driver.cuDeviceGet(0)
+    _, name = driver.cuDeviceGetName(256, dev)
+    _, version = driver.cuDriverGetVersion()
+    label = name.split(b"\0")[0].decode()
+    return f"{label} (CUDA driver {version // 1000}.{version % 1000 // 10})"
+
+
+def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
     from cuda.bindings import driver
 
     import kernarg
@@ -61,97 +191,54 @@ def run(rounds: int = 7, iters: int = 20000, file=None) -> dict:
     kernarg.Kernel.from_source('extern "C" __global__ void warm() {}', "warm")   # context
     stream = int(driver.cuStreamCreate(1)[1])
     buf = int(driver.cuMemAlloc(1 << 20)[1])
+    tensor = None
     try:
         import torch
 
         tensor = torch.zeros(16, device="cuda")
-    except Exception:
-        tensor = None
+        torch.cuda.set_stream(torch.cuda.ExternalStream(stream))
+    except Exception as exc:
+        print(f"torch tensors skipped: {type(exc).__name__}: {exc}", file=file)
+
+    def sync():
+        driver.cuStreamSynchronize(stream)
+
     rows = []
     for n in NARGS:
-        src = _kernel_source(n)
-        k = kernarg.Kernel.from_source(src, "k")
-        args = _args(n, buf, tensor)
-        prepared = k.prepare(1, 1, stream=stream)
-        contenders = {
-            "kernarg.launch": lambda k=k, args=args: k.launch(1, 1, *args, stream=stream),
-            "kernarg prepared": lambda prepared=prepared, args=args: prepared(*args),
-        }
-        try:
-            from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
-
-            dev = Device(0)
-            dev.set_current()
-            prog = Program(src, "c++", ProgramOptions(arch=f"sm_{dev.arch}"))
-            ck = prog.compile("cubin").get_kernel("k")
-            cstream = dev.create_stream()
-            cfg = LaunchConfig(grid=1, block=1)
-            cargs = tuple(a if isinstance(a, int) else a for a in _args(n, buf))
-            contenders["cuda.core launch"] = (
-                lambda cstream=cstream, cfg=cfg, ck=ck, cargs=cargs: launch(cstream, cfg, ck,
-                                                                           *cargs))
-        except Exception as exc:
-            print(f"[{n} args] cuda.core skipped: {exc}", file=file)
-        try:
-            import ctypes
-
-            vals = (ctypes.c_uint64 * max(n, 1))(*([buf] * n))
-            ptrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(vals) + 8 * i
-                                                    for i in range(n)])
-            func = driver.CUfunction(k.handle)
-            dstream = driver.CUstream(stream)
-            contenders["cuda.bindings cuLaunchKernel"] = (
-                lambda func=func, dstream=dstream, ptrs=ptrs: driver.cuLaunchKernel(
-                    func, 1, 1, 1, 1, 1, 1, 0, dstream, ctypes.addressof(ptrs), 0))
-        except Exception as exc:
-            print(f"[{n} args] cuda.bindings skipped: {exc}", file=file)
-        try:
-            import cupy
-
-            raw = cupy.RawKernel(src, "k")
-            cs = cupy.cuda.ExternalStream(stream)
-            cpargs = tuple(cupy.uint64(buf) if isinstance(a, int) and a == buf else a
-                           for a in _args(n, buf))
-
-            def cupy_launch(cs=cs, raw=raw, cpargs=cpargs):
-                with cs:
-                    raw((1,), (1,), cpargs)
-
-            contenders["CuPy RawKernel"] = cupy_launch
-        except Exception as exc:
-            print(f"[{n} args] CuPy skipped: {exc}", file=file)
-        try:
-            import numpy as np
-            from numba import cuda as ncuda
-
-            # The same empty kernel written for numba: device arrays where the others pass
-            # pointers (numba expands each into its own parameters, which is its cost).
-            namespace = {}
-            params = ", ".join(f"a{i}" for i in range(n))
-            exec(f"def nk({params}):\n    pass", namespace)
-            nk = ncuda.jit(namespace["nk"])
-            darr = ncuda.device_array(16, np.int64)
-            nbargs = tuple(darr if i % 2 == 0 else i for i in range(n))
-            nstream = ncuda.external_stream(stream)
-            nk[1, 1, nstream](*nbargs)            # compile outside the timing
-            contenders["numba-cuda"] = (
-                lambda nk=nk, nstream=nstream, nbargs=nbargs: nk[1, 1, nstream](*nbargs))
-        except Exception as exc:
-            print(f"[{n} args] numba-cuda skipped: {exc}", file=file)
+        contenders = _contenders(n, stream, buf, tensor, file)
         times = {name: [] for name in contenders}
-        for _ in range(rounds):
-            for name, fn in contenders.items():
-                times[name].append(_time_ns(fn, iters))
-            driver.cuStreamSynchronize(stream)
-        row = {"nargs": n, **{f"{name}_ns": min(v) for name, v in times.items()}}
-        floor = _cpp_floor(n, iters * 5)
+        for r in range(rounds):
+            order = list(contenders.items())
+            for name, fn in (order if r % 2 == 0 else order[::-1]):
+                times[name].append(statistics.median(_time_bursts(fn, bursts, sync)))
+        row = {"nargs": n, **{f"{name}_ns": statistics.median(v) for name, v in times.items()}}
+        floor = _cpp_floor(n, bursts * rounds, file)
         if floor is not None:
-            row["cpp_floor_ns"] = floor
-            row["prepared_over_floor"] = min(times["kernarg prepared"]) / floor
-            row["launch_over_floor"] = min(times["kernarg.launch"]) / floor
+            row["cpp_floor_ns"], row["cpp_floor_min_ns"] = floor
+            row["prepared_over_floor"] = row["kernarg prepared_ns"] / floor[0]
+            row["launch_over_floor"] = row["kernarg.launch_ns"] / floor[0]
         if "cuda.core launch" in times:
             pairs = zip(times["cuda.core launch"], times["kernarg.launch"], strict=True)
             row["cuda_core_over_kernarg"] = statistics.median(c / k_ for c, k_ in pairs)
         rows.append(row)
         print(row, file=file)
-    return {"benchmark": "launch latency (host ns per launch, min over rounds)", "rows": rows}
+    return {"benchmark": f"launch latency: host ns per launch, bursts of {BURST} (medians)",
+            "device": _device_name(), "rows": rows}
+
+
+def print_table(result: dict, file=None) -> None:
+    """The launch rows as a table: host ns per launch, then kernarg's ratios."""
+    rows = result["rows"]
+    names = list(dict.fromkeys(k[:-3] for row in rows for k in row
+                               if k.endswith("_ns") and not k.startswith("cpp_floor")))
+    print(f"\nlaunch latency on {result['device']} — host ns per launch", file=file)
+    print("args".rjust(5) + "".join(f"{name[:20]:>22s}" for name in names) + "C++ floor".rjust(11),
+          file=file)
+    for row in rows:
+        cells = "".join(f"{row.get(name + '_ns', float('nan')):22.0f}" for name in names)
+        print(f"{row['nargs']:5d}{cells}{row.get('cpp_floor_ns', float('nan')):11.0f}", file=file)
+    print("\nargs  prepared/floor  launch/floor  cuda.core/kernarg.launch", file=file)
+    for row in rows:
+        print(f"{row['nargs']:4d}{row.get('prepared_over_floor', float('nan')):16.2f}"
+              f"{row.get('launch_over_floor', float('nan')):14.2f}"
+              f"{row.get('cuda_core_over_kernarg', float('nan')):26.2f}", file=file)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Everything a GPU session does, in one command on the GPU machine (the device tool's `run`,
+# which allows 10 minutes a command):
+#
+#   bash benchmarks/gpu_session.sh            # build, GPU tests, GPU benchmarks (~5 min)
+#   bash benchmarks/gpu_session.sh full       # ... then the CPU suite and the packing tables
+#
+# Builds kernarg in place from this tree with the machine's Python (which already has torch,
+# CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
+# runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
+# arrays), and leaves the log, a JUnit report and the benchmark JSON in $OUT (default
+# /tmp/kernarg-gpu). Every step runs even if an earlier one fails; the exit status is that of
+# the first failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kernarg-gpu}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+status=0
+step() {
+    echo "=== $(date +%T) $* ==="
+    "$@"
+    local rc=$?
+    echo "=== $(date +%T) rc=$rc ==="
+    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=$rc; fi
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+"$PY" -m pip list --format=freeze 2>/dev/null \
+    | grep -i -E "^(cuda|torch|cupy|numba|jax|cython|numpy|ml.dtypes|hypothesis|pytest)" || true
+step "$PY" setup.py -q build_ext --inplace -j "$(nproc)"
+step "$PY" -m kernarg info
+step timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
+    --junitxml="$OUT/junit-gpu.xml"
+step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
+if [ "${1:-}" = full ]; then
+    step timeout 300 "$PY" -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu
+    step timeout 300 "$PY" -m kernarg bench --json "$OUT/bench-all.json"
+fi
+exit "$status"

@@ -1,0 +1,152 @@
+"""Foreign GPU arrays on a GPU (issue 3): what one argument costs kernarg, per library.
+
+For each library present (torch, CuPy, numba-cuda, JAX, cuda.core) one small device array is
+packed alone, ``kernarg.pack((obj,))`` minus ``kernarg.pack(())``, and compared, in the same
+interleaved rounds, with the library's own protocol calls: reading ``__cuda_array_interface__``,
+and ``__dlpack_device__()`` + ``__dlpack__(stream=...)`` (the capsule dropped, so its deleter
+runs, as kernarg's does). Two goals, from the issue:
+
+- an adapter or the C exchange API -- the path kernarg takes for the library's own type -- beats
+  the protocol path by >= 5x (``protocol_over_kernarg``);
+- the generic paths, measured on wrappers that expose only one protocol of the same array, add
+  <= 20% over the protocol call itself (``adds_over_protocol``).
+
+NOTE: written without a GPU; it has not run yet. The next GPU session runs and fixes it.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+
+from kernarg._bench import _measure
+
+
+class _CAIOnly:
+    """Exposes only the wrapped array's CUDA Array Interface (the generic CAI path)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._array.__cuda_array_interface__
+
+
+class _DLPackOnly:
+    """Exposes only the wrapped array's DLPack methods (the generic DLPack path)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+
+def _arrays(file) -> list[tuple[str, object]]:
+    out = []
+    try:
+        import torch
+
+        out.append(("torch.Tensor", torch.zeros(16, device="cuda")))
+    except Exception as exc:
+        print(f"torch skipped: {exc}", file=file)
+    try:
+        import cupy
+
+        out.append(("cupy.ndarray", cupy.zeros(16, dtype=cupy.float32)))
+    except Exception as exc:
+        print(f"CuPy skipped: {exc}", file=file)
+    try:
+        import numpy as np
+        from numba import cuda as ncuda
+
+        out.append(("numba DeviceNDArray", ncuda.device_array(16, np.float32)))
+    except Exception as exc:
+        print(f"numba-cuda skipped: {exc}", file=file)
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        x = jax.device_put(jnp.zeros(16, jnp.float32), jax.devices("gpu")[0])
+        x.block_until_ready()
+        out.append(("jax.Array", x))
+    except Exception as exc:
+        print(f"JAX skipped: {exc}", file=file)
+    try:
+        from cuda.core import Device
+
+        dev = Device(0)
+        dev.set_current()
+        out.append(("cuda.core Buffer", dev.allocate(1024)))
+    except Exception as exc:
+        print(f"cuda.core skipped: {exc}", file=file)
+    return out
+
+
+def _protocols(obj, stream: int) -> dict[str, object]:
+    calls = {}
+    try:
+        if isinstance(obj.__cuda_array_interface__, dict):
+            calls["__cuda_array_interface__"] = lambda o: o.__cuda_array_interface__
+    except Exception:
+        pass
+    for kwargs in ({"stream": stream, "max_version": (1, 1)}, {"stream": stream}):
+        try:
+            obj.__dlpack_device__()
+            obj.__dlpack__(**kwargs)
+        except Exception:
+            continue
+
+        def dlpack(o, kwargs=kwargs):
+            o.__dlpack_device__()
+            return o.__dlpack__(**kwargs)
+
+        calls["__dlpack__"] = dlpack
+        break
+    return calls
+
+
+def run(repeat: int = 15, target: float = 0.02, file=None) -> dict:
+    import kernarg
+
+    file = file or sys.stdout
+    stream = kernarg.resolve_stream(None)
+    rows = []
+    for label, array in _arrays(file):
+        protocols = _protocols(array, stream)
+        subjects = [("kernarg path for the type", array)]
+        if "__cuda_array_interface__" in protocols:
+            subjects.append(("generic CUDA Array Interface", _CAIOnly(array)))
+        if "__dlpack__" in protocols:
+            subjects.append(("generic DLPack", _DLPackOnly(array)))
+        for path, obj in subjects:
+            try:
+                kernarg.pack((obj,))
+            except Exception as exc:
+                print(f"[{label}, {path}] kernarg cannot pack it: {exc}", file=file)
+                continue
+            # The protocols as called on this very object: on a wrapper, its forwarding call is
+            # part of both sides and cancels out.
+            calls = _protocols(obj, stream)
+            contenders = [("pack1", kernarg.pack), ("pack0", lambda a: kernarg.pack(()))]
+            contenders += [(name, (lambda a, fn=fn: fn(a[0]))) for name, fn in calls.items()]
+            rounds = _measure(contenders, (obj,), repeat, target)
+            per_arg = [p1 - p0 for p1, p0 in zip(rounds["pack1"], rounds["pack0"], strict=True)]
+            row = {"library": label, "path": path, "kernarg_ns": statistics.median(per_arg),
+                   **{f"{name}_ns": statistics.median(rounds[name]) for name in calls}}
+            if obj is array:
+                row["protocol_over_kernarg"] = {
+                    name: statistics.median(pr / k for pr, k in zip(rounds[name], per_arg,
+                                                                    strict=True))
+                    for name in calls}
+            else:
+                (name,) = calls
+                row["adds_over_protocol"] = statistics.median(
+                    (k - pr) / pr for pr, k in zip(rounds[name], per_arg, strict=True))
+            rows.append(row)
+            print(row, file=file)
+    return {"benchmark": "one foreign GPU array: ns per argument (medians over rounds)",
+            "rows": rows}
