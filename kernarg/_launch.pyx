@@ -245,12 +245,52 @@ cdef _Module _load_image(bytes image):
 _events = threading.local()
 
 
-cdef int _wait_for_producers(ParamBlock blk, uint64_t stream) except -1:
+cdef struct Capture:
+    bint active                 # the launch stream is capturing a graph
+    cydriver.cuuint64_t id      # ... this capture sequence
+    cydriver.CUgraph graph      # ... into this graph
+
+
+cdef void _capture_of(cydriver.CUstream stream, Capture* c) noexcept nogil:
+    cdef cydriver.CUstreamCaptureStatus status
+    cdef cydriver.CUresult err
+    c.active = False
+    c.id = 0
+    c.graph = NULL
+    err = cydriver.cuStreamGetCaptureInfo_v2(stream, &status, &c.id, &c.graph, NULL, NULL)
+    # An error here (e.g. the legacy stream while another stream captures) means no capture
+    # on this stream; the launch itself then reports whatever is wrong.
+    c.active = err == cydriver.CUDA_SUCCESS and status == cydriver.CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+
+cdef int _check_captured_producer(uint64_t producer, uint64_t stream, Capture* capture) except -1:
+    """Inside a capture, a producer stream can be waited on only if it captures into the same
+    graph (it was forked from the capturing stream): an event recorded outside the capture
+    cannot be waited on inside it, and touching the legacy default stream would invalidate the
+    capture. Refuse before touching anything, so the capture stays usable."""
+    cdef Capture other
+    if producer != 1:           # the legacy default stream never captures
+        _capture_of(<cydriver.CUstream><uintptr_t>producer, &other)
+        if other.active and other.id == capture.id:
+            return 0
+    raise ValueError(
+        f"an argument's producer stream {producer:#x} (its CUDA Array Interface 'stream', or "
+        f"its library's current stream) is not part of the graph being captured on stream "
+        f"{stream:#x}, so the captured launch cannot wait for it. Finish that work before "
+        "beginning the capture, or produce the array on the capturing stream (or on one "
+        "forked from it)")
+
+
+cdef int _wait_for_producers(ParamBlock blk, uint64_t stream, Capture* capture) except -1:
     cdef cydriver.CUevent event
     cdef Py_ssize_t i
     cdef uint64_t producer
     if blk.st.nstreams == 0:
         return 0
+    if capture.active:
+        for i in range(blk.st.nstreams):
+            if blk.st.streams[i] != stream:
+                _check_captured_producer(blk.st.streams[i], stream, capture)
     handle = getattr(_events, "event", None)
     if handle is None:
         _check(cydriver.cuEventCreate(&event, cydriver.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
@@ -274,6 +314,7 @@ cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) ex
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
     cdef cydriver.CUcontext current
+    cdef Capture capture
     cdef bint kept = False
     try:
         _ensure_driver()
@@ -281,7 +322,8 @@ cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) ex
             _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
             if current != k._ctx:
                 _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
-        _wait_for_producers(blk, stream)
+        _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
+        _wait_for_producers(blk, stream, &capture)
         memset(&config, 0, sizeof(config))
         config.gridDimX, config.gridDimY, config.gridDimZ = cfg.grid
         config.blockDimX, config.blockDimY, config.blockDimZ = cfg.block
@@ -292,7 +334,8 @@ cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) ex
         with nogil:
             err = cydriver.cuLaunchKernelEx(&config, k._func, blk.st.argv, NULL)
         _check(err, "cuLaunchKernelEx")
-        kept = _keep_for_graph(config.hStream, blk)
+        if capture.active:
+            kept = _keep_for_graph(capture.graph, blk)
     finally:
         if not kept:
             block_release(blk)
@@ -354,17 +397,12 @@ cdef void _keep_destroyed(void* data) noexcept nogil:
     Py_AddPendingCall(_drain_released, NULL)
 
 
-cdef int _keep_for_graph(cydriver.CUstream stream, ParamBlock blk) except -1:
-    """If ``stream`` is capturing, make the graph being built own a reference to ``blk``.
-    Returns 1 when it did (the caller must not release the block), else 0."""
-    cdef cydriver.CUstreamCaptureStatus status
-    cdef cydriver.CUgraph graph = NULL
+cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk) except -1:
+    """Make ``graph``, being captured, own a reference to ``blk``. Returns 1 (the caller must
+    not release the block)."""
     cdef cydriver.CUuserObject obj
     cdef cydriver.CUresult err
     cdef kernarg_keep* node
-    err = cydriver.cuStreamGetCaptureInfo_v2(stream, &status, NULL, &graph, NULL, NULL)
-    if err != cydriver.CUDA_SUCCESS or status != cydriver.CU_STREAM_CAPTURE_STATUS_ACTIVE:
-        return 0    # not capturing (an invalid capture makes the launch itself fail)
     _drain_released(NULL)
     node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
     if node == NULL:

@@ -116,50 +116,55 @@ def test_cuda_core_buffers(ctx, kind):
     assert (host == 2.5).all()
 
 
-def test_torch_cupy_numba_jax(ctx):
+def _torch_array():
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(64, device="cuda")
+    return t, torch.cuda.current_stream(), lambda: (torch.cuda.synchronize(), t.cpu().numpy())[1]
+
+
+def _cupy_array():
+    cupy = pytest.importorskip("cupy")
+    c = cupy.zeros(64, cupy.float32)
+    return c, cupy.cuda.get_current_stream(), lambda: (cupy.cuda.Device().synchronize(),
+                                                       cupy.asnumpy(c))[1]
+
+
+def _numba_array():
+    ncuda = pytest.importorskip("numba.cuda")
+    a = ncuda.to_device(np.zeros(64, np.float32))
+    return a, None, lambda: (check(driver.cuCtxSynchronize()), a.copy_to_host())[1]
+
+
+def _jax_array():
+    jnp = pytest.importorskip("jax.numpy")
+    j = jnp.zeros(64, jnp.float32)
+    j.block_until_ready()
+    # JAX arrays are immutable to JAX, but the kernel writes their memory all the same.
+    return j, None, lambda: (check(driver.cuCtxSynchronize()), np.asarray(j))[1]
+
+
+@pytest.mark.parametrize("make", [_torch_array, _cupy_array, _numba_array, _jax_array],
+                         ids=["torch", "cupy", "numba", "jax"])
+def test_library_arrays_are_written_by_the_kernel(ctx, make):
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    ran = []
-    try:
-        import torch
+    array, stream, read_back = make()
+    k.launch(1, 64, array, 1.5, 64, stream=stream)
+    assert (read_back() == 1.5).all()
+    untyped = kernarg.Kernel.from_handle(k.handle, device=0)  # checked by the driver layout
+    untyped.prepare(1, 64, stream=stream)(array, np.float32(2.5), np.int32(64))
+    assert (read_back() == 2.5).all()
 
-        t = torch.zeros(64, device="cuda")
-        k.launch(1, 64, t, 1.5, 64, stream=torch.cuda.current_stream())
-        torch.cuda.synchronize()
-        assert (t == 1.5).all()
-        ran.append("torch")
-    except ImportError:
-        pass
-    try:
-        import cupy
 
-        c = cupy.zeros(64, cupy.float32)
-        k.launch(1, 64, c, 2.5, 64, stream=cupy.cuda.get_current_stream())
-        cupy.cuda.Device().synchronize()
-        assert bool((c == 2.5).all())
-        ran.append("cupy")
-    except ImportError:
-        pass
-    try:
-        from numba import cuda as ncuda
-
-        a = ncuda.to_device(np.zeros(64, np.float32))
-        k.launch(1, 64, a, 3.5, 64)
-        check(driver.cuCtxSynchronize())
-        assert (a.copy_to_host() == 3.5).all()
-        ran.append("numba")
-    except ImportError:
-        pass
-    try:
-        import jax.numpy as jnp
-
-        j = jnp.zeros(64, jnp.float32)
-        j.block_until_ready()
-        k.launch(1, 64, j, 4.5, 64)                 # via DLPack
-        check(driver.cuCtxSynchronize())
-        ran.append("jax")
-    except ImportError:
-        pass
-    assert ran, "none of torch, cupy, numba-cuda, jax is installed"
+def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no DLPack C exchange API")
+    side = torch.cuda.Stream()
+    t = torch.zeros(4, device="cuda")
+    with torch.cuda.stream(side):
+        block = kernarg.pack((t,))
+    assert block.producer_streams == (side.cuda_stream,)   # torch's current stream, recorded
+    assert block.args[0] is t
 
 
 SPIN_WRITE = r"""
@@ -301,3 +306,57 @@ def test_array_on_another_gpu_is_refused():
     k1.launch(1, 32, t, 1.0, 32, stream=torch.cuda.current_stream(1))
     torch.cuda.synchronize(1)
     assert (t == 1.0).all()
+
+
+def test_launch_waits_for_torch_current_stream(ctx):
+    torch = pytest.importorskip("torch")
+    k_slow = kernarg.Kernel.from_source(SPIN_WRITE, "slow_write")
+    k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
+    consumer = int(check(driver.cuStreamCreate(1)))
+    side = torch.cuda.Stream()
+    dst = DeviceArray(4)
+    with torch.cuda.stream(side):
+        src = torch.zeros(1, dtype=torch.int32, device="cuda")
+        k_slow.launch(1, 1, src, 200_000_000, stream=side)       # pending on torch's stream
+        k_copy.launch(1, 1, dst, src, stream=consumer)           # must wait for it
+    assert struct.unpack("<i", dst.read())[0] == 1234
+
+
+def test_capture_refuses_a_producer_stream_outside_the_graph(ctx):
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    capturing = int(check(driver.cuStreamCreate(1)))
+    other = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, stream=other)
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(capturing, mode))
+    with pytest.raises(ValueError, match="not part of the graph being captured"):
+        k.launch(1, 32, out, 1.0, 32, stream=capturing)
+    out.stream = 1                 # the legacy default stream is never part of a capture
+    with pytest.raises(ValueError, match="producer stream 0x1 "):
+        k.launch(1, 32, out, 1.0, 32, stream=capturing)
+    out.stream = None
+    k.launch(1, 32, out, 2.0, 32, stream=capturing)
+    graph = check(driver.cuStreamEndCapture(capturing))     # the refusals left it usable
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, capturing))
+    assert (np.frombuffer(out.read(), np.float32) == 2.0).all()
+
+
+def test_capture_waits_on_a_producer_forked_into_the_graph(ctx):
+    k_slow = kernarg.Kernel.from_source(SPIN_WRITE, "slow_write")
+    k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
+    capturing = int(check(driver.cuStreamCreate(1)))
+    side = int(check(driver.cuStreamCreate(1)))
+    src = DeviceArray(4, stream=side)
+    dst = DeviceArray(4)
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(capturing, mode))
+    fork = check(driver.cuEventCreate(0))
+    check(driver.cuEventRecord(fork, capturing))
+    check(driver.cuStreamWaitEvent(side, fork, 0))          # side joins the capture
+    k_slow.launch(1, 1, src, 200_000_000, stream=side)
+    k_copy.launch(1, 1, dst, src, stream=capturing)         # a graph edge from side's node
+    graph = check(driver.cuStreamEndCapture(capturing))     # side was joined by that wait
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, capturing))
+    assert struct.unpack("<i", dst.read())[0] == 1234
