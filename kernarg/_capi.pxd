@@ -6,6 +6,7 @@
 #     cdef kernarg.kernarg_block block
 #     kernarg.kernarg_block_init(&block, area, sizeof(area), argv, 16)
 #     kernarg.pack_into_block(args, None, &block)       # except -1: raises like kernarg.pack
+#     # or pack_into_block(args, None, &block, device): arrays on another GPU are refused
 #     ... launch with block.argv ...
 #     kernarg.release_block(&block)
 #
@@ -40,13 +41,17 @@ cdef extern from *:
         int (*release)(kernarg_block*) except -1
         int (*resolve_stream)(PyObject*, uint64_t*) except -1
         const char* (*version)() noexcept
+        int (*pack_device)(PyObject*, PyObject*, int, kernarg_block*) except -1
+        int (*pack_signature_device)(PyObject*, PyObject*, PyObject*, int,
+                                     kernarg_block*) except -1
 
     int KERNARG_ABI_VERSION
     void kernarg_block_init(kernarg_block* block, void* data, size_t capacity, void** argv,
                             size_t max_args) noexcept
 
 
-cdef int pack_into_block(object args, object stream, kernarg_block* block) except -1
+cdef int pack_into_block(object args, object stream, kernarg_block* block,
+                         int device=*) except -1
 cdef int pack_signature_into_block(object signature, object args, object stream,
-                                   kernarg_block* block) except -1
+                                   kernarg_block* block, int device=*) except -1
 cdef int release_block(kernarg_block* block) except -1

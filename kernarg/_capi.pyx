@@ -16,6 +16,7 @@ from kernarg._handler cimport (
     BlockState,
     as_arg_tuple,
     pack_state,
+    set_launch_device,
     state_release,
 )
 from kernarg._signature cimport Signature, pack_typed_state
@@ -71,15 +72,17 @@ cdef int _close(kernarg_block* block, BlockState* st, tuple args) except -1:
     return 0
 
 
-cdef int _pack_block(object signature, object args, object stream,
+cdef int _pack_block(object signature, object args, object stream, int device,
                      kernarg_block* block) except -1:
-    """Pack into the caller's block, typed when ``signature`` is not None. On error the block
-    is left empty (capsules consumed so far are released)."""
+    """Pack into the caller's block, typed when ``signature`` is not None, refusing arrays
+    known to live on another CUDA device than ``device`` (-1: no check). On error the block is
+    left empty (capsules consumed so far are released)."""
     cdef tuple t = as_arg_tuple(args, "kernarg")
     cdef BlockState st
     if stream is not None:
         stream = resolve_stream(stream)
     _open(block, &st, len(t))
+    set_launch_device(&st, device)
     try:
         if signature is None:
             pack_state(&st, t, stream)
@@ -91,18 +94,27 @@ cdef int _pack_block(object signature, object args, object stream,
     return _close(block, &st, t)
 
 
-cdef int pack_into_block(object args, object stream, kernarg_block* block) except -1:
-    """kernarg.pack into the caller's block. Raises like kernarg.pack; the block is then empty."""
-    return _pack_block(None, args, stream, block)
+cdef int _device(int device) except -2:
+    if device < -1:
+        raise ValueError(f"kernarg: device is {device}; pass a CUDA device ordinal (>= 0), or "
+                         "-1 for no device check")
+    return device
+
+
+cdef int pack_into_block(object args, object stream, kernarg_block* block,
+                         int device=-1) except -1:
+    """kernarg.pack(args, stream=stream, device=device) into the caller's block; device -1
+    checks no device. Raises like kernarg.pack; the block is then empty."""
+    return _pack_block(None, args, stream, _device(device), block)
 
 
 cdef int pack_signature_into_block(object signature, object args, object stream,
-                                   kernarg_block* block) except -1:
-    """Signature.pack into the caller's block."""
+                                   kernarg_block* block, int device=-1) except -1:
+    """Signature.pack into the caller's block (device as for pack_into_block)."""
     if not isinstance(signature, Signature):
         raise TypeError(f"kernarg: signature must be a kernarg.Signature, got "
                         f"{type(signature).__name__}")
-    return _pack_block(signature, args, stream, block)
+    return _pack_block(signature, args, stream, _device(device), block)
 
 
 cdef int release_block(kernarg_block* block) except -1:
@@ -140,6 +152,22 @@ cdef int _c_pack_signature(PyObject* signature, PyObject* args, PyObject* stream
                                      None if stream == NULL else <object>stream, block)
 
 
+cdef int _c_pack_device(PyObject* args, PyObject* stream, int device,
+                        kernarg_block* block) except -1:
+    if args == NULL:
+        raise TypeError("kernarg: args is NULL")
+    return pack_into_block(<object>args, None if stream == NULL else <object>stream, block,
+                           device)
+
+
+cdef int _c_pack_signature_device(PyObject* signature, PyObject* args, PyObject* stream,
+                                  int device, kernarg_block* block) except -1:
+    if signature == NULL or args == NULL:
+        raise TypeError("kernarg: signature and args must not be NULL")
+    return pack_signature_into_block(<object>signature, <object>args,
+                                     None if stream == NULL else <object>stream, block, device)
+
+
 cdef int _c_release(kernarg_block* block) except -1:
     return release_block(block)
 
@@ -167,6 +195,8 @@ _api.pack_signature = _c_pack_signature
 _api.release = _c_release
 _api.resolve_stream = _c_resolve_stream
 _api.version = _c_version
+_api.pack_device = _c_pack_device
+_api.pack_signature_device = _c_pack_signature_device
 
 #: The C API table (see kernarg.h); C code gets it with import_kernarg().
 _C_API = PyCapsule_New(<void*>&_api, b"kernarg._C_API", NULL)

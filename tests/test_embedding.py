@@ -128,3 +128,25 @@ def test_resolve_stream_through_c_api(c_ext):
     assert c_ext.resolve_stream(None) == kernarg.default_stream()
     with pytest.raises(TypeError):
         c_ext.resolve_stream("x")
+
+
+def test_device_check(ext):
+    p = DLPackProducer(0x3000, device=(2, 1))
+    with pytest.raises(ValueError, match="argument 1: the array is on CUDA device 1, but the "
+                                         "kernel runs on device 0"):
+        ext.pack((7, p), None, 0)
+    assert ext.pack((7, p), None, 1)[0] == bytes(kernarg.pack((7, p)))
+    assert ext.pack((7, p))[0] == bytes(kernarg.pack((7, p)))        # -1: no check
+    sig = kernarg.Signature("int n, float* x")
+    with pytest.raises(ValueError, match="argument 1: the array is on CUDA device 1"):
+        ext.pack_signature(sig, (7, p), None, 2)
+    assert ext.pack_signature(sig, (7, p), None, 1)[0] == bytes(sig.pack((7, p)))
+    with pytest.raises(ValueError, match="device is -5"):
+        ext.pack((7,), None, -5)
+    gc.collect()
+    assert p.deleted == p.exported     # refused packs released what they had consumed
+
+
+def test_c_api_reports_the_device_entry_points(c_ext):
+    abi, size, _ = c_ext.api_info()
+    assert size >= 64     # seven pointers past the two uint32 fields: pack_device is there

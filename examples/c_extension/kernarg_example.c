@@ -50,30 +50,53 @@ static PyObject *result_and_release(kernarg_block *b) {
     return result;
 }
 
-/* pack(args, stream=None) -> (bytes, offsets, producer_streams) */
+/* The device-checking entry points were appended to the API after its first release: an
+   extension built against this header may meet an older kernarg, so it asks first. */
+static int have_device_check(void) {
+    if (KERNARG_API_HAS(kernarg, pack_device) && KERNARG_API_HAS(kernarg, pack_signature_device))
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "this kernarg's C API has no device check");
+    return 0;
+}
+
+/* pack(args, stream=None, device=-1) -> (bytes, offsets, producer_streams) */
 static PyObject *pack(PyObject *self, PyObject *args) {
     PyObject *kargs, *stream = NULL;
+    int device = -1, rc;
     double area[4096];                 /* 32 KiB: CUDA's whole parameter limit */
     void *argv[MAX_ARGS];
     kernarg_block block;
-    if (!PyArg_ParseTuple(args, "O|O", &kargs, &stream))
+    if (!PyArg_ParseTuple(args, "O|Oi", &kargs, &stream, &device))
         return NULL;
     kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS);
-    if (kernarg->pack(kargs, stream, &block) < 0)
+    if (device == -1)
+        rc = kernarg->pack(kargs, stream, &block);
+    else if (have_device_check())
+        rc = kernarg->pack_device(kargs, stream, device, &block);
+    else
+        return NULL;
+    if (rc < 0)
         return NULL;
     return result_and_release(&block);
 }
 
-/* pack_signature(signature, args, stream=None) -> (bytes, offsets, producer_streams) */
+/* pack_signature(signature, args, stream=None, device=-1) -> (bytes, offsets, streams) */
 static PyObject *pack_signature(PyObject *self, PyObject *args) {
     PyObject *sig, *kargs, *stream = NULL;
+    int device = -1, rc;
     double area[4096];
     void *argv[MAX_ARGS];
     kernarg_block block;
-    if (!PyArg_ParseTuple(args, "OO|O", &sig, &kargs, &stream))
+    if (!PyArg_ParseTuple(args, "OO|Oi", &sig, &kargs, &stream, &device))
         return NULL;
     kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS);
-    if (kernarg->pack_signature(sig, kargs, stream, &block) < 0)
+    if (device == -1)
+        rc = kernarg->pack_signature(sig, kargs, stream, &block);
+    else if (have_device_check())
+        rc = kernarg->pack_signature_device(sig, kargs, stream, device, &block);
+    else
+        return NULL;
+    if (rc < 0)
         return NULL;
     return result_and_release(&block);
 }
@@ -164,9 +187,10 @@ static PyObject *launch(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"pack", pack, METH_VARARGS, "pack(args, stream=None) -> (bytes, offsets, streams)"},
+    {"pack", pack, METH_VARARGS,
+     "pack(args, stream=None, device=-1) -> (bytes, offsets, streams)"},
     {"pack_signature", pack_signature, METH_VARARGS,
-     "pack_signature(signature, args, stream=None) -> (bytes, offsets, streams)"},
+     "pack_signature(signature, args, stream=None, device=-1) -> (bytes, offsets, streams)"},
     {"pack_only", pack_only, METH_O, "pack(args) into the stack and release it"},
     {"hold", hold, METH_O, "pack into a module-level block kept until release_held()"},
     {"release_held", release_held, METH_NOARGS, "release the held block"},

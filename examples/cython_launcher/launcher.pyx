@@ -8,14 +8,15 @@ cdef enum:
     MAX_ARGS = 1024
 
 
-def pack(args, stream=None):
-    """-> (bytes, offsets, producer_streams), packed into stack memory."""
+def pack(args, stream=None, int device=-1):
+    """-> (bytes, offsets, producer_streams), packed into stack memory. With ``device``, arrays
+    their producer places on another GPU are refused."""
     cdef double area[4096]
     cdef void* argv[MAX_ARGS]
     cdef kernarg.kernarg_block block
     cdef size_t i
     kernarg.kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS)
-    kernarg.pack_into_block(args, stream, &block)
+    kernarg.pack_into_block(args, stream, &block, device)
     try:
         data = (<char*>area)[:block.nbytes]
         offsets = tuple([<char*>argv[i] - <char*>area for i in range(block.nargs)])
@@ -25,13 +26,13 @@ def pack(args, stream=None):
     return data, offsets, streams
 
 
-def pack_signature(signature, args, stream=None):
+def pack_signature(signature, args, stream=None, int device=-1):
     cdef double area[4096]
     cdef void* argv[MAX_ARGS]
     cdef kernarg.kernarg_block block
     cdef size_t i
     kernarg.kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS)
-    kernarg.pack_signature_into_block(signature, args, stream, &block)
+    kernarg.pack_signature_into_block(signature, args, stream, &block, device)
     try:
         data = (<char*>area)[:block.nbytes]
         offsets = tuple([<char*>argv[i] - <char*>area for i in range(block.nargs)])

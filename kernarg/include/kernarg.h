@@ -70,7 +70,19 @@ typedef struct kernarg_api {
     int (*resolve_stream)(PyObject *stream, uint64_t *handle);
     /* The kernarg version string, e.g. "0.1.0". */
     const char *(*version)(void);
+    /* --- appended after the first release: check KERNARG_API_HAS(api, field) first --- */
+    /* As pack and pack_signature, and arguments whose producer says they live on a CUDA
+       device other than `device` (an ordinal; DLPack kDLCUDA device ids, torch and CuPy
+       devices) are refused with a ValueError naming the argument, as kernarg.pack(...,
+       device=device) does. device -1: no check. Pinned and managed memory is never refused. */
+    int (*pack_device)(PyObject *args, PyObject *stream, int device, kernarg_block *block);
+    int (*pack_signature_device)(PyObject *signature, PyObject *args, PyObject *stream,
+                                 int device, kernarg_block *block);
 } kernarg_api;
+
+/* Whether the kernarg providing `api` has `field` (fields are only ever appended). */
+#define KERNARG_API_HAS(api, field) \
+    ((size_t)(api)->struct_size >= offsetof(kernarg_api, field) + sizeof((api)->field))
 
 static inline void kernarg_block_init(kernarg_block *block, void *data, size_t capacity,
                                       void **argv, size_t max_args) {
