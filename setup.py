@@ -50,7 +50,7 @@ def ext(name, language="c", extra_includes=()):
 
 setup(
     ext_modules=cythonize(
-        [ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"),
+        [ext("_stream"), ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"),
          ext("_launch", "c++", cuda_include()), ext("_benchfloor")],
         compiler_directives=directives,
     ),

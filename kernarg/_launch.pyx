@@ -15,13 +15,14 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdlib cimport free, malloc
 
+from kernarg._cdefs cimport kernarg_small_int
 from kernarg._handler cimport ParamBlock, block_release, untyped_block
 from kernarg._signature cimport Signature, typed_block
+from kernarg._stream cimport stream_handle
 
 import threading
 
 from kernarg._errors import CudaError, NoDriverError
-from kernarg._stream import resolve_stream
 
 __all__ = ["Kernel", "LaunchConfig", "PreparedLaunch"]
 
@@ -31,6 +32,17 @@ cdef enum:
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
 _BLOCK_LIMITS = (1024, 1024, 64)
+cdef long long GRID_LIMITS[3]
+cdef long long BLOCK_LIMITS[3]
+GRID_LIMITS[:] = [2**31 - 1, 65535, 65535]
+BLOCK_LIMITS[:] = [1024, 1024, 64]
+
+
+cdef struct Dims:
+    # What cuLaunchKernelEx needs besides the attributes: checked grid, block and shmem.
+    unsigned int grid[3]
+    unsigned int block[3]
+    unsigned int shmem
 
 
 def _dims(value, str what, limits):
@@ -49,6 +61,56 @@ def _dims(value, str what, limits):
         if not 1 <= d <= limit:
             raise ValueError(f"{what}[{axis}] is {d}; it must be between 1 and {limit}")
     return dims
+
+
+cdef inline bint _fast_dim(object v, long long limit, unsigned int* out) noexcept:
+    cdef long long x
+    if type(v) is int and kernarg_small_int(<PyObject*>v, &x) and 1 <= x <= limit:
+        out[0] = <unsigned int>x
+        return True
+    return False
+
+
+cdef int _fill_dims(object value, unsigned int* out, str what, tuple limits,
+                    const long long* lim) except -1:
+    """``_dims`` into ``out`` without a Python object for the common cases (an int, or a
+    tuple of ints, within the limits); anything else goes through ``_dims``, which raises the
+    message or accepts what it accepts (int subclasses, lists)."""
+    cdef Py_ssize_t n, i
+    if _fast_dim(value, lim[0], out):
+        out[1] = 1
+        out[2] = 1
+        return 0
+    if type(value) is tuple:
+        n = len(<tuple>value)
+        if 1 <= n <= 3:
+            for i in range(3):
+                if i >= n:
+                    out[i] = 1
+                elif not _fast_dim((<tuple>value)[i], lim[i], out + i):
+                    break
+            else:
+                return 0
+    out[0], out[1], out[2] = _dims(value, what, limits)
+    return 0
+
+
+cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -1:
+    """Check and store grid, block and shmem, with LaunchConfig's messages."""
+    cdef long long threads, sh
+    _fill_dims(grid, d.grid, "grid", _GRID_LIMITS, GRID_LIMITS)
+    _fill_dims(block, d.block, "block", _BLOCK_LIMITS, BLOCK_LIMITS)
+    threads = <long long>d.block[0] * d.block[1] * d.block[2]
+    if threads > MAX_BLOCK_THREADS:
+        raise ValueError(f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; "
+                         f"the limit is {MAX_BLOCK_THREADS}")
+    if type(shmem) is int and kernarg_small_int(<PyObject*>shmem, &sh) and 0 <= sh < 2**32:
+        d.shmem = <unsigned int>sh
+    elif isinstance(shmem, bool) or not isinstance(shmem, int) or not 0 <= shmem < 2**32:
+        raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, got {shmem!r}")
+    else:
+        d.shmem = shmem
+    return 0
 
 
 @cython.final
@@ -80,18 +142,14 @@ cdef class LaunchConfig:
     cdef readonly object priority
     cdef cydriver.CUlaunchAttribute _attrs[MAX_ATTRS]
     cdef unsigned int _nattrs
+    cdef Dims _d
 
     def __init__(self, grid, block, *, shmem=0, cluster=None, cooperative=False, pdl=False,
                  priority=None):
-        self.grid = _dims(grid, "grid", _GRID_LIMITS)
-        self.block = _dims(block, "block", _BLOCK_LIMITS)
-        threads = self.block[0] * self.block[1] * self.block[2]
-        if threads > MAX_BLOCK_THREADS:
-            raise ValueError(f"block {self.block} has {threads} threads; the limit is "
-                             f"{MAX_BLOCK_THREADS}")
-        if isinstance(shmem, bool) or not isinstance(shmem, int) or not 0 <= shmem < 2**32:
-            raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, got {shmem!r}")
-        self.shmem = shmem
+        _fill_config(&self._d, grid, block, shmem)
+        self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
+        self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
+        self.shmem = self._d.shmem
         self.cooperative = bool(cooperative)
         self.pdl = bool(pdl)
         memset(self._attrs, 0, sizeof(self._attrs))
@@ -308,7 +366,8 @@ cdef int _wait_for_producers(ParamBlock blk, uint64_t stream, Capture* capture) 
     return 0
 
 
-cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) except -1:
+cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
+                 unsigned int nattrs, ParamBlock blk, uint64_t stream) except -1:
     """Launch ``k`` with ``blk`` on ``stream`` in the kernel's context, then release ``blk``
     -- unless the stream is capturing a graph, which then owns it (see _keep_for_graph)."""
     cdef cydriver.CUlaunchConfig config
@@ -324,13 +383,17 @@ cdef int _launch(Kernel k, LaunchConfig cfg, ParamBlock blk, uint64_t stream) ex
                 _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
         _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
         _wait_for_producers(blk, stream, &capture)
-        memset(&config, 0, sizeof(config))
-        config.gridDimX, config.gridDimY, config.gridDimZ = cfg.grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = cfg.block
-        config.sharedMemBytes = cfg.shmem
+        memset(&config, 0, sizeof(config))     # fields a newer cuda.h may add stay zero
+        config.gridDimX = d.grid[0]
+        config.gridDimY = d.grid[1]
+        config.gridDimZ = d.grid[2]
+        config.blockDimX = d.block[0]
+        config.blockDimY = d.block[1]
+        config.blockDimZ = d.block[2]
+        config.sharedMemBytes = d.shmem
         config.hStream = <cydriver.CUstream><uintptr_t>stream
-        config.attrs = cfg._attrs
-        config.numAttrs = cfg._nattrs
+        config.attrs = attrs
+        config.numAttrs = nattrs
         with nogil:
             err = cydriver.cuLaunchKernelEx(&config, k._func, blk.st.argv, NULL)
         _check(err, "cuLaunchKernelEx")
@@ -599,11 +662,20 @@ cdef class Kernel:
                pdl=False, priority=None):
         """Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts),
         after making it wait on every producer stream the arguments exported."""
-        cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
-                                             cooperative=cooperative, pdl=pdl,
-                                             priority=priority)
-        cdef uint64_t handle = resolve_stream(stream)
-        _launch(self, cfg, self._pack_args(args, handle), handle)
+        cdef Dims d
+        cdef LaunchConfig cfg
+        cdef uint64_t handle
+        if cluster is None and priority is None and not cooperative and not pdl:
+            # No launch attributes: check the dimensions straight into the launch, no objects.
+            _fill_config(&d, grid, block, shmem)
+            handle = stream_handle(stream)
+            _launch(self, &d, NULL, 0, self._pack_args(args, handle), handle)
+        else:
+            cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
+                               cooperative=cooperative, pdl=pdl, priority=priority)
+            handle = stream_handle(stream)
+            _launch(self, &cfg._d, cfg._attrs, cfg._nattrs, self._pack_args(args, handle),
+                    handle)
 
     def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
                 pdl=False, priority=None):
@@ -611,7 +683,7 @@ cdef class Kernel:
         only packs and launches."""
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                            pdl=pdl, priority=priority)
-        return PreparedLaunch(self, cfg, resolve_stream(stream))
+        return PreparedLaunch(self, cfg, stream_handle(stream))
 
     def __getitem__(self, config):
         """``kernel[grid, block]``, ``[grid, block, stream]``, ``[grid, block, stream, shmem]``.
@@ -635,15 +707,18 @@ cdef class PreparedLaunch:
     cdef Kernel _kernel
     cdef readonly LaunchConfig config
     cdef readonly uint64_t stream
+    cdef object _stream_obj     # the same handle as an int object, for the packers
 
     def __init__(self, Kernel kernel, LaunchConfig config, uint64_t stream):
         self._kernel = kernel
         self.config = config
         self.stream = stream
+        self._stream_obj = stream
 
     def __call__(self, *args):
-        _launch(self._kernel, self.config, self._kernel._pack_args(args, self.stream),
-                self.stream)
+        cdef LaunchConfig cfg = self.config
+        _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
+                self._kernel._pack_args(args, self._stream_obj), self.stream)
 
 
 def _entry_name(str ptx, str name):

@@ -52,6 +52,53 @@ def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
         kernarg.LaunchConfig(kwargs.pop("grid"), kwargs.pop("block"), **kwargs)
 
 
+LAUNCH_ERRORS = [
+    (dict(grid=0, block=1), ValueError, r"grid\[0\] is 0; it must be between 1 and 2147483647"),
+    (dict(grid=(1, 70000), block=1), ValueError, r"grid\[1\] is 70000.*65535"),
+    (dict(grid=1, block=(1, 1, 65)), ValueError, r"block\[2\] is 65.*64"),
+    (dict(grid=1, block=(64, 32)), ValueError, "2048 threads; the limit is 1024"),
+    (dict(grid=1, block=(1, 2, 3, 4)), TypeError, "tuple of 1 to 3 ints"),
+    (dict(grid=1.5, block=1), TypeError, "grid must be an int"),
+    (dict(grid=(1, "2"), block=1), TypeError, r"grid\[1\] must be an int"),
+    (dict(grid=True, block=1), TypeError, "bool"),
+    (dict(grid=(True,), block=1), TypeError, "bool|must be an int"),
+    (dict(grid=2**31, block=1), ValueError, r"grid\[0\] is 2147483648"),
+    (dict(grid=1, block=1, shmem=-1), ValueError, "shmem"),
+    (dict(grid=1, block=1, shmem=2**32), ValueError, "shmem"),
+    (dict(grid=1, block=1, shmem=True), ValueError, "shmem"),
+]
+
+
+@pytest.mark.parametrize("kwargs, exc, fragment", LAUNCH_ERRORS)
+def test_launch_without_attributes_checks_like_launch_config(kwargs, exc, fragment):
+    # Kernel.launch checks grid/block/shmem in C when no attribute is asked for; the errors
+    # must be LaunchConfig's, raised before anything reaches the driver.
+    k = kernarg.Kernel.from_handle(0x1234)
+    with pytest.raises(exc, match=fragment):
+        k.launch(kwargs.pop("grid"), kwargs.pop("block"), 1, **kwargs)
+
+
+class _Dim(int):
+    pass
+
+
+@pytest.mark.parametrize("grid, block", [
+    (1, 1), ((2,), (32, 2)), ((2, 3), (4, 4, 4)), ([2, 3, 4], [8, 8]), (2**31 - 1, 1024),
+    (2**30 + 5, (1, 1024)), (_Dim(3), (_Dim(2), 2)), ((65535, 65535, 65535), (1, 1, 64)),
+])
+def test_launch_accepts_what_launch_config_accepts(grid, block):
+    def norm(v):
+        v = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+        return v + (1,) * (3 - len(v))
+
+    cfg = kernarg.LaunchConfig(grid, block, shmem=2**32 - 1)
+    assert cfg.grid == norm(grid) and cfg.block == norm(block) and cfg.shmem == 2**32 - 1
+    k = kernarg.Kernel.from_handle(0x1234)
+    if not HAS_DRIVER:       # everything was accepted: only the driver is missing
+        with pytest.raises(kernarg.NoDriverError):
+            k.launch(grid, block, 1, shmem=2**32 - 1)
+
+
 def test_prepare_and_getitem_need_no_driver():
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
     assert k.handle == 0x1234 and len(k.signature) == 2
@@ -73,6 +120,13 @@ def test_arguments_checked_before_any_driver_call():
         k.launch(1, 2048, None, 1)
     with pytest.raises(TypeError, match="stream"):
         k.launch(1, 1, None, 1, stream="default")
+    for bad, exc in ((2**64, ValueError), (-1, ValueError), (True, TypeError)):
+        with pytest.raises(exc, match="stream"):
+            k.launch(1, 1, None, 1, stream=bad)
+        with pytest.raises(exc, match="stream"):
+            k.prepare(1, 1, stream=bad)
+    assert k.prepare(1, 1, stream=2**64 - 1).stream == 2**64 - 1
+    assert k.prepare(1, 1, stream=0).stream == 0
 
 
 @needs_no_driver

@@ -83,3 +83,21 @@ def test_use_stream_is_per_thread_and_nests():
 def test_pack_rejects_bad_stream():
     with pytest.raises(TypeError, match="stream"):
         kernarg.pack((1,), stream="nope")
+
+
+def test_use_stream_block_cannot_be_entered_twice_and_unwinds_on_errors():
+    block = kernarg.use_stream(0x20)
+    with block as handle:
+        assert handle == 0x20
+        with pytest.raises(RuntimeError, match="already open"):
+            block.__enter__()
+        assert kernarg.default_stream() == 0x20
+    with pytest.raises(KeyError):
+        with kernarg.use_stream(0x30):
+            assert kernarg.resolve_stream(None) == 0x30
+            raise KeyError("boom")
+    assert kernarg.default_stream() == _stream._POLICY_DEFAULT
+    with pytest.raises(TypeError, match="stream"):
+        with kernarg.use_stream("nope"):
+            pass
+    assert kernarg.default_stream() == _stream._POLICY_DEFAULT

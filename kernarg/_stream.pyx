@@ -1,11 +1,13 @@
+# cython: language_level=3, embedsignature=True, binding=True
 """Resolve any stream object to a CUstream handle (an int).
 
 This module is a leaf: it imports nothing from kernarg, so the packer can use it for the
-DLPack consumer stream without a layering cycle.
+DLPack consumer stream without a layering cycle. Compiled, because every launch resolves a
+stream: ``None`` and int handles take a few nanoseconds (stream_handle, cimported by the
+launcher), the protocols cost what their Python calls cost.
 """
-from __future__ import annotations
+from libc.stdint cimport uint64_t
 
-import contextlib
 import os
 import threading
 
@@ -28,16 +30,21 @@ _ACCEPTED = (
     "a torch-style .cuda_stream int, a CuPy-style .ptr int, or cuda.bindings.driver.CUstream"
 )
 
+
 class _Local(threading.local):
     # A class-level default: reading `stack` in a thread that never set it finds this instead of
     # raising (and formatting) an AttributeError on every default-stream lookup.
-    stack: list | tuple = ()
+    stack = ()
 
 
 _local = _Local()
+# use_stream blocks open in all threads together: while none is, `None` means the policy
+# default without a look at the thread-local stack. Changed only with the GIL held.
+cdef Py_ssize_t _open_blocks = 0
+cdef uint64_t _policy = 1
 
 
-def _policy_default() -> int:
+def _policy_default():
     # Same switch cuda.bindings reads; any non-zero integer selects the per-thread stream.
     value = os.environ.get(_ENV_PER_THREAD, "0").strip() or "0"
     try:
@@ -48,29 +55,51 @@ def _policy_default() -> int:
 
 
 _POLICY_DEFAULT = _policy_default()
+_policy = _POLICY_DEFAULT
 
 
-def _reload_policy() -> int:
+def _reload_policy():
     """Re-read CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (it is read once at import)."""
-    global _POLICY_DEFAULT
+    global _POLICY_DEFAULT, _policy
     _POLICY_DEFAULT = _policy_default()
+    _policy = _POLICY_DEFAULT
     return _POLICY_DEFAULT
 
 
-def default_stream() -> int:
+cdef inline uint64_t _default_stream() except? 0:
+    if _open_blocks:
+        stack = _local.stack
+        if stack:
+            return stack[-1]
+    return _policy
+
+
+def default_stream():
     """Return the stream handle that ``None`` means on this thread.
 
     The innermost :func:`use_stream` of this thread, else the process policy: the legacy default
     stream (1), or the per-thread default stream (2) when
     ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM`` is a non-zero integer.
     """
-    stack = _local.stack
-    if stack:
-        return stack[-1]
-    return _POLICY_DEFAULT
+    return _default_stream()
 
 
-def _check_handle(handle, source: str, obj) -> int:
+cdef uint64_t stream_handle(object obj) except? 0:
+    """resolve_stream(obj) for Cython callers: None and int handles without a Python call."""
+    cdef unsigned long long value
+    if obj is None:
+        return _default_stream()
+    if type(obj) is int and obj >= 0:
+        try:
+            value = obj
+        except OverflowError:
+            pass            # too large: resolve_stream says so
+        else:
+            return value
+    return resolve_stream(obj)
+
+
+def _check_handle(handle, str source, obj):
     if type(handle) is bool or not isinstance(handle, int):
         raise TypeError(
             f"stream {type(obj).__name__}: {source} gave {type(handle).__name__}, expected an "
@@ -81,7 +110,7 @@ def _check_handle(handle, source: str, obj) -> int:
     return int(handle)
 
 
-def resolve_stream(obj) -> int:
+def resolve_stream(obj):
     """Return the CUstream handle (int) for ``obj``.
 
     Parameters
@@ -100,7 +129,7 @@ def resolve_stream(obj) -> int:
         The handle is out of range or ``__cuda_stream__`` returned an unknown version.
     """
     if obj is None:
-        return default_stream()
+        return _default_stream()
     t = type(obj)
     if t is int:
         return _check_handle(obj, "int", obj)
@@ -137,19 +166,39 @@ def resolve_stream(obj) -> int:
                     f"{_ACCEPTED}")
 
 
-@contextlib.contextmanager
-def use_stream(stream):
-    """Make ``stream`` what ``None`` means for this thread inside the ``with`` block.
+cdef class use_stream:
+    """Make ``stream`` what ``None`` means for this thread inside the ``with`` block; the
+    ``with`` target is the resolved handle. Blocks nest, and each thread has its own.
 
     >>> with kernarg.use_stream(my_stream):
     ...     kernel.launch(grid, block, x, n)      # launches on my_stream
     """
-    handle = resolve_stream(stream)
-    stack = _local.stack
-    if not isinstance(stack, list):
-        stack = _local.stack = []
-    stack.append(handle)
-    try:
-        yield handle
-    finally:
-        stack.pop()
+
+    cdef object _stream
+    cdef uint64_t _handle
+    cdef list _stack
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._stack = None
+
+    def __enter__(self):
+        global _open_blocks
+        if self._stack is not None:
+            raise RuntimeError("this use_stream block is already open; make a new one")
+        self._handle = resolve_stream(self._stream)
+        stack = _local.stack
+        if not isinstance(stack, list):
+            stack = _local.stack = []
+        stack.append(self._handle)
+        self._stack = stack
+        _open_blocks += 1
+        return self._handle
+
+    def __exit__(self, *exc_info):
+        global _open_blocks
+        if self._stack is not None:
+            self._stack.pop()
+            self._stack = None
+            _open_blocks -= 1
+        return False
