@@ -298,9 +298,52 @@ cdef _Module _load_image(bytes image):
     return mod
 
 
-# One event per thread, reused: cuStreamWaitEvent waits on the event's state when it is called,
-# so the same event can be recorded again right after.
-_events = threading.local()
+# One event per context, reused for every producer-stream wait. cuStreamWaitEvent waits on the
+# work the event captured when it is called, so the event can be recorded again right after.
+# Recording and waiting happen with the GIL held, so no other kernarg call can re-record the
+# event in between; an event must be recorded on a stream of its own context, hence one per
+# context (the producer stream's, which need not be the launch's). The last one used is kept
+# in two C globals, so a single-GPU program never looks in the dict.
+cdef dict _ctx_events = {}          # CUcontext -> CUevent, both as ints
+cdef cydriver.CUcontext _last_ctx = NULL
+cdef cydriver.CUevent _last_event = NULL
+
+
+cdef cydriver.CUevent _event_for(cydriver.CUcontext ctx, bint fresh) except NULL:
+    """The reusable event of ``ctx`` (a new one when ``fresh``: the cached one went stale)."""
+    global _last_ctx, _last_event
+    cdef cydriver.CUevent event = NULL
+    cdef cydriver.CUcontext popped
+    cdef cydriver.CUresult err
+    handle = None if fresh else _ctx_events.get(<uintptr_t>ctx)
+    if handle is not None:
+        event = <cydriver.CUevent><uintptr_t>handle
+    else:
+        _check(cydriver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent (the producer stream's context)")
+        err = cydriver.cuEventCreate(&event, cydriver.CU_EVENT_DISABLE_TIMING)
+        cydriver.cuCtxPopCurrent(&popped)
+        _check(err, "cuEventCreate")
+        _ctx_events[<uintptr_t>ctx] = <uintptr_t>event
+    _last_ctx = ctx
+    _last_event = event
+    return event
+
+
+cdef int _wait_on(cydriver.CUstream producer, cydriver.CUstream stream) except -1:
+    """Make ``stream`` wait for the work enqueued so far on ``producer``."""
+    cdef cydriver.CUcontext ctx
+    cdef cydriver.CUevent event
+    cdef cydriver.CUresult err
+    _check(cydriver.cuStreamGetCtx(producer, &ctx), "cuStreamGetCtx on a producer stream")
+    event = _last_event if ctx == _last_ctx and ctx != NULL else _event_for(ctx, False)
+    err = cydriver.cuEventRecord(event, producer)
+    if err == cydriver.CUDA_ERROR_INVALID_HANDLE or err == cydriver.CUDA_ERROR_CONTEXT_IS_DESTROYED:
+        # The context was destroyed and its handle reused since the event was made.
+        event = _event_for(ctx, True)
+        err = cydriver.cuEventRecord(event, producer)
+    _check(err, "cuEventRecord on a producer stream")
+    _check(cydriver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+    return 0
 
 
 cdef struct Capture:
@@ -340,29 +383,18 @@ cdef int _check_captured_producer(uint64_t producer, uint64_t stream, Capture* c
 
 
 cdef int _wait_for_producers(ParamBlock blk, uint64_t stream, Capture* capture) except -1:
-    cdef cydriver.CUevent event
     cdef Py_ssize_t i
     cdef uint64_t producer
     if blk.st.nstreams == 0:
         return 0
-    if capture.active:
+    if capture.active:      # refuse before enqueuing anything
         for i in range(blk.st.nstreams):
             if blk.st.streams[i] != stream:
                 _check_captured_producer(blk.st.streams[i], stream, capture)
-    handle = getattr(_events, "event", None)
-    if handle is None:
-        _check(cydriver.cuEventCreate(&event, cydriver.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-        _events.event = <uintptr_t>event
-    else:
-        event = <cydriver.CUevent><uintptr_t>handle
     for i in range(blk.st.nstreams):
         producer = blk.st.streams[i]
-        if producer == stream:
-            continue
-        _check(cydriver.cuEventRecord(event, <cydriver.CUstream><uintptr_t>producer),
-               "cuEventRecord on a producer stream")
-        _check(cydriver.cuStreamWaitEvent(<cydriver.CUstream><uintptr_t>stream, event, 0),
-               "cuStreamWaitEvent")
+        if producer != stream:
+            _wait_on(<cydriver.CUstream><uintptr_t>producer, <cydriver.CUstream><uintptr_t>stream)
     return 0
 
 
