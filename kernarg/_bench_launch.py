@@ -195,7 +195,7 @@ def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
     try:
         import torch
 
-        tensor = torch.zeros(16, device="cuda")
+        tensor = torch.zeros(16, dtype=torch.int64, device="cuda")   # long long* params
         torch.cuda.set_stream(torch.cuda.ExternalStream(stream))
     except Exception as exc:
         print(f"torch tensors skipped: {type(exc).__name__}: {exc}", file=file)
@@ -205,19 +205,31 @@ def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
 
     rows = []
     for n in NARGS:
-        contenders = _contenders(n, stream, buf, tensor, file)
+        contenders = {}
+        for name, fn in _contenders(n, stream, buf, tensor, file).items():
+            try:        # one launch first: a contender that fails is reported and dropped
+                fn()
+                sync()
+            except Exception as exc:
+                print(f"[{n} args] {name} dropped: {type(exc).__name__}: {exc}", file=file)
+            else:
+                contenders[name] = fn
         times = {name: [] for name in contenders}
         for r in range(rounds):
             order = list(contenders.items())
             for name, fn in (order if r % 2 == 0 else order[::-1]):
                 times[name].append(statistics.median(_time_bursts(fn, bursts, sync)))
         row = {"nargs": n, **{f"{name}_ns": statistics.median(v) for name, v in times.items()}}
-        floor = _cpp_floor(n, bursts * rounds, file)
-        if floor is not None:
+        try:
+            floor = _cpp_floor(n, bursts * rounds, file)
+        except Exception as exc:
+            print(f"[{n} args] C++ floor failed: {type(exc).__name__}: {exc}", file=file)
+            floor = None
+        if floor is not None and "kernarg prepared" in times and "kernarg.launch" in times:
             row["cpp_floor_ns"], row["cpp_floor_min_ns"] = floor
             row["prepared_over_floor"] = row["kernarg prepared_ns"] / floor[0]
             row["launch_over_floor"] = row["kernarg.launch_ns"] / floor[0]
-        if "cuda.core launch" in times:
+        if "cuda.core launch" in times and "kernarg.launch" in times:
             pairs = zip(times["cuda.core launch"], times["kernarg.launch"], strict=True)
             row["cuda_core_over_kernarg"] = statistics.median(c / k_ for c, k_ in pairs)
         rows.append(row)
