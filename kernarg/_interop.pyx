@@ -797,35 +797,59 @@ cdef int _record_current_stream(object handle, PtrResult* r) except -1:
     return 0
 
 
-cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+# What the adapters need from each library, looked up once, the first time an adapter runs
+# (the library is imported by then: its array is in hand).
+cdef object _torch_current_stream = None    # torch.cuda.current_stream
+cdef object _cupy_stream_ptr = None         # () -> CuPy's current stream handle
+cdef object _cupy_managed = None            # cupy.cuda.memory.ManagedMemory
+
+
+cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+    # torch without the DLPack C exchange API (before 2.10).
+    global _torch_current_stream
     if not obj.is_cuda:
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {obj.device})")
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
-    kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
-    if kind is not None:
-        r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
+    if want_dtype:
+        kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
+        if kind is not None:
+            r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
     cdef int device = obj.get_device()
     r.device = device
-    torch_cuda = sys.modules["torch"].cuda
-    _record_current_stream(torch_cuda.current_stream(device).cuda_stream, r)
+    if _torch_current_stream is None:
+        _torch_current_stream = sys.modules["torch"].cuda.current_stream
+    _record_current_stream(_torch_current_stream(device).cuda_stream, r)
     return 0
 
 
-cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+cdef object _cupy_current_stream_ptr():
+    return sys.modules["cupy"].cuda.get_current_stream().ptr
+
+
+cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+    global _cupy_stream_ptr, _cupy_managed
+    if _cupy_stream_ptr is None:
+        cuda = sys.modules["cupy"].cuda
+        # cupy.cuda.stream.get_current_stream_ptr returns the handle without a Stream object.
+        _cupy_managed = getattr(getattr(cuda, "memory", None), "ManagedMemory", None)
+        _cupy_stream_ptr = getattr(getattr(cuda, "stream", None), "get_current_stream_ptr",
+                                   None) or _cupy_current_stream_ptr
     memptr = obj.data
     _set_address(memptr.ptr, index, obj, "data.ptr", r)
-    if type(memptr.mem).__name__ != "ManagedMemory":   # managed memory: any device
+    mem = memptr.mem
+    if _cupy_managed is None or not isinstance(mem, _cupy_managed):   # managed: any device
         r.device = memptr.device_id
-    _set_dtype_from_numpy(obj.dtype, r)
-    cupy_cuda = sys.modules["cupy"].cuda
-    _record_current_stream(cupy_cuda.get_current_stream().ptr, r)
+    if want_dtype:
+        _set_dtype_from_numpy(obj.dtype, r)
+    _record_current_stream(_cupy_stream_ptr(), r)
     return 0
 
 
-cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
     address = obj.device_ctypes_pointer.value
     _set_address(0 if address is None else address, index, obj, "device_ctypes_pointer", r)
-    _set_dtype_from_numpy(obj.dtype, r)
+    if want_dtype:
+        _set_dtype_from_numpy(obj.dtype, r)
     stream = getattr(obj, "stream", 0)
     if stream:
         handle = stream.handle
@@ -833,13 +857,14 @@ cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     return 0
 
 
-cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
     if not obj.is_device_accessible:
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (StridedMemoryView is not device "
                         "accessible)")
     _set_address(obj.ptr, index, obj, "StridedMemoryView.ptr", r)
     r.readonly = bool(obj.readonly)
-    _set_dtype_from_numpy(getattr(obj, "dtype", None), r)
+    if want_dtype:
+        _set_dtype_from_numpy(getattr(obj, "dtype", None), r)
     return 0
 
 
@@ -881,13 +906,13 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     if kind == KIND_DLPACK_C:
         return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r)
     if kind == KIND_TORCH:
-        return _torch_pointer(obj, index, r)
+        return _torch_pointer(obj, index, r, want_dtype)
     if kind == KIND_CUPY:
-        return _cupy_pointer(obj, index, r)
+        return _cupy_pointer(obj, index, r, want_dtype)
     if kind == KIND_NUMBA:
-        return _numba_pointer(obj, index, r)
+        return _numba_pointer(obj, index, r, want_dtype)
     if kind == KIND_SMV:
-        return _smv_pointer(obj, index, r)
+        return _smv_pointer(obj, index, r, want_dtype)
     if kind == KIND_CAI:
         return _consume_cai(obj, index, r, want_dtype)
     if kind == KIND_DLPACK:

@@ -1,0 +1,111 @@
+"""The per-library adapters (torch without the DLPack C exchange API, CuPy, numba-cuda), run on
+stand-ins that have exactly the attributes each adapter reads, as those libraries document them.
+
+The real libraries need a GPU (tests/gpu runs them); these catch mistakes in the adapters'
+own code. They run in a subprocess: the stand-ins take the libraries' module names, and the
+adapters remember what they looked up in a library the first time."""
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import ctypes, sys, types
+    import numpy as np
+
+    ns = types.SimpleNamespace
+
+    # torch (< 2.10: no __dlpack_c_exchange_api__, so kernarg uses its torch adapter)
+    torch = types.ModuleType("torch")
+    torch.cuda = ns(current_stream=lambda device: ns(cuda_stream=0x770 + device))
+
+    class TorchDtype:
+        def __init__(self, name):
+            self.name = name
+        def __str__(self):
+            return "torch." + self.name
+
+    class Tensor:
+        def __init__(self, ptr, device, dtype="float32", cuda=True):
+            self.ptr, self._device, self.dtype, self.is_cuda = ptr, device, TorchDtype(dtype), cuda
+            self.device = f"cuda:{device}" if cuda else "cpu"
+        def data_ptr(self):
+            return self.ptr
+        def get_device(self):
+            return self._device if self.is_cuda else -1
+    Tensor.__module__ = "torch"
+    torch.Tensor = Tensor
+    sys.modules["torch"] = torch
+
+    # CuPy
+    cupy = types.ModuleType("cupy")
+
+    class ManagedMemory:
+        pass
+
+    class Memory:
+        pass
+
+    cupy.cuda = ns(stream=ns(get_current_stream_ptr=lambda: 0x880),
+                   memory=ns(ManagedMemory=ManagedMemory))
+
+    class ndarray:
+        def __init__(self, ptr, device, dtype="float32", managed=False):
+            mem = ManagedMemory() if managed else Memory()
+            self.data = ns(ptr=ptr, device_id=device, mem=mem)
+            self.dtype = np.dtype(dtype)
+    ndarray.__module__ = "cupy"
+    cupy.ndarray = ndarray
+    sys.modules["cupy"] = cupy
+
+    # numba-cuda
+    class DeviceNDArray:
+        def __init__(self, ptr, stream=0, dtype="float32"):
+            self.device_ctypes_pointer = ctypes.c_void_p(ptr)
+            self.stream = stream
+            self.dtype = np.dtype(dtype)
+    DeviceNDArray.__module__ = "numba.cuda.cudadrv.devicearray"
+
+    import kernarg
+
+    def ptrs(block):
+        return [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets]
+
+    def raises(exc, fragment, fn):
+        try:
+            fn()
+        except exc as e:
+            assert fragment in str(e), (fragment, str(e))
+        else:
+            raise AssertionError(f"no {exc.__name__}")
+
+    nb_stream = ns(handle=ctypes.c_void_p(0x990))
+    args = (Tensor(0x1000, 1), ndarray(0x2000, 1), DeviceNDArray(0x3000, nb_stream),
+            DeviceNDArray(0x4000))
+    b = kernarg.pack(args)
+    assert ptrs(b) == [0x1000, 0x2000, 0x3000, 0x4000], ptrs(b)
+    assert b.producer_streams == (0x771, 0x880, 0x990), b.producer_streams
+    assert ptrs(kernarg.pack(args[:2], device=1)) == [0x1000, 0x2000]
+
+    raises(ValueError, "argument 0: the array is on CUDA device 1, but the kernel runs on "
+           "device 0", lambda: kernarg.pack(args[:1], device=0))
+    raises(ValueError, "argument 1: the array is on CUDA device 1",
+           lambda: kernarg.pack((7, ndarray(0x2000, 1)), device=0))
+    assert ptrs(kernarg.pack((ndarray(0x2000, 1, managed=True),), device=0)) == [0x2000]
+    raises(TypeError, "argument 0 (torch.Tensor): the memory is on the CPU",
+           lambda: kernarg.pack((Tensor(0x1000, 0, cuda=False),)))
+
+    sig = kernarg.Signature("float* a, const float* b, float* c, int n")
+    typed = sig.pack((Tensor(0x1000, 0), ndarray(0x2000, 0), DeviceNDArray(0x3000), 4))
+    assert ptrs(typed)[:3] == [0x1000, 0x2000, 0x3000]
+    raises(TypeError, "'a'", lambda: sig.pack((Tensor(0x1000, 0, "int32"), None, None, 4)))
+    raises(TypeError, "'b'", lambda: sig.pack((None, ndarray(0x2000, 0, "float64"), None, 4)))
+    raises(TypeError, "'c'", lambda: sig.pack((None, None, DeviceNDArray(0x3000, 0, "i2"), 4)))
+    print("ok")
+""")
+
+
+def test_adapters_on_stand_ins():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
