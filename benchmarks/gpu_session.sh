@@ -8,7 +8,8 @@
 # Builds kernarg in place from this tree with the machine's Python (which already has torch,
 # CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
 # runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
-# arrays), and leaves the log, a JUnit report and the benchmark JSON in $OUT (default
+# arrays) and the pytest-benchmark launch suite, and leaves the log, a JUnit report and the
+# benchmark JSON in $OUT (default
 # /tmp/kernarg-gpu). Every step runs even if an earlier one fails; the exit status is that of
 # the first failure.
 set -uo pipefail
@@ -34,6 +35,8 @@ step "$PY" -m kernarg info
 step timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
     --junitxml="$OUT/junit-gpu.xml"
 step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
+step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
+    --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
 if [ "${1:-}" = full ]; then
     step timeout 300 "$PY" -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu
     step timeout 300 "$PY" -m kernarg bench --json "$OUT/bench-all.json"

@@ -183,37 +183,53 @@ def _device_name() -> str:
     return f"{label} (CUDA driver {version // 1000}.{version % 1000 // 10})"
 
 
+class Setup:
+    """What every case shares: a context, one non-blocking stream (torch's current stream
+    too, when torch is there), a device buffer and, with torch, an int64 tensor."""
+
+    def __init__(self, file=None):
+        from cuda.bindings import driver
+
+        import kernarg
+
+        self.file = file
+        kernarg.Kernel.from_source('extern "C" __global__ void warm() {}', "warm")  # context
+        self._driver = driver
+        self.stream = int(driver.cuStreamCreate(1)[1])
+        self.buf = int(driver.cuMemAlloc(1 << 20)[1])
+        self.tensor = None
+        try:
+            import torch
+
+            self.tensor = torch.zeros(16, dtype=torch.int64, device="cuda")  # long long* params
+            torch.cuda.set_stream(torch.cuda.ExternalStream(self.stream))
+        except Exception as exc:
+            print(f"torch tensors skipped: {type(exc).__name__}: {exc}", file=file)
+
+    def sync(self):
+        self._driver.cuStreamSynchronize(self.stream)
+
+    def contenders(self, n: int) -> dict:
+        """The launchers for ``n`` arguments that work here: each is tried once, and one that
+        fails is reported and left out."""
+        out = {}
+        for name, fn in _contenders(n, self.stream, self.buf, self.tensor, self.file).items():
+            try:
+                fn()
+                self.sync()
+            except Exception as exc:
+                print(f"[{n} args] {name} dropped: {type(exc).__name__}: {exc}", file=self.file)
+            else:
+                out[name] = fn
+        return out
+
+
 def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
-    from cuda.bindings import driver
-
-    import kernarg
-
-    kernarg.Kernel.from_source('extern "C" __global__ void warm() {}', "warm")   # context
-    stream = int(driver.cuStreamCreate(1)[1])
-    buf = int(driver.cuMemAlloc(1 << 20)[1])
-    tensor = None
-    try:
-        import torch
-
-        tensor = torch.zeros(16, dtype=torch.int64, device="cuda")   # long long* params
-        torch.cuda.set_stream(torch.cuda.ExternalStream(stream))
-    except Exception as exc:
-        print(f"torch tensors skipped: {type(exc).__name__}: {exc}", file=file)
-
-    def sync():
-        driver.cuStreamSynchronize(stream)
-
+    setup = Setup(file)
+    sync = setup.sync
     rows = []
     for n in NARGS:
-        contenders = {}
-        for name, fn in _contenders(n, stream, buf, tensor, file).items():
-            try:        # one launch first: a contender that fails is reported and dropped
-                fn()
-                sync()
-            except Exception as exc:
-                print(f"[{n} args] {name} dropped: {type(exc).__name__}: {exc}", file=file)
-            else:
-                contenders[name] = fn
+        contenders = setup.contenders(n)
         times = {name: [] for name in contenders}
         for r in range(rounds):
             order = list(contenders.items())

@@ -1,0 +1,61 @@
+"""pytest-benchmark suite: launch latency on a GPU (skipped, saying so, without one).
+
+    pytest benchmarks/test_bench_launch.py --benchmark-group-by=param:nargs
+
+Every contender of `python -m kernarg bench` (kernarg.launch and prepared, with plain arguments
+and with torch tensors; cuda.core, cuda.bindings, CuPy, numba-cuda) launches the same empty
+kernel with the same arguments on one stream. A round is a burst of BURST launches after an
+untimed stream synchronise, so no launch waits for the GPU: divide a round's time by BURST for
+the host cost of one launch. Compare within a group.
+"""
+import pytest
+
+from kernarg import _bench_launch
+
+
+def _gpu_reason():
+    try:
+        from cuda.bindings import driver
+
+        if driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS:
+            return None
+        return "cuInit failed"
+    except Exception as exc:
+        return f"{type(exc).__name__}"
+
+
+REASON = _gpu_reason()
+pytestmark = pytest.mark.skipif(REASON is not None,
+                                reason=f"launch latency needs a CUDA GPU: no driver ({REASON})")
+
+CONTENDERS = ("kernarg.launch", "kernarg prepared", "kernarg.launch+torch",
+              "kernarg prepared+torch", "cuda.core launch", "cuda.bindings cuLaunchKernel",
+              "CuPy RawKernel", "numba-cuda")
+_cache: dict = {}
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return _bench_launch.Setup()
+
+
+def _launchers(setup, n):
+    if n not in _cache:
+        _cache[n] = setup.contenders(n)
+    return _cache[n]
+
+
+@pytest.mark.parametrize("contender", CONTENDERS)
+@pytest.mark.parametrize("nargs", _bench_launch.NARGS)
+def test_launch(benchmark, setup, nargs, contender):
+    fn = _launchers(setup, nargs).get(contender)
+    if fn is None:
+        pytest.skip(f"{contender} is not available here (see the captured output)")
+    burst = _bench_launch.BURST
+
+    def launches():
+        for _ in range(burst):
+            fn()
+
+    benchmark.group = f"{nargs} args: {burst} launches per round"
+    benchmark.pedantic(launches, setup=setup.sync, rounds=50, iterations=1, warmup_rounds=2)
