@@ -9,9 +9,8 @@
 # CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
 # runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
 # arrays) and the pytest-benchmark launch suite, and leaves the log, a JUnit report and the
-# benchmark JSON in $OUT (default
-# /tmp/kernarg-gpu). Every step runs even if an earlier one fails; the exit status is that of
-# the first failure.
+# benchmark JSON in $OUT (default /tmp/kernarg-gpu). Every step runs even if an earlier one
+# fails; the exit status is that of the first failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kernarg-gpu}
