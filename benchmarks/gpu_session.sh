@@ -36,6 +36,7 @@ step timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
 step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
 step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
+step "$PY" benchmarks/plot_launch.py "$OUT/bench-gpu.json" "$OUT/launch-latency.png"
 if [ "${1:-}" = full ]; then
     step timeout 300 "$PY" -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu
     step timeout 300 "$PY" -m kernarg bench --json "$OUT/bench-all.json"

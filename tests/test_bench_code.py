@@ -31,3 +31,38 @@ def test_interop_gpu_benchmark_skips_what_kernarg_refuses(monkeypatch, capsys):
     monkeypatch.setattr(_bench_interop, "_arrays", lambda file: [("numpy", np.zeros(4))])
     assert _bench_interop.run(repeat=1, target=0.0005)["rows"] == []
     assert "kernarg cannot pack it" in capsys.readouterr().out
+
+
+def _plot_script():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "plot_launch.py")
+    spec = importlib.util.spec_from_file_location("plot_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_launch_plot_refuses_results_without_a_launch_section(tmp_path, capsys):
+    import json
+
+    results = tmp_path / "cpu.json"
+    results.write_text(json.dumps({"rows": []}))
+    assert _plot_script().main(["plot", str(results), str(tmp_path / "x.png")]) == 1
+    assert "no launch section" in capsys.readouterr().err
+
+
+def test_launch_plot_draws(tmp_path):
+    import json
+
+    import pytest
+
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (optional)")
+    rows = [{"nargs": n, "kernarg.launch_ns": 10.0 + n, "cpp_floor_ns": 5.0}
+            for n in (0, 1, 4)]
+    results = tmp_path / "gpu.json"
+    results.write_text(json.dumps({"launch": {"device": "test rows", "rows": rows}}))
+    out = tmp_path / "launch.png"
+    assert _plot_script().main(["plot", str(results), str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

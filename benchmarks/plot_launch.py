@@ -1,0 +1,61 @@
+"""Plot launch latency from `python -m kernarg bench --json` output (the "launch" section).
+
+    python benchmarks/plot_launch.py RESULTS.json OUT.png
+
+One line per contender: host ns per launch against the number of kernel arguments, with the
+C++ cuLaunchKernel loop as the floor. Needs matplotlib (not a kernarg dependency).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    launch = results["launch"]
+    rows = launch["rows"]
+    names = list(dict.fromkeys(k[:-3] for row in rows for k in row
+                               if k.endswith("_ns") and k != "cpp_floor_min_ns"))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    for name in names:
+        points = [(row["nargs"], row[f"{name}_ns"] / 1000) for row in rows if f"{name}_ns" in row]
+        if not points:
+            continue
+        label = "C++ cuLaunchKernel loop (floor)" if name == "cpp_floor" else name
+        style = {"color": "black", "linestyle": "--"} if name == "cpp_floor" else {}
+        if name.startswith("kernarg"):
+            style = {"linewidth": 2.5}
+        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label,
+                **style)
+    ax.set_xscale("symlog", base=2, linthresh=1)
+    ax.set_xticks([row["nargs"] for row in rows], [str(row["nargs"]) for row in rows])
+    ax.set_xlabel("kernel arguments")
+    ax.set_ylabel("host µs per launch (median)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Launch latency — {launch.get('device', 'GPU')}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        results = json.load(f)
+    if "launch" not in results:
+        print(f"{argv[1]} has no launch section (was it measured on a GPU?)", file=sys.stderr)
+        return 1
+    plot(results, argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
