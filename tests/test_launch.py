@@ -33,26 +33,9 @@ def test_config_normalises_dims_and_builds_attributes():
                             ("programmatic_stream_serialization", 1), ("priority", -1))
 
 
-@pytest.mark.parametrize("kwargs, exc, fragment", [
-    (dict(grid=0, block=1), ValueError, r"grid\[0\] is 0; it must be between 1 and 2147483647"),
-    (dict(grid=(1, 70000), block=1), ValueError, r"grid\[1\] is 70000.*65535"),
-    (dict(grid=1, block=(1, 1, 65)), ValueError, r"block\[2\] is 65.*64"),
-    (dict(grid=1, block=(64, 32)), ValueError, "2048 threads; the limit is 1024"),
-    (dict(grid=1, block=(1, 2, 3, 4)), TypeError, "tuple of 1 to 3 ints"),
-    (dict(grid=1.5, block=1), TypeError, "grid must be an int"),
-    (dict(grid=(1, "2"), block=1), TypeError, r"grid\[1\] must be an int"),
-    (dict(grid=True, block=1), TypeError, "bool"),
-    (dict(grid=1, block=1, shmem=-1), ValueError, "shmem"),
-    (dict(grid=3, block=1, cluster=2), ValueError, "not a multiple of cluster"),
-    (dict(grid=(8, 8), block=1, cluster=(4, 8)), ValueError, "32 blocks; the limit is 16"),
-    (dict(grid=1, block=1, priority="high"), TypeError, "priority"),
-])
-def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
-    with pytest.raises(exc, match=fragment):
-        kernarg.LaunchConfig(kwargs.pop("grid"), kwargs.pop("block"), **kwargs)
-
-
-LAUNCH_ERRORS = [
+# Errors in grid, block and shmem: LaunchConfig and Kernel.launch (which checks them in C when no
+# launch attribute is asked for) must raise the same ones.
+DIMS_ERRORS = [
     (dict(grid=0, block=1), ValueError, r"grid\[0\] is 0; it must be between 1 and 2147483647"),
     (dict(grid=(1, 70000), block=1), ValueError, r"grid\[1\] is 70000.*65535"),
     (dict(grid=1, block=(1, 1, 65)), ValueError, r"block\[2\] is 65.*64"),
@@ -69,7 +52,17 @@ LAUNCH_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("kwargs, exc, fragment", LAUNCH_ERRORS)
+@pytest.mark.parametrize("kwargs, exc, fragment", DIMS_ERRORS + [
+    (dict(grid=3, block=1, cluster=2), ValueError, "not a multiple of cluster"),
+    (dict(grid=(8, 8), block=1, cluster=(4, 8)), ValueError, "32 blocks; the limit is 16"),
+    (dict(grid=1, block=1, priority="high"), TypeError, "priority"),
+])
+def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
+    with pytest.raises(exc, match=fragment):
+        kernarg.LaunchConfig(kwargs.pop("grid"), kwargs.pop("block"), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, exc, fragment", DIMS_ERRORS)
 def test_launch_without_attributes_checks_like_launch_config(kwargs, exc, fragment):
     # Kernel.launch checks grid/block/shmem in C when no attribute is asked for; the errors
     # must be LaunchConfig's, raised before anything reaches the driver.
