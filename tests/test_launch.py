@@ -58,6 +58,7 @@ DIMS_ERRORS = [
     (dict(grid=1, block=1, priority="high"), TypeError, "priority"),
 ])
 def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
+    kwargs = dict(kwargs)       # the table is shared with the next test
     with pytest.raises(exc, match=fragment):
         kernarg.LaunchConfig(kwargs.pop("grid"), kwargs.pop("block"), **kwargs)
 
@@ -66,6 +67,7 @@ def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
 def test_launch_without_attributes_checks_like_launch_config(kwargs, exc, fragment):
     # Kernel.launch checks grid/block/shmem in C when no attribute is asked for; the errors
     # must be LaunchConfig's, raised before anything reaches the driver.
+    kwargs = dict(kwargs)
     k = kernarg.Kernel.from_handle(0x1234)
     with pytest.raises(exc, match=fragment):
         k.launch(kwargs.pop("grid"), kwargs.pop("block"), 1, **kwargs)
