@@ -25,6 +25,8 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memset, strcmp
 
+from kernarg._stream cimport stream_handle
+
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     PyObject* PyErr_Occurred() noexcept
@@ -32,8 +34,6 @@ cdef extern from "Python.h":
 
 import ctypes
 import sys
-
-from kernarg._stream import resolve_stream
 
 __all__ = ["register", "registered_types", "DLPACK_MAX_VERSION"]
 
@@ -663,21 +663,22 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     cdef DLManagedTensor* mt
     cdef DLTensor* tensor
     cdef const char* name
+    cdef int dev_type, dev_id
     try:
         device = obj.__dlpack_device__()
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised "
                       f"{type(exc).__name__}: {exc}")
     try:
-        dev_type = int(device[0])
-        dev_id = int(device[1])
+        dev_type = device[0]
+        dev_id = device[1]
     except Exception:
         raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, "
                         "expected "
                         "(device_type, device_id)") from None
     _check_dl_device(dev_type, index, obj)
     if stream is None:
-        stream = resolve_stream(None)
+        stream = stream_handle(None)
     capsule = _call_dlpack(obj, stream, index)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned "
