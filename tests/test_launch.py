@@ -4,6 +4,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kernarg
 
@@ -204,3 +206,37 @@ def test_untyped_packs_are_checked_against_the_drivers_parameter_layout():
         check_layout(kernarg.pack((None, np.float32(2))), layout, "saxpy")
     with pytest.raises(TypeError, match="argument 2 .* at offset 16"):
         check_layout(kernarg.pack((None, np.float32(2), 3)), layout, "saxpy")
+
+
+_DIM = st.one_of(st.integers(-3, 2**31 + 3), st.booleans(), st.floats(0, 4),
+                 st.sampled_from([2**30 - 1, 2**30, 2**30 + 1, 65535, 65536, 1024, 1025, 64, 65]))
+_DIMS = st.one_of(_DIM, st.lists(_DIM, min_size=0, max_size=4).map(tuple),
+                  st.lists(_DIM, min_size=1, max_size=3))
+
+
+def _reference(grid, block, shmem):
+    """LaunchConfig's rules, from the pure-Python checker the C fast path must agree with."""
+    from kernarg._launch import _BLOCK_LIMITS, _GRID_LIMITS, _dims
+
+    g = _dims(grid, "grid", _GRID_LIMITS)
+    b = _dims(block, "block", _BLOCK_LIMITS)
+    if b[0] * b[1] * b[2] > 1024:
+        raise ValueError("threads")
+    if isinstance(shmem, bool) or not isinstance(shmem, int) or not 0 <= shmem < 2**32:
+        raise ValueError("shmem")
+    return g, b, shmem
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DIMS, _DIMS, st.one_of(st.integers(-1, 2**32), st.booleans()))
+def test_fast_dimension_checks_agree_with_the_reference(grid, block, shmem):
+    try:
+        expected = _reference(grid, block, shmem)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            kernarg.LaunchConfig(grid, block, shmem=shmem)
+        with pytest.raises(type(exc)):
+            kernarg.Kernel.from_handle(0x1234).launch(grid, block, shmem=shmem)
+        return
+    cfg = kernarg.LaunchConfig(grid, block, shmem=shmem)
+    assert (cfg.grid, cfg.block, cfg.shmem) == expected
