@@ -139,8 +139,17 @@ def _jax_array():
     jnp = pytest.importorskip("jax.numpy")
     j = jnp.zeros(64, jnp.float32)
     j.block_until_ready()
-    # JAX arrays are immutable to JAX, but the kernel writes their memory all the same.
-    return j, None, lambda: (check(driver.cuCtxSynchronize()), np.asarray(j))[1]
+    # JAX arrays are immutable to JAX, but the kernel writes their memory all the same. Read
+    # the memory itself: np.asarray(j) caches its first host copy.
+    ptr = j.unsafe_buffer_pointer()
+
+    def read_back():
+        host = np.empty(64, np.float32)
+        check(driver.cuCtxSynchronize())
+        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes))
+        return host
+
+    return j, None, read_back
 
 
 @pytest.mark.parametrize("make", [_torch_array, _cupy_array, _numba_array, _jax_array],
