@@ -949,7 +949,10 @@ cdef int _put_opaque(Signature sig, Param* p, Py_ssize_t i, object value, char* 
         try:
             raw = bytes(untyped_pack((value,)))
         except TypeError as exc:
-            raise TypeError(f"{_param_name(sig, i)} ({p.size} opaque bytes): {exc}") from None
+            raise TypeError(f"{_param_name(sig, i)} is {p.size} opaque bytes (a struct the "
+                            "signature does not describe): pass bytes, a ctypes object or a "
+                            f"numpy structured scalar of that size, not "
+                            f"{type(value).__name__}") from exc
     if len(raw) != p.size:
         raise TypeError(f"{_param_name(sig, i)} takes {p.size} bytes ({sig._types[i]}); "
                         f"{type(value).__name__} gives {len(raw)}")

@@ -424,3 +424,16 @@ def test_int_runs_around_the_one_digit_boundary(value):
         with pytest.raises(OverflowError, match="'a'"):
             sig.pack((value, value, 0))
     assert struct.unpack_from("<q", bytes(sig.pack((0, value, 0))), 8)[0] == value
+
+
+def test_opaque_struct_parameter_message_names_the_parameter_and_what_fits():
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
+           ".visible .entry k(\n\t.param .u32 k_param_0,\n"
+           "\t.param .align 8 .b8 k_param_1[8]\n)\n{\n\tret;\n}\n")
+    sig = kernarg.Signature.from_ptx(ptx, "k")
+    with pytest.raises(TypeError, match=r"parameter 1 .* is 8 opaque bytes .*not dict"):
+        sig.pack((1, {"a": 1}))
+    s = np.array((1, 2, 2.5), np.dtype([("a", "<i2"), ("b", "i1"), ("c", "<f4")],
+                                        align=True))[()]
+    assert bytes(sig.pack((1, s)))[8:] == s.tobytes()
+    assert bytes(sig.pack((1, b"12345678")))[8:] == b"12345678"

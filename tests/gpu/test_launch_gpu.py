@@ -27,17 +27,20 @@ def ctx():
 
 
 class DeviceArray:
-    """Minimal CUDA Array Interface producer over cuMemAlloc memory."""
+    """Minimal CUDA Array Interface producer over cuMemAlloc memory. Typed launches check the
+    element type against the pointee, so ``typestr`` must match the kernel's parameter."""
 
-    def __init__(self, nbytes, stream=None):
+    def __init__(self, nbytes, stream=None, typestr="|u1"):
         self.ptr = int(check(driver.cuMemAlloc(nbytes)))
         self.nbytes = nbytes
         self.stream = stream
+        self.typestr = typestr
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False),
-                "version": 3, "stream": self.stream}
+        itemsize = int(self.typestr[2:])
+        return {"shape": (self.nbytes // itemsize,), "typestr": self.typestr,
+                "data": (self.ptr, False), "version": 3, "stream": self.stream}
 
     def read(self):
         host = bytearray(self.nbytes)
@@ -64,7 +67,7 @@ extern "C" __global__ void echo(unsigned char* out, bool b, signed char c, short
                                 long long q, unsigned long long u, float f, double d, __half h,
                                 __nv_bfloat16 bf, float2 v2, double2 dv, int4 i4, char3 c3,
                                 S st, void* p) {
-    int at = 0;
+    int at = 8;     // where b sits in the parameter block: out's bytes 8.. mirror it
     put(out, at, b); put(out, at, c); put(out, at, s); put(out, at, i); put(out, at, q);
     put(out, at, u); put(out, at, f); put(out, at, d); put(out, at, h); put(out, at, bf);
     put(out, at, v2); put(out, at, dv); put(out, at, i4); put(out, at, c3); put(out, at, st);
@@ -72,17 +75,24 @@ extern "C" __global__ void echo(unsigned char* out, bool b, signed char c, short
 }
 """
 
+_S = np.dtype([("a", "<i2"), ("b", "i1"), ("c", "<f4")], align=True)     # struct S's fields
+_ST = np.array((1, 2, 2.5), dtype=_S)[()]
 ECHO_ARGS = (True, -5, -300, 123456, -2**40, 2**64 - 1, 1.5, -2.25, 0.333, 3.5, (1.0, 2.0),
-             (3.0, -4.0), (1, -2, 3, -4), (7, 8, 9), {"a": 1, "b": 2, "c": 2.5}, 0xDEAD0000)
+             (3.0, -4.0), (1, -2, 3, -4), (7, 8, 9), _ST, 0xDEAD0000)
 
 
 def test_every_scalar_vector_struct_kind_reaches_the_kernel(ctx):
     k = kernarg.Kernel.from_source(ECHO, "echo")
     out = DeviceArray(256)
+    check(driver.cuMemsetD8(out.ptr, 0, 256))      # the gaps between values stay zero
     k.launch(1, 1, out, *ECHO_ARGS)
-    sig = kernarg.Signature(k.signature.types[1:])
-    expected = bytes(sig.pack(ECHO_ARGS))
-    assert out.read()[:len(expected)] == expected
+    # The kernel copied each parameter to the offset it has in the parameter block, so the
+    # block kernarg packed (bar `out` itself, bytes 0-7) must come back byte for byte.
+    expected = bytes(k.signature.pack((out,) + ECHO_ARGS))[8:]
+    got = out.read()[8:8 + len(expected)]
+    pad = [j for j in range(len(expected)) if expected[j] != got[j]]
+    assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
+
 
 
 def test_untyped_launch_through_from_handle(ctx):
@@ -188,8 +198,8 @@ def test_launch_waits_for_producer_stream(ctx):
     k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
     producer = int(check(driver.cuStreamCreate(1)))       # non-blocking
     consumer = int(check(driver.cuStreamCreate(1)))
-    src = DeviceArray(4, stream=producer)
-    dst = DeviceArray(4)
+    src = DeviceArray(4, stream=producer, typestr="<i4")
+    dst = DeviceArray(4, typestr="<i4")
     k_slow.launch(1, 1, src, 200_000_000, stream=producer)   # ~0.1 s of pending work
     k_copy.launch(1, 1, dst, src, stream=consumer)           # CAI stream -> must wait
     assert struct.unpack("<i", dst.read())[0] == 1234
@@ -202,7 +212,7 @@ def test_cluster_and_cooperative(ctx, ):
     src = r"""extern "C" __global__ void ids(int* out) {
         out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
     k = kernarg.Kernel.from_source(src, "ids")
-    out = DeviceArray(4 * 8 * 32)
+    out = DeviceArray(4 * 8 * 32, typestr="<i4")
     k.launch(8, 32, out, cooperative=True)
     assert np.frombuffer(out.read(), np.int32).reshape(8, 32)[:, 0].tolist() == list(range(8))
     if major >= 9:
@@ -213,7 +223,7 @@ def test_cluster_and_cooperative(ctx, ):
 def test_graph_capture(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     stream = int(check(driver.cuStreamCreate(1)))
-    out = DeviceArray(4 * 32)
+    out = DeviceArray(4 * 32, typestr="<f4")
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
     check(driver.cuStreamBeginCapture(stream, mode))
     k.launch(1, 32, out, 6.5, 32, stream=stream)
@@ -227,7 +237,7 @@ def test_stress_launches_do_not_leak(ctx):
     import gc
 
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    out = DeviceArray(4 * 32)
+    out = DeviceArray(4 * 32, typestr="<f4")
     launch = k[1, 32]
     args = (out, 1.0, 32)
     for _ in range(10_000):
@@ -260,7 +270,7 @@ def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
 
     k = kernarg.Kernel.from_source(WRITE, "fill")
     stream = int(check(driver.cuStreamCreate(1)))
-    out = DeviceArray(4 * 32)
+    out = DeviceArray(4 * 32, typestr="<f4")
     alive = weakref.ref(out)
     dl = DLPackProducer(out.ptr, device=(2, 0))
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
@@ -295,7 +305,7 @@ def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
     typed = kernarg.Kernel.from_source(WRITE, "fill")
     raw = kernarg.Kernel.from_handle(typed.handle, device=0)    # no signature
     assert raw.param_layout == ((0, 8), (8, 4), (12, 4))
-    out = DeviceArray(4 * 32)
+    out = DeviceArray(4 * 32, typestr="<f4")
     with pytest.raises(TypeError, match="argument 1 \\(float\\) packs as 8 bytes"):
         raw.launch(1, 32, out, 6.5, 32)
     raw.launch(1, 32, out, np.float32(6.5), np.int32(32))
@@ -323,7 +333,7 @@ def test_launch_waits_for_torch_current_stream(ctx):
     k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
     consumer = int(check(driver.cuStreamCreate(1)))
     side = torch.cuda.Stream()
-    dst = DeviceArray(4)
+    dst = DeviceArray(4, typestr="<i4")
     with torch.cuda.stream(side):
         src = torch.zeros(1, dtype=torch.int32, device="cuda")
         k_slow.launch(1, 1, src, 200_000_000, stream=side)       # pending on torch's stream
@@ -335,7 +345,7 @@ def test_capture_refuses_a_producer_stream_outside_the_graph(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     capturing = int(check(driver.cuStreamCreate(1)))
     other = int(check(driver.cuStreamCreate(1)))
-    out = DeviceArray(4 * 32, stream=other)
+    out = DeviceArray(4 * 32, stream=other, typestr="<f4")
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
     check(driver.cuStreamBeginCapture(capturing, mode))
     with pytest.raises(ValueError, match="not part of the graph being captured"):
@@ -356,8 +366,8 @@ def test_capture_waits_on_a_producer_forked_into_the_graph(ctx):
     k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
     capturing = int(check(driver.cuStreamCreate(1)))
     side = int(check(driver.cuStreamCreate(1)))
-    src = DeviceArray(4, stream=side)
-    dst = DeviceArray(4)
+    src = DeviceArray(4, stream=side, typestr="<i4")
+    dst = DeviceArray(4, typestr="<i4")
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
     check(driver.cuStreamBeginCapture(capturing, mode))
     fork = check(driver.cuEventCreate(0))
