@@ -31,6 +31,8 @@ cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     PyObject* PyErr_Occurred() noexcept
     void PyErr_Clear() noexcept
+    object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
+                                     PyObject* kwnames)
 
 import ctypes
 import sys
@@ -155,7 +157,7 @@ cdef str _describe(Py_ssize_t index, object obj):
     return f"argument {index} ({_typename(obj)})"
 
 
-cdef _reraise(BaseException exc, str message):
+cdef _reraise(object exc, str message):
     """Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built)."""
     try:
         new = type(exc)(message)
@@ -643,17 +645,34 @@ cdef int _dl_dtype(DLTensor* tensor, PtrResult* r) noexcept:
     return 0
 
 
+cdef str _DLPACK_METHOD = "__dlpack__"
+cdef tuple _KW_STREAM_MAX_VERSION = ("stream", "max_version")
+cdef tuple _KW_STREAM = ("stream",)
+cdef tuple _MAX_VERSION = DLPACK_MAX_VERSION
+
+
+cdef inline object _dlpack_vcall(object obj, object stream, tuple kwnames):
+    # One vectorcall with the keyword names prebuilt: Cython 3.0 would build a kwargs dict per
+    # call (3.1+ vectorcalls too), and this is the hottest line of the DLPack path.
+    cdef PyObject* argv[3]
+    argv[0] = <PyObject*>obj
+    argv[1] = <PyObject*>stream
+    argv[2] = <PyObject*>_MAX_VERSION
+    return PyObject_VectorcallMethod(_DLPACK_METHOD, argv, 1,
+                                     NULL if kwnames is None else <PyObject*>kwnames)
+
+
 cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
     # Spec: consumers pass stream= and max_version=; older producers accept only stream=, or
     # nothing at all, and say so with TypeError.
     try:
         try:
-            return obj.__dlpack__(stream=stream, max_version=DLPACK_MAX_VERSION)
+            return _dlpack_vcall(obj, stream, _KW_STREAM_MAX_VERSION)
         except TypeError:
             try:
-                return obj.__dlpack__(stream=stream)
+                return _dlpack_vcall(obj, stream, _KW_STREAM)
             except TypeError:
-                return obj.__dlpack__()
+                return _dlpack_vcall(obj, stream, None)
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {type(exc).__name__}: {exc}")
 
@@ -874,8 +893,11 @@ cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     # cuda.bindings CUdeviceptr for others: never assume either.
     handle = obj.handle
     address = None if handle is None else (handle if type(handle) is int else int(handle))
-    if not address and getattr(obj, "is_closed", False):
-        raise ValueError(f"{_describe(index, obj)}: the buffer is closed; its memory is gone")
+    if not address and (getattr(obj, "is_closed", False) or getattr(obj, "size", 0)):
+        # cuda.core >= 0.6 says is_closed; older ones only zero the handle (the size stays).
+        # Either way a null pointer to a non-empty buffer would be silently wrong.
+        raise ValueError(f"{_describe(index, obj)}: the buffer is closed (its handle is null); "
+                         "its memory is gone")
     if address is None:
         raise ValueError(f"{_describe(index, obj)}: Buffer.handle is None")
     return _set_address(address, index, obj, "Buffer.handle", r)
