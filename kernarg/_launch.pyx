@@ -20,6 +20,8 @@ from kernarg._handler cimport ParamBlock, block_release, untyped_block
 from kernarg._signature cimport Signature, typed_block
 from kernarg._stream cimport stream_handle
 
+include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
+
 import threading
 
 from kernarg._errors import CudaError, NoDriverError
@@ -358,7 +360,7 @@ cdef void _capture_of(cydriver.CUstream stream, Capture* c) noexcept nogil:
     c.active = False
     c.id = 0
     c.graph = NULL
-    err = cydriver.cuStreamGetCaptureInfo_v2(stream, &status, &c.id, &c.graph, NULL, NULL)
+    err = stream_capture_info(stream, &status, &c.id, &c.graph)
     # An error here (e.g. the legacy stream while another stream captures) means no capture
     # on this stream; the launch itself then reports whatever is wrong.
     c.active = err == cydriver.CUDA_SUCCESS and status == cydriver.CU_STREAM_CAPTURE_STATUS_ACTIVE
