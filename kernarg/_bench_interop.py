@@ -93,7 +93,8 @@ def _protocols(obj, stream: int) -> dict[str, object]:
             calls["__cuda_array_interface__"] = lambda o: o.__cuda_array_interface__
     except Exception:
         pass
-    for kwargs in ({"stream": stream, "max_version": (1, 1)}, {"stream": stream}):
+    # The same fallbacks kernarg's DLPack consumer makes, in its order.
+    for kwargs in ({"stream": stream, "max_version": (1, 1)}, {"stream": stream}, {}):
         try:
             obj.__dlpack_device__()
             obj.__dlpack__(**kwargs)

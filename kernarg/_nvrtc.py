@@ -8,7 +8,7 @@ import functools
 import glob
 import os
 
-__all__ = ["NvrtcError", "compile_to_ptx", "cuda_include_dir"]
+__all__ = ["NvrtcError", "compile_to_ptx", "cuda_include_dir", "nvrtc_version"]
 
 
 class NvrtcError(RuntimeError):
@@ -20,18 +20,42 @@ class NvrtcError(RuntimeError):
 
 
 @functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC library cuda.bindings loads."""
+    from cuda.bindings import nvrtc
+
+    return tuple(_check(nvrtc.nvrtcVersion()))
+
+
+def _header_major(include_dir: str) -> int | None:
+    import re
+
+    try:
+        with open(os.path.join(include_dir, "cuda_runtime_api.h"), errors="replace") as f:
+            m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
+    except OSError:
+        return None
+    return int(m.group(1)) // 1000 if m else None
+
+
+@functools.cache
 def cuda_include_dir() -> str | None:
-    """The include directory of the pip ``nvidia-cuda-runtime`` wheel, if installed."""
+    """The include directory of the pip ``nvidia-cuda-runtime`` wheel, if installed; with
+    several (``-cu12`` beside the CUDA 13 one), the one matching NVRTC's major version."""
     try:
         import nvidia
     except ImportError:
         return None
-    for base in nvidia.__path__:
-        for pattern in ("*/include/cuda_fp16.h", "*/*/include/cuda_fp16.h"):
-            hits = sorted(glob.glob(os.path.join(base, pattern)))
-            if hits:
-                return os.path.dirname(hits[-1])
-    return None
+    dirs = [os.path.dirname(hit) for base in nvidia.__path__
+            for pattern in ("*/include/cuda_fp16.h", "*/*/include/cuda_fp16.h")
+            for hit in sorted(glob.glob(os.path.join(base, pattern)))]
+    if len(dirs) > 1:
+        try:
+            major = nvrtc_version()[0]
+        except Exception:
+            major = None
+        dirs.sort(key=lambda d: _header_major(d) != major)    # matching first, else as found
+    return dirs[0] if dirs else None
 
 
 def _check(result, prog=None):

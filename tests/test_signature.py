@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernarg
+from kernarg._nvrtc import nvrtc_version
 
 from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
 from producers import CAIObject, DLPackProducer, cai
@@ -25,8 +26,12 @@ VECTORS = [f"{b}{n}" for b in ("char", "uchar", "short", "ushort", "int", "uint"
                                "ulong", "longlong", "ulonglong", "float", "double")
            for n in (1, 2, 3)]
 VECTORS += [f"{b}4" for b in ("char", "uchar", "short", "ushort", "int", "uint", "float")]
-VECTORS += [f"{b}4_16a" for b in ("long", "ulong", "longlong", "ulonglong", "double")]
-VECTORS += ["double4_32a", "longlong4_32a", "half2", "__nv_bfloat162"]
+VECTORS += ["half2", "__nv_bfloat162"]
+# CUDA 13 added the explicitly aligned 4-vectors; an older NVRTC (the oracle) does not know them.
+ALIGNED_VECTORS = [f"{b}4_16a" for b in ("long", "ulong", "longlong", "ulonglong", "double")]
+ALIGNED_VECTORS += ["double4_32a", "longlong4_32a"]
+if nvrtc_version() >= (13, 0):
+    VECTORS += ALIGNED_VECTORS
 POINTERS = ["float*", "const float*", "float* __restrict__", "const double* __restrict__",
             "volatile int*", "void*", "const void*", "int**", "float const*", "char*"]
 # NVRTC ships no C++ standard library headers: declare the <stdint.h> names ourselves, with
