@@ -14,6 +14,13 @@
 /* Value of an exact int that fits in 60 bits without a function call; 0 if it does not (the
    caller then takes the general path). CPython 3.12+ has public unstable API for this; 3.11
    exposes the digits directly. */
+/* Each module that includes this header uses only some of its functions. */
+#if defined(__GNUC__)
+#define KERNARG_MAYBE_UNUSED __attribute__((unused))
+#else
+#define KERNARG_MAYBE_UNUSED
+#endif
+
 static inline int kernarg_small_int(PyObject *x, long long *out) {
 #if PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
@@ -55,6 +62,7 @@ static inline int kernarg_compact_int(PyObject *x, long long *out) {
 /* Pack a run of exact small ints starting at item i, while the cursor is 8-aligned and the
    area has room. Few live values, so everything stays in registers. Returns the index of the
    first item not packed; the general loop takes it from there. */
+KERNARG_MAYBE_UNUSED
 static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
                                   char *data, Py_ssize_t *cur, Py_ssize_t cap,
                                   void **argv, uint16_t *sizes) {
@@ -78,6 +86,7 @@ static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize
 /* Typed counterpart of kernarg_int_run: a run of exact small ints for parameters whose codes
    are `code_i64` (stored as 8 bytes) or `code_i32` (range-checked, stored as 4), at the
    signature's precomputed offsets. Returns the index of the first item not packed. */
+KERNARG_MAYBE_UNUSED
 static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
                                         const uint8_t *codes, const uint16_t *offsets,
                                         char *data, void **argv, int code_i32, int code_i64) {

@@ -21,7 +21,6 @@ from kernarg._handler cimport (
     arena_block,
     block_init,
     as_arg_tuple,
-    copy_fixed,
     CacheEntry,
     ParamBlock,
     cache_probe,
@@ -738,7 +737,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
                         continue
                 elif C_I8 <= code <= C_U16:
                     if _INT_MIN[code] <= v <= _INT_MAX[code]:
-                        copy_fixed(dst, &v, p.size)
+                        _store_int(dst, v, p.size)
                         i += 1
                         continue
         elif tp == &PyFloat_Type:
@@ -758,7 +757,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
                 got = _inline_number(item, info, &d, &v)
                 if got == 2 and C_I8 <= code <= C_U64:
                     if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
-                        copy_fixed(dst, &v, p.size)
+                        _store_int(dst, v, p.size)
                         i += 1
                         continue
                 elif got == 1 and code >= C_F16:
@@ -824,8 +823,21 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
         raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {v} is "
                             f"outside {lo} .. {hi}")
-    copy_fixed(dst, &v, _scalar_size(code))     # range-checked: the low bytes are the value
+    _store_int(dst, v, _scalar_size(code))     # range-checked: the low bytes are the value
     return 0
+
+
+cdef inline void _store_int(char* dst, long long v, Py_ssize_t size) noexcept nogil:
+    """The low ``size`` (1, 2, 4 or 8) bytes of ``v``, which are its value once range-checked
+    (hosts are little-endian). Never reads past ``v``, unlike a general copy of ``size`` bytes."""
+    if size == 8:
+        memcpy(dst, &v, 8)
+    elif size == 4:
+        memcpy(dst, &v, 4)
+    elif size == 2:
+        memcpy(dst, &v, 2)
+    else:
+        dst[0] = <char>v
 
 
 cdef inline void _store_float(int code, double d, char* dst) noexcept:
