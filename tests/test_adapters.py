@@ -1,4 +1,5 @@
-"""The per-library adapters (torch without the DLPack C exchange API, CuPy, numba-cuda), run on
+"""The per-library adapters (torch without the DLPack C exchange API, CuPy, numba-cuda, cuda.core
+StridedMemoryView before it had the exchange API), run on
 stand-ins that have exactly the attributes each adapter reads, as those libraries document them.
 
 The real libraries need a GPU (tests/gpu runs them); these catch mistakes in the adapters'
@@ -65,6 +66,13 @@ SCRIPT = textwrap.dedent("""
             self.dtype = np.dtype(dtype)
     DeviceNDArray.__module__ = "numba.cuda.cudadrv.devicearray"
 
+    # cuda.core StridedMemoryView (< 1.x: no __dlpack_c_exchange_api__)
+    class StridedMemoryView:
+        def __init__(self, ptr, device_accessible=True, readonly=False, dtype="float32"):
+            self.ptr, self.is_device_accessible = ptr, device_accessible
+            self.readonly, self.dtype = readonly, np.dtype(dtype)
+    StridedMemoryView.__module__ = "cuda.core._memoryview"
+
     import kernarg
 
     def ptrs(block):
@@ -100,6 +108,15 @@ SCRIPT = textwrap.dedent("""
     raises(TypeError, "'a'", lambda: sig.pack((Tensor(0x1000, 0, "int32"), None, None, 4)))
     raises(TypeError, "'b'", lambda: sig.pack((None, ndarray(0x2000, 0, "float64"), None, 4)))
     raises(TypeError, "'c'", lambda: sig.pack((None, None, DeviceNDArray(0x3000, 0, "i2"), 4)))
+
+    smv = StridedMemoryView
+    assert ptrs(kernarg.pack((smv(0x5000), smv(0x6000, readonly=True)))) == [0x5000, 0x6000]
+    raises(TypeError, "argument 1 (cuda.core._memoryview.StridedMemoryView): the memory is on "
+           "the CPU", lambda: kernarg.pack((1, smv(0x5000, device_accessible=False))))
+    sig = kernarg.Signature("const float* x, float* y")
+    assert ptrs(sig.pack((smv(0x5000, readonly=True), smv(0x6000)))) == [0x5000, 0x6000]
+    raises(ValueError, "'y'", lambda: sig.pack((smv(0x5000), smv(0x6000, readonly=True))))
+    raises(TypeError, "'x'", lambda: sig.pack((smv(0x5000, dtype="int32"), smv(0x6000))))
     print("ok")
 """)
 

@@ -213,6 +213,18 @@ def test_torch_cpu_tensor_refused():
         kernarg.pack((torch.zeros(3),))
 
 
+def test_cuda_core_strided_memory_view_of_host_memory_refused():
+    # cuda.core >= 1.x views carry the DLPack C exchange API, older ones take kernarg's adapter:
+    # either way a view of host memory is refused, and the view of any argument is named.
+    utils = pytest.importorskip("cuda.core.utils")
+    host = np.arange(4, dtype=np.float32)
+    make = getattr(utils.StridedMemoryView, "from_dlpack", None)
+    view = make(host, stream_ptr=-1) if make else utils.StridedMemoryView(host, stream_ptr=-1)
+    assert not view.is_device_accessible
+    with pytest.raises(TypeError, match="argument 1 .*StridedMemoryView.*on the CPU"):
+        kernarg.pack((1, view))
+
+
 def test_raw_capsule_refused():
     prod = DLPackProducer(PTR)
     capsule = prod.__dlpack__(stream=None, max_version=(1, 0))
