@@ -466,7 +466,14 @@ cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
     if not isinstance(cai, dict):
         raise TypeError(f"{_cai(index, obj)} is "
                         f"{type(cai).__name__}, not a dict")
-    return _read_cai(<dict>cai, index, obj, r, want_dtype)
+    try:
+        return _read_cai(<dict>cai, index, obj, r, want_dtype)
+    except Exception as exc:
+        # kernarg's own messages name the argument already; anything else came from a value in
+        # the dict (a readonly flag whose bool() raises, an int subclass's __eq__ ...).
+        if str(exc).startswith(_describe(index, obj)):
+            raise
+        _reraise(exc, f"{_cai(index, obj)} could not be read: {type(exc).__name__}: {exc}")
 
 
 # The CUDA Array Interface keys, interned: dicts built from literals use these very objects,
@@ -588,7 +595,9 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
 
 cdef int _set_dtype_from_typestr(str typestr, PtrResult* r) except -1:
     # "<f4", "|u1", "<V2" ...: kind letter then size in bytes.
-    if len(typestr) >= 3 and typestr[2:].isdigit() and typestr[1] in "fiubcV":
+    # isdecimal, not isdigit: int() refuses digits such as '²'; 4 digits at most keep the size
+    # in range. Anything else leaves the dtype unknown.
+    if 3 <= len(typestr) <= 6 and typestr[2:].isdecimal() and typestr[1] in "fiubcV":
         r.dtype_kind = ord(typestr[1])
         r.dtype_size = int(typestr[2:])
     return 0

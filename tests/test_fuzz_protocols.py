@@ -1,0 +1,157 @@
+"""Property tests: any CUDA Array Interface dict and any ``__dlpack_device__`` answer, however
+malformed, either packs the pointer the object describes or raises an exception naming the
+argument -- never an unnamed error, a crash or a wrong pointer. Dicts start valid and get one or
+two fields replaced by arbitrary (also hostile) values or deleted, so every check is reached."""
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kernarg
+
+from producers import CAIObject, DLPackProducer
+
+# kernarg's own refusals; a hostile value's own exception (re-raised with the argument named)
+# keeps its class.
+ALLOWED = (TypeError, ValueError, OverflowError, RuntimeError)
+
+
+class Raises:
+    """A value whose every use raises, as a broken producer's object might."""
+
+    def __bool__(self):
+        raise RuntimeError("bool of a broken value")
+
+    def __index__(self):
+        raise RuntimeError("index of a broken value")
+
+    def __int__(self):
+        raise RuntimeError("int of a broken value")
+
+    def __eq__(self, other):
+        raise RuntimeError("== of a broken value")
+
+    __hash__ = object.__hash__
+
+    def __iter__(self):
+        raise RuntimeError("iter of a broken value")
+
+    def __len__(self):
+        raise RuntimeError("len of a broken value")
+
+    def __getitem__(self, i):
+        raise RuntimeError("getitem of a broken value")
+
+
+class HostileInt(int):
+    def __eq__(self, other):
+        raise RuntimeError("== of a hostile int")
+
+    __hash__ = int.__hash__
+
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(),
+                    st.text(max_size=4), st.binary(max_size=4), st.builds(Raises),
+                    st.builds(object), st.builds(HostileInt, st.integers(-1, 2)))
+ints = st.integers(-(2**66), 2**66)
+pointers = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 2**64 - 1, 0x7F00_0000_1000]))
+shapes = st.lists(st.integers(0, 4), max_size=3).map(tuple)
+valid = st.fixed_dictionaries(
+    {"data": st.tuples(pointers, st.booleans()), "shape": shapes,
+     "typestr": st.sampled_from(["<f4", "|u1", "<V2", "<i8", "<f8"]),
+     "version": st.integers(0, 3)},
+    optional={"strides": st.one_of(st.none(), shapes),
+              "stream": st.one_of(st.none(), st.integers(1, 2**64 - 1)),
+              "mask": st.none(), "descr": st.just([("", "<f4")])})
+DELETE = object()
+anything = {
+    "data": st.one_of(scalars, st.tuples(st.one_of(ints, scalars), st.one_of(st.booleans(),
+                                                                             scalars)),
+                      st.lists(st.one_of(ints, scalars), max_size=3)),
+    "shape": st.one_of(scalars, st.lists(st.one_of(st.integers(-2, 5), scalars),
+                                         max_size=3).map(tuple)),
+    "typestr": st.one_of(scalars, st.sampled_from(
+        ["<f²", "<f٤", "<f99999999999999999999", "<f0", "", "<", "<x4", ">f4", "<f-4"])),
+    "version": st.one_of(st.integers(-1, 5), scalars),
+    "strides": scalars, "stream": st.one_of(st.integers(-3, 3), ints, scalars),
+    "mask": scalars, "descr": scalars, "extra": scalars,
+}
+mutation = st.sampled_from(sorted(anything)).flatmap(
+    lambda key: st.tuples(st.just(key), st.one_of(st.just(DELETE), anything[key])))
+
+
+def _mutate(cai, mutations):
+    cai = dict(cai)
+    for key, value in mutations:
+        if value is DELETE:
+            cai.pop(key, None)
+        else:
+            cai[key] = value
+    return cai
+
+
+interface = st.builds(_mutate, valid, st.lists(mutation, max_size=2))
+
+
+def _described_pointer(cai):
+    """The pointer a dict that packs must have produced: data[0]."""
+    return cai["data"][0] % 2**64
+
+
+def _packs_or_names_the_argument(pack, cai, where):
+    try:
+        block = pack()
+    except ALLOWED as exc:
+        assert str(exc).startswith(where), (where, str(exc))
+        return None
+    got = struct.unpack_from("<Q", bytes(block), block.offsets[-1])[0]
+    assert got == _described_pointer(cai)
+    return block
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(interface)
+def test_any_cuda_array_interface(cai):
+    obj = CAIObject(cai)
+    block = _packs_or_names_the_argument(lambda: kernarg.pack((7, obj)), cai, "argument 1 (")
+    if block is not None:
+        stream = cai.get("stream")
+        assert block.producer_streams == (() if stream is None else (stream,))
+        assert cai.get("mask") is None
+    sig = kernarg.Signature("int n, const float* p")
+    _packs_or_names_the_argument(lambda: sig.pack((7, obj)), cai,
+                                 ("argument 1 (", "parameter 1 ('p')"))
+
+
+small = st.one_of(st.integers(-2, 5), scalars)
+device = st.one_of(scalars, st.tuples(st.integers(-2, 20), st.integers(-3, 2**40)),
+                   st.tuples(small, small), st.lists(st.integers(-1, 14), max_size=3),
+                   st.tuples(st.integers(1, 14), st.integers(0, 3), st.integers()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(device)
+def test_any_dlpack_device_answer(answer):
+    prod = DLPackProducer(0x7F00_0000_1000)
+    prod.__dlpack_device__ = lambda: answer
+    try:
+        block = kernarg.pack((1, prod))
+    except ALLOWED as exc:
+        assert "argument 1" in str(exc), str(exc)
+        assert prod.deleted in (0, 1)
+        return
+    assert struct.unpack_from("<Q", bytes(block), 8)[0] == 0x7F00_0000_1000
+    assert answer[0] in (2, 3, 13)
+    block.release()
+    assert prod.deleted == 1
+
+
+@pytest.mark.parametrize("answer", [(2, 0), (3, 0), (13, 0)])
+def test_dlpack_device_answers_that_pack(answer):
+    # The accepting side of the property above, made certain.
+    prod = DLPackProducer(0x7F00_0000_1000)
+    prod.__dlpack_device__ = lambda: answer
+    with kernarg.pack((prod,)) as block:
+        assert struct.unpack_from("<Q", bytes(block), 0)[0] == 0x7F00_0000_1000
+    assert prod.deleted == 1
