@@ -17,6 +17,12 @@ OUT=${OUT:-/tmp/kernarg-gpu}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# JAX takes 75% of the GPU's memory on first use unless told not to; torch, CuPy and numba share
+# the process with it. nvcc is found on PATH (the C++ launch floor), so add the toolkit's bin.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+    if [ -x "$d/nvcc" ]; then export PATH="$PATH:$d"; break; fi
+done
 PY=${PYTHON:-python3}
 status=0
 step() {
