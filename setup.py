@@ -71,11 +71,12 @@ def cuda_include():
         pool = matching if header == "cuda.h" else roots
         found = [d for d in pool if os.path.exists(os.path.join(d, header))]
         if not found:
+            wheel = "nvidia-cuda-profiler-api" if header == "cudaProfiler.h" else \
+                "nvidia-cuda-runtime"
             raise RuntimeError(
-                f"{header} (named by {pxd_path}) not found for CUDA {major}: install "
-                f"nvidia-cuda-runtime{'' if major >= 13 else '-cu12'}"
-                f"{' and nvidia-cuda-profiler-api-cu12' if major < 13 else ''} "
-                "or set CUDA_HOME to a CUDA toolkit of the same major version")
+                f"{header} (named by {pxd_path}) not found for CUDA {major}: pip install "
+                f"{wheel}{'-cu12' if major < 13 else f'=={major}.*'}, or set CUDA_HOME to a "
+                "CUDA toolkit of the same major version")
         if found[0] not in dirs:
             dirs.append(found[0])
     return dirs
