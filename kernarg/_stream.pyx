@@ -7,6 +7,7 @@ stream: ``None`` and int handles take a few nanoseconds (stream_handle, cimporte
 launcher), the protocols cost what their Python calls cost.
 """
 from libc.stdint cimport uint64_t
+from cpython.number cimport PyNumber_Index
 
 import os
 import threading
@@ -105,9 +106,12 @@ def _check_handle(handle, str source, obj):
             f"stream {type(obj).__name__}: {source} gave {type(handle).__name__}, expected an "
             "int handle"
         )
+    # An int subclass becomes a plain int without running any of its methods (PyNumber_Index
+    # copies the value of int subclasses): its comparisons cannot raise or lie.
+    handle = PyNumber_Index(handle)
     if not 0 <= handle < 2**64:
         raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
-    return int(handle)
+    return handle
 
 
 def resolve_stream(obj):
@@ -130,9 +134,22 @@ def resolve_stream(obj):
     """
     if obj is None:
         return _default_stream()
-    t = type(obj)
-    if t is int:
+    if type(obj) is int:
         return _check_handle(obj, "int", obj)
+    try:
+        return _resolve(obj)
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:
+        # A stream object's property (or comparison) that raises is its fault, not a crash of
+        # ours: say what happened and what is accepted.
+        raise TypeError(f"stream {type(obj).__name__}: reading it raised {exc!r}; accepted: "
+                        f"{_ACCEPTED}") from exc
+
+
+cdef object _resolve(object obj):
+    # resolve_stream's body for everything but None and exact ints.
+    t = type(obj)
     if t is bool:
         raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
     protocol = getattr(obj, "__cuda_stream__", None)
@@ -146,14 +163,14 @@ def resolve_stream(obj):
                 f"stream {t.__name__}: __cuda_stream__() returned {result!r}, expected "
                 "(0, handle)"
             )
-        if result[0] != 0:
+        if type(result[0]) is not int or result[0] != 0:
             raise ValueError(
                 f"stream {t.__name__}: __cuda_stream__() version {result[0]!r} is not "
                 "supported (expected 0)"
             )
         return _check_handle(result[1], "__cuda_stream__()", obj)
     if isinstance(obj, int):
-        return _check_handle(int(obj), "int", obj)
+        return _check_handle(obj, "int", obj)
     if t.__name__ == "CUstream" and (t.__module__ or "").startswith("cuda.bindings"):
         return _check_handle(int(obj), "CUstream", obj)
     handle = getattr(obj, "cuda_stream", None)

@@ -155,3 +155,92 @@ def test_dlpack_device_answers_that_pack(answer):
     with kernarg.pack((prod,)) as block:
         assert struct.unpack_from("<Q", bytes(block), 0)[0] == 0x7F00_0000_1000
     assert prod.deleted == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Stream objects: resolve_stream answers a handle in 0 .. 2**64-1 or a TypeError/ValueError
+
+
+class HostileCompare(int):
+    def __eq__(self, other):
+        raise RuntimeError("== of a hostile int")
+
+    def __lt__(self, other):
+        raise RuntimeError("< of a hostile int")
+
+    __le__ = __gt__ = __ge__ = __ne__ = __lt__
+    __hash__ = int.__hash__
+
+    def __int__(self):
+        raise RuntimeError("int() of a hostile int")
+
+
+ABSENT = object()
+RAISES = object()
+handle_values = st.one_of(st.none(), st.integers(-3, 2**64 + 3), st.booleans(),
+                          st.builds(HostileCompare, st.integers(0, 2**64 - 1)), st.floats(),
+                          st.text(max_size=3), st.tuples(st.integers(0, 3)))
+slot = st.one_of(st.just(ABSENT), st.just(RAISES), handle_values)
+protocol_answer = st.one_of(slot, st.tuples(st.one_of(st.just(0), handle_values), handle_values),
+                            st.tuples(st.just(0), handle_values, handle_values))
+
+
+def _stream_object(protocol, cuda_stream, ptr):
+    ns = {}
+
+    def prop(value):
+        def get(self):
+            if value is RAISES:
+                raise RuntimeError("property of a broken stream")
+            return value
+        return property(get)
+
+    if protocol is not ABSENT:
+        def __cuda_stream__(self):
+            if protocol is RAISES:
+                raise RuntimeError("__cuda_stream__ of a broken stream")
+            return protocol
+        ns["__cuda_stream__"] = __cuda_stream__
+    for name, value in (("cuda_stream", cuda_stream), ("ptr", ptr)):
+        if value is not ABSENT:
+            ns[name] = prop(value)
+    return type("FuzzStream", (), ns)()
+
+
+def _valid_handle(value):
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 0 <= int.__index__(value) < 2**64)
+
+
+def _expected(protocol, cuda_stream, ptr):
+    """The handle resolve_stream must return, or None where it must refuse."""
+    if protocol is not ABSENT:
+        ok = (type(protocol) is tuple and len(protocol) == 2 and type(protocol[0]) is int
+              and protocol[0] == 0 and _valid_handle(protocol[1]))
+        return int.__index__(protocol[1]) if ok else None
+    for value in (cuda_stream, ptr):
+        if value is RAISES:
+            return None
+        if value is not ABSENT and value is not None:
+            return int.__index__(value) if _valid_handle(value) else None
+    return None
+
+
+@settings(max_examples=500, deadline=None)
+@given(protocol_answer, slot, slot)
+def test_any_stream_object(protocol, cuda_stream, ptr):
+    obj = _stream_object(protocol, cuda_stream, ptr)
+    expected = _expected(protocol, cuda_stream, ptr)
+    try:
+        got = kernarg.resolve_stream(obj)
+    except (TypeError, ValueError) as exc:
+        assert expected is None, (expected, exc)
+        return
+    assert type(got) is int and got == expected
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_int_subclass_stream_handles_run_none_of_their_methods(value):
+    assert kernarg.resolve_stream(HostileCompare(value)) == value
+    with pytest.raises(ValueError, match="outside"):
+        kernarg.resolve_stream(HostileCompare(value + 2**64))
