@@ -786,9 +786,26 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
                         memcpy(dst, &v, 8)
                         i += 1
                         continue
-        _put_typed(sig, st, p, i, <object>item, dst, stream)
+        try:
+            _put_typed(sig, st, p, i, <object>item, dst, stream)
+        except Exception as exc:
+            _name_the_parameter(sig, i, exc)
         i += 1
     return 0
+
+
+cdef int _name_the_parameter(Signature sig, Py_ssize_t i, object exc) except -1:
+    """Re-raise ``exc`` (a value's own method raised, e.g. a hostile ``__index__``) so that its
+    message starts with the parameter, keeping its class. kernarg's own errors already do."""
+    name = _param_name(sig, i)
+    message = str(exc)
+    if message.startswith(name) or message.startswith(f"argument {i} ("):
+        raise exc
+    try:
+        new = type(exc)(f"{name}: {type(exc).__name__}: {message}")
+    except Exception:
+        new = TypeError(f"{name}: {type(exc).__name__}: {message}")
+    raise new from exc
 
 
 cdef str _param_name(Signature sig, Py_ssize_t i):
@@ -807,7 +824,7 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
                             f"got {type(value).__name__}")
         try:
             value = value.__index__()
-        except AttributeError:
+        except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
                             f"got {type(value).__name__}") from None
         v = PyLong_AsLongLongAndOverflow(value, &overflow)
@@ -816,7 +833,7 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
                 u = value
                 memcpy(dst, &u, 8)
                 return 0
-            lo, hi = _INT_RANGE[code]
+            lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
             raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is "
                                 f"outside {lo} .. {hi}")
     if not (_INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0)):

@@ -4,6 +4,7 @@ argument -- never an unnamed error, a crash or a wrong pointer. Dicts start vali
 two fields replaced by arbitrary (also hostile) values or deleted, so every check is reached."""
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -244,3 +245,48 @@ def test_int_subclass_stream_handles_run_none_of_their_methods(value):
     assert kernarg.resolve_stream(HostileCompare(value)) == value
     with pytest.raises(ValueError, match="outside"):
         kernarg.resolve_stream(HostileCompare(value + 2**64))
+
+
+# ------------------------------------------------------------------------------------------
+# Typed packing: any value for any parameter type packs or raises naming the parameter
+
+
+PARAM_TYPES = ["int", "float", "double", "__half", "__nv_bfloat16", "int4", "float2", "char3",
+               "unsigned char", "long long", "unsigned long long", "bool", "const float*",
+               "void*", "size_t", "int8_t", "double4_32a", "half2"]
+typed_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3),
+    st.builds(Raises), st.builds(HostileInt, st.integers(-1, 2)),
+    st.builds(HostileCompare, st.integers(0, 10)), st.tuples(st.integers(-300, 300)),
+    st.lists(st.one_of(st.integers(-300, 300), st.floats(), st.builds(Raises)), max_size=5),
+    st.floats(width=32).map(lambda f: np.float32(f)),
+    st.integers(-(2**63), 2**63 - 1).map(lambda v: np.int64(v)),
+    st.builds(lambda: np.zeros(3)), st.builds(lambda: CAIObject({})))
+typed_case = st.lists(st.sampled_from(PARAM_TYPES), min_size=1, max_size=5).flatmap(
+    lambda ts: st.tuples(st.just(ts), st.lists(typed_values, min_size=len(ts),
+                                               max_size=len(ts))))
+
+
+@settings(max_examples=800, deadline=None)
+@given(typed_case)
+def test_typed_packing_of_any_value(case):
+    types, values = case
+    sig = kernarg.Signature(", ".join(types))
+    try:
+        block = sig.pack(tuple(values))
+    except ALLOWED as exc:
+        message = str(exc)
+        assert message.startswith(("parameter ", "argument ")), message
+        return
+    assert bytes(block) == bytes(sig.pack(tuple(values)))     # deterministic when it packs
+
+
+@pytest.mark.parametrize("param, value, exc, fragment", [
+    ("bool b", 2**70, OverflowError, "outside 0 .. 1"),
+    ("unsigned long long n", np.zeros(3), TypeError, "expected an int"),
+    ("int n", Raises(), RuntimeError, "index of a broken value"),
+])
+def test_typed_packing_errors_found_by_the_property(param, value, exc, fragment):
+    with pytest.raises(exc, match=fragment) as info:
+        kernarg.Signature(param).pack((value,))
+    assert str(info.value).startswith("parameter 0")
