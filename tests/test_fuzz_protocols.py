@@ -290,3 +290,25 @@ def test_typed_packing_errors_found_by_the_property(param, value, exc, fragment)
     with pytest.raises(exc, match=fragment) as info:
         kernarg.Signature(param).pack((value,))
     assert str(info.value).startswith("parameter 0")
+
+
+# ------------------------------------------------------------------------------------------
+# Untyped packing: any tuple packs (the same bytes each time) or raises naming the argument
+
+untyped_values = st.one_of(
+    typed_values, st.complex_numbers(), st.binary(max_size=3), st.builds(dict),
+    st.integers(0, 2**64 - 1).map(np.uint64), st.builds(lambda: np.longdouble(1)),
+    st.builds(lambda: np.datetime64(1, "s")), st.builds(lambda: np.str_("x")),
+    st.builds(lambda: np.void(b"ab")), st.builds(lambda: memoryview(b"ab")),
+    st.builds(object), st.just(int), st.just(print))
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(untyped_values, max_size=5))
+def test_untyped_packing_of_any_value(values):
+    try:
+        block = kernarg.pack(tuple(values))
+    except ALLOWED as exc:
+        assert str(exc).startswith("argument "), str(exc)
+        return
+    assert bytes(block) == bytes(kernarg.pack(tuple(values)))
