@@ -250,8 +250,19 @@ def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
             row["cuda_core_over_kernarg"] = statistics.median(c / k_ for c, k_ in pairs)
         rows.append(row)
         print(row, file=file)
-    return {"benchmark": f"launch latency: host ns per launch, bursts of {BURST} (medians)",
-            "device": _device_name(), "rows": rows}
+    result = {"benchmark": f"launch latency: host ns per launch, bursts of {BURST} (medians)",
+              "device": _device_name(), "rows": rows}
+    try:
+        from kernarg._launch import _launch_extras_ns
+
+        # What each kernarg launch does besides packing and cuLaunchKernelEx, on the same
+        # stream: the numbers to weigh against the C++ floor (median of 5 runs each).
+        runs = [_launch_extras_ns(setup.stream, 20000) for _ in range(5)]
+        result["launch_extras_ns"] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(f"per-launch extras (ns): {result['launch_extras_ns']}", file=file)
+    except Exception as exc:
+        print(f"per-launch extras not measured: {type(exc).__name__}: {exc}", file=file)
+    return result
 
 
 def print_table(result: dict, file=None) -> None:
@@ -270,3 +281,7 @@ def print_table(result: dict, file=None) -> None:
         print(f"{row['nargs']:4d}{row.get('prepared_over_floor', float('nan')):16.2f}"
               f"{row.get('launch_over_floor', float('nan')):14.2f}"
               f"{row.get('cuda_core_over_kernarg', float('nan')):26.2f}", file=file)
+    extras = result.get("launch_extras_ns")
+    if extras:
+        print("each launch also pays (ns): " + ", ".join(f"{k} {v:.0f}" for k, v in extras.items()),
+              file=file)

@@ -269,6 +269,46 @@ cdef cydriver.CUcontext _ensure_context(int device) except NULL:
     return primary
 
 
+cdef extern from "<time.h>" nogil:
+    ctypedef struct kernarg_timespec "struct timespec":
+        long tv_sec
+        long tv_nsec
+    int clock_gettime(int clock, kernarg_timespec* t)
+    int CLOCK_MONOTONIC
+
+
+cdef inline double _now_ns() noexcept nogil:
+    cdef kernarg_timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec * 1e9 + t.tv_nsec
+
+
+def _launch_extras_ns(stream=None, int n=100000, int device=0):
+    """Host ns per call of what a launch does besides packing and cuLaunchKernelEx, each timed
+    in a C loop of ``n`` calls on ``stream``: the context check (cuCtxGetCurrent), the capture
+    query (cuStreamGetCaptureInfo) and releasing and re-taking the GIL around the launch. For
+    the launch benchmark, which weighs them against the C++ floor; needs the driver."""
+    cdef cydriver.CUcontext current
+    cdef Capture capture
+    cdef cydriver.CUstream s = <cydriver.CUstream><uintptr_t>stream_handle(stream)
+    cdef double t0, t1, t2, t3
+    cdef int _i
+    _ensure_context(device)
+    t0 = _now_ns()
+    for _i in range(n):
+        cydriver.cuCtxGetCurrent(&current)
+    t1 = _now_ns()
+    for _i in range(n):
+        _capture_of(s, &capture)
+    t2 = _now_ns()
+    for _i in range(n):
+        with nogil:
+            pass
+    t3 = _now_ns()
+    return {"cuCtxGetCurrent": (t1 - t0) / n, "cuStreamGetCaptureInfo": (t2 - t1) / n,
+            "GIL release + acquire": (t3 - t2) / n}
+
+
 def device_arch(int device=0):
     """``"compute_XY"`` (for NVRTC) of ``device``; needs the driver."""
     cdef cydriver.CUdevice dev

@@ -93,3 +93,18 @@ def test_launch_floor_builds_without_a_driver_library(tmp_path):
         import re
 
         assert re.search(r"libcuda\.so\.1|p_cu[A-Z]\w+\(", run.stderr), run.stderr
+
+
+def test_launch_table_prints_the_per_launch_extras():
+    import io
+
+    from kernarg import _bench_launch
+
+    row = {"nargs": 16, "kernarg.launch_ns": 2300.0, "kernarg prepared_ns": 2100.0,
+           "cpp_floor_ns": 2000.0, "prepared_over_floor": 1.05, "launch_over_floor": 1.15}
+    out = io.StringIO()
+    _bench_launch.print_table({"device": "stand-in", "rows": [row], "launch_extras_ns": {
+        "cuCtxGetCurrent": 9.6, "cuStreamGetCaptureInfo": 41.2}}, file=out)
+    text = out.getvalue()
+    assert "1.05" in text and "1.15" in text
+    assert "cuCtxGetCurrent 10" in text and "cuStreamGetCaptureInfo 41" in text

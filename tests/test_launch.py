@@ -138,6 +138,11 @@ def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
                                 ".visible .entry k() { ret; }", "k")
     with pytest.raises(kernarg.CudaError, match="no CUDA driver"):
         kernarg.Kernel.from_source('extern "C" __global__ void k() {}', "k")
+    # The launch benchmark's probe of the per-launch driver calls needs the driver too.
+    from kernarg._launch import _launch_extras_ns
+
+    with pytest.raises(kernarg.NoDriverError):
+        _launch_extras_ns(None, 10)
 
 
 def test_from_handle_rejects_null():

@@ -233,6 +233,14 @@ def test_graph_capture(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
 
 
+def test_launch_extras_probe_measures_each_call(ctx):
+    from kernarg._launch import _launch_extras_ns
+
+    extras = _launch_extras_ns(None, 1000)
+    assert set(extras) == {"cuCtxGetCurrent", "cuStreamGetCaptureInfo", "GIL release + acquire"}
+    assert all(0 < ns < 100_000 for ns in extras.values()), extras
+
+
 def test_stress_launches_do_not_leak(ctx):
     import gc
 
