@@ -108,3 +108,30 @@ def test_launch_table_prints_the_per_launch_extras():
     text = out.getvalue()
     assert "1.05" in text and "1.15" in text
     assert "cuCtxGetCurrent 10" in text and "cuStreamGetCaptureInfo 41" in text
+
+
+def test_readme_tables_match_the_committed_benchmark_results():
+    # The README's packing tables are benchmarks/readme_tables.py's rendering of the committed
+    # JSON: re-recording the benchmark without regenerating them (or editing them by hand)
+    # fails here.
+    import importlib.util
+    import io
+    import os
+    from contextlib import redirect_stdout
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    spec = importlib.util.spec_from_file_location(
+        "readme_tables", os.path.join(root, "benchmarks", "readme_tables.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert module.main(["readme_tables", os.path.join(
+            root, "benchmarks", "results", "pack-cpu-x86_64-py311.json")]) == 0
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    lines = [line for line in out.getvalue().splitlines()
+             if line.startswith("| ") or line.startswith("Marginal")]
+    assert len(lines) > 20
+    missing = [line for line in lines if line not in readme]
+    assert not missing, missing
