@@ -9,7 +9,8 @@
 # CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
 # runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
 # arrays) and the pytest-benchmark launch suite, and leaves the log, a JUnit report and the
-# benchmark JSON in $OUT (default /tmp/kernarg-gpu). Every step runs even if an earlier one
+# benchmark JSON, the plot and the README's tables (tables.md) in $OUT (default
+# /tmp/kernarg-gpu). Every step runs even if an earlier one
 # fails; the exit status is that of the first failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,8 @@ step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
 step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
 step "$PY" benchmarks/plot_launch.py "$OUT/bench-gpu.json" "$OUT/launch-latency.png"
+step bash -c '"$0" benchmarks/readme_tables.py "$1" > "$2"' "$PY" "$OUT/bench-gpu.json" \
+    "$OUT/tables.md"
 if [ "${1:-}" = full ]; then
     step timeout 300 "$PY" -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu
     step timeout 300 "$PY" -m kernarg bench --json "$OUT/bench-all.json"

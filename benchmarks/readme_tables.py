@@ -1,9 +1,12 @@
-"""Print the README's packing tables (markdown) from a `python -m kernarg bench --json` file.
+"""Print the README's tables (markdown) from a `python -m kernarg bench --json` file.
 
     python benchmarks/readme_tables.py benchmarks/results/pack-cpu-x86_64-py311.json
+    python benchmarks/readme_tables.py bench-gpu.json     # from `bench --gpu-only` on a GPU
 
 The README's "Measured results" tables are this script's output for the committed JSON, so
 they can be regenerated whenever the benchmark is re-recorded, rather than edited by hand.
+A file with packing rows gives the packing tables; one with a "launch" section (and
+"interop_gpu") gives the launch-latency and foreign-GPU-array tables.
 """
 import json
 import sys
@@ -65,12 +68,62 @@ def interop(result: dict) -> list[str]:
     return lines
 
 
+def launch(section: dict) -> list[str]:
+    """Host ns per launch for every contender and the C++ floor, then kernarg's ratios against
+    the issue's goals (prepared <= 1.1x and launch <= 1.3x the floor at 16 arguments;
+    cuda.core >= 2x kernarg.launch)."""
+    rows = section["rows"]
+    names = list(dict.fromkeys(k[:-3] for row in rows for k in row
+                               if k.endswith("_ns") and not k.startswith("cpp_floor")))
+    lines = ["| args | " + " | ".join(names) + " | C++ floor | prepared / floor | "
+             "launch / floor | cuda.core / kernarg.launch |",
+             "|---:|" + "---:|" * (len(names) + 4)]
+    for row in rows:
+        cells = [_ns(row.get(f"{name}_ns")) for name in names]
+        lines.append(f"| {row['nargs']} | " + " | ".join(cells) + f" | "
+                     f"{_ns(row.get('cpp_floor_ns'))} | {_x(row.get('prepared_over_floor'))} | "
+                     f"{_x(row.get('launch_over_floor'))} | "
+                     f"{_x(row.get('cuda_core_over_kernarg'))} |")
+    extras = section.get("launch_extras_ns")
+    if extras:
+        lines += ["", "Each launch also pays: " + ", ".join(
+            f"{name} {ns:.0f} ns" for name, ns in extras.items()) + "."]
+    return lines
+
+
+def interop_gpu(section: dict) -> list[str]:
+    lines = ["| library | path | kernarg ns / argument | protocol calls | ratio |",
+             "|---|---|---:|---|---|"]
+    for row in section.get("rows", []):
+        calls = ", ".join(f"`{k[:-3]}` {row[k]:.0f} ns" for k in row
+                          if k.endswith("_ns") and k != "kernarg_ns")
+        if "protocol_over_kernarg" in row:
+            ratio = ", ".join(f"protocol / kernarg {v:.1f}x"
+                              for v in row["protocol_over_kernarg"].values())
+        else:
+            ratio = f"kernarg adds {row.get('adds_over_protocol', float('nan')):.0%}"
+        lines.append(f"| {row['library']} | {row['path']} | {row['kernarg_ns']:.0f} | {calls} | "
+                     f"{ratio} |")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[1]) as f:
         result = json.load(f)
+    if "launch" in result:
+        print(f"**Launch latency on {result['launch'].get('device', '?')}** "
+              "(host ns per launch)\n")
+        print("\n".join(launch(result["launch"])))
+        print()
+        if "interop_gpu" in result:
+            print("**One foreign GPU array per library**\n")
+            print("\n".join(interop_gpu(result["interop_gpu"])))
+            print()
+    if "rows" not in result:
+        return 0
     for title, section in (("Packing vs cuda.core's ParamHolder", packing),
                            ("Typed vs untyped", typed), ("C API vs Python", c_api),
                            ("One foreign-array argument", interop)):

@@ -135,3 +135,34 @@ def test_readme_tables_match_the_committed_benchmark_results():
     assert len(lines) > 20
     missing = [line for line in lines if line not in readme]
     assert not missing, missing
+
+
+def test_readme_tables_render_gpu_results(tmp_path, capsys):
+    # The same script turns the GPU session's bench-gpu.json into the README's launch tables.
+    import importlib.util
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "readme_tables.py")
+    spec = importlib.util.spec_from_file_location("readme_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = [{"nargs": 16, "kernarg.launch_ns": 2300.0, "kernarg prepared_ns": 2150.0,
+             "cuda.core launch_ns": 6100.0, "cpp_floor_ns": 2000.0, "cpp_floor_min_ns": 1900.0,
+             "prepared_over_floor": 1.075, "launch_over_floor": 1.15,
+             "cuda_core_over_kernarg": 2.65}]
+    interop = [{"library": "torch.Tensor", "path": "kernarg path for the type",
+                "kernarg_ns": 40.0, "__dlpack___ns": 900.0,
+                "protocol_over_kernarg": {"__dlpack__": 22.5}},
+               {"library": "torch.Tensor", "path": "generic DLPack", "kernarg_ns": 1100.0,
+                "__dlpack___ns": 900.0, "adds_over_protocol": 0.22}]
+    results = tmp_path / "bench-gpu.json"
+    results.write_text(json.dumps({"launch": {"device": "stand-in GPU", "rows": rows,
+                                              "launch_extras_ns": {"cuCtxGetCurrent": 9.6}},
+                                   "interop_gpu": {"rows": interop}}))
+    assert module.main(["readme_tables", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "Launch latency on stand-in GPU" in out
+    assert "| 16 | 2300 ns | 2150 ns | 6100 ns | 2000 ns | 1.07x | 1.15x | 2.65x |" in out
+    assert "cuCtxGetCurrent 10 ns" in out
+    assert "protocol / kernarg 22.5x" in out and "kernarg adds 22%" in out
