@@ -95,6 +95,41 @@ def test_every_scalar_vector_struct_kind_reaches_the_kernel(ctx):
 
 
 
+ECHO_MORE = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+template <typename T> __device__ void put(unsigned char* out, int& at, const T& v) {
+    at = (at + alignof(T) - 1) / alignof(T) * alignof(T);
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&v);
+    for (int i = 0; i < (int)sizeof(T); ++i) out[at + i] = p[i];
+    at += sizeof(T);
+}
+extern "C" __global__ void echo_more(unsigned char* out, char c, unsigned char uc,
+                                     unsigned short us, unsigned int ui, long l, unsigned long ul,
+                                     size_t z, float4 f4, double3 d3, uchar2 u2, short2 s2,
+                                     longlong2 q2, half2 h2, __nv_bfloat162 b2, ulong1 ul1) {
+    int at = 8;
+    put(out, at, c); put(out, at, uc); put(out, at, us); put(out, at, ui); put(out, at, l);
+    put(out, at, ul); put(out, at, z); put(out, at, f4); put(out, at, d3); put(out, at, u2);
+    put(out, at, s2); put(out, at, q2); put(out, at, h2); put(out, at, b2); put(out, at, ul1);
+}
+"""
+ECHO_MORE_ARGS = (-7, 250, 65000, 2**32 - 1, -2**62, 2**64 - 2, 2**40 + 3, (1.5, -2.5, 3.25, 4.0),
+                  (1e300, -2.0, 0.5), (1, 255), (-32768, 32767), (-2**63, 2**63 - 1),
+                  (0.5, -1.25), (2.5, -3.0), (2**63,))
+
+
+def test_the_remaining_scalar_and_vector_kinds_reach_the_kernel(ctx):
+    k = kernarg.Kernel.from_source(ECHO_MORE, "echo_more")
+    out = DeviceArray(256)
+    check(driver.cuMemsetD8(out.ptr, 0, 256))
+    k.launch(1, 1, out, *ECHO_MORE_ARGS)
+    expected = bytes(k.signature.pack((out,) + ECHO_MORE_ARGS))[8:]
+    got = out.read()[8:8 + len(expected)]
+    pad = [j for j in range(len(expected)) if expected[j] != got[j]]
+    assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
+
+
 def test_untyped_launch_through_from_handle(ctx):
     src = r"""extern "C" __global__ void add(long long* out, long long a, double b, bool c) {
         out[0] = a + (long long)b + (c ? 1 : 0); }"""
