@@ -673,11 +673,12 @@ cdef class Kernel:
         _ensure_context(device)
         arch = device_arch(device)
         key = (source, tuple(options), arch, name)
-        ptx = _source_cache.get(key)
-        if ptx is None:
+        cached = _source_cache.get(key)
+        if cached is None:
+            # One NVRTC run gives both the PTX and (with the declaration) the signature.
             ptx = compile_to_ptx(source, options=options, arch=arch)
-            _source_cache[key] = ptx
-        sig = Signature.from_source(source, name, options, arch=arch)
+            cached = _source_cache[key] = (ptx, Signature._from_source_and_ptx(source, name, ptx))
+        ptx, sig = cached
         return cls.from_ptx(ptx, name, signature=sig, device=device)
 
     @classmethod

@@ -551,7 +551,12 @@ cdef class Signature:
         """
         from kernarg._nvrtc import compile_to_ptx
 
-        ptx = compile_to_ptx(source, options=options, arch=arch)
+        return cls._from_source_and_ptx(source, kernel_name,
+                                        compile_to_ptx(source, options=options, arch=arch))
+
+    @classmethod
+    def _from_source_and_ptx(cls, source, kernel_name, ptx):
+        """from_source with the PTX already compiled (Kernel.from_source compiles once)."""
         ptx_specs = _parse_ptx_entry(ptx, kernel_name)[0]
         decl = _find_declaration(source, kernel_name)
         specs, names = [], []

@@ -126,6 +126,10 @@ def test_from_source_and_from_ptx_with_aligned_structs():
     raw = bytes(block)
     assert raw[0] == 7 and raw[sig.offsets[4]:sig.offsets[4] + 2] == np.float16(1.5).tobytes()
     assert struct.unpack_from("<i", raw, sig.offsets[6])[0] == -2
+    # Kernel.from_source reuses the PTX it compiled for the signature (one NVRTC run).
+    again = kernarg.Signature._from_source_and_ptx(ALIGNED_SOURCE, "k", ptx)
+    assert (again.offsets, again.sizes, again.names, again.types) == \
+        (sig.offsets, sig.sizes, sig.names, sig.types)
 
 
 def test_from_ptx_mangled_cpp_kernel_and_types():

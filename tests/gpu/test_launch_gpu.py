@@ -130,6 +130,21 @@ def test_the_remaining_scalar_and_vector_kinds_reach_the_kernel(ctx):
     assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
 
 
+def test_from_source_compiles_once_per_source_options_and_arch(ctx, monkeypatch):
+    import kernarg._nvrtc as nvrtc
+
+    calls = []
+    real = nvrtc.compile_to_ptx
+    monkeypatch.setattr(nvrtc, "compile_to_ptx", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    src = WRITE + "\n// compiled once: " + str(id(calls))
+    a = kernarg.Kernel.from_source(src, "fill")
+    b = kernarg.Kernel.from_source(src, "fill")
+    assert len(calls) == 1
+    assert a.signature.offsets == b.signature.offsets == (0, 8, 12)
+    kernarg.Kernel.from_source(src, "fill", options=("-lineinfo",))
+    assert len(calls) == 2
+
+
 def test_untyped_launch_through_from_handle(ctx):
     src = r"""extern "C" __global__ void add(long long* out, long long a, double b, bool c) {
         out[0] = a + (long long)b + (c ? 1 : 0); }"""
