@@ -101,6 +101,10 @@ def driver_compat():
 from cuda.bindings cimport cydriver
 
 
+# The cuda-bindings whose cydriver this module was compiled against (python -m kernarg info).
+BUILT_WITH_CUDA_BINDINGS = "{bindings}"
+
+
 cdef inline cydriver.CUresult stream_capture_info(
         cydriver.CUstream stream, cydriver.CUstreamCaptureStatus* status,
         cydriver.cuuint64_t* capture_id, cydriver.CUgraph* graph) noexcept nogil:

@@ -20,6 +20,7 @@ def _info() -> int:
     except ImportError:
         print("cuda.bindings is not installed: no driver information")
         return 0
+    print(_bindings_line())
     try:
         (err,) = driver.cuInit(0)
     except Exception as exc:   # the driver library itself could not be loaded
@@ -42,6 +43,24 @@ def _info() -> int:
         label = name.split(b"\0")[0].decode()
         print(f"device {i}: {label} (compute capability {major}.{minor})")
     return 0
+
+
+def _bindings_line() -> str:
+    """Which cuda-bindings kernarg's launcher was compiled against, and which one runs: the
+    compiled module imports cydriver's functions by signature, so the two must agree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        running = version("cuda-bindings")
+    except PackageNotFoundError:
+        running = "?"
+    try:
+        from kernarg import _launch
+    except ImportError as exc:
+        return f"cuda-bindings {running}; kernarg's launcher does not import: {exc}"
+    built = getattr(_launch, "BUILT_WITH_CUDA_BINDINGS", "?")
+    note = "" if built == running else " (rebuild kernarg if launches fail to import)"
+    return f"cuda-bindings {running}; kernarg's launcher built against {built}{note}"
 
 
 def main(argv=None) -> int:

@@ -159,6 +159,11 @@ def test_info_command_runs_without_a_gpu():
     assert "default stream" in out.stdout
     if not HAS_DRIVER:
         assert "no CUDA driver/GPU found" in out.stdout
+    # The build records the cuda-bindings it compiled against; here that is the running one.
+    from importlib.metadata import version
+
+    running = version("cuda-bindings")
+    assert f"cuda-bindings {running}; kernarg's launcher built against {running}\n" in out.stdout
 
 
 def test_cuda_error_carries_name():
