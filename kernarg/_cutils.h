@@ -11,9 +11,6 @@
 #error "kernarg supports little-endian hosts only"
 #endif
 
-/* Value of an exact int that fits in 60 bits without a function call; 0 if it does not (the
-   caller then takes the general path). CPython 3.12+ has public unstable API for this; 3.11
-   exposes the digits directly. */
 /* Each module that includes this header uses only some of its functions. */
 #if defined(__GNUC__)
 #define KERNARG_MAYBE_UNUSED __attribute__((unused))
@@ -21,6 +18,9 @@
 #define KERNARG_MAYBE_UNUSED
 #endif
 
+/* Value of an exact int that fits in 60 bits without a function call; 0 if it does not (the
+   caller then takes the general path). CPython 3.12+ has public unstable API for this; 3.11
+   exposes the digits directly. */
 static inline int kernarg_small_int(PyObject *x, long long *out) {
 #if PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
