@@ -62,3 +62,5 @@ cdef int classify(type t, TypeInfo* info) except -1
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1
+# Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
+cdef _reraise(object exc, str message)

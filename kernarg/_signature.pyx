@@ -37,6 +37,7 @@ from kernarg._interop cimport (
     KIND_POINTER,
     PtrResult,
     TypeInfo,
+    _reraise,
     pointer_of,
 )
 
@@ -806,11 +807,7 @@ cdef int _name_the_parameter(Signature sig, Py_ssize_t i, object exc) except -1:
     message = str(exc)
     if message.startswith(name) or message.startswith(f"argument {i} ("):
         raise exc
-    try:
-        new = type(exc)(f"{name}: {type(exc).__name__}: {message}")
-    except Exception:
-        new = TypeError(f"{name}: {type(exc).__name__}: {message}")
-    raise new from exc
+    _reraise(exc, f"{name}: {type(exc).__name__}: {message}")
 
 
 cdef str _param_name(Signature sig, Py_ssize_t i):
