@@ -44,37 +44,34 @@ def packing(result: dict) -> list[str]:
     return lines
 
 
-def typed(result: dict) -> list[str]:
-    lines = ["| case | untyped | typed | untyped / typed |", "|---|---:|---:|---:|"]
-    for row in result.get("typed_vs_untyped", []):
-        lines.append(f"| {row['case']} | {_ns(row['untyped_ns'])} | {_ns(row['typed_ns'])} | "
-                     f"{row['untyped_over_typed']:.2f} |")
-    return lines
+def _two_timings(header: str, key: str, first: str, second: str, ratio: str):
+    """A table of one case per row: two timings and their ratio, from result[key]."""
+    def table(result: dict) -> list[str]:
+        lines = [header, "|---|---:|---:|---:|"]
+        for row in result.get(key, []):
+            lines.append(f"| {row['case']} | {_ns(row[first])} | {_ns(row[second])} | "
+                         f"{row[ratio]:.2f} |")
+        return lines
+    return table
 
 
-def c_api(result: dict) -> list[str]:
-    lines = ["| case | kernarg.pack | C API | ratio |", "|---|---:|---:|---:|"]
-    for row in result.get("c_api_vs_python", []):
-        lines.append(f"| {row['case']} | {_ns(row['python_ns'])} | {_ns(row['c_api_ns'])} | "
-                     f"{row['python_over_c_api']:.2f} |")
-    return lines
-
-
-def interop(result: dict) -> list[str]:
-    lines = ["| producer | protocol | kernarg adds | adds / protocol |", "|---|---:|---:|---:|"]
-    for row in result.get("interop_overhead", []):
-        lines.append(f"| {row['case']} | {_ns(row['protocol_ns'])} | "
-                     f"{_ns(row['kernarg_adds_ns'])} | {row['added_over_protocol']:.2f} |")
-    return lines
+typed = _two_timings("| case | untyped | typed | untyped / typed |", "typed_vs_untyped",
+                     "untyped_ns", "typed_ns", "untyped_over_typed")
+c_api = _two_timings("| case | kernarg.pack | C API | ratio |", "c_api_vs_python",
+                     "python_ns", "c_api_ns", "python_over_c_api")
+interop = _two_timings("| producer | protocol | kernarg adds | adds / protocol |",
+                       "interop_overhead", "protocol_ns", "kernarg_adds_ns",
+                       "added_over_protocol")
 
 
 def launch(section: dict) -> list[str]:
     """Host ns per launch for every contender and the C++ floor, then kernarg's ratios against
     the issue's goals (prepared <= 1.1x and launch <= 1.3x the floor at 16 arguments;
     cuda.core >= 2x kernarg.launch)."""
+    from kernarg._bench_launch import contender_names
+
     rows = section["rows"]
-    names = list(dict.fromkeys(k[:-3] for row in rows for k in row
-                               if k.endswith("_ns") and not k.startswith("cpp_floor")))
+    names = contender_names(rows)
     lines = ["| args | " + " | ".join(names) + " | C++ floor | prepared / floor | "
              "launch / floor | cuda.core / kernarg.launch |",
              "|---:|" + "---:|" * (len(names) + 4)]

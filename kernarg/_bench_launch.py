@@ -265,11 +265,16 @@ def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
     return result
 
 
+def contender_names(rows: list[dict]) -> list[str]:
+    """The launchers measured in ``rows`` (their ``<name>_ns`` keys), in order, floor aside."""
+    return list(dict.fromkeys(k[:-3] for row in rows for k in row
+                              if k.endswith("_ns") and not k.startswith("cpp_floor")))
+
+
 def print_table(result: dict, file=None) -> None:
     """The launch rows as a table: host ns per launch, then kernarg's ratios."""
     rows = result["rows"]
-    names = list(dict.fromkeys(k[:-3] for row in rows for k in row
-                               if k.endswith("_ns") and not k.startswith("cpp_floor")))
+    names = contender_names(rows)
     print(f"\nlaunch latency on {result['device']} — host ns per launch", file=file)
     print("args".rjust(5) + "".join(f"{name[:20]:>22s}" for name in names) + "C++ floor".rjust(11),
           file=file)
