@@ -22,7 +22,9 @@ from cpython.pycapsule cimport (
 )
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport (
+    int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+)
 from libc.string cimport memset, strcmp
 
 from kernarg._stream cimport stream_handle
@@ -813,16 +815,19 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
         r.device = tensor.device.device_id
         if api.current_work_stream(DL_CUDA, tensor.device.device_id, &work_stream) != 0:
             return _exchange_failed(index, obj, "current_work_stream")
-        _record_current_stream(<uintptr_t>work_stream, r)
+        _record_stream_handle(<uint64_t><uintptr_t>work_stream, r)
     return 0
 
 
-cdef int _record_current_stream(object handle, PtrResult* r) except -1:
+cdef inline void _record_stream_handle(uint64_t h, PtrResult* r) noexcept:
     # Library adapters stand in for the CUDA Array Interface, whose v3 export names the
     # producer's current stream; record the same so the launch waits on it.
-    cdef uint64_t h = <uint64_t>int(handle)
     r.has_stream = True
     r.stream = h if h != 0 else 1   # handle 0 is the legacy default stream
+
+
+cdef int _record_current_stream(object handle, PtrResult* r) except -1:
+    _record_stream_handle(<uint64_t>int(handle), r)
     return 0
 
 
@@ -831,6 +836,14 @@ cdef int _record_current_stream(object handle, PtrResult* r) except -1:
 cdef object _torch_current_stream = None    # torch.cuda.current_stream
 cdef object _cupy_stream_ptr = None         # () -> CuPy's current stream handle
 cdef object _cupy_managed = None            # cupy.cuda.memory.ManagedMemory
+
+# CuPy's own C function for its current stream handle: cupy.cuda.stream's Cython C API
+# (__pyx_capi__) exports it as a capsule whose name is its C signature. Calling it costs no
+# Python call and no Stream object; a capsule of any other name (a changed signature) is
+# not touched, and the Python route is used instead.
+ctypedef intptr_t (*_intptr_void_fn)() noexcept
+cdef _intptr_void_fn _cupy_stream_fn = NULL
+cdef const char* _CUPY_STREAM_FN_SIGNATURE = b"intptr_t (void)"
 
 
 cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
@@ -855,14 +868,46 @@ cdef object _cupy_current_stream_ptr():
     return sys.modules["cupy"].cuda.get_current_stream().ptr
 
 
+cdef int _cupy_lookup() except -1:
+    global _cupy_stream_ptr, _cupy_managed, _cupy_stream_fn
+    cuda = sys.modules["cupy"].cuda
+    _cupy_managed = getattr(getattr(cuda, "memory", None), "ManagedMemory", None)
+    stream_module = getattr(cuda, "stream", None)
+    capi = getattr(stream_module, "__pyx_capi__", None)
+    capsule = capi.get("get_current_stream_ptr") if type(capi) is dict else None
+    if capsule is not None and PyCapsule_IsValid(capsule, _CUPY_STREAM_FN_SIGNATURE):
+        _cupy_stream_fn = <_intptr_void_fn>PyCapsule_GetPointer(capsule,
+                                                                _CUPY_STREAM_FN_SIGNATURE)
+    # A Python-level get_current_stream_ptr (no CuPy release has had one so far) returns the
+    # handle without a Stream object; otherwise the Stream's .ptr.
+    _cupy_stream_ptr = getattr(stream_module, "get_current_stream_ptr",
+                               None) or _cupy_current_stream_ptr
+    return 0
+
+
+cdef int _cupy_call_stream_fn(intptr_t* handle) except -1:
+    handle[0] = _cupy_stream_fn()
+    # Cython C functions report an exception by leaving it set (with or without a sentinel
+    # return value, depending on how CuPy was compiled): look for it either way.
+    return -1 if PyErr_Occurred() != NULL else 0
+
+
+cdef int _cupy_record_stream(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    cdef intptr_t handle = 0
+    if _cupy_stream_fn == NULL:
+        return _record_current_stream(_cupy_stream_ptr(), r)
+    try:
+        _cupy_call_stream_fn(&handle)
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, obj)}: CuPy's current stream could not be read: "
+                      f"{type(exc).__name__}: {exc}")
+    _record_stream_handle(<uint64_t>handle, r)
+    return 0
+
+
 cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
-    global _cupy_stream_ptr, _cupy_managed
     if _cupy_stream_ptr is None:
-        cuda = sys.modules["cupy"].cuda
-        # cupy.cuda.stream.get_current_stream_ptr returns the handle without a Stream object.
-        _cupy_managed = getattr(getattr(cuda, "memory", None), "ManagedMemory", None)
-        _cupy_stream_ptr = getattr(getattr(cuda, "stream", None), "get_current_stream_ptr",
-                                   None) or _cupy_current_stream_ptr
+        _cupy_lookup()
     memptr = obj.data
     _set_address(memptr.ptr, index, obj, "data.ptr", r)
     mem = memptr.mem
@@ -870,8 +915,7 @@ cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dty
         r.device = memptr.device_id
     if want_dtype:
         _set_dtype_from_numpy(obj.dtype, r)
-    _record_current_stream(_cupy_stream_ptr(), r)
-    return 0
+    return _cupy_record_stream(obj, index, r)
 
 
 cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:

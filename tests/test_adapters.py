@@ -9,11 +9,21 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import ctypes, sys, types
     import numpy as np
 
     ns = types.SimpleNamespace
+    capsule_new = ctypes.pythonapi.PyCapsule_New
+    capsule_new.restype = ctypes.py_object
+    capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    CAPSULE_NAMES = []   # a capsule keeps only a pointer to its name
+
+    def c_function_capsule(address, name):
+        CAPSULE_NAMES.append(name)
+        return capsule_new(address, name, None)
 
     # torch (< 2.10: no __dlpack_c_exchange_api__, so kernarg uses its torch adapter)
     torch = types.ModuleType("torch")
@@ -46,7 +56,12 @@ SCRIPT = textwrap.dedent("""
     class Memory:
         pass
 
-    cupy.cuda = ns(stream=ns(get_current_stream_ptr=lambda: 0x880),
+    # As in CuPy 14: cupy.cuda.stream has no Python get_current_stream_ptr; its Cython C API
+    # exports the C function as a capsule named by its signature.
+    STREAM_FN = ctypes.CFUNCTYPE(ctypes.c_ssize_t)(lambda: 0x880)
+    cupy.cuda = ns(stream=ns(__pyx_capi__={"get_current_stream_ptr": c_function_capsule(
+                       ctypes.cast(STREAM_FN, ctypes.c_void_p).value, b"intptr_t (void)")}),
+                   get_current_stream=lambda: ns(ptr=0x881),
                    memory=ns(ManagedMemory=ManagedMemory))
 
     class ndarray:
@@ -126,3 +141,64 @@ def test_adapters_on_stand_ins():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+# How the CuPy adapter reads CuPy's current stream, in each shape a CuPy module can have: the
+# C function behind the signature-named capsule (CuPy 14's layout, used by the script above),
+# a capsule whose C function raises, a capsule with another signature (never called), and no
+# C API at all; the last two use cupy.cuda.get_current_stream().ptr.
+CUPY_SCRIPT = textwrap.dedent("""
+    import ctypes, sys, types
+    import numpy as np
+    ns = types.SimpleNamespace
+    capsule_new = ctypes.pythonapi.PyCapsule_New
+    capsule_new.restype = ctypes.py_object
+    capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    NAME = b"intptr_t (int)" if MODE == "other signature" else b"intptr_t (void)"
+    # PyErr_NoMemory() takes nothing and returns a pointer (NULL), with MemoryError set: a
+    # C function of this shape that raises, as a Cython one does.
+    fn = ctypes.pythonapi.PyErr_NoMemory if MODE == "raises" else ctypes.CFUNCTYPE(
+        ctypes.c_ssize_t)(lambda: 0x880)
+    capi = {} if MODE == "no C API" else {"get_current_stream_ptr": capsule_new(
+        ctypes.cast(fn, ctypes.c_void_p).value, NAME, None)}
+    calls = []
+
+    def get_current_stream():
+        calls.append(1)
+        return ns(ptr=0x881)
+
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = ns(stream=ns(__pyx_capi__=capi), get_current_stream=get_current_stream,
+                   memory=ns(ManagedMemory=type("ManagedMemory", (), {})))
+
+    class ndarray:
+        def __init__(self, ptr):
+            self.data = ns(ptr=ptr, device_id=0, mem=None)
+            self.dtype = np.dtype("float32")
+    ndarray.__module__ = "cupy"
+    cupy.ndarray = ndarray
+    sys.modules["cupy"] = cupy
+
+    import kernarg
+    for _ in range(3):
+        try:
+            block = kernarg.pack((1, ndarray(0x2000)))
+        except MemoryError as exc:
+            print("MemoryError:", exc)
+        else:
+            print(hex(block.producer_streams[0]), len(calls))
+""")
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("C API", ["0x880 0"] * 3),
+    ("raises", ["MemoryError: argument 1 (cupy.ndarray): CuPy's current stream could not be "
+                "read: MemoryError: "] * 3),
+    ("other signature", ["0x881 1", "0x881 2", "0x881 3"]),
+    ("no C API", ["0x881 1", "0x881 2", "0x881 3"]),
+])
+def test_cupy_current_stream(mode, expected):
+    out = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + CUPY_SCRIPT],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == expected

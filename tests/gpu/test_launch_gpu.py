@@ -236,6 +236,18 @@ def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
     assert block.args[0] is t
 
 
+def test_cupy_adapter_records_cupys_current_stream(ctx):
+    # The adapter reads it through the C function CuPy exports (cupy.cuda.stream.__pyx_capi__)
+    # where the capsule's signature matches, else through get_current_stream().ptr.
+    cupy = pytest.importorskip("cupy")
+    c = cupy.zeros(4, cupy.float32)
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        block = kernarg.pack((c,))
+    assert block.producer_streams == (side.ptr,)
+    assert kernarg.pack((c,)).producer_streams == (cupy.cuda.get_current_stream().ptr or 1,)
+
+
 SPIN_WRITE = r"""
 extern "C" __global__ void slow_write(int* x, long long spins) {
     long long t0 = clock64(); while (clock64() - t0 < spins) {} x[0] = 1234; }
