@@ -8,13 +8,13 @@ within a group. `python -m kernarg bench` prints the same comparison as a ratio 
 import pytest
 
 import kernarg
-from kernarg._bench import build_cases
+from kernarg._bench import build_cases, param_holder
 from kernarg._benchfloor import copy_ints
 
 CASES = build_cases()
 
 try:
-    from cuda.core._kernel_arg_handler import ParamHolder
+    ParamHolder = param_holder()
 except ImportError:  # pragma: no cover
     ParamHolder = None
 

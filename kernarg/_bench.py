@@ -16,7 +16,7 @@ import timeit
 
 import numpy as np
 
-__all__ = ["CASES", "GOALS", "build_cases", "run"]
+__all__ = ["CASES", "GOALS", "build_cases", "cuda_core", "param_holder", "run"]
 
 #: Speed-up goals over ParamHolder (issue 2).
 GOALS = {"1 int": 2.0, "16 ints": 3.0, "16 numpy.float32": 4.0,
@@ -67,9 +67,31 @@ def _dlpack_protocol(obj):
     return obj.__dlpack__(stream=1, max_version=(1, 1))
 
 
-def build_cases() -> dict[str, tuple]:
-    from cuda.core import Buffer
+def cuda_core():
+    """cuda.core's public namespace: the package itself from cuda-core 0.5 on,
+    ``cuda.core.experimental`` before (the benchmarks and GPU tests run on whichever cuda.core
+    the GPU machine has)."""
+    import cuda.core
 
+    if hasattr(cuda.core, "Device"):
+        return cuda.core
+    import cuda.core.experimental
+
+    return cuda.core.experimental
+
+
+def param_holder():
+    """cuda.core's argument packer class, wherever this cuda.core keeps it (ImportError if
+    nowhere)."""
+    try:
+        from cuda.core._kernel_arg_handler import ParamHolder
+    except ImportError:
+        from cuda.core.experimental._kernel_arg_handler import ParamHolder
+    return ParamHolder
+
+
+def build_cases() -> dict[str, tuple]:
+    Buffer = cuda_core().Buffer
     bufs = tuple(Buffer.from_handle(0x7000_0000 + 4096 * i, 4096) for i in range(8))
     return {
         "1 int": (1,),
@@ -102,7 +124,7 @@ def _timer(fn, args, target_s: float, names: dict | None = None) -> tuple[timeit
 def _peers():
     peers = {}
     try:
-        from cuda.core._kernel_arg_handler import ParamHolder
+        ParamHolder = param_holder()
     except ImportError as exc:  # pragma: no cover - depends on the installed cuda.core
         print(f"cuda.core ParamHolder unavailable ({exc}); reporting kernarg alone",
               file=sys.stderr)

@@ -76,9 +76,9 @@ def _arrays(file) -> list[tuple[str, object]]:
     except Exception as exc:
         print(f"JAX skipped: {exc}", file=file)
     try:
-        from cuda.core import Device
+        from kernarg._bench import cuda_core
 
-        dev = Device(0)
+        dev = cuda_core().Device(0)
         dev.set_current()
         out.append(("cuda.core Buffer", dev.allocate(1024)))
     except Exception as exc:

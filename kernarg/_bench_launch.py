@@ -99,8 +99,11 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         out["kernarg.launch+torch"] = lambda: k.launch(1, 1, *targs, stream=stream)
         out["kernarg prepared+torch"] = lambda: prepared(*targs)
     try:
-        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+        from kernarg._bench import cuda_core
 
+        core = cuda_core()
+        Device, LaunchConfig, launch = core.Device, core.LaunchConfig, core.launch
+        Program, ProgramOptions = core.Program, core.ProgramOptions
         dev = Device(0)
         dev.set_current()
         ck = Program(src, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile(

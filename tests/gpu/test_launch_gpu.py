@@ -161,7 +161,14 @@ WRITE = r"""extern "C" __global__ void fill(float* x, float v, int n) {
 
 @pytest.mark.parametrize("kind", ["device", "pinned", "managed"])
 def test_cuda_core_buffers(ctx, kind):
-    core = pytest.importorskip("cuda.core")
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    if kind == "managed" and not hasattr(core, "ManagedMemoryResource"):
+        from importlib.metadata import version
+
+        pytest.skip(f"cuda-core {version('cuda-core')} has no ManagedMemoryResource")
     dev = core.Device(0)
     dev.set_current()
     mr = {"device": lambda: dev.memory_resource,
