@@ -18,6 +18,7 @@ from libc.stdlib cimport free, malloc
 from kernarg._cdefs cimport kernarg_small_int
 from kernarg._handler cimport ParamBlock, block_release, untyped_block
 from kernarg._signature cimport Signature, typed_block
+from kernarg._signature import compile_kernel
 from kernarg._stream cimport stream_handle
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -636,15 +637,18 @@ cdef class Kernel:
         return k
 
     @classmethod
-    def from_ptx(cls, ptx, str name, *, signature=None, int device=0):
-        """Load PTX text and get kernel ``name`` (its signature is read from the PTX)."""
+    def from_ptx(cls, ptx, str name, *, signature=None, int device=0, entry=None):
+        """Load PTX text and get kernel ``name`` (its signature is read from the PTX).
+        ``entry`` is its ``.entry`` name in the PTX when that is not ``name`` or ``name``'s
+        C++ mangled form (a template instantiation's lowered name, say)."""
         cdef cydriver.CUfunction func
         if isinstance(ptx, str):
             ptx = ptx.encode()
         cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(ptx) + b"\0")
-        sig = signature if signature is not None else Signature.from_ptx(ptx, name)
-        entry = _entry_name(ptx.decode(), name)
+        if entry is None:
+            entry = _entry_name(ptx.decode(), name)
+        sig = signature if signature is not None else Signature.from_ptx(ptx, entry)
         _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
                f"cuModuleGetFunction({name!r})")
         return Kernel._make(func, mod, sig, name, ctx, device)
@@ -667,19 +671,20 @@ cdef class Kernel:
     @classmethod
     def from_source(cls, str source, str name, options=(), *, int device=0):
         """Compile CUDA C++ with NVRTC for ``device``'s architecture (cached by source, options
-        and architecture) and load kernel ``name``; its signature comes from the source."""
-        from kernarg._nvrtc import compile_to_ptx
-
+        and architecture) and load kernel ``name``; its signature comes from the source.
+        ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
+        (``"ns::kern"``): NVRTC instantiates it and gives its PTX name."""
         _ensure_context(device)
         arch = device_arch(device)
         key = (source, tuple(options), arch, name)
         cached = _source_cache.get(key)
         if cached is None:
             # One NVRTC run gives both the PTX and (with the declaration) the signature.
-            ptx = compile_to_ptx(source, options=options, arch=arch)
-            cached = _source_cache[key] = (ptx, Signature._from_source_and_ptx(source, name, ptx))
-        ptx, sig = cached
-        return cls.from_ptx(ptx, name, signature=sig, device=device)
+            ptx, entry = compile_kernel(source, name, options, arch)
+            cached = _source_cache[key] = (
+                ptx, entry, Signature._from_source_and_ptx(source, name, ptx, entry))
+        ptx, entry, sig = cached
+        return cls.from_ptx(ptx, name, signature=sig, device=device, entry=entry)
 
     @classmethod
     def from_handle(cls, handle, *, signature=None, str name="<handle>", device=None):

@@ -8,7 +8,8 @@ import functools
 import glob
 import os
 
-__all__ = ["NvrtcError", "compile_to_ptx", "cuda_include_dir", "nvrtc_version"]
+__all__ = ["NvrtcError", "compile_program", "compile_to_ptx", "cuda_include_dir",
+           "nvrtc_version"]
 
 
 class NvrtcError(RuntimeError):
@@ -76,6 +77,15 @@ def _check(result, prog=None):
 def compile_to_ptx(source: str, *, options=(), arch: str | None = None,
                    name: str = "kernarg_source.cu") -> str:
     """Compile ``source`` to PTX text. ``arch`` is e.g. ``"compute_90"``."""
+    return compile_program(source, options=options, arch=arch, name=name)[0]
+
+
+def compile_program(source: str, *, options=(), arch: str | None = None,
+                    name_expressions=(), name: str = "kernarg_source.cu"
+                    ) -> tuple[str, dict[str, str]]:
+    """Compile ``source`` to PTX; also return the lowered (mangled) name NVRTC gives each of
+    ``name_expressions`` -- C++ expressions naming ``__global__`` functions, such as
+    ``"saxpy<float>"`` or ``"ns::kern"``, which NVRTC instantiates."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:   # pragma: no cover - depends on the environment
@@ -87,6 +97,7 @@ def compile_to_ptx(source: str, *, options=(), arch: str | None = None,
         opts.append(f"-I{include}".encode())
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}".encode())
+    exprs = list(name_expressions)
     try:
         (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
     except RuntimeError as exc:
@@ -94,10 +105,20 @@ def compile_to_ptx(source: str, *, options=(), arch: str | None = None,
             raise
         raise NvrtcError(f"NVRTC is not available ({exc}); pip install nvidia-cuda-nvrtc") from exc
     try:
+        for expr in exprs:
+            _check(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), prog)
         _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
         (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
         buf = b" " * size
         _check(nvrtc.nvrtcGetPTX(prog, buf))
-        return buf.rstrip(b"\x00").decode()
+        lowered = {}
+        for expr in exprs:
+            try:
+                (low,) = _check(nvrtc.nvrtcGetLoweredName(prog, expr.encode()))
+            except NvrtcError as exc:
+                raise NvrtcError(f"{exc}: {expr!r} does not name a __global__ function of "
+                                 "the source") from None
+            lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
+        return buf.rstrip(b"\x00").decode(), lowered
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -5,6 +5,9 @@ from kernarg._handler import ParamBlock
 
 __all__ = ["Signature"]
 
+def compile_kernel(source: str, kernel_name: str, options: Sequence[str] = ...,
+                   arch: str | None = None) -> tuple[str, str | None]: ...
+
 class Signature:
     """A kernel's parameter list: layout, plus a typed packer."""
 
@@ -27,4 +30,5 @@ class Signature:
     def names(self) -> tuple[str | None, ...]: ...
     @property
     def types(self) -> tuple[str, ...]: ...
-    def pack(self, args: Sequence[Any], *, stream: Any = None) -> ParamBlock: ...
+    def pack(self, args: Sequence[Any], *, stream: Any = None,
+             device: int | None = None) -> ParamBlock: ...

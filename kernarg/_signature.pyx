@@ -548,17 +548,26 @@ cdef class Signature:
 
         Parameters whose types kernarg knows are typed from the declaration; others (structs
         defined in the source) take size and alignment from the compiled PTX. The declared
-        layout is checked against the PTX.
+        layout is checked against the PTX. ``kernel_name`` may name a template instantiation
+        (``'saxpy<float>'``) or a namespaced kernel (``'ns::kern'``): NVRTC instantiates it, and
+        the template's arguments are substituted into its declaration.
         """
-        from kernarg._nvrtc import compile_to_ptx
-
-        return cls._from_source_and_ptx(source, kernel_name,
-                                        compile_to_ptx(source, options=options, arch=arch))
+        ptx, entry = compile_kernel(source, kernel_name, options, arch)
+        return cls._from_source_and_ptx(source, kernel_name, ptx, entry)
 
     @classmethod
-    def _from_source_and_ptx(cls, source, kernel_name, ptx):
-        """from_source with the PTX already compiled (Kernel.from_source compiles once)."""
-        ptx_specs = _parse_ptx_entry(ptx, kernel_name)[0]
+    def _from_source_and_ptx(cls, source, kernel_name, ptx, entry=None):
+        """from_source with the PTX already compiled (Kernel.from_source compiles once);
+        ``entry`` is the kernel's PTX entry name when NVRTC lowered it."""
+        try:
+            ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name)[0]
+        except LookupError as exc:
+            name = _split_kernel_name(kernel_name)[0]
+            if entry is None and re.search(r"\btemplate\s*<[^;{}]*__global__[^;{}]*\b"
+                                           + re.escape(name) + r"\s*\(", source):
+                raise LookupError(f"{exc}; {name!r} is a template: name an instantiation, such "
+                                  f"as '{name}<float>'") from None
+            raise
         decl = _find_declaration(source, kernel_name)
         specs, names = [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
@@ -1063,10 +1072,79 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
     return _put_opaque(sig, p, i, value, dst)
 
 
+def compile_kernel(source, kernel_name, options=(), arch=None):
+    """Compile ``source`` with NVRTC: ``(ptx, entry)``, where ``entry`` is the lowered PTX name
+    NVRTC gave ``kernel_name`` when it is a C++ name expression (a template instantiation or a
+    qualified name), else None (an ``extern "C"`` or plain name, found in the PTX as is)."""
+    from kernarg._nvrtc import compile_program, compile_to_ptx
+
+    if kernel_name.isidentifier():
+        return compile_to_ptx(source, options=options, arch=arch), None
+    ptx, lowered = compile_program(source, options=options, arch=arch,
+                                   name_expressions=(kernel_name,))
+    return ptx, lowered[kernel_name]
+
+
+def _split_kernel_name(kernel_name):
+    """``'ns::saxpy<float, 4>'`` -> ``('saxpy', ['float', '4'])``; ``'saxpy'`` -> ``('saxpy',
+    None)``: the function's own name and its template arguments, if any."""
+    name, args = kernel_name.strip(), None
+    start = name.find("<")
+    if start > 0 and name.endswith(">"):
+        inner = name[start + 1:-1]
+        args = [a.strip() for a in _split_params(inner)] if inner.strip() else []
+        name = name[:start].strip()
+    return name.rpartition("::")[2].strip(), args
+
+
+def _template_header(source, decl_start):
+    """The parameter list of the ``template <...>`` right before the declaration that starts
+    at ``decl_start`` (nothing but specifiers between them), or None."""
+    head = source[:decl_start]
+    starts = list(re.finditer(r"\btemplate\s*<", head))
+    if not starts:
+        return None
+    open_at = starts[-1].end()
+    depth = 1
+    for j in range(open_at, len(head)):
+        if head[j] == "<":
+            depth += 1
+        elif head[j] == ">":
+            depth -= 1
+            if depth == 0:
+                between = head[j + 1:]
+                if re.search(r"[;{}]", between):
+                    return None
+                return head[open_at:j]
+    return None
+
+
+def _substitute_template_args(decl, header, args, kernel_name):
+    """``decl`` with each template parameter replaced by its argument (or its default)."""
+    mapping = {}
+    params = _split_params(header) if header.strip() else []
+    for i, param in enumerate(params):
+        declared, _, default = param.partition("=")
+        ident = re.findall(r"[A-Za-z_]\w*", declared)
+        if len(ident) < 2:     # 'typename' alone: an unnamed parameter
+            continue
+        if i < len(args):
+            mapping[ident[-1]] = args[i]
+        elif default.strip():
+            mapping[ident[-1]] = default.strip()
+    if len(args) > len(params):
+        raise ValueError(f"{kernel_name}: {len(args)} template arguments for a template of "
+                         f"{len(params)} parameters")
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: mapping.get(m.group(0), m.group(0)), decl)
+
+
 def _find_declaration(source, kernel_name):
-    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel_name) + r"\s*\(", source)
+    """The parameter list of ``kernel_name``'s ``__global__`` declaration in ``source``; for a
+    template instantiation (``'saxpy<float>'``), with the template's arguments substituted."""
+    name, args = _split_kernel_name(kernel_name)
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", source)
     if m is None:
-        raise LookupError(f"no __global__ declaration of {kernel_name!r} in the source")
+        raise LookupError(f"no __global__ declaration of {name!r} in the source")
     depth, start = 1, m.end()
     for j in range(start, len(source)):
         if source[j] == "(":
@@ -1074,8 +1152,13 @@ def _find_declaration(source, kernel_name):
         elif source[j] == ")":
             depth -= 1
             if depth == 0:
-                return source[start:j]
-    raise ValueError(f"unbalanced parentheses in the declaration of {kernel_name!r}")
+                decl = source[start:j]
+                if args is not None:
+                    header = _template_header(source, m.start())
+                    if header is not None:
+                        decl = _substitute_template_args(decl, header, args, kernel_name)
+                return decl
+    raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
 
 
 def _last_identifier(text):

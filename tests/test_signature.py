@@ -150,6 +150,62 @@ def test_from_source_compile_error_has_log():
         kernarg.Signature.from_source("__global__ void k(int x) { syntax error }", "k")
 
 
+TEMPLATE_SOURCE = r"""
+#include <cuda_fp16.h>
+struct Pair { float a; int b; };
+template <typename T, int N = 4, typename U = int>
+__global__ void __launch_bounds__(128) axpy(T* __restrict__ out, const T* x, T a, U n) {}
+namespace ns {
+__global__ void plain(int* p, double d) {}
+template <class V> __global__ void by_value(V v, const V* p) {}
+}
+"""
+
+
+@pytest.mark.parametrize("name, types", [
+    ("axpy<float>", ("float*", "const float*", "float", "int")),
+    ("axpy<double, 8, unsigned short>", ("double*", "const double*", "double",
+                                         "unsigned short")),
+    ("axpy<__half>", ("__half*", "const __half*", "__half", "int")),
+    ("ns::plain", ("int*", "double")),
+    ("ns::by_value<float2>", ("float2", "const float2*")),
+])
+def test_from_source_template_instantiations_and_qualified_names(name, types):
+    # NVRTC instantiates the name expression; the template's arguments (or its defaults) are
+    # substituted into the declaration, and the layout is checked against the PTX.
+    sig = kernarg.Signature.from_source(TEMPLATE_SOURCE, name)
+    assert sig.types == types
+    from kernarg._signature import compile_kernel
+
+    ptx, entry = compile_kernel(TEMPLATE_SOURCE, name)
+    assert entry.startswith("_Z") and f".entry {entry}(" in ptx
+    assert (sig.offsets, sig.sizes) == layout(parse_params(ptx, entry))[:2]
+
+
+def test_template_instantiation_packs_typed():
+    sig = kernarg.Signature.from_source(TEMPLATE_SOURCE, "axpy<double, 8, unsigned short>")
+    assert sig.names == ("out", "x", "a", "n")
+    raw = bytes(sig.pack((0x1000, None, 2, 65535)))
+    assert raw == struct.pack("<QQdH", 0x1000, 0, 2.0, 65535)
+    with pytest.raises(TypeError, match="parameter 1 \\('x'\\)"):   # float32 data for double*
+        sig.pack((None, CAIObject(cai(ptr=0x2000, typestr="<f4")), 1.0, 1))
+    with pytest.raises(OverflowError, match="'n'"):
+        sig.pack((None, None, 1.0, 65536))
+
+
+def test_template_struct_argument_takes_the_ptx_layout():
+    sig = kernarg.Signature.from_source(TEMPLATE_SOURCE, "ns::by_value<Pair>")
+    assert sig.sizes == (8, 8) and sig.alignments == (4, 8)
+
+
+def test_template_without_instantiation_says_how_to_name_one():
+    with pytest.raises(LookupError, match=r"'axpy' is a template: name an instantiation, such "
+                                          r"as 'axpy<float>'"):
+        kernarg.Signature.from_source(TEMPLATE_SOURCE, "axpy")
+    with pytest.raises(kernarg.NvrtcError, match="missing<float>"):
+        kernarg.Signature.from_source(TEMPLATE_SOURCE, "missing<float>")
+
+
 def test_limit_checked_at_construction():
     kernarg.Signature(["double4_16a"] * 1023)   # 32736 bytes
     with pytest.raises(ValueError, match="32764"):

@@ -159,6 +159,30 @@ WRITE = r"""extern "C" __global__ void fill(float* x, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"""
 
 
+TEMPLATES = r"""
+template <typename T, int SCALE = 2>
+__global__ void scaled(T* out, T v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = v * (T)SCALE; }
+namespace ns { __global__ void seven(long long* out) { out[0] = 7; } }
+"""
+
+
+def test_template_instantiations_and_qualified_names_launch(ctx):
+    f32 = DeviceArray(4 * 32, typestr="<f4")
+    kernarg.Kernel.from_source(TEMPLATES, "scaled<float>").launch(1, 32, f32, 1.25, 32)
+    assert (np.frombuffer(f32.read(), np.float32) == 2.5).all()
+    f64 = DeviceArray(8 * 32, typestr="<f8")
+    k = kernarg.Kernel.from_source(TEMPLATES, "scaled<double, 3>")
+    assert k.signature.types == ("double*", "double", "int")
+    k.launch(1, 32, f64, 0.5, 32)
+    assert (np.frombuffer(f64.read(), np.float64) == 1.5).all()
+    with pytest.raises(TypeError, match="parameter 0"):      # float32 data for double*
+        k.launch(1, 32, f32, 0.5, 32)
+    i64 = DeviceArray(8, typestr="<i8")
+    kernarg.Kernel.from_source(TEMPLATES, "ns::seven").launch(1, 1, i64)
+    assert struct.unpack("<q", i64.read())[0] == 7
+
+
 @pytest.mark.parametrize("kind", ["device", "pinned", "managed"])
 def test_cuda_core_buffers(ctx, kind):
     pytest.importorskip("cuda.core")
