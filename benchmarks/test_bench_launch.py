@@ -2,9 +2,9 @@
 
     pytest benchmarks/test_bench_launch.py --benchmark-group-by=param:nargs
 
-Every contender of `python -m kernarg bench` (kernarg.launch and prepared, with plain arguments
-and with torch tensors; cuda.core, cuda.bindings, CuPy, numba-cuda) launches the same empty
-kernel with the same arguments on one stream. A round is a burst of BURST launches after an
+Every contender of `python -m kernarg bench` (kernarg.launch, prepared and bound, with plain
+arguments and with torch tensors; cuda.core, cuda.bindings, CuPy, numba-cuda) launches the same
+empty kernel with the same arguments on one stream. A round is a burst of BURST launches after an
 untimed stream synchronise, so no launch waits for the GPU: divide a round's time by BURST for
 the host cost of one launch. Compare within a group.
 """
@@ -28,7 +28,7 @@ REASON = _gpu_reason()
 pytestmark = pytest.mark.skipif(REASON is not None,
                                 reason=f"launch latency needs a CUDA GPU: no driver ({REASON})")
 
-CONTENDERS = ("kernarg.launch", "kernarg prepared", "kernarg.launch+torch",
+CONTENDERS = ("kernarg.launch", "kernarg prepared", "kernarg bound", "kernarg.launch+torch",
               "kernarg prepared+torch", "cuda.core launch", "cuda.bindings cuLaunchKernel",
               "CuPy RawKernel", "numba-cuda")
 _cache: dict = {}

@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 # raise the ImportError when used. (Not a module __getattr__: CPython 3.11 does not specialise
 # attribute loads on a module that has one, which would slow every `kernarg.pack(...)` call.)
 try:
-    from kernarg._launch import Kernel, LaunchConfig, PreparedLaunch
+    from kernarg._launch import BoundLaunch, Kernel, LaunchConfig, PreparedLaunch
 except ImportError as _exc:
     _launch_error = (f"kernarg._launch failed to import ({_exc}); check that cuda-bindings "
                      "matches the one kernarg was built with")
@@ -39,9 +39,11 @@ except ImportError as _exc:
     Kernel = _Unavailable("Kernel", (), {})
     LaunchConfig = _Unavailable("LaunchConfig", (), {})
     PreparedLaunch = _Unavailable("PreparedLaunch", (), {})
+    BoundLaunch = _Unavailable("BoundLaunch", (), {})
 
 
 __all__ = [
+    "BoundLaunch",
     "CudaError",
     "DLPACK_MAX_VERSION",
     "Kernel",

@@ -3,7 +3,7 @@ from typing import Any
 
 from kernarg._signature import Signature
 
-__all__ = ["Kernel", "LaunchConfig", "PreparedLaunch"]
+__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch"]
 
 Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 
@@ -25,6 +25,17 @@ class PreparedLaunch:
     config: LaunchConfig
     stream: int
     def __call__(self, *args: Any) -> None: ...
+    def bind(self, *args: Any) -> BoundLaunch: ...
+
+class BoundLaunch:
+    config: LaunchConfig
+    stream: int
+    closed: bool
+    nargs: int
+    def __call__(self) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> BoundLaunch: ...
+    def __exit__(self, *exc: object) -> bool: ...
 
 class Kernel:
     signature: Signature | None

@@ -27,7 +27,7 @@ import threading
 
 from kernarg._errors import CudaError, NoDriverError
 
-__all__ = ["Kernel", "LaunchConfig", "PreparedLaunch"]
+__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch"]
 
 cdef enum:
     MAX_ATTRS = 4
@@ -442,9 +442,11 @@ cdef int _wait_for_producers(ParamBlock blk, uint64_t stream, Capture* capture) 
 
 
 cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
-                 unsigned int nattrs, ParamBlock blk, uint64_t stream) except -1:
+                 unsigned int nattrs, ParamBlock blk, uint64_t stream,
+                 bint owned=True) except -1:
     """Launch ``k`` with ``blk`` on ``stream`` in the kernel's context, then release ``blk``
-    -- unless the stream is capturing a graph, which then owns it (see _keep_for_graph)."""
+    -- unless the stream is capturing a graph, which then owns it (see _keep_for_graph), or
+    the block is not ``owned`` (a BoundLaunch's, launched again later)."""
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
     cdef cydriver.CUcontext current
@@ -475,7 +477,7 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
         if capture.active:
             kept = _keep_for_graph(capture.graph, blk)
     finally:
-        if not kept:
+        if owned and not kept:
             block_release(blk)
     return 0
 
@@ -799,6 +801,64 @@ cdef class PreparedLaunch:
         cdef LaunchConfig cfg = self.config
         _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
                 self._kernel._pack_args(args, self._stream_obj), self.stream)
+
+    def bind(self, *args):
+        """Pack ``args`` once: the returned :class:`BoundLaunch` launches them, unchanged,
+        each time it is called."""
+        cdef BoundLaunch bound = BoundLaunch.__new__(BoundLaunch)
+        bound._kernel = self._kernel
+        bound.config = self.config
+        bound.stream = self.stream
+        bound._blk = self._kernel._pack_args(args, self._stream_obj)
+        return bound
+
+
+@cython.final
+cdef class BoundLaunch:
+    """``Kernel.prepare(...).bind(*args)``: a kernel, configuration, stream and arguments
+    packed once. Each call launches them again: the launch stream waits on the arguments'
+    producer streams (recorded at bind time) and the driver copies the parameter bytes, so a
+    call costs what the driver does. The arguments (and DLPack tensors) stay alive until the
+    launcher is closed (``close()``, leaving a ``with`` block, or collected) and, for launches
+    captured into a CUDA graph, until the graph is destroyed. The values are those at bind
+    time: a Python scalar changed afterwards is not seen; an array's contents are, as always."""
+
+    cdef Kernel _kernel
+    cdef readonly LaunchConfig config
+    cdef readonly uint64_t stream
+    cdef ParamBlock _blk
+
+    def __init__(self):
+        raise TypeError("BoundLaunch objects come from PreparedLaunch.bind(*args)")
+
+    def __call__(self):
+        cdef LaunchConfig cfg = self.config
+        if self._blk is None:
+            raise ValueError("this BoundLaunch is closed")
+        _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs, self._blk, self.stream, False)
+
+    @property
+    def closed(self):
+        return self._blk is None
+
+    @property
+    def nargs(self):
+        """How many arguments were bound."""
+        if self._blk is None:
+            raise ValueError("this BoundLaunch is closed")
+        return self._blk.st.nargs
+
+    def close(self):
+        """Let go of the packed arguments. A CUDA graph that captured a launch keeps its own
+        reference, so its replays stay valid."""
+        self._blk = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def _entry_name(str ptx, str name):

@@ -107,6 +107,41 @@ def test_prepare_and_getitem_need_no_driver():
         k[1]
 
 
+def test_bind_packs_once_and_holds_the_arguments_until_closed():
+    from producers import DLPackProducer
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    prepared = k.prepare(1, 32, stream=0x55)
+    producer = DLPackProducer(0x9000)
+    bound = prepared.bind(producer, 7)
+    assert isinstance(bound, kernarg.BoundLaunch)
+    assert (bound.stream, bound.config, bound.nargs, bound.closed) == (0x55, prepared.config,
+                                                                       2, False)
+    # Packed once, with the launch stream handed to the producer; the tensor is held.
+    assert producer.exported == 1 and producer.streams == [0x55] and producer.deleted == 0
+    if not HAS_DRIVER:
+        for _ in range(2):       # a failed launch keeps the bound arguments for the next call
+            with pytest.raises(kernarg.NoDriverError):
+                bound()
+        assert producer.exported == 1 and producer.deleted == 0
+    with bound as same:
+        assert same is bound
+    assert bound.closed and producer.deleted == 1
+    with pytest.raises(ValueError, match="closed"):
+        bound()
+    with pytest.raises(ValueError, match="closed"):
+        assert bound.nargs is None
+    bound.close()                # closing twice is harmless
+    assert producer.deleted == 1
+    # Errors come from bind, naming the parameter; nothing is held.
+    with pytest.raises(OverflowError, match="'n'"):
+        prepared.bind(None, 2**40)
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        prepared.bind(None)
+    with pytest.raises(TypeError, match="PreparedLaunch.bind"):
+        kernarg.BoundLaunch()
+
+
 def test_arguments_checked_before_any_driver_call():
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n")
     with pytest.raises(TypeError, match="takes 2 arguments"):

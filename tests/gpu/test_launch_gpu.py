@@ -402,6 +402,46 @@ def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
     assert alive() is None and dl.deleted == 1
 
 
+def test_bound_launch_relaunches_its_packed_arguments(ctx):
+    import gc
+    import time
+    import weakref
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    alive = weakref.ref(out)
+    value = 3.5
+    bound = k.prepare(1, 32, stream=stream).bind(out, value, 32)
+    value = 9.0                                   # bound at bind time: not seen
+    del value
+    for _ in range(1000):
+        bound()
+    assert (np.frombuffer(out.read(), np.float32) == 3.5).all()
+    # Captured into a graph, the launch keeps the block after the launcher lets go of it.
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, mode))
+    bound()
+    graph = check(driver.cuStreamEndCapture(stream))
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    bound.close()
+    del out
+    gc.collect()
+    assert alive() is not None, "the captured bound launch dropped its argument"
+    check(driver.cuMemsetD32(alive().ptr, 0, 32))
+    check(driver.cuGraphLaunch(exe, stream))
+    assert (np.frombuffer(alive().read(), np.float32) == 3.5).all()
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuCtxSynchronize())
+    for _ in range(100):                     # the driver frees user objects asynchronously
+        _run_pending_calls()
+        if alive() is None:
+            break
+        time.sleep(0.01)
+    assert alive() is None
+
+
 def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
     typed = kernarg.Kernel.from_source(WRITE, "fill")
     raw = kernarg.Kernel.from_handle(typed.handle, device=0)    # no signature
