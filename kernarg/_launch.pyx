@@ -833,9 +833,12 @@ cdef class BoundLaunch:
 
     def __call__(self):
         cdef LaunchConfig cfg = self.config
-        if self._blk is None:
+        # A reference of this call's own: another thread may close() while the GIL is
+        # released around the driver call, which still reads the block.
+        cdef ParamBlock blk = self._blk
+        if blk is None:
             raise ValueError("this BoundLaunch is closed")
-        _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs, self._blk, self.stream, False)
+        _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs, blk, self.stream, False)
 
     @property
     def closed(self):
