@@ -409,7 +409,10 @@ def _parse_ptx_entry(ptx, kernel_name):
         size = bits // 8 * count
         if align is None:
             align = bits // 8
-        text = decl.strip()
+        # The PTX type, without the parameter's (often mangled) name: ".align 4 .b8 [8]".
+        text = " ".join(decl.split()[:-1])
+        if arr:
+            text += f" [{count}]"
         if arr or kind == "b":
             spec = _Spec(C_OPAQUE, size, align, text)
         elif kind == "u" and bits == 64:

@@ -196,6 +196,9 @@ def test_template_instantiation_packs_typed():
 def test_template_struct_argument_takes_the_ptx_layout():
     sig = kernarg.Signature.from_source(TEMPLATE_SOURCE, "ns::by_value<Pair>")
     assert sig.sizes == (8, 8) and sig.alignments == (4, 8)
+    # Shown as the PTX type, without the parameter's mangled PTX name.
+    assert sig.types == (".align 4 .b8 [8]", ".u64")
+    assert repr(sig) == "kernarg.Signature('.align 4 .b8 [8] v, .u64 p')"
 
 
 def test_template_without_instantiation_says_how_to_name_one():
