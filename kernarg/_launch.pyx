@@ -656,12 +656,15 @@ cdef class Kernel:
         return Kernel._make(func, mod, sig, name, ctx, device)
 
     @classmethod
-    def from_cubin(cls, cubin, str name, *, signature=None, int device=0):
-        """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name)."""
+    def from_cubin(cls, cubin, str name, *, signature=None, int device=0, entry=None):
+        """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name; or give its
+        mangled name as ``entry``)."""
         cdef cydriver.CUfunction func
         cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(cubin))
-        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, name.encode()),
+        if entry is None:
+            entry = name
+        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
                f"cuModuleGetFunction({name!r})")
         if signature is not None and not isinstance(signature, Signature):
             signature = Signature(signature)
@@ -675,17 +678,31 @@ cdef class Kernel:
         """Compile CUDA C++ with NVRTC for ``device``'s architecture (cached by source, options
         and architecture) and load kernel ``name``; its signature comes from the source.
         ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
-        (``"ns::kern"``): NVRTC instantiates it and gives its PTX name."""
+        (``"ns::kern"``): NVRTC instantiates it and gives its PTX name.
+
+        The kernel is loaded as machine code (CUBIN) for the device's exact architecture when
+        this NVRTC supports it, else as PTX: a driver JIT-compiles only PTX of an ISA it knows,
+        so PTX from an NVRTC newer than the driver would not load, while its machine code does
+        (CUDA's minor-version compatibility)."""
+        from kernarg._nvrtc import supported_archs
+
         _ensure_context(device)
         arch = device_arch(device)
         key = (source, tuple(options), arch, name)
         cached = _source_cache.get(key)
         if cached is None:
-            # One NVRTC run gives both the PTX and (with the declaration) the signature.
-            ptx, entry = compile_kernel(source, name, options, arch)
+            target = arch
+            if int(arch[len("compute_"):]) in supported_archs():
+                target = "sm_" + arch[len("compute_"):]
+            # One NVRTC run gives the PTX, the machine code and (with the declaration) the
+            # signature.
+            ptx, entry, cubin = compile_kernel(source, name, options, target)
             cached = _source_cache[key] = (
-                ptx, entry, Signature._from_source_and_ptx(source, name, ptx, entry))
-        ptx, entry, sig = cached
+                ptx, entry, cubin, Signature._from_source_and_ptx(source, name, ptx, entry))
+        ptx, entry, cubin, sig = cached
+        if cubin is not None:
+            return cls.from_cubin(cubin, name, signature=sig, device=device,
+                                  entry=entry or _entry_name(ptx, name))
         return cls.from_ptx(ptx, name, signature=sig, device=device, entry=entry)
 
     @classmethod

@@ -7,9 +7,10 @@ from __future__ import annotations
 import functools
 import glob
 import os
+from typing import NamedTuple
 
-__all__ = ["NvrtcError", "compile_program", "compile_to_ptx", "cuda_include_dir",
-           "nvrtc_version"]
+__all__ = ["Compiled", "NvrtcError", "compile_program", "compile_to_ptx", "cuda_include_dir",
+           "nvrtc_version", "supported_archs"]
 
 
 class NvrtcError(RuntimeError):
@@ -74,18 +75,35 @@ def _check(result, prog=None):
     return result[1:]
 
 
+@functools.cache
+def supported_archs() -> tuple[int, ...]:
+    """The real architectures this NVRTC compiles machine code for (``90`` for sm_90)."""
+    from cuda.bindings import nvrtc
+
+    (archs,) = _check(nvrtc.nvrtcGetSupportedArchs())
+    return tuple(int(a) for a in archs)
+
+
+class Compiled(NamedTuple):
+    """What one NVRTC run gives: the PTX text; the machine code (CUBIN) when the target was a
+    real architecture (``sm_90``), else None; and the lowered name of each name expression."""
+    ptx: str
+    cubin: bytes | None
+    lowered: dict[str, str]
+
+
 def compile_to_ptx(source: str, *, options=(), arch: str | None = None,
                    name: str = "kernarg_source.cu") -> str:
     """Compile ``source`` to PTX text. ``arch`` is e.g. ``"compute_90"``."""
-    return compile_program(source, options=options, arch=arch, name=name)[0]
+    return compile_program(source, options=options, arch=arch, name=name).ptx
 
 
 def compile_program(source: str, *, options=(), arch: str | None = None,
-                    name_expressions=(), name: str = "kernarg_source.cu"
-                    ) -> tuple[str, dict[str, str]]:
-    """Compile ``source`` to PTX; also return the lowered (mangled) name NVRTC gives each of
-    ``name_expressions`` -- C++ expressions naming ``__global__`` functions, such as
-    ``"saxpy<float>"`` or ``"ns::kern"``, which NVRTC instantiates."""
+                    name_expressions=(), name: str = "kernarg_source.cu") -> Compiled:
+    """Compile ``source`` for ``arch`` (``"compute_90"``: PTX; ``"sm_90"``: PTX and CUBIN),
+    and give the lowered (mangled) name of each of ``name_expressions`` -- C++ expressions
+    naming ``__global__`` functions, such as ``"saxpy<float>"`` or ``"ns::kern"``, which NVRTC
+    instantiates."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:   # pragma: no cover - depends on the environment
@@ -111,6 +129,11 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
         (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
         buf = b" " * size
         _check(nvrtc.nvrtcGetPTX(prog, buf))
+        cubin = None
+        if arch is not None and arch.startswith("sm_"):
+            (size,) = _check(nvrtc.nvrtcGetCUBINSize(prog))
+            cubin = b" " * size
+            _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
         lowered = {}
         for expr in exprs:
             try:
@@ -119,6 +142,6 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
                 raise NvrtcError(f"{exc}: {expr!r} does not name a __global__ function of "
                                  "the source") from None
             lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
-        return buf.rstrip(b"\x00").decode(), lowered
+        return Compiled(buf.rstrip(b"\x00").decode(), cubin, lowered)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

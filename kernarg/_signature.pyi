@@ -6,7 +6,7 @@ from kernarg._handler import ParamBlock
 __all__ = ["Signature"]
 
 def compile_kernel(source: str, kernel_name: str, options: Sequence[str] = ...,
-                   arch: str | None = None) -> tuple[str, str | None]: ...
+                   arch: str | None = None) -> tuple[str, str | None, bytes | None]: ...
 
 class Signature:
     """A kernel's parameter list: layout, plus a typed packer."""

@@ -555,7 +555,7 @@ cdef class Signature:
         (``'saxpy<float>'``) or a namespaced kernel (``'ns::kern'``): NVRTC instantiates it, and
         the template's arguments are substituted into its declaration.
         """
-        ptx, entry = compile_kernel(source, kernel_name, options, arch)
+        ptx, entry, _ = compile_kernel(source, kernel_name, options, arch)
         return cls._from_source_and_ptx(source, kernel_name, ptx, entry)
 
     @classmethod
@@ -1076,16 +1076,15 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
 
 
 def compile_kernel(source, kernel_name, options=(), arch=None):
-    """Compile ``source`` with NVRTC: ``(ptx, entry)``, where ``entry`` is the lowered PTX name
-    NVRTC gave ``kernel_name`` when it is a C++ name expression (a template instantiation or a
-    qualified name), else None (an ``extern "C"`` or plain name, found in the PTX as is)."""
-    from kernarg._nvrtc import compile_program, compile_to_ptx
+    """Compile ``source`` with NVRTC: ``(ptx, entry, cubin)``. ``entry`` is the lowered PTX
+    name NVRTC gave ``kernel_name`` when it is a C++ name expression (a template instantiation
+    or a qualified name), else None (an ``extern "C"`` or plain name, found in the PTX as is);
+    ``cubin`` is the machine code when ``arch`` is a real architecture (``"sm_90"``)."""
+    from kernarg._nvrtc import compile_program
 
-    if kernel_name.isidentifier():
-        return compile_to_ptx(source, options=options, arch=arch), None
-    ptx, lowered = compile_program(source, options=options, arch=arch,
-                                   name_expressions=(kernel_name,))
-    return ptx, lowered[kernel_name]
+    exprs = () if kernel_name.isidentifier() else (kernel_name,)
+    compiled = compile_program(source, options=options, arch=arch, name_expressions=exprs)
+    return compiled.ptx, compiled.lowered.get(kernel_name), compiled.cubin
 
 
 def _split_kernel_name(kernel_name):

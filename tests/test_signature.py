@@ -177,7 +177,7 @@ def test_from_source_template_instantiations_and_qualified_names(name, types):
     assert sig.types == types
     from kernarg._signature import compile_kernel
 
-    ptx, entry = compile_kernel(TEMPLATE_SOURCE, name)
+    ptx, entry, _ = compile_kernel(TEMPLATE_SOURCE, name)
     assert entry.startswith("_Z") and f".entry {entry}(" in ptx
     assert (sig.offsets, sig.sizes) == layout(parse_params(ptx, entry))[:2]
 
@@ -505,3 +505,17 @@ def test_opaque_struct_parameter_message_names_the_parameter_and_what_fits():
                                         align=True))[()]
     assert bytes(sig.pack((1, s)))[8:] == s.tobytes()
     assert bytes(sig.pack((1, b"12345678")))[8:] == b"12345678"
+
+
+def test_compile_for_a_real_architecture_gives_machine_code_too():
+    # Kernel.from_source loads machine code for the device's architecture: a driver cannot
+    # JIT-compile PTX of an ISA newer than itself, which an NVRTC newer than it emits.
+    from kernarg._nvrtc import supported_archs
+    from kernarg._signature import compile_kernel
+
+    assert 90 in supported_archs()
+    ptx, entry, cubin = compile_kernel(TEMPLATE_SOURCE, "axpy<float>", arch="sm_90")
+    assert cubin[:4] == b"\x7fELF" and entry.encode() in cubin
+    assert ".target sm_90" in ptx and f".entry {entry}(" in ptx
+    ptx, entry, cubin = compile_kernel(ALIGNED_SOURCE, "k", arch="compute_90")
+    assert cubin is None and entry is None and ".entry k(" in ptx

@@ -134,12 +134,19 @@ def test_from_source_compiles_once_per_source_options_and_arch(ctx, monkeypatch)
     import kernarg._nvrtc as nvrtc
 
     calls = []
-    real = nvrtc.compile_to_ptx
-    monkeypatch.setattr(nvrtc, "compile_to_ptx", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
     src = WRITE + "\n// compiled once: " + str(id(calls))
     a = kernarg.Kernel.from_source(src, "fill")
     b = kernarg.Kernel.from_source(src, "fill")
     assert len(calls) == 1
+    # Machine code for the device's own architecture (when this NVRTC knows it), not PTX
+    # that a driver older than NVRTC could not JIT-compile.
+    from kernarg._launch import device_arch
+
+    cc = int(device_arch(0)[len("compute_"):])
+    assert calls[0]["arch"] == (f"sm_{cc}" if cc in nvrtc.supported_archs() else f"compute_{cc}")
     assert a.signature.offsets == b.signature.offsets == (0, 8, 12)
     kernarg.Kernel.from_source(src, "fill", options=("-lineinfo",))
     assert len(calls) == 2
