@@ -100,3 +100,21 @@ def test_error_paths_do_not_leak():
         except TypeError:
             pass
     assert [sys.getrefcount(a) for a in args] == before
+
+
+def test_bound_launches_hold_and_release_their_arguments():
+    # bind() packs once and holds the block; close() or collection lets go of it (and of the
+    # DLPack tensor, whose deleter then runs once).
+    k = kernarg.Kernel.from_handle(0x1234, name="k")
+    prepared = k.prepare(1, 1)
+    args = _args()
+    dlpack = args[-2]
+    before = _own_refcounts(args)
+    for i in range(20_000):
+        bound = prepared.bind(*args)
+        if i % 2:
+            bound.close()
+        del bound
+    gc.collect()
+    assert _own_refcounts(args) == before
+    assert dlpack.exported == dlpack.deleted == 20_000
