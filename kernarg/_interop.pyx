@@ -878,7 +878,7 @@ cdef int _cupy_lookup() except -1:
     if capsule is not None and PyCapsule_IsValid(capsule, _CUPY_STREAM_FN_SIGNATURE):
         _cupy_stream_fn = <_intptr_void_fn>PyCapsule_GetPointer(capsule,
                                                                 _CUPY_STREAM_FN_SIGNATURE)
-    # A Python-level get_current_stream_ptr (no CuPy release has had one so far) returns the
+    # A Python-level get_current_stream_ptr (CuPy 14 has none; a stand-in may) returns the
     # handle without a Stream object; otherwise the Stream's .ptr.
     _cupy_stream_ptr = getattr(stream_module, "get_current_stream_ptr",
                                None) or _cupy_current_stream_ptr

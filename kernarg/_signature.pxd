@@ -14,6 +14,7 @@ cdef struct Param:
     char pointee_kind   # C_POINTER: numpy-style kind ('f','i','u','b','c', 'B' bfloat16), 0 = any
     int pointee_size    # C_POINTER: element size in bytes, 0 = any
     bint is_const       # C_POINTER: const pointee (read-only arrays allowed)
+    bint any_sign       # an integer from PTX, which gives the width but not the sign
 
 
 cdef class Signature:

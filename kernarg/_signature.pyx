@@ -5,6 +5,7 @@ Construction (parsing, layout) runs once and may be slow; ``Signature.pack`` run
 plan: one C struct per parameter with its code, offset and size, so packing does no parsing.
 """
 cimport cython
+from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_SIZE
 
@@ -223,7 +224,7 @@ class _Spec:
     """A parsed parameter before layout: code, size, align and type details."""
 
     __slots__ = ("code", "size", "align", "elem", "count", "pointee_kind", "pointee_size",
-                 "is_const", "struct", "text")
+                 "is_const", "struct", "text", "any_sign")
 
     def __init__(self, code, size, align, text, **kw):
         self.code, self.size, self.align, self.text = code, size, align, text
@@ -233,6 +234,7 @@ class _Spec:
         self.pointee_size = kw.get("pointee_size", 0)
         self.is_const = kw.get("is_const", False)
         self.struct = kw.get("struct")
+        self.any_sign = kw.get("any_sign", False)
 
 
 def _scalar_spec(name, text):
@@ -420,10 +422,13 @@ def _parse_ptx_entry(ptx, kernel_name):
         elif kind == "f":
             spec = _scalar_spec({32: "float", 64: "double"}[bits], text)
         elif kind in ("s", "u"):
+            # PTX gives the width, not the C sign (NVVM declares an `int` parameter .u32):
+            # accept either sign's range of that width.
             names_by_bits = {("s", 8): "signed char", ("u", 8): "unsigned char",
                              ("s", 16): "short", ("u", 16): "unsigned short", ("s", 32): "int",
                              ("u", 32): "unsigned int", ("s", 64): "long long"}
             spec = _scalar_spec(names_by_bits[(kind, bits)], text)
+            spec.any_sign = True
         else:
             spec = _Spec(C_OPAQUE, size, align, text)
         specs.append(spec)
@@ -514,6 +519,7 @@ cdef class Signature:
             params[i].pointee_kind = ord("c") if kind == "c8" else (ord(kind) if kind else 0)
             params[i].pointee_size = s.pointee_size
             params[i].is_const = s.is_const
+            params[i].any_sign = s.any_sign
             codes[i] = <uint8_t>s.code
             offsets[i] = <uint16_t>min(cur, KERNARG_MAX_PARAM_BYTES)
             cur += s.size
@@ -534,9 +540,10 @@ cdef class Signature:
         """The layout the compiler emitted for ``kernel_name`` in ``ptx``.
 
         PTX names each parameter's size and alignment but not always its C type: ``.f32``/
-        ``.f64``/``.sN``/``.uN`` become float/double/ints, ``.u64`` accepts an integer or a
-        pointer, and ``.b8`` arrays are opaque bytes of that size (bytes, ctypes or numpy
-        values of exactly that size).
+        ``.f64`` become float/double; ``.sN``/``.uN`` become N-bit ints taking either sign's
+        range (NVVM declares an ``int`` parameter ``.u32``), stored as two's complement;
+        ``.u64`` also accepts a pointer; and ``.b8`` arrays are opaque bytes of that size
+        (bytes, ctypes or numpy values of exactly that size).
         """
         if isinstance(ptx, (bytes, bytearray)):
             ptx = bytes(ptx).decode()
@@ -858,6 +865,26 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
     return 0
 
 
+cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
+                           char* dst) except -1:
+    """An integer parameter known only by its width (from PTX): any value from the signed
+    minimum to the unsigned maximum of that width, stored as its two's complement."""
+    cdef Py_ssize_t size = _scalar_size(code)
+    cdef object bits = 8 * size           # Python ints: 1 << 64 must not overflow
+    cdef uint64_t u
+    if type(value) is not int:
+        if isinstance(value, (float, complex, str)) or not hasattr(type(value), "__index__"):
+            return _put_int(sig, code, i, value, dst)     # its TypeError, naming the parameter
+        value = PyNumber_Index(value)     # an int, or the value's own error (named above)
+    lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
+    if not lo <= value <= hi:
+        raise OverflowError(f"{_param_name(sig, i)} is {'an' if bits == 8 else 'a'} {bits}-bit "
+                            f"integer ({sig._types[i]}): {value} is outside {lo} .. {hi}")
+    u = <uint64_t>(value & 0xFFFFFFFFFFFFFFFF)
+    memcpy(dst, &u, size)                 # hosts are little-endian: the low bytes
+    return 0
+
+
 cdef inline void _store_int(char* dst, long long v, Py_ssize_t size) noexcept nogil:
     """The low ``size`` (1, 2, 4 or 8) bytes of ``v``, which are its value once range-checked
     (hosts are little-endian). Never reads past ``v``, unlike a general copy of ``size`` bytes."""
@@ -1061,6 +1088,8 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
                     char* dst, object stream) except -1:
     cdef int code = p.code
     if code <= C_F64:
+        if p.any_sign:
+            return _put_int_any_sign(sig, code, i, value, dst)
         return _put_scalar(sig, code, i, value, dst)
     if code == C_POINTER:
         return _put_pointer(sig, p, st, i, value, dst, stream, False)
@@ -1070,7 +1099,7 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
         return _put_struct(sig, p, i, value, dst)
     if code == C_U64_OR_PTR:
         if type(value) is int or isinstance(value, np.integer):
-            return _put_int(sig, C_U64, i, value, dst)
+            return _put_int_any_sign(sig, C_U64, i, value, dst)
         return _put_pointer(sig, p, st, i, value, dst, stream, True)
     return _put_opaque(sig, p, i, value, dst)
 

@@ -519,3 +519,26 @@ def test_compile_for_a_real_architecture_gives_machine_code_too():
     assert ".target sm_90" in ptx and f".entry {entry}(" in ptx
     ptx, entry, cubin = compile_kernel(ALIGNED_SOURCE, "k", arch="compute_90")
     assert cubin is None and entry is None and ".entry k(" in ptx
+
+
+def test_ptx_integers_take_either_sign_of_their_width():
+    # NVVM declares an `int` parameter .u32 (and `short` .u16, `char` .u8): PTX gives the
+    # width, not the sign, so a negative int must pack, as its two's complement.
+    ptx = compile_ptx('extern "C" __global__ void k(int n, short s, long long q, '
+                      'unsigned u, char c) {}')
+    sig = kernarg.Signature.from_ptx(ptx, "k")
+    assert sig.types == (".u32", ".u16", ".u64", ".u32", ".u8")
+    raw = bytes(sig.pack((-1, -2, -3, 2**32 - 1, 255)))
+    assert raw == struct.pack("<ih2xqIB", -1, -2, -3, 2**32 - 1, 255)
+    raw = bytes(sig.pack((np.int32(-7), np.uint16(65535), 2**64 - 1, True, -128)))
+    assert raw == struct.pack("<iH2xQIb", -7, 65535, 2**64 - 1, 1, -128)
+    for bad, fragment in (((2**32, 0, 0, 0, 0), "parameter 0 .* -2147483648 .. 4294967295"),
+                          ((-2**31 - 1, 0, 0, 0, 0), "parameter 0 .* 32-bit"),
+                          ((0, 0, -2**63 - 1, 0, 0), "parameter 2 .* 64-bit"),
+                          ((0, 0, 0, 0, 256), "parameter 4 .* an 8-bit integer")):
+        with pytest.raises(OverflowError, match=fragment):
+            sig.pack(bad)
+    with pytest.raises(TypeError, match="parameter 0 .* expected an int, got float"):
+        sig.pack((1.5, 0, 0, 0, 0))
+    # .u64 also takes pointers; a negative int is a long long's value.
+    assert bytes(sig.pack((0, 0, None, 0, 0)))[8:16] == bytes(8)
