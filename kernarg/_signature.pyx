@@ -578,7 +578,12 @@ cdef class Signature:
                 raise LookupError(f"{exc}; {name!r} is a template: name an instantiation, such "
                                   f"as '{name}<float>'") from None
             raise
-        decl = _find_declaration(source, kernel_name)
+        decls = _find_declarations(source, kernel_name)
+        if len({_declared_types(d) for d in decls}) > 1:
+            # Overloads, or kernels of one name in several namespaces: the source alone does
+            # not say which one the PTX holds, so take the PTX's own types (names unknown).
+            return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
+        decl = decls[0]
         specs, names = [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
         if len(pieces) != len(ptx_specs):
@@ -1169,27 +1174,53 @@ def _substitute_template_args(decl, header, args, kernel_name):
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: mapping.get(m.group(0), m.group(0)), decl)
 
 
-def _find_declaration(source, kernel_name):
-    """The parameter list of ``kernel_name``'s ``__global__`` declaration in ``source``; for a
-    template instantiation (``'saxpy<float>'``), with the template's arguments substituted."""
+cdef Signature _new_signature(type cls, list specs, list names):
+    cdef Signature sig = cls.__new__(cls)
+    sig._build(specs, names)
+    return sig
+
+
+def _find_declarations(source, kernel_name):
+    """The parameter list of every ``__global__`` declaration of ``kernel_name``'s function
+    name in ``source``, in order; for a template instantiation (``'saxpy<float>'``), with the
+    template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
-    m = re.search(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", source)
-    if m is None:
+    out = []
+    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", source):
+        depth, start = 1, m.end()
+        for j in range(start, len(source)):
+            if source[j] == "(":
+                depth += 1
+            elif source[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    decl = source[start:j]
+                    if args is not None:
+                        header = _template_header(source, m.start())
+                        if header is not None:
+                            decl = _substitute_template_args(decl, header, args, kernel_name)
+                    out.append(decl)
+                    break
+        else:
+            raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
+    if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")
-    depth, start = 1, m.end()
-    for j in range(start, len(source)):
-        if source[j] == "(":
-            depth += 1
-        elif source[j] == ")":
-            depth -= 1
-            if depth == 0:
-                decl = source[start:j]
-                if args is not None:
-                    header = _template_header(source, m.start())
-                    if header is not None:
-                        decl = _substitute_template_args(decl, header, args, kernel_name)
-                return decl
-    raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
+    return out
+
+
+def _find_declaration(source, kernel_name):
+    return _find_declarations(source, kernel_name)[0]
+
+
+def _declared_types(decl):
+    """The parameter types of a declaration, without names (to compare declarations)."""
+    out = []
+    for piece in ([] if decl.strip() in ("", "void") else _split_params(decl)):
+        try:
+            out.append(_parse_c_param(piece)[0].text)
+        except ValueError:
+            out.append(" ".join(piece.split()))
+    return tuple(out)
 
 
 def _last_identifier(text):

@@ -542,3 +542,20 @@ def test_ptx_integers_take_either_sign_of_their_width():
         sig.pack((1.5, 0, 0, 0, 0))
     # .u64 also takes pointers; a negative int is a long long's value.
     assert bytes(sig.pack((0, 0, None, 0, 0)))[8:16] == bytes(8)
+
+
+def test_same_named_kernels_take_the_ptx_types():
+    # Two kernels named k in two namespaces (or overloads): the source cannot say which
+    # declaration the PTX entry is, so the PTX types are used -- never the other kernel's.
+    src = ("namespace a { __global__ void k(float x, float* p) {} }\n"
+           "namespace b { __global__ void k(int x, int* p) {} }\n")
+    sig = kernarg.Signature.from_source(src, "b::k")
+    assert sig.types == (".u32", ".u64") and sig.names == (None, None)
+    assert bytes(sig.pack((-3, None))) == struct.pack("<i4xQ", -3, 0)
+    with pytest.raises(TypeError, match="parameter 0"):
+        sig.pack((1.5, None))     # a float for b::k's int: refused, not packed as float bits
+    sig = kernarg.Signature.from_source(src, "a::k")
+    assert sig.types == (".f32", ".u64")
+    # A forward declaration and the definition agree: the declaration's types are kept.
+    fwd = "__global__ void f(int n, const float*);\n__global__ void f(int n, const float* x) {}"
+    assert kernarg.Signature.from_source(fwd, "f").types == ("int", "const float*")
