@@ -192,6 +192,10 @@ def test_info_command_runs_without_a_gpu():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "default stream" in out.stdout
+    from kernarg._nvrtc import nvrtc_version, supported_archs
+
+    major, minor = nvrtc_version()
+    assert f"NVRTC {major}.{minor} (machine code for sm_{supported_archs()[0]} .. " in out.stdout
     if not HAS_DRIVER:
         assert "no CUDA driver/GPU found" in out.stdout
     # The build records the cuda-bindings it compiled against; here that is the running one.
