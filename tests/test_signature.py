@@ -559,3 +559,23 @@ def test_same_named_kernels_take_the_ptx_types():
     # A forward declaration and the definition agree: the declaration's types are kept.
     fwd = "__global__ void f(int n, const float*);\n__global__ void f(int n, const float* x) {}"
     assert kernarg.Signature.from_source(fwd, "f").types == ("int", "const float*")
+
+
+_PTX_INTS = compile_ptx('extern "C" __global__ void w(unsigned char a, unsigned short b, '
+                        'unsigned c, unsigned long long d) {}')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 3), st.integers(-2**65, 2**65))
+def test_ptx_integer_packs_its_two_complement_or_names_the_parameter(which, value):
+    sig = kernarg.Signature.from_ptx(_PTX_INTS, "w")
+    args = [0, 0, 0, 0]
+    args[which] = value
+    bits = 8 * sig.sizes[which]
+    if -2**(bits - 1) <= value < 2**bits:
+        raw = bytes(sig.pack(args))
+        off = sig.offsets[which]
+        assert raw[off:off + bits // 8] == (value % 2**bits).to_bytes(bits // 8, "little")
+    else:
+        with pytest.raises(OverflowError, match=f"^parameter {which} .*{bits}-bit integer"):
+            sig.pack(args)
