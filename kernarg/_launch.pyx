@@ -458,6 +458,8 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
             _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
             if current != k._ctx:
                 _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
+        if d.shmem > k._shmem_ok:
+            _allow_shmem(k, d.shmem)
         _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
         _wait_for_producers(blk, stream, &capture)
         memset(&config, 0, sizeof(config))     # fields a newer cuda.h may add stay zero
@@ -479,6 +481,46 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     finally:
         if owned and not kept:
             block_release(blk)
+    return 0
+
+
+cdef int _allow_shmem(Kernel k, unsigned int shmem) except -1:
+    """Let ``k`` launch with ``shmem`` bytes of dynamic shared memory, or say why it cannot.
+
+    A kernel may use 48 KiB of shared memory (static and dynamic) unless it opts into more,
+    up to the device's per-block opt-in limit, through its MAX_DYNAMIC_SHARED_SIZE_BYTES
+    attribute. kernarg raises that attribute when a launch asks for more dynamic shared memory
+    than the kernel allows (as the user would have to), refuses what the device cannot give with
+    the limit in the message, and remembers the allowed size so later launches compare one
+    int. Where the driver cannot answer for this handle, the launch goes ahead and the driver
+    has the last word."""
+    cdef int allowed = 0, static_bytes = 0, optin = 0
+    cdef cydriver.CUdevice dev
+    cdef cydriver.CUfunction f = k._func
+    if cydriver.cuFuncGetAttribute(
+            &allowed, cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f) \
+            != cydriver.CUDA_SUCCESS:
+        k._shmem_ok = shmem
+        return 0
+    if shmem <= <unsigned int>allowed:
+        k._shmem_ok = <unsigned int>allowed
+        return 0
+    _check(cydriver.cuCtxGetDevice(&dev), "cuCtxGetDevice")
+    _check(cydriver.cuDeviceGetAttribute(
+        &optin, cydriver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+        "cuDeviceGetAttribute")
+    _check(cydriver.cuFuncGetAttribute(
+        &static_bytes, cydriver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute")
+    if <long long>shmem + static_bytes > optin:
+        raise ValueError(
+            f"shmem={shmem} bytes of dynamic shared memory is more than kernel {k.name!r} can "
+            f"have on device {dev}: at most {max(optin - static_bytes, 0)} bytes (the device's "
+            f"limit of {optin} bytes of shared memory per block, less the kernel's "
+            f"{static_bytes} bytes of static shared memory)")
+    _check(cydriver.cuFuncSetAttribute(
+        f, cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, <int>shmem),
+        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+    k._shmem_ok = shmem
     return 0
 
 
@@ -622,6 +664,9 @@ cdef class Kernel:
     # Without a signature: the driver's (offset, size) per parameter (cuFuncGetParamInfo),
     # which untyped packs must match, or None where the driver cannot tell.
     cdef tuple _layout
+    # Dynamic shared memory (bytes) launches may ask for without another look at the
+    # kernel's limit (see _allow_shmem); 0 until a launch asks for some.
+    cdef unsigned int _shmem_ok
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
@@ -636,6 +681,7 @@ cdef class Kernel:
         k.signature = signature
         k.name = name
         k.device = device
+        k._shmem_ok = 0
         return k
 
     @classmethod

@@ -320,6 +320,46 @@ def test_cluster_and_cooperative(ctx, ):
         assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
 
 
+SHARED = r"""
+extern "C" __global__ void dyn(float* out, int n) {
+    extern __shared__ float s[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = i;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = s[n - 1];
+}
+extern "C" __global__ void both(float* out, int n) {
+    __shared__ float fixed[10240];                         // 40 KiB static
+    extern __shared__ float s[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = i;
+    fixed[threadIdx.x] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = s[n - 1] + fixed[0];
+}
+"""
+
+
+def test_dynamic_shared_memory_beyond_48_kib_is_opted_into_or_refused_with_the_limit(ctx):
+    dev = check(driver.cuDeviceGet(0))
+    optin = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev))
+    out = DeviceArray(4, typestr="<f4")
+    k = kernarg.Kernel.from_source(SHARED, "dyn")
+    n = min(optin, 100 * 1024) // 4                         # beyond 48 KiB where the GPU can
+    k.launch(1, 256, out, n, shmem=4 * n)
+    assert struct.unpack("<f", out.read())[0] == n - 1
+    k.launch(1, 256, out, 16, shmem=64)                     # smaller again: no new opt-in
+    assert struct.unpack("<f", out.read())[0] == 15
+    with pytest.raises(ValueError, match=f"shmem={optin + 4} bytes .* at most {optin} bytes"):
+        k.launch(1, 256, out, 16, shmem=optin + 4)
+    # 40 KiB static + 16 KiB dynamic is over the default 48 KiB: opted into too.
+    both = kernarg.Kernel.from_source(SHARED, "both")
+    both.launch(1, 256, out, 4096, shmem=16 * 1024)
+    assert struct.unpack("<f", out.read())[0] == 4096
+    with pytest.raises(ValueError, match=f"at most {optin - 40960} bytes .* 40960 bytes of "
+                                         "static"):
+        both.launch(1, 256, out, 16, shmem=optin - 40960 + 4)
+
+
 def test_graph_capture(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     stream = int(check(driver.cuStreamCreate(1)))
