@@ -458,8 +458,12 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
             _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
             if current != k._ctx:
                 _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
+        if d.block[0] * d.block[1] * d.block[2] > k._threads_ok:
+            _check_threads(k, d)
         if d.shmem > k._shmem_ok:
             _allow_shmem(k, d.shmem)
+        if nattrs and not k._nonportable_ok:
+            _allow_cluster(k, attrs, nattrs)
         _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
         _wait_for_producers(blk, stream, &capture)
         memset(&config, 0, sizeof(config))     # fields a newer cuda.h may add stay zero
@@ -481,6 +485,42 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     finally:
         if owned and not kept:
             block_release(blk)
+    return 0
+
+
+cdef int _check_threads(Kernel k, const Dims* d) except -1:
+    """Refuse a block larger than the kernel can run (its ``__launch_bounds__``, or the
+    registers it uses, allow fewer threads than the device), naming both numbers; remember the
+    kernel's limit so later launches compare one int."""
+    cdef int limit = 0
+    cdef unsigned int threads = d.block[0] * d.block[1] * d.block[2]
+    if cydriver.cuFuncGetAttribute(&limit, cydriver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                   k._func) != cydriver.CUDA_SUCCESS or limit <= 0:
+        k._threads_ok = threads         # the driver has the last word for this handle
+        return 0
+    k._threads_ok = <unsigned int>limit
+    if threads > k._threads_ok:
+        raise ValueError(
+            f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; kernel "
+            f"{k.name!r} can run at most {limit} per block (its __launch_bounds__ or its "
+            "register use)")
+    return 0
+
+
+cdef int _allow_cluster(Kernel k, cydriver.CUlaunchAttribute* attrs,
+                        unsigned int nattrs) except -1:
+    """Clusters of more than 8 blocks (up to 16 on Hopper) are non-portable: a kernel takes
+    them only with NON_PORTABLE_CLUSTER_SIZE_ALLOWED set, which kernarg sets on first need.
+    Where the driver refuses (an older GPU), the launch reports it."""
+    cdef unsigned int i
+    for i in range(nattrs):
+        if attrs[i].id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION and (
+                attrs[i].value.clusterDim.x * attrs[i].value.clusterDim.y
+                * attrs[i].value.clusterDim.z > 8):
+            if cydriver.cuFuncSetAttribute(
+                    k._func, cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) \
+                    == cydriver.CUDA_SUCCESS:
+                k._nonportable_ok = True
     return 0
 
 
@@ -667,6 +707,10 @@ cdef class Kernel:
     # Dynamic shared memory (bytes) launches may ask for without another look at the
     # kernel's limit (see _allow_shmem); 0 until a launch asks for some.
     cdef unsigned int _shmem_ok
+    # Threads per block the kernel can launch with (its __launch_bounds__ and registers allow
+    # fewer than the device's 1024); 0 until the first launch asks the driver.
+    cdef unsigned int _threads_ok
+    cdef bint _nonportable_ok       # cluster sizes over 8 allowed (set on first need)
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
@@ -682,6 +726,8 @@ cdef class Kernel:
         k.name = name
         k.device = device
         k._shmem_ok = 0
+        k._threads_ok = 0
+        k._nonportable_ok = False
         return k
 
     @classmethod

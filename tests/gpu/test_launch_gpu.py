@@ -360,6 +360,34 @@ def test_dynamic_shared_memory_beyond_48_kib_is_opted_into_or_refused_with_the_l
         both.launch(1, 256, out, 16, shmem=optin - 40960 + 4)
 
 
+def test_block_over_the_kernels_launch_bounds_is_refused_with_its_limit(ctx):
+    src = r"""extern "C" __global__ void __launch_bounds__(128) lb(int* out) {
+        out[threadIdx.x] = threadIdx.x; }"""
+    k = kernarg.Kernel.from_source(src, "lb")
+    out = DeviceArray(4 * 256, typestr="<i4")
+    k.launch(1, 128, out)
+    assert np.frombuffer(out.read(), np.int32)[:128].tolist() == list(range(128))
+    with pytest.raises(ValueError, match=r"block \(256, 1, 1\) has 256 threads; kernel 'lb' "
+                                         "can run at most 128"):
+        k.launch(1, 256, out)
+    with pytest.raises(ValueError, match="at most 128"):
+        k.prepare(1, (16, 16)).bind(out)()
+
+
+def test_non_portable_cluster_sizes_are_allowed_where_the_gpu_has_them(ctx):
+    dev = check(driver.cuDeviceGet(0))
+    major = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    if major < 9:
+        pytest.skip("thread block clusters need compute capability 9.0")
+    src = r"""extern "C" __global__ void ids(int* out) {
+        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
+    k = kernarg.Kernel.from_source(src, "ids")
+    out = DeviceArray(4 * 16 * 32, typestr="<i4")
+    k.launch(16, 32, out, cluster=16)              # 16 > 8: non-portable, Hopper has it
+    assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(16))
+
+
 def test_graph_capture(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     stream = int(check(driver.cuStreamCreate(1)))
