@@ -24,6 +24,7 @@ from kernarg._stream cimport stream_handle
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
 
 import threading
+from collections import OrderedDict
 
 from kernarg._errors import CudaError, NoDriverError
 
@@ -684,7 +685,24 @@ def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
 # ---------------------------------------------------------------------------------------------
 # Kernel
 
-_source_cache = {}
+# Kernel.from_source's compilations, most recently used last: (source, options, arch, name)
+# -> (ptx, entry, cubin, signature). Bounded, so programs that generate sources keep a few
+# hundred compilations, not all of them.
+SOURCE_CACHE_SIZE = 256
+_source_cache = OrderedDict()
+
+
+def _source_cache_get(key, build):
+    """The cached value for ``key``, or ``build()``'s, stored (least recently used dropped)."""
+    value = _source_cache.get(key)
+    if value is not None:
+        _source_cache.move_to_end(key)
+        return value
+    value = build()
+    _source_cache[key] = value
+    while len(_source_cache) > SOURCE_CACHE_SIZE:
+        _source_cache.popitem(last=False)
+    return value
 
 
 cdef class Kernel:
@@ -767,8 +785,9 @@ cdef class Kernel:
 
     @classmethod
     def from_source(cls, str source, str name, options=(), *, int device=0):
-        """Compile CUDA C++ with NVRTC for ``device``'s architecture (cached by source, options
-        and architecture) and load kernel ``name``; its signature comes from the source.
+        """Compile CUDA C++ with NVRTC for ``device``'s architecture (the 256 most recently
+        used compilations are cached, by source, options, architecture and name) and load kernel
+        ``name``; its signature comes from the source.
         ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
         (``"ns::kern"``): NVRTC instantiates it and gives its PTX name.
 
@@ -780,18 +799,17 @@ cdef class Kernel:
 
         _ensure_context(device)
         arch = device_arch(device)
-        key = (source, tuple(options), arch, name)
-        cached = _source_cache.get(key)
-        if cached is None:
+
+        def build():
             target = arch
             if int(arch[len("compute_"):]) in supported_archs():
                 target = "sm_" + arch[len("compute_"):]
             # One NVRTC run gives the PTX, the machine code and (with the declaration) the
             # signature.
             ptx, entry, cubin = compile_kernel(source, name, options, target)
-            cached = _source_cache[key] = (
-                ptx, entry, cubin, Signature._from_source_and_ptx(source, name, ptx, entry))
-        ptx, entry, cubin, sig = cached
+            return ptx, entry, cubin, Signature._from_source_and_ptx(source, name, ptx, entry)
+
+        ptx, entry, cubin, sig = _source_cache_get((source, tuple(options), arch, name), build)
         if cubin is not None:
             return cls.from_cubin(cubin, name, signature=sig, device=device,
                                   entry=entry or _entry_name(ptx, name))

@@ -289,3 +289,18 @@ def test_fast_dimension_checks_agree_with_the_reference(grid, block, shmem):
         return
     cfg = kernarg.LaunchConfig(grid, block, shmem=shmem)
     assert (cfg.grid, cfg.block, cfg.shmem) == expected
+
+
+def test_from_source_cache_is_bounded_and_keeps_the_most_recently_used(monkeypatch):
+    from kernarg import _launch
+
+    monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
+    monkeypatch.setattr(_launch, "SOURCE_CACHE_SIZE", 3)
+    built = []
+
+    def get(key):
+        return _launch._source_cache_get(key, lambda: built.append(key) or key * 10)
+
+    assert [get(k) for k in (1, 2, 3, 1, 4)] == [10, 20, 30, 10, 40]   # 1 used again: 2 goes
+    assert built == [1, 2, 3, 4] and list(_launch._source_cache) == [3, 1, 4]
+    assert get(2) == 20 and built[-1] == 2 and list(_launch._source_cache) == [1, 4, 2]
