@@ -43,10 +43,13 @@ BLOCK_LIMITS[:] = [1024, 1024, 64]
 
 
 cdef struct Dims:
-    # What cuLaunchKernelEx needs besides the attributes: checked grid, block and shmem.
+    # What cuLaunchKernelEx needs besides the attributes: checked grid, block and shmem; and
+    # what the launch checks against the kernel's limits.
     unsigned int grid[3]
     unsigned int block[3]
     unsigned int shmem
+    unsigned int threads            # block[0] * block[1] * block[2]
+    unsigned int cluster_blocks     # blocks per cluster (0: no cluster attribute)
 
 
 def _dims(value, str what, limits):
@@ -105,6 +108,8 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
     _fill_dims(grid, d.grid, "grid", _GRID_LIMITS, GRID_LIMITS)
     _fill_dims(block, d.block, "block", _BLOCK_LIMITS, BLOCK_LIMITS)
     threads = <long long>d.block[0] * d.block[1] * d.block[2]
+    d.threads = <unsigned int>threads
+    d.cluster_blocks = 0
     if threads > MAX_BLOCK_THREADS:
         raise ValueError(f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; "
                          f"the limit is {MAX_BLOCK_THREADS}")
@@ -168,6 +173,7 @@ cdef class LaunchConfig:
             if size > 16:
                 raise ValueError(f"cluster {self.cluster} has {size} blocks; the limit is 16 "
                                  "(8 is portable)")
+            self._d.cluster_blocks = size
             self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
             self._attrs[self._nattrs].value.clusterDim.x = self.cluster[0]
             self._attrs[self._nattrs].value.clusterDim.y = self.cluster[1]
@@ -459,12 +465,12 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
             _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
             if current != k._ctx:
                 _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
-        if d.block[0] * d.block[1] * d.block[2] > k._threads_ok:
+        if d.threads > k._threads_ok:
             _check_threads(k, d)
         if d.shmem > k._shmem_ok:
             _allow_shmem(k, d.shmem)
-        if nattrs and not k._nonportable_ok:
-            _allow_cluster(k, attrs, nattrs)
+        if d.cluster_blocks > 8 and not k._nonportable_ok:
+            _allow_nonportable_cluster(k)
         _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
         _wait_for_producers(blk, stream, &capture)
         memset(&config, 0, sizeof(config))     # fields a newer cuda.h may add stay zero
@@ -494,7 +500,7 @@ cdef int _check_threads(Kernel k, const Dims* d) except -1:
     registers it uses, allow fewer threads than the device), naming both numbers; remember the
     kernel's limit so later launches compare one int."""
     cdef int limit = 0
-    cdef unsigned int threads = d.block[0] * d.block[1] * d.block[2]
+    cdef unsigned int threads = d.threads
     if cydriver.cuFuncGetAttribute(&limit, cydriver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                    k._func) != cydriver.CUDA_SUCCESS or limit <= 0:
         k._threads_ok = threads         # the driver has the last word for this handle
@@ -508,20 +514,14 @@ cdef int _check_threads(Kernel k, const Dims* d) except -1:
     return 0
 
 
-cdef int _allow_cluster(Kernel k, cydriver.CUlaunchAttribute* attrs,
-                        unsigned int nattrs) except -1:
+cdef int _allow_nonportable_cluster(Kernel k) except -1:
     """Clusters of more than 8 blocks (up to 16 on Hopper) are non-portable: a kernel takes
     them only with NON_PORTABLE_CLUSTER_SIZE_ALLOWED set, which kernarg sets on first need.
     Where the driver refuses (an older GPU), the launch reports it."""
-    cdef unsigned int i
-    for i in range(nattrs):
-        if attrs[i].id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION and (
-                attrs[i].value.clusterDim.x * attrs[i].value.clusterDim.y
-                * attrs[i].value.clusterDim.z > 8):
-            if cydriver.cuFuncSetAttribute(
-                    k._func, cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) \
-                    == cydriver.CUDA_SUCCESS:
-                k._nonportable_ok = True
+    if cydriver.cuFuncSetAttribute(
+            k._func, cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) \
+            == cydriver.CUDA_SUCCESS:
+        k._nonportable_ok = True
     return 0
 
 
