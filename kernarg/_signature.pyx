@@ -1133,6 +1133,20 @@ def _split_kernel_name(kernel_name):
     return name.rpartition("::")[2].strip(), args
 
 
+def _closing(text, start, opening, closing):
+    """The index of the ``closing`` bracket that matches an ``opening`` one just before
+    ``start`` (nested pairs skipped), or -1."""
+    depth = 1
+    for j in range(start, len(text)):
+        if text[j] == opening:
+            depth += 1
+        elif text[j] == closing:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
 def _template_header(source, decl_start):
     """The parameter list of the ``template <...>`` right before the declaration that starts
     at ``decl_start`` (nothing but specifiers between them), or None."""
@@ -1141,18 +1155,10 @@ def _template_header(source, decl_start):
     if not starts:
         return None
     open_at = starts[-1].end()
-    depth = 1
-    for j in range(open_at, len(head)):
-        if head[j] == "<":
-            depth += 1
-        elif head[j] == ">":
-            depth -= 1
-            if depth == 0:
-                between = head[j + 1:]
-                if re.search(r"[;{}]", between):
-                    return None
-                return head[open_at:j]
-    return None
+    j = _closing(head, open_at, "<", ">")
+    if j < 0 or re.search(r"[;{}]", head[j + 1:]):
+        return None
+    return head[open_at:j]
 
 
 def _substitute_template_args(decl, header, args, kernel_name):
@@ -1187,22 +1193,15 @@ def _find_declarations(source, kernel_name):
     name, args = _split_kernel_name(kernel_name)
     out = []
     for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", source):
-        depth, start = 1, m.end()
-        for j in range(start, len(source)):
-            if source[j] == "(":
-                depth += 1
-            elif source[j] == ")":
-                depth -= 1
-                if depth == 0:
-                    decl = source[start:j]
-                    if args is not None:
-                        header = _template_header(source, m.start())
-                        if header is not None:
-                            decl = _substitute_template_args(decl, header, args, kernel_name)
-                    out.append(decl)
-                    break
-        else:
+        j = _closing(source, m.end(), "(", ")")
+        if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
+        decl = source[m.end():j]
+        if args is not None:
+            header = _template_header(source, m.start())
+            if header is not None:
+                decl = _substitute_template_args(decl, header, args, kernel_name)
+        out.append(decl)
     if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")
     return out
