@@ -439,6 +439,23 @@ def _run_pending_calls():
         pass
 
 
+def _destroy_graph_and_wait(exe, graph, released):
+    """Destroy a captured graph and wait, up to a second, for ``released()``: the driver frees
+    the graph's user objects asynchronously, and kernarg drops their references from the
+    interpreter's pending calls. Returns ``released()``."""
+    import time
+
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuCtxSynchronize())
+    for _ in range(100):
+        _run_pending_calls()
+        if released():
+            break
+        time.sleep(0.01)
+    return released()
+
+
 def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
     import weakref
 
@@ -464,22 +481,11 @@ def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
     assert dl.exported == 1 and dl.deleted == 0, "DLPack deleter ran while the graph lives"
     check(driver.cuGraphLaunch(exe, stream))
     assert (np.frombuffer(alive().read(), np.float32) == 6.5).all()
-    check(driver.cuGraphExecDestroy(exe))
-    check(driver.cuGraphDestroy(graph))
-    check(driver.cuCtxSynchronize())
-    for _ in range(100):                     # the driver frees user objects asynchronously
-        _run_pending_calls()
-        if alive() is None and dl.deleted == 1:
-            break
-        import time
-
-        time.sleep(0.01)
-    assert alive() is None and dl.deleted == 1
+    assert _destroy_graph_and_wait(exe, graph, lambda: alive() is None and dl.deleted == 1)
 
 
 def test_bound_launch_relaunches_its_packed_arguments(ctx):
     import gc
-    import time
     import weakref
 
     k = kernarg.Kernel.from_source(WRITE, "fill")
@@ -506,15 +512,7 @@ def test_bound_launch_relaunches_its_packed_arguments(ctx):
     check(driver.cuMemsetD32(alive().ptr, 0, 32))
     check(driver.cuGraphLaunch(exe, stream))
     assert (np.frombuffer(alive().read(), np.float32) == 3.5).all()
-    check(driver.cuGraphExecDestroy(exe))
-    check(driver.cuGraphDestroy(graph))
-    check(driver.cuCtxSynchronize())
-    for _ in range(100):                     # the driver frees user objects asynchronously
-        _run_pending_calls()
-        if alive() is None:
-            break
-        time.sleep(0.01)
-    assert alive() is None
+    assert _destroy_graph_and_wait(exe, graph, lambda: alive() is None)
 
 
 def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
