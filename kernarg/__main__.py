@@ -21,7 +21,7 @@ def _info() -> int:
         print("cuda.bindings is not installed: no driver information")
         return 0
     print(_bindings_line())
-    archs = _nvrtc_line()
+    has_nvrtc = _nvrtc_line()
     try:
         (err,) = driver.cuInit(0)
     except Exception as exc:   # the driver library itself could not be loaded
@@ -42,14 +42,20 @@ def _info() -> int:
         _, minor = driver.cuDeviceGetAttribute(
             attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
         label = name.split(b"\0")[0].decode()
-        code = (f"Kernel.from_source loads sm_{major}{minor} machine code" if major * 10 + minor
-                in archs else f"Kernel.from_source loads PTX (this NVRTC has no sm_{major}{minor})")
-        print(f"device {i}: {label} (compute capability {major}.{minor}); {code}")
+        line = f"device {i}: {label} (compute capability {major}.{minor})"
+        if has_nvrtc:
+            from kernarg._nvrtc import target_arch
+
+            target = target_arch(major * 10 + minor)
+            line += ("; Kernel.from_source loads " + (
+                f"{target} machine code" if target.startswith("sm_")
+                else f"PTX (this NVRTC has no sm_{major}{minor})"))
+        print(line)
     return 0
 
 
-def _nvrtc_line() -> tuple[int, ...]:
-    """Print which NVRTC Kernel.from_source uses and its real architectures; return them."""
+def _nvrtc_line() -> bool:
+    """Print which NVRTC Kernel.from_source uses and its real architectures; False if none."""
     try:
         from kernarg._nvrtc import cuda_include_dir, nvrtc_version, supported_archs
 
@@ -57,10 +63,10 @@ def _nvrtc_line() -> tuple[int, ...]:
         archs = supported_archs()
     except Exception as exc:   # no NVRTC wheel, or an unusable one
         print(f"NVRTC unavailable ({type(exc).__name__}: {exc})")
-        return ()
+        return False
     print(f"NVRTC {major}.{minor} (machine code for sm_{archs[0]} .. sm_{archs[-1]}); "
           f"runtime headers: {cuda_include_dir() or 'not found'}")
-    return archs
+    return True
 
 
 def _bindings_line() -> str:

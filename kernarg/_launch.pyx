@@ -795,17 +795,15 @@ cdef class Kernel:
         this NVRTC supports it, else as PTX: a driver JIT-compiles only PTX of an ISA it knows,
         so PTX from an NVRTC newer than the driver would not load, while its machine code does
         (CUDA's minor-version compatibility)."""
-        from kernarg._nvrtc import supported_archs
+        from kernarg._nvrtc import target_arch
 
         _ensure_context(device)
         arch = device_arch(device)
 
         def build():
-            target = arch
-            if int(arch[len("compute_"):]) in supported_archs():
-                target = "sm_" + arch[len("compute_"):]
             # One NVRTC run gives the PTX, the machine code and (with the declaration) the
             # signature.
+            target = target_arch(int(arch[len("compute_"):]))
             ptx, entry, cubin = compile_kernel(source, name, options, target)
             return ptx, entry, cubin, Signature._from_source_and_ptx(source, name, ptx, entry)
 

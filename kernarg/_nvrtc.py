@@ -10,7 +10,7 @@ import os
 from typing import NamedTuple
 
 __all__ = ["Compiled", "NvrtcError", "compile_program", "compile_to_ptx", "cuda_include_dir",
-           "nvrtc_version", "supported_archs"]
+           "nvrtc_version", "supported_archs", "target_arch"]
 
 
 class NvrtcError(RuntimeError):
@@ -82,6 +82,12 @@ def supported_archs() -> tuple[int, ...]:
 
     (archs,) = _check(nvrtc.nvrtcGetSupportedArchs())
     return tuple(int(a) for a in archs)
+
+
+def target_arch(cc: int) -> str:
+    """What Kernel.from_source asks NVRTC for on a device of compute capability ``cc`` (90 for
+    9.0): machine code (``"sm_90"``) where this NVRTC has it, else PTX (``"compute_90"``)."""
+    return f"sm_{cc}" if cc in supported_archs() else f"compute_{cc}"
 
 
 class Compiled(NamedTuple):
