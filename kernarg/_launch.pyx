@@ -164,7 +164,9 @@ cdef class LaunchConfig:
         memset(self._attrs, 0, sizeof(self._attrs))
         self._nattrs = 0
         if cluster is not None:
-            self.cluster = _dims(cluster, "cluster", (8, 8, 8))
+            # Each axis may take all 16 blocks of a non-portable cluster; the block count
+            # is checked below, and over 8 needs the kernel's opt-in at launch.
+            self.cluster = _dims(cluster, "cluster", (16, 16, 16))
             for axis in range(3):
                 if self.grid[axis] % self.cluster[axis]:
                     raise ValueError(f"grid {self.grid} is not a multiple of cluster "

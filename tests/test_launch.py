@@ -54,9 +54,17 @@ DIMS_ERRORS = [
 ]
 
 
+def test_non_portable_cluster_along_one_axis_is_accepted():
+    # 16 blocks in one axis is a legal non-portable cluster (sm_90); the launch opts in.
+    c = kernarg.LaunchConfig(32, 32, cluster=16)
+    assert c.cluster == (16, 1, 1)
+    assert kernarg.LaunchConfig((2, 16), 32, cluster=(1, 16)).cluster == (1, 16, 1)
+
+
 @pytest.mark.parametrize("kwargs, exc, fragment", DIMS_ERRORS + [
     (dict(grid=3, block=1, cluster=2), ValueError, "not a multiple of cluster"),
     (dict(grid=(8, 8), block=1, cluster=(4, 8)), ValueError, "32 blocks; the limit is 16"),
+    (dict(grid=32, block=1, cluster=32), ValueError, r"cluster\[0\] is 32; .* 1 and 16"),
     (dict(grid=1, block=1, priority="high"), TypeError, "priority"),
 ])
 def test_config_errors_name_value_and_limit(kwargs, exc, fragment):

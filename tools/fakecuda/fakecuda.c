@@ -1,0 +1,1098 @@
+/* A recording stand-in for libcuda.so.1, for running kernarg's GPU-only code paths on a
+ * machine without a GPU. It is NOT a GPU and runs no kernel: nothing it reports is a GPU
+ * result. What it does is check every call kernarg (and the tests around it) makes the way
+ * the driver would, as far as this file models it:
+ *
+ *   - contexts (primary, current per thread, push/pop), streams (0, legacy 0x1, per-thread
+ *     0x2, created), events, stream capture (begin/end, capture info, joining a capture by
+ *     waiting on an event recorded in it, refusing a wait on an event from outside it), graphs,
+ *     graph execs and user objects (destroy callbacks run on a thread of their own, as the
+ *     driver runs them);
+ *   - "device" memory (host memory, so memcpy/memset work), pinned and managed memory;
+ *   - modules from PTX text or a CUBIN: the kernels' parameter layouts (PTX .param lists, or
+ *     the CUBIN's EIATTR_KPARAM_INFO), launch bounds and static shared memory;
+ *   - launches (cuLaunchKernelEx, cuLaunchKernel): grid, block, shared memory, cluster and
+ *     cooperative attributes against the device's and the kernel's limits, the stream and the
+ *     context, and every kernelParams[i] readable for the parameter's size. The bytes of the
+ *     last launch are kept for fakecuda_last_launch().
+ *
+ * Only cuGetProcAddress_v2 is exported under a driver name (cuda.bindings finds every
+ * function through it); functions not modelled here are reported as not found, which
+ * cuda.bindings turns into "function not found" at the call. FAKECUDA_TRACE=1 prints every
+ * lookup and launch to stderr. FAKECUDA_CC=90 (default) sets the compute capability,
+ * FAKECUDA_DEVICES=1 the number of devices.
+ *
+ * Build and use: tools/fakecuda/run.sh.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_DEVICES 8
+#define MAX_PARAMS 512
+
+static int trace_on = -1;
+static void trace(const char* fmt, ...) {
+    if (trace_on < 0) trace_on = getenv("FAKECUDA_TRACE") && atoi(getenv("FAKECUDA_TRACE"));
+    if (!trace_on) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[fakecuda] ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+/* Why the last call failed, for fakecuda_last_error(). */
+static __thread char last_error[512];
+static CUresult fail(CUresult err, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    trace("error %d: %s", (int)err, last_error);
+    return err;
+}
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int initialised = 0;
+static int n_devices = 1;
+static int cc = 90;
+
+/* ------------------------------------------------------------------ objects */
+enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ };
+
+typedef struct { int magic; int device; int retained; } Ctx;
+static Ctx primary[MAX_DEVICES];
+
+typedef struct Graph Graph;
+typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Stream;
+typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Event;
+
+typedef struct {
+    int magic;
+    char name[256];
+    int nparams;
+    size_t offset[MAX_PARAMS], size[MAX_PARAMS];
+    int max_threads;        /* launch bounds, else 1024 */
+    int static_shared;
+    int max_dynamic_shared;
+    int non_portable_cluster;
+    void* module;
+} Func;
+
+typedef struct { int magic; Ctx* ctx; int nfuncs; Func* funcs; } Module;
+
+typedef struct {
+    int magic;
+    void* ptr;
+    CUhostFn destroy;
+    int refs;
+} UserObject;
+
+typedef struct { UserObject* obj; unsigned int count; } Retained;
+struct Graph {
+    int magic;
+    int nodes;
+    Retained retained[64];
+    int nretained;
+};
+typedef struct { int magic; Graph* graph; Retained retained[64]; int nretained; } Exec;
+
+static __thread Ctx* ctx_stack[32];
+static __thread int ctx_depth = 0;
+static Ctx* current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+static unsigned long long next_capture_id = 1;
+
+/* ------------------------------------------------------------------ memory */
+typedef struct Alloc { uintptr_t base; size_t size; int type; int device; struct Alloc* next; } Alloc;
+static Alloc* allocs = NULL;
+
+static void* alloc_mem(size_t size, int type) {
+    size_t rounded = (size + 255) / 256 * 256;
+    void* p = aligned_alloc(256, rounded ? rounded : 256);
+    if (!p) return NULL;
+    memset(p, 0, rounded ? rounded : 256);
+    Alloc* a = malloc(sizeof *a);
+    a->base = (uintptr_t)p;
+    a->size = size;
+    a->type = type;
+    a->device = current() ? current()->device : 0;
+    pthread_mutex_lock(&lock);
+    a->next = allocs;
+    allocs = a;
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+static Alloc* find_alloc(uintptr_t p) {
+    Alloc* a;
+    pthread_mutex_lock(&lock);
+    for (a = allocs; a; a = a->next)
+        if (p >= a->base && p < a->base + (a->size ? a->size : 1)) break;
+    pthread_mutex_unlock(&lock);
+    return a;
+}
+
+static CUresult free_mem(uintptr_t p) {
+    Alloc **pp, *a;
+    pthread_mutex_lock(&lock);
+    for (pp = &allocs; (a = *pp); pp = &a->next)
+        if (a->base == p) { *pp = a->next; break; }
+    pthread_mutex_unlock(&lock);
+    if (!a) return fail(CUDA_ERROR_INVALID_VALUE, "free of 0x%lx, not an allocation", p);
+    free((void*)a->base);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+/* A range [p, p+n) the fake may touch as "device" memory. */
+static CUresult check_range(uintptr_t p, size_t n, const char* what) {
+    Alloc* a = find_alloc(p);
+    if (!a || p + n > a->base + a->size)
+        return fail(CUDA_ERROR_INVALID_VALUE, "%s: [0x%lx, +%zu) is not inside an allocation",
+                    what, p, n);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ init, devices */
+static CUresult need_init(void) {
+    return initialised ? CUDA_SUCCESS : fail(CUDA_ERROR_NOT_INITIALIZED, "cuInit not called");
+}
+
+static CUresult fk_Init(unsigned int flags) {
+    if (flags) return fail(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0");
+    const char* s = getenv("FAKECUDA_CC");
+    if (s) cc = atoi(s);
+    s = getenv("FAKECUDA_DEVICES");
+    if (s) n_devices = atoi(s);
+    if (n_devices > MAX_DEVICES) n_devices = MAX_DEVICES;
+    for (int i = 0; i < n_devices; i++) { primary[i].magic = M_CTX; primary[i].device = i; }
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fk_DriverGetVersion(int* v) { *v = 13000; return CUDA_SUCCESS; }
+static CUresult fk_DeviceGetCount(int* n) {
+    CUresult e = need_init();
+    if (e) return e;
+    *n = n_devices;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_DeviceGet(CUdevice* d, int ordinal) {
+    CUresult e = need_init();
+    if (e) return e;
+    if (ordinal < 0 || ordinal >= n_devices)
+        return fail(CUDA_ERROR_INVALID_DEVICE, "device %d of %d", ordinal, n_devices);
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+static CUresult check_device(CUdevice d) {
+    CUresult e = need_init();
+    if (e) return e;
+    if (d < 0 || d >= n_devices) return fail(CUDA_ERROR_INVALID_DEVICE, "device %d", d);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_DeviceGetName(char* name, int len, CUdevice d) {
+    CUresult e = check_device(d);
+    if (e) return e;
+    snprintf(name, len, "fakecuda device %d (not a GPU)", d);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_DeviceTotalMem(size_t* b, CUdevice d) { *b = (size_t)80 << 30; return check_device(d); }
+static CUresult fk_DeviceGetUuid(CUuuid* u, CUdevice d) {
+    memset(u, 0, sizeof *u);
+    u->bytes[0] = (char)d;
+    return check_device(d);
+}
+
+static int device_attribute(CUdevice_attribute a) {
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return cc >= 90 ? 232448 : 101376;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return cc >= 90 ? 233472 : 102400;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return cc / 10;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return cc % 10;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return cc >= 90;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 1;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1755000;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
+    default: return 0;
+    }
+}
+static CUresult fk_DeviceGetAttribute(int* pi, CUdevice_attribute a, CUdevice d) {
+    CUresult e = check_device(d);
+    if (e) return e;
+    *pi = device_attribute(a);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ contexts */
+static CUresult check_ctx(CUcontext c) {
+    Ctx* x = (Ctx*)c;
+    if (!x || x->magic != M_CTX) return fail(CUDA_ERROR_INVALID_CONTEXT, "context %p", (void*)c);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_DevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
+    CUresult e = check_device(d);
+    if (e) return e;
+    __atomic_add_fetch(&primary[d].retained, 1, __ATOMIC_SEQ_CST);
+    *c = (CUcontext)&primary[d];
+    return CUDA_SUCCESS;
+}
+static CUresult fk_DevicePrimaryCtxRelease(CUdevice d) {
+    CUresult e = check_device(d);
+    if (e) return e;
+    __atomic_sub_fetch(&primary[d].retained, 1, __ATOMIC_SEQ_CST);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_DevicePrimaryCtxGetState(CUdevice d, unsigned int* flags, int* active) {
+    CUresult e = check_device(d);
+    if (e) return e;
+    *flags = 0;
+    *active = primary[d].retained > 0;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxGetCurrent(CUcontext* c) {
+    CUresult e = need_init();
+    if (e) return e;
+    *c = (CUcontext)current();
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxSetCurrent(CUcontext c) {
+    CUresult e = need_init();
+    if (e) return e;
+    if (c && (e = check_ctx(c))) return e;
+    if (!c) { if (ctx_depth) ctx_depth--; return CUDA_SUCCESS; }
+    if (!ctx_depth) ctx_depth = 1;
+    ctx_stack[ctx_depth - 1] = (Ctx*)c;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxPushCurrent(CUcontext c) {
+    CUresult e = check_ctx(c);
+    if (e) return e;
+    if (ctx_depth == 32) return fail(CUDA_ERROR_INVALID_VALUE, "context stack full");
+    ctx_stack[ctx_depth++] = (Ctx*)c;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxPopCurrent(CUcontext* c) {
+    if (!ctx_depth) return fail(CUDA_ERROR_INVALID_CONTEXT, "pop of an empty context stack");
+    Ctx* x = ctx_stack[--ctx_depth];
+    if (c) *c = (CUcontext)x;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxGetDevice(CUdevice* d) {
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxGetDevice without a context");
+    *d = current()->device;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxSynchronize(void) {
+    return current() ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+}
+static CUresult fk_CtxGetApiVersion(CUcontext c, unsigned int* v) { *v = 13000; (void)c; return CUDA_SUCCESS; }
+static CUresult fk_CtxGetFlags(unsigned int* f) { *f = 0; return CUDA_SUCCESS; }
+static CUresult fk_CtxGetId(CUcontext c, unsigned long long* id) {
+    Ctx* x = c ? (Ctx*)c : current();
+    if (!x) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxGetId without a context");
+    *id = (unsigned long long)x->device + 1;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ streams and events */
+static Stream legacy_stream[MAX_DEVICES], per_thread_stream[MAX_DEVICES];
+
+/* The Stream a handle names (the special handles resolve in the current context). */
+static CUresult get_stream(CUstream h, Stream** out, const char* what) {
+    uintptr_t v = (uintptr_t)h;
+    if (v == 0 || v == 1 || v == 2) {
+        Ctx* c = current();
+        if (!c) return fail(CUDA_ERROR_INVALID_CONTEXT, "%s: stream 0x%lx with no context", what, v);
+        Stream* s = (v == 2 ? per_thread_stream : legacy_stream) + c->device;
+        s->magic = M_STREAM;
+        s->ctx = c;
+        *out = s;
+        return CUDA_SUCCESS;
+    }
+    Stream* s = (Stream*)h;
+    if (s->magic != M_STREAM) return fail(CUDA_ERROR_INVALID_HANDLE, "%s: stream %p", what, (void*)h);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamCreate(CUstream* h, unsigned int flags) {
+    (void)flags;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuStreamCreate without a context");
+    Stream* s = calloc(1, sizeof *s);
+    s->magic = M_STREAM;
+    s->ctx = current();
+    *h = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamCreateWithPriority(CUstream* h, unsigned int flags, int prio) {
+    (void)prio;
+    return fk_StreamCreate(h, flags);
+}
+static CUresult fk_StreamDestroy(CUstream h) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamDestroy");
+    if (e) return e;
+    if ((uintptr_t)h > 2) { s->magic = 0; free(s); }
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamGetCtx(CUstream h, CUcontext* c) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamGetCtx");
+    if (e) return e;
+    *c = (CUcontext)s->ctx;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamSynchronize(CUstream h) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamSynchronize");
+    if (e) return e;
+    if (s->capture) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "synchronize while capturing");
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamQuery(CUstream h) { Stream* s; return get_stream(h, &s, "cuStreamQuery"); }
+static CUresult fk_StreamGetPriority(CUstream h, int* p) { *p = 0; Stream* s; return get_stream(h, &s, "cuStreamGetPriority"); }
+static CUresult fk_StreamGetFlags(CUstream h, unsigned int* f) { *f = 0; Stream* s; return get_stream(h, &s, "cuStreamGetFlags"); }
+static CUresult fk_StreamGetId(CUstream h, unsigned long long* id) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamGetId");
+    *id = (uintptr_t)s;
+    return e;
+}
+
+static CUresult fk_StreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamBeginCapture");
+    if (e) return e;
+    (void)mode;
+    if ((uintptr_t)h <= 2) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "capture on a default stream");
+    if (s->capture) return fail(CUDA_ERROR_ILLEGAL_STATE, "already capturing");
+    s->capture = calloc(1, sizeof(Graph));
+    s->capture->magic = M_GRAPH;
+    s->capture_id = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_SEQ_CST);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamEndCapture(CUstream h, CUgraph* g) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamEndCapture");
+    if (e) return e;
+    if (!s->capture) return fail(CUDA_ERROR_ILLEGAL_STATE, "not capturing");
+    *g = (CUgraph)s->capture;
+    /* Streams that joined this capture leave it too (the driver requires them rejoined; the
+     * fake does not model unjoined streams). */
+    s->capture = NULL;
+    return CUDA_SUCCESS;
+}
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id, CUgraph* g,
+                             const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* n) {
+    Stream* s;
+    CUresult e = get_stream(h, &s, "cuStreamGetCaptureInfo");
+    if (e) return e;
+    if (s->capture && s->capture->magic != M_GRAPH) s->capture = NULL;  /* ended elsewhere */
+    *st = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id) *id = s->capture ? s->capture_id : 0;
+    if (g) *g = (CUgraph)s->capture;
+    if (deps) *deps = NULL;
+    if (edges) *edges = NULL;
+    if (n) *n = 0;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_StreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
+                                           CUgraph* g, const CUgraphNode** deps,
+                                           const CUgraphEdgeData** edges, size_t* n) {
+    return capture_info(h, st, id, g, deps, edges, n);
+}
+static CUresult fk_StreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
+                                           CUgraph* g, const CUgraphNode** deps, size_t* n) {
+    return capture_info(h, st, id, g, deps, NULL, n);
+}
+static CUresult fk_StreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
+    return capture_info(h, st, NULL, NULL, NULL, NULL, NULL);
+}
+
+static CUresult fk_EventCreate(CUevent* h, unsigned int flags) {
+    (void)flags;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuEventCreate without a context");
+    Event* ev = calloc(1, sizeof *ev);
+    ev->magic = M_EVENT;
+    ev->ctx = current();
+    *h = (CUevent)ev;
+    return CUDA_SUCCESS;
+}
+static CUresult get_event(CUevent h, Event** out, const char* what) {
+    Event* ev = (Event*)h;
+    if (!ev || ev->magic != M_EVENT) return fail(CUDA_ERROR_INVALID_HANDLE, "%s: event %p", what, (void*)h);
+    *out = ev;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_EventDestroy(CUevent h) {
+    Event* ev;
+    CUresult e = get_event(h, &ev, "cuEventDestroy");
+    if (e) return e;
+    ev->magic = 0;
+    free(ev);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_EventRecord(CUevent h, CUstream sh) {
+    Event* ev;
+    Stream* s;
+    CUresult e = get_event(h, &ev, "cuEventRecord");
+    if (e || (e = get_stream(sh, &s, "cuEventRecord"))) return e;
+    if (ev->ctx != s->ctx) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord: event and stream in different contexts");
+    ev->capture = s->capture;
+    ev->capture_id = s->capture_id;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_EventRecordWithFlags(CUevent h, CUstream sh, unsigned int f) { (void)f; return fk_EventRecord(h, sh); }
+static CUresult fk_EventSynchronize(CUevent h) { Event* ev; return get_event(h, &ev, "cuEventSynchronize"); }
+static CUresult fk_EventQuery(CUevent h) { Event* ev; return get_event(h, &ev, "cuEventQuery"); }
+static CUresult fk_StreamWaitEvent(CUstream sh, CUevent h, unsigned int flags) {
+    Event* ev;
+    Stream* s;
+    CUresult e = get_event(h, &ev, "cuStreamWaitEvent");
+    if (e || (e = get_stream(sh, &s, "cuStreamWaitEvent"))) return e;
+    (void)flags;
+    if (ev->capture && ev->capture->magic == M_GRAPH) {
+        if (!s->capture) {                  /* joins the capture the event was recorded in */
+            if ((uintptr_t)sh <= 2)
+                return fail(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "a default stream cannot join a capture");
+            s->capture = ev->capture;
+            s->capture_id = ev->capture_id;
+        } else if (s->capture != ev->capture) {
+            return fail(CUDA_ERROR_STREAM_CAPTURE_MERGE, "wait across two captures");
+        }
+    } else if (s->capture) {
+        return fail(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                    "a capturing stream waited on an event recorded outside the capture");
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ user objects, graphs */
+static void* run_destroy(void* arg) {
+    UserObject* u = arg;
+    u->destroy(u->ptr);
+    u->magic = 0;
+    free(u);
+    return NULL;
+}
+static void release_uobj(UserObject* u, unsigned int count) {
+    if (__atomic_sub_fetch(&u->refs, (int)count, __ATOMIC_SEQ_CST) == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, run_destroy, u);   /* the driver calls it on its own thread */
+        pthread_detach(t);
+    }
+}
+static CUresult fk_UserObjectCreate(CUuserObject* out, void* ptr, CUhostFn destroy,
+                                    unsigned int refs, unsigned int flags) {
+    if (!destroy || !refs || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuUserObjectCreate(destroy=%p, refs=%u, flags=%u)",
+                    (void*)destroy, refs, flags);
+    UserObject* u = calloc(1, sizeof *u);
+    u->magic = M_UOBJ;
+    u->ptr = ptr;
+    u->destroy = destroy;
+    u->refs = (int)refs;
+    *out = (CUuserObject)u;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_UserObjectRelease(CUuserObject h, unsigned int count) {
+    UserObject* u = (UserObject*)h;
+    if (!u || u->magic != M_UOBJ || !count || (int)count > u->refs)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuUserObjectRelease(%p, %u)", (void*)h, count);
+    release_uobj(u, count);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphRetainUserObject(CUgraph gh, CUuserObject h, unsigned int count,
+                                         unsigned int flags) {
+    Graph* g = (Graph*)gh;
+    UserObject* u = (UserObject*)h;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    if (!u || u->magic != M_UOBJ || !count || g->nretained == 64)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphRetainUserObject(%p, %u)", (void*)h, count);
+    if (flags != CU_GRAPH_USER_OBJECT_MOVE) __atomic_add_fetch(&u->refs, (int)count, __ATOMIC_SEQ_CST);
+    g->retained[g->nretained].obj = u;
+    g->retained[g->nretained++].count = count;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long long flags) {
+    Graph* g = (Graph*)gh;
+    (void)flags;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    Exec* x = calloc(1, sizeof *x);
+    x->magic = M_EXEC;
+    x->graph = g;
+    for (int i = 0; i < g->nretained; i++) {      /* an exec keeps the graph's user objects */
+        __atomic_add_fetch(&g->retained[i].obj->refs, (int)g->retained[i].count, __ATOMIC_SEQ_CST);
+        x->retained[i] = g->retained[i];
+    }
+    x->nretained = g->nretained;
+    *out = (CUgraphExec)x;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
+    Exec* x = (Exec*)h;
+    Stream* s;
+    if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
+    return get_stream(sh, &s, "cuGraphLaunch");
+}
+static CUresult fk_GraphExecDestroy(CUgraphExec h) {
+    Exec* x = (Exec*)h;
+    if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
+    for (int i = 0; i < x->nretained; i++) release_uobj(x->retained[i].obj, x->retained[i].count);
+    x->magic = 0;
+    free(x);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphDestroy(CUgraph gh) {
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    for (int i = 0; i < g->nretained; i++) release_uobj(g->retained[i].obj, g->retained[i].count);
+    g->magic = 0;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ modules */
+static int ptx_type_size(const char* t) {
+    static const struct { const char* name; int size; } types[] = {
+        {"b8", 1}, {"u8", 1}, {"s8", 1}, {"b16", 2}, {"u16", 2}, {"s16", 2}, {"f16", 2},
+        {"bf16", 2}, {"b32", 4}, {"u32", 4}, {"s32", 4}, {"f32", 4}, {"b64", 8}, {"u64", 8},
+        {"s64", 8}, {"f64", 8}, {"b128", 16}, {"f16x2", 4}, {"bf16x2", 4}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcmp(t, types[i].name)) return types[i].size;
+    return 0;
+}
+
+/* Kernels of a PTX text: each .entry's .param list, .maxntid and .shared declarations. */
+static int parse_ptx(const char* ptx, Module* m) {
+    const char* p = ptx;
+    while ((p = strstr(p, ".entry "))) {
+        Func* f = &m->funcs[m->nfuncs];
+        memset(f, 0, sizeof *f);
+        p += 7;
+        size_t n = strcspn(p, "( \t\n");
+        snprintf(f->name, sizeof f->name, "%.*s", (int)n, p);
+        p += n;
+        const char* close = strchr(p, ')');
+        const char* body = strchr(p, '{');
+        if (!close || !body) return -1;
+        size_t at = 0;
+        for (const char* q = strstr(p, ".param"); q && q < close; q = strstr(q + 6, ".param")) {
+            const char* end = strpbrk(q, ",)");
+            char decl[512];
+            snprintf(decl, sizeof decl, "%.*s", (int)(end - q), q);
+            int align = 0, size = 0, count = 1, is_ptr = 0;
+            for (char* tok = strtok(decl, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+                if (!strcmp(tok, ".ptr")) is_ptr = 1;
+                else if (!strcmp(tok, ".align")) {
+                    tok = strtok(NULL, " \t\n");
+                    if (!is_ptr) align = atoi(tok);     /* after .ptr: the pointee's */
+                } else if (tok[0] == '.' && ptx_type_size(tok + 1)) size = ptx_type_size(tok + 1);
+                else if (strchr(tok, '[')) count = atoi(strchr(tok, '[') + 1);
+            }
+            if (!align) align = size;
+            at = (at + align - 1) / align * align;
+            f->offset[f->nparams] = at;
+            f->size[f->nparams++] = (size_t)size * count;
+            at += (size_t)size * count;
+        }
+        f->max_threads = 1024;
+        const char* next = strstr(body, ".entry ");
+        const char* mt = strstr(close, ".maxntid");
+        if (mt && mt < body) {
+            int x = 1, y = 1, z = 1;
+            sscanf(mt, ".maxntid %d, %d, %d", &x, &y, &z);
+            f->max_threads = x * y * z;
+        }
+        for (const char* s = strstr(body, ".shared "); s && (!next || s < next); s = strstr(s + 8, ".shared ")) {
+            const char* br = strchr(s, '[');
+            const char* nl = strchr(s, '\n');
+            if (br && (!nl || br < nl)) f->static_shared += atoi(br + 1);
+        }
+        m->nfuncs++;
+        p = body;
+    }
+    return 0;
+}
+
+/* Kernels of a CUBIN: .nv.info.<name> sections (EIATTR_KPARAM_INFO 0x17: ordinal, offset,
+ * size in bits 18..31; EIATTR_MAX_THREADS 0x05) and .nv.shared.<name> sizes. */
+static int parse_cubin(const unsigned char* elf, Module* m) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum, shstrndx;
+    memcpy(&shoff, elf + 0x28, 8);
+    memcpy(&shentsize, elf + 0x3a, 2);
+    memcpy(&shnum, elf + 0x3c, 2);
+    memcpy(&shstrndx, elf + 0x3e, 2);
+    const unsigned char* strsec = elf + shoff + (size_t)shstrndx * shentsize;
+    uint64_t stroff;
+    memcpy(&stroff, strsec + 0x18, 8);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < shnum; i++) {
+            const unsigned char* sh = elf + shoff + (size_t)i * shentsize;
+            uint32_t name;
+            uint64_t off, size;
+            memcpy(&name, sh, 4);
+            memcpy(&off, sh + 0x18, 8);
+            memcpy(&size, sh + 0x20, 8);
+            const char* sname = (const char*)elf + stroff + name;
+            if (pass == 0 && !strncmp(sname, ".text.", 6)) {
+                Func* f = &m->funcs[m->nfuncs++];
+                memset(f, 0, sizeof *f);
+                snprintf(f->name, sizeof f->name, "%s", sname + 6);
+                f->max_threads = 1024;
+            }
+            if (pass == 0) continue;
+            Func* f = NULL;
+            const char* kname = !strncmp(sname, ".nv.info.", 9) ? sname + 9
+                              : !strncmp(sname, ".nv.shared.", 11) ? sname + 11 : NULL;
+            for (int k = 0; kname && k < m->nfuncs; k++)
+                if (!strcmp(m->funcs[k].name, kname)) f = &m->funcs[k];
+            if (!f) continue;
+            if (sname[4] == 's') {          /* .nv.shared.<name>: less the 1 KiB reserved */
+                f->static_shared = (int)size - (cc >= 80 && size >= 1024 ? 1024 : 0);
+                continue;
+            }
+            for (uint64_t p = off; p < off + size;) {
+                unsigned char fmt = elf[p], attr = elf[p + 1];
+                uint16_t len = 0;
+                if (fmt == 4) memcpy(&len, elf + p + 2, 2);
+                const unsigned char* v = elf + p + 4;
+                if (attr == 0x17 && len >= 12) {
+                    uint16_t ordinal, offset;
+                    uint32_t bits;
+                    memcpy(&ordinal, v + 4, 2);
+                    memcpy(&offset, v + 6, 2);
+                    memcpy(&bits, v + 8, 4);
+                    if (ordinal < MAX_PARAMS) {
+                        f->offset[ordinal] = offset;
+                        f->size[ordinal] = (bits >> 18) & 0x3fff;
+                        if (ordinal + 1 > f->nparams) f->nparams = ordinal + 1;
+                    }
+                } else if (attr == 0x05 && len >= 12) {
+                    uint32_t x, y, z;
+                    memcpy(&x, v, 4);
+                    memcpy(&y, v + 4, 4);
+                    memcpy(&z, v + 8, 4);
+                    f->max_threads = (int)(x * y * z);
+                }
+                p += 4 + (fmt == 4 ? len : 0);
+            }
+        }
+    }
+    return 0;
+}
+
+static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context");
+    Module* m = calloc(1, sizeof *m);
+    m->magic = M_MODULE;
+    m->ctx = current();
+    m->funcs = calloc(64, sizeof(Func));
+    const unsigned char* img = image;
+    int rc = memcmp(img, "\x7f" "ELF", 4) == 0 ? parse_cubin(img, m) : parse_ptx(image, m);
+    if (rc || !m->nfuncs) {
+        free(m->funcs);
+        free(m);
+        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image");
+    }
+    for (int i = 0; i < m->nfuncs; i++) {
+        Func* f = &m->funcs[i];
+        f->magic = M_FUNC;
+        f->module = m;
+        f->max_dynamic_shared = 49152 - f->static_shared;
+        trace("module %p: kernel %s, %d params, max threads %d, static shared %d", (void*)m,
+              f->name, f->nparams, f->max_threads, f->static_shared);
+    }
+    *out = (CUmodule)m;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_ModuleLoadDataEx(CUmodule* out, const void* image, unsigned int n,
+                                    CUjit_option* o, void** v) {
+    (void)n; (void)o; (void)v;
+    return fk_ModuleLoadData(out, image);
+}
+static CUresult fk_ModuleUnload(CUmodule h) {
+    Module* m = (Module*)h;
+    if (!m || m->magic != M_MODULE) return fail(CUDA_ERROR_INVALID_HANDLE, "module %p", (void*)h);
+    for (int i = 0; i < m->nfuncs; i++) m->funcs[i].magic = 0;
+    m->magic = 0;
+    return CUDA_SUCCESS;          /* leaked on purpose: a use after unload still finds magic 0 */
+}
+static CUresult fk_ModuleGetFunction(CUfunction* out, CUmodule h, const char* name) {
+    Module* m = (Module*)h;
+    if (!m || m->magic != M_MODULE) return fail(CUDA_ERROR_INVALID_HANDLE, "module %p", (void*)h);
+    for (int i = 0; i < m->nfuncs; i++)
+        if (!strcmp(m->funcs[i].name, name)) { *out = (CUfunction)&m->funcs[i]; return CUDA_SUCCESS; }
+    return fail(CUDA_ERROR_NOT_FOUND, "no kernel named %s", name);
+}
+static CUresult get_func(CUfunction h, Func** out, const char* what) {
+    Func* f = (Func*)h;
+    if (!f || f->magic != M_FUNC) return fail(CUDA_ERROR_INVALID_HANDLE, "%s: function %p", what, (void*)h);
+    *out = f;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_FuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction h) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuFuncGetAttribute");
+    if (e) return e;
+    switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = f->max_threads; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = f->static_shared; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dynamic_shared; break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = f->non_portable_cluster; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = cc; break;
+    default: *pi = 0;
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult fk_FuncSetAttribute(CUfunction h, CUfunction_attribute a, int value) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuFuncSetAttribute");
+    if (e) return e;
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        int optin = device_attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+        if (value < 0 || value + f->static_shared > optin)
+            return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %d + static %d > opt-in %d",
+                        value, f->static_shared, optin);
+        f->max_dynamic_shared = value;
+    } else if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) {
+        if (cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "clusters need cc 9.0");
+        f->non_portable_cluster = value != 0;
+    } else {
+        return fail(CUDA_ERROR_INVALID_VALUE, "function attribute %d not modelled", (int)a);
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult fk_FuncGetParamInfo(CUfunction h, size_t i, size_t* offset, size_t* size) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuFuncGetParamInfo");
+    if (e) return e;
+    if (i >= (size_t)f->nparams) return fail(CUDA_ERROR_INVALID_VALUE, "parameter %zu of %d", i, f->nparams);
+    if (offset) *offset = f->offset[i];
+    if (size) *size = f->size[i];
+    return CUDA_SUCCESS;
+}
+static CUresult fk_FuncGetName(const char** name, CUfunction h) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuFuncGetName");
+    if (!e) *name = f->name;
+    return e;
+}
+
+/* ------------------------------------------------------------------ launches */
+static unsigned char last_params[4096];
+static size_t last_params_size = 0;
+static unsigned long long launches = 0, captured_launches = 0;
+
+static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
+    Func* f;
+    Stream* s;
+    CUresult e = get_func(h, &f, "launch");
+    if (e) return e;
+    Ctx* ctx = current();
+    if (!ctx) return fail(CUDA_ERROR_INVALID_CONTEXT, "launch without a current context");
+    if (((Module*)f->module)->ctx != ctx)
+        return fail(CUDA_ERROR_INVALID_HANDLE, "kernel %s belongs to another context", f->name);
+    if ((e = get_stream(c->hStream, &s, "launch"))) return e;
+    if (s->ctx != ctx) return fail(CUDA_ERROR_INVALID_HANDLE, "the stream belongs to another context");
+    unsigned int g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+    unsigned int b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+    static const CUdevice_attribute glim[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+    static const CUdevice_attribute blim[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
+    for (int i = 0; i < 3; i++) {
+        if (g[i] == 0 || g[i] > (unsigned)device_attribute(glim[i]))
+            return fail(CUDA_ERROR_INVALID_VALUE, "grid dimension %d is %u", i, g[i]);
+        if (b[i] == 0 || b[i] > (unsigned)device_attribute(blim[i]))
+            return fail(CUDA_ERROR_INVALID_VALUE, "block dimension %d is %u", i, b[i]);
+    }
+    unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
+    if (threads > (unsigned long long)f->max_threads)
+        return fail(CUDA_ERROR_INVALID_VALUE, "%llu threads, kernel %s allows %d", threads, f->name, f->max_threads);
+    if ((int)c->sharedMemBytes > f->max_dynamic_shared)
+        return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %u > %d allowed for %s",
+                    c->sharedMemBytes, f->max_dynamic_shared, f->name);
+    if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "numAttrs %u, attrs NULL", c->numAttrs);
+    int cooperative = 0;
+    for (unsigned int i = 0; i < c->numAttrs; i++) {
+        const CUlaunchAttribute* a = &c->attrs[i];
+        switch (a->id) {
+        case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
+            unsigned int d[3] = {a->value.clusterDim.x, a->value.clusterDim.y, a->value.clusterDim.z};
+            if (cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "cluster launch needs cc 9.0");
+            unsigned int n = 1;
+            for (int k = 0; k < 3; k++) {
+                if (!d[k] || g[k] % d[k]) return fail(CUDA_ERROR_INVALID_VALUE, "cluster dimension %d (%u) does not divide grid (%u)", k, d[k], g[k]);
+                n *= d[k];
+            }
+            if (n > (f->non_portable_cluster ? 16u : 8u))
+                return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cluster of %u blocks", n);
+            break;
+        }
+        case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+            cooperative = a->value.cooperative != 0;
+            break;
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+            break;
+        default:
+            return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d not modelled", (int)a->id);
+        }
+    }
+    if (cooperative && (unsigned long long)g[0] * g[1] * g[2] > 132ull * 2048 / threads)
+        return fail(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative grid too large");
+    if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "extra is not modelled");
+    if (f->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams NULL for %d parameters", f->nparams);
+    size_t total = 0;
+    for (int i = 0; i < f->nparams; i++) {
+        if (!params[i]) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams[%d] is NULL", i);
+        if (f->offset[i] + f->size[i] > sizeof last_params)
+            return fail(CUDA_ERROR_INVALID_VALUE, "parameters over 4 KiB not modelled");
+        memcpy(last_params + f->offset[i], params[i], f->size[i]);   /* reads every byte */
+        total = f->offset[i] + f->size[i];
+    }
+    last_params_size = total;
+    launches++;
+    if (s->capture) { s->capture->nodes++; captured_launches++; }
+    trace("launch %s grid (%u,%u,%u) block (%u,%u,%u) shmem %u stream %p%s, %d params, %zu bytes",
+          f->name, g[0], g[1], g[2], b[0], b[1], b[2], c->sharedMemBytes, (void*)c->hStream,
+          s->capture ? " (captured)" : "", f->nparams, total);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_LaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** x) {
+    if (!c) return fail(CUDA_ERROR_INVALID_VALUE, "config NULL");
+    return launch(c, f, p, x);
+}
+static CUresult fk_LaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int shmem, CUstream s, void** p, void** x) {
+    CUlaunchConfig c = {gx, gy, gz, bx, by, bz, shmem, s, NULL, 0};
+    return launch(&c, f, p, x);
+}
+
+/* ------------------------------------------------------------------ memory API */
+static CUresult fk_MemAlloc(CUdeviceptr* p, size_t n) {
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAlloc without a context");
+    if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
+    *p = (CUdeviceptr)(uintptr_t)alloc_mem(n, CU_MEMORYTYPE_DEVICE);
+    return *p ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+}
+static CUresult fk_MemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) { (void)s; return fk_MemAlloc(p, n); }
+static CUresult fk_MemAllocManaged(CUdeviceptr* p, size_t n, unsigned int flags) {
+    (void)flags;
+    CUresult e = fk_MemAlloc(p, n);
+    if (!e) find_alloc(*p)->type = -1;       /* managed */
+    return e;
+}
+static CUresult fk_MemAllocHost(void** p, size_t n) {
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAllocHost without a context");
+    *p = alloc_mem(n, CU_MEMORYTYPE_HOST);
+    return *p ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+}
+static CUresult fk_MemHostAlloc(void** p, size_t n, unsigned int flags) { (void)flags; return fk_MemAllocHost(p, n); }
+static CUresult fk_MemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned int flags) {
+    (void)flags;
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return find_alloc((uintptr_t)p) ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_VALUE, "not pinned");
+}
+static CUresult fk_MemFree(CUdeviceptr p) { return free_mem((uintptr_t)p); }
+static CUresult fk_MemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; return free_mem((uintptr_t)p); }
+static CUresult fk_MemFreeHost(void* p) { return free_mem((uintptr_t)p); }
+static CUresult fk_MemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+    CUresult e = check_range((uintptr_t)src, n, "cuMemcpyDtoH source");
+    if (!e) memcpy(dst, (void*)(uintptr_t)src, n);
+    return e;
+}
+static CUresult fk_MemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+    CUresult e = check_range((uintptr_t)dst, n, "cuMemcpyHtoD destination");
+    if (!e) memcpy((void*)(uintptr_t)dst, src, n);
+    return e;
+}
+static CUresult fk_MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    CUresult e = check_range((uintptr_t)dst, n, "cuMemcpyDtoD destination");
+    if (!e) e = check_range((uintptr_t)src, n, "cuMemcpyDtoD source");
+    if (!e) memmove((void*)(uintptr_t)dst, (void*)(uintptr_t)src, n);
+    return e;
+}
+static CUresult fk_Memcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    memmove((void*)(uintptr_t)dst, (void*)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_MemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { (void)s; return fk_Memcpy(dst, src, n); }
+static CUresult fk_MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) { (void)s; return fk_MemcpyDtoH(dst, src, n); }
+static CUresult fk_MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) { (void)s; return fk_MemcpyHtoD(dst, src, n); }
+static CUresult fk_MemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
+    CUresult e = check_range((uintptr_t)p, n, "cuMemsetD8");
+    if (!e) memset((void*)(uintptr_t)p, v, n);
+    return e;
+}
+static CUresult fk_MemsetD32(CUdeviceptr p, unsigned int v, size_t n) {
+    CUresult e = check_range((uintptr_t)p, 4 * n, "cuMemsetD32");
+    for (size_t i = 0; !e && i < n; i++) ((unsigned int*)(uintptr_t)p)[i] = v;
+    return e;
+}
+static CUresult fk_MemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) { (void)s; return fk_MemsetD8(p, v, n); }
+static CUresult fk_MemsetD32Async(CUdeviceptr p, unsigned int v, size_t n, CUstream s) { (void)s; return fk_MemsetD32(p, v, n); }
+static CUresult fk_PointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr p) {
+    Alloc* al = find_alloc((uintptr_t)p);
+    if (!al) return fail(CUDA_ERROR_INVALID_VALUE, "pointer 0x%lx is not an allocation", (uintptr_t)p);
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext*)data = (CUcontext)&primary[al->device]; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int*)data = al->type == -1 ? CU_MEMORYTYPE_UNIFIED : (unsigned int)al->type; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr*)data = p; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void**)data = (void*)(uintptr_t)p; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int*)data = al->type == -1; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int*)data = al->device; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr*)data = al->base; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t*)data = al->size; break;
+    default: return fail(CUDA_ERROR_INVALID_VALUE, "pointer attribute %d not modelled", (int)a);
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult fk_MemGetInfo(size_t* free_b, size_t* total) {
+    *free_b = (size_t)70 << 30;
+    *total = (size_t)80 << 30;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ errors */
+static const struct { CUresult code; const char* name; } error_names[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS"}, {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"}, {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"}, {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"}, {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
+    {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"},
+    {CUDA_ERROR_INVALID_CLUSTER_SIZE, "CUDA_ERROR_INVALID_CLUSTER_SIZE"},
+};
+static CUresult fk_GetErrorName(CUresult code, const char** out) {
+    for (size_t i = 0; i < sizeof error_names / sizeof *error_names; i++)
+        if (error_names[i].code == code) { *out = error_names[i].name; return CUDA_SUCCESS; }
+    *out = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+static CUresult fk_GetErrorString(CUresult code, const char** out) {
+    CUresult e = fk_GetErrorName(code, out);
+    if (!e) *out = last_error[0] ? last_error : *out;
+    return e;
+}
+
+/* ------------------------------------------------------------------ lookup */
+#define F(name) {#name, (void*)fk_##name}
+static const struct { const char* name; void* fn; } table[] = {
+    F(Init), F(DriverGetVersion), F(DeviceGetCount), F(DeviceGet), F(DeviceGetName),
+    F(DeviceTotalMem), F(DeviceGetUuid), F(DeviceGetAttribute), F(DevicePrimaryCtxRetain),
+    F(DevicePrimaryCtxRelease), F(DevicePrimaryCtxGetState), F(CtxGetCurrent), F(CtxSetCurrent),
+    F(CtxPushCurrent), F(CtxPopCurrent), F(CtxGetDevice), F(CtxSynchronize), F(CtxGetApiVersion),
+    F(CtxGetFlags), F(CtxGetId), F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
+    F(StreamGetCtx), F(StreamSynchronize), F(StreamQuery), F(StreamGetPriority), F(StreamGetFlags),
+    F(StreamGetId), F(StreamBeginCapture), F(StreamEndCapture), F(StreamIsCapturing),
+    F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
+    F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
+    F(GraphRetainUserObject), F(GraphInstantiate), F(GraphLaunch), F(GraphExecDestroy),
+    F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
+    F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
+    F(LaunchKernelEx), F(LaunchKernel), F(MemAlloc), F(MemAllocAsync), F(MemAllocManaged),
+    F(MemAllocHost), F(MemHostAlloc), F(MemHostGetDevicePointer), F(MemFree), F(MemFreeAsync),
+    F(MemFreeHost), F(MemcpyDtoH), F(MemcpyHtoD), F(MemcpyDtoD), F(Memcpy), F(MemcpyAsync),
+    F(MemcpyDtoHAsync), F(MemcpyHtoDAsync), F(MemsetD8), F(MemsetD32), F(MemsetD8Async),
+    F(MemsetD32Async), F(PointerGetAttribute), F(MemGetInfo), F(GetErrorName), F(GetErrorString),
+    {"cuGraphInstantiateWithFlags", (void*)fk_GraphInstantiate},
+};
+
+EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult* status) {
+    (void)flags;
+    *pfn = NULL;
+    if (!strcmp(symbol, "cuGetProcAddress")) *pfn = (void*)cuGetProcAddress_v2;
+    else if (!strcmp(symbol, "cuStreamGetCaptureInfo"))  /* the ABI changed in 12.3 */
+        *pfn = version >= 12030 ? (void*)fk_StreamGetCaptureInfo_v3 : (void*)fk_StreamGetCaptureInfo_v2;
+    else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v2")) *pfn = (void*)fk_StreamGetCaptureInfo_v2;
+    else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v3")) *pfn = (void*)fk_StreamGetCaptureInfo_v3;
+    else
+        for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+            const char* n = table[i].name;
+            if ((n[0] == 'c' && !strcmp(symbol, n)) ||
+                (n[0] != 'c' && !strncmp(symbol, "cu", 2) && !strcmp(symbol + 2, n))) {
+                *pfn = table[i].fn;
+                break;
+            }
+        }
+    trace("cuGetProcAddress(%s, %d) -> %s", symbol, version, *pfn ? "found" : "not found");
+    if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+/* The names C programs dlsym directly (the examples' C extension, the C++ launch floor). */
+EXPORT CUresult cuInit(unsigned int flags) { return fk_Init(flags); }
+EXPORT CUresult cuDriverGetVersion(int* v) { return fk_DriverGetVersion(v); }
+EXPORT CUresult cuDeviceGet(CUdevice* d, int i) { return fk_DeviceGet(d, i); }
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) { return fk_DevicePrimaryCtxRetain(c, d); }
+EXPORT CUresult cuCtxSetCurrent(CUcontext c) { return fk_CtxSetCurrent(c); }
+EXPORT CUresult cuModuleLoadData(CUmodule* m, const void* image) { return fk_ModuleLoadData(m, image); }
+EXPORT CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) { return fk_ModuleGetFunction(f, m, name); }
+EXPORT CUresult cuStreamCreate(CUstream* s, unsigned int flags) { return fk_StreamCreate(s, flags); }
+EXPORT CUresult cuStreamSynchronize(CUstream s) { return fk_StreamSynchronize(s); }
+EXPORT CUresult cuGetErrorName(CUresult e, const char** s) { return fk_GetErrorName(e, s); }
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shmem, CUstream s, void** p, void** x) {
+    return fk_LaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, p, x);
+}
+
+/* ------------------------------------------------------------------ for the smoke script */
+EXPORT size_t fakecuda_last_launch(unsigned char* out, size_t cap) {
+    size_t n = last_params_size < cap ? last_params_size : cap;
+    memcpy(out, last_params, n);
+    return last_params_size;
+}
+EXPORT unsigned long long fakecuda_launches(int captured) { return captured ? captured_launches : launches; }
+EXPORT const char* fakecuda_last_error(void) { return last_error; }
+
+/* NVRTC dlopens libcuda.so.1 and asks for the driver's private export tables; having none,
+ * the fake says so (NVRTC then compiles without them). */
+EXPORT CUresult cuGetExportTable(const void** table_out, const CUuuid* id) {
+    (void)id;
+    *table_out = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
