@@ -80,7 +80,8 @@ def _arrays(file) -> list[tuple[str, object]]:
 
         dev = cuda_core().Device(0)
         dev.set_current()
-        out.append(("cuda.core Buffer", dev.allocate(1024)))
+        # cuda.core 1.x requires the stream (keyword-only); older ones take it too.
+        out.append(("cuda.core Buffer", dev.allocate(1024, stream=dev.default_stream)))
     except Exception as exc:
         print(f"cuda.core skipped: {exc}", file=file)
     return out

@@ -128,9 +128,11 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         dstream = driver.CUstream(stream)
         address = ctypes.addressof(ptrs)
 
-        def bindings_launch():
+        def bindings_launch(_keep=(vals, ptrs)):
             # cuda.bindings returns error codes rather than raising; a failure must not pass
-            # for a fast launch.
+            # for a fast launch. The driver reads the values through ``address``: _keep holds
+            # both arrays for as long as this function lives (once _contenders returned, they
+            # were freed and the launch read freed memory).
             (err,) = driver.cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, dstream, address, 0)
             if err != driver.CUresult.CUDA_SUCCESS:
                 raise RuntimeError(f"cuLaunchKernel: {err}")

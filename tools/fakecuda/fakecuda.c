@@ -97,13 +97,27 @@ typedef struct {
 } UserObject;
 
 typedef struct { UserObject* obj; unsigned int count; } Retained;
+/* A captured launch: the driver copies the parameter values into the node. */
+typedef struct {
+    Func* func;
+    unsigned int grid[3], block[3], shmem;
+    unsigned char params[4096];
+} Node;
+#define MAX_NODES 16
 struct Graph {
     int magic;
-    int nodes;
+    int nnodes;
+    Node nodes[MAX_NODES];
     Retained retained[64];
     int nretained;
 };
-typedef struct { int magic; Graph* graph; Retained retained[64]; int nretained; } Exec;
+typedef struct {
+    int magic;
+    int nnodes;
+    Node nodes[MAX_NODES];
+    Retained retained[64];
+    int nretained;
+} Exec;
 
 static __thread Ctx* ctx_stack[32];
 static __thread int ctx_depth = 0;
@@ -317,6 +331,11 @@ static CUresult fk_CtxSynchronize(void) {
     return current() ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT, "no current context");
 }
 static CUresult fk_CtxGetApiVersion(CUcontext c, unsigned int* v) { *v = 13000; (void)c; return CUDA_SUCCESS; }
+static CUresult fk_CtxGetStreamPriorityRange(int* least, int* greatest) {
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return CUDA_SUCCESS;
+}
 static CUresult fk_CtxGetFlags(unsigned int* f) { *f = 0; return CUDA_SUCCESS; }
 static CUresult fk_CtxGetId(CUcontext c, unsigned long long* id) {
     Ctx* x = c ? (Ctx*)c : current();
@@ -498,6 +517,7 @@ static CUresult fk_StreamWaitEvent(CUstream sh, CUevent h, unsigned int flags) {
 }
 
 /* ------------------------------------------------------------------ user objects, graphs */
+static CUresult run_kernel(const Node* n);
 static void* run_destroy(void* arg) {
     UserObject* u = arg;
     u->destroy(u->ptr);
@@ -550,7 +570,8 @@ static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long 
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
     Exec* x = calloc(1, sizeof *x);
     x->magic = M_EXEC;
-    x->graph = g;
+    x->nnodes = g->nnodes;
+    memcpy(x->nodes, g->nodes, sizeof(Node) * (size_t)g->nnodes);
     for (int i = 0; i < g->nretained; i++) {      /* an exec keeps the graph's user objects */
         __atomic_add_fetch(&g->retained[i].obj->refs, (int)g->retained[i].count, __ATOMIC_SEQ_CST);
         x->retained[i] = g->retained[i];
@@ -563,7 +584,9 @@ static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     Exec* x = (Exec*)h;
     Stream* s;
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
-    return get_stream(sh, &s, "cuGraphLaunch");
+    CUresult e = get_stream(sh, &s, "cuGraphLaunch");
+    for (int i = 0; !e && i < x->nnodes; i++) e = run_kernel(&x->nodes[i]);
+    return e;
 }
 static CUresult fk_GraphExecDestroy(CUgraphExec h) {
     Exec* x = (Exec*)h;
@@ -811,6 +834,46 @@ static CUresult fk_FuncGetName(const char** name, CUfunction h) {
     return e;
 }
 
+/* The library API (cuda.core loads code with it): a library is a module not tied to a
+ * context, and its CUkernel handles serve as CUfunctions. */
+static CUresult fk_LibraryLoadData(CUlibrary* out, const void* code, CUjit_option* o, void** v,
+                                   unsigned int n, CUlibraryOption* lo, void** lv, unsigned int ln) {
+    (void)o; (void)v; (void)n; (void)lo; (void)lv; (void)ln;
+    CUmodule m;
+    CUresult e = fk_ModuleLoadData(&m, code);
+    if (!e) { ((Module*)m)->ctx = NULL; *out = (CUlibrary)m; }
+    return e;
+}
+static CUresult fk_LibraryUnload(CUlibrary h) { return fk_ModuleUnload((CUmodule)h); }
+static CUresult fk_LibraryGetKernel(CUkernel* out, CUlibrary h, const char* name) {
+    return fk_ModuleGetFunction((CUfunction*)out, (CUmodule)h, name);
+}
+static CUresult fk_LibraryGetModule(CUmodule* out, CUlibrary h) { *out = (CUmodule)h; return CUDA_SUCCESS; }
+static CUresult fk_KernelGetFunction(CUfunction* out, CUkernel k) {
+    Func* f;
+    CUresult e = get_func((CUfunction)k, &f, "cuKernelGetFunction");
+    if (!e) *out = (CUfunction)f;
+    return e;
+}
+static CUresult fk_KernelGetAttribute(int* pi, CUfunction_attribute a, CUkernel k, CUdevice d) {
+    (void)d;
+    return fk_FuncGetAttribute(pi, a, (CUfunction)k);
+}
+static CUresult fk_KernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) {
+    (void)d;
+    return fk_FuncSetAttribute((CUfunction)k, a, v);
+}
+static CUresult fk_KernelGetParamInfo(CUkernel k, size_t i, size_t* off, size_t* size) {
+    return fk_FuncGetParamInfo((CUfunction)k, i, off, size);
+}
+static CUresult fk_KernelGetName(const char** name, CUkernel k) { return fk_FuncGetName(name, (CUfunction)k); }
+static CUresult fk_FuncGetModule(CUmodule* out, CUfunction h) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuFuncGetModule");
+    if (!e) *out = (CUmodule)f->module;
+    return e;
+}
+
 /* ------------------------------------------------------------------ launches */
 static unsigned char last_params[4096];
 static size_t last_params_size = 0;
@@ -823,7 +886,7 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
     if (e) return e;
     Ctx* ctx = current();
     if (!ctx) return fail(CUDA_ERROR_INVALID_CONTEXT, "launch without a current context");
-    if (((Module*)f->module)->ctx != ctx)
+    if (((Module*)f->module)->ctx && ((Module*)f->module)->ctx != ctx)
         return fail(CUDA_ERROR_INVALID_HANDLE, "kernel %s belongs to another context", f->name);
     if ((e = get_stream(c->hStream, &s, "launch"))) return e;
     if (s->ctx != ctx) return fail(CUDA_ERROR_INVALID_HANDLE, "the stream belongs to another context");
@@ -877,21 +940,108 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
     if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "extra is not modelled");
     if (f->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams NULL for %d parameters", f->nparams);
     size_t total = 0;
+    static __thread Node node;
     for (int i = 0; i < f->nparams; i++) {
         if (!params[i]) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams[%d] is NULL", i);
-        if (f->offset[i] + f->size[i] > sizeof last_params)
+        if (f->offset[i] + f->size[i] > sizeof node.params)
             return fail(CUDA_ERROR_INVALID_VALUE, "parameters over 4 KiB not modelled");
-        memcpy(last_params + f->offset[i], params[i], f->size[i]);   /* reads every byte */
+        memcpy(node.params + f->offset[i], params[i], f->size[i]);   /* reads every byte */
         total = f->offset[i] + f->size[i];
     }
+    node.func = f;
+    memcpy(node.grid, g, sizeof g);
+    memcpy(node.block, b, sizeof b);
+    node.shmem = c->sharedMemBytes;
+    memcpy(last_params, node.params, total);
     last_params_size = total;
     launches++;
-    if (s->capture) { s->capture->nodes++; captured_launches++; }
+    if (s->capture) {
+        if (s->capture->nnodes == MAX_NODES)
+            return fail(CUDA_ERROR_INVALID_VALUE, "over %d captured launches not modelled", MAX_NODES);
+        s->capture->nodes[s->capture->nnodes++] = node;
+        captured_launches++;
+    } else if ((e = run_kernel(&node))) {
+        return e;
+    }
     trace("launch %s grid (%u,%u,%u) block (%u,%u,%u) shmem %u stream %p%s, %d params, %zu bytes",
           f->name, g[0], g[1], g[2], b[0], b[1], b[2], c->sharedMemBytes, (void*)c->hStream,
           s->capture ? " (captured)" : "", f->nparams, total);
     return CUDA_SUCCESS;
 }
+/* Kernels are not run, but the test suite's are emulated by name, so that the tests get past
+ * their read-backs and exercise what follows. Every write goes through check_range: a pointer
+ * that is not live device memory (say, an argument freed while a graph still uses it) fails
+ * the launch with CUDA_ERROR_ILLEGAL_ADDRESS, as the GPU would (there, stickily). */
+#define P(type, i) (*(type*)(n->params + f->offset[i]))
+#define PTR(type, i, count) ((type*)(uintptr_t)P(uint64_t, i))
+static CUresult store(uintptr_t p, const void* v, size_t size, const char* kernel) {
+    if (check_range(p, size, kernel)) return fail(CUDA_ERROR_ILLEGAL_ADDRESS,
+        "kernel %s wrote to 0x%lx, which is not live device memory", kernel, p);
+    memcpy((void*)p, v, size);
+    return CUDA_SUCCESS;
+}
+static CUresult load(uintptr_t p, void* v, size_t size, const char* kernel) {
+    if (check_range(p, size, kernel)) return fail(CUDA_ERROR_ILLEGAL_ADDRESS,
+        "kernel %s read 0x%lx, which is not live device memory", kernel, p);
+    memcpy(v, (void*)p, size);
+    return CUDA_SUCCESS;
+}
+static CUresult run_kernel(const Node* n) {
+    const Func* f = n->func;
+    const char* k = f->name;
+    unsigned long long threads = (unsigned long long)n->block[0] * n->block[1] * n->block[2];
+    unsigned long long blocks = (unsigned long long)n->grid[0] * n->grid[1] * n->grid[2];
+    uintptr_t out = f->nparams ? (uintptr_t)P(uint64_t, 0) : 0;
+    CUresult e = CUDA_SUCCESS;
+    if (!strcmp(k, "fill")) {                 /* (float* x, float v, int n) */
+        float v = P(float, 1);
+        for (long long i = 0; !e && i < P(int, 2) && i < (long long)(threads * blocks); i++)
+            e = store(out + 4 * i, &v, 4, k);
+    } else if (!strcmp(k, "put") || !strcmp(k, "add")) {   /* (long long*, long long, double[, bool]) */
+        long long v = P(long long, 1) + (long long)P(double, 2) + (f->nparams > 3 && P(char, 3));
+        e = store(out, &v, 8, k);
+    } else if (!strcmp(k, "echo") || !strcmp(k, "echo_more")) {
+        for (int i = 1; !e && i < f->nparams; i++)     /* each parameter to its block offset */
+            e = store(out + f->offset[i], n->params + f->offset[i], f->size[i], k);
+    } else if (!strncmp(k, "_Z6scaledI", 10)) {        /* scaled<T, SCALE>(T*, T, int) */
+        char t = k[10];
+        int scale = 2;
+        sscanf(k + 11, "Li%dE", &scale);
+        for (long long i = 0; !e && i < P(int, 2) && i < (long long)(threads * blocks); i++) {
+            if (t == 'f') { float v = P(float, 1) * scale; e = store(out + 4 * i, &v, 4, k); }
+            else { double v = P(double, 1) * scale; e = store(out + 8 * i, &v, 8, k); }
+        }
+    } else if (!strcmp(k, "_ZN2ns5sevenEPx")) {
+        long long v = 7;
+        e = store(out, &v, 8, k);
+    } else if (!strcmp(k, "slow_write")) {
+        int v = 1234;
+        e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "copy")) {
+        int v;
+        e = load((uintptr_t)P(uint64_t, 1), &v, 4, k);
+        if (!e) e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "ids")) {
+        for (unsigned long long b = 0; !e && b < blocks; b++)
+            for (unsigned long long t = 0; !e && t < threads; t++) {
+                int v = (int)b;
+                e = store(out + 4 * (b * threads + t), &v, 4, k);
+            }
+    } else if (!strcmp(k, "dyn") || !strcmp(k, "both")) {   /* (float* out, int n) */
+        int m = P(int, 1);
+        if ((unsigned long long)m * 4 > n->shmem) return fail(CUDA_ERROR_ILLEGAL_ADDRESS,
+            "kernel %s: %d floats of shared memory, %u bytes given", k, m, n->shmem);
+        float v = (float)(m - 1) + (k[0] == 'b');
+        e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "lb")) {
+        for (unsigned long long t = 0; !e && t < threads; t++) {
+            int v = (int)t;
+            e = store(out + 4 * t, &v, 4, k);
+        }
+    }
+    return e;
+}
+
 static CUresult fk_LaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** x) {
     if (!c) return fail(CUDA_ERROR_INVALID_VALUE, "config NULL");
     return launch(c, f, p, x);
@@ -1025,7 +1175,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(DeviceTotalMem), F(DeviceGetUuid), F(DeviceGetAttribute), F(DevicePrimaryCtxRetain),
     F(DevicePrimaryCtxRelease), F(DevicePrimaryCtxGetState), F(CtxGetCurrent), F(CtxSetCurrent),
     F(CtxPushCurrent), F(CtxPopCurrent), F(CtxGetDevice), F(CtxSynchronize), F(CtxGetApiVersion),
-    F(CtxGetFlags), F(CtxGetId), F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
+    F(CtxGetFlags), F(CtxGetStreamPriorityRange), F(CtxGetId), F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
     F(StreamGetCtx), F(StreamSynchronize), F(StreamQuery), F(StreamGetPriority), F(StreamGetFlags),
     F(StreamGetId), F(StreamBeginCapture), F(StreamEndCapture), F(StreamIsCapturing),
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
@@ -1038,6 +1188,9 @@ static const struct { const char* name; void* fn; } table[] = {
     F(MemFreeHost), F(MemcpyDtoH), F(MemcpyHtoD), F(MemcpyDtoD), F(Memcpy), F(MemcpyAsync),
     F(MemcpyDtoHAsync), F(MemcpyHtoDAsync), F(MemsetD8), F(MemsetD32), F(MemsetD8Async),
     F(MemsetD32Async), F(PointerGetAttribute), F(MemGetInfo), F(GetErrorName), F(GetErrorString),
+    F(LibraryLoadData), F(LibraryUnload), F(LibraryGetKernel), F(LibraryGetModule),
+    F(KernelGetFunction), F(KernelGetAttribute), F(KernelSetAttribute), F(KernelGetParamInfo),
+    F(KernelGetName), F(FuncGetModule),
     {"cuGraphInstantiateWithFlags", (void*)fk_GraphInstantiate},
 };
 
