@@ -11,7 +11,7 @@ runs, as kernarg's does). Two goals, from the issue:
 - the generic paths, measured on wrappers that expose only one protocol of the same array, add
   <= 20% over the protocol call itself (``adds_over_protocol``).
 
-NOTE: written without a GPU; it has not run yet. The next GPU session runs and fixes it.
+NOTE: not yet run on a GPU; it has run against tools/fakecuda (no GPU arrays but cuda.core's).
 """
 from __future__ import annotations
 

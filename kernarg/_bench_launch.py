@@ -8,9 +8,11 @@ far below the driver's launch-queue depth, so no launch waits for the GPU; timin
 instead would measure how fast the GPU retires empty kernels once the queue fills. Every
 contender gets the same arguments (device pointers as ints, and ints); kernarg also runs with
 torch tensors in place of some pointers, launching on torch's current stream as torch users do.
+Each call is written out with its arguments, as user code calls a kernel (see _written_out).
 Ratios are medians of per-round ratios, contenders interleaved within each round.
 
-NOTE: written without a GPU; it has not run yet. The next GPU session runs and fixes it.
+NOTE: not yet run on a GPU. It has run end to end against tools/fakecuda (a stand-in driver
+that runs no kernel), which found two bugs in it; its numbers there are not GPU results.
 """
 from __future__ import annotations
 
@@ -40,6 +42,22 @@ def _args(n: int, buf, torch_tensor=None):
 
 
 BURST = 100
+
+
+def _written_out(call: str, args: tuple, **names):
+    """A function of no arguments that makes ``call`` with ``args`` written out one by one, as
+    user code calls a kernel of fixed arity: ``{args}`` in ``call`` becomes ``a0, a1, ..., ``.
+
+    Calling with ``*args`` instead would time Python's call protocol rather than the launcher:
+    ``k.launch(1, 1, *args, stream=s)`` builds a list, a tuple and a dict, and CPython then
+    unpacks the dict for the vectorcall; on the development VM that added ~500 ns to the same
+    launch (tools/fakecuda, timeit) -- more than kernarg's whole per-launch cost.
+    """
+    params = [f"a{i}" for i in range(len(args))]
+    body = call.format(args="".join(f"{p}, " for p in params))
+    namespace = {}
+    exec(f"def _make({', '.join([*names, *params])}):\n    return lambda: {body}", namespace)
+    return namespace["_make"](*names.values(), *args)
 
 
 def _time_bursts(fn, bursts: int, sync) -> list[float]:
@@ -89,8 +107,9 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
     args = _args(n, buf)
     prepared = k.prepare(1, 1, stream=stream)
     out = {
-        "kernarg.launch": lambda: k.launch(1, 1, *args, stream=stream),
-        "kernarg prepared": lambda: prepared(*args),
+        "kernarg.launch": _written_out("k.launch(1, 1, {args}stream=stream)", args, k=k,
+                                       stream=stream),
+        "kernarg prepared": _written_out("prepared({args})", args, prepared=prepared),
         # Packed once by bind(): what is left is kernarg's per-launch driver work.
         "kernarg bound": prepared.bind(*args),
     }
@@ -98,8 +117,10 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         # torch's current stream is the benchmark stream (see run), so the tensors' producer
         # stream is the launch stream and no event wait is added.
         targs = _args(n, buf, tensor)
-        out["kernarg.launch+torch"] = lambda: k.launch(1, 1, *targs, stream=stream)
-        out["kernarg prepared+torch"] = lambda: prepared(*targs)
+        out["kernarg.launch+torch"] = _written_out("k.launch(1, 1, {args}stream=stream)", targs,
+                                                   k=k, stream=stream)
+        out["kernarg prepared+torch"] = _written_out("prepared({args})", targs,
+                                                     prepared=prepared)
     try:
         from kernarg._bench import cuda_core
 
@@ -113,7 +134,8 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         cstream = dev.create_stream(_StreamRef(stream))
         cfg = LaunchConfig(grid=1, block=1)
         launch(cstream, cfg, ck, *args)
-        out["cuda.core launch"] = lambda: launch(cstream, cfg, ck, *args)
+        out["cuda.core launch"] = _written_out("launch(cstream, cfg, ck, {args})", args,
+                                               launch=launch, cstream=cstream, cfg=cfg, ck=ck)
     except Exception as exc:
         print(f"[{n} args] cuda.core skipped: {type(exc).__name__}: {exc}", file=file)
     try:
@@ -174,7 +196,8 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         nbargs = tuple(darr if i % 2 == 0 else i for i in range(n))
         nstream = ncuda.external_stream(stream)
         nk[1, 1, nstream](*nbargs)            # compile outside the timing
-        out["numba-cuda"] = lambda: nk[1, 1, nstream](*nbargs)
+        out["numba-cuda"] = _written_out("nk[1, 1, nstream]({args})", nbargs, nk=nk,
+                                         nstream=nstream)
     except Exception as exc:
         print(f"[{n} args] numba-cuda skipped: {type(exc).__name__}: {exc}", file=file)
     return out

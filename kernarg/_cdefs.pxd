@@ -11,7 +11,8 @@ cdef extern from "_cutils.h":
                                uint16_t* sizes) noexcept nogil
     Py_ssize_t kernarg_typed_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n,
                                      uint8_t* codes, uint16_t* offsets, char* data,
-                                     void** argv, int code_i32, int code_i64) noexcept nogil
+                                     void** argv, int code_i32, int code_i64, int code_ptr,
+                                     int code_u64_or_ptr) noexcept nogil
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
 

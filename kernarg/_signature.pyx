@@ -737,7 +737,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
             j = kernarg_typed_int_run(items, i, n, sig._codes, sig._offsets, data, argv,
-                                      C_I32, C_I64)
+                                      C_I32, C_I64, C_POINTER, C_U64_OR_PTR)
             if j != i:
                 i = j
                 continue

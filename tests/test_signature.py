@@ -398,6 +398,55 @@ def test_pointers_from_every_pointer_kind():
     assert prod.deleted == 1
 
 
+_ADDRESSES = st.one_of(st.integers(0, 2**30 - 1), st.integers(2**30, 2**60 - 1),
+                       st.integers(2**60, 2**64 - 1), st.integers(-2**64, -1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["float*", "void*", "int", "long long"]), _ADDRESSES),
+                min_size=1, max_size=20))
+def test_int_addresses_in_runs_with_other_ints(params):
+    # Ints for pointer parameters go through the int-run fast path with the other ints
+    # (non-negative, below 2**60) or the general converter: the bytes and the errors must not
+    # depend on which. PTX's .u64 (pointer or integer) is tested the same way.
+    for ptx in (False, True):
+        decl = ", ".join(("unsigned long long" if ptx and t.endswith("*") else t) + f" x{i}"
+                         for i, (t, _) in enumerate(params))
+        values = tuple(v if t.endswith("*") else (v % 2**31 if t == "int" else v % 2**63)
+                       for t, v in params)
+        sig = kernarg.Signature(decl)
+        if ptx:     # the same layout, each 8-byte slot typed as PTX's .u64
+            sig = kernarg.Signature.from_ptx(_ptx_entry([t.endswith("*") or t == "long long"
+                                                         for t, _ in params]), "k")
+        low = -2**63 if ptx else 0      # .u64 takes either sign's range; a C pointer does not
+        bad = [i for i, (t, v) in enumerate(params) if t.endswith("*") and not low <= v < 2**64]
+        if bad:
+            with pytest.raises(OverflowError, match=f"parameter {bad[0]} "):
+                sig.pack(values)
+            continue
+        fmt = "@" + "".join("Q" if t.endswith("*") or t == "long long" else "i"
+                            for t, _ in params)
+        expect = struct.pack(fmt, *[v % 2**64 if t.endswith("*") else v
+                                    for (t, _), v in zip(params, values, strict=True)])
+        got = bytes(sig.pack(values))
+        assert len(got) == sig.nbytes and got == expect[:len(got)]
+
+
+def _ptx_entry(wide):
+    params = ",\n".join(f"    .param .{'u64' if w else 'u32'} k_param_{i}"
+                         for i, w in enumerate(wide))
+    return f""".version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(
+{params}
+)
+{{
+    ret;
+}}
+"""
+
+
 # ------------------------------------------------------------------------------------------
 # Errors name the parameter
 
