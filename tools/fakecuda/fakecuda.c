@@ -1,7 +1,8 @@
 /* A recording stand-in for libcuda.so.1, for running kernarg's GPU-only code paths on a
- * machine without a GPU. It is NOT a GPU and runs no kernel: nothing it reports is a GPU
- * result. What it does is check every call kernarg (and the tests around it) makes the way
- * the driver would, as far as this file models it:
+ * machine without a GPU. It is NOT a GPU and runs no kernel code (the few small kernels of
+ * tests/gpu are emulated by name, in run_kernel): nothing it reports is a GPU result. What it
+ * does is check every call kernarg (and the tests around it) makes the way the driver would,
+ * as far as this file models it:
  *
  *   - contexts (primary, current per thread, push/pop), streams (0, legacy 0x1, per-thread
  *     0x2, created), events, stream capture (begin/end, capture info, joining a capture by
@@ -16,8 +17,9 @@
  *     context, and every kernelParams[i] readable for the parameter's size. The bytes of the
  *     last launch are kept for fakecuda_last_launch().
  *
- * Only cuGetProcAddress_v2 is exported under a driver name (cuda.bindings finds every
- * function through it); functions not modelled here are reported as not found, which
+ * Limits: 64 kernels a module, 4 KiB of parameters a launch, 16 captured launches a graph.
+ * cuda.bindings finds every function through cuGetProcAddress_v2; a few names C programs dlsym
+ * are exported directly too. Functions not modelled here are reported as not found, which
  * cuda.bindings turns into "function not found" at the call. FAKECUDA_TRACE=1 prints every
  * lookup and launch to stderr. FAKECUDA_CC=90 (default) sets the compute capability,
  * FAKECUDA_DEVICES=1 the number of devices.
@@ -36,6 +38,7 @@
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
 #define MAX_PARAMS 512
+#define MAX_FUNCS 64         /* kernels per module */
 
 static int trace_on = -1;
 static void trace(const char* fmt, ...) {
@@ -620,6 +623,7 @@ static int ptx_type_size(const char* t) {
 static int parse_ptx(const char* ptx, Module* m) {
     const char* p = ptx;
     while ((p = strstr(p, ".entry "))) {
+        if (m->nfuncs == MAX_FUNCS) return -1;
         Func* f = &m->funcs[m->nfuncs];
         memset(f, 0, sizeof *f);
         p += 7;
@@ -630,7 +634,8 @@ static int parse_ptx(const char* ptx, Module* m) {
         const char* body = strchr(p, '{');
         if (!close || !body) return -1;
         size_t at = 0;
-        for (const char* q = strstr(p, ".param"); q && q < close; q = strstr(q + 6, ".param")) {
+        for (const char* q = strstr(p, ".param"); q && q < close && f->nparams < MAX_PARAMS;
+             q = strstr(q + 6, ".param")) {
             const char* end = strpbrk(q, ",)");
             char decl[512];
             snprintf(decl, sizeof decl, "%.*s", (int)(end - q), q);
@@ -690,6 +695,7 @@ static int parse_cubin(const unsigned char* elf, Module* m) {
             memcpy(&size, sh + 0x20, 8);
             const char* sname = (const char*)elf + stroff + name;
             if (pass == 0 && !strncmp(sname, ".text.", 6)) {
+                if (m->nfuncs == MAX_FUNCS) return -1;
                 Func* f = &m->funcs[m->nfuncs++];
                 memset(f, 0, sizeof *f);
                 snprintf(f->name, sizeof f->name, "%s", sname + 6);
@@ -741,13 +747,14 @@ static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
     Module* m = calloc(1, sizeof *m);
     m->magic = M_MODULE;
     m->ctx = current();
-    m->funcs = calloc(64, sizeof(Func));
+    m->funcs = calloc(MAX_FUNCS, sizeof(Func));
     const unsigned char* img = image;
     int rc = memcmp(img, "\x7f" "ELF", 4) == 0 ? parse_cubin(img, m) : parse_ptx(image, m);
     if (rc || !m->nfuncs) {
         free(m->funcs);
         free(m);
-        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image");
+        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image (or over %d)",
+                    MAX_FUNCS);
     }
     for (int i = 0; i < m->nfuncs; i++) {
         Func* f = &m->funcs[i];
