@@ -1,7 +1,7 @@
 # C declarations shared by kernarg's Cython modules: the helpers in _cutils.h and the CPython
 # internals the fast paths use. Internal: the embedding API (_capi.pxd) does not cimport this.
 from cpython.object cimport PyObject, PyTypeObject
-from libc.stdint cimport uint8_t, uint16_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t
 
 
 cdef extern from "_cutils.h":
@@ -11,8 +11,8 @@ cdef extern from "_cutils.h":
                                uint16_t* sizes) noexcept nogil
     Py_ssize_t kernarg_typed_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n,
                                      uint8_t* codes, uint16_t* offsets, char* data,
-                                     void** argv, int code_i32, int code_i64, int code_ptr,
-                                     int code_u64_or_ptr) noexcept nogil
+                                     void** argv, int code_i32, int code_i64,
+                                     uint32_t unsigned64) noexcept nogil
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
 

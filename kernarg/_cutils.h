@@ -84,14 +84,14 @@ static Py_ssize_t kernarg_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize
 }
 
 /* Typed counterpart of kernarg_int_run: a run of exact small ints for parameters whose codes
-   are `code_i64` (stored as 8 bytes), `code_i32` (range-checked, stored as 4) or `code_ptr` /
-   `code_u64_or_ptr` (addresses: non-negative, stored as 8), at the signature's precomputed
-   offsets. Returns the index of the first item not packed. */
+   are `code_i64` (stored as 8 bytes), `code_i32` (range-checked, stored as 4) or in the bit
+   set `unsigned64` (unsigned 8-byte values and addresses: non-negative, stored as 8), at the
+   signature's precomputed offsets. Returns the index of the first item not packed. */
 KERNARG_MAYBE_UNUSED
 static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
                                         const uint8_t *codes, const uint16_t *offsets,
                                         char *data, void **argv, int code_i32, int code_i64,
-                                        int code_ptr, int code_u64_or_ptr) {
+                                        uint32_t unsigned64) {
     long long v;
     for (; i < n; i++) {
         PyObject *x = items[i];
@@ -100,8 +100,7 @@ static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py
         if (Py_TYPE(x) != &PyLong_Type)
             break;
         if (kernarg_compact_int(x, &v)) {       /* |v| < 2**30: fits either width */
-            if (code == code_i64 ||
-                    ((code == code_ptr || code == code_u64_or_ptr) && v >= 0)) {
+            if (code == code_i64 || (v >= 0 && ((unsigned64 >> code) & 1))) {
                 memcpy(dst, &v, 8);
             } else if (code == code_i32) {
                 int32_t w = (int32_t)v;
@@ -110,8 +109,7 @@ static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py
                 break;
             }
         } else if (kernarg_small_int(x, &v)) {  /* |v| < 2**60: device addresses too */
-            if (code == code_i64 ||
-                    ((code == code_ptr || code == code_u64_or_ptr) && v >= 0)) {
+            if (code == code_i64 || (v >= 0 && ((unsigned64 >> code) & 1))) {
                 memcpy(dst, &v, 8);
             } else if (code == code_i32 && v == (int32_t)v) {
                 int32_t w = (int32_t)v;

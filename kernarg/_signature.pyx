@@ -89,6 +89,10 @@ cdef enum Code:
     C_OPAQUE      # `size` bytes the layout knows but not the type (from PTX)
 
 
+# Codes whose 8 bytes take any non-negative int as is (kernarg_typed_int_run's bit set).
+cdef uint32_t _UNSIGNED64 = (
+    (<uint32_t>1 << C_U64) | (<uint32_t>1 << C_POINTER) | (<uint32_t>1 << C_U64_OR_PTR))
+
 # name -> (code, size, numpy kind, display name)
 _SCALARS = {
     "bool": (C_BOOL, 1, "b"), "char": (C_I8, 1, "i"), "signed char": (C_I8, 1, "i"),
@@ -737,7 +741,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
             j = kernarg_typed_int_run(items, i, n, sig._codes, sig._offsets, data, argv,
-                                      C_I32, C_I64, C_POINTER, C_U64_OR_PTR)
+                                      C_I32, C_I64, _UNSIGNED64)
             if j != i:
                 i = j
                 continue
