@@ -14,8 +14,7 @@
  *     the CUBIN's EIATTR_KPARAM_INFO), launch bounds and static shared memory;
  *   - launches (cuLaunchKernelEx, cuLaunchKernel): grid, block, shared memory, cluster and
  *     cooperative attributes against the device's and the kernel's limits, the stream and the
- *     context, and every kernelParams[i] readable for the parameter's size. The bytes of the
- *     last launch are kept for fakecuda_last_launch().
+ *     context, and every kernelParams[i] readable for the parameter's size.
  *
  * Limits: 64 kernels a module, 4 KiB of parameters a launch, 16 captured launches a graph.
  * cuda.bindings finds every function through cuGetProcAddress_v2; a few names C programs dlsym
@@ -52,7 +51,7 @@ static void trace(const char* fmt, ...) {
     va_end(ap);
 }
 
-/* Why the last call failed, for fakecuda_last_error(). */
+/* Why the last call failed, for cuGetErrorString and the trace. */
 static __thread char last_error[512];
 static CUresult fail(CUresult err, const char* fmt, ...) {
     va_list ap;
@@ -114,13 +113,9 @@ struct Graph {
     Retained retained[64];
     int nretained;
 };
-typedef struct {
-    int magic;
-    int nnodes;
-    Node nodes[MAX_NODES];
-    Retained retained[64];
-    int nretained;
-} Exec;
+/* An instantiated graph: a snapshot of its nodes, holding its own references to the
+ * graph's user objects. */
+typedef struct { int magic; Graph snapshot; } Exec;
 
 static __thread Ctx* ctx_stack[32];
 static __thread int ctx_depth = 0;
@@ -571,15 +566,11 @@ static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long 
     Graph* g = (Graph*)gh;
     (void)flags;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
-    Exec* x = calloc(1, sizeof *x);
+    Exec* x = malloc(sizeof *x);
     x->magic = M_EXEC;
-    x->nnodes = g->nnodes;
-    memcpy(x->nodes, g->nodes, sizeof(Node) * (size_t)g->nnodes);
-    for (int i = 0; i < g->nretained; i++) {      /* an exec keeps the graph's user objects */
+    x->snapshot = *g;
+    for (int i = 0; i < g->nretained; i++)
         __atomic_add_fetch(&g->retained[i].obj->refs, (int)g->retained[i].count, __ATOMIC_SEQ_CST);
-        x->retained[i] = g->retained[i];
-    }
-    x->nretained = g->nretained;
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
@@ -588,13 +579,17 @@ static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     Stream* s;
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
     CUresult e = get_stream(sh, &s, "cuGraphLaunch");
-    for (int i = 0; !e && i < x->nnodes; i++) e = run_kernel(&x->nodes[i]);
+    for (int i = 0; !e && i < x->snapshot.nnodes; i++) e = run_kernel(&x->snapshot.nodes[i]);
     return e;
+}
+static void release_retained(Graph* g) {
+    for (int i = 0; i < g->nretained; i++) release_uobj(g->retained[i].obj, g->retained[i].count);
+    g->magic = 0;
 }
 static CUresult fk_GraphExecDestroy(CUgraphExec h) {
     Exec* x = (Exec*)h;
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
-    for (int i = 0; i < x->nretained; i++) release_uobj(x->retained[i].obj, x->retained[i].count);
+    release_retained(&x->snapshot);
     x->magic = 0;
     free(x);
     return CUDA_SUCCESS;
@@ -602,8 +597,7 @@ static CUresult fk_GraphExecDestroy(CUgraphExec h) {
 static CUresult fk_GraphDestroy(CUgraph gh) {
     Graph* g = (Graph*)gh;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
-    for (int i = 0; i < g->nretained; i++) release_uobj(g->retained[i].obj, g->retained[i].count);
-    g->magic = 0;
+    release_retained(g);
     free(g);
     return CUDA_SUCCESS;
 }
@@ -882,9 +876,6 @@ static CUresult fk_FuncGetModule(CUmodule* out, CUfunction h) {
 }
 
 /* ------------------------------------------------------------------ launches */
-static unsigned char last_params[4096];
-static size_t last_params_size = 0;
-static unsigned long long launches = 0, captured_launches = 0;
 
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
     Func* f;
@@ -959,14 +950,10 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
     memcpy(node.grid, g, sizeof g);
     memcpy(node.block, b, sizeof b);
     node.shmem = c->sharedMemBytes;
-    memcpy(last_params, node.params, total);
-    last_params_size = total;
-    launches++;
     if (s->capture) {
         if (s->capture->nnodes == MAX_NODES)
             return fail(CUDA_ERROR_INVALID_VALUE, "over %d captured launches not modelled", MAX_NODES);
         s->capture->nodes[s->capture->nnodes++] = node;
-        captured_launches++;
     } else if ((e = run_kernel(&node))) {
         return e;
     }
@@ -1239,15 +1226,6 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
                                unsigned int shmem, CUstream s, void** p, void** x) {
     return fk_LaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, p, x);
 }
-
-/* ------------------------------------------------------------------ for the smoke script */
-EXPORT size_t fakecuda_last_launch(unsigned char* out, size_t cap) {
-    size_t n = last_params_size < cap ? last_params_size : cap;
-    memcpy(out, last_params, n);
-    return last_params_size;
-}
-EXPORT unsigned long long fakecuda_launches(int captured) { return captured ? captured_launches : launches; }
-EXPORT const char* fakecuda_last_error(void) { return last_error; }
 
 /* NVRTC dlopens libcuda.so.1 and asks for the driver's private export tables; having none,
  * the fake says so (NVRTC then compiles without them). */
