@@ -18,11 +18,24 @@
 #define KERNARG_MAYBE_UNUSED
 #endif
 
-/* Value of an exact int that fits in 60 bits without a function call; 0 if it does not (the
-   caller then takes the general path). CPython 3.12+ has public unstable API for this; 3.11
-   exposes the digits directly. */
+/* Value of an exact int of at most two 30-bit digits (|x| < 2**60: small ints and device
+   addresses) without a function call; 0 if it is wider (the caller then takes the general
+   path). CPython 3.12+ keeps the digit count and sign in `lv_tag` (cpython/longintrepr.h: sign
+   in the low 2 bits, 0 positive, 1 zero, 2 negative; digit count from bit 3), as Cython's own
+   int conversions read it; where that layout is not visible, compact ints only. 3.11 and
+   earlier: the digits and a signed size. */
 static inline int kernarg_small_int(PyObject *x, long long *out) {
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030C0000 && defined(_PyLong_NON_SIZE_BITS) && defined(_PyLong_SIGN_MASK)
+    const uintptr_t tag = ((PyLongObject *)x)->long_value.lv_tag;
+    const digit *d = ((PyLongObject *)x)->long_value.ob_digit;
+    const long long sign = 1 - (long long)(tag & _PyLong_SIGN_MASK);
+    switch (tag >> _PyLong_NON_SIZE_BITS) {
+    case 0:
+    case 1: *out = sign * (long long)d[0]; return 1;   /* zero: sign 0, whatever d[0] holds */
+    case 2: *out = sign * (((long long)d[1] << PyLong_SHIFT) | (long long)d[0]); return 1;
+    default: return 0;
+    }
+#elif PY_VERSION_HEX >= 0x030C0000
     if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
         *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)x);
         return 1;

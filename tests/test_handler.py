@@ -402,6 +402,25 @@ def test_matches_reference_packer(args):
     check_block(kernarg.pack(tuple(args)), tuple(args))
 
 
+# Ints by CPython digit count (30-bit digits): zero, one digit, two digits (device addresses),
+# three or more, each sign. The int-run fast path reads one and two digits itself (from the
+# digit count and sign CPython keeps, which differ between 3.11 and 3.12+); wider ints and
+# anything that is not an exact int end the run and take the general converter.
+_INTS_BY_DIGITS = st.one_of(
+    st.just(0), st.integers(1, 2**30 - 1), st.integers(-(2**30 - 1), -1),
+    st.integers(2**30, 2**60 - 1), st.integers(-(2**60 - 1), -(2**30)),
+    st.integers(2**60, 2**64 - 1), st.integers(-2**63, -(2**60)),
+    st.sampled_from([2**30, -(2**30), 2**60 - 1, -(2**60 - 1), 2**60, -(2**60)]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_INTS_BY_DIGITS, st.sampled_from([np.int32(7), 1.5, True])),
+                max_size=40))
+def test_int_runs_of_every_digit_count(args):
+    check_block(kernarg.pack(tuple(args)), tuple(args))
+
+
 def test_more_types_than_cache_slots():
     # 300 distinct struct types (> the 128-entry per-type cache) force cache conflicts; every
     # pack must still produce the reference bytes, and repeat packs take the cached path.
