@@ -186,6 +186,7 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         import numpy as np
         from numba import cuda as ncuda
 
+        _quiet_numba_occupancy_warning()
         # The same empty kernel written for numba, with device arrays where the others pass
         # pointers: numba expands each array into several parameters, which is part of its cost.
         namespace = {}
@@ -201,6 +202,22 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
     except Exception as exc:
         print(f"[{n} args] numba-cuda skipped: {type(exc).__name__}: {exc}", file=file)
     return out
+
+
+def _quiet_numba_occupancy_warning() -> None:
+    """numba-cuda warns at every launch of fewer than 128 blocks; the benchmark's one-block
+    launches would time Python's warnings machinery (microseconds a call) instead of numba's
+    launch path. Turned off as a user would: NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0, which numba
+    reads at import, and the config attribute where numba is already imported (its module
+    moved from numba.core.config to numba.cuda.core.config in numba-cuda)."""
+    import importlib
+
+    os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"
+    for name in ("numba.cuda.core.config", "numba.core.config"):
+        try:
+            importlib.import_module(name).CUDA_LOW_OCCUPANCY_WARNINGS = 0
+        except ImportError:
+            pass
 
 
 def _device_name() -> str:

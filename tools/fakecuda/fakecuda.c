@@ -10,6 +10,7 @@
  *     graph execs and user objects (destroy callbacks run on a thread of their own, as the
  *     driver runs them);
  *   - "device" memory (host memory, so memcpy/memset work), pinned and managed memory;
+ *   - the JIT linker, for PTX (concatenated) or one CUBIN;
  *   - modules from PTX text or a CUBIN: the kernels' parameter layouts (PTX .param lists, or
  *     the CUBIN's EIATTR_KPARAM_INFO), launch bounds and static shared memory;
  *   - launches (cuLaunchKernelEx, cuLaunchKernel): grid, block, shared memory, cluster and
@@ -68,7 +69,7 @@ static int n_devices = 1;
 static int cc = 90;
 
 /* ------------------------------------------------------------------ objects */
-enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ };
+enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ, M_LINK };
 
 typedef struct { int magic; int device; int retained; } Ctx;
 static Ctx primary[MAX_DEVICES];
@@ -79,7 +80,7 @@ typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture
 
 typedef struct {
     int magic;
-    char name[256];
+    char name[4096];        /* numba's mangled names grow with the argument list */
     int nparams;
     size_t offset[MAX_PARAMS], size[MAX_PARAMS];
     int max_threads;        /* launch bounds, else 1024 */
@@ -622,6 +623,7 @@ static int parse_ptx(const char* ptx, Module* m) {
         memset(f, 0, sizeof *f);
         p += 7;
         size_t n = strcspn(p, "( \t\n");
+        if (n >= sizeof f->name) return -1;
         snprintf(f->name, sizeof f->name, "%.*s", (int)n, p);
         p += n;
         const char* close = strchr(p, ')');
@@ -692,6 +694,7 @@ static int parse_cubin(const unsigned char* elf, Module* m) {
                 if (m->nfuncs == MAX_FUNCS) return -1;
                 Func* f = &m->funcs[m->nfuncs++];
                 memset(f, 0, sizeof *f);
+                if (strlen(sname + 6) >= sizeof f->name) return -1;
                 snprintf(f->name, sizeof f->name, "%s", sname + 6);
                 f->max_threads = 1024;
             }
@@ -747,8 +750,8 @@ static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
     if (rc || !m->nfuncs) {
         free(m->funcs);
         free(m);
-        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image (or over %d)",
-                    MAX_FUNCS);
+        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image (or over %d, or a "
+                    "name over %d characters)", MAX_FUNCS, (int)sizeof m->funcs->name - 1);
     }
     for (int i = 0; i < m->nfuncs; i++) {
         Func* f = &m->funcs[i];
@@ -765,6 +768,82 @@ static CUresult fk_ModuleLoadDataEx(CUmodule* out, const void* image, unsigned i
                                     CUjit_option* o, void** v) {
     (void)n; (void)o; (void)v;
     return fk_ModuleLoadData(out, image);
+}
+/* The JIT linker (numba-cuda links its PTX through it): PTX inputs are concatenated, and the
+ * "cubin" cuLinkComplete hands back is that text, which cuModuleLoadData parses as PTX. A CUBIN
+ * input must come alone and is handed back as it is. Other input kinds are refused. */
+typedef struct { int magic; char* data; size_t size; int cubin; } Link;
+#define MAX_LINK_BYTES ((size_t)64 << 20)
+static CUresult get_link(CUlinkState h, Link** out, const char* what) {
+    Link* l = (Link*)h;
+    if (!l || l->magic != M_LINK) return fail(CUDA_ERROR_INVALID_HANDLE, "%s: link state %p", what, (void*)h);
+    *out = l;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_LinkCreate(unsigned int n, CUjit_option* o, void** v, CUlinkState* out) {
+    (void)n; (void)o; (void)v;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuLinkCreate without a context");
+    Link* l = calloc(1, sizeof *l);
+    l->magic = M_LINK;
+    *out = (CUlinkState)l;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_LinkAddData(CUlinkState h, CUjitInputType type, void* data, size_t size,
+                               const char* name, unsigned int n, CUjit_option* o, void** v) {
+    (void)n; (void)o; (void)v;
+    Link* l;
+    CUresult e = get_link(h, &l, "cuLinkAddData");
+    if (e) return e;
+    if (type != CU_JIT_INPUT_PTX && type != CU_JIT_INPUT_CUBIN)
+        return fail(CUDA_ERROR_NOT_SUPPORTED, "cuLinkAddData: input kind %d of %s (PTX and CUBIN only)",
+                    (int)type, name ? name : "?");
+    if (type == CU_JIT_INPUT_PTX) size = strnlen(data, size);
+    if (l->cubin || (type == CU_JIT_INPUT_CUBIN && l->size))
+        return fail(CUDA_ERROR_NOT_SUPPORTED, "cuLinkAddData: a CUBIN can only be linked alone here");
+    if (size > MAX_LINK_BYTES - l->size) return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuLinkAddData: over 64 MiB");
+    l->data = realloc(l->data, l->size + size + 2);
+    memcpy(l->data + l->size, data, size);
+    l->size += size;
+    if (type == CU_JIT_INPUT_PTX) l->data[l->size++] = '\n';
+    l->data[l->size] = 0;
+    l->cubin = type == CU_JIT_INPUT_CUBIN;
+    trace("link %p: %s (%zu bytes) added", (void*)l, name ? name : "?", size);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_LinkAddFile(CUlinkState h, CUjitInputType type, const char* path,
+                               unsigned int n, CUjit_option* o, void** v) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return fail(CUDA_ERROR_FILE_NOT_FOUND, "cuLinkAddFile: cannot open %s", path);
+    char* buf = NULL;
+    size_t size = 0, got;
+    char chunk[65536];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && size < MAX_LINK_BYTES) {
+        buf = realloc(buf, size + got);
+        memcpy(buf + size, chunk, got);
+        size += got;
+    }
+    fclose(f);
+    CUresult e = fk_LinkAddData(h, type, buf, size, path, n, o, v);
+    free(buf);
+    return e;
+}
+static CUresult fk_LinkComplete(CUlinkState h, void** image, size_t* size) {
+    Link* l;
+    CUresult e = get_link(h, &l, "cuLinkComplete");
+    if (e) return e;
+    if (!l->size) return fail(CUDA_ERROR_INVALID_VALUE, "cuLinkComplete: nothing was added");
+    *image = l->data;
+    *size = l->size + !l->cubin;     /* PTX text with its NUL, as a loader expects */
+    return CUDA_SUCCESS;
+}
+static CUresult fk_LinkDestroy(CUlinkState h) {
+    Link* l;
+    CUresult e = get_link(h, &l, "cuLinkDestroy");
+    if (e) return e;
+    l->magic = 0;
+    free(l->data);
+    free(l);
+    return CUDA_SUCCESS;
 }
 static CUresult fk_ModuleUnload(CUmodule h) {
     Module* m = (Module*)h;
@@ -1184,7 +1263,8 @@ static const struct { const char* name; void* fn; } table[] = {
     F(MemsetD32Async), F(PointerGetAttribute), F(MemGetInfo), F(GetErrorName), F(GetErrorString),
     F(LibraryLoadData), F(LibraryUnload), F(LibraryGetKernel), F(LibraryGetModule),
     F(KernelGetFunction), F(KernelGetAttribute), F(KernelSetAttribute), F(KernelGetParamInfo),
-    F(KernelGetName), F(FuncGetModule),
+    F(KernelGetName), F(FuncGetModule), F(LinkCreate), F(LinkAddData), F(LinkAddFile),
+    F(LinkComplete), F(LinkDestroy),
     {"cuGraphInstantiateWithFlags", (void*)fk_GraphInstantiate},
 };
 
