@@ -12,7 +12,8 @@ Each call is written out with its arguments, as user code calls a kernel (see _w
 Ratios are medians of per-round ratios, contenders interleaved within each round.
 
 NOTE: not yet run on a GPU. It has run end to end against tools/fakecuda (a stand-in driver
-that runs no kernel), which found two bugs in it; its numbers there are not GPU results.
+that runs no kernel), numba-cuda contender included, which found three bugs in it; its numbers
+there are not GPU results.
 """
 from __future__ import annotations
 
