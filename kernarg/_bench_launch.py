@@ -52,7 +52,9 @@ def _written_out(call: str, args: tuple, **names):
     Calling with ``*args`` instead would time Python's call protocol rather than the launcher:
     ``k.launch(1, 1, *args, stream=s)`` builds a list, a tuple and a dict, and CPython then
     unpacks the dict for the vectorcall; on the development VM that added ~500 ns to the same
-    launch (tools/fakecuda, timeit) -- more than kernarg's whole per-launch cost.
+    launch (tools/fakecuda, timeit) -- more than kernarg's whole per-launch cost. Above 30
+    arguments CPython compiles even a written-out call into a list and a tuple
+    (CALL_FUNCTION_EX); every contender pays that alike, as user code would.
     """
     params = [f"a{i}" for i in range(len(args))]
     body = call.format(args="".join(f"{p}, " for p in params))
