@@ -17,6 +17,7 @@ cdef enum ArgKind:
     KIND_NPVOID         # numpy structured scalar: size and alignment come from each object's dtype
     KIND_POINTER        # first pointer kind: everything from here on packs as an 8-byte address
     KIND_BUFFER         # cuda.core Buffer (device, pinned or managed memory resource)
+    KIND_DRIVER_PTR     # cuda.bindings driver.CUdeviceptr: int(obj)
     KIND_REGISTERED     # a type taught to kernarg with kernarg.register()
     KIND_TORCH          # torch.Tensor: data_ptr()
     KIND_CUPY           # cupy.ndarray: data.ptr

@@ -27,12 +27,12 @@ from libc.stdint cimport (
 )
 from libc.string cimport memset, strcmp
 
+from kernarg._cdefs cimport kernarg_small_int
 from kernarg._stream cimport stream_handle
 
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     PyObject* PyErr_Occurred() noexcept
-    void PyErr_Clear() noexcept
     object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
                                      PyObject* kwnames)
 
@@ -140,7 +140,8 @@ _DL_DEVICE_NAMES = {
 
 _ACCEPTED = (
     "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
-    "objects, cuda.core Buffer, objects with __cuda_array_interface__ or __dlpack__ "
+    "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, objects with "
+    "__cuda_array_interface__ or __dlpack__ "
     "(CUDA device, pinned or managed memory), and types registered with kernarg.register()"
 )
 _ON_CPU = ("the memory is on the CPU; a kernel needs CUDA device, pinned (CUDA host) or "
@@ -385,6 +386,12 @@ cdef int classify(type t, TypeInfo* info) except -1:
         info.kind = KIND_BUFFER
         _find_getter(t, "handle", info)
         return 0
+    if _mro_has(t, "cuda.bindings", "CUdeviceptr"):
+        # What cuda.bindings' cuMemAlloc and friends return (the cuda.cuda module of older
+        # releases re-exports the same class). It holds an address and nothing else: no device,
+        # no stream, no element type.
+        info.kind = KIND_DRIVER_PTR
+        return 0
     # DLPack's C exchange API: one C call reads pointer, device and dtype, faster than any
     # adapter below (torch has it since 2.10), so it comes first.
     info.api = _exchange_api(t)
@@ -412,17 +419,16 @@ cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
                       PtrResult* r) except -1:
     cdef long long fast
     if type(value) is int:
-        fast = <long long>value
-        if fast >= 0:
+        if kernarg_small_int(<PyObject*>value, &fast) and fast >= 0:      # below 2**60
             r.ptr = <uint64_t>fast
             return 0
-        if PyErr_Occurred():
-            PyErr_Clear()
-    try:
-        address = value.__index__()
-    except (AttributeError, TypeError):
-        raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
-                        "expected an int address") from None
+        address = value
+    else:
+        try:
+            address = value.__index__()
+        except (AttributeError, TypeError):
+            raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
+                            "expected an int address") from None
     if not 0 <= address < 2**64:
         raise OverflowError(f"{_describe(index, obj)}: {source} gave address {address}, "
                             "outside 0 .. 2**64-1")
@@ -971,6 +977,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     r.device = -1
     if kind == KIND_BUFFER:
         return _buffer_pointer(obj, index, r)
+    if kind == KIND_DRIVER_PTR:
+        return _set_address(int(obj), index, obj, "int(CUdeviceptr)", r)
     if kind == KIND_REGISTERED:
         fn = _registered_fn(type(obj))
         try:

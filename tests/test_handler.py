@@ -269,6 +269,11 @@ def test_register_pointer_type():
         b = kernarg.pack((Handle(0x1000), SubHandle(0x2000), np.int8(1)))
         assert bytes(b)[:16] == struct.pack("<QQ", 0x1000, 0x2000)
         assert Handle in kernarg.registered_types()
+        # Every address up to 2**64 - 1, whatever the int's width; one past it names the argument.
+        for addr in (2**30, 2**60, 2**63, 2**64 - 1):
+            assert bytes(kernarg.pack((Handle(addr),))) == struct.pack("<Q", addr)
+        with pytest.raises(OverflowError, match="argument 0.*outside"):
+            kernarg.pack((Handle(2**64),))
         kernarg.register(Handle, lambda h: -1)
         with pytest.raises(OverflowError, match="argument 0"):
             kernarg.pack((Handle(0),))
@@ -356,6 +361,19 @@ def test_buffer_handle_as_cuda_bindings_object():
 
     buf = Buffer.from_handle(driver.CUdeviceptr(0x4440_0000), 64)
     assert bytes(kernarg.pack((buf,))) == struct.pack("<Q", 0x4440_0000)
+
+
+def test_cuda_bindings_device_pointer_packs_its_address():
+    # What cuda.bindings' cuMemAlloc returns: an object holding the address (no __index__).
+    from cuda.bindings import driver
+
+    args = (driver.CUdeviceptr(0x7f00_1234_5600), np.int8(1), driver.CUdeviceptr(0),
+            driver.CUdeviceptr(2**64 - 1))
+    b = kernarg.pack(args)
+    assert b.offsets == (0, 8, 16, 24)
+    assert bytes(b) == (struct.pack("<Q", 0x7f00_1234_5600) + b"\x01" + bytes(7) + bytes(8)
+                        + b"\xff" * 8)
+    assert b.producer_streams == ()
 
 
 # ------------------------------------------------------------------------------------------

@@ -477,6 +477,18 @@ def test_errors_name_the_parameter(decl, value, exc, fragment):
         kernarg.Signature(decl).pack((value,))
 
 
+def test_cuda_bindings_device_pointer_for_pointer_parameters():
+    from cuda.bindings import driver
+
+    sig = kernarg.Signature("const float* x, void* y, unsigned long long z, int n")
+    ptr = driver.CUdeviceptr(0x7f00_1234_5600)
+    b = sig.pack((ptr, driver.CUdeviceptr(16), 5, 3))
+    assert bytes(b) == struct.pack("<QQQi", 0x7f00_1234_5600, 16, 5, 3)
+    # An address object is not an int: a by-value parameter refuses it, naming the parameter.
+    with pytest.raises(TypeError, match=r"parameter 3 \('n'\).*CUdeviceptr"):
+        sig.pack((ptr, ptr, 5, ptr))
+
+
 def test_struct_errors():
     sig = kernarg.Signature(["int", FLAT])
     with pytest.raises(TypeError, match="parameter 1.*struct"):

@@ -217,6 +217,24 @@ def test_cuda_core_buffers(ctx, kind):
     assert (host == 2.5).all()
 
 
+def test_cuda_bindings_device_pointer_objects(ctx):
+    # cuda.bindings' cuMemAlloc returns a CUdeviceptr object, not an int: typed and untyped
+    # launches take it as the address it holds.
+    ptr = check(driver.cuMemAlloc(4 * 256))
+    assert type(ptr) is driver.CUdeviceptr
+    try:
+        k = kernarg.Kernel.from_source(WRITE, "fill")
+        k.launch(1, 256, ptr, 2.5, 256)
+        raw = kernarg.Kernel.from_handle(k.handle)          # untyped packing
+        raw.launch(1, 128, ptr, np.float32(-1.0), np.int32(128))
+        check(driver.cuCtxSynchronize())
+        host = np.empty(256, np.float32)
+        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, 4 * 256))
+        assert (host[:128] == -1.0).all() and (host[128:] == 2.5).all()
+    finally:
+        check(driver.cuMemFree(ptr))
+
+
 def _torch_array():
     torch = pytest.importorskip("torch")
     t = torch.zeros(64, device="cuda")
