@@ -50,6 +50,13 @@ def test_cai_zero_size_array_may_have_null_pointer():
         kernarg.pack((CAIObject(cai(0, shape=(2,))),))
 
 
+@pytest.mark.parametrize("ptr", [2**30, 2**60, 2**63 + 16, 2**64 - 16])
+def test_cai_pointer_of_any_width(ptr):
+    assert ptr_of(kernarg.pack((CAIObject(cai(ptr)),))) == ptr
+    with pytest.raises(OverflowError, match=r"argument 1.*\['data'\]\[0\].*outside"):
+        kernarg.pack((1, CAIObject(cai(ptr + 2**64))))
+
+
 @pytest.mark.parametrize("stream, recorded", [(None, ()), (1, (1,)), (2, (2,)),
                                               (0xABCDEF, (0xABCDEF,))])
 def test_cai_stream_rules(stream, recorded):
