@@ -17,7 +17,8 @@
  *     cooperative attributes against the device's and the kernel's limits, the stream and the
  *     context, and every kernelParams[i] readable for the parameter's size.
  *
- * Limits: 64 kernels a module, 4 KiB of parameters a launch, 16 captured launches a graph.
+ * Limits: 64 kernels a module, 512 parameters and a 4 KiB name a kernel (a module over them is
+ * refused, not truncated), 4 KiB of parameters a launch, 16 captured launches a graph.
  * cuda.bindings finds every function through cuGetProcAddress_v2; a few names C programs dlsym
  * are exported directly too. Functions not modelled here are reported as not found, which
  * cuda.bindings turns into "function not found" at the call. FAKECUDA_TRACE=1 prints every
@@ -630,9 +631,9 @@ static int parse_ptx(const char* ptx, Module* m) {
         const char* body = strchr(p, '{');
         if (!close || !body) return -1;
         size_t at = 0;
-        for (const char* q = strstr(p, ".param"); q && q < close && f->nparams < MAX_PARAMS;
-             q = strstr(q + 6, ".param")) {
+        for (const char* q = strstr(p, ".param"); q && q < close; q = strstr(q + 6, ".param")) {
             const char* end = strpbrk(q, ",)");
+            if (!end || f->nparams == MAX_PARAMS) return -1;
             char decl[512];
             snprintf(decl, sizeof decl, "%.*s", (int)(end - q), q);
             int align = 0, size = 0, count = 1, is_ptr = 0;
@@ -720,11 +721,10 @@ static int parse_cubin(const unsigned char* elf, Module* m) {
                     memcpy(&ordinal, v + 4, 2);
                     memcpy(&offset, v + 6, 2);
                     memcpy(&bits, v + 8, 4);
-                    if (ordinal < MAX_PARAMS) {
-                        f->offset[ordinal] = offset;
-                        f->size[ordinal] = (bits >> 18) & 0x3fff;
-                        if (ordinal + 1 > f->nparams) f->nparams = ordinal + 1;
-                    }
+                    if (ordinal >= MAX_PARAMS) return -1;
+                    f->offset[ordinal] = offset;
+                    f->size[ordinal] = (bits >> 18) & 0x3fff;
+                    if (ordinal + 1 > f->nparams) f->nparams = ordinal + 1;
                 } else if (attr == 0x05 && len >= 12) {
                     uint32_t x, y, z;
                     memcpy(&x, v, 4);
@@ -750,8 +750,9 @@ static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
     if (rc || !m->nfuncs) {
         free(m->funcs);
         free(m);
-        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image (or over %d, or a "
-                    "name over %d characters)", MAX_FUNCS, (int)sizeof m->funcs->name - 1);
+        return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image (or over %d, a "
+                    "name over %d characters or over %d parameters)", MAX_FUNCS,
+                    (int)sizeof m->funcs->name - 1, MAX_PARAMS);
     }
     for (int i = 0; i < m->nfuncs; i++) {
         Func* f = &m->funcs[i];
