@@ -54,24 +54,6 @@ static inline int kernarg_small_int(PyObject *x, long long *out) {
 #endif
 }
 
-/* Value of an exact int of at most one digit (|x| < 2**30, so it fits in an int32); 0 if it
-   is wider. */
-static inline int kernarg_compact_int(PyObject *x, long long *out) {
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
-        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)x);
-        return 1;
-    }
-    return 0;
-#else
-    const Py_ssize_t size = Py_SIZE(x);
-    if ((size_t)(size + 1) > 2)
-        return 0;
-    *out = (long long)size * (long long)((PyLongObject *)x)->ob_digit[0];
-    return 1;
-#endif
-}
-
 /* Pack a run of exact small ints starting at item i, while the cursor is 8-aligned and the
    area has room. Few live values, so everything stays in registers. Returns the index of the
    first item not packed; the general loop takes it from there. */
@@ -110,26 +92,13 @@ static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py
         PyObject *x = items[i];
         char *dst = data + offsets[i];
         int code = codes[i];
-        if (Py_TYPE(x) != &PyLong_Type)
+        if (Py_TYPE(x) != &PyLong_Type || !kernarg_small_int(x, &v))    /* |v| < 2**60 */
             break;
-        if (kernarg_compact_int(x, &v)) {       /* |v| < 2**30: fits either width */
-            if (code == code_i64 || (v >= 0 && ((unsigned64 >> code) & 1))) {
-                memcpy(dst, &v, 8);
-            } else if (code == code_i32) {
-                int32_t w = (int32_t)v;
-                memcpy(dst, &w, 4);
-            } else {
-                break;
-            }
-        } else if (kernarg_small_int(x, &v)) {  /* |v| < 2**60: device addresses too */
-            if (code == code_i64 || (v >= 0 && ((unsigned64 >> code) & 1))) {
-                memcpy(dst, &v, 8);
-            } else if (code == code_i32 && v == (int32_t)v) {
-                int32_t w = (int32_t)v;
-                memcpy(dst, &w, 4);
-            } else {
-                break;
-            }
+        if (code == code_i64 || (v >= 0 && ((unsigned64 >> code) & 1))) {
+            memcpy(dst, &v, 8);
+        } else if (code == code_i32 && v == (int32_t)v) {
+            int32_t w = (int32_t)v;
+            memcpy(dst, &w, 4);
         } else {
             break;
         }
