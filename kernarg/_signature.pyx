@@ -1211,10 +1211,6 @@ def _find_declarations(source, kernel_name):
     return out
 
 
-def _find_declaration(source, kernel_name):
-    return _find_declarations(source, kernel_name)[0]
-
-
 def _declared_types(decl):
     """The parameter types of a declaration, without names (to compare declarations)."""
     out = []
