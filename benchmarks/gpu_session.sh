@@ -38,7 +38,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     | grep -i -E "^(cuda|torch|cupy|numba|jax|cython|numpy|ml.dtypes|hypothesis|pytest)" || true
 step "$PY" setup.py -q build_ext --inplace -j "$(nproc)"
 step "$PY" -m kernarg info
-step timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
+step env KERNARG_REQUIRE_GPU=1 timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
     --junitxml="$OUT/junit-gpu.xml"
 step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
 step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \

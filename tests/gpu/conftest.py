@@ -1,4 +1,8 @@
-"""tests/gpu needs a CUDA driver and GPU; without them every test here is skipped, saying so."""
+"""tests/gpu needs a CUDA driver and GPU; without them every test here is skipped, saying so,
+unless KERNARG_REQUIRE_GPU=1 is set (runs that exist to exercise a driver: the GPU session, the
+sanitizer job's stand-in run), which makes a missing one an error rather than a suite of skips."""
+import os
+
 import pytest
 
 
@@ -25,6 +29,8 @@ REASON = _gpu_reason()
 def pytest_collection_modifyitems(config, items):
     if REASON is None:
         return
+    if os.environ.get("KERNARG_REQUIRE_GPU", "0") not in ("", "0"):
+        raise pytest.UsageError(f"KERNARG_REQUIRE_GPU is set but {REASON}")
     skip = pytest.mark.skip(reason=f"GPU tests need a CUDA GPU: {REASON}")
     for item in items:
         if "/gpu/" in str(item.fspath).replace("\\", "/"):
