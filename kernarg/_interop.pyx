@@ -513,10 +513,18 @@ cdef enum:
     F_COUNT
 
 
-cdef inline object _field(dict cai, PyObject** found, int slot, str key, bint complete,
-                          object default):
-    if found[slot] != NULL:
-        return <object>found[slot]
+cdef object _ABSENT = object()        # a CUDA Array Interface field the dict pass did not find
+
+
+cdef inline object _owned(PyObject** found, int slot):
+    return <object>found[slot] if found[slot] != NULL else _ABSENT
+
+
+cdef inline object _field(dict cai, object value, str key, bint complete, object default):
+    if value is not _ABSENT:
+        return value
+    # cai.get may run Python code (the __eq__ of a key whose hash collides with `key`), which
+    # may change the dict: _read_cai owns every value it found before the first such call.
     return default if complete else cai.get(key, default)
 
 
@@ -546,13 +554,20 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     # Every key recognised by identity: absent fields are really absent. Otherwise (keys built
     # at run time are not interned) look the rest up the usual way.
     cdef bint complete = matched == len(cai)
-    # Own every field before anything else runs: the references above are borrowed.
-    version = _field(cai, found, F_VERSION, "version", complete, 0)
-    data = _field(cai, found, F_DATA, "data", complete, None)
-    shape = _field(cai, found, F_SHAPE, "shape", complete, None)
-    typestr = _field(cai, found, F_TYPESTR, "typestr", complete, None)
-    mask = _field(cai, found, F_MASK, "mask", complete, None)
-    stream = _field(cai, found, F_STREAM, "stream", complete, None)
+    # The references PyDict_Next gave are borrowed: own every one before any code can run
+    # (looking up the fields the pass did not find may, and may delete the ones it did).
+    version = _owned(found, F_VERSION)
+    data = _owned(found, F_DATA)
+    shape = _owned(found, F_SHAPE)
+    typestr = _owned(found, F_TYPESTR)
+    mask = _owned(found, F_MASK)
+    stream = _owned(found, F_STREAM)
+    version = _field(cai, version, "version", complete, 0)
+    data = _field(cai, data, "data", complete, None)
+    shape = _field(cai, shape, "shape", complete, None)
+    typestr = _field(cai, typestr, "typestr", complete, None)
+    mask = _field(cai, mask, "mask", complete, None)
+    stream = _field(cai, stream, "stream", complete, None)
     if type(version) is not int or not 0 <= <long>version <= 3:
         raise ValueError(f"{_cai(index, obj)} version {version!r} is not "
                          "supported (kernarg reads versions 0-3)")

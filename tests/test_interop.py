@@ -79,6 +79,104 @@ def test_cai_stream_zero_is_forbidden():
         kernarg.pack((1, CAIObject(cai(PTR, stream=0))))
 
 
+def test_producer_streams_beyond_the_limit_are_an_error_naming_the_argument():
+    # A block records at most KERNARG_MAX_STREAMS (16) distinct producer streams (the C API's
+    # kernarg_block has room for that many); repeats of a recorded one cost nothing.
+    ok = [CAIObject(cai(PTR, stream=0x100 + i)) for i in range(16)]
+    b = kernarg.pack(ok + ok)
+    assert b.producer_streams == tuple(0x100 + i for i in range(16))
+    with pytest.raises(ValueError, match=r"argument 17: its producer stream 0x999 would be the "
+                                         r"17th distinct one.*at most 16"):
+        kernarg.pack([*ok, 5, CAIObject(cai(PTR, stream=0x999))])
+    sig = kernarg.Signature(["float*"] * 17)
+    with pytest.raises(ValueError, match=r"argument 16: its producer stream 0x999"):
+        sig.pack([*ok, CAIObject(cai(PTR, stream=0x999))])
+
+
+class _CollidingKey:
+    """A dict key whose hash equals that of "version" and whose comparison deletes the dict's
+    other fields: looking "version" up runs it."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def __hash__(self):
+        return hash("version")
+
+    def __eq__(self, other):
+        self.d.pop("data", None)
+        self.d.pop("shape", None)
+        return False
+
+
+def test_cai_dict_changed_while_it_is_read():
+    # The dict is read in one pass, then the fields that pass did not find are looked up. The
+    # lookup of "version" runs the colliding key's __eq__, which deletes "data" and "shape",
+    # freeing their values. kernarg must own what the pass found first: it used to read the
+    # freed "data" tuple (a garbage error message, then a crash at exit).
+    d = {"data": (int(str(PTR)), False), "shape": (4,), "typestr": "<f4"}
+    d[_CollidingKey(d)] = 1
+    assert ptr_of(kernarg.pack((CAIObject(d),))) == PTR
+    assert "data" not in d      # the lookup did run the key's __eq__
+
+
+class _NeedsArgs(Exception):
+    def __init__(self, code, detail):
+        super().__init__(code, detail)
+
+
+class _RaisingCAI:
+    def __init__(self, exc):
+        self.exc = exc
+
+    @property
+    def __cuda_array_interface__(self):
+        raise self.exc
+
+
+class _RaisingDLPack:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("__dlpack__ must not be called when __dlpack_device__ fails")
+
+    def __dlpack_device__(self):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [KeyError("gone"), _NeedsArgs(7, "detail"),
+                                 UnicodeDecodeError("utf-8", b"", 0, 1, "bad")],
+                         ids=lambda e: type(e).__name__)
+def test_protocol_errors_name_the_argument_whatever_the_exception_class(exc):
+    # The error keeps the producer's exception class where it can be built from one message,
+    # else becomes a TypeError; either way it names the argument and chains the original.
+    same = type(exc) if type(exc) is KeyError else TypeError
+    for obj, fragment in [(_RaisingCAI(exc), "reading __cuda_array_interface__ raised"),
+                          (_RaisingDLPack(exc), r"__dlpack_device__\(\) raised")]:
+        with pytest.raises(same, match=rf"argument 1 \(.*\): {fragment} {type(exc).__name__}") \
+                as info:
+            kernarg.pack((1, obj))
+        assert info.value.__cause__ is exc
+
+
+class _Untruthful:
+    def __bool__(self):
+        raise ZeroDivisionError("no truth value")
+
+
+def test_cai_value_that_raises_when_read():
+    with pytest.raises(ZeroDivisionError, match=r"argument 0 .*__cuda_array_interface__ could "
+                                                r"not be read: ZeroDivisionError: no truth"):
+        kernarg.pack((CAIObject(cai(PTR, readonly=_Untruthful())),))
+
+
+def test_cai_shape_may_be_a_list_of_ints():
+    assert ptr_of(kernarg.pack((CAIObject(cai(PTR, shape=[2, 3])),))) == PTR
+    with pytest.raises(TypeError, match=r"argument 0 .*\['shape'\] must be a tuple of ints"):
+        kernarg.pack((CAIObject(cai(PTR, shape=[2, "3"])),))
+
+
 @pytest.mark.parametrize("interface, exc, fragment", [
     (cai(PTR, mask=object()), ValueError, "mask"),
     ({"shape": (1,), "typestr": "<f4", "version": 3}, TypeError, "data"),
