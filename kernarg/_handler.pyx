@@ -28,6 +28,7 @@ from kernarg._interop cimport (
     KIND_INT,
     KIND_NONE,
     KIND_NPVOID,
+    KIND_POINTER,
     PtrResult,
     TypeInfo,
     getter_t,
@@ -148,6 +149,26 @@ def register(cls, fn):
     """
     _register(cls, fn)
     _clear_cache()
+
+
+def _forget_types():
+    """For tests: drop every remembered classification, so the next argument of each type is
+    classified afresh."""
+    _clear_cache()
+
+
+_KIND_NAMES = {KIND_INT: "int", KIND_FLOAT: "float", KIND_BOOL: "bool", KIND_COMPLEX: "complex",
+               KIND_NONE: "none", KIND_INLINE: "inline", KIND_CTYPES: "ctypes",
+               KIND_CTYPES_BUFFER: "ctypes_buffer", KIND_NPVOID: "buffer_protocol"}
+
+
+def _classification(obj):
+    """For tests and debugging: how arguments of ``type(obj)`` are packed by value ("inline":
+    read in place from a numpy scalar; "ctypes": through the object's data pointer;
+    "ctypes_buffer" and "buffer_protocol": through the buffer protocol; "int", "float", ...),
+    or "pointer" for every pointer kind."""
+    cdef int kind = _lookup(obj, 0).kind
+    return "pointer" if kind >= KIND_POINTER else _KIND_NAMES.get(kind, str(kind))
 
 
 # ---------------------------------------------------------------------------------------------

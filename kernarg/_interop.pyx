@@ -221,12 +221,16 @@ cdef object _registered_fn(type t):
 
 cdef Py_ssize_t _HEAD = sizeof(PyObject)
 cdef Py_ssize_t _ctypes_bptr_offset = -1
+cdef bint _probes_fail = False        # _use_layout_fallbacks: as if no layout were confirmed
 
 
 cdef int _check_ctypes_layout() except -1:
     # A ctypes instance (CDataObject) stores `char *b_ptr` right after PyObject_HEAD. Confirm it
     # on this interpreter; if not, KIND_CTYPES_BUFFER reads through the buffer protocol instead.
     global _ctypes_bptr_offset
+    _ctypes_bptr_offset = -1
+    if _probes_fail:
+        return 0
     probe = ctypes.c_int(0x5EED)
     cdef char** slot = <char**>(<char*><PyObject*>probe + _HEAD)
     if <uintptr_t>slot[0] == <uintptr_t>ctypes.addressof(probe):
@@ -235,6 +239,16 @@ cdef int _check_ctypes_layout() except -1:
 
 
 _check_ctypes_layout()
+
+
+def _use_layout_fallbacks(bint on):
+    """For tests: classify as on an interpreter where neither the ctypes nor the numpy scalar
+    layout probe confirms its layout (``on=True``), so that ctypes and numpy scalars take the
+    buffer-protocol paths, or as this one does (``on=False``). Types classified before keep
+    their kind until ``kernarg._handler._forget_types()``."""
+    global _probes_fail
+    _probes_fail = on
+    _check_ctypes_layout()
 
 
 cdef bint _mro_has(type t, str module_prefix, str name):
@@ -248,6 +262,8 @@ cdef Py_ssize_t _inline_offset(object np, object dtype):
     """Offset of a numpy scalar's value inside the object, or -1 if it cannot be confirmed."""
     cdef Py_ssize_t size = dtype.itemsize, align = dtype.alignment
     cdef Py_ssize_t off = (_HEAD + align - 1) // align * align
+    if _probes_fail:
+        return -1
     pattern = bytes(range(1, size + 1)) if dtype.kind != "b" else b"\x01"
     sample = np.frombuffer(pattern, dtype=dtype)[0]
     if ctypes.string_at(<uintptr_t><PyObject*>sample + off, size) != sample.tobytes():

@@ -1,6 +1,8 @@
 """kernarg.pack / ParamBlock: values, layout, structure of the block, errors."""
+import contextlib
 import ctypes
 import enum
+import io
 import math
 import struct
 
@@ -451,3 +453,109 @@ def test_more_types_than_cache_slots():
     for _ in range(3):
         check_block(kernarg.pack(args[:200]), args[:200])
         check_block(kernarg.pack(args[100:]), args[100:])
+
+
+def test_more_types_than_the_classification_memory_holds():
+    # kernarg remembers at most 4,096 classified types (the dict also keeps each type alive, so
+    # that a cached type pointer cannot be reused by a new type); past that it forgets them all
+    # and classifies afresh. Programs that make classes at run time must neither grow without
+    # bound nor get wrong bytes after the reset.
+    import gc
+    import weakref
+
+    def make(i):
+        return type(f"Dyn{i}", (ctypes.Structure,), {"_fields_": [("a", ctypes.c_int32),
+                                                                     ("b", ctypes.c_int8)]})
+
+    first = make(0)
+    first_ref = weakref.ref(first)
+    check_block(kernarg.pack((first(5, 1),)), (first(5, 1),))
+    del first
+    for i in range(1, 4200):
+        t = make(i)
+        value = t(i, i % 100)
+        assert bytes(kernarg.pack((np.int8(1), value))) == \
+            b"\x01\x00\x00\x00" + struct.pack("<ib3x", i, i % 100)
+    del t, value
+    gc.collect()
+    assert first_ref() is None, "a type classified before the reset is still held"
+    again = make(0)
+    check_block(kernarg.pack((again(7, 2), Pair(b"x", 1.0))), (again(7, 2), Pair(b"x", 1.0)))
+
+
+def test_param_block_refuses_writable_buffer_requests():
+    b = kernarg.pack((1, 2.0))
+    before = bytes(b)
+    with pytest.raises(TypeError, match="read-write"):
+        io.BytesIO(b"x" * 16).readinto(b)
+    assert bytes(b) == before and memoryview(b).readonly
+
+
+def test_param_block_repr():
+    assert repr(kernarg.pack((True, 1.0))) == "<kernarg.ParamBlock nargs=2 nbytes=16 " \
+                                              "offsets=(0, 8)>"
+
+
+def test_zero_size_structured_scalar_is_refused():
+    empty = np.zeros(1, dtype=np.dtype([]))[0]
+    with pytest.raises(TypeError, match=r"argument 1 \(void\): a zero-size value cannot be a "
+                                        "kernel parameter"):
+        kernarg.pack((1, empty))
+
+
+# ------------------------------------------------------------------------------------------
+# The buffer-protocol fallbacks. kernarg reads numpy scalars in place and ctypes values through
+# their data pointer, after probing at import that this interpreter lays them out as expected.
+# Where a probe fails they are read through the buffer protocol instead. These tests make the
+# probes fail and check that the fallbacks give the same bytes.
+
+
+@contextlib.contextmanager
+def _layout_fallbacks():
+    from kernarg import _handler, _interop
+
+    _interop._use_layout_fallbacks(True)
+    _handler._forget_types()
+    try:
+        yield
+    finally:
+        _interop._use_layout_fallbacks(False)
+        _handler._forget_types()
+
+
+def test_fallbacks_are_taken_only_when_the_probes_fail():
+    from kernarg._handler import _classification
+
+    assert _classification(np.float32(1)) == "inline"
+    assert _classification(ctypes.c_int(1)) == "ctypes"
+    with _layout_fallbacks():
+        for v in NUMPY_SCALARS + [ml_dtypes.bfloat16(1.5)]:
+            assert _classification(v) == "buffer_protocol", type(v)
+        for v in CTYPES_VALUES:
+            assert _classification(v) == "ctypes_buffer", type(v)
+    assert _classification(np.float32(1)) == "inline"
+    assert _classification(ctypes.c_int(1)) == "ctypes"
+
+
+def test_fallbacks_pack_every_scalar_the_same():
+    values = NUMPY_SCALARS + CTYPES_VALUES + [ml_dtypes.bfloat16(-2.5)]
+    fast = [bytes(kernarg.pack((np.int8(1), v))) for v in values]
+    sig = kernarg.Signature("signed char a, float b, long long c, double d, __half e, int f")
+    typed_args = (np.int8(-4), np.float32(0.5), np.uint32(7), np.float16(3.0), np.float64(0.25),
+                  np.int64(-9))
+    typed = bytes(sig.pack(typed_args))
+    with _layout_fallbacks():
+        for v, expected in zip(values, fast, strict=True):
+            b = kernarg.pack((np.int8(1), v))
+            assert bytes(b) == expected, type(v)
+            check_block(b, (np.int8(1), v))
+        assert bytes(sig.pack(typed_args)) == typed
+        with pytest.raises(TypeError, match="argument 0 .*zero-size"):
+            kernarg.pack((np.zeros(1, dtype=np.dtype([]))[0],))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ANY_VALUE, max_size=24))
+def test_fallbacks_match_reference_packer(args):
+    with _layout_fallbacks():
+        check_block(kernarg.pack(tuple(args)), tuple(args))
