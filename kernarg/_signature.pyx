@@ -842,6 +842,29 @@ cdef str _param_name(Signature sig, Py_ssize_t i):
     return _describe_param(i, sig._names[i])
 
 
+# ctypes scalar type codes (``_type_``) whose value a parameter of each kind takes, as it would
+# take the same Python value: integers and bool (and char, void*) for integer parameters;
+# integers, bool, float and double for floating-point ones. c_longdouble, strings, wide
+# characters and py_object are not numbers a kernel parameter can hold.
+_CTYPES_FOR_INT = frozenset("?bBhHiIlLqQcP")
+_CTYPES_FOR_FLOAT = frozenset("?bBhHiIlLqQfd")
+
+
+cdef object _ctypes_number(object value, bint for_float):
+    """The Python number a ctypes scalar holds (``ctypes.c_int(3)`` -> 3; ``c_char(b"a")`` ->
+    97; a null ``c_void_p`` -> 0), or None when ``value`` is not a ctypes scalar a parameter of
+    that kind takes."""
+    if not isinstance(value, ctypes._SimpleCData):
+        return None
+    code = getattr(type(value), "_type_", None)
+    if code not in (_CTYPES_FOR_FLOAT if for_float else _CTYPES_FOR_INT):
+        return None
+    number = value.value
+    if code == "c":
+        return number[0]
+    return 0 if number is None else number      # c_void_p holding NULL
+
+
 cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
     cdef long long v
     cdef uint64_t u
@@ -852,8 +875,9 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         if isinstance(value, float) or isinstance(value, complex) or isinstance(value, str):
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
                             f"got {type(value).__name__}")
+        number = _ctypes_number(value, False)
         try:
-            value = value.__index__()
+            value = value.__index__() if number is None else PyNumber_Index(number)
         except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
                             f"got {type(value).__name__}") from None
@@ -882,9 +906,13 @@ cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
     cdef object bits = 8 * size           # Python ints: 1 << 64 must not overflow
     cdef uint64_t u
     if type(value) is not int:
-        if isinstance(value, (float, complex, str)) or not hasattr(type(value), "__index__"):
+        number = _ctypes_number(value, False)
+        if number is not None:
+            value = PyNumber_Index(number)
+        elif isinstance(value, (float, complex, str)) or not hasattr(type(value), "__index__"):
             return _put_int(sig, code, i, value, dst)     # its TypeError, naming the parameter
-        value = PyNumber_Index(value)     # an int, or the value's own error (named above)
+        else:
+            value = PyNumber_Index(value)     # an int, or the value's own error (named above)
     lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
     if not lo <= value <= hi:
         raise OverflowError(f"{_param_name(sig, i)} is {'an' if bits == 8 else 'a'} {bits}-bit "
@@ -931,8 +959,9 @@ cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* d
         if isinstance(value, (str, bytes, complex)) or value is None:
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
                             f"number, got {type(value).__name__}")
+        number = _ctypes_number(value, True)
         try:
-            d = PyFloat_AsDouble(value)
+            d = PyFloat_AsDouble(value if number is None else number)
         except TypeError:
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
                             f"number, got {type(value).__name__}") from None
@@ -1068,6 +1097,11 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
         if info.kind <= KIND_POINTER:
             if allow_int and hasattr(value, "__index__") and not isinstance(value, float):
                 return _put_int(sig, C_U64, i, value, dst)
+            if isinstance(value, (ctypes.c_void_p, ctypes._Pointer)):
+                # An address held by ctypes, as cuda-python's examples pass device pointers.
+                address = ctypes.cast(value, ctypes.c_void_p).value or 0
+                memcpy(dst, &address, 8)
+                return 0
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
                             f"array, buffer or address, got {type(value).__name__}")
         pointer_of(info, value, i, stream, &r, p.code == C_POINTER)

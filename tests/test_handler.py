@@ -559,3 +559,37 @@ def test_fallbacks_pack_every_scalar_the_same():
 def test_fallbacks_match_reference_packer(args):
     with _layout_fallbacks():
         check_block(kernarg.pack(tuple(args)), tuple(args))
+
+
+def test_packing_inside_a_protocol_property_leaves_the_outer_pack_intact():
+    # A CUDA Array Interface property runs Python code in the middle of a pack. Here it packs
+    # 300 types of its own, which evicts entries of the per-type cache the outer pack is using
+    # (and pops and refills the block pools); the outer block must come out as if the property
+    # had done nothing.
+    kinds = [type(f"R{i}", (ctypes.Structure,), {"_fields_": [("a", ctypes.c_int16 * (1 + i % 5))]})
+             for i in range(300)]
+
+    class Busy:
+        @property
+        def __cuda_array_interface__(self):
+            for _ in range(2):
+                inner = kernarg.pack(tuple(k() for k in kinds) + tuple(range(40)))
+                assert inner.nargs == 340
+            return {"data": (0xBEEF00, False), "shape": (1,), "typestr": "<f4", "version": 3}
+
+    head = (Pair(b"a", 2.5), np.float32(1.5), ctypes.c_int16(-3), Mixed(i=7), np.complex64(1j))
+    for position in range(len(head) + 1):
+        args = head[:position] + (Busy(),) + head[position:] + head
+        plain = head[:position] + (0xBEEF00,) + head[position:] + head
+        assert bytes(kernarg.pack(args)) == bytes(kernarg.pack(plain))
+        sig = kernarg.Signature([c_type_of(a) for a in plain])
+        assert bytes(sig.pack(args)) == bytes(sig.pack(plain))
+
+
+def c_type_of(value):
+    """The parameter types of the reentrancy test, as a Signature takes them."""
+    if isinstance(value, int):
+        return "float*"
+    if isinstance(value, np.generic):
+        return value.dtype
+    return type(value)

@@ -375,6 +375,60 @@ def test_numpy_and_other_number_types_convert():
                             + b"\x01")
 
 
+_CTYPES_SCALARS = [
+    ("bool", ctypes.c_bool(True)), ("char", ctypes.c_char(b"z")),
+    ("signed char", ctypes.c_byte(-5)), ("unsigned char", ctypes.c_ubyte(200)),
+    ("short", ctypes.c_short(-2)), ("unsigned short", ctypes.c_ushort(65535)),
+    ("int", ctypes.c_int(-9)), ("unsigned int", ctypes.c_uint(9)),
+    ("long long", ctypes.c_longlong(-2**40)), ("unsigned long long", ctypes.c_ulonglong(2**64 - 1)),
+    ("int64_t", ctypes.c_long(-11)), ("size_t", ctypes.c_size_t(12345)),
+    ("float", ctypes.c_float(0.5)), ("double", ctypes.c_double(-0.25)),
+    ("unsigned long long", ctypes.c_void_p(0xDEAD0000)),
+]
+
+
+@pytest.mark.parametrize("decl, value", _CTYPES_SCALARS, ids=lambda v: getattr(v, "_type_", v))
+def test_ctypes_scalars_pack_as_the_parameter_they_match(decl, value):
+    # ctypes scalars are what cuda-python's examples pass; a declared parameter of the same C
+    # type must take them, with the bytes untyped packing gives them.
+    sig = kernarg.Signature(f"char pad, {decl} v")
+    assert bytes(sig.pack((b"\x01"[0], value))) == bytes(kernarg.pack((np.int8(1), value)))
+
+
+def test_ctypes_scalars_convert_like_the_python_values_they_hold():
+    sig = kernarg.Signature("int a, float b, double c, __half d, unsigned char e, bool f, "
+                            "float2 g, unsigned long long h")
+    ct = (ctypes.c_short(-3), ctypes.c_double(0.1), ctypes.c_int(7), ctypes.c_float(1.5),
+          ctypes.c_char(b"a"), ctypes.c_int(1), (ctypes.c_float(1), ctypes.c_int(2)),
+          ctypes.c_void_p(None))
+    py = (-3, 0.1, 7, 1.5, 97, 1, (1.0, 2), 0)
+    assert bytes(sig.pack(ct)) == bytes(sig.pack(py))
+    for decl, value, exc, fragment in [
+            ("int n", ctypes.c_double(2.0), TypeError, r"'n'\) is int: expected an int, got "
+                                                        "c_double"),
+            ("unsigned char u", ctypes.c_int(300), OverflowError, r"'u'.*300 is outside 0 .. 255"),
+            ("float f", ctypes.c_char_p(b"x"), TypeError, "'f'.*real number, got c_char_p"),
+            ("float f", ctypes.c_void_p(8), TypeError, "'f'.*real number, got c_void_p"),
+            ("int n", ctypes.c_wchar("x"), TypeError, "'n'.*expected an int, got c_wchar"),
+            ("double d", ctypes.c_longdouble(1), TypeError, "no long double")]:
+        with pytest.raises(exc, match=fragment):
+            kernarg.Signature(decl).pack((value,))
+
+
+def test_ctypes_addresses_for_pointer_parameters():
+    target = ctypes.c_float(1.0)
+    sig = kernarg.Signature("float* a, const void* b, int* c")
+    raw = bytes(sig.pack((ctypes.c_void_p(0x1000), ctypes.c_void_p(None),
+                          ctypes.pointer(target))))
+    assert struct.unpack("<3Q", raw) == (0x1000, 0, ctypes.addressof(target))
+    ptx = compile_ptx('extern "C" __global__ void k(int n, float* p) {}')
+    ptx_sig = kernarg.Signature.from_ptx(ptx, "k")
+    assert bytes(ptx_sig.pack((ctypes.c_int(-1), ctypes.c_void_p(0x2000)))) == \
+        struct.pack("<i4xQ", -1, 0x2000)
+    with pytest.raises(TypeError, match=r"parameter 0 \('a'\) is a pointer .*got c_int"):
+        sig.pack((ctypes.c_int(5), None, None))
+
+
 def test_structs_from_numpy_ctypes_dicts_and_tuples():
     sig = kernarg.Signature([FLAT, CPair, FLAT, CPair])
     rec = np.zeros((), dtype=FLAT)[()]    # zeroed, so its internal padding is defined

@@ -95,6 +95,24 @@ def test_every_scalar_vector_struct_kind_reaches_the_kernel(ctx):
 
 
 
+def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
+    # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
+    # the Python values they hold.
+    k = kernarg.Kernel.from_source(ECHO, "echo")
+    as_ctypes = (ctypes.c_bool(True), ctypes.c_byte(-5), ctypes.c_short(-300),
+                 ctypes.c_int(123456), ctypes.c_longlong(-2**40), ctypes.c_ulonglong(2**64 - 1),
+                 ctypes.c_float(1.5), ctypes.c_double(-2.25), ctypes.c_double(0.333),
+                 ctypes.c_float(3.5), (ctypes.c_float(1.0), ctypes.c_double(2.0)),
+                 *ECHO_ARGS[11:15], ctypes.c_void_p(0xDEAD0000))
+    out = DeviceArray(256)
+    check(driver.cuMemsetD8(out.ptr, 0, 256))
+    k.launch(1, 1, out, *as_ctypes)
+    expected = bytes(k.signature.pack((out,) + ECHO_ARGS))[8:]
+    got = out.read()[8:8 + len(expected)]
+    pad = [j for j in range(len(expected)) if expected[j] != got[j]]
+    assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
+
+
 ECHO_MORE = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
