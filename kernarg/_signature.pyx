@@ -875,12 +875,14 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         if isinstance(value, float) or isinstance(value, complex) or isinstance(value, str):
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
                             f"got {type(value).__name__}")
-        number = _ctypes_number(value, False)
         try:
-            value = value.__index__() if number is None else PyNumber_Index(number)
+            value = value.__index__()
         except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
-            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
-                            f"got {type(value).__name__}") from None
+            number = _ctypes_number(value, False)
+            if number is None:
+                raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an "
+                                f"int, got {type(value).__name__}") from None
+            value = PyNumber_Index(number)
         v = PyLong_AsLongLongAndOverflow(value, &overflow)
         if overflow:
             if code == C_U64 and 0 <= value < 2**64:
@@ -959,12 +961,14 @@ cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* d
         if isinstance(value, (str, bytes, complex)) or value is None:
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
                             f"number, got {type(value).__name__}")
-        number = _ctypes_number(value, True)
         try:
-            d = PyFloat_AsDouble(value if number is None else number)
+            d = PyFloat_AsDouble(value)
         except TypeError:
-            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
-                            f"number, got {type(value).__name__}") from None
+            number = _ctypes_number(value, True)
+            if number is None:
+                raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a "
+                                f"real number, got {type(value).__name__}") from None
+            d = PyFloat_AsDouble(number)
         except OverflowError:
             raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is too "
                                 "large for a double") from None
