@@ -561,6 +561,15 @@ def test_fallbacks_match_reference_packer(args):
         check_block(kernarg.pack(tuple(args)), tuple(args))
 
 
+def c_type_of(value):
+    """The parameter types of the reentrancy test, as a Signature takes them."""
+    if isinstance(value, int):
+        return "float*"
+    if isinstance(value, np.generic):
+        return value.dtype
+    return type(value)
+
+
 def test_packing_inside_a_protocol_property_leaves_the_outer_pack_intact():
     # A CUDA Array Interface property runs Python code in the middle of a pack. Here it packs
     # 300 types of its own, which evicts entries of the per-type cache the outer pack is using
@@ -584,12 +593,3 @@ def test_packing_inside_a_protocol_property_leaves_the_outer_pack_intact():
         assert bytes(kernarg.pack(args)) == bytes(kernarg.pack(plain))
         sig = kernarg.Signature([c_type_of(a) for a in plain])
         assert bytes(sig.pack(args)) == bytes(sig.pack(plain))
-
-
-def c_type_of(value):
-    """The parameter types of the reentrancy test, as a Signature takes them."""
-    if isinstance(value, int):
-        return "float*"
-    if isinstance(value, np.generic):
-        return value.dtype
-    return type(value)
