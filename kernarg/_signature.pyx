@@ -717,7 +717,6 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
     cdef int code, got
     cdef long long v
     cdef double d
-    cdef int32_t i32
     cdef uint32_t u32
     cdef float f32
     # Locals, not fields: stores through char* could alias the fields, forcing reloads.
@@ -752,18 +751,10 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
         # Fast paths for exact ints and floats; everything else (and every error) goes to
         # the general converters in _put_typed below.
         if tp == &PyLong_Type:
+            # The int run above took every exact int that fits an int, long long, unsigned long
+            # long or pointer parameter: here, the other widths.
             if kernarg_small_int(item, &v):
-                if code == C_I32:
-                    if v == <int32_t>v:
-                        i32 = <int32_t>v
-                        memcpy(dst, &i32, 4)
-                        i += 1
-                        continue
-                elif code == C_I64 or (code == C_U64 and v >= 0):
-                    memcpy(dst, &v, 8)
-                    i += 1
-                    continue
-                elif code == C_U32:
+                if code == C_U32:
                     if v == <uint32_t>v:
                         u32 = <uint32_t>v
                         memcpy(dst, &u32, 4)
