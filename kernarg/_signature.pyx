@@ -899,13 +899,14 @@ cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
     cdef object bits = 8 * size           # Python ints: 1 << 64 must not overflow
     cdef uint64_t u
     if type(value) is not int:
-        number = _ctypes_number(value, False)
-        if number is not None:
-            value = PyNumber_Index(number)
-        elif isinstance(value, (float, complex, str)) or not hasattr(type(value), "__index__"):
+        if isinstance(value, (float, complex, str)):
             return _put_int(sig, code, i, value, dst)     # its TypeError, naming the parameter
-        else:
-            value = PyNumber_Index(value)     # an int, or the value's own error (named above)
+        if not hasattr(type(value), "__index__"):
+            number = _ctypes_number(value, False)
+            if number is None:
+                return _put_int(sig, code, i, value, dst)     # as above
+            value = number
+        value = PyNumber_Index(value)     # an int, or the value's own error (named above)
     lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
     if not lo <= value <= hi:
         raise OverflowError(f"{_param_name(sig, i)} is {'an' if bits == 8 else 'a'} {bits}-bit "
