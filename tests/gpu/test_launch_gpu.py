@@ -81,18 +81,23 @@ ECHO_ARGS = (True, -5, -300, 123456, -2**40, 2**64 - 1, 1.5, -2.25, 0.333, 3.5, 
              (3.0, -4.0), (1, -2, 3, -4), (7, 8, 9), _ST, 0xDEAD0000)
 
 
-def test_every_scalar_vector_struct_kind_reaches_the_kernel(ctx):
-    k = kernarg.Kernel.from_source(ECHO, "echo")
+def check_echo(k, args, expected_args=None):
+    """Launch an echo kernel on ``args`` and compare what it wrote with the parameter block of
+    ``expected_args`` (default: ``args``) packed for its signature. The kernel copies each
+    parameter to the offset it has in the parameter block, so that block (bar `out` itself,
+    bytes 0-7) must come back byte for byte."""
     out = DeviceArray(256)
     check(driver.cuMemsetD8(out.ptr, 0, 256))      # the gaps between values stay zero
-    k.launch(1, 1, out, *ECHO_ARGS)
-    # The kernel copied each parameter to the offset it has in the parameter block, so the
-    # block kernarg packed (bar `out` itself, bytes 0-7) must come back byte for byte.
-    expected = bytes(k.signature.pack((out,) + ECHO_ARGS))[8:]
+    k.launch(1, 1, out, *args)
+    expected = bytes(k.signature.pack((out,) + (args if expected_args is None
+                                                else expected_args)))[8:]
     got = out.read()[8:8 + len(expected)]
     pad = [j for j in range(len(expected)) if expected[j] != got[j]]
     assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
 
+
+def test_every_scalar_vector_struct_kind_reaches_the_kernel(ctx):
+    check_echo(kernarg.Kernel.from_source(ECHO, "echo"), ECHO_ARGS)
 
 
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
@@ -104,13 +109,7 @@ def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
                  ctypes.c_float(1.5), ctypes.c_double(-2.25), ctypes.c_double(0.333),
                  ctypes.c_float(3.5), (ctypes.c_float(1.0), ctypes.c_double(2.0)),
                  *ECHO_ARGS[11:15], ctypes.c_void_p(0xDEAD0000))
-    out = DeviceArray(256)
-    check(driver.cuMemsetD8(out.ptr, 0, 256))
-    k.launch(1, 1, out, *as_ctypes)
-    expected = bytes(k.signature.pack((out,) + ECHO_ARGS))[8:]
-    got = out.read()[8:8 + len(expected)]
-    pad = [j for j in range(len(expected)) if expected[j] != got[j]]
-    assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
+    check_echo(k, as_ctypes, ECHO_ARGS)
 
 
 ECHO_MORE = r"""
@@ -138,14 +137,7 @@ ECHO_MORE_ARGS = (-7, 250, 65000, 2**32 - 1, -2**62, 2**64 - 2, 2**40 + 3, (1.5,
 
 
 def test_the_remaining_scalar_and_vector_kinds_reach_the_kernel(ctx):
-    k = kernarg.Kernel.from_source(ECHO_MORE, "echo_more")
-    out = DeviceArray(256)
-    check(driver.cuMemsetD8(out.ptr, 0, 256))
-    k.launch(1, 1, out, *ECHO_MORE_ARGS)
-    expected = bytes(k.signature.pack((out,) + ECHO_MORE_ARGS))[8:]
-    got = out.read()[8:8 + len(expected)]
-    pad = [j for j in range(len(expected)) if expected[j] != got[j]]
-    assert not pad, f"bytes differ at parameter-block offsets {[8 + j for j in pad]}"
+    check_echo(kernarg.Kernel.from_source(ECHO_MORE, "echo_more"), ECHO_MORE_ARGS)
 
 
 def test_from_source_compiles_once_per_source_options_and_arch(ctx, monkeypatch):
