@@ -1,0 +1,231 @@
+"""Packing from many threads at once. kernarg's state is shared between threads (the per-type
+cache, the block pools, the classification table) and guarded only by the GIL, which the
+interpreter hands to another thread whenever kernarg calls back into Python: a CAI property, a
+``__dlpack__`` method, a registered adapter, an ``__index__``. These tests force such switches
+(a 1 µs switch interval, every argument list holding Python callbacks) while other threads
+pack, drop the type cache and create new types, and check every block byte for byte against
+the reference packer, every producer stream, and every DLPack deleter run exactly once."""
+import ctypes
+import random
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import kernarg
+from kernarg import _handler
+
+import reference
+from producers import CAIObject, DLPackProducer, cai, double_deletes
+
+THREADS = 6
+ROUNDS = 250
+
+
+class Index:
+    """An int-like whose conversion runs Python code (a switch point inside the pack)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+class Handle:
+    """A pointer-like type packed through a registered Python function, which logs the thread
+    it runs on."""
+
+    log = []
+
+    def __init__(self, address):
+        self.address = address
+
+    def address_of(self):
+        Handle.log.append(("call", threading.get_ident()))
+        return self.address
+
+
+class Pair(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
+
+
+@pytest.fixture
+def fast_switching():
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    kernarg.register(Handle, Handle.address_of)
+    Handle.log.clear()
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+        kernarg.register(Handle, None)
+
+
+def _run_threads(target, n=THREADS):
+    errors = []
+    start = threading.Barrier(n)
+
+    def body(seed):
+        try:
+            start.wait()
+            target(seed)
+        except BaseException as exc:   # re-raised in the main thread, below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(seed,)) for seed in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _arguments(rng, seed):
+    """An argument list mixing every by-value kind with pointer producers that run Python
+    code, and what the reference packer and the producer streams should make of it."""
+    args, expected, streams, dlpacks = [], [], [], []
+    for _ in range(rng.randint(1, 24)):
+        k = rng.randrange(12)
+        address = rng.randrange(1, 2**48) & ~0xF
+        if k == 0:
+            v = rng.randrange(-2**63, 2**64)
+            args.append(v)
+            expected.append(v)
+        elif k == 1:
+            v = rng.uniform(-1e6, 1e6)
+            args.append(v)
+            expected.append(v)
+        elif k == 2:
+            v = rng.choice((np.float32, np.float16, np.int8, np.uint64))(rng.randrange(100))
+            args.append(v)
+            expected.append(v)
+        elif k == 3:
+            v = Pair(rng.randrange(-128, 128), rng.random())
+            args.append(v)
+            expected.append(v)
+        elif k == 4:
+            v = complex(rng.random(), rng.random())
+            args.append(v)
+            expected.append(v)
+        elif k == 5:
+            stream = rng.choice((None, 0x1000 + seed, 0x2000 + seed))
+            args.append(CAIObject(cai(address, stream=stream)))
+            expected.append(reference.Pointer(address))
+            if stream is not None and stream not in streams:
+                streams.append(stream)
+        elif k == 6:
+            producer = DLPackProducer(address, versioned=rng.random() < 0.5,
+                                      byte_offset=rng.choice((0, 16)))
+            args.append(producer)
+            expected.append(reference.Pointer(address + producer.byte_offset))
+            dlpacks.append(producer)
+        elif k == 7:
+            args.append(Handle(address))
+            expected.append(reference.Pointer(address))
+        elif k == 8:
+            args.append(None)
+            expected.append(None)
+        elif k == 9:
+            v = rng.choice((True, False))
+            args.append(np.bool_(v))
+            expected.append(np.bool_(v))
+        elif k == 10:
+            v = ctypes.c_uint16(rng.randrange(2**16))
+            args.append(v)
+            expected.append(v)
+        else:
+            # A type seen for the first time: classified while other threads pack.
+            t = type(f"Dyn{seed}", (ctypes.Structure,), {"_fields_": [("x", ctypes.c_int32)]})
+            v = t(rng.randrange(-2**31, 2**31))
+            args.append(v)
+            expected.append(v)
+    return args, expected, streams, dlpacks
+
+
+def test_untyped_packing_from_many_threads(fast_switching):
+    before = len(double_deletes())
+
+    def work(seed):
+        rng = random.Random(seed)
+        for i in range(ROUNDS):
+            args, expected, streams, dlpacks = _arguments(rng, seed)
+            if seed == 0 and i % 7 == 0:
+                _handler._forget_types()    # evict the cache other threads are reading
+            Handle.log.append(("begin", threading.get_ident()))
+            with kernarg.pack(args) as block:
+                Handle.log.append(("end", threading.get_ident()))
+                want, offsets, _ = reference.pack(expected)
+                assert bytes(block) == want, (seed, i, args)
+                assert block.offsets == offsets
+                assert list(block.producer_streams) == streams
+                assert all(p.deleted == 0 for p in dlpacks)
+            assert all(p.deleted == 1 for p in dlpacks), (seed, i)
+
+    _run_threads(work)
+    assert double_deletes()[before:] == []
+    # The test means something only if packs were interrupted: some thread's adapter call
+    # ran while another thread was inside kernarg.pack.
+    inside, interleaved = set(), 0
+    for what, thread in Handle.log:
+        if what == "begin":
+            inside.add(thread)
+        elif what == "end":
+            inside.discard(thread)
+        elif inside - {thread}:
+            interleaved += 1
+    assert interleaved > 0
+
+
+def test_typed_packing_from_many_threads(fast_switching):
+    sig = kernarg.Signature("float* out, const float* x, int n, double a, unsigned char c, "
+                            "short2 v, void* h")
+
+    def work(seed):
+        rng = random.Random(100 + seed)
+        for i in range(ROUNDS):
+            out, x, h = (rng.randrange(1, 2**48) & ~0xF for _ in range(3))
+            n, a, c = rng.randrange(-2**31, 2**31), rng.random(), rng.randrange(256)
+            v = (rng.randrange(-2**15, 2**15), rng.randrange(-2**15, 2**15))
+            stream = 0x3000 + seed
+            producer = DLPackProducer(x)
+            args = (CAIObject(cai(out, stream=stream)), producer, Index(n), a, Index(c),
+                    v, Handle(h))
+            if seed == 0 and i % 5 == 0:
+                _handler._forget_types()
+            block = sig.pack(args)
+            try:
+                want = (out.to_bytes(8, "little") + x.to_bytes(8, "little")
+                        + n.to_bytes(4, "little", signed=True) + bytes(4)
+                        + np.float64(a).tobytes() + bytes((c,)) + bytes(3)   # short2: 4-aligned
+                        + np.array(v, np.int16).tobytes() + h.to_bytes(8, "little"))
+                assert bytes(block) == want, (seed, i)
+                assert list(block.producer_streams) == [stream]
+            finally:
+                block.release()
+            assert producer.deleted == 1
+
+    _run_threads(work)
+
+
+def test_errors_in_one_thread_leave_the_others_packing(fast_switching):
+    """Refusals raised mid-pack (after Python callbacks ran) release what the failed pack
+    took, while other threads keep packing correctly."""
+    def work(seed):
+        rng = random.Random(200 + seed)
+        for i in range(ROUNDS):
+            args, expected, streams, dlpacks = _arguments(rng, seed)
+            if seed % 2:
+                bad = rng.randrange(len(args) + 1)
+                args.insert(bad, np.zeros(3))          # host memory: refused
+                with pytest.raises(TypeError, match=rf"^argument {bad} "):
+                    kernarg.pack(args)
+                assert all(p.deleted == 1 for p in dlpacks if p.exported)
+                continue
+            with kernarg.pack(args) as block:
+                assert bytes(block) == reference.pack(expected)[0], (seed, i)
+
+    _run_threads(work)
