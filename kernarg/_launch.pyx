@@ -24,6 +24,7 @@ from kernarg._stream cimport stream_handle
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
 
 import threading
+import weakref
 from collections import OrderedDict
 
 from kernarg._errors import CudaError, NoDriverError
@@ -335,6 +336,7 @@ def device_arch(int device=0):
 cdef class _Module:
     """Owns a loaded CUmodule; unloaded when the last Kernel using it goes away."""
     cdef cydriver.CUmodule handle
+    cdef object __weakref__     # Kernel.from_source's modules are found again through weakrefs
 
     def __dealloc__(self):
         if self.handle != NULL:
@@ -687,11 +689,55 @@ def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
 # ---------------------------------------------------------------------------------------------
 # Kernel
 
-# Kernel.from_source's compilations, most recently used last: (source, options, arch, name)
-# -> (ptx, entry, cubin, signature). Bounded, so programs that generate sources keep a few
+# Kernel.from_source's compilations, most recently used last: (source, options, arch, name
+# expression or None) -> _Compiled. Bounded, so programs that generate sources keep a few
 # hundred compilations, not all of them.
 SOURCE_CACHE_SIZE = 256
 _source_cache = OrderedDict()
+
+# The modules Kernel.from_source loaded, by (compilation key, context id), while a Kernel from
+# one lives: kernels of one source share one module, and asking again loads nothing. The id,
+# unlike the context handle, is never reused by a later context, so a module of a destroyed
+# context is never found again.
+_loaded_modules = weakref.WeakValueDictionary()
+
+
+class _Compiled:
+    """One NVRTC run: PTX, machine code (or None) and the lowered name NVRTC gave its name
+    expression (or None), and per kernel name asked for, its PTX entry and signature."""
+    __slots__ = ("source", "ptx", "cubin", "lowered", "kernels")
+
+    def __init__(self, source, ptx, cubin, lowered):
+        self.source, self.ptx, self.cubin, self.lowered = source, ptx, cubin, lowered
+        self.kernels = {}
+
+    def kernel(self, str name):
+        """``(entry, signature)`` of kernel ``name``; LookupError if the source has none."""
+        got = self.kernels.get(name)
+        if got is None:
+            sig = Signature._from_source_and_ptx(self.source, name, self.ptx, self.lowered)
+            got = (self.lowered or _entry_name(self.ptx, name), sig)
+            self.kernels[name] = got
+        return got
+
+
+def _compile_for(str source, str name, tuple options, str arch):
+    """``(key, _Compiled)``: the cached compilation of ``source`` for ``arch``
+    (``"compute_90"``; compiled to its machine code when this NVRTC knows it) that holds kernel
+    ``name``. Plain names (``extern "C"`` or C++ function names) need nothing from NVRTC but
+    the program, so all of one source's share one run; a template instantiation or qualified
+    name is a name expression NVRTC instantiates, so each has its own."""
+    from kernarg._nvrtc import target_arch
+
+    expr = None if name.isidentifier() else name
+    key = (source, options, arch, expr)
+
+    def build():
+        ptx, lowered, cubin = compile_kernel(source, name, options,
+                                             target_arch(int(arch[len("compute_"):])))
+        return _Compiled(source, ptx, cubin, lowered)
+
+    return key, _source_cache_get(key, build)
 
 
 def _source_cache_get(key, build):
@@ -787,33 +833,35 @@ cdef class Kernel:
 
     @classmethod
     def from_source(cls, str source, str name, options=(), *, int device=0):
-        """Compile CUDA C++ with NVRTC for ``device``'s architecture (the 256 most recently
-        used compilations are cached, by source, options, architecture and name) and load kernel
-        ``name``; its signature comes from the source.
+        """Compile CUDA C++ with NVRTC for ``device``'s architecture and load kernel ``name``;
+        its signature comes from the source.
         ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
         (``"ns::kern"``): NVRTC instantiates it and gives its PTX name.
+
+        Compilations are cached (the 256 most recently used), by source, options and
+        architecture -- and by name for template instantiations and qualified names, which
+        NVRTC must be asked for by name: the plain-named kernels of one source share one NVRTC
+        run. While a kernel from it lives, the loaded module is shared too: kernels of one
+        source, or the same kernel asked for again, on one device, load nothing more.
 
         The kernel is loaded as machine code (CUBIN) for the device's exact architecture when
         this NVRTC supports it, else as PTX: a driver JIT-compiles only PTX of an ISA it knows,
         so PTX from an NVRTC newer than the driver would not load, while its machine code does
         (CUDA's minor-version compatibility)."""
-        from kernarg._nvrtc import target_arch
-
-        _ensure_context(device)
-        arch = device_arch(device)
-
-        def build():
-            # One NVRTC run gives the PTX, the machine code and (with the declaration) the
-            # signature.
-            target = target_arch(int(arch[len("compute_"):]))
-            ptx, entry, cubin = compile_kernel(source, name, options, target)
-            return ptx, entry, cubin, Signature._from_source_and_ptx(source, name, ptx, entry)
-
-        ptx, entry, cubin, sig = _source_cache_get((source, tuple(options), arch, name), build)
-        if cubin is not None:
-            return cls.from_cubin(cubin, name, signature=sig, device=device,
-                                  entry=entry or _entry_name(ptx, name))
-        return cls.from_ptx(ptx, name, signature=sig, device=device, entry=entry)
+        cdef cydriver.CUfunction func
+        cdef unsigned long long ctx_id = 0
+        cdef cydriver.CUcontext ctx = _ensure_context(device)
+        key, compiled = _compile_for(source, name, tuple(options), device_arch(device))
+        entry, sig = compiled.kernel(name)
+        _check(cydriver.cuCtxGetId(ctx, &ctx_id), "cuCtxGetId")
+        mod = _loaded_modules.get((key, ctx_id))
+        if mod is None:
+            mod = _load_image(compiled.cubin if compiled.cubin is not None
+                              else compiled.ptx.encode() + b"\0")
+            _loaded_modules[(key, ctx_id)] = mod
+        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
+               f"cuModuleGetFunction({name!r})")
+        return Kernel._make(func, mod, sig, name, ctx, device)
 
     @classmethod
     def from_handle(cls, handle, *, signature=None, str name="<handle>", device=None):
@@ -847,6 +895,15 @@ cdef class Kernel:
     def handle(self):
         """The CUfunction handle, as an int."""
         return <uintptr_t>self._func
+
+    @property
+    def module_handle(self):
+        """The CUmodule the kernel was loaded from, as an int (for ``cuModuleGetGlobal``, say:
+        a ``__constant__`` or ``__device__`` variable of the source); None for a kernel made
+        ``from_handle``. The module stays loaded while the kernel lives."""
+        if isinstance(self._module, _Module):
+            return <uintptr_t>(<_Module>self._module).handle
+        return None
 
     cdef ParamBlock _pack_args(self, tuple args, object stream):
         if self.signature is not None:

@@ -312,3 +312,58 @@ def test_from_source_cache_is_bounded_and_keeps_the_most_recently_used(monkeypat
     assert [get(k) for k in (1, 2, 3, 1, 4)] == [10, 20, 30, 10, 40]   # 1 used again: 2 goes
     assert built == [1, 2, 3, 4] and list(_launch._source_cache) == [3, 1, 4]
     assert get(2) == 20 and built[-1] == 2 and list(_launch._source_cache) == [1, 4, 2]
+
+
+MULTI = r"""
+extern "C" __global__ void plain(float* out, int n) { if (threadIdx.x < n) out[threadIdx.x] = 1; }
+__global__ void cpp(double* out, short s) { out[0] = s; }
+template <typename T> __global__ void fill(T* out, T v) { out[threadIdx.x] = v; }
+namespace ns { __global__ void inner(char c) {} }
+"""
+
+
+def test_kernels_of_one_source_share_one_compilation(monkeypatch):
+    """Kernel.from_source's compile step (run here for a fixed architecture, as it needs no
+    driver): every plain-named kernel of a source comes from one NVRTC run; a template
+    instantiation or qualified name, which NVRTC is asked for by name, from its own; each
+    kernel gets its own entry and signature."""
+    import kernarg._nvrtc as nvrtc
+    from kernarg import _launch
+
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
+    runs = []
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: runs.append(kw["name_expressions"]) or real(*a, **kw))
+
+    def kernel(name, options=()):
+        key, compiled = _launch._compile_for(MULTI, name, options, "compute_80")
+        return key, compiled, *compiled.kernel(name)
+
+    key, compiled, entry, sig = kernel("plain")
+    assert (entry, sig.types) == ("plain", ("float*", "int"))
+    key2, compiled2, entry, sig = kernel("cpp")
+    assert (entry, sig.types) == ("_Z3cppPds", ("double*", "short"))
+    assert key2 == key and compiled2 is compiled and runs == [()]
+
+    _, t_float, entry, sig = kernel("fill<float>")
+    assert (entry, sig.types) == ("_Z4fillIfEvPT_S0_", ("float*", "float"))
+    _, t_int, entry, sig = kernel("fill<int>")
+    assert (entry, sig.types) == ("_Z4fillIiEvPT_S0_", ("int*", "int"))
+    _, inner, entry, sig = kernel("ns::inner")
+    assert (entry, sig.types) == ("_ZN2ns5innerEc", ("char",))
+    assert runs == [(), ("fill<float>",), ("fill<int>",), ("ns::inner",)]
+    assert len({id(c) for c in (compiled, t_float, t_int, inner)}) == 4
+
+    # Asked again: nothing compiled, the same entry and Signature object.
+    assert kernel("fill<float>")[1] is t_float and kernel("plain")[3] is compiled.kernel("plain")[1]
+    assert len(runs) == 4
+    # A name the source lacks is a LookupError naming it, and spoils nothing cached.
+    with pytest.raises(LookupError, match="'missing'"):
+        kernel("missing")
+    assert kernel("cpp")[2] == "_Z3cppPds" and len(runs) == 4
+    # Other options or another architecture: another run.
+    kernel("plain", ("-lineinfo",))
+    _launch._compile_for(MULTI, "plain", (), "compute_90")
+    assert len(runs) == 6

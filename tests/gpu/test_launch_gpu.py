@@ -158,8 +158,43 @@ def test_from_source_compiles_once_per_source_options_and_arch(ctx, monkeypatch)
     cc = int(device_arch(0)[len("compute_"):])
     assert calls[0]["arch"] == (f"sm_{cc}" if cc in nvrtc.supported_archs() else f"compute_{cc}")
     assert a.signature.offsets == b.signature.offsets == (0, 8, 12)
+    # ... and one loaded module while a kernel from it lives.
+    assert a.module_handle == b.module_handle is not None and a.handle == b.handle
     kernarg.Kernel.from_source(src, "fill", options=("-lineinfo",))
     assert len(calls) == 2
+
+
+def test_kernels_of_one_source_share_its_compilation_and_module(ctx, monkeypatch):
+    import gc
+
+    import kernarg._nvrtc as nvrtc
+    from kernarg import _launch
+
+    calls = []
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    src = WRITE + TEMPLATES + "\n// shared: " + str(id(calls))
+    fill = kernarg.Kernel.from_source(src, "fill")
+    seven = kernarg.Kernel.from_source(src, "ns::seven")      # a name expression: its own run
+    scaled = kernarg.Kernel.from_source(src, "scaled<float>")
+    again = kernarg.Kernel.from_source(src, "scaled<float>")
+    assert len(calls) == 3
+    assert fill.module_handle not in (seven.module_handle, scaled.module_handle)
+    assert again.module_handle == scaled.module_handle and again.handle == scaled.handle
+    assert kernarg.Kernel.from_handle(fill.handle).module_handle is None
+
+    out = DeviceArray(32 * 4, typestr="<f4")
+    again.launch(1, 32, out, 1.5, 32)
+    assert np.frombuffer(out.read(), np.float32).tolist() == [3.0] * 32
+
+    # The modules are unloaded with their last kernel, and not found again afterwards.
+    loaded = len(_launch._loaded_modules)
+    del fill, seven, scaled, again
+    gc.collect()
+    assert len(_launch._loaded_modules) == loaded - 3
+    assert kernarg.Kernel.from_source(src, "fill").module_handle is not None
+    assert len(calls) == 3
 
 
 def test_untyped_launch_through_from_handle(ctx):
