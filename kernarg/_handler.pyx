@@ -119,6 +119,10 @@ cdef inline object _buffer_handle(PyObject* buf, TypeInfo* info):
     return (<object>buf).handle
 
 
+# The TypeInfo a lookup returns lives in the shared cache slot, which the next miss on that
+# slot overwrites, in this thread or (the GIL passing) another. Callers read what they need from
+# it before running any Python code (a protocol property, __index__, an adapter): the packers
+# read the kind and layout first, and pointer_of reads its fields before its first call out.
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
     cdef PyTypeObject* tp = Py_TYPE(arg)
     cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL

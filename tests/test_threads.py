@@ -69,6 +69,10 @@ def _run_threads(target, n=THREADS):
     start = threading.Barrier(n)
 
     def body(seed):
+        # A line tracer (coverage of the debug build) runs Python code at every traced line
+        # of kernarg, so the GIL could pass to another thread in the middle of a cache lookup,
+        # which kernarg's release build never allows (see _handler._lookup); run untraced.
+        sys.settrace(None)
         try:
             start.wait()
             target(seed)
