@@ -50,6 +50,9 @@ class Kernel:
     def from_source(cls, source: str, name: str, options: Sequence[str] = ...,
                     *, device: int = 0) -> Kernel: ...
     @classmethod
+    def from_source_many(cls, source: str, names: Sequence[str], options: Sequence[str] = ...,
+                         *, device: int = 0) -> dict[str, Kernel]: ...
+    @classmethod
     def from_handle(cls, handle: Any, *, signature: Any = None, name: str = ...,
                     device: int | None = None) -> Kernel: ...
     @property

@@ -18,7 +18,6 @@ from libc.stdlib cimport free, malloc
 from kernarg._cdefs cimport kernarg_small_int
 from kernarg._handler cimport ParamBlock, block_release, untyped_block
 from kernarg._signature cimport Signature, typed_block
-from kernarg._signature import compile_kernel
 from kernarg._stream cimport stream_handle
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -703,8 +702,8 @@ _loaded_modules = weakref.WeakValueDictionary()
 
 
 class _Compiled:
-    """One NVRTC run: PTX, machine code (or None) and the lowered name NVRTC gave its name
-    expression (or None), and per kernel name asked for, its PTX entry and signature."""
+    """One NVRTC run: PTX, machine code (or None), the lowered names NVRTC gave its name
+    expressions, and per kernel name asked for, its PTX entry and signature."""
     __slots__ = ("source", "ptx", "cubin", "lowered", "kernels")
 
     def __init__(self, source, ptx, cubin, lowered):
@@ -715,27 +714,28 @@ class _Compiled:
         """``(entry, signature)`` of kernel ``name``; LookupError if the source has none."""
         got = self.kernels.get(name)
         if got is None:
-            sig = Signature._from_source_and_ptx(self.source, name, self.ptx, self.lowered)
-            got = (self.lowered or _entry_name(self.ptx, name), sig)
+            lowered = self.lowered.get(name)
+            sig = Signature._from_source_and_ptx(self.source, name, self.ptx, lowered)
+            got = (lowered or _entry_name(self.ptx, name), sig)
             self.kernels[name] = got
         return got
 
 
-def _compile_for(str source, str name, tuple options, str arch):
+def _compile_for(str source, tuple names, tuple options, str arch):
     """``(key, _Compiled)``: the cached compilation of ``source`` for ``arch``
-    (``"compute_90"``; compiled to its machine code when this NVRTC knows it) that holds kernel
-    ``name``. Plain names (``extern "C"`` or C++ function names) need nothing from NVRTC but
-    the program, so all of one source's share one run; a template instantiation or qualified
-    name is a name expression NVRTC instantiates, so each has its own."""
-    from kernarg._nvrtc import target_arch
+    (``"compute_90"``; compiled to its machine code when this NVRTC knows it) that holds the
+    kernels ``names``. Plain names (``extern "C"`` or C++ function names) need nothing from
+    NVRTC but the program, so all of one source's share one run; template instantiations and
+    qualified names are name expressions NVRTC instantiates, so the run is keyed by them."""
+    from kernarg._nvrtc import compile_program, target_arch
 
-    expr = None if name.isidentifier() else name
-    key = (source, options, arch, expr)
+    exprs = tuple(sorted({n for n in names if not n.isidentifier()}))
+    key = (source, options, arch, exprs)
 
     def build():
-        ptx, lowered, cubin = compile_kernel(source, name, options,
-                                             target_arch(int(arch[len("compute_"):])))
-        return _Compiled(source, ptx, cubin, lowered)
+        c = compile_program(source, options=options, name_expressions=exprs,
+                            arch=target_arch(int(arch[len("compute_"):])))
+        return _Compiled(source, c.ptx, c.cubin, c.lowered)
 
     return key, _source_cache_get(key, build)
 
@@ -751,6 +751,27 @@ def _source_cache_get(key, build):
     while len(_source_cache) > SOURCE_CACHE_SIZE:
         _source_cache.popitem(last=False)
     return value
+
+
+cdef list _kernels_from_source(str source, tuple names, tuple options, int device):
+    """Kernel.from_source(_many): one cached compilation, one module per context."""
+    cdef cydriver.CUfunction func
+    cdef unsigned long long ctx_id = 0
+    cdef cydriver.CUcontext ctx = _ensure_context(device)
+    key, compiled = _compile_for(source, names, options, device_arch(device))
+    found = [(name, *compiled.kernel(name)) for name in names]    # every name, before loading
+    _check(cydriver.cuCtxGetId(ctx, &ctx_id), "cuCtxGetId")
+    mod = _loaded_modules.get((key, ctx_id))
+    if mod is None:
+        mod = _load_image(compiled.cubin if compiled.cubin is not None
+                          else compiled.ptx.encode() + b"\0")
+        _loaded_modules[(key, ctx_id)] = mod
+    kernels = []
+    for name, entry, sig in found:
+        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
+               f"cuModuleGetFunction({name!r})")
+        kernels.append(Kernel._make(func, mod, sig, name, ctx, device))
+    return kernels
 
 
 cdef class Kernel:
@@ -840,28 +861,37 @@ cdef class Kernel:
 
         Compilations are cached (the 256 most recently used), by source, options and
         architecture -- and by name for template instantiations and qualified names, which
-        NVRTC must be asked for by name: the plain-named kernels of one source share one NVRTC
-        run. While a kernel from it lives, the loaded module is shared too: kernels of one
-        source, or the same kernel asked for again, on one device, load nothing more.
+        NVRTC must be asked for by name (``from_source_many`` asks for several in one run): the
+        plain-named kernels of one source share one NVRTC run. While a kernel from it lives,
+        the loaded module is shared too: kernels of one compilation, or the same kernel asked
+        for again, on one device, load nothing more.
 
         The kernel is loaded as machine code (CUBIN) for the device's exact architecture when
         this NVRTC supports it, else as PTX: a driver JIT-compiles only PTX of an ISA it knows,
         so PTX from an NVRTC newer than the driver would not load, while its machine code does
         (CUDA's minor-version compatibility)."""
-        cdef cydriver.CUfunction func
-        cdef unsigned long long ctx_id = 0
-        cdef cydriver.CUcontext ctx = _ensure_context(device)
-        key, compiled = _compile_for(source, name, tuple(options), device_arch(device))
-        entry, sig = compiled.kernel(name)
-        _check(cydriver.cuCtxGetId(ctx, &ctx_id), "cuCtxGetId")
-        mod = _loaded_modules.get((key, ctx_id))
-        if mod is None:
-            mod = _load_image(compiled.cubin if compiled.cubin is not None
-                              else compiled.ptx.encode() + b"\0")
-            _loaded_modules[(key, ctx_id)] = mod
-        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
-               f"cuModuleGetFunction({name!r})")
-        return Kernel._make(func, mod, sig, name, ctx, device)
+        return _kernels_from_source(source, (name,), tuple(options), device)[0]
+
+    @classmethod
+    def from_source_many(cls, str source, names, options=(), *, int device=0):
+        """Compile ``source`` once and load the kernels ``names`` from it (plain names,
+        template instantiations and qualified names alike: one NVRTC run, one module).
+
+        Returns
+        -------
+        dict
+            ``{name: Kernel}``, in the order of ``names``.
+        """
+        if isinstance(names, str):
+            raise TypeError("Kernel.from_source_many: names must be a sequence of kernel "
+                            f"names, not one str ({names!r}); use from_source for one")
+        names = tuple(names)
+        for n in names:
+            if not isinstance(n, str):
+                raise TypeError(f"Kernel.from_source_many: kernel names are str, got "
+                                f"{type(n).__name__} ({n!r})")
+        kernels = _kernels_from_source(source, names, tuple(options), device)
+        return dict(zip(names, kernels))
 
     @classmethod
     def from_handle(cls, handle, *, signature=None, str name="<handle>", device=None):

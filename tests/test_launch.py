@@ -338,7 +338,7 @@ def test_kernels_of_one_source_share_one_compilation(monkeypatch):
                         lambda *a, **kw: runs.append(kw["name_expressions"]) or real(*a, **kw))
 
     def kernel(name, options=()):
-        key, compiled = _launch._compile_for(MULTI, name, options, "compute_80")
+        key, compiled = _launch._compile_for(MULTI, (name,), options, "compute_80")
         return key, compiled, *compiled.kernel(name)
 
     key, compiled, entry, sig = kernel("plain")
@@ -365,5 +365,41 @@ def test_kernels_of_one_source_share_one_compilation(monkeypatch):
     assert kernel("cpp")[2] == "_Z3cppPds" and len(runs) == 4
     # Other options or another architecture: another run.
     kernel("plain", ("-lineinfo",))
-    _launch._compile_for(MULTI, "plain", (), "compute_90")
+    _launch._compile_for(MULTI, ("plain",), (), "compute_90")
     assert len(runs) == 6
+
+
+def test_many_kernels_of_a_source_in_one_compilation(monkeypatch):
+    """Kernel.from_source_many's compile step: plain names, template instantiations and
+    qualified names of one source from one NVRTC run, each with its own entry and signature;
+    the same names again (in any order, repeated) compile nothing."""
+    import kernarg._nvrtc as nvrtc
+    from kernarg import _launch
+
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
+    runs = []
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: runs.append(kw["name_expressions"]) or real(*a, **kw))
+    names = ("fill<float>", "plain", "ns::inner", "fill<int>", "cpp")
+    key, compiled = _launch._compile_for(MULTI, names, (), "compute_80")
+    assert runs == [("fill<float>", "fill<int>", "ns::inner")]
+    got = {n: (compiled.kernel(n)[0], compiled.kernel(n)[1].types) for n in names}
+    assert got == {"fill<float>": ("_Z4fillIfEvPT_S0_", ("float*", "float")),
+                   "plain": ("plain", ("float*", "int")),
+                   "ns::inner": ("_ZN2ns5innerEc", ("char",)),
+                   "fill<int>": ("_Z4fillIiEvPT_S0_", ("int*", "int")),
+                   "cpp": ("_Z3cppPds", ("double*", "short"))}
+    again = _launch._compile_for(MULTI, names[::-1] + ("plain",), (), "compute_80")
+    assert again == (key, compiled) and len(runs) == 1
+    # A name expression the source cannot instantiate fails the run, naming it.
+    with pytest.raises(kernarg.NvrtcError, match="missing<int>"):
+        _launch._compile_for(MULTI, ("plain", "missing<int>"), (), "compute_80")
+
+
+def test_from_source_many_refuses_a_str_or_non_str_names():
+    with pytest.raises(TypeError, match="not one str"):
+        kernarg.Kernel.from_source_many(MULTI, "plain")
+    with pytest.raises(TypeError, match="kernel names are str, got int"):
+        kernarg.Kernel.from_source_many(MULTI, ["plain", 3])

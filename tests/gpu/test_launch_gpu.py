@@ -197,6 +197,38 @@ def test_kernels_of_one_source_share_its_compilation_and_module(ctx, monkeypatch
     assert len(calls) == 3
 
 
+def test_from_source_many_compiles_and_loads_once(ctx, monkeypatch):
+    import kernarg._nvrtc as nvrtc
+
+    calls = []
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    src = WRITE + TEMPLATES + "\n// many: " + str(id(calls))
+    ks = kernarg.Kernel.from_source_many(src, ["scaled<double, 3>", "fill", "ns::seven"])
+    assert list(ks) == ["scaled<double, 3>", "fill", "ns::seven"] and len(calls) == 1
+    assert len({k.module_handle for k in ks.values()}) == 1
+    assert [k.name for k in ks.values()] == list(ks)
+    assert ks["fill"].signature.types == ("float*", "float", "int")
+    assert ks["scaled<double, 3>"].signature.types == ("double*", "double", "int")
+
+    f64 = DeviceArray(32 * 8, typestr="<f8")
+    ks["scaled<double, 3>"].launch(1, 32, f64, 0.5, 32)
+    assert np.frombuffer(f64.read(), np.float64).tolist() == [1.5] * 32
+    f32 = DeviceArray(32 * 4, typestr="<f4")
+    ks["fill"].launch(1, 32, f32, 2.5, 32)
+    assert np.frombuffer(f32.read(), np.float32).tolist() == [2.5] * 32
+    i64 = DeviceArray(8, typestr="<i8")
+    ks["ns::seven"].launch(1, 1, i64)
+    assert np.frombuffer(i64.read(), np.int64).tolist() == [7]
+    # The same names in another order: nothing compiled or loaded again.
+    again = kernarg.Kernel.from_source_many(src, ("ns::seven", "fill", "scaled<double, 3>"))
+    assert len(calls) == 1 and again["fill"].module_handle == ks["fill"].module_handle
+    # A name the source lacks fails before anything is loaded.
+    with pytest.raises(LookupError, match="'nope'"):
+        kernarg.Kernel.from_source_many(src, ["fill", "nope"])
+
+
 def test_untyped_launch_through_from_handle(ctx):
     src = r"""extern "C" __global__ void add(long long* out, long long a, double b, bool c) {
         out[0] = a + (long long)b + (c ? 1 : 0); }"""
