@@ -688,8 +688,8 @@ def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
 # ---------------------------------------------------------------------------------------------
 # Kernel
 
-# Kernel.from_source's compilations, most recently used last: (source, options, arch, name
-# expression or None) -> _Compiled. Bounded, so programs that generate sources keep a few
+# Kernel.from_source's compilations, most recently used last: (source, options, arch, the
+# sorted name expressions) -> _Compiled. Bounded, so programs that generate sources keep a few
 # hundred compilations, not all of them.
 SOURCE_CACHE_SIZE = 256
 _source_cache = OrderedDict()
@@ -777,9 +777,9 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
 cdef class Kernel:
     """A loaded CUDA kernel: launch it with Python arguments.
 
-    Create one with :meth:`from_source`, :meth:`from_ptx`, :meth:`from_cubin` or
-    :meth:`from_handle`. When the kernel's :class:`Signature` is known, arguments are packed as
-    its parameter types and their number is checked.
+    Create one with :meth:`from_source` (or :meth:`from_source_many`), :meth:`from_ptx`,
+    :meth:`from_cubin` or :meth:`from_handle`. When the kernel's :class:`Signature` is known,
+    arguments are packed as its parameter types and their number is checked.
     """
 
     cdef cydriver.CUfunction _func
