@@ -403,3 +403,20 @@ def test_from_source_many_refuses_a_str_or_non_str_names():
         kernarg.Kernel.from_source_many(MULTI, "plain")
     with pytest.raises(TypeError, match="kernel names are str, got int"):
         kernarg.Kernel.from_source_many(MULTI, ["plain", 3])
+
+
+def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
+    """Without a device nothing touches the driver: the handle is only read."""
+    class GetPtrOnly:               # a handle object that has no __int__, only getPtr()
+        def getPtr(self):
+            return 0x5000
+
+    CoreKernel = type("Kernel", (), {"__module__": "cuda.core._module",
+                                     "__init__": lambda self: setattr(self, "_handle", 0x6000)})
+    assert kernarg.Kernel.from_handle(0x4000).handle == 0x4000
+    assert kernarg.Kernel.from_handle(GetPtrOnly()).handle == 0x5000
+    k = kernarg.Kernel.from_handle(CoreKernel(), signature="float* x, int n", name="saxpy")
+    assert k.handle == 0x6000 and k.module_handle is None and k.device == -1
+    assert repr(k) == "<kernarg.Kernel saxpy signature=kernarg.Signature('float* x, int n')>"
+    with pytest.raises(ValueError, match="is not a kernel handle"):
+        kernarg.Kernel.from_handle(object())

@@ -624,6 +624,96 @@ def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
 
 
+def _fill_images():
+    """WRITE compiled by NVRTC for this device: (PTX, CUBIN or None)."""
+    import kernarg._nvrtc as nvrtc
+    from kernarg._launch import device_arch
+
+    cc = int(device_arch(0)[len("compute_"):])
+    compiled = nvrtc.compile_program(WRITE, arch=nvrtc.target_arch(cc))
+    return compiled.ptx, compiled.cubin
+
+
+def _jit_or_skip(load):
+    """``load()``, which JIT-compiles PTX. A driver JIT-compiles only the PTX ISA versions it
+    knows, so PTX from a pip NVRTC newer than the driver cannot load: that, and only that,
+    skips (Kernel.from_source loads machine code instead, and is tested apart)."""
+    try:
+        return load()
+    except kernarg.CudaError as exc:
+        if "UNSUPPORTED_PTX_VERSION" in str(exc):
+            pytest.skip(f"this NVRTC's PTX is newer than the driver's JIT: {exc}")
+        raise
+
+
+def test_from_ptx_loads_and_launches(ctx):
+    ptx, _ = _fill_images()
+    k = _jit_or_skip(lambda: kernarg.Kernel.from_ptx(ptx, "fill"))   # signature from the PTX
+    assert k.signature.sizes == (8, 4, 4) and k.module_handle is not None
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 1.25, 32)
+    assert (np.frombuffer(out.read(), np.float32) == 1.25).all()
+    with pytest.raises(LookupError, match="'nope' not found in the PTX"):
+        kernarg.Kernel.from_ptx(ptx, "nope")
+
+
+def test_from_cubin_loads_and_launches(ctx):
+    _, cubin = _fill_images()
+    if cubin is None:
+        pytest.skip("this NVRTC cannot make machine code for the device")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    # A cubin has no signature: untyped packing, checked against the driver's layout.
+    raw = kernarg.Kernel.from_cubin(cubin, "fill")
+    assert raw.signature is None and raw.param_layout == ((0, 8), (8, 4), (12, 4))
+    with pytest.raises(TypeError, match="argument 1 \\(float\\) packs as 8 bytes"):
+        raw.launch(1, 32, out, 2.5, 32)
+    raw.launch(1, 32, out, np.float32(2.5), np.int32(32))
+    assert (np.frombuffer(out.read(), np.float32) == 2.5).all()
+    typed = kernarg.Kernel.from_cubin(cubin, "fill", signature="float* x, float v, int n")
+    typed.launch(1, 32, out, 3.75, 32)
+    assert (np.frombuffer(out.read(), np.float32) == 3.75).all()
+    # Driver failures are CudaErrors with the driver's error name.
+    with pytest.raises(kernarg.CudaError, match="cuModuleGetFunction\\('nope'\\).*NOT_FOUND"):
+        kernarg.Kernel.from_cubin(cubin, "nope")
+
+
+def test_from_source_loads_ptx_when_nvrtc_cannot_target_the_device(ctx, monkeypatch):
+    """A device newer than NVRTC gets PTX, which the driver JIT-compiles."""
+    import kernarg._nvrtc as nvrtc
+
+    monkeypatch.setattr(nvrtc, "target_arch", lambda cc: f"compute_{cc}")
+    calls = []
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: calls.append(kw["arch"]) or real(*a, **kw))
+    k = _jit_or_skip(lambda: kernarg.Kernel.from_source(WRITE + "\n// ptx: " + str(id(calls)),
+                                                        "fill"))
+    assert len(calls) == 1 and calls[0].startswith("compute_")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 4.5, 32)
+    assert (np.frombuffer(out.read(), np.float32) == 4.5).all()
+
+
+def test_launch_from_a_thread_with_no_current_context(ctx):
+    """A new thread has no current CUDA context: the launch makes the kernel's current."""
+    import threading
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    seen = []
+
+    def body():
+        seen.append(check(driver.cuCtxGetCurrent()))
+        k.launch(1, 32, out, 5.5, 32)
+        seen.append(check(driver.cuCtxGetCurrent()))
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert int(seen[0]) == 0 and int(seen[1]) != 0
+    assert (np.frombuffer(out.read(), np.float32) == 5.5).all()
+
+
 def test_array_on_another_gpu_is_refused():
     count = check(driver.cuDeviceGetCount())
     if count < 2:
