@@ -2,7 +2,9 @@
 
 Every case runs kernarg.pack, cuda.core's ParamHolder and (for ints) the Cython floor on the
 *same* argument tuple, interleaved in one process; the table reports the minimum over repeats
-and the speed-up ratio. Absolute numbers depend on the machine; ratios are the result.
+and the speed-up ratio. Typed packing is also timed against cuda.bindings' own packer (what
+``cuLaunchKernel(kernelParams=(values, types))`` runs) on the same parameters and values.
+Absolute numbers depend on the machine; ratios are the result.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import timeit
 
 import numpy as np
 
-__all__ = ["CASES", "GOALS", "build_cases", "cuda_core", "param_holder", "run"]
+__all__ = ["CASES", "GOALS", "bindings_kernel_params", "bindings_packer", "build_cases",
+           "cuda_core", "param_holder", "run"]
 
 #: Speed-up goals over ParamHolder (issue 2).
 GOALS = {"1 int": 2.0, "16 ints": 3.0, "16 numpy.float32": 4.0,
@@ -121,6 +124,38 @@ def _timer(fn, args, target_s: float, names: dict | None = None) -> tuple[timeit
     return timer, max(1, int(number * target_s / max(elapsed, 1e-9)))
 
 
+def bindings_packer():
+    """cuda.bindings' own kernel-argument packer: the class ``cuLaunchKernel`` builds from its
+    ``kernelParams=(values, ctypes types)`` tuple (``driver._HelperKernelParams`` in 13.x,
+    ``_lib.utils.HelperKernelParams`` in 12.x). ImportError where this cuda-bindings has
+    neither."""
+    from cuda.bindings import driver
+
+    packer = getattr(driver, "_HelperKernelParams", None)
+    if packer is None:
+        from cuda.bindings._lib.utils import HelperKernelParams as packer
+    return packer
+
+
+#: Scalar parameter types of the typed cases -> the ctypes type cuda.bindings' packer is given.
+_BINDINGS_TYPES = {"float": ctypes.c_float, "int": ctypes.c_int, "long long": ctypes.c_longlong}
+
+
+def bindings_kernel_params(decl: str, args: tuple) -> tuple[tuple, tuple]:
+    """``(values, types)`` for cuda.bindings' packer: the same parameters as ``decl`` and the
+    same values as ``args``. Pointers (cuda.core Buffers here) are given as the ``CUdeviceptr``
+    that ``cuMemAlloc`` returns, with type None, as cuda-python's samples pass them."""
+    from cuda.bindings import driver
+
+    import kernarg
+
+    types = tuple(None if t.endswith("*") else _BINDINGS_TYPES[t]
+                  for t in kernarg.Signature(decl).types)
+    values = tuple(driver.CUdeviceptr(int(a.handle)) if t is None else a
+                   for a, t in zip(args, types, strict=True))
+    return values, types
+
+
 def _peers():
     peers = {}
     try:
@@ -160,6 +195,29 @@ def _measure(contenders, args, repeat: int, target: float,
         for label, (timer, number) in (order if r % 2 == 0 else order[::-1]):
             rounds[label].append(timer.timeit(number) / number * 1e9)
     return rounds
+
+
+def _bindings_rows(cases, repeat: int, target: float, file) -> list[dict]:
+    """Typed packing against cuda.bindings' packer on the same parameters and values: what
+    ``cuLaunchKernel(..., kernelParams=(values, types), ...)`` does before the driver call."""
+    import kernarg
+
+    try:
+        packer = bindings_packer()
+    except ImportError as exc:
+        print(f"cuda.bindings packer benchmark skipped: {exc}", file=file)
+        return []
+    out = []
+    for name, decl, args in _typed_cases(cases):
+        sig = kernarg.Signature(decl)
+        params = bindings_kernel_params(decl, args)
+        rounds = _measure([("typed", "sig.pack(args)"), ("cuda.bindings", "packer(params)")],
+                          args, repeat, target, {"sig": sig, "packer": packer, "params": params})
+        out.append({"case": name, "signature": decl, "typed_ns": min(rounds["typed"]),
+                    "cuda_bindings_ns": min(rounds["cuda.bindings"]),
+                    "cuda_bindings_over_typed": _median_ratio(rounds["cuda.bindings"],
+                                                              rounds["typed"])})
+    return out
 
 
 def _capi_rows(cases, repeat: int, target: float, file) -> list[dict]:
@@ -261,6 +319,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
                            "untyped_over_typed": _median_ratio(rounds["untyped"],
                                                                rounds["typed"])})
 
+    bindings_rows = _bindings_rows(cases, repeat, target, file)
     capi_rows = _capi_rows(cases, repeat, target, file)
     interop_rows = _interop_rows(repeat, target)
 
@@ -276,6 +335,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
         "quick": quick,
         "rows": rows,
         "typed_vs_untyped": typed_rows,
+        "typed_vs_cuda_bindings": bindings_rows,
         "c_api_vs_python": capi_rows,
         "interop_overhead": interop_rows,
         "marginal_ns_per_int_16_to_256": slope,
@@ -330,6 +390,13 @@ def _print_table(result: dict, file) -> None:
     for r in result["typed_vs_untyped"]:
         print(f"{r['case']:50s}{_fmt(r['untyped_ns'], '.0f', 9)}{_fmt(r['typed_ns'], '.0f', 9)}"
               f"{_fmt(r['untyped_over_typed'], '.2f', 15)}", file=file)
+    if result.get("typed_vs_cuda_bindings"):
+        print(f"\n{'typed vs cuda.bindings kernelParams=(values, types)':50s}{'typed':>9s}"
+              f"{'bindings':>9s}{'bindings/typed':>15s}", file=file)
+    for r in result.get("typed_vs_cuda_bindings", []):
+        print(f"{r['case']:50s}{_fmt(r['typed_ns'], '.0f', 9)}"
+              f"{_fmt(r['cuda_bindings_ns'], '.0f', 9)}"
+              f"{_fmt(r['cuda_bindings_over_typed'], '.2f', 15)}", file=file)
     if result["c_api_vs_python"]:
         print(f"\n{'C API (pack into a caller block + release) vs kernarg.pack':50s}"
               f"{'Python':>9s}{'C API':>9s}{'Python/C API':>15s}", file=file)

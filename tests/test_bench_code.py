@@ -1,5 +1,9 @@
 """The benchmark code itself runs (tiny repeats, CPU stand-ins for GPU arrays), so the GPU
 session that measures with it does not spend its time on Python errors. No timing is asserted."""
+import sys
+
+import pytest
+
 from kernarg import _bench, _bench_interop
 
 
@@ -116,6 +120,7 @@ def test_readme_tables_match_the_committed_benchmark_results():
     # fails here.
     import importlib.util
     import io
+    import json
     import os
     from contextlib import redirect_stdout
 
@@ -135,6 +140,13 @@ def test_readme_tables_match_the_committed_benchmark_results():
     assert len(lines) > 20
     missing = [line for line in lines if line not in readme]
     assert not missing, missing
+    # The comparison with cuda.bindings' packer comes from a later run, in its own file.
+    with open(os.path.join(root, "benchmarks", "results",
+                           "pack-cpu-x86_64-py311-2026-11-23.json")) as f:
+        later = json.load(f)
+    lines = module.bindings(later)
+    assert len(lines) == 7
+    assert [line for line in lines if line not in readme] == []
 
 
 def test_readme_tables_render_gpu_results(tmp_path, capsys):
@@ -166,3 +178,30 @@ def test_readme_tables_render_gpu_results(tmp_path, capsys):
     assert "| 16 | 2300 ns | 2150 ns | 6100 ns | 2000 ns | 1.07x | 1.15x | 2.65x |" in out
     assert "cuCtxGetCurrent 10 ns" in out
     assert "protocol / kernarg 22.5x" in out and "kernarg adds 22%" in out
+
+
+def test_cuda_bindings_packer_contender_packs_the_typed_cases(capsys):
+    """The packing benchmark's cuda.bindings contender is given every typed case's parameters
+    as cuda.bindings documents them (ctypes types; pointers as CUdeviceptr with type None), and
+    accepts them; its rows are timed next to Signature.pack."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    packer = _bench.bindings_packer()
+    cases = _bench.build_cases()
+    for _, decl, args in _bench._typed_cases(cases):
+        values, types = _bench.bindings_kernel_params(decl, args)
+        assert len(values) == len(types) == len(args)
+        for value, ctype, arg in zip(values, types, args, strict=True):
+            if ctype is None:
+                assert isinstance(value, driver.CUdeviceptr) and int(value) == int(arg.handle)
+            else:
+                assert ctype in (ctypes.c_float, ctypes.c_int, ctypes.c_longlong)
+                assert value is arg
+        packer((values, types))
+    with pytest.raises(KeyError):       # a type the benchmark has no mapping for
+        _bench.bindings_kernel_params("double x", (1.0,))
+    rows = _bench._bindings_rows(cases, 1, 0.001, sys.stdout)
+    assert [r["case"] for r in rows] == [c[0] for c in _bench._typed_cases(cases)]
+    assert all(r["typed_ns"] > 0 and r["cuda_bindings_ns"] > 0 for r in rows)
