@@ -349,6 +349,10 @@ _NUMPY_SCALARS = {"b": {1: "bool"}, "i": {1: "signed char", 2: "short", 4: "int"
 
 def _spec_from_object(obj):
     """A parameter given as a numpy dtype/scalar type or a ctypes type."""
+    if obj is None:     # numpy would read it as float64: a double where a pointer was meant
+        raise TypeError("None is not a parameter type (where cuda.bindings' kernelParams types "
+                        "say None for a CUdeviceptr or a Structure, give 'void*' or "
+                        "ctypes.c_void_p for a pointer, or the Structure type)")
     if isinstance(obj, type) and issubclass(obj, ctypes._SimpleCData):
         if obj in (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p):
             return _Spec(C_POINTER, 8, 8, obj.__name__)
@@ -474,11 +478,14 @@ cdef class Signature:
                 pairs = [_parse_c_param(p) for p in _split_params(body)]
         else:
             pairs = []
-            for item in params:
+            for i, item in enumerate(params):
                 if isinstance(item, str):
                     pairs.append(_parse_c_param(item))
-                else:
+                    continue
+                try:
                     pairs.append((_spec_from_object(item), None))
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"parameter {i} ({item!r}): {exc}") from None
         self._build([p[0] for p in pairs], [p[1] for p in pairs])
 
     cdef _build(self, list specs, list names):

@@ -2,6 +2,7 @@
 import ctypes
 import math
 import random
+import re
 import struct
 from fractions import Fraction
 
@@ -694,3 +695,15 @@ def test_ptx_integer_packs_its_two_complement_or_names_the_parameter(which, valu
     else:
         with pytest.raises(OverflowError, match=f"^parameter {which} .*{bits}-bit integer"):
             sig.pack(args)
+
+
+@pytest.mark.parametrize("bad, exc, message", [
+    # numpy reads None as float64: a double where cuda.bindings-style code meant a pointer
+    (None, TypeError, "None is not a parameter type .*'void\\*'"),
+    (3, TypeError, "cannot use 3 as a parameter type"),
+    (np.dtype("U3"), ValueError, "numpy dtype <U3 has no CUDA parameter type"),
+    (ctypes.c_longdouble, ValueError, "ctypes type c_longdouble has no CUDA parameter type"),
+])
+def test_parameter_objects_without_a_cuda_type_are_refused_by_position(bad, exc, message):
+    with pytest.raises(exc, match=rf"^parameter 1 \({re.escape(repr(bad))}\): {message}"):
+        kernarg.Signature([ctypes.c_float, bad, "int n"])
