@@ -665,7 +665,13 @@ cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj) except -1:
     if dev_type == DL_CUDA or dev_type == DL_CUDA_HOST or dev_type == DL_CUDA_MANAGED:
         return 0
     if dev_type == DL_CPU:
-        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU)")
+        # A 0-d array is often meant as a scalar: say how to pass its value instead.
+        try:
+            zero_d = type(obj).__module__ == "numpy" and obj.ndim == 0
+        except Exception:   # a producer's own ndim may raise: the refusal stands without it
+            zero_d = False
+        hint = "; for a scalar parameter pass its value, e.g. arr[()]" if zero_d else ""
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU){hint}")
     dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
     raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} "
                     f"({dev_type}), not on a CUDA device; a kernel needs kDLCUDA, kDLCUDAHost "

@@ -312,6 +312,16 @@ def test_numpy_array_refused_as_cpu_memory():
         kernarg.pack((np.arange(4),))
 
 
+def test_zero_d_numpy_array_refused_with_a_hint_to_pass_its_value():
+    with pytest.raises(TypeError, match=r"^argument 1 .*on the CPU.*pass its value, e\.g\. "
+                                        r"arr\[\(\)\]$"):
+        kernarg.pack((1, np.array(2.0, np.float32)))
+    assert bytes(kernarg.pack((np.array(2.0, np.float32)[()],))) == np.float32(2.0).tobytes()
+    with pytest.raises(TypeError, match="on the CPU") as info:
+        kernarg.pack((np.zeros(3),))
+    assert "arr[()]" not in str(info.value)
+
+
 def test_torch_cpu_tensor_refused():
     torch = pytest.importorskip("torch", reason="torch is not installed")
     with pytest.raises(TypeError, match="argument 0.*on the CPU"):
