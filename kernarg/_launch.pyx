@@ -50,6 +50,7 @@ cdef struct Dims:
     unsigned int shmem
     unsigned int threads            # block[0] * block[1] * block[2]
     unsigned int cluster_blocks     # blocks per cluster (0: no cluster attribute)
+    bint cooperative                # a cooperative launch: all blocks must be co-resident
 
 
 def _dims(value, str what, limits):
@@ -110,6 +111,7 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
     threads = <long long>d.block[0] * d.block[1] * d.block[2]
     d.threads = <unsigned int>threads
     d.cluster_blocks = 0
+    d.cooperative = False
     if threads > MAX_BLOCK_THREADS:
         raise ValueError(f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; "
                          f"the limit is {MAX_BLOCK_THREADS}")
@@ -135,7 +137,8 @@ cdef class LaunchConfig:
     cluster : int or tuple, optional
         Thread-block cluster dimensions (compute capability 9.0+); the grid must be a multiple.
     cooperative : bool
-        Cooperative launch (grid-wide synchronisation).
+        Cooperative launch (grid-wide synchronisation); at launch, the grid is checked
+        against the blocks the kernel can have resident at once (Kernel.max_cooperative_blocks).
     pdl : bool
         Programmatic dependent launch (may overlap the previous kernel in the stream).
     priority : int, optional
@@ -184,6 +187,7 @@ cdef class LaunchConfig:
         else:
             self.cluster = None
         if self.cooperative:
+            self._d.cooperative = True
             self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
             self._attrs[self._nattrs].value.cooperative = 1
             self._nattrs += 1
@@ -474,6 +478,8 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
             _allow_shmem(k, d.shmem)
         if d.cluster_blocks > 8 and not k._nonportable_ok:
             _allow_nonportable_cluster(k)
+        if d.cooperative and d.cluster_blocks == 0:
+            _check_cooperative(k, d)
         _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
         _wait_for_producers(blk, stream, &capture)
         memset(&config, 0, sizeof(config))     # fields a newer cuda.h may add stay zero
@@ -515,6 +521,51 @@ cdef int _check_threads(Kernel k, const Dims* d) except -1:
             f"{k.name!r} can run at most {limit} per block (its __launch_bounds__ or its "
             "register use)")
     return 0
+
+
+cdef long long _cooperative_limit(Kernel k, unsigned int threads, unsigned int shmem,
+                                  bint strict) except -2:
+    """How many blocks of ``threads`` threads and ``shmem`` bytes of dynamic shared memory can
+    be resident at once on the current context's device: the driver's occupancy calculator per
+    multiprocessor, times the multiprocessors. Where the driver cannot say: a CudaError when
+    ``strict``, else -1. Remembered for the last block shape asked."""
+    cdef int per_sm = 0, sms = 0
+    cdef cydriver.CUdevice dev
+    cdef cydriver.CUresult err
+    if threads == k._coop_threads and shmem == k._coop_shmem and k._coop_limit > 0:
+        return k._coop_limit
+    err = cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k._func, <int>threads,
+                                                               shmem)
+    if err == cydriver.CUDA_SUCCESS:
+        err = cydriver.cuCtxGetDevice(&dev)
+    if err == cydriver.CUDA_SUCCESS:
+        err = cydriver.cuDeviceGetAttribute(
+            &sms, cydriver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
+    if err != cydriver.CUDA_SUCCESS:
+        if strict:
+            _check(err, f"kernel {k.name!r}: the occupancy calculator "
+                        "(cuOccupancyMaxActiveBlocksPerMultiprocessor, multiprocessor count)")
+        return -1
+    k._coop_threads = threads
+    k._coop_shmem = shmem
+    k._coop_limit = <long long>per_sm * sms
+    k._coop_per_sm = per_sm
+    return k._coop_limit
+
+
+cdef int _check_cooperative(Kernel k, const Dims* d) except -1:
+    """A cooperative launch needs every block resident at once: refuse a larger grid before
+    the launch, naming the grid, the limit and how it is made (the driver would only say
+    COOPERATIVE_LAUNCH_TOO_LARGE)."""
+    cdef long long blocks = <long long>d.grid[0] * d.grid[1] * d.grid[2]
+    cdef long long limit = _cooperative_limit(k, d.threads, d.shmem, False)
+    if limit < 0 or blocks <= limit:
+        return 0                        # where the driver cannot say, the launch reports
+    raise ValueError(
+        f"cooperative grid {(d.grid[0], d.grid[1], d.grid[2])} has {blocks} blocks; kernel "
+        f"{k.name!r} can have at most {limit} resident at once with block "
+        f"{(d.block[0], d.block[1], d.block[2])} and {d.shmem} bytes of dynamic shared memory "
+        f"({k._coop_per_sm} per multiprocessor); see Kernel.max_cooperative_blocks")
 
 
 cdef int _allow_nonportable_cluster(Kernel k) except -1:
@@ -798,6 +849,10 @@ cdef class Kernel:
     # fewer than the device's 1024); 0 until the first launch asks the driver.
     cdef unsigned int _threads_ok
     cdef bint _nonportable_ok       # cluster sizes over 8 allowed (set on first need)
+    # The co-resident block limit of the last cooperative block shape (0: none asked yet).
+    cdef unsigned int _coop_threads, _coop_shmem
+    cdef long long _coop_limit
+    cdef int _coop_per_sm
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
@@ -815,6 +870,7 @@ cdef class Kernel:
         k._shmem_ok = 0
         k._threads_ok = 0
         k._nonportable_ok = False
+        k._coop_limit = 0
         return k
 
     @classmethod
@@ -925,6 +981,22 @@ cdef class Kernel:
     def handle(self):
         """The CUfunction handle, as an int."""
         return <uintptr_t>self._func
+
+    def max_cooperative_blocks(self, block, shmem=0):
+        """How many blocks of shape ``block`` (with ``shmem`` bytes of dynamic shared memory)
+        can be resident at once, the most a cooperative launch may have: the driver's
+        occupancy calculator per multiprocessor, times the device's multiprocessors.
+
+        Returns
+        -------
+        int
+        """
+        cdef Dims d
+        _fill_config(&d, 1, block, shmem)
+        _ensure_driver()
+        if self._ctx != NULL:
+            _check(cydriver.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+        return _cooperative_limit(self, d.threads, d.shmem, True)
 
     @property
     def module_handle(self):

@@ -181,6 +181,14 @@ def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
                                 ".visible .entry k() { ret; }", "k")
     with pytest.raises(kernarg.CudaError, match="no CUDA driver"):
         kernarg.Kernel.from_source('extern "C" __global__ void k() {}', "k")
+    with pytest.raises(kernarg.NoDriverError):
+        kernarg.Kernel.from_source_many('extern "C" __global__ void k() {}', ["k"])
+    with pytest.raises(kernarg.NoDriverError):
+        k.max_cooperative_blocks(32)
+    with pytest.raises(kernarg.NoDriverError):
+        k.launch(4, 32, 5, cooperative=True)
+    with pytest.raises(ValueError, match="block"):      # the shape is checked first
+        k.max_cooperative_blocks(2048)
     # The launch benchmark's probe of the per-launch driver calls needs the driver too.
     from kernarg._launch import _launch_extras_ns
 

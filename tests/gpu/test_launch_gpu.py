@@ -418,6 +418,33 @@ def test_cluster_and_cooperative(ctx, ):
         assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
 
 
+def test_cooperative_grid_is_checked_against_co_resident_blocks(ctx):
+    """A cooperative launch needs all its blocks resident at once: kernarg asks the driver's
+    occupancy calculator and refuses a larger grid before launching, naming the limit."""
+    src = r"""extern "C" __global__ void ids(int* out) {
+        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
+    k = kernarg.Kernel.from_source(src, "ids")
+    limit = k.max_cooperative_blocks(32)
+    dev = check(driver.cuDeviceGet(0))
+    sms = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+    per_sm = check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(k.handle, 32, 0))
+    assert limit == per_sm * sms and limit >= sms
+    out = DeviceArray(4 * limit * 32, typestr="<i4")
+    k.launch(limit, 32, out, cooperative=True)              # exactly the limit: launches
+    assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(limit))
+    with pytest.raises(ValueError, match=rf"cooperative grid \({limit + 1}, 1, 1\) has "
+                                         rf"{limit + 1} blocks; kernel 'ids' can have at most "
+                                         rf"{limit} resident at once"):
+        k.launch(limit + 1, 32, out, cooperative=True)
+    # More dynamic shared memory a block: fewer resident blocks, never more.
+    assert 0 < k.max_cooperative_blocks(32, shmem=32 * 1024) <= limit
+    # Not cooperative: any grid.
+    k.launch(limit + 1, 32, DeviceArray(4 * (limit + 1) * 32, typestr="<i4"))
+    with pytest.raises(ValueError, match="block"):
+        k.max_cooperative_blocks(2048)
+
+
 SHARED = r"""
 extern "C" __global__ void dyn(float* out, int n) {
     extern __shared__ float s[];

@@ -881,6 +881,25 @@ static CUresult fk_FuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction 
     }
     return CUDA_SUCCESS;
 }
+/* Resident blocks per multiprocessor: 2048 threads, 32 blocks and 228 KiB of shared memory an
+ * SM (an H100's), the model the cooperative-launch check below uses too. */
+static int blocks_per_sm(const Func* f, unsigned long long threads, size_t dynamic_shared) {
+    if (!threads || threads > (unsigned long long)f->max_threads) return 0;
+    unsigned long long n = 2048 / threads;
+    if (n > 32) n = 32;
+    size_t shared = dynamic_shared + (size_t)f->static_shared;
+    if (shared && n > 233472 / shared) n = 233472 / shared;
+    return (int)n;
+}
+static CUresult fk_OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction h, int threads,
+                                                             size_t dynamic_shared) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (e) return e;
+    if (threads <= 0) return fail(CUDA_ERROR_INVALID_VALUE, "block size %d", threads);
+    *n = blocks_per_sm(f, (unsigned long long)threads, dynamic_shared);
+    return CUDA_SUCCESS;
+}
 static CUresult fk_FuncSetAttribute(CUfunction h, CUfunction_attribute a, int value) {
     Func* f;
     CUresult e = get_func(h, &f, "cuFuncSetAttribute");
@@ -1013,7 +1032,8 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
             return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d not modelled", (int)a->id);
         }
     }
-    if (cooperative && (unsigned long long)g[0] * g[1] * g[2] > 132ull * 2048 / threads)
+    if (cooperative && (unsigned long long)g[0] * g[1] * g[2]
+                       > 132ull * blocks_per_sm(f, threads, c->sharedMemBytes))
         return fail(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative grid too large");
     if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "extra is not modelled");
     if (f->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams NULL for %d parameters", f->nparams);
@@ -1257,6 +1277,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphLaunch), F(GraphExecDestroy),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
+    F(OccupancyMaxActiveBlocksPerMultiprocessor),
     F(LaunchKernelEx), F(LaunchKernel), F(MemAlloc), F(MemAllocAsync), F(MemAllocManaged),
     F(MemAllocHost), F(MemHostAlloc), F(MemHostGetDevicePointer), F(MemFree), F(MemFreeAsync),
     F(MemFreeHost), F(MemcpyDtoH), F(MemcpyHtoD), F(MemcpyDtoD), F(Memcpy), F(MemcpyAsync),
