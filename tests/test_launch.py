@@ -330,11 +330,9 @@ namespace ns { __global__ void inner(char c) {} }
 """
 
 
-def test_kernels_of_one_source_share_one_compilation(monkeypatch):
-    """Kernel.from_source's compile step (run here for a fixed architecture, as it needs no
-    driver): every plain-named kernel of a source comes from one NVRTC run; a template
-    instantiation or qualified name, which NVRTC is asked for by name, from its own; each
-    kernel gets its own entry and signature."""
+@pytest.fixture
+def nvrtc_runs(monkeypatch):
+    """An empty compilation cache, and the name expressions of every NVRTC run after it."""
     import kernarg._nvrtc as nvrtc
     from kernarg import _launch
 
@@ -344,6 +342,17 @@ def test_kernels_of_one_source_share_one_compilation(monkeypatch):
     real = nvrtc.compile_program
     monkeypatch.setattr(nvrtc, "compile_program",
                         lambda *a, **kw: runs.append(kw["name_expressions"]) or real(*a, **kw))
+    return runs
+
+
+def test_kernels_of_one_source_share_one_compilation(nvrtc_runs):
+    """Kernel.from_source's compile step (run here for a fixed architecture, as it needs no
+    driver): every plain-named kernel of a source comes from one NVRTC run; a template
+    instantiation or qualified name, which NVRTC is asked for by name, from its own; each
+    kernel gets its own entry and signature."""
+    from kernarg import _launch
+
+    runs = nvrtc_runs
 
     def kernel(name, options=()):
         key, compiled = _launch._compile_for(MULTI, (name,), options, "compute_80")
@@ -377,19 +386,13 @@ def test_kernels_of_one_source_share_one_compilation(monkeypatch):
     assert len(runs) == 6
 
 
-def test_many_kernels_of_a_source_in_one_compilation(monkeypatch):
+def test_many_kernels_of_a_source_in_one_compilation(nvrtc_runs):
     """Kernel.from_source_many's compile step: plain names, template instantiations and
     qualified names of one source from one NVRTC run, each with its own entry and signature;
     the same names again (in any order, repeated) compile nothing."""
-    import kernarg._nvrtc as nvrtc
     from kernarg import _launch
 
-    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
-    monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
-    runs = []
-    real = nvrtc.compile_program
-    monkeypatch.setattr(nvrtc, "compile_program",
-                        lambda *a, **kw: runs.append(kw["name_expressions"]) or real(*a, **kw))
+    runs = nvrtc_runs
     names = ("fill<float>", "plain", "ns::inner", "fill<int>", "cpp")
     key, compiled = _launch._compile_for(MULTI, names, (), "compute_80")
     assert runs == [("fill<float>", "fill<int>", "ns::inner")]

@@ -26,6 +26,18 @@ def ctx():
     return dev
 
 
+@pytest.fixture
+def nvrtc_calls(monkeypatch):
+    """The keyword arguments of every NVRTC compilation kernarg runs during the test."""
+    import kernarg._nvrtc as nvrtc
+
+    calls = []
+    real = nvrtc.compile_program
+    monkeypatch.setattr(nvrtc, "compile_program",
+                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    return calls
+
+
 class DeviceArray:
     """Minimal CUDA Array Interface producer over cuMemAlloc memory. Typed launches check the
     element type against the pointee, so ``typestr`` must match the kernel's parameter."""
@@ -140,13 +152,10 @@ def test_the_remaining_scalar_and_vector_kinds_reach_the_kernel(ctx):
     check_echo(kernarg.Kernel.from_source(ECHO_MORE, "echo_more"), ECHO_MORE_ARGS)
 
 
-def test_from_source_compiles_once_per_source_options_and_arch(ctx, monkeypatch):
+def test_from_source_compiles_once_per_source_options_and_arch(ctx, nvrtc_calls):
     import kernarg._nvrtc as nvrtc
 
-    calls = []
-    real = nvrtc.compile_program
-    monkeypatch.setattr(nvrtc, "compile_program",
-                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    calls = nvrtc_calls
     src = WRITE + "\n// compiled once: " + str(id(calls))
     a = kernarg.Kernel.from_source(src, "fill")
     b = kernarg.Kernel.from_source(src, "fill")
@@ -164,16 +173,12 @@ def test_from_source_compiles_once_per_source_options_and_arch(ctx, monkeypatch)
     assert len(calls) == 2
 
 
-def test_kernels_of_one_source_share_its_compilation_and_module(ctx, monkeypatch):
+def test_kernels_of_one_source_share_its_compilation_and_module(ctx, nvrtc_calls):
     import gc
 
-    import kernarg._nvrtc as nvrtc
     from kernarg import _launch
 
-    calls = []
-    real = nvrtc.compile_program
-    monkeypatch.setattr(nvrtc, "compile_program",
-                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    calls = nvrtc_calls
     src = WRITE + TEMPLATES + "\n// shared: " + str(id(calls))
     fill = kernarg.Kernel.from_source(src, "fill")
     seven = kernarg.Kernel.from_source(src, "ns::seven")      # a name expression: its own run
@@ -197,13 +202,8 @@ def test_kernels_of_one_source_share_its_compilation_and_module(ctx, monkeypatch
     assert len(calls) == 3
 
 
-def test_from_source_many_compiles_and_loads_once(ctx, monkeypatch):
-    import kernarg._nvrtc as nvrtc
-
-    calls = []
-    real = nvrtc.compile_program
-    monkeypatch.setattr(nvrtc, "compile_program",
-                        lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+def test_from_source_many_compiles_and_loads_once(ctx, nvrtc_calls):
+    calls = nvrtc_calls
     src = WRITE + TEMPLATES + "\n// many: " + str(id(calls))
     ks = kernarg.Kernel.from_source_many(src, ["scaled<double, 3>", "fill", "ns::seven"])
     assert list(ks) == ["scaled<double, 3>", "fill", "ns::seven"] and len(calls) == 1
@@ -704,18 +704,15 @@ def test_from_cubin_loads_and_launches(ctx):
         kernarg.Kernel.from_cubin(cubin, "nope")
 
 
-def test_from_source_loads_ptx_when_nvrtc_cannot_target_the_device(ctx, monkeypatch):
+def test_from_source_loads_ptx_when_nvrtc_cannot_target_the_device(ctx, monkeypatch,
+                                                                   nvrtc_calls):
     """A device newer than NVRTC gets PTX, which the driver JIT-compiles."""
     import kernarg._nvrtc as nvrtc
 
     monkeypatch.setattr(nvrtc, "target_arch", lambda cc: f"compute_{cc}")
-    calls = []
-    real = nvrtc.compile_program
-    monkeypatch.setattr(nvrtc, "compile_program",
-                        lambda *a, **kw: calls.append(kw["arch"]) or real(*a, **kw))
-    k = _jit_or_skip(lambda: kernarg.Kernel.from_source(WRITE + "\n// ptx: " + str(id(calls)),
-                                                        "fill"))
-    assert len(calls) == 1 and calls[0].startswith("compute_")
+    src = WRITE + "\n// ptx: " + str(id(nvrtc_calls))
+    k = _jit_or_skip(lambda: kernarg.Kernel.from_source(src, "fill"))
+    assert len(nvrtc_calls) == 1 and nvrtc_calls[0]["arch"].startswith("compute_")
     out = DeviceArray(4 * 32, typestr="<f4")
     k.launch(1, 32, out, 4.5, 32)
     assert (np.frombuffer(out.read(), np.float32) == 4.5).all()
