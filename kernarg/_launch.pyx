@@ -455,6 +455,16 @@ cdef int _wait_for_producers(ParamBlock blk, uint64_t stream, Capture* capture) 
     return 0
 
 
+cdef inline int _enter_context(Kernel k) except -1:
+    """Make the kernel's context current in this thread, if it has one and another is."""
+    cdef cydriver.CUcontext current
+    if k._ctx != NULL:
+        _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
+        if current != k._ctx:
+            _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
+    return 0
+
+
 cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                  unsigned int nattrs, ParamBlock blk, uint64_t stream,
                  bint owned=True) except -1:
@@ -463,15 +473,11 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     the block is not ``owned`` (a BoundLaunch's, launched again later)."""
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
-    cdef cydriver.CUcontext current
     cdef Capture capture
     cdef bint kept = False
     try:
         _ensure_driver()
-        if k._ctx != NULL:
-            _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
-            if current != k._ctx:
-                _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
+        _enter_context(k)
         if d.threads > k._threads_ok:
             _check_threads(k, d)
         if d.shmem > k._shmem_ok:
@@ -994,8 +1000,7 @@ cdef class Kernel:
         cdef Dims d
         _fill_config(&d, 1, block, shmem)
         _ensure_driver()
-        if self._ctx != NULL:
-            _check(cydriver.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+        _enter_context(self)
         return _cooperative_limit(self, d.threads, d.shmem, True)
 
     @property
