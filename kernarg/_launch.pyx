@@ -341,6 +341,13 @@ cdef class _Module:
     cdef cydriver.CUmodule handle
     cdef object __weakref__     # Kernel.from_source's modules are found again through weakrefs
 
+    cdef cydriver.CUfunction function(self, str entry, str name) except NULL:
+        """The kernel whose PTX entry (or symbol) is ``entry``; ``name`` is the user's."""
+        cdef cydriver.CUfunction func = NULL
+        _check(cydriver.cuModuleGetFunction(&func, self.handle, entry.encode()),
+               f"cuModuleGetFunction({name!r})")
+        return func
+
     def __dealloc__(self):
         if self.handle != NULL:
             try:
@@ -812,7 +819,6 @@ def _source_cache_get(key, build):
 
 cdef list _kernels_from_source(str source, tuple names, tuple options, int device):
     """Kernel.from_source(_many): one cached compilation, one module per context."""
-    cdef cydriver.CUfunction func
     cdef unsigned long long ctx_id = 0
     cdef cydriver.CUcontext ctx = _ensure_context(device)
     key, compiled = _compile_for(source, names, options, device_arch(device))
@@ -823,12 +829,8 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
         mod = _load_image(compiled.cubin if compiled.cubin is not None
                           else compiled.ptx.encode() + b"\0")
         _loaded_modules[(key, ctx_id)] = mod
-    kernels = []
-    for name, entry, sig in found:
-        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
-               f"cuModuleGetFunction({name!r})")
-        kernels.append(Kernel._make(func, mod, sig, name, ctx, device))
-    return kernels
+    return [Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
+            for name, entry, sig in found]
 
 
 cdef class Kernel:
@@ -884,7 +886,6 @@ cdef class Kernel:
         """Load PTX text and get kernel ``name`` (its signature is read from the PTX).
         ``entry`` is its ``.entry`` name in the PTX when that is not ``name`` or ``name``'s
         C++ mangled form (a template instantiation's lowered name, say)."""
-        cdef cydriver.CUfunction func
         if isinstance(ptx, str):
             ptx = ptx.encode()
         cdef cydriver.CUcontext ctx = _ensure_context(device)
@@ -892,21 +893,16 @@ cdef class Kernel:
         if entry is None:
             entry = _entry_name(ptx.decode(), name)
         sig = signature if signature is not None else Signature.from_ptx(ptx, entry)
-        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
-               f"cuModuleGetFunction({name!r})")
-        return Kernel._make(func, mod, sig, name, ctx, device)
+        return Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
 
     @classmethod
     def from_cubin(cls, cubin, str name, *, signature=None, int device=0, entry=None):
         """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name; or give its
         mangled name as ``entry``)."""
-        cdef cydriver.CUfunction func
         cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(cubin))
-        if entry is None:
-            entry = name
-        _check(cydriver.cuModuleGetFunction(&func, (<_Module>mod).handle, entry.encode()),
-               f"cuModuleGetFunction({name!r})")
+        cdef cydriver.CUfunction func = (<_Module>mod).function(
+            name if entry is None else entry, name)
         if signature is not None and not isinstance(signature, Signature):
             signature = Signature(signature)
         k = Kernel._make(func, mod, signature, name, ctx, device)
