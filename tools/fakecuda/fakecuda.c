@@ -40,6 +40,7 @@
 #define MAX_DEVICES 8
 #define MAX_PARAMS 512
 #define MAX_FUNCS 64         /* kernels per module */
+#define MAX_GLOBALS 64       /* __device__ and __constant__ variables per module */
 
 static int trace_on = -1;
 static void trace(const char* fmt, ...) {
@@ -91,7 +92,10 @@ typedef struct {
     void* module;
 } Func;
 
-typedef struct { int magic; Ctx* ctx; int nfuncs; Func* funcs; } Module;
+/* A module's __device__ or __constant__ variable, in "device" memory of its own. */
+typedef struct { char name[256]; uintptr_t ptr; size_t size; } Global;
+
+typedef struct { int magic; Ctx* ctx; int nfuncs; Func* funcs; int nglobals; Global* globals; } Module;
 
 typedef struct {
     int magic;
@@ -615,6 +619,67 @@ static int ptx_type_size(const char* t) {
     return 0;
 }
 
+/* A new variable of the module, zeroed, or NULL where there are too many. */
+static Global* add_global(Module* m, const char* name, size_t len, size_t size) {
+    if (m->nglobals == MAX_GLOBALS || len >= sizeof m->globals->name || !size) return NULL;
+    Global* g = &m->globals[m->nglobals++];
+    snprintf(g->name, sizeof g->name, "%.*s", (int)len, name);
+    g->size = size;
+    g->ptr = (uintptr_t)alloc_mem(size, CU_MEMORYTYPE_DEVICE);
+    return g;
+}
+
+/* Module-scope variables of a PTX text ("[.visible] .global|.const [.align N] .type name[[n]]
+ * [= value | = {values}];"), with their integer and 0f/0d (float/double bits) initial values;
+ * declarations inside a kernel's braces and .extern ones are not the module's. */
+static int parse_ptx_globals(const char* ptx, Module* m) {
+    int depth = 0;
+    for (const char* line = ptx; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char* p = line + strspn(line, " \t");
+        size_t n = strcspn(line, "\n");
+        if (depth == 0) {
+            while (!strncmp(p, ".visible ", 9) || !strncmp(p, ".weak ", 6))
+                p += strcspn(p, " ") + 1;
+            int is_var = !strncmp(p, ".global ", 8) || !strncmp(p, ".const ", 7);
+            if (is_var) {
+                char decl[4096];
+                snprintf(decl, sizeof decl, "%.*s", (int)(n - (size_t)(p - line)), p);
+                char* init = strchr(decl, '=');
+                if (init) *init++ = 0;
+                int elsize = 0, count = 1;
+                const char* name = NULL;
+                size_t len = 0;
+                for (char* tok = strtok(decl, " \t;"); tok; tok = strtok(NULL, " \t;")) {
+                    if (!strcmp(tok, ".align")) strtok(NULL, " \t;");
+                    else if (tok[0] == '.' && ptx_type_size(tok + 1)) elsize = ptx_type_size(tok + 1);
+                    else if (tok[0] != '.') {
+                        name = tok;
+                        len = strcspn(tok, "[");
+                        if (tok[len] == '[') count = atoi(tok + len + 1);
+                    }
+                }
+                if (!name || !elsize) return -1;
+                Global* g = add_global(m, name, len, (size_t)elsize * count);
+                if (!g) return -1;
+                /* Initial values, element by element, little-endian. */
+                const char* v = init ? init + strspn(init, " \t{") : NULL;
+                for (int i = 0; v && *v && *v != '}' && *v != ';' && i < count; i++) {
+                    uint64_t bits = 0;
+                    char* end;
+                    if (v[0] == '0' && (v[1] == 'f' || v[1] == 'd')) bits = strtoull(v + 2, &end, 16);
+                    else bits = (uint64_t)strtoll(v, &end, 0);
+                    if (end == v) break;                 /* generic(x) and the like: left 0 */
+                    memcpy((void*)(g->ptr + (size_t)i * elsize), &bits, (size_t)elsize);
+                    v = end + strspn(end, " \t,");
+                }
+                continue;
+            }
+        }
+        for (size_t i = 0; i < n; i++) depth += line[i] == '{' ? 1 : line[i] == '}' ? -1 : 0;
+    }
+    return 0;
+}
+
 /* Kernels of a PTX text: each .entry's .param list, .maxntid and .shared declarations. */
 static int parse_ptx(const char* ptx, Module* m) {
     const char* p = ptx;
@@ -739,20 +804,75 @@ static int parse_cubin(const unsigned char* elf, Module* m) {
     return 0;
 }
 
+/* Variables of a CUBIN: its .symtab's objects in .nv.global* (device) and .nv.constant*
+ * sections, with the bytes of initialised ones (sections other than NOBITS). */
+static int parse_cubin_globals(const unsigned char* elf, Module* m) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, elf + 0x28, 8);
+    memcpy(&shentsize, elf + 0x3a, 2);
+    memcpy(&shnum, elf + 0x3c, 2);
+    uint16_t shstrndx;
+    memcpy(&shstrndx, elf + 0x3e, 2);
+    uint64_t shstroff;
+    memcpy(&shstroff, elf + shoff + (size_t)shstrndx * shentsize + 0x18, 8);
+    for (int i = 0; i < shnum; i++) {
+        const unsigned char* sh = elf + shoff + (size_t)i * shentsize;
+        uint32_t type, link;
+        uint64_t off, size, entsize;
+        memcpy(&type, sh + 4, 4);
+        if (type != 2) continue;                            /* SHT_SYMTAB */
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&size, sh + 0x20, 8);
+        memcpy(&link, sh + 0x28, 4);
+        memcpy(&entsize, sh + 0x38, 8);
+        uint64_t stroff;
+        memcpy(&stroff, elf + shoff + (size_t)link * shentsize + 0x18, 8);
+        for (uint64_t at = off; entsize && at + entsize <= off + size; at += entsize) {
+            uint32_t name;
+            uint16_t shndx;
+            uint64_t value, sym_size;
+            memcpy(&name, elf + at, 4);
+            memcpy(&shndx, elf + at + 6, 2);
+            memcpy(&value, elf + at + 8, 8);
+            memcpy(&sym_size, elf + at + 16, 8);
+            if ((elf[at + 4] & 0xf) != 1 || shndx == 0 || shndx >= shnum) continue;  /* STT_OBJECT */
+            const unsigned char* sec = elf + shoff + (size_t)shndx * shentsize;
+            uint32_t sec_name, sec_type;
+            uint64_t sec_off;
+            memcpy(&sec_name, sec, 4);
+            memcpy(&sec_type, sec + 4, 4);
+            memcpy(&sec_off, sec + 0x18, 8);
+            const char* sname = (const char*)elf + shstroff + sec_name;
+            if (strncmp(sname, ".nv.global", 10) && strncmp(sname, ".nv.constant", 12)) continue;
+            const char* vname = (const char*)elf + stroff + name;
+            Global* g = add_global(m, vname, strlen(vname), sym_size);
+            if (!g) return -1;
+            if (sec_type != 8) memcpy((void*)g->ptr, elf + sec_off + value, sym_size);  /* NOBITS */
+        }
+    }
+    return 0;
+}
+
 static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context");
     Module* m = calloc(1, sizeof *m);
     m->magic = M_MODULE;
     m->ctx = current();
     m->funcs = calloc(MAX_FUNCS, sizeof(Func));
+    m->globals = calloc(MAX_GLOBALS, sizeof(Global));
     const unsigned char* img = image;
-    int rc = memcmp(img, "\x7f" "ELF", 4) == 0 ? parse_cubin(img, m) : parse_ptx(image, m);
+    int is_elf = memcmp(img, "\x7f" "ELF", 4) == 0;
+    int rc = is_elf ? parse_cubin(img, m) : parse_ptx(image, m);
+    if (!rc) rc = is_elf ? parse_cubin_globals(img, m) : parse_ptx_globals(image, m);
     if (rc || !m->nfuncs) {
+        for (int i = 0; i < m->nglobals; i++) free_mem(m->globals[i].ptr);
+        free(m->globals);
         free(m->funcs);
         free(m);
         return fail(CUDA_ERROR_INVALID_IMAGE, "no kernels found in the image (or over %d, a "
-                    "name over %d characters or over %d parameters)", MAX_FUNCS,
-                    (int)sizeof m->funcs->name - 1, MAX_PARAMS);
+                    "name over %d characters, over %d parameters or over %d variables)",
+                    MAX_FUNCS, (int)sizeof m->funcs->name - 1, MAX_PARAMS, MAX_GLOBALS);
     }
     for (int i = 0; i < m->nfuncs; i++) {
         Func* f = &m->funcs[i];
@@ -850,6 +970,9 @@ static CUresult fk_ModuleUnload(CUmodule h) {
     Module* m = (Module*)h;
     if (!m || m->magic != M_MODULE) return fail(CUDA_ERROR_INVALID_HANDLE, "module %p", (void*)h);
     for (int i = 0; i < m->nfuncs; i++) m->funcs[i].magic = 0;
+    /* Its variables go (an address kept past the unload is no allocation any more). */
+    for (int i = 0; i < m->nglobals; i++) free_mem(m->globals[i].ptr);
+    m->nglobals = 0;
     m->magic = 0;
     return CUDA_SUCCESS;          /* leaked on purpose: a use after unload still finds magic 0 */
 }
@@ -859,6 +982,24 @@ static CUresult fk_ModuleGetFunction(CUfunction* out, CUmodule h, const char* na
     for (int i = 0; i < m->nfuncs; i++)
         if (!strcmp(m->funcs[i].name, name)) { *out = (CUfunction)&m->funcs[i]; return CUDA_SUCCESS; }
     return fail(CUDA_ERROR_NOT_FOUND, "no kernel named %s", name);
+}
+static CUresult fk_ModuleGetGlobal(CUdeviceptr* ptr, size_t* size, CUmodule h, const char* name) {
+    Module* m = (Module*)h;
+    if (!m || m->magic != M_MODULE) return fail(CUDA_ERROR_INVALID_HANDLE, "module %p", (void*)h);
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleGetGlobal without a context");
+    for (int i = 0; i < m->nglobals; i++)
+        if (!strcmp(m->globals[i].name, name)) {
+            if (ptr) *ptr = (CUdeviceptr)m->globals[i].ptr;
+            if (size) *size = m->globals[i].size;
+            return CUDA_SUCCESS;
+        }
+    return fail(CUDA_ERROR_NOT_FOUND, "no variable named %s", name);
+}
+static const Global* find_global(const Func* f, const char* name) {
+    const Module* m = f->module;
+    for (int i = 0; i < m->nglobals; i++)
+        if (!strcmp(m->globals[i].name, name)) return &m->globals[i];
+    return NULL;
 }
 static CUresult get_func(CUfunction h, Func** out, const char* what) {
     Func* f = (Func*)h;
@@ -898,6 +1039,26 @@ static CUresult fk_OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction 
     if (e) return e;
     if (threads <= 0) return fail(CUDA_ERROR_INVALID_VALUE, "block size %d", threads);
     *n = blocks_per_sm(f, (unsigned long long)threads, dynamic_shared);
+    return CUDA_SUCCESS;
+}
+/* The block size (a multiple of 32, the largest of those with the most resident threads) and
+ * the grid that fills the device with it, as the CUDA occupancy calculator does. */
+static CUresult fk_OccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunction h,
+                                                  CUoccupancyB2DSize shmem_of, size_t dynamic_shared,
+                                                  int limit) {
+    Func* f;
+    CUresult e = get_func(h, &f, "cuOccupancyMaxPotentialBlockSize");
+    if (e) return e;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "occupancy without a context");
+    int most = f->max_threads;
+    if (limit > 0 && limit < most) most = limit;
+    int best = 0, best_threads = 0, best_blocks = 0;
+    for (int t = most / 32 * 32; t >= 32; t -= 32) {
+        int n = blocks_per_sm(f, (unsigned long long)t, shmem_of ? shmem_of(t) : dynamic_shared);
+        if (n * t > best) { best = n * t; best_threads = t; best_blocks = n; }
+    }
+    *block = best_threads;
+    *min_grid = best_blocks * device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
     return CUDA_SUCCESS;
 }
 static CUresult fk_FuncSetAttribute(CUfunction h, CUfunction_attribute a, int value) {
@@ -1127,6 +1288,16 @@ static CUresult run_kernel(const Node* n) {
             "kernel %s: %d floats of shared memory, %u bytes given", k, m, n->shmem);
         float v = (float)(m - 1) + (k[0] == 'b');
         e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "use_globals")) {    /* (int* out, int n), see tests/gpu GLOBALS */
+        const Global *coeffs = find_global(f, "coeffs"), *table = find_global(f, "table"),
+                     *bias = find_global(f, "_ZN2ns4biasE"), *count = find_global(f, "launches");
+        if (!coeffs || !table || !bias || !count)
+            return fail(CUDA_ERROR_INVALID_IMAGE, "kernel %s: a variable is missing", k);
+        for (long long i = 0; !e && i < P(int, 1) && i < (long long)(threads * blocks); i++) {
+            int v = ((int*)table->ptr)[i % 3] * (int)((float*)coeffs->ptr)[i % 3] + *(int*)bias->ptr;
+            e = store(out + 4 * i, &v, 4, k);
+        }
+        if (!e) *(unsigned int*)count->ptr += 1;
     } else if (!strcmp(k, "lb")) {
         for (unsigned long long t = 0; !e && t < threads; t++) {
             int v = (int)t;
@@ -1277,7 +1448,8 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphLaunch), F(GraphExecDestroy),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
-    F(OccupancyMaxActiveBlocksPerMultiprocessor),
+    F(OccupancyMaxActiveBlocksPerMultiprocessor), F(OccupancyMaxPotentialBlockSize),
+    F(ModuleGetGlobal),
     F(LaunchKernelEx), F(LaunchKernel), F(MemAlloc), F(MemAllocAsync), F(MemAllocManaged),
     F(MemAllocHost), F(MemHostAlloc), F(MemHostGetDevicePointer), F(MemFree), F(MemFreeAsync),
     F(MemFreeHost), F(MemcpyDtoH), F(MemcpyHtoD), F(MemcpyDtoD), F(Memcpy), F(MemcpyAsync),
