@@ -22,6 +22,7 @@ from kernarg._stream cimport stream_handle
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
 
+import operator
 import threading
 import weakref
 from collections import OrderedDict
@@ -833,6 +834,71 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
             for name, entry, sig in found]
 
 
+# The driver's attributes of a kernel that Kernel.attributes reports, by the names cuda.h
+# gives them (less the CU_FUNC_ATTRIBUTE_ prefix, in lower case).
+_FUNC_ATTRIBUTES = (
+    ("max_threads_per_block", <int>cydriver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+    ("shared_size_bytes", <int>cydriver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+    ("const_size_bytes", <int>cydriver.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES),
+    ("local_size_bytes", <int>cydriver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+    ("num_regs", <int>cydriver.CU_FUNC_ATTRIBUTE_NUM_REGS),
+    ("ptx_version", <int>cydriver.CU_FUNC_ATTRIBUTE_PTX_VERSION),
+    ("binary_version", <int>cydriver.CU_FUNC_ATTRIBUTE_BINARY_VERSION),
+    ("max_dynamic_shared_size_bytes",
+     <int>cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
+)
+
+
+# cuOccupancyMaxPotentialBlockSize calls its per-block-size shared memory function back, in
+# the calling thread, with no user data: the Python function it stands for is held here for
+# the length of the call, under a lock (the function may let another thread run), and put
+# back after (the function may itself ask for a block size). The first exception it raises is
+# kept and raised once the driver returns.
+_shmem_fn_lock = threading.RLock()
+cdef object _shmem_fn = None
+cdef object _shmem_fn_error = None
+
+
+cdef size_t _call_shmem_fn(int block) noexcept with gil:
+    global _shmem_fn_error
+    if _shmem_fn_error is not None:
+        return 0
+    try:
+        value = _shmem_fn(block)
+        n = _shmem_bytes(value)
+        if n < 0:
+            raise ValueError(
+                f"Kernel.max_potential_block_size: shmem({block}) returned {value!r}; it must "
+                "give the bytes of dynamic shared memory a block of that many threads needs, "
+                "an int from 0 to 2**32-1")
+        return n
+    except BaseException as exc:
+        _shmem_fn_error = exc
+        return 0
+
+
+cdef long long _shmem_bytes(object value) except -2:
+    """``value`` as bytes of shared memory (an int, or an integer type's value, 0..2**32-1),
+    or -1."""
+    if isinstance(value, bool):
+        return -1
+    try:
+        n = operator.index(value)
+    except TypeError:
+        return -1
+    return n if 0 <= n < 2**32 else -1
+
+
+def _mangled_variable(str name):
+    """The Itanium C++ ABI name of the namespace-scope variable ``name`` (``"ns::x"`` ->
+    ``"_ZN2ns1xE"``), or None where ``name`` is not ``a::b::...`` of identifiers. Variables at
+    global scope keep their own names, as do ``extern "C"`` ones."""
+    parts = name.split("::")
+    if len(parts) < 2 or not all(p.isidentifier() and p.isascii() for p in parts):
+        return None
+    return "_ZN" + "".join(f"{len(p)}{p}" for p in parts) + "E"
+
+
 cdef class Kernel:
     """A loaded CUDA kernel: launch it with Python arguments.
 
@@ -1007,6 +1073,115 @@ cdef class Kernel:
         if isinstance(self._module, _Module):
             return <uintptr_t>(<_Module>self._module).handle
         return None
+
+    def get_global(self, str name):
+        """The address and size of the ``__device__`` or ``__constant__`` variable ``name`` of
+        the kernel's module (``cuModuleGetGlobal``), to copy values to or from it. A
+        namespace-scope variable may be named as in C++ (``"ns::table"``). The memory is the
+        module's: it is valid while the kernel (which keeps the module loaded) lives.
+
+        Returns
+        -------
+        tuple of int
+            ``(address, nbytes)``.
+        """
+        cdef cydriver.CUdeviceptr ptr = 0
+        cdef size_t nbytes = 0
+        cdef cydriver.CUresult err
+        if not isinstance(self._module, _Module):
+            raise ValueError(
+                f"Kernel.get_global({name!r}): kernel {self.name!r} was made with from_handle, "
+                "so kernarg does not know its module; ask the module's owner "
+                "(cuModuleGetGlobal or cuLibraryGetGlobal)")
+        _ensure_driver()
+        _enter_context(self)
+        cdef cydriver.CUmodule mod = (<_Module>self._module).handle
+        err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, name.encode())
+        mangled = _mangled_variable(name)
+        if err == cydriver.CUDA_ERROR_NOT_FOUND and mangled is not None:
+            err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, mangled.encode())
+        if err == cydriver.CUDA_ERROR_NOT_FOUND:
+            raise CudaError(
+                f"Kernel.get_global({name!r}): kernel {self.name!r}'s module has no "
+                f"__device__ or __constant__ variable {name!r}"
+                + (f" (nor {mangled!r})" if mangled is not None else "")
+                + " (CUDA_ERROR_NOT_FOUND)", "CUDA_ERROR_NOT_FOUND", <int>err)
+        _check(err, f"cuModuleGetGlobal({name!r})")
+        return <uintptr_t>ptr, nbytes
+
+    @property
+    def attributes(self):
+        """What the driver says of the compiled kernel (``cuFuncGetAttribute``), as a dict:
+        ``max_threads_per_block`` (its launch bounds and register use allow), ``num_regs``,
+        ``shared_size_bytes`` (static shared memory), ``const_size_bytes``,
+        ``local_size_bytes`` (per thread), ``max_dynamic_shared_size_bytes`` (what a launch
+        may ask for now; kernarg raises it when a launch asks for more, see ``shmem``),
+        ``ptx_version`` and ``binary_version`` (major * 10 + minor)."""
+        cdef int value = 0
+        _ensure_driver()
+        _enter_context(self)
+        out = {}
+        for key, attr in _FUNC_ATTRIBUTES:
+            _check(cydriver.cuFuncGetAttribute(&value, <cydriver.CUfunction_attribute>attr,
+                                               self._func),
+                   f"cuFuncGetAttribute({key}) of kernel {self.name!r}")
+            out[key] = value
+        return out
+
+    def max_potential_block_size(self, shmem=0, int block_limit=0):
+        """The block size (threads) with the highest occupancy for this kernel on its device,
+        from the driver's occupancy calculator (``cuOccupancyMaxPotentialBlockSize``), and the
+        smallest grid that fills the device at that occupancy.
+
+        Parameters
+        ----------
+        shmem : int or callable
+            Dynamic shared memory per block, in bytes; or a function of the block size (threads)
+            that gives it, for kernels whose shared memory grows with the block.
+        block_limit : int
+            The largest block size to consider (0: the kernel's own limit).
+
+        Returns
+        -------
+        tuple of int
+            ``(min_grid, block)``.
+        """
+        global _shmem_fn, _shmem_fn_error
+        cdef int min_grid = 0, block = 0
+        cdef size_t fixed = 0
+        cdef cydriver.CUresult err
+        if block_limit < 0:
+            raise ValueError("Kernel.max_potential_block_size: block_limit must be >= 0 (0: "
+                             f"the kernel's own limit), got {block_limit}")
+        if not callable(shmem):
+            if _shmem_bytes(shmem) < 0:
+                kind = TypeError if isinstance(shmem, bool) or not hasattr(shmem, "__index__") \
+                    else ValueError
+                raise kind(
+                    "Kernel.max_potential_block_size: shmem must be the bytes of dynamic shared "
+                    "memory a block needs (an int from 0 to 2**32-1) or a function of the block "
+                    f"size giving them, got {shmem!r}")
+            fixed = <size_t>_shmem_bytes(shmem)
+        _ensure_driver()
+        _enter_context(self)
+        if not callable(shmem):
+            err = cydriver.cuOccupancyMaxPotentialBlockSize(&min_grid, &block, self._func, NULL,
+                                                            fixed, block_limit)
+            _check(err, f"cuOccupancyMaxPotentialBlockSize of kernel {self.name!r}")
+            return min_grid, block
+        with _shmem_fn_lock:
+            saved = (_shmem_fn, _shmem_fn_error)
+            _shmem_fn, _shmem_fn_error = shmem, None
+            try:
+                err = cydriver.cuOccupancyMaxPotentialBlockSize(
+                    &min_grid, &block, self._func, _call_shmem_fn, 0, block_limit)
+                error = _shmem_fn_error
+            finally:
+                _shmem_fn, _shmem_fn_error = saved
+        if error is not None:
+            raise error
+        _check(err, f"cuOccupancyMaxPotentialBlockSize of kernel {self.name!r}")
+        return min_grid, block
 
     cdef ParamBlock _pack_args(self, tuple args, object stream):
         if self.signature is not None:

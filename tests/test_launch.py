@@ -189,11 +189,49 @@ def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
         k.launch(4, 32, 5, cooperative=True)
     with pytest.raises(ValueError, match="block"):      # the shape is checked first
         k.max_cooperative_blocks(2048)
+    with pytest.raises(kernarg.NoDriverError):
+        _ = k.attributes
+    with pytest.raises(kernarg.NoDriverError):
+        k.max_potential_block_size()
+    with pytest.raises(kernarg.NoDriverError):
+        k.max_potential_block_size(lambda threads: 4 * threads, block_limit=256)
     # The launch benchmark's probe of the per-launch driver calls needs the driver too.
     from kernarg._launch import _launch_extras_ns
 
     with pytest.raises(kernarg.NoDriverError):
         _launch_extras_ns(None, 10)
+
+
+def test_max_potential_block_size_checks_its_arguments_first():
+    k = kernarg.Kernel.from_handle(0x1234)
+    for bad in (-1, 2**32):
+        with pytest.raises(ValueError, match=rf"max_potential_block_size: shmem .* got {bad}"):
+            k.max_potential_block_size(bad)
+    for bad in (1.5, "4", True, None):
+        with pytest.raises(TypeError, match="or a function of the block size"):
+            k.max_potential_block_size(bad)
+    with pytest.raises(ValueError, match="block_limit must be >= 0"):
+        k.max_potential_block_size(0, -32)
+
+
+def test_get_global_needs_the_kernels_module():
+    """A kernel made from a handle has no module kernarg knows: said before any driver call."""
+    k = kernarg.Kernel.from_handle(0x1234, name="k")
+    with pytest.raises(ValueError, match=r"get_global\('table'\): kernel 'k' was made with "
+                                         "from_handle"):
+        k.get_global("table")
+    with pytest.raises(TypeError):
+        k.get_global(b"table")
+
+
+def test_namespace_scope_variables_are_found_by_their_itanium_names():
+    from kernarg._launch import _mangled_variable
+
+    assert _mangled_variable("ns::bias") == "_ZN2ns4biasE"
+    assert _mangled_variable("outer::inner::table") == "_ZN5outer5inner5tableE"
+    # Global-scope names are their own; templates and odd names are left to the caller.
+    for name in ("bias", "ns::t<int>", "::bias", "ns::", "ns::\u00e9t\u00e9"):
+        assert _mangled_variable(name) is None, name
 
 
 def test_from_handle_rejects_null():

@@ -499,6 +499,116 @@ def test_block_over_the_kernels_launch_bounds_is_refused_with_its_limit(ctx):
         k.prepare(1, (16, 16)).bind(out)()
 
 
+def test_attributes_are_the_drivers(ctx):
+    src = r"""extern "C" __global__ void __launch_bounds__(128) lb(int* out) {
+        __shared__ int s[256];
+        s[threadIdx.x] = threadIdx.x;
+        __syncthreads();
+        out[threadIdx.x] = s[127 - threadIdx.x]; }"""
+    k = kernarg.Kernel.from_source(src, "lb")
+    attrs = k.attributes
+    a = driver.CUfunction_attribute
+    for key, attr in [("max_threads_per_block", a.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                      ("num_regs", a.CU_FUNC_ATTRIBUTE_NUM_REGS),
+                      ("shared_size_bytes", a.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                      ("binary_version", a.CU_FUNC_ATTRIBUTE_BINARY_VERSION),
+                      ("max_dynamic_shared_size_bytes",
+                       a.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)]:
+        assert attrs[key] == check(driver.cuFuncGetAttribute(attr, k.handle)), key
+    assert 0 < attrs["max_threads_per_block"] <= 128
+    assert attrs["shared_size_bytes"] >= 1024 and attrs["num_regs"] > 0
+    assert set(attrs) == {"max_threads_per_block", "shared_size_bytes", "const_size_bytes",
+                          "local_size_bytes", "num_regs", "ptx_version", "binary_version",
+                          "max_dynamic_shared_size_bytes"}
+    # kernarg raises the dynamic shared memory limit for a launch that asks for more: seen here.
+    dyn = kernarg.Kernel.from_source(SHARED, "dyn")
+    dyn.launch(1, 32, DeviceArray(4, typestr="<f4"), 16, shmem=60 * 1024)
+    assert dyn.attributes["max_dynamic_shared_size_bytes"] >= 60 * 1024
+
+
+def test_max_potential_block_size_is_the_occupancy_calculators(ctx):
+    dev = check(driver.cuDeviceGet(0))
+    sms = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+    k = kernarg.Kernel.from_source(SHARED, "dyn")
+
+    def per_sm(block, shmem):
+        return check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(k.handle, block, shmem))
+
+    min_grid, block = k.max_potential_block_size()
+    assert 32 <= block <= k.attributes["max_threads_per_block"] and block % 32 == 0
+    assert min_grid == per_sm(block, 0) * sms
+    # A limit on the block size, and shared memory that grows with the block.
+    assert k.max_potential_block_size(block_limit=64)[1] <= 64
+    asked = []
+
+    def shmem(threads):
+        asked.append(threads)
+        return 64 * threads                     # 16 floats a thread: 64 KiB at 1024 threads
+
+    min_grid, block = k.max_potential_block_size(shmem)
+    assert asked and block in asked and all(0 < t <= 1024 for t in asked)
+    assert min_grid == per_sm(block, 64 * block) * sms
+    assert k.max_potential_block_size(np.int64(1024))[0] > 0
+    # The function's errors are the call's.
+    with pytest.raises(ZeroDivisionError):
+        k.max_potential_block_size(lambda threads: 1 // 0)
+    with pytest.raises(ValueError, match=r"shmem\(\d+\) returned -1"):
+        k.max_potential_block_size(lambda threads: -1)
+    with pytest.raises(ValueError, match=r"shmem\(\d+\) returned 1.5"):
+        k.max_potential_block_size(lambda threads: 1.5)
+    # ... and a function may itself ask (another kernel, or this one).
+    inner = []
+    min_grid, block = k.max_potential_block_size(
+        lambda t: inner.append(k.max_potential_block_size()) or 0)
+    assert inner[0] == (min_grid, block) == k.max_potential_block_size()
+
+
+GLOBALS = r"""
+__constant__ float coeffs[3];
+__device__ unsigned int launches;
+__device__ int table[3] = {7, 8, 9};
+namespace ns { __device__ int bias = 5; }
+extern "C" __global__ void use_globals(int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = table[i % 3] * (int)coeffs[i % 3] + ns::bias;
+    if (i == 0) atomicAdd(&launches, 1u);
+}
+"""
+
+
+def test_get_global_reads_and_writes_the_modules_variables(ctx):
+    k = kernarg.Kernel.from_source(GLOBALS, "use_globals")
+
+    def read(name, dtype):
+        ptr, nbytes = k.get_global(name)
+        host = np.empty(nbytes // np.dtype(dtype).itemsize, dtype)
+        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, nbytes))
+        return host.tolist()
+
+    assert k.get_global("coeffs")[1] == 12 and k.get_global("launches")[1] == 4
+    assert read("table", np.int32) == [7, 8, 9]                 # initialised in the source
+    assert read("ns::bias", np.int32) == [5]                    # by its C++ name
+    assert k.get_global("ns::bias") == k.get_global("_ZN2ns4biasE")
+    ptr, nbytes = k.get_global("coeffs")
+    check(driver.cuMemcpyHtoD(ptr, np.array([1, 2, 3], np.float32).ctypes.data, nbytes))
+    out = DeviceArray(4 * 64, typestr="<i4")
+    k.launch(1, 64, out, 64)
+    k.launch(1, 64, out, 64)
+    expected = [[7, 16, 27][i % 3] + 5 for i in range(64)]
+    assert np.frombuffer(out.read(), np.int32).tolist() == expected
+    assert read("launches", np.uint32) == [2]
+    # One module: another kernel of it sees the same variables.
+    again = kernarg.Kernel.from_source(GLOBALS, "use_globals")
+    assert again.get_global("coeffs") == k.get_global("coeffs")
+    with pytest.raises(kernarg.CudaError, match="no __device__ or __constant__ variable 'nope'"):
+        k.get_global("nope")
+    with pytest.raises(kernarg.CudaError, match=r"'ns::nope' \(nor '_ZN2ns4nopeE'\)"):
+        k.get_global("ns::nope")
+    with pytest.raises(ValueError, match="from_handle"):
+        kernarg.Kernel.from_handle(k.handle).get_global("coeffs")
+
+
 def test_non_portable_cluster_sizes_are_allowed_where_the_gpu_has_them(ctx):
     dev = check(driver.cuDeviceGet(0))
     major = check(driver.cuDeviceGetAttribute(
