@@ -140,7 +140,8 @@ _DL_DEVICE_NAMES = {
 
 _ACCEPTED = (
     "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
-    "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, objects with "
+    "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, PyCUDA device allocations, "
+    "objects with "
     "__cuda_array_interface__ or __dlpack__ "
     "(CUDA device, pinned or managed memory), and types registered with kernarg.register()"
 )
@@ -256,6 +257,16 @@ cdef bint _mro_has(type t, str module_prefix, str name):
         if base.__name__ == name and (base.__module__ or "").startswith(module_prefix):
             return True
     return False
+
+
+cdef bint _is_pycuda_pointer(type t):
+    """PyCUDA's device pointers: what ``pycuda.driver.mem_alloc`` returns (DeviceAllocation),
+    a ``DeviceMemoryPool``'s allocations (PooledDeviceAllocation) and the user's subclasses of
+    ``PointerHolderBase`` (which supply ``get_pointer()``). Each is an address and nothing
+    else, as ``int(obj)``; PyCUDA's own launches take them so."""
+    return (_mro_has(t, "pycuda", "DeviceAllocation")
+            or _mro_has(t, "pycuda", "PooledDeviceAllocation")
+            or _mro_has(t, "pycuda", "PointerHolderBase"))
 
 
 cdef Py_ssize_t _inline_offset(object np, object dtype):
@@ -407,6 +418,9 @@ cdef int classify(type t, TypeInfo* info) except -1:
         # releases re-exports the same class). It holds an address and nothing else: no device,
         # no stream, no element type.
         info.kind = KIND_DRIVER_PTR
+        return 0
+    if _is_pycuda_pointer(t):
+        info.kind = KIND_PYCUDA
         return 0
     # DLPack's C exchange API: one C call reads pointer, device and dtype, faster than any
     # adapter below (torch has it since 2.10), so it comes first.
@@ -984,6 +998,17 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
     return 0
 
 
+cdef int _pycuda_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+    # int() runs PyCUDA's C++ (or, for a PointerHolderBase subclass, the user's get_pointer()),
+    # which may raise: say which argument.
+    try:
+        address = int(obj)
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, obj)}: int() of the PyCUDA pointer raised "
+                      f"{type(exc).__name__}: {exc}")
+    return _set_address(address, index, obj, "int() of the PyCUDA pointer", r)
+
+
 cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
     # cuda.core Buffer.handle is an int for some memory resources (pinned host memory) and a
     # cuda.bindings CUdeviceptr for others: never assume either.
@@ -1034,6 +1059,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
         return _numba_pointer(obj, index, r, want_dtype)
     if kind == KIND_SMV:
         return _smv_pointer(obj, index, r, want_dtype)
+    if kind == KIND_PYCUDA:
+        return _pycuda_pointer(obj, index, r)
     if kind == KIND_CAI:
         return _consume_cai(obj, index, r, want_dtype)
     if kind == KIND_DLPACK:

@@ -828,10 +828,16 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
 
 cdef int _name_the_parameter(Signature sig, Py_ssize_t i, object exc) except -1:
     """Re-raise ``exc`` (a value's own method raised, e.g. a hostile ``__index__``) so that its
-    message starts with the parameter, keeping its class. kernarg's own errors already do."""
+    message starts with the parameter, keeping its class. kernarg's own errors already do, or
+    (the array consumers', which know only the index) start with the argument: those get the
+    parameter's name in front, keeping the exception itself and its traceback."""
     name = _param_name(sig, i)
     message = str(exc)
-    if message.startswith(name) or message.startswith(f"argument {i} ("):
+    if message.startswith(name):
+        raise exc
+    args = exc.args
+    if args and isinstance(args[0], str) and args[0].startswith(f"argument {i} ("):
+        exc.args = (f"{name}: {args[0]}",) + args[1:]
         raise exc
     _reraise(exc, f"{name}: {type(exc).__name__}: {message}")
 

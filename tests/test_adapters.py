@@ -202,3 +202,64 @@ def test_cupy_current_stream(mode, expected):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == expected
+
+
+def _pycuda_types():
+    """Stand-ins for PyCUDA's pointer classes (Boost.Python classes of ``pycuda._driver``): each
+    gives its device address as ``int()``/``__index__``, which is all PyCUDA's own launches use."""
+    class DeviceAllocation:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def __int__(self):
+            return self.ptr
+
+        __index__ = __int__
+
+    class PooledDeviceAllocation(DeviceAllocation):
+        pass
+
+    class PointerHolderBase:
+        def __int__(self):
+            return self.get_pointer()
+
+    for t in (DeviceAllocation, PooledDeviceAllocation, PointerHolderBase):
+        t.__module__ = "pycuda._driver"
+    return DeviceAllocation, PooledDeviceAllocation, PointerHolderBase
+
+
+def test_pycuda_device_pointers():
+    import kernarg
+
+    DeviceAllocation, PooledDeviceAllocation, PointerHolderBase = _pycuda_types()
+
+    class Holder(PointerHolderBase):            # the user's subclass, as PyCUDA's docs show
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def get_pointer(self):
+            if self.ptr is None:
+                raise RuntimeError("no memory yet")
+            return self.ptr
+
+    args = (DeviceAllocation(0x7F00_0000_1000), PooledDeviceAllocation(0x2000), Holder(0x3000))
+    block = kernarg.pack(args)
+    assert block.sizes == (8, 8, 8)
+    assert [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets] == \
+        [0x7F00_0000_1000, 0x2000, 0x3000]
+    assert block.producer_streams == ()
+    # Typed: a PyCUDA allocation has no element type, so any pointee is taken.
+    typed = kernarg.Signature("float* a, const int* b, double* c").pack(args)
+    assert bytes(typed) == bytes(block)
+    with pytest.raises(RuntimeError, match=r"argument 1 \(.*Holder\): int\(\) of the PyCUDA "
+                                           "pointer raised RuntimeError: no memory yet"):
+        kernarg.pack((1, Holder(None)))
+    with pytest.raises(OverflowError, match="argument 0 .* outside 0 .. 2\\*\\*64-1"):
+        kernarg.pack((DeviceAllocation(-8),))
+    with pytest.raises(TypeError, match=r"^parameter 0 \('p'\): argument 0 \(.*Holder\): int\(\) "
+                                        "of the PyCUDA pointer raised TypeError"):
+        kernarg.Signature("float* p").pack((Holder("0x10"),))
+    # A class of another module with the same name is not PyCUDA's.
+    lookalike = type("DeviceAllocation", (), {"__int__": lambda self: 0x1000})
+    with pytest.raises(TypeError, match="unsupported kernel argument"):
+        kernarg.pack((lookalike(),))

@@ -526,10 +526,27 @@ def _ptx_entry(wide):
     ("float* p", CAIObject(cai(0x10, typestr="<f4", readonly=True)), ValueError,
      "'p'.*read-only"),
     ("float* p", object(), TypeError, "'p'.*is a pointer"),
+    # The array consumers' own errors, which know only the index, get the parameter's name.
+    ("float* p", CAIObject(cai(0x10, stream=0)), ValueError,
+     r"^parameter 0 \('p'\): argument 0 \(.*CAIObject\): .*'stream'\] is 0"),
+    ("float* p", CAIObject({"shape": (4,), "typestr": "<f4", "version": 3}), TypeError,
+     r"^parameter 0 \('p'\): argument 0 .*'data'"),
 ])
 def test_errors_name_the_parameter(decl, value, exc, fragment):
     with pytest.raises(exc, match=fragment):
         kernarg.Signature(decl).pack((value,))
+
+
+def test_a_producers_own_exception_keeps_its_type_and_traceback():
+    class Failing:
+        @property
+        def __cuda_array_interface__(self):
+            raise KeyError("gone")
+
+    with pytest.raises(KeyError) as info:
+        kernarg.Signature("int n, float* out").pack((1, Failing()))
+    assert info.value.args[0].startswith("parameter 1 ('out'): argument 1 (")
+    assert isinstance(info.value.__cause__, KeyError)
 
 
 def test_cuda_bindings_device_pointer_for_pointer_parameters():
