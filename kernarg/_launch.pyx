@@ -792,14 +792,14 @@ def _compile_for(str source, tuple names, tuple options, str arch):
     kernels ``names``. Plain names (``extern "C"`` or C++ function names) need nothing from
     NVRTC but the program, so all of one source's share one run; template instantiations and
     qualified names are name expressions NVRTC instantiates, so the run is keyed by them."""
-    from kernarg._nvrtc import compile_program, target_arch
+    from kernarg._nvrtc import compile_program_cached, target_arch
 
     exprs = tuple(sorted({n for n in names if not n.isidentifier()}))
     key = (source, options, arch, exprs)
 
     def build():
-        c = compile_program(source, options=options, name_expressions=exprs,
-                            arch=target_arch(int(arch[len("compute_"):])))
+        c = compile_program_cached(source, options=options, name_expressions=exprs,
+                                   arch=target_arch(int(arch[len("compute_"):])))
         return _Compiled(source, c.ptx, c.cubin, c.lowered)
 
     return key, _source_cache_get(key, build)
@@ -1093,6 +1093,8 @@ cdef class Kernel:
                 f"Kernel.get_global({name!r}): kernel {self.name!r} was made with from_handle, "
                 "so kernarg does not know its module; ask the module's owner "
                 "(cuModuleGetGlobal or cuLibraryGetGlobal)")
+        if not name or "\0" in name:
+            raise ValueError(f"Kernel.get_global: {name!r} is not a variable name")
         _ensure_driver()
         _enter_context(self)
         cdef cydriver.CUmodule mod = (<_Module>self._module).handle

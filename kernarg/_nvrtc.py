@@ -4,13 +4,22 @@ Headers such as cuda_fp16.h come from the ``nvidia-cuda-runtime`` wheel.
 """
 from __future__ import annotations
 
+import base64
 import functools
 import glob
+import hashlib
+import json
 import os
+import tempfile
+import warnings
 from typing import NamedTuple
 
-__all__ = ["Compiled", "NvrtcError", "compile_program", "compile_to_ptx", "cuda_include_dir",
-           "nvrtc_version", "supported_archs", "target_arch"]
+__all__ = ["CACHE_DIR_ENV", "Compiled", "NvrtcError", "cache_dir", "compile_program",
+           "compile_program_cached", "compile_to_ptx", "cuda_include_dir", "nvrtc_version",
+           "supported_archs", "target_arch"]
+
+CACHE_DIR_ENV = "KERNARG_CACHE_DIR"
+_CACHE_FORMAT = 1
 
 
 class NvrtcError(RuntimeError):
@@ -151,3 +160,94 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
         return Compiled(buf.rstrip(b"\x00").decode(), cubin, lowered)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compilation cache on disk (opt-in: KERNARG_CACHE_DIR). One JSON file per compilation,
+# named by the SHA-256 of everything that decides NVRTC's output that kernarg can see: the
+# source, options, architecture and name expressions, NVRTC's version, and the CUDA headers
+# kernarg adds (their directory, and cuda.h's size and time stamp). Headers the source includes
+# from elsewhere (-I options) are not part of the key: clear the directory when they change.
+# A file is checked against its whole key when read (not only its name), written to a
+# temporary file and renamed into place (readers never see half a file, and processes that
+# compile the same thing at once both write whole files), and ignored if it cannot be read.
+# It is JSON, not pickle: reading a cache directory never runs code.
+
+def cache_dir() -> str | None:
+    """The directory ``Kernel.from_source`` keeps its NVRTC output in across processes
+    (``$KERNARG_CACHE_DIR``), or None: not kept on disk (the default)."""
+    return os.environ.get(CACHE_DIR_ENV) or None
+
+
+def _cache_key(source, options, arch, name_expressions):
+    include = cuda_include_dir()
+    try:
+        st = os.stat(os.path.join(include, "cuda.h")) if include else None
+    except OSError:
+        st = None
+    key = {
+        "format": _CACHE_FORMAT,
+        "source": source,
+        "options": [o if isinstance(o, str) else bytes(o).decode("latin-1") for o in options],
+        "arch": arch,
+        "name_expressions": list(name_expressions),
+        "nvrtc": list(nvrtc_version()),
+        "include": include,
+        "include_stamp": [st.st_size, st.st_mtime_ns] if st else None,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return digest, key
+
+
+def _cache_read(path, key):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("key") != key:
+            return None
+        cubin = data["cubin"]
+        return Compiled(data["ptx"], None if cubin is None else base64.b64decode(cubin),
+                        dict(data["lowered"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None         # missing, being replaced, corrupt, or another format: compile
+
+
+def _cache_write(directory, path, key, compiled):
+    data = {"key": key, "ptx": compiled.ptx, "lowered": compiled.lowered,
+            "cubin": None if compiled.cubin is None
+            else base64.b64encode(compiled.cubin).decode("ascii")}
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,
+                                         prefix=".tmp-", suffix=".json", delete=False) as f:
+            tmp = f.name
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError as exc:
+        warnings.warn(f"kernarg: cannot write the compilation cache in {directory!r} "
+                      f"({CACHE_DIR_ENV}): {exc}; compiling without it", RuntimeWarning,
+                      stacklevel=3)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def compile_program_cached(source: str, *, options=(), arch: str | None = None,
+                           name_expressions=()) -> Compiled:
+    """:func:`compile_program`, through the cache in :func:`cache_dir` when there is one: a
+    compilation done before, by this process or another, is read back instead of run again."""
+    directory = cache_dir()
+    if directory is None:
+        return compile_program(source, options=options, arch=arch,
+                               name_expressions=name_expressions)
+    digest, key = _cache_key(source, options, arch, name_expressions)
+    path = os.path.join(directory, f"{digest}.json")
+    compiled = _cache_read(path, key)
+    if compiled is None:
+        compiled = compile_program(source, options=options, arch=arch,
+                                   name_expressions=name_expressions)
+        _cache_write(directory, path, key, compiled)
+    return compiled

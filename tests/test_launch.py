@@ -376,6 +376,7 @@ def nvrtc_runs(monkeypatch):
 
     pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
     monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
+    monkeypatch.delenv("KERNARG_CACHE_DIR", raising=False)      # no disk cache unless asked
     runs = []
     real = nvrtc.compile_program
     monkeypatch.setattr(nvrtc, "compile_program",
@@ -445,6 +446,94 @@ def test_many_kernels_of_a_source_in_one_compilation(nvrtc_runs):
     # A name expression the source cannot instantiate fails the run, naming it.
     with pytest.raises(kernarg.NvrtcError, match="missing<int>"):
         _launch._compile_for(MULTI, ("plain", "missing<int>"), (), "compute_80")
+
+
+def test_disk_cache_keeps_compilations_across_processes(nvrtc_runs, monkeypatch, tmp_path):
+    """With KERNARG_CACHE_DIR, a compilation is written once and read back by any process:
+    here by this one with its memory cache emptied, and by a child process; what is read back
+    is what NVRTC gave. Another key (options, names) compiles."""
+    import json
+    import subprocess
+    import sys
+
+    from kernarg import _launch
+
+    monkeypatch.setenv("KERNARG_CACHE_DIR", str(tmp_path / "cache"))
+    names = ("plain", "fill<float>")
+    _, compiled = _launch._compile_for(MULTI, names, (), "compute_80")
+    assert len(nvrtc_runs) == 1
+    files = list((tmp_path / "cache").glob("*.json"))
+    assert len(files) == 1 and not list((tmp_path / "cache").glob(".tmp-*"))
+    stored = json.loads(files[0].read_text())
+    from kernarg._nvrtc import target_arch
+
+    assert stored["key"]["source"] == MULTI and stored["key"]["arch"] == target_arch(80)
+
+    monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
+    _, again = _launch._compile_for(MULTI, names[::-1], (), "compute_80")
+    assert len(nvrtc_runs) == 1 and again is not compiled
+    assert (again.ptx, again.cubin, again.lowered) == \
+        (compiled.ptx, compiled.cubin, compiled.lowered)
+    assert again.kernel("fill<float>")[1].types == ("float*", "float")
+
+    # Another process (no NVRTC run there: its compile_program would raise).
+    child = subprocess.run([sys.executable, "-c", f"""if 1:
+        import kernarg._nvrtc as nvrtc
+        from kernarg import _launch
+        def refuse(*a, **kw):
+            raise AssertionError("compiled")
+        nvrtc.compile_program = refuse
+        _, c = _launch._compile_for({MULTI!r}, ("plain", "fill<float>"), (), "compute_80")
+        print(c.kernel("plain")[1].types, c.lowered)
+        """], capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "KERNARG_CACHE_DIR": str(tmp_path / "cache")})
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == \
+        "('float*', 'int') {'fill<float>': '_Z4fillIfEvPT_S0_'}"
+
+    # Machine code (sm_*) is kept too; other options, names or architectures are other files.
+    from kernarg._nvrtc import compile_program_cached, supported_archs
+
+    sm = f"sm_{supported_archs()[-1]}"
+    first = compile_program_cached(MULTI, arch=sm)
+    assert first.cubin and compile_program_cached(MULTI, arch=sm).cubin == first.cubin
+    _launch._compile_for(MULTI, names, ("-lineinfo",), "compute_80")
+    _launch._compile_for(MULTI, ("plain",), (), "compute_80")
+    assert len(nvrtc_runs) == 4 and len(list((tmp_path / "cache").glob("*.json"))) == 4
+
+
+def test_disk_cache_survives_bad_files_and_unwritable_directories(nvrtc_runs, monkeypatch,
+                                                                  tmp_path):
+    from kernarg._nvrtc import compile_program_cached
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KERNARG_CACHE_DIR", str(cache))
+    good = compile_program_cached(MULTI, arch="compute_80")
+    (path,) = cache.glob("*.json")
+    # A corrupt file, one of another key under this name, a directory: each compiles again
+    # (and a corrupt file is replaced by a good one).
+    for bad in ("{not json", json_of(key={"source": "other"}, ptx="x", lowered={}, cubin=None),
+                "[1, 2]"):
+        path.write_text(bad)
+        assert compile_program_cached(MULTI, arch="compute_80") == good
+    assert len(nvrtc_runs) == 4
+    assert compile_program_cached(MULTI, arch="compute_80") == good and len(nvrtc_runs) == 4
+    # A cache directory that cannot be made: a warning naming it, and the compilation.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("KERNARG_CACHE_DIR", str(blocker / "cache"))
+    with pytest.warns(RuntimeWarning, match="cannot write the compilation cache in .*file"):
+        assert compile_program_cached(MULTI, arch="compute_80") == good
+    # Unset or empty: no cache.
+    monkeypatch.setenv("KERNARG_CACHE_DIR", "")
+    compile_program_cached(MULTI, arch="compute_80")
+    assert len(nvrtc_runs) == 6
+
+
+def json_of(**data):
+    import json
+
+    return json.dumps(data)
 
 
 def test_from_source_many_refuses_a_str_or_non_str_names():

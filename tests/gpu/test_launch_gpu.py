@@ -31,6 +31,7 @@ def nvrtc_calls(monkeypatch):
     """The keyword arguments of every NVRTC compilation kernarg runs during the test."""
     import kernarg._nvrtc as nvrtc
 
+    monkeypatch.delenv("KERNARG_CACHE_DIR", raising=False)      # no disk cache unless asked
     calls = []
     real = nvrtc.compile_program
     monkeypatch.setattr(nvrtc, "compile_program",
@@ -200,6 +201,23 @@ def test_kernels_of_one_source_share_its_compilation_and_module(ctx, nvrtc_calls
     assert len(_launch._loaded_modules) == loaded - 3
     assert kernarg.Kernel.from_source(src, "fill").module_handle is not None
     assert len(calls) == 3
+
+
+def test_from_source_reads_the_disk_cache(ctx, nvrtc_calls, monkeypatch, tmp_path):
+    """KERNARG_CACHE_DIR: a compilation another process made (here: this one, with its
+    memory cache emptied) is loaded from disk and launches, with no NVRTC run."""
+    from kernarg import _launch
+
+    monkeypatch.setenv("KERNARG_CACHE_DIR", str(tmp_path))
+    src = WRITE + "\n// disk cache test"
+    kernarg.Kernel.from_source(src, "fill")
+    assert len(nvrtc_calls) == 1 and len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(_launch, "_source_cache", type(_launch._source_cache)())
+    k = kernarg.Kernel.from_source(src, "fill")
+    assert len(nvrtc_calls) == 1 and k.signature.types == ("float*", "float", "int")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 2.5, 32)
+    assert np.frombuffer(out.read(), np.float32).tolist() == [2.5] * 32
 
 
 def test_from_source_many_compiles_and_loads_once(ctx, nvrtc_calls):
@@ -605,6 +623,9 @@ def test_get_global_reads_and_writes_the_modules_variables(ctx):
         k.get_global("nope")
     with pytest.raises(kernarg.CudaError, match=r"'ns::nope' \(nor '_ZN2ns4nopeE'\)"):
         k.get_global("ns::nope")
+    for bad in ("", "coeffs\0tail"):               # a C string would end at the NUL
+        with pytest.raises(ValueError, match="is not a variable name"):
+            k.get_global(bad)
     with pytest.raises(ValueError, match="from_handle"):
         kernarg.Kernel.from_handle(k.handle).get_global("coeffs")
 
