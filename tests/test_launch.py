@@ -1,5 +1,6 @@
 """The launch layer without a GPU: configuration checks, the no-driver error, and everything
 that happens before the driver call."""
+import os
 import subprocess
 import sys
 
@@ -241,11 +242,13 @@ def test_from_handle_rejects_null():
         kernarg.Kernel()
 
 
-def test_info_command_runs_without_a_gpu():
+def test_info_command_runs_without_a_gpu(tmp_path):
+    env = {**os.environ, "KERNARG_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-m", "kernarg", "info"], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert "default stream" in out.stdout
+    assert f"compilation cache on disk: {tmp_path} (KERNARG_CACHE_DIR)\n" in out.stdout
     from kernarg._nvrtc import nvrtc_version, supported_archs
 
     major, minor = nvrtc_version()
