@@ -24,6 +24,7 @@ from kernarg._interop cimport (
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
     KIND_FLOAT,
+    KIND_HANDLE,
     KIND_INLINE,
     KIND_INT,
     KIND_NONE,
@@ -33,6 +34,7 @@ from kernarg._interop cimport (
     TypeInfo,
     getter_t,
     classify,
+    handle_value,
     pointer_of,
     release_capsule,
 )
@@ -163,7 +165,8 @@ def _forget_types():
 
 _KIND_NAMES = {KIND_INT: "int", KIND_FLOAT: "float", KIND_BOOL: "bool", KIND_COMPLEX: "complex",
                KIND_NONE: "none", KIND_INLINE: "inline", KIND_CTYPES: "ctypes",
-               KIND_CTYPES_BUFFER: "ctypes_buffer", KIND_NPVOID: "buffer_protocol"}
+               KIND_CTYPES_BUFFER: "ctypes_buffer", KIND_NPVOID: "buffer_protocol",
+               KIND_HANDLE: "handle"}
 
 
 def _classification(obj):
@@ -551,6 +554,8 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
         _put_buffer(st, index, arg, -1, 1)
     elif kind == KIND_CTYPES_BUFFER:
         _put_buffer(st, index, arg, info.size, info.align)
+    elif kind == KIND_HANDLE:
+        handle_value(info, arg, index, <uint64_t*>_reserve(st, index, 8, 8))
     else:
         _put_pointer(st, index, info, arg, stream)
     return 0

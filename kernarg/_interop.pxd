@@ -15,6 +15,7 @@ cdef enum ArgKind:
     KIND_CTYPES         # ctypes instance: the value lives behind the object's b_ptr
     KIND_CTYPES_BUFFER  # ctypes instance read through the buffer protocol (ABI check failed)
     KIND_NPVOID         # numpy structured scalar: size and alignment come from each object's dtype
+    KIND_HANDLE         # texture/surface object handle (cuda.bindings, CuPy): unsigned long long
     KIND_POINTER        # first pointer kind: everything from here on packs as an 8-byte address
     KIND_BUFFER         # cuda.core Buffer (device, pinned or managed memory resource)
     KIND_DRIVER_PTR     # cuda.bindings driver.CUdeviceptr: int(obj)
@@ -36,7 +37,9 @@ cdef struct TypeInfo:
     int kind
     Py_ssize_t size     # by-value kinds: bytes in the parameter block
     Py_ssize_t align
-    Py_ssize_t offset   # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr
+    # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr; KIND_HANDLE:
+    # where the handle is read (HANDLE_* in _interop.pyx)
+    Py_ssize_t offset
     getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
     void* closure       # ... and its closure
     char num_kind       # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'), else 0
@@ -64,5 +67,8 @@ cdef int classify(type t, TypeInfo* info) except -1
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1
+# The 64-bit value of a KIND_HANDLE object (a texture or surface object), into *out.
+cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
+                      uint64_t* out) except -1
 # Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
 cdef _reraise(object exc, str message)

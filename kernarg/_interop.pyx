@@ -12,6 +12,7 @@ Everything here runs once per *type* (``classify``) or once per pointer-like arg
 - The ``kernarg.register`` registry.
 """
 from cpython.buffer cimport PyObject_CheckBuffer
+from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
 from cpython.pycapsule cimport (
     PyCapsule_CheckExact,
@@ -141,7 +142,7 @@ _DL_DEVICE_NAMES = {
 _ACCEPTED = (
     "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
     "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, PyCUDA device allocations, "
-    "objects with "
+    "texture/surface objects (cuda.bindings, CuPy, cuda.core), objects with "
     "__cuda_array_interface__ or __dlpack__ "
     "(CUDA device, pinned or managed memory), and types registered with kernarg.register()"
 )
@@ -267,6 +268,56 @@ cdef bint _is_pycuda_pointer(type t):
     return (_mro_has(t, "pycuda", "DeviceAllocation")
             or _mro_has(t, "pycuda", "PooledDeviceAllocation")
             or _mro_has(t, "pycuda", "PointerHolderBase"))
+
+
+# Texture and surface objects: a kernel takes them by value, as `cudaTextureObject_t` /
+# `cudaSurfaceObject_t` (unsigned long long). Where each library keeps the handle:
+cdef enum:
+    HANDLE_INT = 1      # cuda.bindings' driver and runtime classes (and cuda.cuda/cuda.cudart's)
+    HANDLE_PTR = 2      # CuPy's cupy.cuda.texture classes: obj.ptr
+    HANDLE_ATTR = 3     # cuda.core's: obj.handle, 0 once closed
+
+_BINDINGS_HANDLES = frozenset(["CUtexObject", "CUsurfObject", "cudaTextureObject_t",
+                               "cudaSurfaceObject_t"])
+_CUPY_HANDLES = frozenset(["TextureObject", "SurfaceObject"])
+
+
+cdef int _handle_source(type t):
+    """Where a texture/surface object type keeps its handle (HANDLE_*), or 0: not one."""
+    for base in t.__mro__:
+        module = base.__module__ or ""
+        name = base.__name__
+        if module.startswith("cuda.core"):
+            if name in _CUPY_HANDLES:        # cuda.core's classes have the same names
+                return HANDLE_ATTR
+        elif module.startswith("cuda.") and name in _BINDINGS_HANDLES:
+            return HANDLE_INT
+        elif module.startswith("cupy.cuda.texture") and name in _CUPY_HANDLES:
+            return HANDLE_PTR
+    return 0
+
+
+cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
+                      uint64_t* out) except -1:
+    cdef Py_ssize_t source = info.offset
+    cdef str what = ("int()" if source == HANDLE_INT else
+                     ".ptr" if source == HANDLE_PTR else ".handle")
+    try:
+        value = int(obj) if source == HANDLE_INT else \
+            obj.ptr if source == HANDLE_PTR else obj.handle
+        if type(value) is not int:
+            value = PyNumber_Index(value)
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, obj)}: {what} of the texture/surface object "
+                      f"raised {type(exc).__name__}: {exc}")
+    if not 0 <= value < 2**64:
+        raise OverflowError(f"{_describe(index, obj)}: {what} of the texture/surface object "
+                            f"gave {value}, outside 0 .. 2**64-1")
+    if value == 0 and source == HANDLE_ATTR:
+        raise ValueError(f"{_describe(index, obj)}: the texture/surface object is closed (its "
+                         "handle is 0)")
+    out[0] = <uint64_t>value
+    return 0
 
 
 cdef Py_ssize_t _inline_offset(object np, object dtype):
@@ -421,6 +472,10 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return 0
     if _is_pycuda_pointer(t):
         info.kind = KIND_PYCUDA
+        return 0
+    info.offset = _handle_source(t)
+    if info.offset:
+        info.kind, info.size, info.align = KIND_HANDLE, 8, 8
         return 0
     # DLPack's C exchange API: one C call reads pointer, device and dtype, faster than any
     # adapter below (torch has it since 2.10), so it comes first.

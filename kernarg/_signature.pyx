@@ -34,11 +34,13 @@ from kernarg._handler cimport (
 )
 from kernarg._interop cimport (
     KIND_BUFFER,
+    KIND_HANDLE,
     KIND_INLINE,
     KIND_POINTER,
     PtrResult,
     TypeInfo,
     _reraise,
+    handle_value,
     pointer_of,
 )
 
@@ -114,6 +116,9 @@ _ALIASES = {
     "uint64_t": "unsigned long long", "size_t": "unsigned long", "ptrdiff_t": "long",
     "intptr_t": "long", "uintptr_t": "unsigned long", "ssize_t": "long", "half": "__half",
     "bfloat16": "__nv_bfloat16", "nv_bfloat16": "__nv_bfloat16", "_Bool": "bool",
+    # Texture and surface objects (cuda.h's and the runtime's names for one 64-bit handle).
+    "cudaTextureObject_t": "unsigned long long", "cudaSurfaceObject_t": "unsigned long long",
+    "CUtexObject": "unsigned long long", "CUsurfObject": "unsigned long long",
 }
 _VECTOR_BASES = {
     "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
@@ -870,6 +875,7 @@ cdef object _ctypes_number(object value, bint for_float):
 
 
 cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
+    cdef TypeInfo* info
     cdef long long v
     cdef uint64_t u
     cdef int overflow
@@ -882,6 +888,9 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         try:
             value = value.__index__()
         except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
+            info = lookup_type(value, i) if code == C_U64 else NULL
+            if info != NULL and info.kind == KIND_HANDLE:
+                return handle_value(info, value, i, <uint64_t*>dst)   # a texture/surface object
             number = _ctypes_number(value, False)
             if number is None:
                 raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an "
@@ -1104,7 +1113,8 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
     else:
         info = lookup_type(value, i)
         if info.kind <= KIND_POINTER:
-            if allow_int and hasattr(value, "__index__") and not isinstance(value, float):
+            if allow_int and (info.kind == KIND_HANDLE
+                              or hasattr(value, "__index__") and not isinstance(value, float)):
                 return _put_int(sig, C_U64, i, value, dst)
             if isinstance(value, (ctypes.c_void_p, ctypes._Pointer)):
                 # An address held by ctypes, as cuda-python's examples pass device pointers.

@@ -588,3 +588,42 @@ def test_torch_exchange_api_errors_name_the_argument():
     with pytest.raises(RuntimeError, match=r"argument 2 \(torch.Tensor\): the producer's DLPack "
                                            r"C exchange API"):
         kernarg.pack((1, 2, sparse))
+
+
+def _handle_stand_in(module, name, **attrs):
+    t = type(name, (), {"__init__": lambda self, **kw: self.__dict__.update(kw)})
+    t.__module__ = module
+    return t
+
+
+def test_texture_and_surface_objects_pack_as_their_handles():
+    """By value, 8 bytes: cuda.bindings' driver and runtime classes as int(obj), CuPy's
+    cupy.cuda.texture classes as .ptr, cuda.core's as .handle (0 once closed: refused)."""
+    from cuda.bindings import driver, runtime
+
+    CupyTex = _handle_stand_in("cupy.cuda.texture", "TextureObject")
+    CupySurf = _handle_stand_in("cupy.cuda.texture", "SurfaceObject")
+    CoreTex = _handle_stand_in("cuda.core._texture", "TextureObject")
+    args = (driver.CUtexObject(1), driver.CUsurfObject(2), runtime.cudaTextureObject_t(3),
+            runtime.cudaSurfaceObject_t(4), CupyTex(ptr=5), CupySurf(ptr=6),
+            CoreTex(handle=7), True)
+    block = kernarg.pack(args)
+    assert block.sizes == (8,) * 7 + (1,)
+    assert bytes(block) == struct.pack("<7Q?", 1, 2, 3, 4, 5, 6, 7, True)
+    assert block.producer_streams == ()
+
+    with pytest.raises(ValueError, match=r"argument 1 \(cuda.core._texture.TextureObject\): "
+                                         "the texture/surface object is closed"):
+        kernarg.pack((1, CoreTex(handle=0)))
+    with pytest.raises(OverflowError, match=r"argument 0 .*\.ptr of the texture/surface "
+                                            "object gave -1"):
+        kernarg.pack((CupyTex(ptr=-1),))
+    with pytest.raises(TypeError, match=r"argument 0 .*\.ptr of the texture/surface object "
+                                        "raised TypeError"):
+        kernarg.pack((CupyTex(ptr="0x10"),))
+    with pytest.raises(AttributeError, match=r"argument 0 .*\.handle of the texture/surface "
+                                             "object raised AttributeError"):
+        kernarg.pack((CoreTex(),))
+    # Same names elsewhere are not these libraries' classes.
+    with pytest.raises(TypeError, match="unsupported kernel argument"):
+        kernarg.pack((_handle_stand_in("mylib", "TextureObject")(ptr=5),))

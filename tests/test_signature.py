@@ -724,3 +724,30 @@ def test_ptx_integer_packs_its_two_complement_or_names_the_parameter(which, valu
 def test_parameter_objects_without_a_cuda_type_are_refused_by_position(bad, exc, message):
     with pytest.raises(exc, match=rf"^parameter 1 \({re.escape(repr(bad))}\): {message}"):
         kernarg.Signature([ctypes.c_float, bad, "int n"])
+
+
+def test_texture_and_surface_object_parameters():
+    """`cudaTextureObject_t`/`cudaSurfaceObject_t` (and cuda.h's CUtexObject/CUsurfObject) are
+    64-bit handles passed by value: NVRTC's layout, and the handle objects of cuda.bindings,
+    CuPy and cuda.core are taken as their values, for them and for unsigned long long."""
+    from cuda.bindings import driver, runtime
+
+    decls = {"tex": ["char", "cudaTextureObject_t", "float", "cudaSurfaceObject_t"]}
+    expected = kernels_layout(decls)
+    sig = kernarg.Signature("char c, cudaTextureObject_t t, float x, cudaSurfaceObject_t s")
+    assert (sig.offsets, sig.sizes, sig.nbytes) == expected["tex"]
+    assert sig.types[1] == sig.types[3] == "unsigned long long"
+    assert kernarg.Signature("CUtexObject t, CUsurfObject s").sizes == (8, 8)
+
+    tex, surf = driver.CUtexObject(0x1234), runtime.cudaSurfaceObject_t(2**64 - 1)
+    block = sig.pack((b"\x07"[0], tex, 1.5, surf))
+    assert bytes(block) == struct.pack("<b7xQf4xQ", 7, 0x1234, 1.5, 2**64 - 1)
+    # A PTX-derived .u64 parameter takes them too; a pointer or a 32-bit int does not.
+    ptx_sig = kernarg.Signature.from_ptx(compile_ptx(
+        'extern "C" __global__ void k(cudaTextureObject_t t) {}'), "k")
+    assert bytes(ptx_sig.pack((runtime.cudaTextureObject_t(9),))) == struct.pack("<Q", 9)
+    with pytest.raises(TypeError, match=r"parameter 0 \('p'\) is a pointer .* CUtexObject"):
+        kernarg.Signature("float* p").pack((tex,))
+    with pytest.raises(TypeError, match=r"parameter 0 \('n'\) is int: expected an int, got "
+                                        "CUtexObject"):
+        kernarg.Signature("int n").pack((tex,))

@@ -582,6 +582,34 @@ def test_max_potential_block_size_is_the_occupancy_calculators(ctx):
     assert inner[0] == (min_grid, block) == k.max_potential_block_size()
 
 
+def test_texture_object_reaches_the_kernel(ctx):
+    """A texture object (cuda.bindings' CUtexObject, by value) over linear memory: the kernel
+    reads the buffer through it, typed (`cudaTextureObject_t`) and untyped."""
+    src = r"""extern "C" __global__ void tex_copy(cudaTextureObject_t t, float* out, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[i] = tex1Dfetch<float>(t, i); }"""
+    n = 64
+    data = np.arange(n, dtype=np.float32) * 0.5
+    src_mem = DeviceArray(4 * n, typestr="<f4")
+    check(driver.cuMemcpyHtoD(src_mem.ptr, data.ctypes.data, 4 * n))
+    res = driver.CUDA_RESOURCE_DESC()
+    res.resType = driver.CUresourcetype.CU_RESOURCE_TYPE_LINEAR
+    res.res.linear.devPtr = src_mem.ptr
+    res.res.linear.format = driver.CUarray_format.CU_AD_FORMAT_FLOAT
+    res.res.linear.numChannels = 1
+    res.res.linear.sizeInBytes = 4 * n
+    tex = check(driver.cuTexObjectCreate(res, driver.CUDA_TEXTURE_DESC(), None))
+    try:
+        k = kernarg.Kernel.from_source(src, "tex_copy")
+        assert k.signature.types == ("unsigned long long", "float*", "int")
+        for kernel in (k, kernarg.Kernel.from_handle(k.handle)):       # typed, untyped
+            out = DeviceArray(4 * n, typestr="<f4")
+            kernel.launch(1, n, tex, out, np.int32(n))
+            assert np.frombuffer(out.read(), np.float32).tolist() == data.tolist()
+    finally:
+        check(driver.cuTexObjectDestroy(tex))
+
+
 GLOBALS = r"""
 __constant__ float coeffs[3];
 __device__ unsigned int launches;

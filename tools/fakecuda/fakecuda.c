@@ -1135,6 +1135,40 @@ static CUresult fk_FuncGetModule(CUmodule* out, CUfunction h) {
     return e;
 }
 
+/* ------------------------------------------------------------------ texture objects */
+/* Over linear memory only: what tests/gpu's tex_copy kernel reads (tex1Dfetch<float>). The
+ * handle is a small positive int, as the driver's are. */
+#define MAX_TEXTURES 64
+static struct { uintptr_t ptr; size_t size; int live; } textures[MAX_TEXTURES];
+static CUresult fk_TexObjectCreate(CUtexObject* out, const CUDA_RESOURCE_DESC* r,
+                                   const CUDA_TEXTURE_DESC* t, const CUDA_RESOURCE_VIEW_DESC* v) {
+    (void)t; (void)v;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuTexObjectCreate without a context");
+    if (!r || r->resType != CU_RESOURCE_TYPE_LINEAR)
+        return fail(CUDA_ERROR_NOT_SUPPORTED, "texture objects over linear memory only");
+    CUresult e = check_range((uintptr_t)r->res.linear.devPtr, r->res.linear.sizeInBytes,
+                             "cuTexObjectCreate");
+    if (e) return e;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_TEXTURES; i++)
+        if (!textures[i].live) {
+            textures[i].ptr = (uintptr_t)r->res.linear.devPtr;
+            textures[i].size = r->res.linear.sizeInBytes;
+            textures[i].live = 1;
+            pthread_mutex_unlock(&lock);
+            *out = (CUtexObject)(i + 1);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&lock);
+    return fail(CUDA_ERROR_OUT_OF_MEMORY, "over %d texture objects", MAX_TEXTURES);
+}
+static CUresult fk_TexObjectDestroy(CUtexObject h) {
+    if (h == 0 || h > MAX_TEXTURES || !textures[h - 1].live)
+        return fail(CUDA_ERROR_INVALID_VALUE, "texture object %llu", (unsigned long long)h);
+    textures[h - 1].live = 0;
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ launches */
 
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
@@ -1298,6 +1332,16 @@ static CUresult run_kernel(const Node* n) {
             e = store(out + 4 * i, &v, 4, k);
         }
         if (!e) *(unsigned int*)count->ptr += 1;
+    } else if (!strcmp(k, "tex_copy")) {      /* (cudaTextureObject_t t, float* out, int n) */
+        unsigned long long t = (unsigned long long)P(uint64_t, 0);
+        out = (uintptr_t)P(uint64_t, 1);
+        if (t == 0 || t > MAX_TEXTURES || !textures[t - 1].live)
+            return fail(CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: texture object %llu", k, t);
+        for (long long i = 0; !e && i < P(int, 2) && i < (long long)(threads * blocks); i++) {
+            float v = 0;        /* tex1Dfetch: 0 past the end */
+            if ((size_t)(4 * i + 4) <= textures[t - 1].size) e = load(textures[t - 1].ptr + 4 * i, &v, 4, k);
+            if (!e) e = store(out + 4 * i, &v, 4, k);
+        }
     } else if (!strcmp(k, "lb")) {
         for (unsigned long long t = 0; !e && t < threads; t++) {
             int v = (int)t;
@@ -1449,7 +1493,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
     F(OccupancyMaxActiveBlocksPerMultiprocessor), F(OccupancyMaxPotentialBlockSize),
-    F(ModuleGetGlobal),
+    F(ModuleGetGlobal), F(TexObjectCreate), F(TexObjectDestroy),
     F(LaunchKernelEx), F(LaunchKernel), F(MemAlloc), F(MemAllocAsync), F(MemAllocManaged),
     F(MemAllocHost), F(MemHostAlloc), F(MemHostGetDevicePointer), F(MemFree), F(MemFreeAsync),
     F(MemFreeHost), F(MemcpyDtoH), F(MemcpyHtoD), F(MemcpyDtoD), F(Memcpy), F(MemcpyAsync),
