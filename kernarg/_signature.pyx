@@ -119,6 +119,7 @@ _ALIASES = {
     # Texture and surface objects (cuda.h's and the runtime's names for one 64-bit handle).
     "cudaTextureObject_t": "unsigned long long", "cudaSurfaceObject_t": "unsigned long long",
     "CUtexObject": "unsigned long long", "CUsurfObject": "unsigned long long",
+    "dim3": "uint3",        # three unsigned ints, as uint3 (its constructors change no layout)
 }
 _VECTOR_BASES = {
     "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",

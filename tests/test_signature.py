@@ -732,8 +732,12 @@ def test_texture_and_surface_object_parameters():
     CuPy and cuda.core are taken as their values, for them and for unsigned long long."""
     from cuda.bindings import driver, runtime
 
-    decls = {"tex": ["char", "cudaTextureObject_t", "float", "cudaSurfaceObject_t"]}
+    decls = {"tex": ["char", "cudaTextureObject_t", "float", "cudaSurfaceObject_t"],
+             "dim": ["char", "dim3", "int"]}
     expected = kernels_layout(decls)
+    dim = kernarg.Signature("char c, dim3 d, int n")           # dim3: three unsigned ints
+    assert (dim.offsets, dim.sizes, dim.nbytes) == expected["dim"]
+    assert bytes(dim.pack((1, (2, 3, 4), 5)))[4:16] == struct.pack("<3I", 2, 3, 4)
     sig = kernarg.Signature("char c, cudaTextureObject_t t, float x, cudaSurfaceObject_t s")
     assert (sig.offsets, sig.sizes, sig.nbytes) == expected["tex"]
     assert sig.types[1] == sig.types[3] == "unsigned long long"
