@@ -270,13 +270,30 @@ cdef int _ensure_driver() except -1:
     return 0
 
 
+cdef cydriver.CUdevice _device(int device) except? -1:
+    """The CUdevice of ordinal ``device``; a CudaError naming it and the device count if there
+    is no such device."""
+    cdef cydriver.CUdevice dev = 0
+    cdef int count = 0
+    cdef cydriver.CUresult err = cydriver.cuDeviceGet(&dev, device)
+    if err == cydriver.CUDA_ERROR_INVALID_DEVICE:
+        if cydriver.cuDeviceGetCount(&count) != cydriver.CUDA_SUCCESS:
+            count = -1
+        raise CudaError(f"device={device}: no such CUDA device (this machine has "
+                        + (f"{count}, numbered 0 .. {count - 1}" if count > 0 else
+                           "none" if count == 0 else "an unknown number")
+                        + "; CUDA_ERROR_INVALID_DEVICE)", _error_name(err), <int>err)
+    _check(err, f"cuDeviceGet({device})")
+    return dev
+
+
 cdef cydriver.CUcontext _ensure_context(int device) except NULL:
     """Make ``device``'s primary context current (if this thread has another) and return it."""
     cdef cydriver.CUcontext current = NULL, primary = NULL
     cdef cydriver.CUdevice dev
     _ensure_driver()
     _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
-    _check(cydriver.cuDeviceGet(&dev, device), "cuDeviceGet")
+    dev = _device(device)
     _check(cydriver.cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain")
     if current != primary:
         _check(cydriver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
@@ -329,7 +346,7 @@ def device_arch(int device=0):
     cdef cydriver.CUdevice dev
     cdef int major = 0, minor = 0
     _ensure_driver()
-    _check(cydriver.cuDeviceGet(&dev, device), "cuDeviceGet")
+    dev = _device(device)
     _check(cydriver.cuDeviceGetAttribute(
         &major, cydriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
     _check(cydriver.cuDeviceGetAttribute(

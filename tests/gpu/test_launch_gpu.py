@@ -582,6 +582,18 @@ def test_max_potential_block_size_is_the_occupancy_calculators(ctx):
     assert inner[0] == (min_grid, block) == k.max_potential_block_size()
 
 
+def test_a_device_that_does_not_exist_is_named(ctx):
+    count = check(driver.cuDeviceGetCount())
+    for bad in (count, -1):
+        with pytest.raises(kernarg.CudaError,
+                           match=rf"device={bad}: no such CUDA device \(this machine has "
+                                 rf"{count}, numbered 0 .. {count - 1}; "
+                                 "CUDA_ERROR_INVALID_DEVICE"):
+            kernarg.Kernel.from_source(WRITE, "fill", device=bad)
+    with pytest.raises(kernarg.CudaError, match=f"device={count}: no such CUDA device"):
+        kernarg.Kernel.from_handle(1234, device=count)
+
+
 def test_texture_object_reaches_the_kernel(ctx):
     """A texture object (cuda.bindings' CUtexObject, by value) over linear memory: the kernel
     reads the buffer through it, typed (`cudaTextureObject_t`) and untyped."""
