@@ -555,7 +555,7 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_CTYPES_BUFFER:
         _put_buffer(st, index, arg, info.size, info.align)
     elif kind == KIND_HANDLE:
-        handle_value(info, arg, index, <uint64_t*>_reserve(st, index, 8, 8))
+        handle_value(info, arg, index, _reserve(st, index, 8, 8))
     else:
         _put_pointer(st, index, info, arg, stream)
     return 0

@@ -67,8 +67,8 @@ cdef int classify(type t, TypeInfo* info) except -1
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1
-# The 64-bit value of a KIND_HANDLE object (a texture or surface object), into *out.
+# The 64-bit value of a KIND_HANDLE object (a texture or surface object), into out[0:8].
 cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
-                      uint64_t* out) except -1
+                      void* out) except -1
 # Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
 cdef _reraise(object exc, str message)

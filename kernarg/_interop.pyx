@@ -26,7 +26,7 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdint cimport (
     int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
 )
-from libc.string cimport memset, strcmp
+from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport kernarg_small_int
 from kernarg._stream cimport stream_handle
@@ -298,8 +298,9 @@ cdef int _handle_source(type t):
 
 
 cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
-                      uint64_t* out) except -1:
+                      void* out) except -1:
     cdef Py_ssize_t source = info.offset
+    cdef uint64_t handle
     cdef str what = ("int()" if source == HANDLE_INT else
                      ".ptr" if source == HANDLE_PTR else ".handle")
     try:
@@ -316,7 +317,8 @@ cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
     if value == 0 and source == HANDLE_ATTR:
         raise ValueError(f"{_describe(index, obj)}: the texture/surface object is closed (its "
                          "handle is 0)")
-    out[0] = <uint64_t>value
+    handle = <uint64_t>value
+    memcpy(out, &handle, 8)         # out: 8 bytes anywhere (a C API caller's area may be unaligned)
     return 0
 
 

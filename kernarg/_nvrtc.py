@@ -243,7 +243,11 @@ def compile_program_cached(source: str, *, options=(), arch: str | None = None,
     if directory is None:
         return compile_program(source, options=options, arch=arch,
                                name_expressions=name_expressions)
-    digest, key = _cache_key(source, options, arch, name_expressions)
+    try:
+        digest, key = _cache_key(source, options, arch, name_expressions)
+    except Exception:       # no usable NVRTC: compile_program says so, in its own words
+        return compile_program(source, options=options, arch=arch,
+                               name_expressions=name_expressions)
     path = os.path.join(directory, f"{digest}.json")
     compiled = _cache_read(path, key)
     if compiled is None:

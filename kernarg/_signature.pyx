@@ -891,7 +891,7 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
             info = lookup_type(value, i) if code == C_U64 else NULL
             if info != NULL and info.kind == KIND_HANDLE:
-                return handle_value(info, value, i, <uint64_t*>dst)   # a texture/surface object
+                return handle_value(info, value, i, dst)      # a texture/surface object
             number = _ctypes_number(value, False)
             if number is None:
                 raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an "
