@@ -1082,6 +1082,24 @@ cdef class Kernel:
         _enter_context(self)
         return _cooperative_limit(self, d.threads, d.shmem, True)
 
+    def max_active_blocks_per_sm(self, block, shmem=0):
+        """How many blocks of shape ``block`` (with ``shmem`` bytes of dynamic shared memory)
+        one multiprocessor can hold at once (``cuOccupancyMaxActiveBlocksPerMultiprocessor``).
+
+        Returns
+        -------
+        int
+        """
+        cdef Dims d
+        cdef int per_sm = 0
+        _fill_config(&d, 1, block, shmem)
+        _ensure_driver()
+        _enter_context(self)
+        _check(cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, self._func, <int>d.threads, d.shmem),
+            f"cuOccupancyMaxActiveBlocksPerMultiprocessor of kernel {self.name!r}")
+        return per_sm
+
     @property
     def module_handle(self):
         """The CUmodule the kernel was loaded from, as an int (for ``cuModuleGetGlobal``, say:

@@ -193,6 +193,10 @@ def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
     with pytest.raises(kernarg.NoDriverError):
         _ = k.attributes
     with pytest.raises(kernarg.NoDriverError):
+        k.max_active_blocks_per_sm((16, 16), shmem=1024)
+    with pytest.raises(ValueError, match="block"):      # the shape is checked first
+        k.max_active_blocks_per_sm((64, 64))
+    with pytest.raises(kernarg.NoDriverError):
         k.max_potential_block_size()
     with pytest.raises(kernarg.NoDriverError):
         k.max_potential_block_size(lambda threads: 4 * threads, block_limit=256)

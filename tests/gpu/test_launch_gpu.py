@@ -556,6 +556,9 @@ def test_max_potential_block_size_is_the_occupancy_calculators(ctx):
     min_grid, block = k.max_potential_block_size()
     assert 32 <= block <= k.attributes["max_threads_per_block"] and block % 32 == 0
     assert min_grid == per_sm(block, 0) * sms
+    for shape, shmem in ((block, 0), ((16, 8), 4096), (1024, 0)):
+        threads = shape if isinstance(shape, int) else shape[0] * shape[1]
+        assert k.max_active_blocks_per_sm(shape, shmem) == per_sm(threads, shmem)
     # A limit on the block size, and shared memory that grows with the block.
     assert k.max_potential_block_size(block_limit=64)[1] <= 64
     asked = []
