@@ -268,10 +268,36 @@ def test_int_subclass_stream_handles_run_none_of_their_methods(value):
 # Typed packing: any value for any parameter type packs or raises naming the parameter
 
 
+def _library_class(module, name, attribute):
+    """A stand-in for a library's handle class, recognised by module and name, whose handle
+    (``attribute``; ``__int__`` for "int") is whatever the test gives it."""
+    def init(self, value):
+        self.value = value
+
+    body = {"__init__": init}
+    if attribute == "int":
+        body["__int__"] = lambda self: self.value
+    else:
+        body[attribute] = property(lambda self: self.value)
+    t = type(name, (), body)
+    t.__module__ = module
+    return t
+
+
+HANDLE_CLASSES = [
+    _library_class("cupy.cuda.texture", "TextureObject", "ptr"),      # texture objects
+    _library_class("cuda.core._texture", "SurfaceObject", "handle"),
+    _library_class("pycuda._driver", "DeviceAllocation", "int"),      # a device pointer
+]
+handle_like = st.one_of(st.integers(-3, 2**64 + 3), st.none(), st.floats(), st.text(max_size=2),
+                        st.builds(Raises), st.builds(HostileInt, st.integers(-1, 2)))
+library_handles = st.tuples(st.sampled_from(HANDLE_CLASSES), handle_like).map(
+    lambda ct: ct[0](ct[1]))
+
 PARAM_TYPES = ["int", "float", "double", "__half", "__nv_bfloat16", "int4", "float2", "char3",
                "unsigned char", "long long", "unsigned long long", "bool", "const float*",
-               "void*", "size_t", "int8_t", "double4_32a", "half2"]
-typed_values = st.one_of(
+               "void*", "size_t", "int8_t", "double4_32a", "half2", "cudaTextureObject_t"]
+typed_values = st.one_of(library_handles,
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3),
     st.builds(Raises), st.builds(HostileInt, st.integers(-1, 2)),
     st.builds(HostileCompare, st.integers(0, 10)), st.tuples(st.integers(-300, 300)),
@@ -284,6 +310,7 @@ typed_case = st.lists(st.sampled_from(PARAM_TYPES), min_size=1, max_size=5).flat
                                                max_size=len(ts))))
 
 
+@pytest.mark.filterwarnings("ignore:__int__ returned non-int")   # HostileInt
 @settings(max_examples=800, deadline=None)
 @given(typed_case)
 def test_typed_packing_of_any_value(case):
@@ -320,6 +347,7 @@ untyped_values = st.one_of(
     st.builds(object), st.just(int), st.just(print))
 
 
+@pytest.mark.filterwarnings("ignore:__int__ returned non-int")   # HostileInt
 @settings(max_examples=800, deadline=None)
 @given(st.lists(untyped_values, max_size=5))
 def test_untyped_packing_of_any_value(values):
