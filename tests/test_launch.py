@@ -493,7 +493,7 @@ def test_disk_cache_keeps_compilations_across_processes(nvrtc_runs, monkeypatch,
         _, c = _launch._compile_for({MULTI!r}, ("plain", "fill<float>"), (), "compute_80")
         print(c.kernel("plain")[1].types, c.lowered)
         """], capture_output=True, text=True, timeout=120,
-        env={**__import__("os").environ, "KERNARG_CACHE_DIR": str(tmp_path / "cache")})
+        env={**os.environ, "KERNARG_CACHE_DIR": str(tmp_path / "cache")})
     assert child.returncode == 0, child.stderr
     assert child.stdout.strip() == \
         "('float*', 'int') {'fill<float>': '_Z4fillIfEvPT_S0_'}"
