@@ -511,6 +511,8 @@ def test_disk_cache_keeps_compilations_across_processes(nvrtc_runs, monkeypatch,
 
 def test_disk_cache_survives_bad_files_and_unwritable_directories(nvrtc_runs, monkeypatch,
                                                                   tmp_path):
+    import json
+
     from kernarg._nvrtc import compile_program_cached
 
     cache = tmp_path / "cache"
@@ -519,8 +521,8 @@ def test_disk_cache_survives_bad_files_and_unwritable_directories(nvrtc_runs, mo
     (path,) = cache.glob("*.json")
     # A corrupt file, one of another key under this name, a directory: each compiles again
     # (and a corrupt file is replaced by a good one).
-    for bad in ("{not json", json_of(key={"source": "other"}, ptx="x", lowered={}, cubin=None),
-                "[1, 2]"):
+    other_key = json.dumps({"key": {"source": "other"}, "ptx": "x", "lowered": {}, "cubin": None})
+    for bad in ("{not json", other_key, "[1, 2]"):
         path.write_text(bad)
         assert compile_program_cached(MULTI, arch="compute_80") == good
     assert len(nvrtc_runs) == 4
@@ -535,12 +537,6 @@ def test_disk_cache_survives_bad_files_and_unwritable_directories(nvrtc_runs, mo
     monkeypatch.setenv("KERNARG_CACHE_DIR", "")
     compile_program_cached(MULTI, arch="compute_80")
     assert len(nvrtc_runs) == 6
-
-
-def json_of(**data):
-    import json
-
-    return json.dumps(data)
 
 
 def test_from_source_many_refuses_a_str_or_non_str_names():
