@@ -533,10 +533,29 @@ def test_disk_cache_survives_bad_files_and_unwritable_directories(nvrtc_runs, mo
     monkeypatch.setenv("KERNARG_CACHE_DIR", str(blocker / "cache"))
     with pytest.warns(RuntimeWarning, match="cannot write the compilation cache in .*file"):
         assert compile_program_cached(MULTI, arch="compute_80") == good
+    # A write that fails half-way (a full disk): the warning, and no temporary file left.
+    import kernarg._nvrtc as nvrtc
+
+    monkeypatch.setenv("KERNARG_CACHE_DIR", str(tmp_path / "full"))
+
+    def disk_full(data, f):
+        f.write("{")
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(nvrtc.json, "dump", disk_full)
+        with pytest.warns(RuntimeWarning, match="No space left on device"):
+            assert compile_program_cached(MULTI, arch="compute_80") == good
+    assert list((tmp_path / "full").iterdir()) == []
+    # A key that cannot be made (NVRTC's version unreadable): compiled, uncached.
+    with monkeypatch.context() as m:
+        m.setattr(nvrtc, "nvrtc_version", lambda: 1 / 0)
+        assert compile_program_cached(MULTI, arch="compute_80") == good
+    assert list((tmp_path / "full").iterdir()) == []
     # Unset or empty: no cache.
     monkeypatch.setenv("KERNARG_CACHE_DIR", "")
     compile_program_cached(MULTI, arch="compute_80")
-    assert len(nvrtc_runs) == 6
+    assert len(nvrtc_runs) == 8
 
 
 def test_from_source_many_refuses_a_str_or_non_str_names():
