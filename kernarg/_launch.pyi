@@ -1,4 +1,4 @@
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernarg._signature import Signature
@@ -48,10 +48,11 @@ class Kernel:
                    device: int = 0, entry: str | None = None) -> Kernel: ...
     @classmethod
     def from_source(cls, source: str, name: str, options: Sequence[str] = ...,
-                    *, device: int = 0) -> Kernel: ...
+                    *, device: int = 0, headers: Mapping[str, str] | None = None) -> Kernel: ...
     @classmethod
     def from_source_many(cls, source: str, names: Sequence[str], options: Sequence[str] = ...,
-                         *, device: int = 0) -> dict[str, Kernel]: ...
+                         *, device: int = 0,
+                         headers: Mapping[str, str] | None = None) -> dict[str, Kernel]: ...
     @classmethod
     def from_handle(cls, handle: Any, *, signature: Any = None, name: str = ...,
                     device: int | None = None) -> Kernel: ...

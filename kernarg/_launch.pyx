@@ -803,21 +803,25 @@ class _Compiled:
         return got
 
 
-def _compile_for(str source, tuple names, tuple options, str arch):
+def _compile_for(str source, tuple names, tuple options, str arch, tuple headers=()):
     """``(key, _Compiled)``: the cached compilation of ``source`` for ``arch``
     (``"compute_90"``; compiled to its machine code when this NVRTC knows it) that holds the
     kernels ``names``. Plain names (``extern "C"`` or C++ function names) need nothing from
     NVRTC but the program, so all of one source's share one run; template instantiations and
-    qualified names are name expressions NVRTC instantiates, so the run is keyed by them."""
+    qualified names are name expressions NVRTC instantiates, so the run is keyed by them.
+    ``headers``: in-memory headers as normalize_headers gives them, part of the key; the
+    kernels' declarations are looked for in them too."""
     from kernarg._nvrtc import compile_program_cached, target_arch
 
     exprs = tuple(sorted({n for n in names if not n.isidentifier()}))
-    key = (source, options, arch, exprs)
+    key = (source, options, arch, exprs, headers)
 
     def build():
         c = compile_program_cached(source, options=options, name_expressions=exprs,
-                                   arch=target_arch(int(arch[len("compute_"):])))
-        return _Compiled(source, c.ptx, c.cubin, c.lowered)
+                                   arch=target_arch(int(arch[len("compute_"):])),
+                                   headers=headers)
+        text = "\n".join([source] + [t for _, t in headers])
+        return _Compiled(text, c.ptx, c.cubin, c.lowered)
 
     return key, _source_cache_get(key, build)
 
@@ -835,11 +839,15 @@ def _source_cache_get(key, build):
     return value
 
 
-cdef list _kernels_from_source(str source, tuple names, tuple options, int device):
+cdef list _kernels_from_source(str source, tuple names, tuple options, int device,
+                               object headers):
     """Kernel.from_source(_many): one cached compilation, one module per context."""
+    from kernarg._nvrtc import normalize_headers
+
     cdef unsigned long long ctx_id = 0
+    headers = normalize_headers(headers)        # checked before the driver is asked
     cdef cydriver.CUcontext ctx = _ensure_context(device)
-    key, compiled = _compile_for(source, names, options, device_arch(device))
+    key, compiled = _compile_for(source, names, options, device_arch(device), headers)
     found = [(name, *compiled.kernel(name)) for name in names]    # every name, before loading
     _check(cydriver.cuCtxGetId(ctx, &ctx_id), "cuCtxGetId")
     mod = _loaded_modules.get((key, ctx_id))
@@ -994,7 +1002,7 @@ cdef class Kernel:
         return k
 
     @classmethod
-    def from_source(cls, str source, str name, options=(), *, int device=0):
+    def from_source(cls, str source, str name, options=(), *, int device=0, headers=None):
         """Compile CUDA C++ with NVRTC for ``device``'s architecture and load kernel ``name``;
         its signature comes from the source.
         ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
@@ -1010,11 +1018,14 @@ cdef class Kernel:
         The kernel is loaded as machine code (CUBIN) for the device's exact architecture when
         this NVRTC supports it, else as PTX: a driver JIT-compiles only PTX of an ISA it knows,
         so PTX from an NVRTC newer than the driver would not load, while its machine code does
-        (CUDA's minor-version compatibility)."""
-        return _kernels_from_source(source, (name,), tuple(options), device)[0]
+        (CUDA's minor-version compatibility).
+
+        ``headers`` maps include names to header texts the source may ``#include`` (NVRTC's
+        in-memory headers, part of the cache key); a kernel declared in one is found there."""
+        return _kernels_from_source(source, (name,), tuple(options), device, headers)[0]
 
     @classmethod
-    def from_source_many(cls, str source, names, options=(), *, int device=0):
+    def from_source_many(cls, str source, names, options=(), *, int device=0, headers=None):
         """Compile ``source`` once and load the kernels ``names`` from it (plain names,
         template instantiations and qualified names alike: one NVRTC run, one module).
 
@@ -1031,7 +1042,7 @@ cdef class Kernel:
             if not isinstance(n, str):
                 raise TypeError(f"Kernel.from_source_many: kernel names are str, got "
                                 f"{type(n).__name__} ({n!r})")
-        kernels = _kernels_from_source(source, names, tuple(options), device)
+        kernels = _kernels_from_source(source, names, tuple(options), device, headers)
         return dict(zip(names, kernels))
 
     @classmethod

@@ -15,8 +15,8 @@ import warnings
 from typing import NamedTuple
 
 __all__ = ["CACHE_DIR_ENV", "Compiled", "NvrtcError", "cache_dir", "compile_program",
-           "compile_program_cached", "compile_to_ptx", "cuda_include_dir", "nvrtc_version",
-           "supported_archs", "target_arch"]
+           "compile_program_cached", "compile_to_ptx", "cuda_include_dir", "normalize_headers",
+           "nvrtc_version", "supported_archs", "target_arch"]
 
 CACHE_DIR_ENV = "KERNARG_CACHE_DIR"
 _CACHE_FORMAT = 1
@@ -113,12 +113,35 @@ def compile_to_ptx(source: str, *, options=(), arch: str | None = None,
     return compile_program(source, options=options, arch=arch, name=name).ptx
 
 
+def normalize_headers(headers) -> tuple[tuple[str, str], ...]:
+    """``headers`` (None, or a mapping of include name to header text) as a sorted tuple of
+    ``(name, text)`` pairs; TypeError naming what is wrong."""
+    if headers is None:
+        return ()
+    if isinstance(headers, tuple) and all(isinstance(h, tuple) for h in headers):
+        items = headers                             # already normalized
+    elif hasattr(headers, "items"):
+        items = tuple(headers.items())
+    else:
+        raise TypeError("headers must be a mapping of include name to header text, e.g. "
+                        f"{{'util.cuh': '...'}}, got {type(headers).__name__}")
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"headers: expected (include name, text) pairs, got {item!r}")
+        if not isinstance(item[0], str) or not isinstance(item[1], str):
+            raise TypeError(f"headers: {item[0]!r}: the include name and the header's text must "
+                            f"be str, got {type(item[0]).__name__} and {type(item[1]).__name__}")
+    return tuple(sorted(items))
+
+
 def compile_program(source: str, *, options=(), arch: str | None = None,
-                    name_expressions=(), name: str = "kernarg_source.cu") -> Compiled:
+                    name_expressions=(), name: str = "kernarg_source.cu",
+                    headers=None) -> Compiled:
     """Compile ``source`` for ``arch`` (``"compute_90"``: PTX; ``"sm_90"``: PTX and CUBIN),
     and give the lowered (mangled) name of each of ``name_expressions`` -- C++ expressions
     naming ``__global__`` functions, such as ``"saxpy<float>"`` or ``"ns::kern"``, which NVRTC
-    instantiates."""
+    instantiates. ``headers`` maps include names to header texts the source may ``#include``
+    (NVRTC's in-memory headers)."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:   # pragma: no cover - depends on the environment
@@ -131,8 +154,11 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}".encode())
     exprs = list(name_expressions)
+    headers = normalize_headers(headers)
     try:
-        (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
+        (prog,) = _check(nvrtc.nvrtcCreateProgram(
+            source.encode(), name.encode(), len(headers), [t.encode() for _, t in headers],
+            [n.encode() for n, _ in headers]))
     except RuntimeError as exc:
         if isinstance(exc, NvrtcError):
             raise
@@ -165,9 +191,10 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
 # ---------------------------------------------------------------------------------------------
 # The compilation cache on disk (opt-in: KERNARG_CACHE_DIR). One JSON file per compilation,
 # named by the SHA-256 of everything that decides NVRTC's output that kernarg can see: the
-# source, options, architecture and name expressions, NVRTC's version, and the CUDA headers
-# kernarg adds (their directory, and cuda.h's size and time stamp). Headers the source includes
-# from elsewhere (-I options) are not part of the key: clear the directory when they change.
+# source and its in-memory headers, the options, architecture and name expressions, NVRTC's
+# version, and the CUDA headers kernarg adds (their directory, and cuda.h's size and time
+# stamp). Headers the source includes from files (-I options) are not part of the key: clear
+# the directory when they change.
 # A file is checked against its whole key when read (not only its name), written to a
 # temporary file and renamed into place (readers never see half a file, and processes that
 # compile the same thing at once both write whole files), and ignored if it cannot be read.
@@ -179,7 +206,7 @@ def cache_dir() -> str | None:
     return os.environ.get(CACHE_DIR_ENV) or None
 
 
-def _cache_key(source, options, arch, name_expressions):
+def _cache_key(source, options, arch, name_expressions, headers):
     include = cuda_include_dir()
     try:
         st = os.stat(os.path.join(include, "cuda.h")) if include else None
@@ -191,6 +218,7 @@ def _cache_key(source, options, arch, name_expressions):
         "options": [o if isinstance(o, str) else bytes(o).decode("latin-1") for o in options],
         "arch": arch,
         "name_expressions": list(name_expressions),
+        "headers": [list(h) for h in headers],
         "nvrtc": list(nvrtc_version()),
         "include": include,
         "include_stamp": [st.st_size, st.st_mtime_ns] if st else None,
@@ -236,22 +264,25 @@ def _cache_write(directory, path, key, compiled):
 
 
 def compile_program_cached(source: str, *, options=(), arch: str | None = None,
-                           name_expressions=()) -> Compiled:
+                           name_expressions=(), headers=None) -> Compiled:
     """:func:`compile_program`, through the cache in :func:`cache_dir` when there is one: a
     compilation done before, by this process or another, is read back instead of run again."""
+    headers = normalize_headers(headers)
     directory = cache_dir()
+
+    def run():
+        return compile_program(source, options=options, arch=arch,
+                               name_expressions=name_expressions, headers=headers)
+
     if directory is None:
-        return compile_program(source, options=options, arch=arch,
-                               name_expressions=name_expressions)
+        return run()
     try:
-        digest, key = _cache_key(source, options, arch, name_expressions)
+        digest, key = _cache_key(source, options, arch, name_expressions, headers)
     except Exception:       # no usable NVRTC: compile_program says so, in its own words
-        return compile_program(source, options=options, arch=arch,
-                               name_expressions=name_expressions)
+        return run()
     path = os.path.join(directory, f"{digest}.json")
     compiled = _cache_read(path, key)
     if compiled is None:
-        compiled = compile_program(source, options=options, arch=arch,
-                                   name_expressions=name_expressions)
+        compiled = run()
         _cache_write(directory, path, key, compiled)
     return compiled

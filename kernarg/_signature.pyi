@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernarg._handler import ParamBlock
@@ -6,7 +6,8 @@ from kernarg._handler import ParamBlock
 __all__ = ["Signature"]
 
 def compile_kernel(source: str, kernel_name: str, options: Sequence[str] = ...,
-                   arch: str | None = None) -> tuple[str, str | None, bytes | None]: ...
+                   arch: str | None = None, headers: Mapping[str, str] | None = None,
+                   ) -> tuple[str, str | None, bytes | None]: ...
 
 class Signature:
     """A kernel's parameter list: layout, plus a typed packer."""
@@ -16,7 +17,8 @@ class Signature:
     def from_ptx(cls, ptx: str | bytes, kernel_name: str) -> Signature: ...
     @classmethod
     def from_source(cls, source: str, kernel_name: str, options: Sequence[str] = ...,
-                    *, arch: str | None = None) -> Signature: ...
+                    *, arch: str | None = None,
+                    headers: Mapping[str, str] | None = None) -> Signature: ...
     def __len__(self) -> int: ...
     @property
     def offsets(self) -> tuple[int, ...]: ...

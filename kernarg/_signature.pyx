@@ -570,17 +570,24 @@ cdef class Signature:
         return sig
 
     @classmethod
-    def from_source(cls, source, kernel_name, options=(), *, arch=None):
+    def from_source(cls, source, kernel_name, options=(), *, arch=None, headers=None):
         """Compile ``source`` with NVRTC and read ``kernel_name``'s declaration from it.
 
         Parameters whose types kernarg knows are typed from the declaration; others (structs
         defined in the source) take size and alignment from the compiled PTX. The declared
         layout is checked against the PTX. ``kernel_name`` may name a template instantiation
         (``'saxpy<float>'``) or a namespaced kernel (``'ns::kern'``): NVRTC instantiates it, and
-        the template's arguments are substituted into its declaration.
+        the template's arguments are substituted into its declaration. ``headers`` maps
+        include names to header texts the source may ``#include``; the declaration may be in
+        one. A kernel declared nowhere in these texts (a file included with ``-I``, a macro)
+        takes the PTX's layout, with no names.
         """
-        ptx, entry, _ = compile_kernel(source, kernel_name, options, arch)
-        return cls._from_source_and_ptx(source, kernel_name, ptx, entry)
+        from kernarg._nvrtc import normalize_headers
+
+        headers = normalize_headers(headers)
+        ptx, entry, _ = compile_kernel(source, kernel_name, options, arch, headers)
+        text = "\n".join([source] + [t for _, t in headers])
+        return cls._from_source_and_ptx(text, kernel_name, ptx, entry)
 
     @classmethod
     def _from_source_and_ptx(cls, source, kernel_name, ptx, entry=None):
@@ -595,7 +602,13 @@ cdef class Signature:
                 raise LookupError(f"{exc}; {name!r} is a template: name an instantiation, such "
                                   f"as '{name}<float>'") from None
             raise
-        decls = _find_declarations(source, kernel_name)
+        try:
+            decls = _find_declarations(source, kernel_name)
+        except LookupError:
+            # Compiled, but not declared in this text: the kernel comes from an included
+            # header or a macro. The PTX's layout is the compiler's own, so take it (names
+            # unknown; ints of either sign, .u64 an int or a pointer).
+            return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         if len({_declared_types(d) for d in decls}) > 1:
             # Overloads, or kernels of one name in several namespaces: the source alone does
             # not say which one the PTX holds, so take the PTX's own types (names unknown).
@@ -1167,7 +1180,7 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
     return _put_opaque(sig, p, i, value, dst)
 
 
-def compile_kernel(source, kernel_name, options=(), arch=None):
+def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
     """Compile ``source`` with NVRTC: ``(ptx, entry, cubin)``. ``entry`` is the lowered PTX
     name NVRTC gave ``kernel_name`` when it is a C++ name expression (a template instantiation
     or a qualified name), else None (an ``extern "C"`` or plain name, found in the PTX as is);
@@ -1175,7 +1188,8 @@ def compile_kernel(source, kernel_name, options=(), arch=None):
     from kernarg._nvrtc import compile_program
 
     exprs = () if kernel_name.isidentifier() else (kernel_name,)
-    compiled = compile_program(source, options=options, arch=arch, name_expressions=exprs)
+    compiled = compile_program(source, options=options, arch=arch, name_expressions=exprs,
+                               headers=headers)
     return compiled.ptx, compiled.lowered.get(kernel_name), compiled.cubin
 
 

@@ -455,6 +455,24 @@ def test_many_kernels_of_a_source_in_one_compilation(nvrtc_runs):
         _launch._compile_for(MULTI, ("plain", "missing<int>"), (), "compute_80")
 
 
+def test_in_memory_headers_are_part_of_the_compilation(nvrtc_runs):
+    from kernarg import _launch
+    from kernarg._nvrtc import normalize_headers
+
+    src = '#include "k.cuh"\n'
+    one = normalize_headers({"k.cuh": 'extern "C" __global__ void k(int* out, short s) {}'})
+    two = normalize_headers({"k.cuh": 'extern "C" __global__ void k(double* out) {}'})
+    _, first = _launch._compile_for(src, ("k",), (), "compute_80", one)
+    assert first.kernel("k")[1].names == ("out", "s")
+    assert _launch._compile_for(src, ("k",), (), "compute_80", one)[1] is first
+    _, second = _launch._compile_for(src, ("k",), (), "compute_80", two)     # another header
+    assert second.kernel("k")[1].types == ("double*",) and len(nvrtc_runs) == 2
+    assert normalize_headers({"b.h": "", "a.h": "x"}) == (("a.h", "x"), ("b.h", ""))
+    assert normalize_headers(None) == () and normalize_headers(one) == one
+    with pytest.raises(TypeError, match="pairs"):
+        normalize_headers((("a.h",),))
+
+
 def test_disk_cache_keeps_compilations_across_processes(nvrtc_runs, monkeypatch, tmp_path):
     """With KERNARG_CACHE_DIR, a compilation is written once and read back by any process:
     here by this one with its memory cache emptied, and by a child process; what is read back
@@ -507,6 +525,10 @@ def test_disk_cache_keeps_compilations_across_processes(nvrtc_runs, monkeypatch,
     _launch._compile_for(MULTI, names, ("-lineinfo",), "compute_80")
     _launch._compile_for(MULTI, ("plain",), (), "compute_80")
     assert len(nvrtc_runs) == 4 and len(list((tmp_path / "cache").glob("*.json"))) == 4
+    # In-memory headers are part of the key: another text, another file.
+    for text in (MULTI, MULTI + "// changed\n", MULTI):
+        compile_program_cached('#include "m.cuh"\n', arch="compute_80", headers={"m.cuh": text})
+    assert len(nvrtc_runs) == 6 and len(list((tmp_path / "cache").glob("*.json"))) == 6
 
 
 def test_disk_cache_survives_bad_files_and_unwritable_directories(nvrtc_runs, monkeypatch,

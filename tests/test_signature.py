@@ -755,3 +755,41 @@ def test_texture_and_surface_object_parameters():
     with pytest.raises(TypeError, match=r"parameter 0 \('n'\) is int: expected an int, got "
                                         "CUtexObject"):
         kernarg.Signature("int n").pack((tex,))
+
+
+FILL_HEADER = r"""
+#pragma once
+struct Scale { float a; int b; };
+extern "C" __global__ void fill(float* __restrict__ x, Scale s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = s.a * s.b; }
+"""
+
+
+def test_from_source_finds_declarations_in_in_memory_headers():
+    sig = kernarg.Signature.from_source('#include "fill.cuh"\n', "fill",
+                                        headers={"fill.cuh": FILL_HEADER})
+    assert sig.names == ("x", "s", "n") and sig.types[0] == "float*"
+    assert (sig.offsets, sig.sizes) == ((0, 8, 16), (8, 8, 4))
+    for bad, message in [(["fill.cuh"], "must be a mapping"),
+                         ({"fill.cuh": FILL_HEADER.encode()}, "'fill.cuh': .* got str and bytes")]:
+        with pytest.raises(TypeError, match=message):
+            kernarg.Signature.from_source('#include "fill.cuh"\n', "fill", headers=bad)
+    with pytest.raises(kernarg.NvrtcError, match="fill.cuh"):    # not given: NVRTC says so
+        kernarg.Signature.from_source('#include "fill.cuh"\n', "fill")
+
+
+def test_a_kernel_declared_outside_the_source_takes_the_ptx_layout(tmp_path):
+    """Declared in a file included with -I, or made by a macro: NVRTC compiles it, and the
+    PTX's layout is the compiler's own (no names; ints of either sign, .u64 int or pointer)."""
+    (tmp_path / "fill.cuh").write_text(FILL_HEADER)
+    from_file = kernarg.Signature.from_source('#include "fill.cuh"\n', "fill",
+                                              [f"-I{tmp_path}"])
+    macro = kernarg.Signature.from_source(
+        '#define KERNEL(name, T) extern "C" __global__ void name(T* x, T v, int n) '
+        "{ x[threadIdx.x] = v * n; }\nKERNEL(fill_f, float)\n", "fill_f")
+    assert (from_file.offsets, from_file.sizes, from_file.names) == \
+        ((0, 8, 16), (8, 8, 4), (None, None, None))
+    assert macro.types == (".u64", ".f32", ".u32") and macro.offsets == (0, 8, 12)
+    block = macro.pack((0x1000, 2.5, 3))
+    assert bytes(block) == struct.pack("<Qfi", 0x1000, 2.5, 3)

@@ -220,6 +220,23 @@ def test_from_source_reads_the_disk_cache(ctx, nvrtc_calls, monkeypatch, tmp_pat
     assert np.frombuffer(out.read(), np.float32).tolist() == [2.5] * 32
 
 
+def test_from_source_with_in_memory_headers(ctx, nvrtc_calls):
+    """The kernel lives in a header given as text: compiled, typed from its declaration there,
+    launched; another header text is another compilation."""
+    src = '#include "fill.cuh"\n'
+    k = kernarg.Kernel.from_source(src, "fill", headers={"fill.cuh": WRITE})
+    assert k.signature.names == ("x", "v", "n") and k.signature.types[1] == "float"
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 1.5, 32)
+    assert np.frombuffer(out.read(), np.float32).tolist() == [1.5] * 32
+    many = kernarg.Kernel.from_source_many(src, ["fill"], headers={"fill.cuh": WRITE})
+    assert many["fill"].module_handle == k.module_handle and len(nvrtc_calls) == 1
+    kernarg.Kernel.from_source(src, "fill", headers={"fill.cuh": WRITE + "\n// changed"})
+    assert len(nvrtc_calls) == 2
+    with pytest.raises(TypeError, match="headers must be a mapping"):
+        kernarg.Kernel.from_source(src, "fill", headers=[WRITE])
+
+
 def test_from_source_many_compiles_and_loads_once(ctx, nvrtc_calls):
     calls = nvrtc_calls
     src = WRITE + TEMPLATES + "\n// many: " + str(id(calls))
