@@ -1185,7 +1185,9 @@ cdef class Kernel:
         ----------
         shmem : int or callable
             Dynamic shared memory per block, in bytes; or a function of the block size (threads)
-            that gives it, for kernels whose shared memory grows with the block.
+            that gives it, for kernels whose shared memory grows with the block. The driver
+            calls it for each block size it weighs, from inside its own call: it should only
+            compute (CUDA's occupancy callbacks are not meant to call CUDA).
         block_limit : int
             The largest block size to consider (0: the kernel's own limit).
 

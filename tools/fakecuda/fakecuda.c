@@ -262,6 +262,7 @@ static int device_attribute(CUdevice_attribute a) {
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1755000;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
     default: return 0;
     }
 }
@@ -1149,6 +1150,9 @@ static CUresult fk_TexObjectCreate(CUtexObject* out, const CUDA_RESOURCE_DESC* r
     CUresult e = check_range((uintptr_t)r->res.linear.devPtr, r->res.linear.sizeInBytes,
                              "cuTexObjectCreate");
     if (e) return e;
+    if (r->res.linear.devPtr % device_attribute(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT))
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuTexObjectCreate: 0x%llx is not aligned to the "
+                    "device's TEXTURE_ALIGNMENT", (unsigned long long)r->res.linear.devPtr);
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_TEXTURES; i++)
         if (!textures[i].live) {
