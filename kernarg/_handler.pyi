@@ -1,11 +1,12 @@
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, final
 
 __all__ = ["MAX_PARAM_BYTES", "ParamBlock", "pack", "register"]
 
 MAX_PARAM_BYTES: int
 
+@final
 class ParamBlock:
     """A packed kernel parameter block; create it with :func:`pack`."""
 

@@ -1,5 +1,5 @@
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, final
 
 from kernarg._signature import Signature
 
@@ -7,6 +7,7 @@ __all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch"]
 
 Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 
+@final
 class LaunchConfig:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -21,12 +22,14 @@ class LaunchConfig:
     @property
     def attributes(self) -> tuple[tuple[str, Any], ...]: ...
 
+@final
 class PreparedLaunch:
     config: LaunchConfig
     stream: int
     def __call__(self, *args: Any) -> None: ...
     def bind(self, *args: Any) -> BoundLaunch: ...
 
+@final
 class BoundLaunch:
     config: LaunchConfig
     stream: int
@@ -40,6 +43,7 @@ class BoundLaunch:
 class Kernel:
     signature: Signature | None
     name: str
+    device: int
     @classmethod
     def from_ptx(cls, ptx: str | bytes, name: str, *, signature: Signature | None = None,
                  device: int = 0, entry: str | None = None) -> Kernel: ...
@@ -67,6 +71,8 @@ class Kernel:
     def attributes(self) -> dict[str, int]: ...
     @property
     def module_handle(self) -> int | None: ...
+    @property
+    def param_layout(self) -> tuple[tuple[int, int], ...] | None: ...
     def launch(self, grid: Dims, block: Dims, *args: Any, stream: Any = None, shmem: int = 0,
                cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
                priority: int | None = None) -> None: ...

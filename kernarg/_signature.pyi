@@ -1,5 +1,5 @@
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, final
 
 from kernarg._handler import ParamBlock
 
@@ -9,6 +9,7 @@ def compile_kernel(source: str, kernel_name: str, options: Sequence[str] = ...,
                    arch: str | None = None, headers: Mapping[str, str] | None = None,
                    ) -> tuple[str, str | None, bytes | None]: ...
 
+@final
 class Signature:
     """A kernel's parameter list: layout, plus a typed packer."""
 
