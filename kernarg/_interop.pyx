@@ -1055,15 +1055,16 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
     return 0
 
 
-cdef int _pycuda_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
-    # int() runs PyCUDA's C++ (or, for a PointerHolderBase subclass, the user's get_pointer()),
-    # which may raise: say which argument.
+cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str source,
+                       PtrResult* r) except -1:
+    """The address ``fn(obj)`` gives, for code that is not kernarg's and may raise (a
+    registered function; PyCUDA's int(), which for a PointerHolderBase subclass runs the
+    user's get_pointer()): its exceptions name the argument and ``what`` raised."""
     try:
-        address = int(obj)
+        address = fn(obj)
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: int() of the PyCUDA pointer raised "
-                      f"{type(exc).__name__}: {exc}")
-    return _set_address(address, index, obj, "int() of the PyCUDA pointer", r)
+        _reraise(exc, f"{_describe(index, obj)}: {what} raised {type(exc).__name__}: {exc}")
+    return _set_address(address, index, obj, source, r)
 
 
 cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
@@ -1099,13 +1100,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     if kind == KIND_DRIVER_PTR:
         return _set_address(int(obj), index, obj, "int(CUdeviceptr)", r)
     if kind == KIND_REGISTERED:
-        fn = _registered_fn(type(obj))
-        try:
-            address = fn(obj)
-        except Exception as exc:
-            _reraise(exc, f"{_describe(index, obj)}: the function registered for this type "
-                          f"raised {type(exc).__name__}: {exc}")
-        return _set_address(address, index, obj, "the registered function", r)
+        return _address_from(_registered_fn(type(obj)), obj, index,
+                             "the function registered for this type", "the registered function", r)
     if kind == KIND_DLPACK_C:
         return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r)
     if kind == KIND_TORCH:
@@ -1117,7 +1113,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     if kind == KIND_SMV:
         return _smv_pointer(obj, index, r, want_dtype)
     if kind == KIND_PYCUDA:
-        return _pycuda_pointer(obj, index, r)
+        return _address_from(int, obj, index, "int() of the PyCUDA pointer",
+                             "int() of the PyCUDA pointer", r)
     if kind == KIND_CAI:
         return _consume_cai(obj, index, r, want_dtype)
     if kind == KIND_DLPACK:

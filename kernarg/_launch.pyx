@@ -1198,36 +1198,36 @@ cdef class Kernel:
         """
         global _shmem_fn, _shmem_fn_error
         cdef int min_grid = 0, block = 0
-        cdef size_t fixed = 0
+        cdef long long fixed = 0
         cdef cydriver.CUresult err
+        error = None
         if block_limit < 0:
             raise ValueError("Kernel.max_potential_block_size: block_limit must be >= 0 (0: "
                              f"the kernel's own limit), got {block_limit}")
         if not callable(shmem):
-            if _shmem_bytes(shmem) < 0:
+            fixed = _shmem_bytes(shmem)
+            if fixed < 0:
                 kind = TypeError if isinstance(shmem, bool) or not hasattr(shmem, "__index__") \
                     else ValueError
                 raise kind(
                     "Kernel.max_potential_block_size: shmem must be the bytes of dynamic shared "
                     "memory a block needs (an int from 0 to 2**32-1) or a function of the block "
                     f"size giving them, got {shmem!r}")
-            fixed = <size_t>_shmem_bytes(shmem)
         _ensure_driver()
         _enter_context(self)
         if not callable(shmem):
             err = cydriver.cuOccupancyMaxPotentialBlockSize(&min_grid, &block, self._func, NULL,
-                                                            fixed, block_limit)
-            _check(err, f"cuOccupancyMaxPotentialBlockSize of kernel {self.name!r}")
-            return min_grid, block
-        with _shmem_fn_lock:
-            saved = (_shmem_fn, _shmem_fn_error)
-            _shmem_fn, _shmem_fn_error = shmem, None
-            try:
-                err = cydriver.cuOccupancyMaxPotentialBlockSize(
-                    &min_grid, &block, self._func, _call_shmem_fn, 0, block_limit)
-                error = _shmem_fn_error
-            finally:
-                _shmem_fn, _shmem_fn_error = saved
+                                                            <size_t>fixed, block_limit)
+        else:
+            with _shmem_fn_lock:
+                saved = (_shmem_fn, _shmem_fn_error)
+                _shmem_fn, _shmem_fn_error = shmem, None
+                try:
+                    err = cydriver.cuOccupancyMaxPotentialBlockSize(
+                        &min_grid, &block, self._func, _call_shmem_fn, 0, block_limit)
+                    error = _shmem_fn_error
+                finally:
+                    _shmem_fn, _shmem_fn_error = saved
         if error is not None:
             raise error
         _check(err, f"cuOccupancyMaxPotentialBlockSize of kernel {self.name!r}")
