@@ -83,13 +83,19 @@ extern "C" __global__ void echo(unsigned char* out, bool b, signed char c, short
     int at = 8;     // where b sits in the parameter block: out's bytes 8.. mirror it
     put(out, at, b); put(out, at, c); put(out, at, s); put(out, at, i); put(out, at, q);
     put(out, at, u); put(out, at, f); put(out, at, d); put(out, at, h); put(out, at, bf);
-    put(out, at, v2); put(out, at, dv); put(out, at, i4); put(out, at, c3); put(out, at, st);
+    put(out, at, v2); put(out, at, dv); put(out, at, i4); put(out, at, c3);
+    // S field by field: the byte of padding inside it has no value the kernel can rely on (a
+    // whole-struct copy wrote another byte there on an H100), so it stays as memset left it.
+    at = (at + alignof(S) - 1) / alignof(S) * alignof(S);
+    put(out, at, st.a); put(out, at, st.b); put(out, at, st.c);
     put(out, at, p);
 }
 """
 
 _S = np.dtype([("a", "<i2"), ("b", "i1"), ("c", "<f4")], align=True)     # struct S's fields
-_ST = np.array((1, 2, 2.5), dtype=_S)[()]
+_ST = np.zeros((), dtype=_S)          # zeroed, padding included: the kernel leaves it zero
+_ST["a"], _ST["b"], _ST["c"] = 1, 2, 2.5
+_ST = _ST[()]
 ECHO_ARGS = (True, -5, -300, 123456, -2**40, 2**64 - 1, 1.5, -2.25, 0.333, 3.5, (1.0, 2.0),
              (3.0, -4.0), (1, -2, 3, -4), (7, 8, 9), _ST, 0xDEAD0000)
 
@@ -194,7 +200,9 @@ def test_kernels_of_one_source_share_its_compilation_and_module(ctx, nvrtc_calls
     again.launch(1, 32, out, 1.5, 32)
     assert np.frombuffer(out.read(), np.float32).tolist() == [3.0] * 32
 
-    # The modules are unloaded with their last kernel, and not found again afterwards.
+    # The modules are unloaded with their last kernel, and not found again afterwards. Modules
+    # of earlier tests waiting for the collector go first, so only these three are counted.
+    gc.collect()
     loaded = len(_launch._loaded_modules)
     del fill, seven, scaled, again
     gc.collect()
@@ -312,7 +320,7 @@ def test_cuda_core_buffers(ctx, kind):
     dev.set_current()
     if kind == "managed":
         try:
-            buf = core.ManagedMemoryResource().allocate(4 * 256)
+            buf = core.ManagedMemoryResource().allocate(4 * 256, stream=dev.default_stream)
         except (AttributeError, RuntimeError):
             # cuda-core < 0.5 has no ManagedMemoryResource, and 0.5 refuses it with CUDA 12
             # bindings: a Buffer over the driver's own managed allocation instead.
@@ -320,7 +328,7 @@ def test_cuda_core_buffers(ctx, kind):
             buf = core.Buffer.from_handle(int(ptr), 4 * 256)
     else:
         mr = dev.memory_resource if kind == "device" else core.LegacyPinnedMemoryResource()
-        buf = mr.allocate(4 * 256)
+        buf = mr.allocate(4 * 256, stream=dev.default_stream)   # cuda.core 1.x: stream= needed
     k = kernarg.Kernel.from_source(WRITE, "fill")
     k.launch(1, 256, buf, 2.5, 256)
     check(driver.cuCtxSynchronize())
@@ -366,25 +374,8 @@ def _numba_array():
     return a, None, lambda: (check(driver.cuCtxSynchronize()), a.copy_to_host())[1]
 
 
-def _jax_array():
-    jnp = pytest.importorskip("jax.numpy")
-    j = jnp.zeros(64, jnp.float32)
-    j.block_until_ready()
-    # JAX arrays are immutable to JAX, but the kernel writes their memory all the same. Read
-    # the memory itself: np.asarray(j) caches its first host copy.
-    ptr = j.unsafe_buffer_pointer()
-
-    def read_back():
-        host = np.empty(64, np.float32)
-        check(driver.cuCtxSynchronize())
-        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes))
-        return host
-
-    return j, None, read_back
-
-
-@pytest.mark.parametrize("make", [_torch_array, _cupy_array, _numba_array, _jax_array],
-                         ids=["torch", "cupy", "numba", "jax"])
+@pytest.mark.parametrize("make", [_torch_array, _cupy_array, _numba_array],
+                         ids=["torch", "cupy", "numba"])
 def test_library_arrays_are_written_by_the_kernel(ctx, make):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     array, stream, read_back = make()
@@ -393,6 +384,29 @@ def test_library_arrays_are_written_by_the_kernel(ctx, make):
     untyped = kernarg.Kernel.from_handle(k.handle, device=0)  # checked by the driver layout
     untyped.prepare(1, 64, stream=stream)(array, np.float32(2.5), np.int32(64))
     assert (read_back() == 2.5).all()
+
+
+COPY = r"""extern "C" __global__ void copy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }"""
+
+
+def test_jax_arrays_are_read_by_kernels_and_refused_as_outputs(ctx):
+    # JAX arrays are immutable: their CUDA Array Interface says read-only (jax 0.11 on an H100),
+    # so a typed kernel may read one through a const pointer and may not take it for a pointer
+    # it could write through.
+    jnp = pytest.importorskip("jax.numpy")
+    j = jnp.arange(64, dtype=jnp.float32) * 2
+    j.block_until_ready()   # JAX's stream is its own; this test is about access, not waiting
+    with pytest.raises(ValueError, match=r"parameter 0 \('x'\) \(float\*\) is not const "
+                                         r"but the \w+ array is read-only"):
+        kernarg.Kernel.from_source(WRITE, "fill").launch(1, 64, j, 1.5, 64)
+    out = DeviceArray(64 * 4, typestr="<f4")
+    copy = kernarg.Kernel.from_source(COPY, "copy")
+    copy.launch(1, 64, j, out, 64)
+    assert np.frombuffer(out.read(), np.float32).tolist() == [2.0 * i for i in range(64)]
+    check(driver.cuMemsetD8(out.ptr, 0, 64 * 4))
+    kernarg.Kernel.from_handle(copy.handle).launch(1, 64, j, out, np.int32(64))   # untyped
+    assert np.frombuffer(out.read(), np.float32).tolist() == [2.0 * i for i in range(64)]
 
 
 def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
