@@ -26,8 +26,10 @@ def plot(results: dict, path: str) -> None:
         points = [(row["nargs"], row[f"{name}_ns"] / 1000) for row in rows if f"{name}_ns" in row]
         if not points:
             continue
-        label = "C++ cuLaunchKernel loop (floor)" if name == "cpp_floor" else name
-        style = {"color": "black", "linestyle": "--"} if name == "cpp_floor" else {}
+        label = {"cpp_floor": "C++ cuLaunchKernel loop, own process",
+                 "C loop": "C cuLaunchKernel loop, in process (floor)"}.get(name, name)
+        style = ({"color": "black", "linestyle": "--"} if name == "cpp_floor" else
+                 {"color": "black"} if name == "C loop" else {})
         if name.startswith("kernarg"):
             style = {"linewidth": 2.5}
         ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label,

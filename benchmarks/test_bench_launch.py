@@ -6,7 +6,8 @@ Every contender of `python -m kernarg bench` (kernarg.launch, prepared and bound
 arguments and with torch tensors; cuda.core, cuda.bindings, CuPy, numba-cuda) launches the same
 empty kernel with the same arguments on one stream. A round is a burst of BURST launches after an
 untimed stream synchronise, so no launch waits for the GPU: divide a round's time by BURST for
-the host cost of one launch. Compare within a group.
+the host cost of one launch. "C loop" is the floor: BURST cuLaunchKernel calls in one C loop.
+Compare within a group.
 """
 import pytest
 
@@ -28,7 +29,8 @@ REASON = _gpu_reason()
 pytestmark = pytest.mark.skipif(REASON is not None,
                                 reason=f"launch latency needs a CUDA GPU: no driver ({REASON})")
 
-CONTENDERS = ("kernarg.launch", "kernarg prepared", "kernarg bound", "kernarg.launch+torch",
+CONTENDERS = (_bench_launch.FLOOR, "kernarg.launch", "kernarg prepared", "kernarg bound",
+              "kernarg.launch+torch",
               "kernarg prepared+torch", "cuda.core launch", "cuda.bindings cuLaunchKernel",
               "CuPy RawKernel", "numba-cuda")
 _cache: dict = {}
@@ -51,7 +53,7 @@ def test_launch(benchmark, setup, nargs, contender):
     fn = _launchers(setup, nargs).get(contender)
     if fn is None:
         pytest.skip(f"{contender} is not available here (see the captured output)")
-    burst = _bench_launch.BURST
+    burst = 1 if isinstance(fn, _bench_launch.WholeBurst) else _bench_launch.BURST
 
     def launches():
         for _ in range(burst):

@@ -11,9 +11,11 @@ torch tensors in place of some pointers, launching on torch's current stream as 
 Each call is written out with its arguments, as user code calls a kernel (see _written_out).
 Ratios are medians of per-round ratios, contenders interleaved within each round.
 
-NOTE: not yet run on a GPU. It has run end to end against tools/fakecuda (a stand-in driver
-that runs no kernel), numba-cuda contender included, which found three bugs in it; its numbers
-there are not GPU results.
+The floor is "C loop": the same kernel, arguments and stream launched by cuLaunchKernel in a C
+loop in this process (kernarg._launch._c_launch_loop), timed in the same rounds. The first H100
+run showed why it is needed: the nvcc-built loop in a process of its own (still run, as
+``cpp_floor``) differed from run to run by more than the 10% the goals are about, so a ratio
+between two processes measured noise as much as kernarg.
 """
 from __future__ import annotations
 
@@ -63,12 +65,28 @@ def _written_out(call: str, args: tuple, **names):
     return namespace["_make"](*names.values(), *args)
 
 
+FLOOR = "C loop"     # the in-process floor contender (see _contenders)
+
+
+class WholeBurst:
+    """A contender that makes a whole burst of BURST launches in one call (the in-process C
+    loop), where the others make one launch per call."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self):
+        self.fn()
+
+
 def _time_bursts(fn, bursts: int, sync) -> list[float]:
-    """Host ns per launch of each burst of BURST calls of ``fn``; ``sync()`` between bursts."""
+    """Host ns per launch of each burst of BURST launches by ``fn``; ``sync()`` between
+    bursts."""
     out = []
+    calls = 1 if isinstance(fn, WholeBurst) else BURST
     for _ in range(bursts):
         t0 = time.perf_counter_ns()
-        for _ in range(BURST):
+        for _ in range(calls):
             fn()
         out.append((time.perf_counter_ns() - t0) / BURST)
         sync()
@@ -116,6 +134,12 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         # Packed once by bind(): what is left is kernarg's per-launch driver work.
         "kernarg bound": prepared.bind(*args),
     }
+    # The floor, in this process: the bound block launched BURST times by cuLaunchKernel in a
+    # C loop. Interleaved with the rest in every round, so the ratios to it are side by side;
+    # the nvcc-built loop (_cpp_floor) runs in a process of its own, as a cross-check.
+    from kernarg._launch import _c_launch_loop
+
+    out[FLOOR] = WholeBurst(lambda bound=out["kernarg bound"]: _c_launch_loop(bound, BURST))
     if tensor is not None and n:
         # torch's current stream is the benchmark stream (see run), so the tensors' producer
         # stream is the launch stream and no event wait is added.
@@ -274,7 +298,26 @@ class Setup:
         return out
 
 
-def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
+def _ratio(times: dict, num: str, den: str) -> float | None:
+    """The median over rounds of ``num``'s time over ``den``'s in the same round."""
+    if num not in times or den not in times:
+        return None
+    return statistics.median(a / b for a, b in zip(times[num], times[den], strict=True))
+
+
+def _overhead_ratio(times: dict, num: str, den: str) -> float | None:
+    """The median over rounds of (``num`` - floor) / (``den`` - floor): how many times more
+    host time than ``den`` ``num`` spends above the in-process floor. None where ``den`` is at
+    the floor in some round (the ratio has no meaning there)."""
+    if num not in times or den not in times or FLOOR not in times:
+        return None
+    pairs = [(a - f, b - f) for a, b, f in zip(times[num], times[den], times[FLOOR], strict=True)]
+    if any(b <= 0 for _, b in pairs):
+        return None
+    return statistics.median(a / b for a, b in pairs)
+
+
+def run(rounds: int = 21, bursts: int = 30, file=None) -> dict:
     setup = Setup(file)
     sync = setup.sync
     rows = []
@@ -291,13 +334,26 @@ def run(rounds: int = 7, bursts: int = 50, file=None) -> dict:
         except Exception as exc:
             print(f"[{n} args] C++ floor failed: {type(exc).__name__}: {exc}", file=file)
             floor = None
-        if floor is not None and "kernarg prepared" in times and "kernarg.launch" in times:
+        # Ratios to the in-process floor, round by round; to the nvcc-built one, of medians.
+        for key, name in (("prepared_over_floor", "kernarg prepared"),
+                          ("launch_over_floor", "kernarg.launch"),
+                          ("bound_over_floor", "kernarg bound"),
+                          ("cuda_core_over_floor", "cuda.core launch")):
+            value = _ratio(times, name, FLOOR)
+            if value is not None:
+                row[key] = value
+        if floor is not None:
             row["cpp_floor_ns"], row["cpp_floor_min_ns"] = floor
-            row["prepared_over_floor"] = row["kernarg prepared_ns"] / floor[0]
-            row["launch_over_floor"] = row["kernarg.launch_ns"] / floor[0]
-        if "cuda.core launch" in times and "kernarg.launch" in times:
-            pairs = zip(times["cuda.core launch"], times["kernarg.launch"], strict=True)
-            row["cuda_core_over_kernarg"] = statistics.median(c / k_ for c, k_ in pairs)
+            for key, name in (("prepared_over_cpp_floor", "kernarg prepared"),
+                              ("launch_over_cpp_floor", "kernarg.launch")):
+                if name in times:
+                    row[key] = row[f"{name}_ns"] / floor[0]
+        for key, value in (("cuda_core_over_kernarg",
+                            _ratio(times, "cuda.core launch", "kernarg.launch")),
+                           ("cuda_core_overhead_over_kernarg",
+                            _overhead_ratio(times, "cuda.core launch", "kernarg.launch"))):
+            if value is not None:
+                row[key] = value
         rows.append(row)
         print(row, file=file)
     result = {"benchmark": f"launch latency: host ns per launch, bursts of {BURST} (medians)",
@@ -331,11 +387,15 @@ def print_table(result: dict, file=None) -> None:
     for row in rows:
         cells = "".join(f"{row.get(name + '_ns', float('nan')):22.0f}" for name in names)
         print(f"{row['nargs']:5d}{cells}{row.get('cpp_floor_ns', float('nan')):11.0f}", file=file)
-    print("\nargs  prepared/floor  launch/floor  cuda.core/kernarg.launch", file=file)
+    print(f"\nfloor: {FLOOR} (in-process cuLaunchKernel loop); overheads are ns above it",
+          file=file)
+    print("args  prepared/floor  launch/floor  cuda.core/kernarg.launch  (their overheads)",
+          file=file)
     for row in rows:
         print(f"{row['nargs']:4d}{row.get('prepared_over_floor', float('nan')):16.2f}"
               f"{row.get('launch_over_floor', float('nan')):14.2f}"
-              f"{row.get('cuda_core_over_kernarg', float('nan')):26.2f}", file=file)
+              f"{row.get('cuda_core_over_kernarg', float('nan')):26.2f}"
+              f"{row.get('cuda_core_overhead_over_kernarg', float('nan')):18.2f}", file=file)
     extras = result.get("launch_extras_ns")
     if extras:
         print("each launch also pays (ns): " + ", ".join(f"{k} {v:.0f}" for k, v in extras.items()),

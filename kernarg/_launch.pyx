@@ -1376,6 +1376,32 @@ cdef class BoundLaunch:
         return False
 
 
+def _c_launch_loop(BoundLaunch bound, Py_ssize_t count):
+    """The launch floor, measured in this process: ``count`` ``cuLaunchKernel`` calls of
+    ``bound``'s kernel, block, grid and stream in a C loop with the GIL released, nothing
+    between them -- what benchmarks/launch/launch_floor.cu does in a process of its own, but
+    here interleaved with the Python launchers in the same context, stream and rounds, so a
+    ratio to it is taken side by side. For the launch benchmark only."""
+    cdef ParamBlock blk = bound._blk
+    if blk is None:
+        raise ValueError("this BoundLaunch is closed")
+    cdef const Dims* d = &bound.config._d
+    cdef cydriver.CUfunction f = bound._kernel._func
+    cdef cydriver.CUstream s = <cydriver.CUstream><uintptr_t>bound.stream
+    cdef void** argv = blk.st.argv
+    cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS
+    cdef Py_ssize_t _i
+    _ensure_driver()
+    _enter_context(bound._kernel)
+    with nogil:
+        for _i in range(count):
+            err = cydriver.cuLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
+                                          d.block[1], d.block[2], d.shmem, s, argv, NULL)
+            if err != cydriver.CUDA_SUCCESS:
+                break
+    _check(err, "cuLaunchKernel")
+
+
 def _entry_name(str ptx, str name):
     """The PTX entry for ``name``: itself, or its C++ mangled form."""
     import re

@@ -175,7 +175,7 @@ def test_readme_tables_render_gpu_results(tmp_path, capsys):
     assert module.main(["readme_tables", str(results)]) == 0
     out = capsys.readouterr().out
     assert "Launch latency on stand-in GPU" in out
-    assert "| 16 | 2300 ns | 2150 ns | 6100 ns | 2000 ns | 1.07x | 1.15x | 2.65x |" in out
+    assert "| 16 | 2300 ns | 2150 ns | 6100 ns | 2000 ns | 1.07x | 1.15x | 2.65x | – |" in out
     assert "cuCtxGetCurrent 10 ns" in out
     assert "protocol / kernarg 22.5x" in out and "kernarg adds 22%" in out
 
@@ -205,3 +205,31 @@ def test_cuda_bindings_packer_contender_packs_the_typed_cases(capsys):
     rows = _bench._bindings_rows(cases, 1, 0.001, sys.stdout)
     assert [r["case"] for r in rows] == [c[0] for c in _bench._typed_cases(cases)]
     assert all(r["typed_ns"] > 0 and r["cuda_bindings_ns"] > 0 for r in rows)
+
+
+def test_launch_ratios_are_taken_round_by_round_against_the_in_process_floor():
+    from kernarg import _bench_launch
+
+    floor = _bench_launch.FLOOR
+    times = {floor: [100.0, 200.0, 100.0], "kernarg.launch": [110.0, 240.0, 130.0],
+             "cuda.core launch": [150.0, 260.0, 160.0]}
+    # Per round 1.1, 1.2, 1.3: the median of the ratios, not the ratio of the medians.
+    assert _bench_launch._ratio(times, "kernarg.launch", floor) == 1.2
+    assert _bench_launch._ratio(times, "missing", floor) is None
+    # Above the floor: 50/10, 60/40, 60/30 -> 5, 1.5, 2.
+    assert _bench_launch._overhead_ratio(times, "cuda.core launch", "kernarg.launch") == 2.0
+    times["kernarg.launch"][1] = 190.0          # below the floor in one round: no meaning
+    assert _bench_launch._overhead_ratio(times, "cuda.core launch", "kernarg.launch") is None
+
+
+def test_a_whole_burst_contender_is_called_once_per_burst():
+    from kernarg import _bench_launch
+
+    calls = []
+    syncs = []
+    one = _bench_launch._time_bursts(lambda: calls.append(1), 3, lambda: syncs.append(1))
+    assert len(calls) == 3 * _bench_launch.BURST and len(one) == 3 and len(syncs) == 3
+    calls.clear()
+    whole = _bench_launch.WholeBurst(lambda: calls.append(1))
+    assert len(_bench_launch._time_bursts(whole, 4, lambda: None)) == 4
+    assert len(calls) == 4
