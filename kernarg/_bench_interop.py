@@ -11,7 +11,8 @@ runs, as kernarg's does). Two goals, from the issue:
 - the generic paths, measured on wrappers that expose only one protocol of the same array, add
   <= 20% over the protocol call itself (``adds_over_protocol``).
 
-NOTE: not yet run on a GPU; it has run against tools/fakecuda (no GPU arrays but cuda.core's).
+Run on an H100 once (benchmarks/results/gpu-h100-80gb-hbm3-2026-11-23/bench-gpu.json); it
+also runs against tools/fakecuda (no GPU arrays there but cuda.core's).
 """
 from __future__ import annotations
 

@@ -149,6 +149,30 @@ def test_readme_tables_match_the_committed_benchmark_results():
     assert [line for line in lines if line not in readme] == []
 
 
+def test_readme_gpu_tables_match_the_committed_gpu_results():
+    # The README's H100 tables are readme_tables.py's rendering of the committed bench-gpu.json
+    # of that run, row for row.
+    import importlib.util
+    import json
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    spec = importlib.util.spec_from_file_location(
+        "readme_tables", os.path.join(root, "benchmarks", "readme_tables.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with open(os.path.join(root, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-23",
+                           "bench-gpu.json")) as f:
+        result = json.load(f)
+    assert result["launch"]["device"].startswith("NVIDIA H100")
+    lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
+    lines = [line for line in lines if line.startswith("|")]
+    assert len(lines) == 2 + 5 + 2 + 13
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert [line for line in lines if line not in readme] == []
+
+
 def test_readme_tables_render_gpu_results(tmp_path, capsys):
     # The same script turns the GPU session's bench-gpu.json into the README's launch tables.
     import importlib.util
@@ -175,9 +199,18 @@ def test_readme_tables_render_gpu_results(tmp_path, capsys):
     assert module.main(["readme_tables", str(results)]) == 0
     out = capsys.readouterr().out
     assert "Launch latency on stand-in GPU" in out
-    assert "| 16 | 2300 ns | 2150 ns | 6100 ns | 2000 ns | 1.07x | 1.15x | 2.65x | – |" in out
+    assert "| 16 | 2300 ns | 2150 ns | 6100 ns | 2000 ns | 1.07x | 1.15x | 2.65x |" in out
     assert "cuCtxGetCurrent 10 ns" in out
     assert "protocol / kernarg 22.5x" in out and "kernarg adds 22%" in out
+    assert "prepared / C++ floor" in out           # recorded before the in-process floor
+    # With the in-process floor, ratios are to it, and cuda.core's overhead is shown as well.
+    rows[0].update({"C loop_ns": 1900.0, "cuda_core_overhead_over_kernarg": 10.5})
+    results.write_text(json.dumps({"launch": {"device": "stand-in GPU", "rows": rows}}))
+    assert module.main(["readme_tables", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "prepared / C loop" in out and "above C loop" in out
+    assert ("| 16 | 2300 ns | 2150 ns | 6100 ns | 1900 ns | 2000 ns | 1.07x | 1.15x | 2.65x "
+            "| 10.50x |") in out
 
 
 def test_cuda_bindings_packer_contender_packs_the_typed_cases(capsys):
