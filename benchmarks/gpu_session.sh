@@ -43,6 +43,7 @@ step env KERNARG_REQUIRE_GPU=1 timeout 240 "$PY" -m pytest tests/gpu -v -p no:ca
 step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
 step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
+step bash -c 'timeout 120 "$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
 step "$PY" benchmarks/plot_launch.py "$OUT/bench-gpu.json" "$OUT/launch-latency.png"
 step bash -c '"$0" benchmarks/readme_tables.py "$1" > "$2"' "$PY" "$OUT/bench-gpu.json" \
     "$OUT/tables.md"

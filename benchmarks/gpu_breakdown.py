@@ -1,0 +1,61 @@
+"""Where a foreign GPU array's per-argument time goes: each call kernarg's adapter for the
+library makes, timed alone, next to the library's protocol and kernarg.pack of the array.
+
+    python benchmarks/gpu_breakdown.py        # on a GPU machine (gpu_session.sh runs it)
+
+Written after the first H100 run, where CuPy's adapter was 2.4x faster than CuPy's CUDA Array
+Interface rather than the 5x issue 3 asks, and JAX arrays (no adapter) 1.0x: the next GPU
+session's numbers say which call to avoid. Minimum of 7 repeats, ns per call.
+"""
+import timeit
+
+import kernarg
+
+
+def t(label, fn, n=20000):
+    best = min(timeit.repeat(fn, number=n, repeat=7)) / n * 1e9
+    print(f"{label:50s} {best:8.0f} ns")
+
+
+t("kernarg.pack(())", lambda: kernarg.pack(()))
+t("kernarg.pack((1,))", lambda: kernarg.pack((1,)))
+try:
+    import cupy
+    a = cupy.zeros(16, dtype=cupy.float32)
+    from cupy.cuda import stream as cs
+    t("cupy a.data", lambda: a.data)
+    t("cupy a.data.ptr", lambda: a.data.ptr)
+    t("cupy a.data.mem", lambda: a.data.mem)
+    t("cupy a.data.device_id", lambda: a.data.device_id)
+    t("cupy get_current_stream().ptr", lambda: cupy.cuda.get_current_stream().ptr)
+    f = getattr(cs, "get_current_stream_ptr", None)
+    if f:
+        t("cupy stream.get_current_stream_ptr()", f)
+    t("cupy CAI", lambda: a.__cuda_array_interface__)
+    t("kernarg.pack((cupy,))", lambda: kernarg.pack((a,)))
+    print("cupy capi:", sorted(getattr(cs, "__pyx_capi__", {}).keys())[:20])
+except Exception as exc:
+    print("cupy:", type(exc).__name__, exc)
+try:
+    import torch
+    x = torch.zeros(16, device="cuda")
+    t("torch data_ptr()", lambda: x.data_ptr())
+    t("torch CAI", lambda: x.__cuda_array_interface__)
+    t("kernarg.pack((torch,))", lambda: kernarg.pack((x,)))
+    print("torch has __dlpack_c_exchange_api__:",
+          hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
+except Exception as exc:
+    print("torch:", type(exc).__name__, exc)
+try:
+    import jax.numpy as jnp
+    j = jnp.zeros(16, jnp.float32)
+    j.block_until_ready()
+    t("jax unsafe_buffer_pointer()", lambda: j.unsafe_buffer_pointer())
+    t("jax CAI", lambda: j.__cuda_array_interface__)
+    t("jax __dlpack_device__()", lambda: j.__dlpack_device__())
+    t("jax .device", lambda: j.device)
+    t("kernarg.pack((jax,))", lambda: kernarg.pack((j,)))
+    print("jax CAI:", j.__cuda_array_interface__, type(j).__mro__)
+    print("jax has __dlpack_c_exchange_api__:", hasattr(type(j), "__dlpack_c_exchange_api__"))
+except Exception as exc:
+    print("jax:", type(exc).__name__, exc)
