@@ -12,10 +12,12 @@ Each call is written out with its arguments, as user code calls a kernel (see _w
 Ratios are medians of per-round ratios, contenders interleaved within each round.
 
 The floor is "C loop": the same kernel, arguments and stream launched by cuLaunchKernel in a C
-loop in this process (kernarg._launch._c_launch_loop), timed in the same rounds. The first H100
-run showed why it is needed: the nvcc-built loop in a process of its own (still run, as
-``cpp_floor``) differed from run to run by more than the 10% the goals are about, so a ratio
-between two processes measured noise as much as kernarg.
+loop in this process (kernarg._launch._c_launch_loop), timed in the same rounds. kernarg itself
+calls cuLaunchKernelEx; any difference in the driver's cost of the two counts against kernarg.
+The first H100 run showed why an in-process floor is needed: against the nvcc-built loop in a
+process of its own (still run, as ``cpp_floor``), kernarg's ratios moved between rows by more
+than the 10% the goals are about (1.22x with no arguments, 0.97x with one), so a ratio between
+two processes measured noise as much as kernarg.
 """
 from __future__ import annotations
 
