@@ -1,5 +1,7 @@
 """The benchmark code itself runs (tiny repeats, CPU stand-ins for GPU arrays), so the GPU
 session that measures with it does not spend its time on Python errors. No timing is asserted."""
+import importlib.util
+import os
 import sys
 
 import pytest
@@ -37,15 +39,25 @@ def test_interop_gpu_benchmark_skips_what_kernarg_refuses(monkeypatch, capsys):
     assert "kernarg cannot pack it" in capsys.readouterr().out
 
 
-def _plot_script():
-    import importlib.util
-    import os
+ROOT = os.path.join(os.path.dirname(__file__), "..")
 
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "plot_launch.py")
-    spec = importlib.util.spec_from_file_location("plot_launch", path)
+
+def _script(name):
+    """benchmarks/<name>.py as a module (the benchmarks directory is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _plot_script():
+    return _script("plot_launch")
+
+
+def _readme():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        return f.read()
 
 
 def test_launch_plot_refuses_results_without_a_launch_section(tmp_path, capsys):
@@ -75,7 +87,6 @@ def test_launch_plot_draws(tmp_path):
 def test_launch_floor_builds_without_a_driver_library(tmp_path):
     # The C++ floor opens libcuda.so.1 at run time, so it builds wherever nvcc is -- including
     # toolkits without lib64/stubs and GPU machines whose driver ships no unversioned libcuda.so.
-    import os
     import shutil
     import subprocess
 
@@ -85,7 +96,7 @@ def test_launch_floor_builds_without_a_driver_library(tmp_path):
         (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
     if nvcc is None:
         pytest.skip("nvcc is not installed (it builds the benchmark's C++ launch floor)")
-    src = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "launch", "launch_floor.cu")
+    src = os.path.join(ROOT, "benchmarks", "launch", "launch_floor.cu")
     exe = tmp_path / "launch_floor"
     subprocess.run([nvcc, "-O2", "-o", str(exe), src, "-ldl"], check=True, capture_output=True)
     run = subprocess.run([str(exe), "0", "2"], capture_output=True, text=True, timeout=60)
@@ -118,30 +129,23 @@ def test_readme_tables_match_the_committed_benchmark_results():
     # The README's packing tables are benchmarks/readme_tables.py's rendering of the committed
     # JSON: re-recording the benchmark without regenerating them (or editing them by hand)
     # fails here.
-    import importlib.util
     import io
     import json
-    import os
     from contextlib import redirect_stdout
 
-    root = os.path.join(os.path.dirname(__file__), "..")
-    spec = importlib.util.spec_from_file_location(
-        "readme_tables", os.path.join(root, "benchmarks", "readme_tables.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("readme_tables")
     out = io.StringIO()
     with redirect_stdout(out):
         assert module.main(["readme_tables", os.path.join(
-            root, "benchmarks", "results", "pack-cpu-x86_64-py311.json")]) == 0
-    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
+            ROOT, "benchmarks", "results", "pack-cpu-x86_64-py311.json")]) == 0
+    readme = _readme()
     lines = [line for line in out.getvalue().splitlines()
              if line.startswith("| ") or line.startswith("Marginal")]
     assert len(lines) > 20
     missing = [line for line in lines if line not in readme]
     assert not missing, missing
     # The comparison with cuda.bindings' packer comes from a later run, in its own file.
-    with open(os.path.join(root, "benchmarks", "results",
+    with open(os.path.join(ROOT, "benchmarks", "results",
                            "pack-cpu-x86_64-py311-2026-11-23.json")) as f:
         later = json.load(f)
     lines = module.bindings(later)
@@ -152,37 +156,25 @@ def test_readme_tables_match_the_committed_benchmark_results():
 def test_readme_gpu_tables_match_the_committed_gpu_results():
     # The README's H100 tables are readme_tables.py's rendering of the committed bench-gpu.json
     # of that run, row for row.
-    import importlib.util
     import json
-    import os
 
-    root = os.path.join(os.path.dirname(__file__), "..")
-    spec = importlib.util.spec_from_file_location(
-        "readme_tables", os.path.join(root, "benchmarks", "readme_tables.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    with open(os.path.join(root, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-23",
+    module = _script("readme_tables")
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-23",
                            "bench-gpu.json")) as f:
         result = json.load(f)
     assert result["launch"]["device"].startswith("NVIDIA H100")
     lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
     lines = [line for line in lines if line.startswith("|")]
     assert len(lines) == 2 + 5 + 2 + 13
-    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
+    readme = _readme()
     assert [line for line in lines if line not in readme] == []
 
 
 def test_readme_tables_render_gpu_results(tmp_path, capsys):
     # The same script turns the GPU session's bench-gpu.json into the README's launch tables.
-    import importlib.util
     import json
-    import os
 
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "readme_tables.py")
-    spec = importlib.util.spec_from_file_location("readme_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("readme_tables")
     rows = [{"nargs": 16, "kernarg.launch_ns": 2300.0, "kernarg prepared_ns": 2150.0,
              "cuda.core launch_ns": 6100.0, "cpp_floor_ns": 2000.0, "cpp_floor_min_ns": 1900.0,
              "prepared_over_floor": 1.075, "launch_over_floor": 1.15,
