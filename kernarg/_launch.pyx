@@ -811,7 +811,7 @@ def _compile_for(str source, tuple names, tuple options, str arch, tuple headers
     qualified names are name expressions NVRTC instantiates, so the run is keyed by them.
     ``headers``: in-memory headers as normalize_headers gives them, part of the key; the
     kernels' declarations are looked for in them too."""
-    from kernarg._nvrtc import compile_program_cached, target_arch
+    from kernarg._nvrtc import compile_program_cached, declaration_text, target_arch
 
     exprs = tuple(sorted({n for n in names if not n.isidentifier()}))
     key = (source, options, arch, exprs, headers)
@@ -820,8 +820,7 @@ def _compile_for(str source, tuple names, tuple options, str arch, tuple headers
         c = compile_program_cached(source, options=options, name_expressions=exprs,
                                    arch=target_arch(int(arch[len("compute_"):])),
                                    headers=headers)
-        text = "\n".join([source] + [t for _, t in headers])
-        return _Compiled(text, c.ptx, c.cubin, c.lowered)
+        return _Compiled(declaration_text(source, headers), c.ptx, c.cubin, c.lowered)
 
     return key, _source_cache_get(key, build)
 

@@ -15,7 +15,8 @@ import warnings
 from typing import NamedTuple
 
 __all__ = ["CACHE_DIR_ENV", "Compiled", "NvrtcError", "cache_dir", "compile_program",
-           "compile_program_cached", "compile_to_ptx", "cuda_include_dir", "normalize_headers",
+           "compile_program_cached", "compile_to_ptx", "cuda_include_dir", "declaration_text",
+           "normalize_headers",
            "nvrtc_version", "supported_archs", "target_arch"]
 
 CACHE_DIR_ENV = "KERNARG_CACHE_DIR"
@@ -132,6 +133,12 @@ def normalize_headers(headers) -> tuple[tuple[str, str], ...]:
             raise TypeError(f"headers: {item[0]!r}: the include name and the header's text must "
                             f"be str, got {type(item[0]).__name__} and {type(item[1]).__name__}")
     return tuple(sorted(items))
+
+
+def declaration_text(source: str, headers: tuple[tuple[str, str], ...]) -> str:
+    """Where a kernel's declaration is looked for: the source and its in-memory headers
+    (``normalize_headers``'s pairs), as one text."""
+    return "\n".join([source] + [text for _, text in headers])
 
 
 def compile_program(source: str, *, options=(), arch: str | None = None,

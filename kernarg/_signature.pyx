@@ -582,12 +582,12 @@ cdef class Signature:
         one. A kernel declared nowhere in these texts (a file included with ``-I``, a macro)
         takes the PTX's layout, with no names.
         """
-        from kernarg._nvrtc import normalize_headers
+        from kernarg._nvrtc import declaration_text, normalize_headers
 
         headers = normalize_headers(headers)
         ptx, entry, _ = compile_kernel(source, kernel_name, options, arch, headers)
-        text = "\n".join([source] + [t for _, t in headers])
-        return cls._from_source_and_ptx(text, kernel_name, ptx, entry)
+        return cls._from_source_and_ptx(declaration_text(source, headers), kernel_name, ptx,
+                                        entry)
 
     @classmethod
     def _from_source_and_ptx(cls, source, kernel_name, ptx, entry=None):
