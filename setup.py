@@ -33,13 +33,47 @@ def _bindings_major():
     return int(version("cuda-bindings").split(".")[0])
 
 
-def _cuda_major(include_dir):
-    """CUDA major version of the cuda.h in include_dir (CUDA_VERSION is 1000*major + ...)."""
+def _cuda_version(include_dir):
+    """(major, minor) of the cuda.h in include_dir (CUDA_VERSION is 1000*major + 10*minor), or
+    None."""
     import re
 
     with open(os.path.join(include_dir, "cuda.h"), errors="replace") as f:
         m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", f.read())
-    return int(m.group(1)) // 1000 if m else None
+    return (int(m.group(1)) // 1000, int(m.group(1)) % 1000 // 10) if m else None
+
+
+def header_types(pxd):
+    """The types cydriver.pxd declares inside its ``cdef extern from 'cuda.h'`` blocks and then
+    names in a ctypedef of its own, outside them. Cython writes a C typedef for each of those
+    into every module that cimports cydriver, so the cuda.h the build includes must declare
+    them all: a cuda.h older than cuda-bindings may not (CUDA 13.0's cuda.h has no
+    CUDA_FABRIC_COPY_BATCH_OP_st, which cuda-bindings 13.5 names), and g++ then fails with
+    "does not name a type" deep in generated code."""
+    import re
+
+    from_cuda_h = set()
+    in_cuda_h = False
+    for line in pxd.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            in_cuda_h = re.match(r"cdef extern from ['\"]cuda\.h['\"]", line) is not None
+            continue
+        m = re.match(r"\s+(?:cdef|ctypedef)\s+(?:struct|union|enum)\s+(\w+)", line)
+        if in_cuda_h and m:
+            from_cuda_h.add(m.group(1))
+    used = re.findall(r"^ctypedef\s+(\w+)\s", pxd, re.M)
+    return sorted(set(used) & from_cuda_h)
+
+
+def missing_types(include_dir, types):
+    """The names in ``types`` that the cuda.h in include_dir never mentions."""
+    import re
+
+    with open(os.path.join(include_dir, "cuda.h"), errors="replace") as f:
+        text = f.read()
+    return [t for t in types if not re.search(rf"\b{t}\b", text)]
 
 
 def cuda_include():
@@ -65,7 +99,23 @@ def cuda_include():
     roots += [os.path.join(r, "include") for r in
               (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if r]
     cuda_dirs = [d for d in roots if os.path.exists(os.path.join(d, "cuda.h"))]
-    matching = [d for d in cuda_dirs if _cuda_major(d) == major]
+    matching = [d for d in cuda_dirs if (_cuda_version(d) or (None,))[0] == major]
+    # Of those, one that declares every type cydriver takes from it (see header_types).
+    types = header_types(pxd)
+    complete = [d for d in matching if not missing_types(d, types)]
+    if matching and not complete:
+        from importlib.metadata import version
+
+        found = ", ".join(f"{d} (CUDA {'.'.join(map(str, _cuda_version(d)))})" for d in matching)
+        bindings = version("cuda-bindings")
+        newest = ".".join(bindings.split(".")[:2])
+        raise RuntimeError(
+            f"cuda-bindings {bindings}'s cydriver.pxd names CUDA types that no cuda.h found "
+            f"declares ({', '.join(missing_types(matching[0], types))} missing from {found}): "
+            f"the headers are older than the bindings. Install matching ones, pip install "
+            f"'nvidia-cuda-runtime>={newest}' (or 'cuda-bindings' of the headers' version), "
+            "or build with pip's default build isolation, which installs both afresh")
+    matching = complete
     dirs = []
     for header in headers:
         pool = matching if header == "cuda.h" else roots
@@ -128,11 +178,12 @@ def ext(name, language="c", extra_includes=()):
     )
 
 
-driver_compat()
-setup(
-    ext_modules=cythonize(
-        [ext("_stream"), ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"),
-         ext("_launch", "c++", cuda_include()), ext("_benchfloor")],
-        compiler_directives=directives,
-    ),
-)
+if __name__ == "__main__":     # as pip and setuptools run it; tests import the helpers above
+    driver_compat()
+    setup(
+        ext_modules=cythonize(
+            [ext("_stream"), ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"),
+             ext("_launch", "c++", cuda_include()), ext("_benchfloor")],
+            compiler_directives=directives,
+        ),
+    )
