@@ -492,6 +492,8 @@ cdef int classify(type t, TypeInfo* info) except -1:
         info.kind = KIND_NUMBA
     elif _mro_has(t, "cuda.core", "StridedMemoryView"):
         info.kind = KIND_SMV
+    elif _mro_has(t, "jaxlib", "ArrayImpl"):
+        info.kind = KIND_JAX
     elif hasattr(t, "__cuda_array_interface__"):
         info.kind = KIND_CAI
     elif hasattr(t, "__dlpack__"):
@@ -1055,6 +1057,71 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
     return 0
 
 
+# JAX. jaxlib's own __cuda_array_interface__ (version 2: no stream, read-only) takes its pointer
+# from PJRT's AcquireExternalReference, and so does unsafe_buffer_pointer(): the adapter reads
+# the same address with the same promise about readiness, without building the dict. Where the
+# memory is comes from the array's sharding: one device, its platform and its memory kind.
+# Shardings are immutable, and arrays from one computation often share one: the last sharding
+# accepted is kept with its answer, as one tuple so that a reader never pairs a sharding with
+# another's answer.
+cdef tuple _jax_last = (None, -1)      # (sharding, CUDA device ordinal or -1 for pinned host)
+
+
+cdef int _jax_ordinal(object sharding, Py_ssize_t index, object obj) except -2:
+    """The CUDA device ordinal of a single-device sharding's memory, -1 for pinned host memory;
+    refuses CPU, non-CUDA and multi-device arrays, naming the argument."""
+    device = getattr(sharding, "_device", None)         # SingleDeviceSharding
+    if device is None:
+        devices = sharding.device_set
+        if len(devices) != 1:
+            raise ValueError(f"{_describe(index, obj)}: the JAX array is sharded over "
+                             f"{len(devices)} devices; a kernel takes one device's memory: "
+                             "pass one shard (x.addressable_shards[i].data)")
+        device = next(iter(devices))
+    platform = device.platform
+    if platform == "cpu":
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (JAX device {device})")
+    client = str(getattr(getattr(device, "client", None), "platform", platform))
+    if platform not in ("gpu", "cuda") or client not in ("gpu", "cuda"):
+        raise TypeError(f"{_describe(index, obj)}: the JAX array is on {device} (platform "
+                        f"{client}), not on a CUDA device")
+    kind = sharding.memory_kind
+    if kind == "pinned_host":
+        return -1
+    if kind is not None and kind != "device":
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (JAX memory kind {kind!r})")
+    ordinal = getattr(device, "local_hardware_id", None)   # the CUDA ordinal; .id is JAX's
+    return device.id if ordinal is None else ordinal
+
+
+cdef int _jax_pointer(object obj, Py_ssize_t index, object stream, PtrResult* r,
+                      bint want_dtype) except -1:
+    global _jax_last
+    cdef int ordinal
+    cdef tuple last = _jax_last
+    try:
+        sharding = obj.sharding
+        if sharding is last[0]:
+            ordinal = last[1]
+        else:
+            ordinal = _jax_ordinal(sharding, index, obj)
+            _jax_last = (sharding, ordinal)
+    except AttributeError:
+        # A JAX whose arrays or devices lack what is read above: its protocols decide.
+        return _consume_dlpack(obj, index, stream, r)
+    try:
+        address = obj.unsafe_buffer_pointer()
+    except Exception as exc:        # a deleted or donated array, for one
+        _reraise(exc, f"{_describe(index, obj)}: unsafe_buffer_pointer() raised "
+                      f"{type(exc).__name__}: {exc}")
+    _set_address(address, index, obj, "unsafe_buffer_pointer()", r)
+    r.readonly = True               # JAX arrays are immutable (its CAI says read-only too)
+    r.device = ordinal
+    if want_dtype:
+        _set_dtype_from_numpy(obj.dtype, r)
+    return 0
+
+
 cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str source,
                        PtrResult* r) except -1:
     """The address ``fn(obj)`` gives, for code that is not kernarg's and may raise (a
@@ -1112,6 +1179,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
         return _numba_pointer(obj, index, r, want_dtype)
     if kind == KIND_SMV:
         return _smv_pointer(obj, index, r, want_dtype)
+    if kind == KIND_JAX:
+        return _jax_pointer(obj, index, stream, r, want_dtype)
     if kind == KIND_PYCUDA:
         return _address_from(int, obj, index, "int() of the PyCUDA pointer",
                              "int() of the PyCUDA pointer", r)

@@ -1,5 +1,5 @@
 """The per-library adapters (torch without the DLPack C exchange API, CuPy, numba-cuda, cuda.core
-StridedMemoryView before it had the exchange API), run on
+StridedMemoryView before it had the exchange API, JAX), run on
 stand-ins that have exactly the attributes each adapter reads, as those libraries document them.
 
 The real libraries need a GPU (tests/gpu runs them); these catch mistakes in the adapters'
@@ -88,6 +88,40 @@ SCRIPT = textwrap.dedent("""
             self.readonly, self.dtype = readonly, np.dtype(dtype)
     StridedMemoryView.__module__ = "cuda.core._memoryview"
 
+    # JAX: jaxlib's ArrayImpl, its shardings and devices (jax.Array, jax.sharding, jax.Device)
+    class Device:
+        def __init__(self, ordinal, platform="gpu", client="cuda"):
+            self.id, self.local_hardware_id = 100 + ordinal, ordinal   # JAX's id is not CUDA's
+            self.platform, self.client = platform, ns(platform=client)
+        def __repr__(self):
+            return f"{self.platform}:{self.id}"
+
+    class SingleDeviceSharding:
+        def __init__(self, device, memory_kind="device"):
+            self._device, self.memory_kind = device, memory_kind
+
+    class NamedSharding:                    # no _device: its device_set says where
+        def __init__(self, *devices, memory_kind=None):
+            self.device_set, self.memory_kind = set(devices), memory_kind
+
+    class ArrayImpl:
+        def __init__(self, ptr, sharding, dtype="float32", deleted=False):
+            self.ptr, self.sharding, self.dtype = ptr, sharding, np.dtype(dtype)
+            self.deleted = deleted
+        def unsafe_buffer_pointer(self):
+            if self.deleted:
+                raise RuntimeError("UnsafeBufferPointer called on deleted or donated buffer")
+            return self.ptr
+    ArrayImpl.__module__ = "jaxlib._jax"
+
+    class OldArrayImpl:                     # a jaxlib without .sharding: DLPack decides
+        def __dlpack_device__(self):
+            return (1, 0)
+        def __dlpack__(self, stream=None, max_version=None):
+            raise AssertionError("not reached: the device is refused first")
+    OldArrayImpl.__name__ = OldArrayImpl.__qualname__ = "ArrayImpl"
+    OldArrayImpl.__module__ = "jaxlib.xla_extension"
+
     import kernarg
 
     def ptrs(block):
@@ -132,6 +166,42 @@ SCRIPT = textwrap.dedent("""
     assert ptrs(sig.pack((smv(0x5000, readonly=True), smv(0x6000)))) == [0x5000, 0x6000]
     raises(ValueError, "'y'", lambda: sig.pack((smv(0x5000), smv(0x6000, readonly=True))))
     raises(TypeError, "'x'", lambda: sig.pack((smv(0x5000, dtype="int32"), smv(0x6000))))
+
+    gpu0, gpu1 = SingleDeviceSharding(Device(0)), SingleDeviceSharding(Device(1))
+    j0, j1 = ArrayImpl(0x7000, gpu0), ArrayImpl(0x8000, gpu1)
+    for _ in range(2):      # the second round answers from the remembered sharding, alternately
+        b = kernarg.pack((j0, j1))
+        assert ptrs(b) == [0x7000, 0x8000] and b.producer_streams == (), b.producer_streams
+        assert ptrs(kernarg.pack((j0,), device=0)) == [0x7000]
+        raises(ValueError, "argument 0: the array is on CUDA device 1, but the kernel runs on "
+               "device 0", lambda: kernarg.pack((j1,), device=0))
+    assert ptrs(kernarg.pack((ArrayImpl(0x9000, NamedSharding(Device(1))),), device=1)) == [0x9000]
+    pinned = ArrayImpl(0xa000, SingleDeviceSharding(Device(1), "pinned_host"))
+    assert ptrs(kernarg.pack((pinned,), device=0)) == [0xa000]
+    raises(TypeError, "argument 0 (jaxlib._jax.ArrayImpl): the memory is on the CPU; a kernel "
+           "needs CUDA device, pinned (CUDA host) or managed memory (JAX device cpu:100)",
+           lambda: kernarg.pack((ArrayImpl(0x7000, SingleDeviceSharding(Device(0, "cpu"))),)))
+    raises(TypeError, "argument 1 (jaxlib._jax.ArrayImpl): the memory is on the CPU; a kernel "
+           "needs CUDA device, pinned (CUDA host) or managed memory (JAX memory kind "
+           "'unpinned_host')", lambda: kernarg.pack(
+               (1, ArrayImpl(0x7000, SingleDeviceSharding(Device(0), "unpinned_host")))))
+    raises(TypeError, "argument 0 (jaxlib._jax.ArrayImpl): the JAX array is on gpu:100 "
+           "(platform rocm), not on a CUDA device",
+           lambda: kernarg.pack((ArrayImpl(0x7000, SingleDeviceSharding(Device(0, "gpu",
+                                                                               "rocm"))),)))
+    raises(ValueError, "argument 0 (jaxlib._jax.ArrayImpl): the JAX array is sharded over 2 "
+           "devices", lambda: kernarg.pack((ArrayImpl(0x7000, NamedSharding(Device(0),
+                                                                            Device(1))),)))
+    raises(RuntimeError, "argument 0 (jaxlib._jax.ArrayImpl): unsafe_buffer_pointer() raised "
+           "RuntimeError: UnsafeBufferPointer called on deleted or donated buffer",
+           lambda: kernarg.pack((ArrayImpl(0x7000, gpu0, deleted=True),)))
+    raises(TypeError, "argument 0 (jaxlib.xla_extension.ArrayImpl): the memory is on the CPU",
+           lambda: kernarg.pack((OldArrayImpl(),)))
+    # Immutable: read through const pointers, refused as outputs; the element type is checked.
+    sig = kernarg.Signature("const float* x, float* y")
+    assert ptrs(sig.pack((j0, None))) == [0x7000, 0]
+    raises(ValueError, "'y'", lambda: sig.pack((j0, j1)))
+    raises(TypeError, "'x'", lambda: sig.pack((ArrayImpl(0x7000, gpu0, "int32"), None)))
     print("ok")
 """)
 

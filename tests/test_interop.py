@@ -328,6 +328,18 @@ def test_torch_cpu_tensor_refused():
         kernarg.pack((torch.zeros(3),))
 
 
+def test_jax_cpu_array_refused():
+    # Before kernarg's JAX adapter, this reached JAX's __cuda_array_interface__, which raises
+    # AttributeError for CPU arrays: the error named the argument but not the CPU.
+    jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
+    x = jnp.zeros(3, jnp.float32)
+    with pytest.raises(TypeError, match=r"argument 1 \(jaxlib\..*ArrayImpl\): the memory is on "
+                                        r"the CPU.*\(JAX device .*\)"):
+        kernarg.pack((1, x))
+    with pytest.raises(TypeError, match="'x'.*on the CPU"):
+        kernarg.Signature("const float* x").pack((x,))
+
+
 def test_cuda_core_strided_memory_view_of_host_memory_refused():
     # cuda.core >= 1.x views carry the DLPack C exchange API, older ones take kernarg's adapter:
     # either way a view of host memory is refused, and the view of any argument is named.

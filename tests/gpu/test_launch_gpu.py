@@ -392,8 +392,8 @@ COPY = r"""extern "C" __global__ void copy(const float* x, float* y, int n) {
 
 def test_jax_arrays_are_read_by_kernels_and_refused_as_outputs(ctx):
     # JAX arrays are immutable: their CUDA Array Interface says read-only (jax 0.11 on an H100),
-    # so a typed kernel may read one through a const pointer and may not take it for a pointer
-    # it could write through.
+    # and kernarg's JAX adapter marks them so: a typed kernel may read one through a const
+    # pointer and may not take it for a pointer it could write through.
     jnp = pytest.importorskip("jax.numpy")
     j = jnp.arange(64, dtype=jnp.float32) * 2
     j.block_until_ready()   # JAX's stream is its own; this test is about access, not waiting
@@ -407,6 +407,12 @@ def test_jax_arrays_are_read_by_kernels_and_refused_as_outputs(ctx):
     check(driver.cuMemsetD8(out.ptr, 0, 64 * 4))
     kernarg.Kernel.from_handle(copy.handle).launch(1, 64, j, out, np.int32(64))   # untyped
     assert np.frombuffer(out.read(), np.float32).tolist() == [2.0 * i for i in range(64)]
+    # kernarg's JAX adapter reads the address JAX's own interface exports, and takes bfloat16
+    # arrays, for which JAX's interface raises.
+    address = int.from_bytes(bytes(kernarg.pack((j,))), "little")
+    assert address == j.__cuda_array_interface__["data"][0]
+    half = jnp.ones(4, jnp.bfloat16)
+    assert kernarg.Signature("const __nv_bfloat16* x").pack((half,)).args[0] is half
 
 
 def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
