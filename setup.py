@@ -52,7 +52,7 @@ def header_types(pxd):
     "does not name a type" deep in generated code."""
     import re
 
-    from_cuda_h = set()
+    from_cuda_h = {}        # Cython name -> C name (a quoted C name, where one is given)
     in_cuda_h = False
     for line in pxd.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
@@ -60,11 +60,12 @@ def header_types(pxd):
         if not line[0].isspace():
             in_cuda_h = re.match(r"cdef extern from ['\"]cuda\.h['\"]", line) is not None
             continue
-        m = re.match(r"\s+(?:cdef|ctypedef)\s+(?:struct|union|enum)\s+(\w+)", line)
+        m = re.match(r"\s+(?:cdef|ctypedef)\s+(?:struct|union|enum)\s+(\w+)"
+                     r"(?:\s+['\"](\w+)['\"])?", line)
         if in_cuda_h and m:
-            from_cuda_h.add(m.group(1))
+            from_cuda_h[m.group(1)] = m.group(2) or m.group(1)
     used = re.findall(r"^ctypedef\s+(\w+)\s", pxd, re.M)
-    return sorted(set(used) & from_cuda_h)
+    return sorted({from_cuda_h[name] for name in used if name in from_cuda_h})
 
 
 def missing_types(include_dir, types):

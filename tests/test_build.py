@@ -23,12 +23,15 @@ cdef extern from 'cuda.h':
     cdef struct CUold_st:
         int y
     ctypedef CUold_st CUold_v1
+    cdef struct CUalias_st "CUreal_st":
+        int w
 
 cdef extern from "":
     cdef struct CUlocal_st:
         pass
 
 ctypedef CUnew_st CUnew_v1
+ctypedef CUalias_st CUalias_v1
 ctypedef CUlocal_st* CUlocal
 ctypedef unsigned int GLuint
 
@@ -41,8 +44,9 @@ ctypedef CUown_st CUown_v1
 
 def test_header_types_are_the_cuda_h_types_named_outside_the_extern_blocks(build):
     # CUold_st is typedef'd inside its extern block (cuda.h's own typedef); CUlocal_st comes
-    # from an extern "" block and CUown_st from the .pxd itself: none needs cuda.h.
-    assert build.header_types(PXD) == ["CUnew_st"]
+    # from an extern "" block and CUown_st from the .pxd itself: none needs cuda.h. A struct
+    # with a C name of its own is looked for under that name.
+    assert build.header_types(PXD) == ["CUnew_st", "CUreal_st"]
 
 
 def test_missing_types_reads_the_header(build, tmp_path):
@@ -72,7 +76,7 @@ def test_an_older_header_is_refused_with_the_fix(build, tmp_path, monkeypatch):
     monkeypatch.setattr(build, "_cydriver_pxd", lambda: ("cydriver.pxd", PXD))
     monkeypatch.setattr(os.path, "exists", _only_under(str(tmp_path)))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
-    with pytest.raises(RuntimeError, match=r"CUnew_st missing from .*include \(CUDA "
+    with pytest.raises(RuntimeError, match=r"CUnew_st, CUreal_st missing from .*include \(CUDA "
                                            rf"{major}\.0\).*nvidia-cuda-runtime>="):
         build.cuda_include()
 
