@@ -118,3 +118,50 @@ def test_bound_launches_hold_and_release_their_arguments():
     gc.collect()
     assert _own_refcounts(args) == before
     assert dlpack.exported == dlpack.deleted == 20_000
+
+
+class _Device:
+    def __init__(self, platform):
+        self.platform, self.client = platform, type("Client", (), {"platform": "cuda"})()
+        self.id = self.local_hardware_id = 0
+
+
+class _Sharding:
+    def __init__(self, platform):
+        self._device, self.memory_kind = _Device(platform), "device"
+
+
+class ArrayImpl:
+    """Stands in for jaxlib's array type (recognised by module and name): the JAX adapter's
+    success path, and its refusals of CPU arrays and deleted ones."""
+
+    def __init__(self, platform="gpu", deleted=False):
+        self.sharding, self.deleted, self.dtype = _Sharding(platform), deleted, np.dtype("f4")
+
+    def unsafe_buffer_pointer(self):
+        if self.deleted:
+            raise RuntimeError("deleted")
+        return 0x5000
+
+
+ArrayImpl.__module__ = "jaxlib._jax"
+
+
+def test_jax_adapter_paths_do_not_leak():
+    good, cpu, deleted = ArrayImpl(), ArrayImpl("cpu"), ArrayImpl(deleted=True)
+    sig = kernarg.Signature("const float* x")
+    objs = (good, good.sharding, cpu, cpu.sharding, deleted)
+    before = [sys.getrefcount(o) for o in objs]
+    for _ in range(100_000):
+        kernarg.pack((good, good))
+        sig.pack((good,))
+        for bad in (cpu, deleted):
+            try:
+                kernarg.pack((bad,))
+            except (TypeError, RuntimeError):
+                pass
+    del bad
+    gc.collect()
+    # The adapter keeps one reference to the last sharding it accepted: the deleted array's,
+    # which is not among these.
+    assert [sys.getrefcount(o) for o in objs] == before
