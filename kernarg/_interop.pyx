@@ -1109,6 +1109,11 @@ cdef int _jax_pointer(object obj, Py_ssize_t index, object stream, PtrResult* r,
     except AttributeError:
         # A JAX whose arrays or devices lack what is read above: its protocols decide.
         return _consume_dlpack(obj, index, stream, r)
+    except Exception as exc:
+        if str(exc).startswith(_describe(index, obj)):      # kernarg's own refusals
+            raise
+        _reraise(exc, f"{_describe(index, obj)}: reading the JAX array's sharding raised "
+                      f"{type(exc).__name__}: {exc}")
     try:
         address = obj.unsafe_buffer_pointer()
     except Exception as exc:        # a deleted or donated array, for one

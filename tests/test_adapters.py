@@ -195,6 +195,15 @@ SCRIPT = textwrap.dedent("""
     raises(RuntimeError, "argument 0 (jaxlib._jax.ArrayImpl): unsafe_buffer_pointer() raised "
            "RuntimeError: UnsafeBufferPointer called on deleted or donated buffer",
            lambda: kernarg.pack((ArrayImpl(0x7000, gpu0, deleted=True),)))
+    class BrokenSharding:
+        def __init__(self, device):
+            self._device = device
+        @property
+        def memory_kind(self):
+            raise ValueError("no memory kind")
+    raises(ValueError, "argument 2 (jaxlib._jax.ArrayImpl): reading the JAX array's sharding "
+           "raised ValueError: no memory kind",
+           lambda: kernarg.pack((1, 2, ArrayImpl(0x7000, BrokenSharding(Device(0))))))
     raises(TypeError, "argument 0 (jaxlib.xla_extension.ArrayImpl): the memory is on the CPU",
            lambda: kernarg.pack((OldArrayImpl(),)))
     # Immutable: read through const pointers, refused as outputs; the element type is checked.
