@@ -7,8 +7,8 @@ Everything here runs once per *type* (``classify``) or once per pointer-like arg
 - CUDA Array Interface v0-v3 consumer (numba.readthedocs.io, "CUDA Array Interface").
 - DLPack consumer for legacy (``dltensor``) and versioned (``dltensor_versioned``) capsules,
   following the Python specification of ``__dlpack__``/``__dlpack_device__``.
-- Per-library adapters (torch, CuPy, numba-cuda, cuda.core) recognised by module and class name,
-  so none of those libraries is ever imported by kernarg.
+- Per-library adapters (torch, CuPy, numba-cuda, cuda.core, JAX) recognised by module and class
+  name, so none of those libraries is ever imported by kernarg.
 - The ``kernarg.register`` registry.
 """
 from cpython.buffer cimport PyObject_CheckBuffer
