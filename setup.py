@@ -103,7 +103,8 @@ def cuda_include():
     matching = [d for d in cuda_dirs if (_cuda_version(d) or (None,))[0] == major]
     # Of those, one that declares every type cydriver takes from it (see header_types).
     types = header_types(pxd)
-    complete = [d for d in matching if not missing_types(d, types)]
+    missing = {d: missing_types(d, types) for d in matching}
+    complete = [d for d in matching if not missing[d]]
     if matching and not complete:
         from importlib.metadata import version
 
@@ -112,7 +113,7 @@ def cuda_include():
         newest = ".".join(bindings.split(".")[:2])
         raise RuntimeError(
             f"cuda-bindings {bindings}'s cydriver.pxd names CUDA types that no cuda.h found "
-            f"declares ({', '.join(missing_types(matching[0], types))} missing from {found}): "
+            f"declares ({', '.join(missing[matching[0]])} missing from {found}): "
             f"the headers are older than the bindings. Install matching ones, pip install "
             f"'nvidia-cuda-runtime>={newest}' (or 'cuda-bindings' of the headers' version), "
             "or build with pip's default build isolation, which installs both afresh")

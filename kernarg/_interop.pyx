@@ -1114,6 +1114,8 @@ cdef int _jax_pointer(object obj, Py_ssize_t index, object stream, PtrResult* r,
             raise
         _reraise(exc, f"{_describe(index, obj)}: reading the JAX array's sharding raised "
                       f"{type(exc).__name__}: {exc}")
+    # _address_from's call-and-name, written out: through it, the method would cost a Python
+    # function call more per argument.
     try:
         address = obj.unsafe_buffer_pointer()
     except Exception as exc:        # a deleted or donated array, for one
