@@ -554,9 +554,19 @@ cdef bint _is_int_sequence(object shape):
     return True
 
 
-cdef int _consume_cai(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+cdef int _consume_cai(object obj, Py_ssize_t index, object stream, PtrResult* r,
+                      bint want_dtype) except -1:
     try:
         cai = obj.__cuda_array_interface__
+    except AttributeError as exc:
+        # A property that raises AttributeError says this object has no interface (that is
+        # what hasattr() reads): producers do so for memory a kernel cannot reach (JAX and
+        # torch for CPU arrays, CuPy on ROCm). If the object speaks DLPack, its device query
+        # says where the memory is, and the refusal (or the pointer) comes from there.
+        if getattr(type(obj), "__dlpack_device__", None) is not None:
+            return _consume_dlpack(obj, index, stream, r)
+        _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
+                      f"{type(exc).__name__}: {exc}")
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
                       f"{type(exc).__name__}: {exc}")
@@ -1097,7 +1107,7 @@ cdef int _jax_ordinal(object sharding, Py_ssize_t index, object obj) except -2:
 cdef int _jax_pointer(object obj, Py_ssize_t index, object stream, PtrResult* r,
                       bint want_dtype) except -1:
     global _jax_last
-    cdef int ordinal
+    cdef int ordinal = -1
     cdef tuple last = _jax_last
     try:
         sharding = obj.sharding
@@ -1192,12 +1202,12 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
         return _address_from(int, obj, index, "int() of the PyCUDA pointer",
                              "int() of the PyCUDA pointer", r)
     if kind == KIND_CAI:
-        return _consume_cai(obj, index, r, want_dtype)
+        return _consume_cai(obj, index, stream, r, want_dtype)
     if kind == KIND_DLPACK:
         return _consume_dlpack(obj, index, stream, r)
     # KIND_PROBE: the protocols may be instance attributes rather than on the type.
     if hasattr(obj, "__cuda_array_interface__"):
-        return _consume_cai(obj, index, r, want_dtype)
+        return _consume_cai(obj, index, stream, r, want_dtype)
     if hasattr(obj, "__dlpack__"):
         return _consume_dlpack(obj, index, stream, r)
     return _unsupported(index, obj)

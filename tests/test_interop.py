@@ -160,6 +160,41 @@ def test_protocol_errors_name_the_argument_whatever_the_exception_class(exc):
         assert info.value.__cause__ is exc
 
 
+class _NoInterfaceHere(DLPackProducer):
+    """A producer whose CUDA Array Interface property raises AttributeError for this array
+    (as JAX's and torch's do for CPU arrays) but whose DLPack export says where it lives."""
+
+    @property
+    def __cuda_array_interface__(self):
+        raise AttributeError("no CUDA Array Interface for this array")
+
+
+def test_cai_attribute_error_defers_to_the_dlpack_device():
+    # hasattr() semantics: an AttributeError means the object has no interface, so the DLPack
+    # device query decides. On the CPU, that is the CPU message, not "reading ... raised".
+    with pytest.raises(TypeError, match=r"argument 1 \(.*_NoInterfaceHere\): the memory is on "
+                                        r"the CPU.*kDLCPU"):
+        kernarg.pack((1, _NoInterfaceHere(PTR, device=(1, 0))))
+    with pytest.raises(TypeError, match=r"argument 0 .*DLPack device kDLROCM"):
+        kernarg.pack((_NoInterfaceHere(PTR, device=(10, 0)),))
+    # On a CUDA device, the pointer comes from the DLPack export, its deleter run on release.
+    deletes = len(double_deletes())
+    producer = _NoInterfaceHere(PTR, byte_offset=64)
+    block = kernarg.pack((producer,), stream=0x1234)
+    assert ptr_of(block) == PTR + 64
+    assert producer.streams == [0x1234] and producer.exported == 1
+    del block
+    gc.collect()
+    assert producer.deleted == 1 and len(double_deletes()) == deletes
+
+
+def test_cai_attribute_error_without_dlpack_names_the_argument():
+    with pytest.raises(AttributeError, match=r"argument 0 .*reading __cuda_array_interface__ "
+                                             r"raised AttributeError: gone") as info:
+        kernarg.pack((CAIObject(AttributeError("gone")),))
+    assert isinstance(info.value.__cause__, AttributeError)
+
+
 class _Untruthful:
     def __bool__(self):
         raise ZeroDivisionError("no truth value")
