@@ -102,6 +102,28 @@ def test_error_paths_do_not_leak():
     assert [sys.getrefcount(a) for a in args] == before
 
 
+class _NoInterfaceHere(QuietProducer):
+    @property
+    def __cuda_array_interface__(self):
+        raise AttributeError("no CUDA Array Interface for this array")
+
+
+def test_cai_attribute_error_fallback_does_not_leak():
+    # The CUDA Array Interface's AttributeError, caught, then DLPack: a pointer on CUDA, the
+    # CPU refusal on the host. Neither keeps the exception, the producer or a capsule.
+    gpu, cpu = _NoInterfaceHere(0x3000), _NoInterfaceHere(0x3000, device=(1, 0))
+    before = [sys.getrefcount(gpu), sys.getrefcount(cpu)]
+    for _ in range(50_000):
+        kernarg.pack((gpu, 1))
+        try:
+            kernarg.pack((1, cpu))
+        except TypeError:
+            pass
+    gc.collect()
+    assert gpu.exported == gpu.deleted == 50_000
+    assert [sys.getrefcount(gpu), sys.getrefcount(cpu)] == before
+
+
 def test_bound_launches_hold_and_release_their_arguments():
     # bind() packs once and holds the block; close() or collection lets go of it (and of the
     # DLPack tensor, whose deleter then runs once).
