@@ -20,7 +20,8 @@ def plot(results: dict, path: str) -> None:
     launch = results["launch"]
     rows = launch["rows"]
     names = list(dict.fromkeys(k[:-3] for row in rows for k in row
-                               if k.endswith("_ns") and k != "cpp_floor_min_ns"))
+                               if k.endswith("_ns") and k != "cpp_floor_min_ns"
+                               and not k.startswith(("C loop Ex", "C loop checked"))))
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     for name in names:
         points = [(row["nargs"], row[f"{name}_ns"] / 1000) for row in rows if f"{name}_ns" in row]

@@ -73,10 +73,11 @@ def launch(section: dict) -> list[str]:
     cuda.core >= 2x kernarg.launch). The floor of the ratios is the in-process "C loop" where
     the run has one (and then cuda.core's overhead above it over kernarg.launch's is shown
     too); results recorded before it existed were taken against the C++ floor."""
-    from kernarg._bench_launch import FLOOR, contender_names
+    from kernarg._bench_launch import FLOOR, FLOOR_CHECKED, FLOOR_EX, contender_names
 
     rows = section["rows"]
-    names = contender_names(rows)
+    # The floor's variants get a table of their own (below), not columns here.
+    names = [name for name in contender_names(rows) if name not in (FLOOR_EX, FLOOR_CHECKED)]
     in_process = any(f"{FLOOR}_ns" in row for row in rows)
     floor = FLOOR if in_process else "C++ floor"
     ratios = [("prepared_over_floor", f"prepared / {floor}"),
@@ -93,6 +94,13 @@ def launch(section: dict) -> list[str]:
         cells.append(_ns(row.get("cpp_floor_ns")))
         cells += [_x(row.get(key)) for key, _ in ratios]
         lines.append(f"| {row['nargs']} | " + " | ".join(cells) + " |")
+    if any("checked_over_floor" in row for row in rows):
+        lines += ["", f"A bound launch above {FLOOR}, in parts (medians of per-round ratios):",
+                  "", f"| args | {FLOOR_EX} / {FLOOR} | {FLOOR_CHECKED} / {FLOOR} | "
+                  f"kernarg bound / {FLOOR_CHECKED} |", "|---:|---:|---:|---:|"]
+        lines += [f"| {row['nargs']} | {_x(row.get('ex_over_floor'))} | "
+                  f"{_x(row.get('checked_over_floor'))} | {_x(row.get('bound_over_checked'))} |"
+                  for row in rows]
     extras = section.get("launch_extras_ns")
     if extras:
         lines += ["", "Each launch also pays: " + ", ".join(

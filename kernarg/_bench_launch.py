@@ -68,6 +68,8 @@ def _written_out(call: str, args: tuple, **names):
 
 
 FLOOR = "C loop"     # the in-process floor contender (see _contenders)
+FLOOR_EX = "C loop Ex"              # the same loop calling cuLaunchKernelEx
+FLOOR_CHECKED = "C loop checked"    # ... with kernarg's per-launch checks in C
 
 
 class WholeBurst:
@@ -139,9 +141,14 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
     # The floor, in this process: the bound block launched BURST times by cuLaunchKernel in a
     # C loop. Interleaved with the rest in every round, so the ratios to it are side by side;
     # the nvcc-built loop (_cpp_floor) runs in a process of its own, as a cross-check.
-    from kernarg._launch import _c_launch_loop
+    from kernarg._launch import C_LOOP_CHECKED, C_LOOP_EX, _c_launch_loop
 
-    out[FLOOR] = WholeBurst(lambda bound=out["kernarg bound"]: _c_launch_loop(bound, BURST))
+    bound = out["kernarg bound"]
+    out[FLOOR] = WholeBurst(lambda: _c_launch_loop(bound, BURST))
+    # The floor's variants (see _c_launch_loop), to split the bound launch's cost above it:
+    # the driver's cuLaunchKernelEx against its cuLaunchKernel, then kernarg's C-side checks.
+    out[FLOOR_EX] = WholeBurst(lambda: _c_launch_loop(bound, BURST, C_LOOP_EX))
+    out[FLOOR_CHECKED] = WholeBurst(lambda: _c_launch_loop(bound, BURST, C_LOOP_CHECKED))
     if tensor is not None and n:
         # torch's current stream is the benchmark stream (see run), so the tensors' producer
         # stream is the launch stream and no event wait is added.
@@ -340,10 +347,16 @@ def run(rounds: int = 21, bursts: int = 30, file=None) -> dict:
         for key, name in (("prepared_over_floor", "kernarg prepared"),
                           ("launch_over_floor", "kernarg.launch"),
                           ("bound_over_floor", "kernarg bound"),
-                          ("cuda_core_over_floor", "cuda.core launch")):
+                          ("cuda_core_over_floor", "cuda.core launch"),
+                          ("ex_over_floor", FLOOR_EX),
+                          ("checked_over_floor", FLOOR_CHECKED)):
             value = _ratio(times, name, FLOOR)
             if value is not None:
                 row[key] = value
+        # Above the checked loop, a bound launch is the Python call and kernarg's Cython code.
+        value = _ratio(times, "kernarg bound", FLOOR_CHECKED)
+        if value is not None:
+            row["bound_over_checked"] = value
         if floor is not None:
             row["cpp_floor_ns"], row["cpp_floor_min_ns"] = floor
             for key, name in (("prepared_over_cpp_floor", "kernarg prepared"),
@@ -398,6 +411,15 @@ def print_table(result: dict, file=None) -> None:
               f"{row.get('launch_over_floor', float('nan')):14.2f}"
               f"{row.get('cuda_core_over_kernarg', float('nan')):26.2f}"
               f"{row.get('cuda_core_overhead_over_kernarg', float('nan')):18.2f}", file=file)
+    if any("checked_over_floor" in row for row in rows):
+        print(f"\nabove the floor: {FLOOR_EX} (the driver's cuLaunchKernelEx), {FLOOR_CHECKED} "
+              "(+ kernarg's C checks), kernarg bound over the checked loop (the Python call)",
+              file=file)
+        print("args      Ex/floor  checked/floor  bound/checked", file=file)
+        for row in rows:
+            print(f"{row['nargs']:4d}{row.get('ex_over_floor', float('nan')):14.2f}"
+                  f"{row.get('checked_over_floor', float('nan')):15.2f}"
+                  f"{row.get('bound_over_checked', float('nan')):15.2f}", file=file)
     extras = result.get("launch_extras_ns")
     if extras:
         print("each launch also pays (ns): " + ", ".join(f"{k} {v:.0f}" for k, v in extras.items()),

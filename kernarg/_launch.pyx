@@ -1375,30 +1375,74 @@ cdef class BoundLaunch:
         return False
 
 
-def _c_launch_loop(BoundLaunch bound, Py_ssize_t count):
-    """The launch floor, measured in this process: ``count`` ``cuLaunchKernel`` calls of
-    ``bound``'s kernel, block, grid and stream in a C loop with the GIL released, nothing
-    between them -- what benchmarks/launch/launch_floor.cu does in a process of its own, but
-    here interleaved with the Python launchers in the same context, stream and rounds, so a
-    ratio to it is taken side by side. For the launch benchmark only."""
+C_LOOP_PLAIN = 0        # cuLaunchKernel alone: the floor
+C_LOOP_EX = 1           # cuLaunchKernelEx with the same config and no attributes
+C_LOOP_CHECKED = 2      # ... plus what kernarg's launch does in C around it, every launch
+
+
+def _c_launch_loop(BoundLaunch bound, Py_ssize_t count, int variant=C_LOOP_PLAIN):
+    """The launch floor, measured in this process: ``count`` launches of ``bound``'s kernel,
+    block, grid and stream in a C loop with the GIL released, nothing between them -- what
+    benchmarks/launch/launch_floor.cu does in a process of its own, but here interleaved with
+    the Python launchers in the same context, stream and rounds, so a ratio to it is taken side
+    by side. For the launch benchmark only.
+
+    ``variant`` splits a bound launch's cost above the floor into its parts: C_LOOP_PLAIN calls
+    ``cuLaunchKernel``; C_LOOP_EX ``cuLaunchKernelEx`` (what kernarg calls), so the driver's
+    own difference between the two shows; C_LOOP_CHECKED adds, per launch, the context check,
+    the capture query and the GIL release and re-take that kernarg's launch makes. A bound
+    launch above C_LOOP_CHECKED is then the Python call and the Cython code around it."""
     cdef ParamBlock blk = bound._blk
     if blk is None:
         raise ValueError("this BoundLaunch is closed")
+    if variant not in (C_LOOP_PLAIN, C_LOOP_EX, C_LOOP_CHECKED):
+        raise ValueError(f"variant {variant} is not C_LOOP_PLAIN, C_LOOP_EX or C_LOOP_CHECKED")
     cdef const Dims* d = &bound.config._d
     cdef cydriver.CUfunction f = bound._kernel._func
     cdef cydriver.CUstream s = <cydriver.CUstream><uintptr_t>bound.stream
     cdef void** argv = blk.st.argv
     cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS
+    cdef cydriver.CUlaunchConfig config
+    cdef cydriver.CUcontext current
+    cdef Capture capture
     cdef Py_ssize_t _i
     _ensure_driver()
     _enter_context(bound._kernel)
-    with nogil:
+    memset(&config, 0, sizeof(config))
+    config.gridDimX = d.grid[0]
+    config.gridDimY = d.grid[1]
+    config.gridDimZ = d.grid[2]
+    config.blockDimX = d.block[0]
+    config.blockDimY = d.block[1]
+    config.blockDimZ = d.block[2]
+    config.sharedMemBytes = d.shmem
+    config.hStream = s
+    if variant == C_LOOP_PLAIN:
+        with nogil:
+            for _i in range(count):
+                err = cydriver.cuLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
+                                              d.block[1], d.block[2], d.shmem, s, argv, NULL)
+                if err != cydriver.CUDA_SUCCESS:
+                    break
+        _check(err, "cuLaunchKernel")
+    elif variant == C_LOOP_EX:
+        with nogil:
+            for _i in range(count):
+                err = cydriver.cuLaunchKernelEx(&config, f, argv, NULL)
+                if err != cydriver.CUDA_SUCCESS:
+                    break
+        _check(err, "cuLaunchKernelEx")
+    else:
         for _i in range(count):
-            err = cydriver.cuLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
-                                          d.block[1], d.block[2], d.shmem, s, argv, NULL)
+            err = cydriver.cuCtxGetCurrent(&current)
             if err != cydriver.CUDA_SUCCESS:
                 break
-    _check(err, "cuLaunchKernel")
+            _capture_of(s, &capture)
+            with nogil:
+                err = cydriver.cuLaunchKernelEx(&config, f, argv, NULL)
+            if err != cydriver.CUDA_SUCCESS:
+                break
+        _check(err, "cuLaunchKernelEx")
 
 
 def _entry_name(str ptx, str name):

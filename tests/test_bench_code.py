@@ -125,6 +125,24 @@ def test_launch_table_prints_the_per_launch_extras():
     assert "cuCtxGetCurrent 10" in text and "cuStreamGetCaptureInfo 41" in text
 
 
+def test_launch_table_splits_the_bound_launch_above_the_floor():
+    import io
+
+    from kernarg import _bench_launch
+
+    row = {"nargs": 16, "kernarg bound_ns": 4100.0, "C loop_ns": 4000.0,
+           "ex_over_floor": 1.01, "checked_over_floor": 1.02, "bound_over_checked": 1.03}
+    out = io.StringIO()
+    _bench_launch.print_table({"device": "stand-in", "rows": [row]}, file=out)
+    text = out.getvalue()
+    assert "C loop Ex" in text and "C loop checked" in text
+    assert "1.01" in text and "1.02" in text and "1.03" in text
+    # Without those ratios (results recorded before the variants), no split is printed.
+    out = io.StringIO()
+    _bench_launch.print_table({"device": "stand-in", "rows": [{"nargs": 16}]}, file=out)
+    assert "C loop checked" not in out.getvalue()
+
+
 def test_readme_tables_match_the_committed_benchmark_results():
     # The README's packing tables are benchmarks/readme_tables.py's rendering of the committed
     # JSON: re-recording the benchmark without regenerating them (or editing them by hand)

@@ -855,6 +855,27 @@ def test_bound_launch_relaunches_its_packed_arguments(ctx):
     assert _destroy_graph_and_wait(exe, graph, lambda: alive() is None)
 
 
+def test_benchmark_floor_loops_launch_the_bound_block(ctx):
+    # The launch benchmark's in-process floors (kernarg._launch._c_launch_loop): each variant
+    # must really launch the bound kernel with its block, or the floor it times is not one.
+    from kernarg._launch import C_LOOP_CHECKED, C_LOOP_EX, C_LOOP_PLAIN, _c_launch_loop
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    bound = k.prepare(1, 32, stream=stream).bind(out, 2.5, 32)
+    for variant in (C_LOOP_PLAIN, C_LOOP_EX, C_LOOP_CHECKED):
+        check(driver.cuMemsetD32(out.ptr, 0, 32))
+        _c_launch_loop(bound, 3, variant)
+        check(driver.cuStreamSynchronize(stream))
+        assert (np.frombuffer(out.read(), np.float32) == 2.5).all(), variant
+    with pytest.raises(ValueError, match="variant 7"):
+        _c_launch_loop(bound, 1, 7)
+    bound.close()
+    with pytest.raises(ValueError, match="closed"):
+        _c_launch_loop(bound, 1)
+
+
 def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
     typed = kernarg.Kernel.from_source(WRITE, "fill")
     raw = kernarg.Kernel.from_handle(typed.handle, device=0)    # no signature
