@@ -54,19 +54,42 @@ cdef struct Dims:
     bint cooperative                # a cooperative launch: all blocks must be co-resident
 
 
+cdef bint _is_bool(object v):
+    # numpy's bool scalar (numpy.bool_; named "bool" since numpy 2) converts to an index with a
+    # warning on numpy 1.x: a truth value is not a size, whatever numpy says.
+    t = type(v)
+    return isinstance(v, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
+
+
+cdef object _index(object v, str what):
+    """``v`` as an int: a Python int, or any integer that says so through ``__index__`` (numpy
+    and CuPy integer scalars, a 0-d integer array); never a bool or a float."""
+    if _is_bool(v):
+        raise TypeError(f"{what} must be an int, got {type(v).__name__}")
+    if isinstance(v, int):
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {type(v).__name__}") from None
+
+
 def _dims(value, str what, limits):
     """Normalise a grid/block/cluster value to a 3-tuple of positive ints within ``limits``."""
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got bool")
-    if isinstance(value, int):
-        dims = (value, 1, 1)
-    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3:
+    if isinstance(value, (tuple, list)):
+        if not 1 <= len(value) <= 3:
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
         dims = tuple(value) + (1,) * (3 - len(value))
+    elif _is_bool(value):
+        raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got bool")
     else:
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+        try:
+            dims = (_index(value, what), 1, 1)
+        except TypeError:
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, "
+                            f"got {value!r}") from None
+    dims = tuple(_index(d, f"{what}[{axis}]") for axis, d in enumerate(dims))
     for axis, (d, limit) in enumerate(zip(dims, limits)):
-        if isinstance(d, bool) or not isinstance(d, int):
-            raise TypeError(f"{what}[{axis}] must be an int, got {type(d).__name__}")
         if not 1 <= d <= limit:
             raise ValueError(f"{what}[{axis}] is {d}; it must be between 1 and {limit}")
     return dims
@@ -118,10 +141,14 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
                          f"the limit is {MAX_BLOCK_THREADS}")
     if type(shmem) is int and kernarg_small_int(<PyObject*>shmem, &sh) and 0 <= sh < 2**32:
         d.shmem = <unsigned int>sh
-    elif isinstance(shmem, bool) or not isinstance(shmem, int) or not 0 <= shmem < 2**32:
-        raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, got {shmem!r}")
     else:
-        d.shmem = shmem
+        try:
+            value = _index(shmem, "shmem")
+        except TypeError:
+            value = None
+        if value is None or not 0 <= value < 2**32:
+            raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, got {shmem!r}")
+        d.shmem = <unsigned int>value
     return 0
 
 

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -52,6 +53,14 @@ DIMS_ERRORS = [
     (dict(grid=1, block=1, shmem=-1), ValueError, "shmem"),
     (dict(grid=1, block=1, shmem=2**32), ValueError, "shmem"),
     (dict(grid=1, block=1, shmem=True), ValueError, "shmem"),
+    # numpy's bool converts to an index (with a warning, on numpy 1.x): still not a size.
+    (dict(grid=np.True_, block=1), TypeError, "bool"),
+    (dict(grid=(2, np.True_), block=1), TypeError, r"grid\[1\] must be an int, got bool"),
+    (dict(grid=1, block=1, shmem=np.True_), ValueError, "shmem"),
+    (dict(grid=np.float64(2), block=1), TypeError, "grid must be an int"),
+    (dict(grid=np.arange(2), block=1), TypeError, r"tuple of 1 to 3 ints, got array\(\[0, 1\]\)"),
+    (dict(grid=np.int64(0), block=1), ValueError, r"grid\[0\] is 0"),
+    (dict(grid=1, block=1, shmem=np.int64(-1)), ValueError, "shmem"),
 ]
 
 
@@ -91,14 +100,17 @@ class _Dim(int):
 @pytest.mark.parametrize("grid, block", [
     (1, 1), ((2,), (32, 2)), ((2, 3), (4, 4, 4)), ([2, 3, 4], [8, 8]), (2**31 - 1, 1024),
     (2**30 + 5, (1, 1024)), (_Dim(3), (_Dim(2), 2)), ((65535, 65535, 65535), (1, 1, 64)),
+    # Integers that are not Python ints: numpy scalars, a 0-d integer array (all __index__).
+    (np.int64(4), (np.int32(32), np.uint16(2))), ([np.uint8(2), 3], np.array(64)),
 ])
 def test_launch_accepts_what_launch_config_accepts(grid, block):
     def norm(v):
         v = tuple(v) if isinstance(v, (tuple, list)) else (v,)
         return v + (1,) * (3 - len(v))
 
-    cfg = kernarg.LaunchConfig(grid, block, shmem=2**32 - 1)
+    cfg = kernarg.LaunchConfig(grid, block, shmem=np.uint32(2**32 - 1))
     assert cfg.grid == norm(grid) and cfg.block == norm(block) and cfg.shmem == 2**32 - 1
+    assert all(type(v) is int for v in cfg.grid + cfg.block)
     k = kernarg.Kernel.from_handle(0x1234)
     if not HAS_DRIVER:       # everything was accepted: only the driver is missing
         with pytest.raises(kernarg.NoDriverError):
@@ -319,7 +331,8 @@ def test_untyped_packs_are_checked_against_the_drivers_parameter_layout():
 
 
 _DIM = st.one_of(st.integers(-3, 2**31 + 3), st.booleans(), st.floats(0, 4),
-                 st.sampled_from([2**30 - 1, 2**30, 2**30 + 1, 65535, 65536, 1024, 1025, 64, 65]))
+                 st.sampled_from([2**30 - 1, 2**30, 2**30 + 1, 65535, 65536, 1024, 1025, 64, 65]),
+                 st.integers(-3, 2**31 + 3).map(np.int64), st.booleans().map(np.bool_))
 _DIMS = st.one_of(_DIM, st.lists(_DIM, min_size=0, max_size=4).map(tuple),
                   st.lists(_DIM, min_size=1, max_size=3))
 
@@ -332,13 +345,15 @@ def _reference(grid, block, shmem):
     b = _dims(block, "block", _BLOCK_LIMITS)
     if b[0] * b[1] * b[2] > 1024:
         raise ValueError("threads")
-    if isinstance(shmem, bool) or not isinstance(shmem, int) or not 0 <= shmem < 2**32:
+    if isinstance(shmem, (bool, np.bool_)) or not isinstance(shmem, (int, np.integer)) \
+            or not 0 <= shmem < 2**32:
         raise ValueError("shmem")
-    return g, b, shmem
+    return g, b, int(shmem)
 
 
 @settings(max_examples=400, deadline=None)
-@given(_DIMS, _DIMS, st.one_of(st.integers(-1, 2**32), st.booleans()))
+@given(_DIMS, _DIMS, st.one_of(st.integers(-1, 2**32), st.booleans(),
+                               st.integers(-1, 2**32).map(np.int64)))
 def test_fast_dimension_checks_agree_with_the_reference(grid, block, shmem):
     try:
         expected = _reference(grid, block, shmem)
