@@ -27,7 +27,8 @@ PER_THREAD_DEFAULT_STREAM = 2
 
 _ENV_PER_THREAD = "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"
 _ACCEPTED = (
-    "None, an int handle, an object with __cuda_stream__() returning (0, handle), "
+    "None, an int handle (or numpy integer), an object with __cuda_stream__() returning "
+    "(0, handle), "
     "a torch-style .cuda_stream int, a CuPy-style .ptr int, or cuda.bindings.driver.CUstream"
 )
 
@@ -120,10 +121,10 @@ def resolve_stream(obj):
     Parameters
     ----------
     obj
-        ``None`` (see :func:`default_stream`), an int handle, an object implementing the
-        ``__cuda_stream__`` protocol (returns ``(0, handle)``), a torch-style stream with
-        ``.cuda_stream``, a CuPy-style stream with ``.ptr``, a ``cuda.bindings.driver.CUstream``
-        or a cuda.core ``Stream``.
+        ``None`` (see :func:`default_stream`), an int handle (or a numpy integer scalar), an
+        object implementing the ``__cuda_stream__`` protocol (returns ``(0, handle)``), a
+        torch-style stream with ``.cuda_stream``, a CuPy-style stream with ``.ptr``, a
+        ``cuda.bindings.driver.CUstream`` or a cuda.core ``Stream``.
 
     Raises
     ------
@@ -179,6 +180,16 @@ cdef object _resolve(object obj):
     handle = getattr(obj, "ptr", None)
     if handle is not None:
         return _check_handle(handle, ".ptr", obj)
+    if t.__module__ == "numpy" and t.__name__ not in ("bool_", "bool") \
+            and hasattr(t, "__index__"):
+        # A handle kept in a numpy integer (an array of handles, for one). Not floats, not
+        # numpy's bool (which numpy 1.x lets through __index__ with a warning).
+        try:
+            handle = PyNumber_Index(obj)
+        except TypeError:       # an array of several values: not one handle
+            pass
+        else:
+            return _check_handle(handle, f"{t.__module__}.{t.__name__}", obj)
     raise TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
                     f"{_ACCEPTED}")
 

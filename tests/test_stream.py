@@ -1,6 +1,7 @@
 """kernarg.resolve_stream / use_stream / default-stream policy."""
 import threading
 
+import numpy as np
 import pytest
 
 import kernarg
@@ -31,6 +32,15 @@ def test_int_and_protocols():
     assert kernarg.resolve_stream(CupyLike()) == 0x2000
 
 
+def test_numpy_integer_handles():
+    # A handle kept in a numpy integer (an array of handles, say) is that handle.
+    assert kernarg.resolve_stream(np.uint64(2**64 - 1)) == 2**64 - 1
+    assert kernarg.resolve_stream(np.int32(0x77)) == 0x77
+    assert kernarg.resolve_stream(np.array(0x99, np.uint64)) == 0x99
+    assert type(kernarg.resolve_stream(np.uint64(5))) is int
+    assert kernarg.pack((1,), stream=np.uint64(0x1234)).nargs == 1
+
+
 def test_cuda_bindings_custream():
     from cuda.bindings import driver
 
@@ -44,6 +54,9 @@ def test_cuda_bindings_custream():
     (True, TypeError, "bool"), (-1, ValueError, "outside"), (2**64, ValueError, "outside"),
     ("stream", TypeError, "accepted"), (object(), TypeError, "accepted"),
     (1.0, TypeError, "accepted"),
+    (np.True_, TypeError, "accepted"), (np.float64(1), TypeError, "accepted"),
+    (np.array([1, 2], np.uint64), TypeError, "accepted"),
+    (np.int64(-1), ValueError, "stream handle -1 from numpy.int64 is outside"),
 ])
 def test_bad_streams(bad, exc, fragment):
     with pytest.raises(exc, match=None) as info:
