@@ -54,6 +54,12 @@ try:
     f = getattr(cs, "get_current_stream_ptr", None)
     if f:
         t("cupy stream.get_current_stream_ptr()", f)
+    from kernarg._interop import _cupy_stream_route
+    route, seconds = _cupy_stream_route(200000)
+    print(f"cupy: the adapter reads CuPy's current stream through its {route} route")
+    if seconds is not None:
+        label = "cupy C get_current_stream_ptr(), in a C loop"
+        print(f"{label:50s} {seconds / 200000 * 1e9:8.0f} ns")
     t("cupy CAI", lambda: a.__cuda_array_interface__)
     t("kernarg.pack((cupy,))", lambda: kernarg.pack((a,)))
     print("cupy capi:", sorted(getattr(cs, "__pyx_capi__", {}).keys())[:20])

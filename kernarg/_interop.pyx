@@ -39,6 +39,7 @@ cdef extern from "Python.h":
 
 import ctypes
 import sys
+import time
 
 __all__ = ["register", "registered_types", "DLPACK_MAX_VERSION"]
 
@@ -1042,6 +1043,26 @@ cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dty
     if want_dtype:
         _set_dtype_from_numpy(obj.dtype, r)
     return _cupy_record_stream(obj, index, r)
+
+
+def _cupy_stream_route(int calls=0):
+    """For the GPU breakdown benchmark (CuPy imported): which route the CuPy adapter reads
+    CuPy's current stream by -- ``"C API"`` (the function in cupy.cuda.stream's __pyx_capi__)
+    or ``"Python"`` -- and, when ``calls`` > 0 and the route is the C API, the time of
+    ``calls`` calls of that function in a C loop (seconds), i.e. CuPy's own cost of the
+    lookup without any Python call."""
+    cdef intptr_t handle = 0
+    cdef Py_ssize_t _i
+    if _cupy_stream_ptr is None:
+        _cupy_lookup()
+    if _cupy_stream_fn == NULL:
+        return "Python", None
+    if calls <= 0:
+        return "C API", None
+    t0 = time.perf_counter()
+    for _i in range(calls):
+        _cupy_call_stream_fn(&handle)
+    return "C API", time.perf_counter() - t0
 
 
 cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:

@@ -266,15 +266,21 @@ CUPY_SCRIPT = textwrap.dedent("""
             print("MemoryError:", exc)
         else:
             print(hex(block.producer_streams[0]), len(calls))
+    # What the GPU breakdown benchmark reports: the route, and the C function's time alone.
+    from kernarg._interop import _cupy_stream_route
+    print("route", _cupy_stream_route()[0])
+    if MODE == "C API":
+        route, seconds = _cupy_stream_route(100)
+        print("timed", route, seconds > 0, len(calls))
 """)
 
 
 @pytest.mark.parametrize("mode, expected", [
-    ("C API", ["0x880 0"] * 3),
+    ("C API", ["0x880 0"] * 3 + ["route C API", "timed C API True 0"]),
     ("raises", ["MemoryError: argument 1 (cupy.ndarray): CuPy's current stream could not be "
-                "read: MemoryError: "] * 3),
-    ("other signature", ["0x881 1", "0x881 2", "0x881 3"]),
-    ("no C API", ["0x881 1", "0x881 2", "0x881 3"]),
+                "read: MemoryError: "] * 3 + ["route C API"]),
+    ("other signature", ["0x881 1", "0x881 2", "0x881 3", "route Python"]),
+    ("no C API", ["0x881 1", "0x881 2", "0x881 3", "route Python"]),
 ])
 def test_cupy_current_stream(mode, expected):
     out = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + CUPY_SCRIPT],
