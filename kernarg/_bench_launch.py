@@ -14,6 +14,10 @@ Ratios are medians of per-round ratios, contenders interleaved within each round
 The floor is "C loop": the same kernel, arguments and stream launched by cuLaunchKernel in a C
 loop in this process (kernarg._launch._c_launch_loop), timed in the same rounds. kernarg itself
 calls cuLaunchKernelEx; any difference in the driver's cost of the two counts against kernarg.
+Two variants of that loop run beside it to say where a bound launch's time above the floor
+goes: "C loop Ex" calls cuLaunchKernelEx (the driver's share), "C loop checked" adds kernarg's
+per-launch C work (context check, capture query, GIL release); what a bound launch spends above
+"C loop checked" is the Python call and kernarg's Cython code around it.
 The first H100 run showed why an in-process floor is needed: against the nvcc-built loop in a
 process of its own (still run, as ``cpp_floor``), kernarg's ratios moved between rows by more
 than the 10% the goals are about (1.22x with no arguments, 0.97x with one), so a ratio between
