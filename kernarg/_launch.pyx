@@ -517,6 +517,25 @@ cdef inline int _enter_context(Kernel k) except -1:
     return 0
 
 
+cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims* d,
+                                     cydriver.CUstream stream,
+                                     cydriver.CUlaunchAttribute* attrs,
+                                     unsigned int nattrs) noexcept nogil:
+    """cuLaunchKernelEx's config for ``d`` on ``stream``: what a launch and the benchmark's
+    floor loops (_c_launch_loop) both pass, so that the floor times the same call."""
+    memset(config, 0, sizeof(config[0]))     # fields a newer cuda.h may add stay zero
+    config.gridDimX = d.grid[0]
+    config.gridDimY = d.grid[1]
+    config.gridDimZ = d.grid[2]
+    config.blockDimX = d.block[0]
+    config.blockDimY = d.block[1]
+    config.blockDimZ = d.block[2]
+    config.sharedMemBytes = d.shmem
+    config.hStream = stream
+    config.attrs = attrs
+    config.numAttrs = nattrs
+
+
 cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                  unsigned int nattrs, ParamBlock blk, uint64_t stream,
                  bint owned=True) except -1:
@@ -540,17 +559,7 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
             _check_cooperative(k, d)
         _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
         _wait_for_producers(blk, stream, &capture)
-        memset(&config, 0, sizeof(config))     # fields a newer cuda.h may add stay zero
-        config.gridDimX = d.grid[0]
-        config.gridDimY = d.grid[1]
-        config.gridDimZ = d.grid[2]
-        config.blockDimX = d.block[0]
-        config.blockDimY = d.block[1]
-        config.blockDimZ = d.block[2]
-        config.sharedMemBytes = d.shmem
-        config.hStream = <cydriver.CUstream><uintptr_t>stream
-        config.attrs = attrs
-        config.numAttrs = nattrs
+        _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
         with nogil:
             err = cydriver.cuLaunchKernelEx(&config, k._func, blk.st.argv, NULL)
         _check(err, "cuLaunchKernelEx")
@@ -1435,15 +1444,7 @@ def _c_launch_loop(BoundLaunch bound, Py_ssize_t count, int variant=C_LOOP_PLAIN
     cdef Py_ssize_t _i
     _ensure_driver()
     _enter_context(bound._kernel)
-    memset(&config, 0, sizeof(config))
-    config.gridDimX = d.grid[0]
-    config.gridDimY = d.grid[1]
-    config.gridDimZ = d.grid[2]
-    config.blockDimX = d.block[0]
-    config.blockDimY = d.block[1]
-    config.blockDimZ = d.block[2]
-    config.sharedMemBytes = d.shmem
-    config.hStream = s
+    _fill_launch_config(&config, d, s, NULL, 0)
     if variant == C_LOOP_PLAIN:
         with nogil:
             for _i in range(count):
