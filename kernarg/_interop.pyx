@@ -559,16 +559,14 @@ cdef int _consume_cai(object obj, Py_ssize_t index, object stream, PtrResult* r,
                       bint want_dtype) except -1:
     try:
         cai = obj.__cuda_array_interface__
-    except AttributeError as exc:
+    except Exception as exc:
         # A property that raises AttributeError says this object has no interface (that is
         # what hasattr() reads): producers do so for memory a kernel cannot reach (JAX and
         # torch for CPU arrays, CuPy on ROCm). If the object speaks DLPack, its device query
         # says where the memory is, and the refusal (or the pointer) comes from there.
-        if getattr(type(obj), "__dlpack_device__", None) is not None:
+        if isinstance(exc, AttributeError) \
+                and getattr(type(obj), "__dlpack_device__", None) is not None:
             return _consume_dlpack(obj, index, stream, r)
-        _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
-                      f"{type(exc).__name__}: {exc}")
-    except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
                       f"{type(exc).__name__}: {exc}")
     if not isinstance(cai, dict):
