@@ -29,3 +29,8 @@ cdef extern from "Python.h":
     double PyFloat_AsDouble(object) except? -1.0
     double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
     PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
+
+
+cdef inline PyObject** tuple_items(tuple t) noexcept:
+    """The item array of ``t``: what the packers read, as they read a vectorcall's arguments."""
+    return <PyObject**>&(<PyTupleObject*>t).ob_item[0]

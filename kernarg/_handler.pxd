@@ -84,7 +84,8 @@ cdef class ParamBlock:
     cdef Arena* _arena          # from the pool; returned on dealloc
     cdef void* _heap_args       # argv + area + sizes past KERNARG_INLINE_ARGS
     cdef bint _heap_args_pooled  # _heap_args came from the large-block pool
-    cdef object _args           # the one keep-alive reference to the argument tuple
+    # The keep-alive reference to the argument tuple, or None (see untyped_block_items).
+    cdef object _args
 
 
 cdef inline void set_launch_device(BlockState* st, int device) noexcept:
@@ -103,13 +104,16 @@ cdef inline tuple as_arg_tuple(object args, str who):
     raise TypeError(f"{who}: args must be a tuple or list of kernel arguments, got "
                     f"{type(args).__name__}")
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1
+cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object stream) except -1
 cdef int state_release(BlockState* st) except -1
 cdef int block_release(ParamBlock blk) except -1
 cdef int device_ordinal(object device) except -2
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1
-cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1
+cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1
 cdef ParamBlock untyped_block(tuple t, object stream, int device)
-cdef ParamBlock arena_block(tuple args, Py_ssize_t n)
+cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
+                                    object stream, int device)
+cdef ParamBlock arena_block(object keep, Py_ssize_t n)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept
 cdef object buffer_handle(PyObject* buf, TypeInfo* info)

@@ -56,9 +56,9 @@ from kernarg._cdefs cimport (
     PyFloat_Type,
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
-    PyTupleObject,
     kernarg_int_run,
     kernarg_small_int,
+    tuple_items,
 )
 
 cdef extern from "Python.h":
@@ -561,12 +561,13 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     return 0
 
 
-cdef inline void arena_block_init(ParamBlock blk, tuple args, Py_ssize_t n,
+cdef inline void arena_block_init(ParamBlock blk, object keep, Py_ssize_t n,
                                   Arena* arena) noexcept:
     """Give a fresh block (every C field zero) an Arena's storage: up to KERNARG_INLINE_ARGS
-    arguments and KERNARG_INLINE_BYTES bytes. The block returns the arena to the pool."""
+    arguments and KERNARG_INLINE_BYTES bytes. The block returns the arena to the pool.
+    ``keep``: the argument tuple the block keeps alive, or None (see untyped_block_items)."""
     cdef BlockState* st = &blk.st
-    blk._args = args
+    blk._args = keep
     blk._arena = arena
     st.nargs = n
     st.streams = arena.streams
@@ -576,8 +577,9 @@ cdef inline void arena_block_init(ParamBlock blk, tuple args, Py_ssize_t n,
     st.sizes = arena.sizes
 
 
-cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes) except -1:
-    """Give a fresh block storage for n arguments and (at least) nbytes of parameters."""
+cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1:
+    """Give a fresh block storage for n arguments and (at least) nbytes of parameters;
+    ``keep`` as for arena_block_init."""
     # blk is fresh: every C field is zero (tp_new or the freelist cleared it).
     cdef void* mem
     cdef Py_ssize_t cap
@@ -585,7 +587,7 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
     cdef Arena* arena = <Arena*>pool_get(&_arenas)
     if arena == NULL:
         raise MemoryError()
-    arena_block_init(blk, args, n, arena)
+    arena_block_init(blk, keep, n, arena)
     if n <= KERNARG_INLINE_ARGS:
         if nbytes > KERNARG_INLINE_BYTES:
             _grow(st, nbytes, 0)
@@ -610,7 +612,12 @@ cdef int block_init(ParamBlock blk, tuple args, Py_ssize_t n, Py_ssize_t nbytes)
 
 cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
     """Pack ``args`` into ``st`` (fresh: nbytes 0). ``stream`` is None or a resolved handle."""
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(args)
+    return pack_items(st, tuple_items(args), PyTuple_GET_SIZE(args), stream)
+
+
+cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object stream) except -1:
+    """Pack the ``n`` objects at ``items`` into ``st`` (fresh: nbytes 0). The caller keeps
+    them alive while this runs (a tuple's items, or a vectorcall's arguments)."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -626,9 +633,8 @@ cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
     cdef Py_ssize_t cap = st.capacity
     cdef void** argv = st.argv
     cdef uint16_t* sizes = st.sizes
-    cdef PyObject** items = <PyObject**>&(<PyTupleObject*>args).ob_item[0]
     while i < n:
-        # Borrowed reference: the tuple (kept by the owner) owns the item; no refcounting.
+        # Borrowed reference: the caller's tuple or call owns the item; no refcounting.
         item = items[i]
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
@@ -726,22 +732,32 @@ cdef int device_ordinal(object device) except -2:
     return device
 
 
-cdef ParamBlock arena_block(tuple args, Py_ssize_t n):
+cdef ParamBlock arena_block(object keep, Py_ssize_t n):
     """A fresh block over an Arena, for n <= KERNARG_INLINE_ARGS arguments and at most
-    KERNARG_INLINE_BYTES bytes, for packers that fill argv, sizes and the area themselves."""
+    KERNARG_INLINE_BYTES bytes, for packers that fill argv, sizes and the area themselves;
+    ``keep`` as for arena_block_init."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     cdef Arena* arena = <Arena*>pool_get(&_arenas)
     if arena == NULL:
         raise MemoryError()
-    arena_block_init(blk, args, n, arena)
+    arena_block_init(blk, keep, n, arena)
     return blk
 
 
 cdef ParamBlock untyped_block(tuple t, object stream, int device):
-    """A new ParamBlock with ``t`` packed untyped. ``stream``: None or a resolved handle;
-    ``device``: the launch device's ordinal, or -1 for no device check."""
+    """A new ParamBlock with ``t`` packed untyped, keeping ``t`` alive. ``stream``: None or a
+    resolved handle; ``device``: the launch device's ordinal, or -1 for no device check."""
+    return untyped_block_items(tuple_items(t), PyTuple_GET_SIZE(t), t, stream, device)
+
+
+cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
+                                    object stream, int device):
+    """untyped_block for the ``n`` objects at ``items``. ``keep`` is the tuple holding them
+    (the block keeps it alive), or None where they are a call's arguments, alive only during
+    the call: such a block must be released before the call returns, or given
+    ``_args = tuple(items)`` first (a launch captured into a graph)."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
-    block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
+    block_init(blk, keep, n, 8 * n)
     set_launch_device(&blk.st, device)
-    pack_state(&blk.st, t, stream)
+    pack_items(&blk.st, items, n, stream)
     return blk

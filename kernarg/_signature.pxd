@@ -1,4 +1,5 @@
 # Declarations other Cython modules (kernarg._capi) cimport from kernarg._signature. ABI.
+from cpython.object cimport PyObject
 from libc.stdint cimport uint8_t, uint16_t
 
 from kernarg._handler cimport BlockState, ParamBlock
@@ -36,3 +37,5 @@ cdef class Signature:
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1
 cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device)
+cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
+                                  object stream, int device)

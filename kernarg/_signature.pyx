@@ -61,11 +61,11 @@ from kernarg._cdefs cimport (
     PyFloat_Type,
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
-    PyTupleObject,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
     kernarg_small_int,
     kernarg_typed_int_run,
+    tuple_items,
 )
 
 
@@ -695,38 +695,44 @@ cdef class Signature:
             memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
             if device is not None:
                 set_launch_device(&blk.st, device_ordinal(device))
-            _pack_typed(self, &blk.st, t, stream, False)
+            _pack_typed(self, &blk.st, tuple_items(t), self._n, stream, False)
             return blk
         return typed_block(self, t, stream, device_ordinal(device))
 
 
 cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device):
-    """A new ParamBlock with ``t`` packed as ``sig``'s types. ``stream``: None or a handle;
-    ``device``: the launch device's ordinal, or -1 for no device check."""
+    """A new ParamBlock with ``t`` packed as ``sig``'s types, keeping ``t`` alive. ``stream``:
+    None or a handle; ``device``: the launch device's ordinal, or -1 for no device check."""
+    return typed_block_items(sig, tuple_items(t), PyTuple_GET_SIZE(t), t, stream, device)
+
+
+cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
+                                  object stream, int device):
+    """typed_block for the ``n`` objects at ``items``; ``keep`` as for
+    kernarg._handler.untyped_block_items (None: the block must not outlive the call)."""
     cdef ParamBlock blk
-    cdef bint in_arena = sig._fits_arena and PyTuple_GET_SIZE(t) == sig._n
+    cdef bint in_arena = sig._fits_arena and n == sig._n
     if in_arena:
         # The common case: an Arena holds everything, and the sizes column (padded to
         # KERNARG_INLINE_ARGS rows) goes over in one fixed-size copy.
-        blk = arena_block(t, sig._n)
+        blk = arena_block(keep, sig._n)
         memcpy(blk.st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
     else:
         blk = ParamBlock.__new__(ParamBlock)
-        block_init(blk, t, PyTuple_GET_SIZE(t), sig._nbytes)
+        block_init(blk, keep, n, sig._nbytes)
     set_launch_device(&blk.st, device)
-    _pack_typed(sig, &blk.st, t, stream, not in_arena)
+    _pack_typed(sig, &blk.st, items, n, stream, not in_arena)
     return blk
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1:
     """Pack ``t`` as ``sig``'s parameter types into ``st`` (fresh, room for len(t) arguments).
     ``stream`` is None or a resolved handle."""
-    return _pack_typed(sig, st, t, stream, True)
+    return _pack_typed(sig, st, tuple_items(t), PyTuple_GET_SIZE(t), stream, True)
 
 
-cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object stream,
-                            bint copy_sizes) except -1:
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(t)
+cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
+                            object stream, bint copy_sizes) except -1:
     if n != sig._n:
         raise TypeError(f"the kernel takes {sig._n} arguments "
                         f"({', '.join(sig._types)}), got {n}")
@@ -759,7 +765,6 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, tuple t, object strea
         memcpy(sizes, sig._sizes, n * sizeof(uint16_t))
     for i in range(sig._ngaps):
         memset(data + sig._gaps[2 * i], 0, sig._gaps[2 * i + 1])
-    cdef PyObject** items = <PyObject**>&(<PyTupleObject*>t).ob_item[0]
     i = 0
     while i < n:
         item = items[i]

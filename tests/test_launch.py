@@ -182,6 +182,57 @@ def test_arguments_checked_before_any_driver_call():
     assert k.prepare(1, 1, stream=0).stream == 0
 
 
+def test_a_prepared_launch_takes_positional_arguments_however_called():
+    # A PreparedLaunch is called by vectorcall (the arguments read from the caller's array, no
+    # tuple) and, by PreparedLaunch.__call__, from a tuple. Both check alike, before the driver.
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    p = k.prepare(1, 32, stream=0x55)
+    calls = (lambda *a, **kw: p(*a, **kw), lambda *a, **kw: kernarg.PreparedLaunch.__call__(
+        p, *a, **kw))
+    for call in calls:
+        with pytest.raises(TypeError, match="takes 2 arguments"):
+            call(None)
+        with pytest.raises(OverflowError, match="'n'"):
+            call(None, 2**40)
+    with pytest.raises(TypeError, match="by position only, got keyword argument 'n'"):
+        p(None, n=3)
+    with pytest.raises(TypeError, match="by position only, got keyword argument 'n'"):
+        p(n=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n'"):
+        kernarg.PreparedLaunch.__call__(p, None, n=3)
+
+
+def test_an_uninitialised_prepared_launch_is_refused_not_a_crash():
+    # PreparedLaunch.__new__ gives one with no kernel: calling it used to dereference None.
+    p = kernarg.PreparedLaunch.__new__(kernarg.PreparedLaunch)
+    for call in (lambda: p(1), lambda: p(*[1, 2]), lambda: p(), lambda: p.bind(1),
+                 lambda: kernarg.PreparedLaunch.__call__(p, 1)):
+        with pytest.raises(TypeError, match="never initialised: get one from Kernel.prepare"):
+            call()
+
+
+@needs_no_driver
+def test_a_failed_prepared_launch_lets_go_of_its_arguments():
+    # The block packed from a vectorcall's arguments holds no tuple of them: it borrows them
+    # for the call. A launch that fails after packing must leave every count where it was,
+    # and a DLPack tensor it consumed deleted, once.
+    from producers import DLPackProducer
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n, double x", name="k")
+    untyped = kernarg.Kernel.from_handle(0x1234, name="u")
+    producer = DLPackProducer(0x9000)
+    n, x = 10**6 + 1, float("1.5")            # objects of their own, not cached constants
+    before = [sys.getrefcount(o) for o in (producer, n, x)]
+    for kernel in (k, untyped):
+        p = kernel.prepare(1, 32, stream=0x55)
+        for _ in range(200):
+            with pytest.raises(kernarg.NoDriverError):
+                p(producer, n, x)
+        assert producer.deleted == producer.exported
+    assert producer.exported == 400 and set(producer.streams) == {0x55}
+    assert [sys.getrefcount(o) for o in (producer, n, x)] == before
+
+
 @needs_no_driver
 def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
     k = kernarg.Kernel.from_handle(0x1234)

@@ -806,22 +806,31 @@ def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
     out = DeviceArray(4 * 32, typestr="<f4")
     alive = weakref.ref(out)
     dl = DLPackProducer(out.ptr, device=(2, 0))
+    # A prepared launch is called by vectorcall, packing from the call's own arguments with no
+    # tuple: captured, it must make one for the graph to hold.
+    out2 = DeviceArray(4 * 32, typestr="<f4")
+    alive2 = weakref.ref(out2)
+    prepared = k.prepare(1, 32, stream=stream)
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
     check(driver.cuStreamBeginCapture(stream, mode))
     k.launch(1, 32, out, 6.5, 32, stream=stream)
     k2 = kernarg.Kernel.from_source(WRITE, "fill")
     k2.launch(1, 32, dl, 6.5, 32, stream=stream)
+    prepared(out2, 2.5, 32)
     graph = check(driver.cuStreamEndCapture(stream))
     exe = check(driver.cuGraphInstantiate(graph, 0))
-    del out
+    del out, out2
     import gc
 
     gc.collect()
     assert alive() is not None, "the captured launch dropped its argument"
+    assert alive2() is not None, "the captured prepared launch dropped its argument"
     assert dl.exported == 1 and dl.deleted == 0, "DLPack deleter ran while the graph lives"
     check(driver.cuGraphLaunch(exe, stream))
     assert (np.frombuffer(alive().read(), np.float32) == 6.5).all()
-    assert _destroy_graph_and_wait(exe, graph, lambda: alive() is None and dl.deleted == 1)
+    assert (np.frombuffer(alive2().read(), np.float32) == 2.5).all()
+    assert _destroy_graph_and_wait(
+        exe, graph, lambda: alive() is None and alive2() is None and dl.deleted == 1)
 
 
 def test_bound_launch_relaunches_its_packed_arguments(ctx):
