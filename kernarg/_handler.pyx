@@ -32,6 +32,7 @@ from kernarg._interop cimport (
     KIND_POINTER,
     PtrResult,
     TypeInfo,
+    _describe,
     getter_t,
     classify,
     handle_value,
@@ -242,9 +243,10 @@ cdef int state_release(BlockState* st) except -1:
     return 0
 
 
-cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) except -1:
-    """Record what a pointer argument brought along: its DLPack capsule (the state now owns it
-    and runs its deleter on release) and its CUDA Array Interface producer stream."""
+cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
+                            object arg) except -1:
+    """Record what pointer argument ``arg`` brought along: its DLPack capsule (the state now
+    owns it and runs its deleter on release) and its CUDA Array Interface producer stream."""
     cdef Py_ssize_t k
     cdef list capsules
     if r.capsule != NULL:
@@ -257,8 +259,8 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index) exce
         Py_DECREF(<object>r.capsule)
         r.capsule = NULL
     if st.check_device and r.device >= 0 and r.device != st.device:
-        raise ValueError(f"argument {index}: the array is on CUDA device {r.device}, but the "
-                         f"kernel runs on device {st.device}; copy it over first")
+        raise ValueError(f"{_describe(index, arg)}: the array is on CUDA device {r.device}, "
+                         f"but the kernel runs on device {st.device}; copy it over first")
     if r.has_stream:
         for k in range(st.nstreams):
             if st.streams[k] == r.stream:
@@ -519,7 +521,7 @@ cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object a
                       object stream) except -1:
     cdef PtrResult r
     pointer_of(info, arg, index, stream, &r)
-    state_take_pointer(st, &r, index)
+    state_take_pointer(st, &r, index, arg)
     memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
 

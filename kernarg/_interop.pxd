@@ -73,3 +73,4 @@ cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
                       void* out) except -1
 # Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
 cdef _reraise(object exc, str message)
+cdef str _describe(Py_ssize_t index, object obj)

@@ -1143,7 +1143,7 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
                             f"array, buffer or address, got {type(value).__name__}")
         pointer_of(info, value, i, stream, &r, p.code == C_POINTER)
-        state_take_pointer(st, &r, i)
+        state_take_pointer(st, &r, i, value)
         if p.code == C_POINTER:
             _check_pointee(sig, p, i, value, &r)
         address = r.ptr

@@ -990,7 +990,8 @@ def test_array_on_another_gpu_is_refused():
     torch = pytest.importorskip("torch")
     k = kernarg.Kernel.from_source(WRITE, "fill", device=0)
     t = torch.zeros(32, device="cuda:1")
-    with pytest.raises(ValueError, match="argument 0: the array is on CUDA device 1"):
+    with pytest.raises(ValueError,
+                       match=r"argument 0 \(torch.Tensor\): the array is on CUDA device 1"):
         k.launch(1, 32, t, 1.0, 32)
     k1 = kernarg.Kernel.from_source(WRITE, "fill", device=1)
     k1.launch(1, 32, t, 1.0, 32, stream=torch.cuda.current_stream(1))
