@@ -763,8 +763,11 @@ def test_stress_launches_do_not_leak(ctx):
     with open("/proc/self/statm") as f:
         rss0 = int(f.read().split()[1])
     before = [ctypes.c_long.from_address(id(a)).value for a in args[:2]]
-    for _ in range(1_000_000):
+    x = args[1]
+    for _ in range(500_000):        # a tuple's items, and the calling frame's own arguments
         launch(*args)
+        launch(out, x, 32)
+    del x
     check(driver.cuCtxSynchronize())
     gc.collect()
     with open("/proc/self/statm") as f:
