@@ -716,7 +716,7 @@ def pack(args, *, stream=None, device=None):
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
     if stream is not None:
         stream = resolve_stream(stream)
-    # untyped_block's body, inline: a call here costs more than these lines.
+    # untyped_block_items' body, inline: a call here costs more than these lines.
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
     if device is not None:
@@ -746,18 +746,13 @@ cdef ParamBlock arena_block(object keep, Py_ssize_t n):
     return blk
 
 
-cdef ParamBlock untyped_block(tuple t, object stream, int device):
-    """A new ParamBlock with ``t`` packed untyped, keeping ``t`` alive. ``stream``: None or a
-    resolved handle; ``device``: the launch device's ordinal, or -1 for no device check."""
-    return untyped_block_items(tuple_items(t), PyTuple_GET_SIZE(t), t, stream, device)
-
-
 cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
                                     object stream, int device):
-    """untyped_block for the ``n`` objects at ``items``. ``keep`` is the tuple holding them
-    (the block keeps it alive), or None where they are a call's arguments, alive only during
-    the call: such a block must be released before the call returns, or given
-    ``_args = tuple(items)`` first (a launch captured into a graph)."""
+    """A new ParamBlock with the ``n`` objects at ``items`` packed untyped. ``keep`` is the
+    tuple holding them (the block keeps it alive), or None where they are a call's arguments,
+    alive only during the call: such a block must be released before the call returns, or
+    given ``_args = tuple(items)`` first (a launch captured into a graph). ``stream``: None or
+    a resolved handle; ``device``: the launch device's ordinal, or -1 for no device check."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, keep, n, 8 * n)
     set_launch_device(&blk.st, device)
