@@ -543,8 +543,8 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     """Launch ``k`` with ``blk`` on ``stream`` in the kernel's context, then release ``blk``
     -- unless the stream is capturing a graph, which then owns it (see _keep_for_graph), or
     the block is not ``owned`` (a BoundLaunch's, launched again later). ``borrowed``: the
-    arguments ``blk`` was packed from when it keeps no tuple of them (a vectorcall's), which a
-    graph must then be given as a tuple."""
+    arguments ``blk`` was packed from; where the block keeps no tuple of them (a vectorcall's),
+    a graph that captures the launch is given one made from these."""
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
     cdef Capture capture
@@ -1390,10 +1390,7 @@ cdef class PreparedLaunch:
         self._stream_obj = stream
 
     def __call__(self, *args):
-        _check_initialised(self)
-        cdef LaunchConfig cfg = self.config
-        _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
-                self._kernel._pack_args(args, self._stream_obj), self.stream)
+        _prepared_launch(self, tuple_items(args), PyTuple_GET_SIZE(args), args)
 
     def bind(self, *args):
         """Pack ``args`` once: the returned :class:`BoundLaunch` launches them, unchanged,
@@ -1414,6 +1411,16 @@ cdef inline int _check_initialised(PreparedLaunch p) except -1:
     return 0
 
 
+cdef inline int _prepared_launch(PreparedLaunch p, PyObject** items, Py_ssize_t n,
+                                 object keep) except -1:
+    """A prepared launch of the ``n`` arguments at ``items``, by either call path; ``keep``:
+    their tuple, or None for a vectorcall's own arguments (a graph then gets a tuple made)."""
+    _check_initialised(p)
+    cdef LaunchConfig cfg = p.config
+    return _launch(p._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
+                   p._kernel._pack_items(items, n, keep, p._stream_obj), p.stream, True, items)
+
+
 cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf,
                                  PyObject* kwnames):
     """PreparedLaunch's call, as CPython's vectorcall: ``args[0:n]`` are the arguments."""
@@ -1422,11 +1429,7 @@ cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf
     if kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames) != 0:
         raise TypeError(f"{type(self).__name__}() takes kernel arguments by position only, "
                         f"got keyword argument {(<tuple>kwnames)[0]!r}")
-    _check_initialised(self)
-    cdef LaunchConfig cfg = self.config
-    _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
-            self._kernel._pack_items(args, n, None, self._stream_obj), self.stream,
-            True, args)
+    _prepared_launch(self, args, n, None)
     return None
 
 
