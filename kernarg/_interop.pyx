@@ -22,7 +22,7 @@ from cpython.pycapsule cimport (
     PyCapsule_SetName,
 )
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport (
     int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
 )
@@ -632,6 +632,7 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     cdef PyObject* key
     cdef PyObject* value
     cdef Py_ssize_t pos = 0, matched = 0
+    cdef long long small
     memset(found, 0, sizeof(found))
     while PyDict_Next(cai, &pos, &key, &value):
         if key == K_DATA:
@@ -669,12 +670,16 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     if type(version) is not int or not 0 <= <long>version <= 3:
         raise ValueError(f"{_cai(index, obj)} version {version!r} is not "
                          "supported (kernarg reads versions 0-3)")
-    if type(data) is tuple and PyTuple_GET_SIZE(data) == 2 and type(data[0]) is int:
-        pass
+    if type(data) is tuple and PyTuple_GET_SIZE(data) == 2 \
+            and type(<object>PyTuple_GET_ITEM(data, 0)) is int:
+        ptr = <object>PyTuple_GET_ITEM(data, 0)
+        readonly = <object>PyTuple_GET_ITEM(data, 1)
     elif (not isinstance(data, (tuple, list)) or len(data) != 2
             or not isinstance(data[0], int) or isinstance(data[0], bool)):
         raise TypeError(f"{_cai(index, obj)}['data'] must be a (pointer: int, "
                         f"readonly: bool) tuple, got {data!r}")
+    else:
+        ptr, readonly = data[0], data[1]
     if not _is_int_sequence(shape):
         raise TypeError(f"{_cai(index, obj)}['shape'] must be a tuple of ints, "
                         f"got {shape!r}")
@@ -688,7 +693,6 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     # 'strides' missing or None means C-contiguous: a pointer argument needs nothing from it.
     if want_dtype:
         _set_dtype_from_typestr(typestr, r)
-    ptr = data[0]
     if ptr == 0:
         for item in shape:
             if item == 0:
@@ -697,9 +701,13 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
             raise ValueError(f"{_cai(index, obj)} has a null data pointer for a "
                              f"non-empty array of shape {tuple(shape)}")
     _set_address(ptr, index, obj, "__cuda_array_interface__['data'][0]", r)
-    r.readonly = bool(data[1])
+    r.readonly = bool(readonly)
     if stream is not None:
         # v3: None means no synchronisation; 1 and 2 are the default streams; 0 is forbidden.
+        if type(stream) is int and kernarg_small_int(<PyObject*>stream, &small) and small > 0:
+            r.has_stream = True                         # a handle below 2**60: the usual case
+            r.stream = <uint64_t>small
+            return 0
         if type(stream) is not int:
             raise TypeError(f"{_cai(index, obj)}['stream'] must be None or an int, "
                             f"got {type(stream).__name__}")

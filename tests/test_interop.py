@@ -57,8 +57,11 @@ def test_cai_pointer_of_any_width(ptr):
         kernarg.pack((1, CAIObject(cai(ptr + 2**64))))
 
 
+# Handles below 2**60 take a fast path (one machine word read); the rest the general one.
 @pytest.mark.parametrize("stream, recorded", [(None, ()), (1, (1,)), (2, (2,)),
-                                              (0xABCDEF, (0xABCDEF,))])
+                                              (0xABCDEF, (0xABCDEF,)),
+                                              (2**60 - 1, (2**60 - 1,)), (2**60, (2**60,)),
+                                              (2**64 - 1, (2**64 - 1,))])
 def test_cai_stream_rules(stream, recorded):
     b = kernarg.pack((CAIObject(cai(PTR, stream=stream)),))
     assert b.producer_streams == recorded
@@ -222,6 +225,10 @@ def test_cai_shape_may_be_a_list_of_ints():
     (cai(PTR, version=4), ValueError, "version"),
     (cai(PTR, stream="s"), TypeError, "stream"),
     (cai(PTR, stream=-5), ValueError, "stream"),
+    (cai(PTR, stream=-2**62), ValueError, "stream"),
+    (cai(PTR, stream=2**64), ValueError, "stream"),
+    (cai(PTR, stream=True), TypeError, "stream"),
+    (cai(PTR) | {"data": [PTR, False], "stream": 3.0}, TypeError, "stream"),
     (cai(-8), OverflowError, "address"),
     ([1, 2], TypeError, "not a dict"),
     (RuntimeError("device lost"), RuntimeError, "device lost"),
@@ -231,6 +238,19 @@ def test_cai_malformed(interface, exc, fragment):
         kernarg.pack((np.int8(0), CAIObject(interface)))
     msg = str(info.value)
     assert "argument 1" in msg and fragment in msg
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_cai_data_may_be_a_list(readonly):
+    # The spec says a tuple; a list is read the same way, flag included.
+    interface = cai(PTR) | {"data": [PTR, readonly]}
+    assert ptr_of(kernarg.pack((CAIObject(interface),))) == PTR
+    sig = kernarg.Signature("float* x")
+    if readonly:
+        with pytest.raises(ValueError, match=r"parameter 0 \('x'\).*read-only"):
+            sig.pack((CAIObject(interface),))
+    else:
+        assert ptr_of(sig.pack((CAIObject(interface),))) == PTR
 
 
 def test_cai_as_instance_attribute():
