@@ -640,10 +640,13 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object strea
         item = items[i]
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
-            j = kernarg_int_run(items, i, n, data, &cur, cap, argv, sizes)
-            if j != i:
-                i = j
-                continue
+            # A run of ints goes to a loop of its own (not inlined, so that it keeps its values
+            # in registers); a lone int is placed here, without the call.
+            if i + 1 < n and Py_TYPE_P(items[i + 1]) == &PyLong_Type:
+                j = kernarg_int_run(items, i, n, data, &cur, cap, argv, sizes)
+                if j != i:
+                    i = j
+                    continue
             if kernarg_small_int(item, &value):
                 if _try_put(data, &cur, cap, argv + i, sizes + i, &value, 8, 8):
                     i += 1
