@@ -49,8 +49,9 @@ def _two_timings(header: str, key: str, first: str, second: str, ratio: str):
     def table(result: dict) -> list[str]:
         lines = [header, "|---|---:|---:|---:|"]
         for row in result.get(key, []):
+            value = row[ratio]
             lines.append(f"| {row['case']} | {_ns(row[first])} | {_ns(row[second])} | "
-                         f"{row[ratio]:.2f} |")
+                         f"{DASH if value is None else f'{value:.2f}'} |")
         return lines
     return table
 

@@ -4,7 +4,9 @@ For each library present (torch, CuPy, numba-cuda, JAX, cuda.core) one small dev
 packed alone, ``kernarg.pack((obj,))`` minus ``kernarg.pack(())``, and compared, in the same
 interleaved rounds, with the library's own protocol calls: reading ``__cuda_array_interface__``,
 and ``__dlpack_device__()`` + ``__dlpack__(stream=...)`` (the capsule dropped, so its deleter
-runs, as kernarg's does). Two goals, from the issue:
+runs, as kernarg's does). The Python calls the protocol calls are made by are timed alone (a
+function that does nothing, called the same way) and subtracted, as ``pack(())`` is from
+kernarg's side, so both sides are the work alone. Two goals, from the issue:
 
 - an adapter or the C exchange API -- the path kernarg takes for the library's own type -- beats
   the protocol path by >= 5x (``protocol_over_kernarg``);
@@ -19,7 +21,7 @@ from __future__ import annotations
 import statistics
 import sys
 
-from kernarg._bench import _measure
+from kernarg._bench import _measure, _no_protocol
 
 
 class _CAIOnly:
@@ -140,10 +142,17 @@ def run(repeat: int = 15, target: float = 0.02, file=None) -> dict:
             contenders = [("pack1", lambda a, pack=kernarg.pack: pack(a)),
                           ("pack0", lambda a, pack=kernarg.pack: pack(()))]
             contenders += [(name, (lambda a, fn=fn: fn(a[0]))) for name, fn in calls.items()]
+            # ... and the protocol calls minus the Python calls they are made by: the same
+            # two calls around a function that does nothing.
+            contenders.append(("call", lambda a, fn=_no_protocol: fn(a[0])))
             rounds = _measure(contenders, (obj,), repeat, target)
             per_arg = [p1 - p0 for p1, p0 in zip(rounds["pack1"], rounds["pack0"], strict=True)]
+            for name in calls:
+                rounds[name] = [pr - c for pr, c in zip(rounds[name], rounds["call"],
+                                                        strict=True)]
             row = {"library": label, "path": path, "kernarg_ns": statistics.median(per_arg),
-                   **{f"{name}_ns": statistics.median(rounds[name]) for name in calls}}
+                   **{f"{name}_ns": statistics.median(rounds[name]) for name in calls},
+                   "call_overhead": statistics.median(rounds["call"])}     # ns, subtracted
             if obj is array:
                 row["protocol_over_kernarg"] = {
                     name: statistics.median(pr / k for pr, k in zip(rounds[name], per_arg,
