@@ -13,6 +13,10 @@ cdef extern from "_cutils.h":
                                      uint8_t* codes, uint16_t* offsets, char* data,
                                      void** argv, int code_i32, int code_i64,
                                      uint32_t unsigned64) noexcept nogil
+    Py_ssize_t kernarg_typed_int_run_call(PyObject** items, Py_ssize_t i, Py_ssize_t n,
+                                          uint8_t* codes, uint16_t* offsets, char* data,
+                                          void** argv, int code_i32, int code_i64,
+                                          uint32_t unsigned64) noexcept nogil
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
 

@@ -113,6 +113,17 @@ static Py_ssize_t kernarg_typed_int_run(PyObject *const *items, Py_ssize_t i, Py
     return i;
 }
 
+/* The same loop as a call of its own, for runs of two ints or more (see kernarg_int_run on why
+   a long loop wants its own registers); a lone int is placed by the inlined one above. */
+KERNARG_MAYBE_UNUSED KERNARG_NOINLINE
+static Py_ssize_t kernarg_typed_int_run_call(PyObject *const *items, Py_ssize_t i, Py_ssize_t n,
+                                             const uint8_t *codes, const uint16_t *offsets,
+                                             char *data, void **argv, int code_i32,
+                                             int code_i64, uint32_t unsigned64) {
+    return kernarg_typed_int_run(items, i, n, codes, offsets, data, argv, code_i32, code_i64,
+                                 unsigned64);
+}
+
 /* Round a double to a binary floating-point format with `ebits` exponent and `mbits` fraction
    bits (IEEE layout, subnormals, infinities), to nearest with ties to even, in one step. Going
    through float first would round twice and can be off by one ulp. NaN becomes a quiet NaN. */

@@ -65,6 +65,7 @@ from kernarg._cdefs cimport (
     kernarg_double_to_half,
     kernarg_small_int,
     kernarg_typed_int_run,
+    kernarg_typed_int_run_call,
     tuple_items,
 )
 
@@ -770,8 +771,12 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
         item = items[i]
         tp = Py_TYPE_P(item)
         if tp == &PyLong_Type:
-            j = kernarg_typed_int_run(items, i, n, sig._codes, sig._offsets, data, argv,
-                                      C_I32, C_I64, _UNSIGNED64)
+            if i + 1 < n and Py_TYPE_P(items[i + 1]) == &PyLong_Type:
+                j = kernarg_typed_int_run_call(items, i, n, sig._codes, sig._offsets, data,
+                                               argv, C_I32, C_I64, _UNSIGNED64)
+            else:
+                j = kernarg_typed_int_run(items, i, n, sig._codes, sig._offsets, data, argv,
+                                          C_I32, C_I64, _UNSIGNED64)
             if j != i:
                 i = j
                 continue
