@@ -38,3 +38,9 @@ cdef extern from "Python.h":
 cdef inline PyObject** tuple_items(tuple t) noexcept:
     """The item array of ``t``: what the packers read, as they read a vectorcall's arguments."""
     return <PyObject**>&(<PyTupleObject*>t).ob_item[0]
+
+
+cdef inline bint is_numpy_bool(type t):
+    """numpy's bool scalar type (numpy.bool_; named "bool" since numpy 2), which numpy 1.x lets
+    through __index__ with a warning: a truth value is never a size or a stream handle."""
+    return t.__module__ == "numpy" and t.__name__ in ("bool_", "bool")

@@ -16,7 +16,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 
-from kernarg._cdefs cimport kernarg_small_int, tuple_items
+from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items
 from kernarg._handler cimport ParamBlock, block_release, untyped_block_items
 from kernarg._signature cimport Signature, typed_block_items
 from kernarg._stream cimport stream_handle
@@ -56,10 +56,7 @@ cdef struct Dims:
 
 
 cdef bint _is_bool(object v):
-    # numpy's bool scalar (numpy.bool_; named "bool" since numpy 2) converts to an index with a
-    # warning on numpy 1.x: a truth value is not a size, whatever numpy says.
-    t = type(v)
-    return isinstance(v, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
+    return isinstance(v, bool) or is_numpy_bool(type(v))
 
 
 cdef object _index(object v, str what):

@@ -9,6 +9,8 @@ launcher), the protocols cost what their Python calls cost.
 from libc.stdint cimport uint64_t
 from cpython.number cimport PyNumber_Index
 
+from kernarg._cdefs cimport is_numpy_bool
+
 import os
 import threading
 
@@ -180,10 +182,9 @@ cdef object _resolve(object obj):
     handle = getattr(obj, "ptr", None)
     if handle is not None:
         return _check_handle(handle, ".ptr", obj)
-    if t.__module__ == "numpy" and t.__name__ not in ("bool_", "bool") \
-            and hasattr(t, "__index__"):
+    if t.__module__ == "numpy" and not is_numpy_bool(t) and hasattr(t, "__index__"):
         # A handle kept in a numpy integer (an array of handles, for one). Not floats, not
-        # numpy's bool (which numpy 1.x lets through __index__ with a warning).
+        # numpy's bool.
         try:
             handle = PyNumber_Index(obj)
         except TypeError:       # an array of several values: not one handle
