@@ -17,11 +17,13 @@ def plot(results: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from kernarg._bench_launch import FLOOR_CHECKED, FLOOR_EX, contender_names
+
     launch = results["launch"]
     rows = launch["rows"]
-    names = list(dict.fromkeys(k[:-3] for row in rows for k in row
-                               if k.endswith("_ns") and k != "cpp_floor_min_ns"
-                               and not k.startswith(("C loop Ex", "C loop checked"))))
+    # The floor's variants are ratios in the tables, not lines here.
+    names = [name for name in contender_names(rows) if name not in (FLOOR_EX, FLOOR_CHECKED)]
+    names.append("cpp_floor")
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     for name in names:
         points = [(row["nargs"], row[f"{name}_ns"] / 1000) for row in rows if f"{name}_ns" in row]
