@@ -52,6 +52,9 @@ cdef struct TypeInfo:
 cdef struct PtrResult:
     uint64_t ptr
     bint readonly
+    # The producer exported a copy (DLPack's IS_COPIED flag): the kernel may read it, but what
+    # it writes there never reaches the producer's array.
+    bint copied
     bint has_stream     # a CUDA Array Interface producer exported a stream to wait on
     uint64_t stream
     PyObject* capsule   # new reference to a consumed ("used_") DLPack capsule, or NULL

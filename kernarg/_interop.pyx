@@ -72,6 +72,7 @@ cdef extern from *:
         kernarg_DLTensor dl_tensor;
     } kernarg_DLManagedTensorVersioned;
     #define KERNARG_DLPACK_FLAG_READ_ONLY ((uint64_t)1)
+    #define KERNARG_DLPACK_FLAG_IS_COPIED ((uint64_t)2)
 
     /* DLPack 1.3 C exchange API: the table behind type(x).__dlpack_c_exchange_api__. */
     typedef struct kernarg_DLPackExchangeAPIHeader {
@@ -116,6 +117,7 @@ cdef extern from *:
         uint64_t flags
         DLTensor dl_tensor
     uint64_t DLPACK_FLAG_READ_ONLY "KERNARG_DLPACK_FLAG_READ_ONLY"
+    uint64_t DLPACK_FLAG_IS_COPIED "KERNARG_DLPACK_FLAG_IS_COPIED"
     ctypedef struct DLPackExchangeAPIHeader "kernarg_DLPackExchangeAPIHeader":
         DLPackVersion version
         DLPackExchangeAPIHeader* prev_api
@@ -860,6 +862,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
                               f"(kernarg reads 1.x)")
         tensor = &mtv.dl_tensor
         r.readonly = (mtv.flags & DLPACK_FLAG_READ_ONLY) != 0
+        r.copied = (mtv.flags & DLPACK_FLAG_IS_COPIED) != 0
     elif PyCapsule_IsValid(capsule, b"dltensor"):
         mt = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
         PyCapsule_SetName(capsule, b"used_dltensor")
@@ -1200,6 +1203,7 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     cdef int kind = info.kind
     r.ptr = 0
     r.readonly = False
+    r.copied = False
     r.has_stream = False
     r.stream = 0
     r.capsule = NULL

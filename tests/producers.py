@@ -91,13 +91,14 @@ class DLPackProducer:
     "full" (stream, max_version), "stream" (pre-1.0 producers) or "none"."""
 
     def __init__(self, address, *, device=(2, 0), versioned=True, byte_offset=0, shape=(4,),
-                 readonly=False, version=(1, 1), dtype=(2, 32, 1)):
+                 readonly=False, copied=False, version=(1, 1), dtype=(2, 32, 1)):
         self.address = address
         self.device = device
         self.versioned = versioned
         self.byte_offset = byte_offset
         self.shape = shape
         self.readonly = readonly
+        self.copied = copied        # DLPack's IS_COPIED flag: the producer exported a copy
         self.version = version
         self.dtype = dtype
         self.deleted = 0
@@ -128,7 +129,7 @@ class DLPackProducer:
         if versioned:
             mt = DLManagedTensorVersioned()
             mt.version = DLPackVersion(*self.version)
-            mt.flags = 1 if self.readonly else 0
+            mt.flags = (1 if self.readonly else 0) | (2 if self.copied else 0)
             self._fill(mt.dl_tensor, shape_arr)
             name = b"dltensor_versioned"
         else:

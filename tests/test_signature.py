@@ -599,6 +599,33 @@ def test_dlpack_dtype_checked():
     assert bad.deleted == 1 and ok.deleted == 1
 
 
+@pytest.mark.parametrize("flag, fragment", [
+    ("readonly", "is read-only"),
+    ("copied", r"was exported as a copy \(DLPack flag IS_COPIED\): what the kernel writes"),
+])
+def test_dlpack_flags_refuse_a_non_const_pointer(flag, fragment):
+    # A versioned capsule's flags: read-only memory, or a copy the producer made (the kernel's
+    # writes would land in the copy), is fine behind a const pointer and refused behind a
+    # non-const one, naming the parameter; the refused capsule's deleter still runs, once.
+    import gc
+
+    const_ok = DLPackProducer(0x40, **{flag: True})
+    block = kernarg.Signature("const float* x, int n").pack((const_ok, 4))
+    assert block.nargs == 2 and bytes(block)[:8] == (0x40).to_bytes(8, "little")
+    refused = DLPackProducer(0x40, **{flag: True})
+    with pytest.raises(ValueError, match=r"parameter 0 \('x'\) \(float\*\) is not const "
+                                         r"but the DLPackProducer array " + fragment):
+        kernarg.Signature("float* x, int n").pack((refused, 4))
+    # Untyped packing does not know what the kernel does with the memory: it takes both.
+    assert bytes(kernarg.pack((DLPackProducer(0x40, **{flag: True}),))) == \
+        (0x40).to_bytes(8, "little")
+    # A legacy capsule has no flags: the same producer, unversioned, is writable.
+    kernarg.Signature("float* x").pack((DLPackProducer(0x40, versioned=False, **{flag: True}),))
+    del block
+    gc.collect()
+    assert const_ok.deleted == 1 and refused.deleted == 1
+
+
 def test_signature_properties():
     sig = kernarg.Signature("float* __restrict__ out, const float* x, int n")
     assert len(sig) == 3 and sig.names == ("out", "x", "n")
