@@ -1245,7 +1245,7 @@ cdef class Kernel:
         global _shmem_fn, _shmem_fn_error
         cdef int min_grid = 0, block = 0
         cdef long long fixed = 0
-        cdef cydriver.CUresult err
+        cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS   # set on every path; gcc can't see it
         error = None
         if block_limit < 0:
             raise ValueError("Kernel.max_potential_block_size: block_limit must be >= 0 (0: "
