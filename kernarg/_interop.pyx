@@ -940,6 +940,8 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     memset(&tensor, 0, sizeof(tensor))
     if api.dltensor_from_py_object_no_sync(<void*>obj, &tensor) != 0:
         return _exchange_failed(index, obj, "dltensor_from_py_object_no_sync")
+    if tensor.device.device_type == DL_CPU and _says_pinned(obj):
+        tensor.device.device_type = DL_CUDA_HOST
     _check_dl_device(tensor.device.device_type, index, obj)
     if tensor.data == NULL and not _dl_empty(&tensor):
         raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a null data "
@@ -953,6 +955,20 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
             return _exchange_failed(index, obj, "current_work_stream")
         _record_stream_handle(<uint64_t><uintptr_t>work_stream, r)
     return 0
+
+
+cdef bint _says_pinned(object obj):
+    """Whether ``obj.__dlpack_device__()`` calls its memory pinned (kDLCUDAHost). torch's C
+    exchange API gives a pinned CPU tensor the device kDLCPU (ATen maps a device, not an
+    allocation), while its ``__dlpack_device__`` says kDLCUDAHost: a kernel can use that memory
+    (pinned host memory is mapped at the same address on the device), so the C answer kDLCPU
+    is checked against the Python one before the argument is refused. Only the refusal path
+    pays for the call; a ``__dlpack_device__`` that raises or answers oddly changes nothing."""
+    try:
+        device = obj.__dlpack_device__()
+        return type(device) is tuple and len(device) == 2 and device[0] == DL_CUDA_HOST
+    except Exception:
+        return False
 
 
 cdef inline void _record_stream_handle(uint64_t h, PtrResult* r) noexcept:
@@ -982,16 +998,29 @@ cdef _intptr_void_fn _cupy_stream_fn = NULL
 cdef const char* _CUPY_STREAM_FN_SIGNATURE = b"intptr_t (void)"
 
 
+cdef int _set_torch_dtype(object obj, PtrResult* r) except -1:
+    kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
+    if kind is not None:
+        r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
+    return 0
+
+
 cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
     # torch without the DLPack C exchange API (before 2.10).
     global _torch_current_stream
     if not obj.is_cuda:
-        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {obj.device})")
+        # Pinned CPU tensors are host memory a kernel can reach (torch's own DLPack export
+        # says kDLCUDAHost): their address, on no device, and no stream (torch's CUDA Array
+        # Interface refuses CPU tensors, and its __dlpack__ synchronises none).
+        if not obj.is_pinned():
+            raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {obj.device})")
+        _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
+        if want_dtype:
+            _set_torch_dtype(obj, r)
+        return 0
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
     if want_dtype:
-        kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
-        if kind is not None:
-            r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
+        _set_torch_dtype(obj, r)
     cdef int device = obj.get_device()
     r.device = device
     if _torch_current_stream is None:

@@ -36,9 +36,12 @@ SCRIPT = textwrap.dedent("""
             return "torch." + self.name
 
     class Tensor:
-        def __init__(self, ptr, device, dtype="float32", cuda=True):
+        def __init__(self, ptr, device, dtype="float32", cuda=True, pinned=False):
             self.ptr, self._device, self.dtype, self.is_cuda = ptr, device, TorchDtype(dtype), cuda
             self.device = f"cuda:{device}" if cuda else "cpu"
+            self.pinned = pinned
+        def is_pinned(self):
+            return self.pinned
         def data_ptr(self):
             return self.ptr
         def get_device(self):
@@ -150,6 +153,13 @@ SCRIPT = textwrap.dedent("""
     assert ptrs(kernarg.pack((ndarray(0x2000, 1, managed=True),), device=0)) == [0x2000]
     raises(TypeError, "argument 0 (torch.Tensor): the memory is on the CPU",
            lambda: kernarg.pack((Tensor(0x1000, 0, cuda=False),)))
+    # A pinned CPU tensor is host memory a kernel can use: on no device, no stream to wait on.
+    pinned = kernarg.pack((Tensor(0x1800, 0, cuda=False, pinned=True),), device=1)
+    assert ptrs(pinned) == [0x1800] and pinned.producer_streams == ()
+    pinned_sig = kernarg.Signature("float* x, int* y")
+    assert ptrs(pinned_sig.pack((Tensor(0x1800, 0, cuda=False, pinned=True), None)))[0] == 0x1800
+    raises(TypeError, "('y') is int* but the array's element type is f4",
+           lambda: pinned_sig.pack((None, Tensor(0x1800, 0, cuda=False, pinned=True))))
 
     sig = kernarg.Signature("float* a, const float* b, float* c, int n")
     typed = sig.pack((Tensor(0x1000, 0), ndarray(0x2000, 0), DeviceNDArray(0x3000), 4))

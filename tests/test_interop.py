@@ -592,6 +592,28 @@ def test_exchange_api_cpu_and_other_devices_refused():
         kernarg.pack((cls(PTR, device=(10, 0)),))
 
 
+def test_exchange_api_cpu_answer_checked_against_a_pinned_dlpack_device():
+    # torch's C exchange API says kDLCPU for a pinned CPU tensor, its __dlpack_device__ says
+    # kDLCUDAHost: pinned host memory a kernel can use, so it is taken (no stream to wait on).
+    cls = exchange_type()
+    pinned = type("PinnedTensor", (cls,), {"__dlpack_device__": lambda self: (3, 0)})
+    b = kernarg.pack((pinned(PTR, device=(1, 0), byte_offset=16),), device=2)
+    assert ptr_of(b) == PTR + 16
+    assert b.producer_streams == () and cls.stream_queries == []
+    sig = kernarg.Signature("const float* x, double* y")
+    assert ptr_of(sig.pack((pinned(PTR, device=(1, 0)), None))) == PTR
+    with pytest.raises(TypeError, match=r"\('y'\) is double\* but the array's element type is f4"):
+        sig.pack((None, pinned(PTR, device=(1, 0))))
+    assert pinned(PTR).exported == 0                   # __dlpack__ was never called
+
+    def broken(self):
+        raise RuntimeError("no device")
+    for answer in (broken, lambda self: (1, 0), lambda self: [3, 0], lambda self: (3,)):
+        odd = type("OddTensor", (cls,), {"__dlpack_device__": answer})
+        with pytest.raises(TypeError, match=r"argument 0 \(.*OddTensor\).*on the CPU.*kDLCPU"):
+            kernarg.pack((odd(PTR, device=(1, 0)),))
+
+
 def test_exchange_api_failures_name_the_argument_and_function():
     cls = exchange_type()
     x = cls(PTR)

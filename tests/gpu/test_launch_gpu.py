@@ -430,6 +430,24 @@ def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
     assert block.args[0] is t
 
 
+def test_pinned_torch_tensor_is_written_by_the_kernel(ctx):
+    # A pinned CPU tensor is host memory mapped for the GPU: torch's __dlpack_device__ says
+    # kDLCUDAHost, while its C exchange API (2.10+) says kDLCPU, and before 2.10 kernarg's
+    # adapter sees is_cuda False. Either way kernarg takes its address; the kernel writes it.
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA (it cannot pin memory)")
+    t = torch.zeros(64).pin_memory()
+    assert t.__dlpack_device__()[0] == 3
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    k.launch(1, 64, t, 1.5, 64)
+    check(driver.cuCtxSynchronize())
+    assert (t.numpy() == 1.5).all()
+    assert kernarg.pack((t,)).producer_streams == ()
+    with pytest.raises(TypeError, match=r"argument 0 \(torch.Tensor\): the memory is on the CPU"):
+        kernarg.pack((torch.zeros(4),))
+
+
 def test_cupy_adapter_records_cupys_current_stream(ctx):
     # The adapter reads it through the C function CuPy exports (cupy.cuda.stream.__pyx_capi__)
     # where the capsule's signature matches, else through get_current_stream().ptr.
