@@ -1012,8 +1012,12 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
         # Pinned CPU tensors are host memory a kernel can reach (torch's own DLPack export
         # says kDLCUDAHost): their address, on no device, and no stream (torch's CUDA Array
         # Interface refuses CPU tensors, and its __dlpack__ synchronises none).
+        where = str(obj.device)
+        if where.partition(":")[0] != "cpu":     # meta, mps, xpu, ...: not host memory either
+            raise TypeError(f"{_describe(index, obj)}: the tensor is on torch device {where}, "
+                            "not on a CUDA device or in pinned host memory")
         if not obj.is_pinned():
-            raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {obj.device})")
+            raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
         _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
         if want_dtype:
             _set_torch_dtype(obj, r)

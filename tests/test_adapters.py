@@ -40,6 +40,11 @@ SCRIPT = textwrap.dedent("""
             self.ptr, self._device, self.dtype, self.is_cuda = ptr, device, TorchDtype(dtype), cuda
             self.device = f"cuda:{device}" if cuda else "cpu"
             self.pinned = pinned
+        @classmethod
+        def on(cls, device):                    # a tensor on a torch device other than CUDA's
+            t = cls(0x1000, 0, cuda=False)
+            t.device = device
+            return t
         def is_pinned(self):
             return self.pinned
         def data_ptr(self):
@@ -153,6 +158,9 @@ SCRIPT = textwrap.dedent("""
     assert ptrs(kernarg.pack((ndarray(0x2000, 1, managed=True),), device=0)) == [0x2000]
     raises(TypeError, "argument 0 (torch.Tensor): the memory is on the CPU",
            lambda: kernarg.pack((Tensor(0x1000, 0, cuda=False),)))
+    raises(TypeError, "argument 0 (torch.Tensor): the tensor is on torch device meta, not on "
+           "a CUDA device or in pinned host memory", lambda: kernarg.pack((Tensor.on("meta"),)))
+    raises(TypeError, "on torch device xpu:1,", lambda: kernarg.pack((Tensor.on("xpu:1"),)))
     # A pinned CPU tensor is host memory a kernel can use: on no device, no stream to wait on.
     pinned = kernarg.pack((Tensor(0x1800, 0, cuda=False, pinned=True),), device=1)
     assert ptrs(pinned) == [0x1800] and pinned.producer_streams == ()
