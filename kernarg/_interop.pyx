@@ -966,7 +966,7 @@ cdef bint _says_pinned(object obj):
     pays for the call; a ``__dlpack_device__`` that raises or answers oddly changes nothing."""
     try:
         device = obj.__dlpack_device__()
-        return type(device) is tuple and len(device) == 2 and device[0] == DL_CUDA_HOST
+        return isinstance(device, tuple) and len(device) == 2 and device[0] == DL_CUDA_HOST
     except Exception:
         return False
 
