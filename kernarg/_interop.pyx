@@ -998,19 +998,13 @@ cdef _intptr_void_fn _cupy_stream_fn = NULL
 cdef const char* _CUPY_STREAM_FN_SIGNATURE = b"intptr_t (void)"
 
 
-cdef int _set_torch_dtype(object obj, PtrResult* r) except -1:
-    kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
-    if kind is not None:
-        r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
-    return 0
-
-
 cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
     # torch without the DLPack C exchange API (before 2.10).
     global _torch_current_stream
-    if not obj.is_cuda:
-        # Pinned CPU tensors are host memory a kernel can reach (torch's own DLPack export
-        # says kDLCUDAHost): their address, on no device, and no stream (torch's CUDA Array
+    cdef bint cuda = obj.is_cuda
+    if not cuda:
+        # A pinned CPU tensor is host memory a kernel can reach (torch's own DLPack export
+        # says kDLCUDAHost): its address, on no device, and no stream (torch's CUDA Array
         # Interface refuses CPU tensors, and its __dlpack__ synchronises none).
         where = str(obj.device)
         if where.partition(":")[0] != "cpu":     # meta, mps, xpu, ...: not host memory either
@@ -1018,13 +1012,13 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
                             "not on a CUDA device or in pinned host memory")
         if not obj.is_pinned():
             raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
-        _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
-        if want_dtype:
-            _set_torch_dtype(obj, r)
-        return 0
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
     if want_dtype:
-        _set_torch_dtype(obj, r)
+        kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
+        if kind is not None:
+            r.dtype_kind, r.dtype_size = ord(kind[0]), kind[1]
+    if not cuda:
+        return 0
     cdef int device = obj.get_device()
     r.device = device
     if _torch_current_stream is None:

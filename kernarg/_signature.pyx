@@ -1158,13 +1158,12 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
 
 cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
                         PtrResult* r) except -1:
-    if r.readonly and not p.is_const:
+    if (r.readonly or r.copied) and not p.is_const:
+        why = "is read-only" if r.readonly else (
+            "was exported as a copy (DLPack flag IS_COPIED): what the kernel writes would not "
+            "reach the array")
         raise ValueError(f"{_param_name(sig, i)} ({sig._types[i]}) is not const but the "
-                         f"{type(value).__name__} array is read-only")
-    if r.copied and not p.is_const:
-        raise ValueError(f"{_param_name(sig, i)} ({sig._types[i]}) is not const but the "
-                         f"{type(value).__name__} array was exported as a copy (DLPack flag "
-                         "IS_COPIED): what the kernel writes would not reach the array")
+                         f"{type(value).__name__} array {why}")
     if p.pointee_kind == 0 or r.dtype_kind == 0:
         return 0
     if not _kind_matches(p.pointee_kind, p.pointee_size, r.dtype_kind, r.dtype_size):
