@@ -31,7 +31,8 @@ _ENV_PER_THREAD = "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"
 _ACCEPTED = (
     "None, an int handle (or numpy integer), an object with __cuda_stream__() returning "
     "(0, handle), "
-    "a torch-style .cuda_stream int, a CuPy-style .ptr int, or cuda.bindings.driver.CUstream"
+    "a torch-style .cuda_stream int, a CuPy-style .ptr int, cuda.bindings.driver.CUstream, or a "
+    "PyCUDA Stream"
 )
 
 
@@ -126,7 +127,8 @@ def resolve_stream(obj):
         ``None`` (see :func:`default_stream`), an int handle (or a numpy integer scalar), an
         object implementing the ``__cuda_stream__`` protocol (returns ``(0, handle)``), a
         torch-style stream with ``.cuda_stream``, a CuPy-style stream with ``.ptr``, a
-        ``cuda.bindings.driver.CUstream`` or a cuda.core ``Stream``.
+        ``cuda.bindings.driver.CUstream``, a cuda.core ``Stream`` or a PyCUDA ``Stream``
+        (its ``.handle``).
 
     Raises
     ------
@@ -176,6 +178,8 @@ cdef object _resolve(object obj):
         return _check_handle(obj, "int", obj)
     if t.__name__ == "CUstream" and (t.__module__ or "").startswith("cuda.bindings"):
         return _check_handle(int(obj), "CUstream", obj)
+    if _is_pycuda_stream(t):
+        return _check_handle(obj.handle, "PyCUDA Stream.handle", obj)
     handle = getattr(obj, "cuda_stream", None)
     if handle is not None:
         return _check_handle(handle, ".cuda_stream", obj)
@@ -193,6 +197,16 @@ cdef object _resolve(object obj):
             return _check_handle(handle, f"{t.__module__}.{t.__name__}", obj)
     raise TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
                     f"{_ACCEPTED}")
+
+
+cdef bint _is_pycuda_stream(type t):
+    # pycuda.driver.Stream keeps its CUstream in the int property `.handle`. Other libraries'
+    # `.handle` is an object, a context or a module, so the name alone is not taken as a stream:
+    # only PyCUDA's class (or a subclass of it) is.
+    for base in t.__mro__:
+        if base.__name__ == "Stream" and (base.__module__ or "").startswith("pycuda"):
+            return True
+    return False
 
 
 cdef class use_stream:

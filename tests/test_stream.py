@@ -47,6 +47,48 @@ def test_cuda_bindings_custream():
     assert kernarg.resolve_stream(driver.CUstream(0x99)) == 0x99
 
 
+def _pycuda_stream_type(module="pycuda._driver"):
+    # pycuda.driver.Stream as PyCUDA's extension module defines it (a Boost.Python class whose
+    # read-only property `handle` is the CUstream as an int).
+    class Stream:
+        def __init__(self, handle):
+            self._handle = handle
+
+        @property
+        def handle(self):
+            return self._handle
+
+    Stream.__module__ = module
+    return Stream
+
+
+def test_pycuda_stream_handle():
+    Stream = _pycuda_stream_type()
+    assert kernarg.resolve_stream(Stream(0x5000)) == 0x5000
+
+    class Subclass(Stream):
+        pass
+
+    assert kernarg.resolve_stream(Subclass(0x5008)) == 0x5008
+    assert kernarg.pack((1,), stream=Stream(0x5010)).nargs == 1
+    # Not a handle: the error names PyCUDA's property.
+    with pytest.raises(TypeError, match=r"stream Stream: PyCUDA Stream.handle gave str, "
+                                        r"expected an int handle"):
+        kernarg.resolve_stream(Stream("x"))
+    with pytest.raises(ValueError, match=r"from PyCUDA Stream.handle is outside"):
+        kernarg.resolve_stream(Stream(-3))
+
+
+def test_handle_of_another_library_is_not_a_stream():
+    # `.handle` means many things (cuda.core's is a CUstream object, PyCUDA's Context and Module
+    # have one too): only PyCUDA's Stream class is read through it.
+    for module, name in (("mylib", "Stream"), ("pycuda._driver", "Context")):
+        cls = _pycuda_stream_type(module)
+        cls.__name__ = cls.__qualname__ = name
+        with pytest.raises(TypeError, match="PyCUDA Stream"):   # the accepted list
+            kernarg.resolve_stream(cls(0x5000))
+
+
 @pytest.mark.parametrize("bad, exc, fragment", [
     (ProtocolStream((1, 5)), ValueError, "version"),
     (ProtocolStream((0,)), ValueError, "(0, handle)"),
