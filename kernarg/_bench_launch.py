@@ -227,6 +227,9 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         from numba import cuda as ncuda
 
         _quiet_numba_occupancy_warning()
+        if _restore_numpy_row_stack():
+            print(f"[{n} args] numba-cuda: numpy.row_stack restored as numpy.vstack for "
+                  "numba-cuda's compiler (numpy >= 2.5 removed it)", file=file)
         # The same empty kernel written for numba, with device arrays where the others pass
         # pointers: numba expands each array into several parameters, which is part of its cost.
         namespace = {}
@@ -242,6 +245,21 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
     except Exception as exc:
         print(f"[{n} args] numba-cuda skipped: {type(exc).__name__}: {exc}", file=file)
     return out
+
+
+def _restore_numpy_row_stack() -> bool:
+    """numba-cuda (0.30.4 and before) registers an overload of ``numpy.row_stack`` when it
+    compiles its first kernel. numpy 2.5 removed that alias of ``numpy.vstack``, so there every
+    numba-cuda compile fails with AttributeError (numba 0.68.1 guards its own copy of the line;
+    numba-cuda's does not), and the H100 run had no numba-cuda row. Put the alias back in this
+    benchmark process, where no other contender uses it, so numba-cuda's launch is measured.
+    Returns whether it was missing."""
+    import numpy as np
+
+    if hasattr(np, "row_stack"):
+        return False
+    np.row_stack = np.vstack
+    return True
 
 
 def _quiet_numba_occupancy_warning() -> None:

@@ -265,6 +265,20 @@ def test_launch_ratios_are_taken_round_by_round_against_the_in_process_floor():
     assert _bench_launch._overhead_ratio(times, "cuda.core launch", "kernarg.launch") is None
 
 
+def test_numpy_row_stack_is_restored_only_where_numpy_removed_it(monkeypatch):
+    # numba-cuda's compiler needs numpy.row_stack, which numpy 2.5 removed.
+    import numpy as np
+
+    from kernarg import _bench_launch
+
+    monkeypatch.setattr(np, "row_stack", lambda tup: "numpy's own", raising=False)
+    assert _bench_launch._restore_numpy_row_stack() is False
+    assert np.row_stack(()) == "numpy's own"          # an existing one is left alone
+    monkeypatch.delattr(np, "row_stack")
+    assert _bench_launch._restore_numpy_row_stack() is True
+    assert np.row_stack is np.vstack
+
+
 def test_a_whole_burst_contender_is_called_once_per_burst():
     from kernarg import _bench_launch
 
