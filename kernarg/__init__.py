@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 # raise the ImportError when used. (Not a module __getattr__: CPython 3.11 does not specialise
 # attribute loads on a module that has one, which would slow every `kernarg.pack(...)` call.)
 try:
-    from kernarg._launch import BoundLaunch, Kernel, LaunchConfig, PreparedLaunch
+    from kernarg._launch import BoundLaunch, Kernel, LaunchConfig, PreparedLaunch, launch
 except ImportError as _exc:
     _launch_error = (f"kernarg._launch failed to import ({_exc}); check that cuda-bindings "
                      "matches the one kernarg was built with")
@@ -40,6 +40,9 @@ except ImportError as _exc:
     LaunchConfig = _Unavailable("LaunchConfig", (), {})
     PreparedLaunch = _Unavailable("PreparedLaunch", (), {})
     BoundLaunch = _Unavailable("BoundLaunch", (), {})
+
+    def launch(stream, config, kernel, *args):
+        raise ImportError(f"kernarg.launch is unavailable: {_launch_error}")
 
 
 __all__ = [
@@ -59,6 +62,7 @@ __all__ = [
     "__version__",
     "default_stream",
     "get_include",
+    "launch",
     "pack",
     "register",
     "registered_types",

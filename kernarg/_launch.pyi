@@ -3,7 +3,7 @@ from typing import Any, final
 
 from kernarg._signature import Signature
 
-__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch"]
+__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch", "launch"]
 
 Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 
@@ -81,4 +81,5 @@ class Kernel:
                 priority: int | None = None) -> PreparedLaunch: ...
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
 
+def launch(stream: Any, config: Any, kernel: Any, *args: Any) -> None: ...
 def device_arch(device: int = 0) -> str: ...

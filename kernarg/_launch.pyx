@@ -30,7 +30,7 @@ from collections import OrderedDict
 
 from kernarg._errors import CudaError, NoDriverError
 
-__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch"]
+__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch", "launch"]
 
 cdef enum:
     MAX_ATTRS = 4
@@ -1101,14 +1101,7 @@ cdef class Kernel:
         is untyped."""
         cdef uintptr_t address
         cdef cydriver.CUcontext ctx = NULL
-        if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
-            handle = handle._handle
-        try:
-            address = int(handle)
-        except TypeError:
-            address = int(getattr(handle, "getPtr")()) if hasattr(handle, "getPtr") else 0
-        if address == 0:
-            raise ValueError(f"Kernel.from_handle: {handle!r} is not a kernel handle")
+        handle, address = _kernel_address(handle, "Kernel.from_handle")
         if signature is not None and not isinstance(signature, Signature):
             signature = Signature(signature)
         if device is not None:
@@ -1345,6 +1338,173 @@ cdef class Kernel:
 
     def __repr__(self):
         return f"<kernarg.Kernel {self.name} signature={self.signature!r}>"
+
+
+cdef tuple _kernel_address(object handle, str who):
+    """(the object that holds it, the CUfunction/CUkernel address) of what ``from_handle``
+    takes: an int, a cuda.bindings ``CUfunction``/``CUkernel`` or a cuda.core ``Kernel``."""
+    cdef uintptr_t address
+    if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
+        handle = handle._handle
+    try:
+        address = int(handle)
+    except (TypeError, OverflowError):
+        try:
+            address = int(getattr(handle, "getPtr")()) if hasattr(handle, "getPtr") else 0
+        except (TypeError, OverflowError):
+            address = 0
+    if address == 0:
+        raise ValueError(f"{who}: {handle!r} is not a kernel handle")
+    return handle, address
+
+
+# ---------------------------------------------------------------------------------------------
+# kernarg.launch(stream, config, kernel, *args): cuda.core's call form
+
+# Kernels launch() was given as handles or cuda.core Kernels, by address. A wrapper made by
+# from_handle without a device or signature depends on the address alone (it keeps only the
+# handle's Python object, which owns nothing), so an address the driver reuses for another
+# kernel is still launched right. Bounded: cleared when full.
+FOREIGN_CACHE_SIZE = 1024
+cdef dict _foreign_kernels = {}
+# The same wrappers by the foreign object itself, for objects that take weak references (a
+# cuda.core Kernel builds a new handle object each time it is asked, ~0.5 us): id -> (weak
+# reference, wrapper). The entry goes when the object does, so an id is never matched to a
+# later object that reuses it; the weak reference's check says so too.
+cdef dict _foreign_by_object = {}
+# cuda.core LaunchConfigs converted, by their field values; and by the config object (id ->
+# (weak reference, values, LaunchConfig)), whose values are checked on each use, because
+# cuda.core's configs are mutable.
+cdef dict _foreign_configs = {}
+cdef dict _foreign_config_by_object = {}
+
+
+def _forget(dict cache, ref, key):
+    """Weak-reference callback: drop ``cache[key]`` if it is still ``ref``'s entry."""
+    entry = cache.get(key)
+    if entry is not None and entry[0] is ref:
+        del cache[key]
+
+
+cdef Kernel _launch_kernel(object kernel):
+    if isinstance(kernel, Kernel):
+        return <Kernel>kernel
+    entry = _foreign_by_object.get(id(kernel))
+    if entry is not None and (<tuple>entry)[0]() is kernel:
+        return <Kernel>(<tuple>entry)[1]
+    try:
+        owner, address = _kernel_address(kernel, "kernarg.launch")
+    except ValueError:
+        raise TypeError(f"kernarg.launch: kernel must be a kernarg.Kernel, a cuda.core Kernel or "
+                        f"a CUfunction/CUkernel handle, got {type(kernel).__name__}") from None
+    k = _foreign_kernels.get(address)
+    if k is None:
+        if len(_foreign_kernels) >= FOREIGN_CACHE_SIZE:
+            _foreign_kernels.clear()
+        k = Kernel.from_handle(owner)
+        _foreign_kernels[address] = k
+    key = id(kernel)
+    try:
+        ref = weakref.ref(kernel, lambda r, key=key: _forget(_foreign_by_object, r, key))
+    except TypeError:           # ints and the like: found by address each time
+        pass
+    else:
+        if len(_foreign_by_object) >= FOREIGN_CACHE_SIZE:
+            _foreign_by_object.clear()
+        _foreign_by_object[key] = (ref, k)
+    return <Kernel>k
+
+
+def _kernel_for_launch(kernel):
+    """The :class:`Kernel` that :func:`launch` launches for ``kernel`` (for tests)."""
+    return _launch_kernel(kernel)
+
+
+cdef object _grid_in_blocks(object grid, object cluster):
+    # cuda.core counts the grid in clusters when a cluster is given; the driver, in blocks.
+    g = _dims(grid, "grid", _GRID_LIMITS)
+    c = _dims(cluster, "cluster", (16, 16, 16))
+    return (g[0] * c[0], g[1] * c[1], g[2] * c[2])
+
+
+cdef tuple _core_config_values(object config):
+    """A cuda.core LaunchConfig's fields: grid, block, cluster, shmem_size (None: 0),
+    is_cooperative (``cooperative_launch`` before cuda.core 1.0) and
+    programmatic_stream_serialization."""
+    cooperative = getattr(config, "is_cooperative", None)
+    if cooperative is None:
+        cooperative = getattr(config, "cooperative_launch", False)
+    return (config.grid, config.block, getattr(config, "cluster", None),
+            getattr(config, "shmem_size", None) or 0, cooperative,
+            getattr(config, "programmatic_stream_serialization", False))
+
+
+def _config_from(config):
+    """``config`` as a :class:`LaunchConfig`: itself, or a cuda.core ``LaunchConfig`` converted
+    (with a cluster, cuda.core's grid counts clusters; the driver's, blocks)."""
+    if isinstance(config, LaunchConfig):
+        return config
+    # A config seen before, unchanged since (its fields are read again: cuda.core's configs
+    # are mutable). Comparing the tuples compares the same objects, without hashing.
+    entry = _foreign_config_by_object.get(id(config))
+    if entry is not None and (<tuple>entry)[0]() is config:
+        values = _core_config_values(config)
+        if values == (<tuple>entry)[1]:
+            return (<tuple>entry)[2]
+    if not type(config).__module__.startswith("cuda.core"):
+        raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a cuda.core "
+                        f"LaunchConfig, got {type(config).__name__}")
+    values = _core_config_values(config)
+    try:
+        cfg = _foreign_configs.get(values)
+    except TypeError:                   # a list in it (cuda.core makes tuples): not cached
+        cfg = None
+        values = None
+    if cfg is None:
+        grid, block, cluster, shmem, cooperative, pdl = values or _core_config_values(config)
+        if cluster is not None:
+            grid = _grid_in_blocks(grid, cluster)
+        cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+                           pdl=pdl)
+        if values is not None:
+            if len(_foreign_configs) >= FOREIGN_CACHE_SIZE:
+                _foreign_configs.clear()
+            _foreign_configs[values] = cfg
+    if values is not None:
+        key = id(config)
+        try:
+            ref = weakref.ref(config, lambda r, key=key: _forget(_foreign_config_by_object, r,
+                                                                 key))
+        except TypeError:
+            pass
+        else:
+            if len(_foreign_config_by_object) >= FOREIGN_CACHE_SIZE:
+                _foreign_config_by_object.clear()
+            _foreign_config_by_object[key] = (ref, values, cfg)
+    return cfg
+
+
+def launch(stream, config, kernel, *args):
+    """Launch ``kernel`` with ``config`` on ``stream``: cuda.core's ``launch`` call form, so
+    code written for ``cuda.core.launch`` can switch by changing the import.
+
+    Parameters
+    ----------
+    stream
+        Anything :func:`kernarg.resolve_stream` accepts (a cuda.core ``Stream``, say).
+    config : LaunchConfig or cuda.core LaunchConfig
+        A cuda.core config is read as cuda.core defines it: with a ``cluster``, its ``grid``
+        counts clusters, not blocks. Converted configs are cached by value.
+    kernel : Kernel, cuda.core Kernel, or a CUfunction/CUkernel handle
+        A foreign kernel is wrapped once (``Kernel.from_handle``, cached by address): it is
+        packed untyped and launched in the current context, as cuda.core launches it.
+    *args
+        The kernel's arguments.
+    """
+    cdef Kernel k = _launch_kernel(kernel)
+    cdef LaunchConfig cfg = <LaunchConfig>_config_from(config)
+    cdef uint64_t handle = stream_handle(stream)
+    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_args(args, handle), handle)
 
 
 # A PreparedLaunch is called through CPython's vectorcall protocol (PEP 590): the packers read

@@ -668,3 +668,90 @@ def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     assert repr(k) == "<kernarg.Kernel saxpy signature=kernarg.Signature('float* x, int n')>"
     with pytest.raises(ValueError, match="is not a kernel handle"):
         kernarg.Kernel.from_handle(object())
+
+
+def _core_config(**fields):
+    """A stand-in for a cuda.core LaunchConfig (one with a cluster needs a driver to build)."""
+    cls = type("LaunchConfig", (), {"__module__": "cuda.core._launch_config"})
+    config = cls()
+    for name, value in fields.items():
+        setattr(config, name, value)
+    return config
+
+
+def test_launch_reads_cuda_core_configs_as_cuda_core_defines_them():
+    from kernarg._launch import _config_from
+
+    own = kernarg.LaunchConfig(2, 32)
+    assert _config_from(own) is own
+    core = pytest.importorskip("cuda.core")
+    c = core.LaunchConfig(grid=4, block=(32, 2), shmem_size=256)
+    cfg = _config_from(c)
+    assert (cfg.grid, cfg.block, cfg.shmem, cfg.cluster) == ((4, 1, 1), (32, 2, 1), 256, None)
+    assert not cfg.cooperative and not cfg.pdl
+    assert _config_from(c) is cfg                       # converted once, found by value
+    c.grid = (8, 1, 1)                                  # cuda.core configs are mutable
+    assert _config_from(c).grid == (8, 1, 1)
+    c.grid = (8, 1, 1)                                  # equal values, a new tuple
+    assert _config_from(c).grid == (8, 1, 1)
+    assert _config_from(core.LaunchConfig(grid=1, block=1)).shmem == 0     # shmem_size None
+    # A list where cuda.core keeps tuples cannot be a cache key: converted every time.
+    listed = _core_config(grid=[2, 1, 1], block=(32, 1, 1), cluster=None, shmem_size=0)
+    assert _config_from(listed).grid == (2, 1, 1)
+    listed.grid = [5, 1, 1]
+    assert _config_from(listed).grid == (5, 1, 1)
+    # With a cluster, cuda.core's grid counts clusters: the driver's grid is in blocks.
+    cfg = _config_from(_core_config(grid=(3, 2, 1), cluster=(2, 1, 1), block=(64, 1, 1),
+                                    shmem_size=None, is_cooperative=False,
+                                    programmatic_stream_serialization=True))
+    assert (cfg.grid, cfg.cluster, cfg.pdl) == ((6, 2, 1), (2, 1, 1), True)
+    assert cfg.attributes == (("cluster_dimension", (2, 1, 1)),
+                              ("programmatic_stream_serialization", 1))
+    # cuda.core before 1.0 called is_cooperative cooperative_launch.
+    cfg = _config_from(_core_config(grid=(4, 1, 1), block=(32, 1, 1), cluster=None,
+                                    shmem_size=0, cooperative_launch=True))
+    assert cfg.cooperative and cfg.attributes == (("cooperative", 1),)
+    with pytest.raises(ValueError, match=r"block \(64, 32, 1\) has 2048 threads"):
+        _config_from(_core_config(grid=(1, 1, 1), block=(64, 32, 1)))
+    with pytest.raises(ValueError, match=r"cluster\[0\] is 17; it must be between 1 and 16"):
+        _config_from(_core_config(grid=(3, 1, 1), block=(32, 1, 1), cluster=(17, 1, 1)))
+
+
+def test_launch_names_what_it_cannot_take():
+    with pytest.raises(TypeError, match="config must be a kernarg.LaunchConfig or a cuda.core "
+                                        "LaunchConfig, got tuple"):
+        kernarg.launch(None, (1, 1), 0x1234)
+    cfg = kernarg.LaunchConfig(1, 1)
+    for bad in (object(), 0, "k"):
+        with pytest.raises(TypeError, match="kernel must be a kernarg.Kernel, a cuda.core "
+                                            f"Kernel or a CUfunction/CUkernel handle, got "
+                                            f"{type(bad).__name__}"):
+            kernarg.launch(None, cfg, bad)
+    with pytest.raises(TypeError, match="stream"):
+        kernarg.launch("default", cfg, 0x1234)
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n")
+    with pytest.raises(OverflowError, match="'n'"):     # packed before any driver call
+        kernarg.launch(None, cfg, k, None, 2**40)
+
+
+def test_launch_wraps_a_foreign_kernel_once_per_address():
+    from kernarg._launch import _kernel_for_launch
+
+    CoreKernel = type("Kernel", (), {"__module__": "cuda.core._module",
+                                     "__init__": lambda self: setattr(self, "_handle", 0x6100)})
+    own = kernarg.Kernel.from_handle(0x1234)
+    assert _kernel_for_launch(own) is own
+    first = _kernel_for_launch(CoreKernel())
+    assert first.handle == 0x6100 and first.signature is None and first.device == -1
+    assert _kernel_for_launch(CoreKernel()) is first    # another object, the same kernel
+    assert _kernel_for_launch(0x6100) is first
+    assert _kernel_for_launch(0x6200).handle == 0x6200
+
+
+@needs_no_driver
+def test_launch_without_a_driver_is_a_cuda_error():
+    cfg = kernarg.LaunchConfig(1, 32)
+    with pytest.raises(kernarg.NoDriverError):
+        kernarg.launch(None, cfg, 0x1234, None, 7)
+    with pytest.raises(kernarg.NoDriverError):
+        kernarg.launch(None, cfg, kernarg.Kernel.from_handle(0x1234), np.float32(1))

@@ -337,6 +337,38 @@ def test_cuda_core_buffers(ctx, kind):
     assert (host == 2.5).all()
 
 
+def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
+    """kernarg.launch(stream, config, kernel, *args): cuda.core's launch, imported from kernarg,
+    with cuda.core's own kernel, config, stream and buffer."""
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("fill")
+    stream = dev.create_stream()
+    buf = dev.memory_resource.allocate(4 * 256, stream=stream)
+    kernarg.launch(stream, core.LaunchConfig(grid=2, block=128), ck, buf, np.float32(2.5),
+                   np.int32(256))
+    stream.sync()
+    host = np.empty(256, np.float32)
+    check(driver.cuMemcpyDtoH(host.ctypes.data, int(buf.handle), 4 * 256))
+    assert (host == 2.5).all()
+    # A kernarg Kernel with a cuda.core config: with a cluster, cuda.core's grid counts
+    # clusters, so grid=4, cluster=2 launches 8 blocks.
+    if dev.compute_capability.major < 9:
+        return                                  # thread block clusters need sm_90
+    src = r"""extern "C" __global__ void ids(int* out) {
+        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
+    k = kernarg.Kernel.from_source(src, "ids")
+    out = DeviceArray(4 * 8 * 32, typestr="<i4")
+    kernarg.launch(stream, core.LaunchConfig(grid=4, cluster=2, block=32), k, out)
+    stream.sync()
+    assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
+
+
 def test_cuda_bindings_device_pointer_objects(ctx):
     # cuda.bindings' cuMemAlloc returns a CUdeviceptr object, not an int: typed and untyped
     # launches take it as the address it holds.
