@@ -31,7 +31,8 @@ pytestmark = pytest.mark.skipif(REASON is not None,
 
 CONTENDERS = (_bench_launch.FLOOR, "kernarg.launch", "kernarg prepared", "kernarg bound",
               "kernarg.launch+torch",
-              "kernarg prepared+torch", "cuda.core launch", "cuda.bindings cuLaunchKernel",
+              "kernarg prepared+torch", "cuda.core launch", _bench_launch.DROP_IN,
+              "cuda.bindings cuLaunchKernel",
               "CuPy RawKernel", "numba-cuda")
 _cache: dict = {}
 

@@ -72,6 +72,7 @@ def _written_out(call: str, args: tuple, **names):
 
 
 FLOOR = "C loop"     # the in-process floor contender (see _contenders)
+DROP_IN = "kernarg.launch(cuda.core form)"  # kernarg.launch(stream, config, kernel, *args)
 FLOOR_EX = "C loop Ex"              # the same loop calling cuLaunchKernelEx
 FLOOR_CHECKED = "C loop checked"    # ... with kernarg's per-launch checks in C
 
@@ -176,6 +177,10 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         launch(cstream, cfg, ck, *args)
         out["cuda.core launch"] = _written_out("launch(cstream, cfg, ck, {args})", args,
                                                launch=launch, cstream=cstream, cfg=cfg, ck=ck)
+        # The same call, the same cuda.core objects, with kernarg's launch imported instead:
+        # what switching the import buys (issue 5's "2x cuda.core on the same arguments").
+        out[DROP_IN] = _written_out("launch(cstream, cfg, ck, {args})", args,
+                                    launch=kernarg.launch, cstream=cstream, cfg=cfg, ck=ck)
     except Exception as exc:
         print(f"[{n} args] cuda.core skipped: {type(exc).__name__}: {exc}", file=file)
     try:
@@ -387,6 +392,9 @@ def run(rounds: int = 21, bursts: int = 30, file=None) -> dict:
                     row[key] = row[f"{name}_ns"] / floor[0]
         for key, value in (("cuda_core_over_kernarg",
                             _ratio(times, "cuda.core launch", "kernarg.launch")),
+                           ("cuda_core_over_drop_in", _ratio(times, "cuda.core launch", DROP_IN)),
+                           ("cuda_core_overhead_over_drop_in",
+                            _overhead_ratio(times, "cuda.core launch", DROP_IN)),
                            ("cuda_core_overhead_over_kernarg",
                             _overhead_ratio(times, "cuda.core launch", "kernarg.launch"))):
             if value is not None:
