@@ -1348,10 +1348,10 @@ cdef tuple _kernel_address(object handle, str who):
         handle = handle._handle
     try:
         address = int(handle)
-    except (TypeError, OverflowError):
+    except (TypeError, ValueError, OverflowError):     # ValueError: int("name")
         try:
             address = int(getattr(handle, "getPtr")()) if hasattr(handle, "getPtr") else 0
-        except (TypeError, OverflowError):
+        except (TypeError, ValueError, OverflowError):
             address = 0
     if address == 0:
         raise ValueError(f"{who}: {handle!r} is not a kernel handle")

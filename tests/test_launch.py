@@ -666,8 +666,9 @@ def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     k = kernarg.Kernel.from_handle(CoreKernel(), signature="float* x, int n", name="saxpy")
     assert k.handle == 0x6000 and k.module_handle is None and k.device == -1
     assert repr(k) == "<kernarg.Kernel saxpy signature=kernarg.Signature('float* x, int n')>"
-    with pytest.raises(ValueError, match="is not a kernel handle"):
-        kernarg.Kernel.from_handle(object())
+    for bad in (object(), "saxpy", -1, 2**64):
+        with pytest.raises(ValueError, match="is not a kernel handle"):
+            kernarg.Kernel.from_handle(bad)
 
 
 def _core_config(**fields):
