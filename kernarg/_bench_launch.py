@@ -253,10 +253,11 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
 
 
 def _restore_numpy_row_stack() -> bool:
-    """numba-cuda (0.30.4 and before) registers an overload of ``numpy.row_stack`` when it
-    compiles its first kernel. numpy 2.5 removed that alias of ``numpy.vstack``, so there every
-    numba-cuda compile fails with AttributeError (numba 0.68.1 guards its own copy of the line;
-    numba-cuda's does not), and the H100 run had no numba-cuda row. Put the alias back in this
+    """numba-cuda 0.30.4 (the newest on PyPI in 2026-11) registers an overload of
+    ``numpy.row_stack`` when it compiles its first kernel. numpy 2.5 removed that alias of
+    ``numpy.vstack``, so there every numba-cuda compile fails with AttributeError (numba 0.68.1
+    guards its own copy of the line; numba-cuda's does not), and the H100 run had no numba-cuda
+    row. Put the alias back in this
     benchmark process, where no other contender uses it, so numba-cuda's launch is measured.
     Returns whether it was missing."""
     import numpy as np
