@@ -1442,35 +1442,37 @@ cdef tuple _core_config_values(object config):
 def _config_from(config):
     """``config`` as a :class:`LaunchConfig`: itself, or a cuda.core ``LaunchConfig`` converted
     (with a cluster, cuda.core's grid counts clusters; the driver's, blocks)."""
+    cdef bint hashable = True
     if isinstance(config, LaunchConfig):
         return config
-    # A config seen before, unchanged since (its fields are read again: cuda.core's configs
-    # are mutable). Comparing the tuples compares the same objects, without hashing.
     entry = _foreign_config_by_object.get(id(config))
     if entry is not None and (<tuple>entry)[0]() is config:
+        # Seen before: its fields are read again (cuda.core's configs are mutable); comparing
+        # the tuples compares the same objects, without hashing.
         values = _core_config_values(config)
         if values == (<tuple>entry)[1]:
             return (<tuple>entry)[2]
-    if not type(config).__module__.startswith("cuda.core"):
+    elif type(config).__module__.startswith("cuda.core"):
+        values = _core_config_values(config)
+    else:
         raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a cuda.core "
                         f"LaunchConfig, got {type(config).__name__}")
-    values = _core_config_values(config)
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
         cfg = None
-        values = None
+        hashable = False
     if cfg is None:
-        grid, block, cluster, shmem, cooperative, pdl = values or _core_config_values(config)
+        grid, block, cluster, shmem, cooperative, pdl = values
         if cluster is not None:
             grid = _grid_in_blocks(grid, cluster)
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                            pdl=pdl)
-        if values is not None:
+        if hashable:
             if len(_foreign_configs) >= FOREIGN_CACHE_SIZE:
                 _foreign_configs.clear()
             _foreign_configs[values] = cfg
-    if values is not None:
+    if hashable:
         key = id(config)
         try:
             ref = weakref.ref(config, lambda r, key=key: _forget(_foreign_config_by_object, r,
@@ -1494,7 +1496,8 @@ def launch(stream, config, kernel, *args):
         Anything :func:`kernarg.resolve_stream` accepts (a cuda.core ``Stream``, say).
     config : LaunchConfig or cuda.core LaunchConfig
         A cuda.core config is read as cuda.core defines it: with a ``cluster``, its ``grid``
-        counts clusters, not blocks. Converted configs are cached by value.
+        counts clusters, not blocks. A converted config is kept and found again (its fields
+        are read each call, since cuda.core's configs are mutable).
     kernel : Kernel, cuda.core Kernel, or a CUfunction/CUkernel handle
         A foreign kernel is wrapped once (``Kernel.from_handle``, cached by address): it is
         packed untyped and launched in the current context, as cuda.core launches it.
