@@ -1361,16 +1361,17 @@ cdef tuple _kernel_address(object handle, str who):
 # ---------------------------------------------------------------------------------------------
 # kernarg.launch(stream, config, kernel, *args): cuda.core's call form
 
-# Kernels launch() was given as handles or cuda.core Kernels, by address. A wrapper made by
-# from_handle without a device or signature depends on the address alone (it keeps only the
-# handle's Python object, which owns nothing), so an address the driver reuses for another
-# kernel is still launched right. Bounded: cleared when full.
+# Kernels launch() was given as handles, by address. A wrapper made by from_handle without a
+# device or signature depends on the address alone (it keeps only the handle's Python object,
+# which owns nothing), so an address the driver reuses for another kernel is still launched
+# right. Bounded: cleared when full.
 FOREIGN_CACHE_SIZE = 1024
 cdef dict _foreign_kernels = {}
-# The same wrappers by the foreign object itself, for objects that take weak references (a
-# cuda.core Kernel builds a new handle object each time it is asked, ~0.5 us): id -> (weak
-# reference, wrapper). The entry goes when the object does, so an id is never matched to a
-# later object that reuses it; the weak reference's check says so too.
+# Wrappers of objects that take weak references (cuda.core Kernels), by the object: id ->
+# (weak reference, wrapper). A cuda.core Kernel builds a new handle object each time it is
+# asked (~0.5 us), and its wrapper carries the kernel's parameter layout, which belongs to that
+# kernel, not to its address. The entry goes when the object does (and the weak reference's
+# check says so too), so an id is never matched to a later object that reuses it.
 cdef dict _foreign_by_object = {}
 # cuda.core LaunchConfigs converted, by their field values; and by the config object (id ->
 # (weak reference, values, LaunchConfig)), whose values are checked on each use, because
@@ -1387,6 +1388,7 @@ def _forget(dict cache, ref, key):
 
 
 cdef Kernel _launch_kernel(object kernel):
+    cdef Kernel k
     if isinstance(kernel, Kernel):
         return <Kernel>kernel
     entry = _foreign_by_object.get(id(kernel))
@@ -1397,22 +1399,34 @@ cdef Kernel _launch_kernel(object kernel):
     except ValueError:
         raise TypeError(f"kernarg.launch: kernel must be a kernarg.Kernel, a cuda.core Kernel or "
                         f"a CUfunction/CUkernel handle, got {type(kernel).__name__}") from None
-    k = _foreign_kernels.get(address)
-    if k is None:
-        if len(_foreign_kernels) >= FOREIGN_CACHE_SIZE:
-            _foreign_kernels.clear()
-        k = Kernel.from_handle(owner)
-        _foreign_kernels[address] = k
     key = id(kernel)
     try:
         ref = weakref.ref(kernel, lambda r, key=key: _forget(_foreign_by_object, r, key))
-    except TypeError:           # ints and the like: found by address each time
-        pass
-    else:
-        if len(_foreign_by_object) >= FOREIGN_CACHE_SIZE:
-            _foreign_by_object.clear()
-        _foreign_by_object[key] = (ref, k)
-    return <Kernel>k
+    except TypeError:           # an int or a handle object: found by address
+        k = _foreign_kernels.get(address)
+        if k is None:
+            if len(_foreign_kernels) >= FOREIGN_CACHE_SIZE:
+                _foreign_kernels.clear()
+            k = Kernel.from_handle(owner)
+            _foreign_kernels[address] = k
+        return k
+    k = Kernel.from_handle(owner, name=f"{type(kernel).__name__} {address:#x}")
+    k._layout = _core_layout(kernel)
+    if len(_foreign_by_object) >= FOREIGN_CACHE_SIZE:
+        _foreign_by_object.clear()
+    _foreign_by_object[key] = (ref, k)
+    return k
+
+
+cdef tuple _core_layout(object kernel):
+    """A cuda.core Kernel's ((offset, size), ...) from its ``arguments_info`` (the driver's
+    parameter query), so that untyped packs are checked against it as for
+    ``Kernel.from_handle(..., device=)``; None where it cannot say (an older driver, or not a
+    cuda.core Kernel)."""
+    try:
+        return tuple((int(p.offset), int(p.size)) for p in kernel.arguments_info)
+    except Exception:
+        return None
 
 
 def _kernel_for_launch(kernel):
@@ -1499,8 +1513,11 @@ def launch(stream, config, kernel, *args):
         counts clusters, not blocks. A converted config is kept and found again (its fields
         are read each call, since cuda.core's configs are mutable).
     kernel : Kernel, cuda.core Kernel, or a CUfunction/CUkernel handle
-        A foreign kernel is wrapped once (``Kernel.from_handle``, cached by address): it is
-        packed untyped and launched in the current context, as cuda.core launches it.
+        A foreign kernel is wrapped once (``Kernel.from_handle``) and launched in the current
+        context, as cuda.core launches it. Its arguments are packed untyped; a cuda.core
+        Kernel's are then checked against the parameter sizes and offsets the driver reports
+        (``arguments_info``), so a Python float for a ``float`` parameter is an error, not 8
+        bytes where the kernel reads 4.
     *args
         The kernel's arguments.
     """

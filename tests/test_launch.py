@@ -752,18 +752,47 @@ def test_launch_names_what_it_cannot_take():
         kernarg.launch(None, cfg, k, None, 2**40)
 
 
-def test_launch_wraps_a_foreign_kernel_once_per_address():
+def _core_kernel(handle, params=None):
+    """A stand-in for a cuda.core Kernel: ``_handle``, and ``arguments_info`` (the driver's
+    parameter offsets and sizes) when ``params`` is given."""
+    from collections import namedtuple
+
+    ParamInfo = namedtuple("ParamInfo", "offset size")
+    attrs = {"__module__": "cuda.core._module", "_handle": handle}
+    if params is not None:
+        attrs["arguments_info"] = [ParamInfo(o, n) for o, n in params]
+    return type("Kernel", (), attrs)()
+
+
+def test_launch_wraps_a_foreign_kernel_once():
     from kernarg._launch import _kernel_for_launch
 
-    CoreKernel = type("Kernel", (), {"__module__": "cuda.core._module",
-                                     "__init__": lambda self: setattr(self, "_handle", 0x6100)})
     own = kernarg.Kernel.from_handle(0x1234)
     assert _kernel_for_launch(own) is own
-    first = _kernel_for_launch(CoreKernel())
+    core = _core_kernel(0x6100)
+    first = _kernel_for_launch(core)
     assert first.handle == 0x6100 and first.signature is None and first.device == -1
-    assert _kernel_for_launch(CoreKernel()) is first    # another object, the same kernel
-    assert _kernel_for_launch(0x6100) is first
+    assert first.param_layout is None               # no arguments_info: nothing to check
+    assert _kernel_for_launch(core) is first        # found again by the object
+    # Another object is wrapped on its own: its layout is its own, whatever its address.
+    other = _kernel_for_launch(_core_kernel(0x6100, [(0, 8)]))
+    assert other is not first and other.param_layout == ((0, 8),)
+    # Ints are found by address.
+    assert _kernel_for_launch(0x6200) is _kernel_for_launch(0x6200)
     assert _kernel_for_launch(0x6200).handle == 0x6200
+
+
+def test_launch_checks_untyped_packs_against_a_cuda_core_kernels_parameters():
+    """A cuda.core Kernel reports its parameters' offsets and sizes (arguments_info): the
+    classic untyped mistake, a Python float (a double) for a float, is refused before any
+    driver call, where cuda.core's own launch would pass 8 bytes for a 4-byte parameter."""
+    k = _core_kernel(0x6300, [(0, 8), (8, 4), (12, 4)])      # (float* x, float a, int n)
+    cfg = kernarg.LaunchConfig(1, 32)
+    with pytest.raises(TypeError, match=r"argument 1 \(float\) packs as 8 bytes at offset 8, "
+                                        r"but Kernel 0x6300's parameter 1 is 4 bytes"):
+        kernarg.launch(None, cfg, k, None, 2.5, np.int32(3))
+    with pytest.raises(TypeError, match=r"Kernel 0x6300 takes 3 arguments, got 2"):
+        kernarg.launch(None, cfg, k, None, np.float32(2.5))
 
 
 @needs_no_driver
@@ -773,3 +802,5 @@ def test_launch_without_a_driver_is_a_cuda_error():
         kernarg.launch(None, cfg, 0x1234, None, 7)
     with pytest.raises(kernarg.NoDriverError):
         kernarg.launch(None, cfg, kernarg.Kernel.from_handle(0x1234), np.float32(1))
+    with pytest.raises(kernarg.NoDriverError):      # the layout matches: on to the driver
+        kernarg.launch(None, cfg, _core_kernel(0x6400, [(0, 8), (8, 4)]), None, np.float32(1))

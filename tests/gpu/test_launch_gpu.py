@@ -356,6 +356,10 @@ def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
     host = np.empty(256, np.float32)
     check(driver.cuMemcpyDtoH(host.ctypes.data, int(buf.handle), 4 * 256))
     assert (host == 2.5).all()
+    # The driver's parameter sizes (cuda.core's arguments_info) check the untyped pack.
+    with pytest.raises(TypeError, match=r"argument 1 \(float\) packs as 8 bytes at offset 8, "
+                                        r"but Kernel 0x[0-9a-f]+'s parameter 1 is 4 bytes"):
+        kernarg.launch(stream, core.LaunchConfig(grid=1, block=1), ck, buf, 2.5, np.int32(1))
     # A kernarg Kernel with a cuda.core config: with a cluster, cuda.core's grid counts
     # clusters, so grid=4, cluster=2 launches 8 blocks.
     if dev.compute_capability.major < 9:
