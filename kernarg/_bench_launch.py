@@ -257,9 +257,8 @@ def _restore_numpy_row_stack() -> bool:
     ``numpy.row_stack`` when it compiles its first kernel. numpy 2.5 removed that alias of
     ``numpy.vstack``, so there every numba-cuda compile fails with AttributeError (numba 0.68.1
     guards its own copy of the line; numba-cuda's does not), and the H100 run had no numba-cuda
-    row. Put the alias back in this
-    benchmark process, where no other contender uses it, so numba-cuda's launch is measured.
-    Returns whether it was missing."""
+    row. Put the alias back in this benchmark process, where no other contender uses it, so
+    numba-cuda's launch is measured. Returns whether it was missing."""
     import numpy as np
 
     if hasattr(np, "row_stack"):

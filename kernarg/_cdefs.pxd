@@ -44,3 +44,12 @@ cdef inline bint is_numpy_bool(type t):
     """numpy's bool scalar type (numpy.bool_; named "bool" since numpy 2), which numpy 1.x lets
     through __index__ with a warning: a truth value is never a size or a stream handle."""
     return t.__module__ == "numpy" and t.__name__ in ("bool_", "bool")
+
+
+cdef inline bint mro_has(type t, str module_prefix, str name):
+    """Whether ``t`` or one of its bases is the class ``name`` of a module under
+    ``module_prefix``: how kernarg recognises a library's types without importing the library."""
+    for base in t.__mro__:
+        if base.__name__ == name and (base.__module__ or "").startswith(module_prefix):
+            return True
+    return False

@@ -28,7 +28,7 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset, strcmp
 
-from kernarg._cdefs cimport kernarg_small_int
+from kernarg._cdefs cimport kernarg_small_int, mro_has
 from kernarg._stream cimport stream_handle
 
 cdef extern from "Python.h":
@@ -256,21 +256,14 @@ def _use_layout_fallbacks(bint on):
     _check_ctypes_layout()
 
 
-cdef bint _mro_has(type t, str module_prefix, str name):
-    for base in t.__mro__:
-        if base.__name__ == name and (base.__module__ or "").startswith(module_prefix):
-            return True
-    return False
-
-
 cdef bint _is_pycuda_pointer(type t):
     """PyCUDA's device pointers: what ``pycuda.driver.mem_alloc`` returns (DeviceAllocation),
     a ``DeviceMemoryPool``'s allocations (PooledDeviceAllocation) and the user's subclasses of
     ``PointerHolderBase`` (which supply ``get_pointer()``). Each is an address and nothing
     else, as ``int(obj)``; PyCUDA's own launches take them so."""
-    return (_mro_has(t, "pycuda", "DeviceAllocation")
-            or _mro_has(t, "pycuda", "PooledDeviceAllocation")
-            or _mro_has(t, "pycuda", "PointerHolderBase"))
+    return (mro_has(t, "pycuda", "DeviceAllocation")
+            or mro_has(t, "pycuda", "PooledDeviceAllocation")
+            or mro_has(t, "pycuda", "PointerHolderBase"))
 
 
 # Texture and surface objects: a kernel takes them by value, as `cudaTextureObject_t` /
@@ -465,11 +458,11 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return 0
     if issubclass(t, _CTYPES_BASES):
         return _classify_ctypes(t, info)
-    if _mro_has(t, "cuda.core", "Buffer"):
+    if mro_has(t, "cuda.core", "Buffer"):
         info.kind = KIND_BUFFER
         _find_getter(t, "handle", info)
         return 0
-    if _mro_has(t, "cuda.bindings", "CUdeviceptr"):
+    if mro_has(t, "cuda.bindings", "CUdeviceptr"):
         # What cuda.bindings' cuMemAlloc and friends return (the cuda.cuda module of older
         # releases re-exports the same class). It holds an address and nothing else: no device,
         # no stream, no element type.
@@ -487,15 +480,15 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.api = _exchange_api(t)
     if info.api != NULL:
         info.kind = KIND_DLPACK_C
-    elif _mro_has(t, "torch", "Tensor"):
+    elif mro_has(t, "torch", "Tensor"):
         info.kind = KIND_TORCH
-    elif _mro_has(t, "cupy", "ndarray"):
+    elif mro_has(t, "cupy", "ndarray"):
         info.kind = KIND_CUPY
-    elif _mro_has(t, "numba", "DeviceNDArray"):
+    elif mro_has(t, "numba", "DeviceNDArray"):
         info.kind = KIND_NUMBA
-    elif _mro_has(t, "cuda.core", "StridedMemoryView"):
+    elif mro_has(t, "cuda.core", "StridedMemoryView"):
         info.kind = KIND_SMV
-    elif _mro_has(t, "jaxlib", "ArrayImpl"):
+    elif mro_has(t, "jaxlib", "ArrayImpl"):
         info.kind = KIND_JAX
     elif hasattr(t, "__cuda_array_interface__"):
         info.kind = KIND_CAI

@@ -1373,18 +1373,17 @@ cdef dict _foreign_kernels = {}
 # kernel, not to its address. The entry goes when the object does (and the weak reference's
 # check says so too), so an id is never matched to a later object that reuses it.
 cdef dict _foreign_by_object = {}
-# cuda.core LaunchConfigs converted, by their field values; and by the config object (id ->
-# (weak reference, values, LaunchConfig)), whose values are checked on each use, because
-# cuda.core's configs are mutable.
+# cuda.core LaunchConfigs converted, by their field values (read on every call: cuda.core's
+# configs are mutable), and the cuda.core config types seen.
 cdef dict _foreign_configs = {}
-cdef dict _foreign_config_by_object = {}
+cdef set _core_config_types = set()
 
 
-def _forget(dict cache, ref, key):
-    """Weak-reference callback: drop ``cache[key]`` if it is still ``ref``'s entry."""
-    entry = cache.get(key)
+def _forget(ref, key):
+    """Weak-reference callback: drop ``_foreign_by_object[key]`` if it is still ``ref``'s."""
+    entry = _foreign_by_object.get(key)
     if entry is not None and entry[0] is ref:
-        del cache[key]
+        del _foreign_by_object[key]
 
 
 cdef Kernel _launch_kernel(object kernel):
@@ -1401,7 +1400,7 @@ cdef Kernel _launch_kernel(object kernel):
                         f"a CUfunction/CUkernel handle, got {type(kernel).__name__}") from None
     key = id(kernel)
     try:
-        ref = weakref.ref(kernel, lambda r, key=key: _forget(_foreign_by_object, r, key))
+        ref = weakref.ref(kernel, lambda r, key=key: _forget(r, key))
     except TypeError:           # an int or a handle object: found by address
         k = _foreign_kernels.get(address)
         if k is None:
@@ -1456,48 +1455,33 @@ cdef tuple _core_config_values(object config):
 def _config_from(config):
     """``config`` as a :class:`LaunchConfig`: itself, or a cuda.core ``LaunchConfig`` converted
     (with a cluster, cuda.core's grid counts clusters; the driver's, blocks)."""
-    cdef bint hashable = True
     if isinstance(config, LaunchConfig):
         return config
-    entry = _foreign_config_by_object.get(id(config))
-    if entry is not None and (<tuple>entry)[0]() is config:
-        # Seen before: its fields are read again (cuda.core's configs are mutable); comparing
-        # the tuples compares the same objects, without hashing.
-        values = _core_config_values(config)
-        if values == (<tuple>entry)[1]:
-            return (<tuple>entry)[2]
-    elif type(config).__module__.startswith("cuda.core"):
-        values = _core_config_values(config)
-    else:
-        raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a cuda.core "
-                        f"LaunchConfig, got {type(config).__name__}")
+    t = type(config)
+    if t not in _core_config_types:
+        if not t.__module__.startswith("cuda.core"):
+            raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a "
+                            f"cuda.core LaunchConfig, got {t.__name__}")
+        _core_config_types.add(t)
+    values = _core_config_values(config)
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
-        cfg = None
-        hashable = False
+        return _converted(values)
     if cfg is None:
-        grid, block, cluster, shmem, cooperative, pdl = values
-        if cluster is not None:
-            grid = _grid_in_blocks(grid, cluster)
-        cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
-                           pdl=pdl)
-        if hashable:
-            if len(_foreign_configs) >= FOREIGN_CACHE_SIZE:
-                _foreign_configs.clear()
-            _foreign_configs[values] = cfg
-    if hashable:
-        key = id(config)
-        try:
-            ref = weakref.ref(config, lambda r, key=key: _forget(_foreign_config_by_object, r,
-                                                                 key))
-        except TypeError:
-            pass
-        else:
-            if len(_foreign_config_by_object) >= FOREIGN_CACHE_SIZE:
-                _foreign_config_by_object.clear()
-            _foreign_config_by_object[key] = (ref, values, cfg)
+        cfg = _converted(values)
+        if len(_foreign_configs) >= FOREIGN_CACHE_SIZE:
+            _foreign_configs.clear()
+        _foreign_configs[values] = cfg
     return cfg
+
+
+cdef LaunchConfig _converted(tuple values):
+    grid, block, cluster, shmem, cooperative, pdl = values
+    if cluster is not None:
+        grid = _grid_in_blocks(grid, cluster)
+    return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+                        pdl=pdl)
 
 
 def launch(stream, config, kernel, *args):
@@ -1510,8 +1494,8 @@ def launch(stream, config, kernel, *args):
         Anything :func:`kernarg.resolve_stream` accepts (a cuda.core ``Stream``, say).
     config : LaunchConfig or cuda.core LaunchConfig
         A cuda.core config is read as cuda.core defines it: with a ``cluster``, its ``grid``
-        counts clusters, not blocks. A converted config is kept and found again (its fields
-        are read each call, since cuda.core's configs are mutable).
+        counts clusters, not blocks. A converted config is kept and found again by its
+        fields, which are read each call, since cuda.core's configs are mutable.
     kernel : Kernel, cuda.core Kernel, or a CUfunction/CUkernel handle
         A foreign kernel is wrapped once (``Kernel.from_handle``) and launched in the current
         context, as cuda.core launches it. Its arguments are packed untyped; a cuda.core

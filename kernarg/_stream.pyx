@@ -9,7 +9,7 @@ launcher), the protocols cost what their Python calls cost.
 from libc.stdint cimport uint64_t
 from cpython.number cimport PyNumber_Index
 
-from kernarg._cdefs cimport is_numpy_bool
+from kernarg._cdefs cimport is_numpy_bool, mro_has
 
 import os
 import threading
@@ -178,7 +178,9 @@ cdef object _resolve(object obj):
         return _check_handle(obj, "int", obj)
     if t.__name__ == "CUstream" and (t.__module__ or "").startswith("cuda.bindings"):
         return _check_handle(int(obj), "CUstream", obj)
-    if _is_pycuda_stream(t):
+    if mro_has(t, "pycuda", "Stream"):
+        # PyCUDA's Stream keeps its CUstream in the int property `.handle`. Other libraries'
+        # `.handle` is an object, a context or a module: only PyCUDA's class is read so.
         return _check_handle(obj.handle, "PyCUDA Stream.handle", obj)
     handle = getattr(obj, "cuda_stream", None)
     if handle is not None:
@@ -197,16 +199,6 @@ cdef object _resolve(object obj):
             return _check_handle(handle, f"{t.__module__}.{t.__name__}", obj)
     raise TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
                     f"{_ACCEPTED}")
-
-
-cdef bint _is_pycuda_stream(type t):
-    # pycuda.driver.Stream keeps its CUstream in the int property `.handle`. Other libraries'
-    # `.handle` is an object, a context or a module, so the name alone is not taken as a stream:
-    # only PyCUDA's class (or a subclass of it) is.
-    for base in t.__mro__:
-        if base.__name__ == "Stream" and (base.__module__ or "").startswith("pycuda"):
-            return True
-    return False
 
 
 cdef class use_stream:
