@@ -295,6 +295,8 @@ def _parse_c_param(text):
     if base is None and len(words) > 1:
         base = _canonical(" ".join(words[:-1]))
         name = words[-1]
+    if base is None and stars:
+        return _opaque_pointer(text, tokens, is_const)
     if base is None:
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
@@ -310,6 +312,27 @@ def _parse_c_param(text):
     elem, count, align = _vector_type(base)
     code, size, _ = _SCALARS[elem]
     return _Spec(C_VECTOR, size * count, align, base, elem=code, count=count), name
+
+
+_TYPE_WORDS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|"
+                         r"__grid_constant__|struct|class|union|enum)\b|__align__\s*\(\s*\d+\s*\)")
+
+
+def _opaque_pointer(text, tokens, is_const):
+    """A pointer to a type kernarg has no name for (a struct, a template instantiation, a
+    namespaced or library type such as ``cutlass::half_t`` or ``__nv_fp8_e4m3``): 8 bytes like
+    every pointer. Its element type is not checked; its const-ness is (read-only arrays are
+    refused for a non-const pointee). The name is the one identifier after the last ``*``."""
+    last_star = len(tokens) - 1 - tokens[::-1].index("*")
+    after = [t for t in tokens[last_star + 1:] if t not in _QUALIFIERS]
+    head = _TYPE_WORDS.sub(" ", text[:text.index("*")])
+    type_text = " ".join(head.split())
+    if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s*&]*", type_text):
+        # `int (*f)(int)`, stray words after the name: not a plain pointer declaration.
+        raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
+                         "ctypes type for structs")
+    shown = ("const " if is_const else "") + type_text + "*" * tokens.count("*")
+    return _Spec(C_POINTER, 8, 8, shown, is_const=is_const), (after[0] if after else None)
 
 
 def _canonical(type_name):

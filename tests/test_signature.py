@@ -197,9 +197,10 @@ def test_template_instantiation_packs_typed():
 def test_template_struct_argument_takes_the_ptx_layout():
     sig = kernarg.Signature.from_source(TEMPLATE_SOURCE, "ns::by_value<Pair>")
     assert sig.sizes == (8, 8) and sig.alignments == (4, 8)
-    # Shown as the PTX type, without the parameter's mangled PTX name.
-    assert sig.types == (".align 4 .b8 [8]", ".u64")
-    assert repr(sig) == "kernarg.Signature('.align 4 .b8 [8] v, .u64 p')"
+    # The struct by value is shown as the PTX type, without the parameter's mangled PTX name;
+    # the pointer to it as declared (with T substituted), const-ness and all.
+    assert sig.types == (".align 4 .b8 [8]", "const Pair*")
+    assert repr(sig) == "kernarg.Signature('.align 4 .b8 [8] v, const Pair* p')"
 
 
 def test_template_without_instantiation_says_how_to_name_one():
@@ -216,9 +217,82 @@ def test_limit_checked_at_construction():
         kernarg.Signature(["double4_16a"] * 1024)
 
 
+OPAQUE_POINTERS = [
+    # (declaration, type kernarg shows, name, const pointee)
+    ("MyStruct* s", "MyStruct*", "s", False),
+    ("const struct Pair* p", "const Pair*", "p", True),
+    ("Pair const* const __restrict__ q", "const Pair*", "q", True),
+    ("ns::Wide* __restrict__ w", "ns::Wide*", "w", False),
+    ("const Box<int, 4>* b", "const Box<int, 4>*", "b", True),
+    ("__align__(16) Pair** pp", "Pair**", "pp", False),
+    ("union Bits* u", "Bits*", "u", False),
+    ("__nv_fp8_e4m3* x8", "__nv_fp8_e4m3*", "x8", False),
+    ("ns::Wide*", "ns::Wide*", None, False),
+]
+OPAQUE_PRELUDE = """#include <cuda_fp8.h>
+struct MyStruct { double d; char c; };
+struct Pair { float a; int b; };
+namespace ns { struct Wide { double v[3]; }; }
+template <class T, int N> struct Box { T v[N]; };
+union Bits { float f; unsigned u; };
+"""
+
+
+def test_pointers_to_types_kernarg_does_not_name_are_pointers():
+    """A pointer to a struct, template, namespaced or library type is 8 bytes like any pointer:
+    the text form takes it (it used to say "unknown parameter type"), shows its type and name,
+    and lays it out as NVRTC does, between parameters of other alignments."""
+    for decl, shown, name, const in OPAQUE_POINTERS:
+        sig = kernarg.Signature(decl)
+        assert (sig.sizes, sig.alignments, sig.names) == ((8,), (8,), (name,))
+        text = f"{shown} {name}" if name else shown
+        assert repr(sig) == f"kernarg.Signature({text!r})"
+        assert repr(kernarg.Signature(text)) == repr(sig)          # what repr shows parses back
+        readonly = CAIObject(cai(0x1000, readonly=True))
+        if const:
+            sig.pack((readonly,))
+        else:
+            with pytest.raises(ValueError, match="is not const but the CAIObject array is "
+                                                 "read-only"):
+                sig.pack((readonly,))
+    mixed = [t for _, shown, *_ in OPAQUE_POINTERS for t in ("char", shown)]
+    sig = kernarg.Signature(", ".join(mixed))
+    expected = kernels_layout({"k": mixed}, prelude=OPAQUE_PRELUDE)["k"]
+    assert (sig.offsets, sig.sizes, sig.nbytes) == expected
+    assert len(sig) == 2 * len(OPAQUE_POINTERS)
+
+
+def test_opaque_pointers_check_const_not_element_type():
+    sig = kernarg.Signature("const Pair* in, Pair* out")
+    ro, rw = CAIObject(cai(0x1000, readonly=True)), CAIObject(cai(0x2000, typestr="<i8"))
+    block = sig.pack((ro, rw))
+    assert bytes(block) == struct.pack("<QQ", 0x1000, 0x2000)
+    with pytest.raises(ValueError, match=r"parameter 1 \('out'\) \(Pair\*\) is not const but "
+                                         r"the CAIObject array is read-only"):
+        sig.pack((ro, ro))
+
+
+def test_from_source_keeps_const_of_pointers_to_declared_structs():
+    """Kernel.from_source's signature: a pointer to a struct the source declares used to be the
+    PTX's `.u64` (any int or array, const-ness lost, so a read-only array reached a kernel that
+    writes through it); now it is the declared pointer."""
+    src = OPAQUE_PRELUDE + (
+        'extern "C" __global__ void k(const Pair* in, ns::Wide* out, Pair by_value, int n) {}')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.names == ("in", "out", "by_value", "n")
+    assert repr(sig).startswith("kernarg.Signature('const Pair* in, ns::Wide* out, ")
+    assert (sig.offsets, sig.sizes) == ((0, 8, 16, 24), (8, 8, 8, 4))
+    ro = CAIObject(cai(0x1000, readonly=True))
+    value = np.zeros((), np.dtype([("a", "<f4"), ("b", "<i4")], align=True))[()]
+    sig.pack((ro, 0x2000, value, 3))
+    with pytest.raises(ValueError, match=r"'out'\) \(ns::Wide\*\) is not const"):
+        sig.pack((ro, ro, value, 3))
+
+
 @pytest.mark.parametrize("bad, fragment", [
     ("float& x", "reference"), ("int x[4]", "array"), ("Foo f", "unknown parameter type"),
     ("void v", "void"), ("int a,, int b", "empty parameter"),
+    ("int (*f)(int)", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
 ])
 def test_parse_errors(bad, fragment):
     with pytest.raises(ValueError, match=fragment):
