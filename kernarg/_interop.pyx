@@ -733,16 +733,30 @@ cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
             r.dtype_kind, r.dtype_size = ord("B"), 2
         elif dtype.kind in "fiubc":
             r.dtype_kind, r.dtype_size = ord(dtype.kind), dtype.itemsize
+        elif dtype.name in SMALL_FLOAT_KINDS:                   # ml_dtypes' float8 ... float4
+            r.dtype_kind, r.dtype_size = ord(SMALL_FLOAT_KINDS[dtype.name]), 1
     except AttributeError:
         pass
     return 0
 
 
+# The 8-, 6- and 4-bit float formats (DLPack 1.1's codes 7-17, torch's and ml_dtypes' dtype
+# names) as element kinds: a letter per format, so that no two formats match each other or any
+# numpy kind, and a size of 1 (one storage byte: fp6 is byte-padded, fp4 is counted per byte
+# whether one or two values share it). The CUDA types `__nv_fp8_e4m3` ... `__nv_fp4_e2m1`
+# name the G, H, J, K, L and N formats (kernarg._signature).
+SMALL_FLOAT_KINDS = {
+    "float8_e4m3fn": "G", "float8_e5m2": "H", "float8_e8m0fnu": "J", "float6_e2m3fn": "K",
+    "float6_e3m2fn": "L", "float4_e2m1fn": "N", "float4_e2m1fn_x2": "N",
+    "float8_e3m4": "P", "float8_e4m3": "Q", "float8_e4m3b11fnuz": "R", "float8_e4m3fnuz": "S",
+    "float8_e5m2fnuz": "T",
+}
 _TORCH_KINDS = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2),
                 "bfloat16": ("B", 2), "int8": ("i", 1), "uint8": ("u", 1), "int16": ("i", 2),
                 "int32": ("i", 4), "int64": ("i", 8), "bool": ("b", 1), "uint16": ("u", 2),
                 "uint32": ("u", 4), "uint64": ("u", 8), "complex64": ("c", 8),
-                "complex128": ("c", 16)}
+                "complex128": ("c", 16),
+                **{name: (kind, 1) for name, kind in SMALL_FLOAT_KINDS.items()}}
 
 
 cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj) except -1:
@@ -775,12 +789,19 @@ cdef bint _dl_empty(DLTensor* tensor) noexcept:
 # kDLComplex, kDLBool.
 cdef const char* _DL_KIND_LETTERS = b"iuf_Bcb"
 
+# kDLFloat8_e3m4 (7), _e4m3, _e4m3b11fnuz, _e4m3fn, _e4m3fnuz, _e5m2, _e5m2fnuz, _e8m0fnu,
+# kDLFloat6_e2m3fn, kDLFloat6_e3m2fn, kDLFloat4_e2m1fn (17).
+cdef const char* _DL_SMALL_FLOAT_LETTERS = b"PQRGSHTJKLN"
+
 
 cdef int _dl_dtype(DLTensor* tensor, PtrResult* r) noexcept:
     cdef uint8_t code = tensor.dtype.code
     if tensor.dtype.bits % 8 == 0 and code <= 6 and code != 3:
         r.dtype_kind = _DL_KIND_LETTERS[code]
         r.dtype_size = tensor.dtype.bits // 8 * tensor.dtype.lanes
+    elif 7 <= code <= 17:
+        r.dtype_kind = _DL_SMALL_FLOAT_LETTERS[code - 7]
+        r.dtype_size = 1
     return 0
 
 

@@ -49,6 +49,7 @@ import re
 
 import numpy as np
 
+from kernarg._interop import SMALL_FLOAT_KINDS
 from kernarg._stream import resolve_stream
 
 __all__ = ["Signature"]
@@ -318,6 +319,18 @@ _TYPE_WORDS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|
                          r"__grid_constant__|struct|class|union|enum)\b|__align__\s*\(\s*\d+\s*\)")
 
 
+# cuda_fp8.h, cuda_fp6.h, cuda_fp4.h: __nv_fp8_e4m3, __nv_fp8x2_e4m3, __nv_fp8x4_e4m3 ... as
+# pointees, checked against arrays of the format (torch.float8_e4m3fn, ml_dtypes, DLPack 1.1).
+_SMALL_FLOAT_POINTEES = {
+    f"__nv_{bits}{lanes}_{fmt}": SMALL_FLOAT_KINDS[name]
+    for bits, fmt, name in (("fp8", "e4m3", "float8_e4m3fn"), ("fp8", "e5m2", "float8_e5m2"),
+                            ("fp8", "e8m0", "float8_e8m0fnu"), ("fp6", "e2m3", "float6_e2m3fn"),
+                            ("fp6", "e3m2", "float6_e3m2fn"), ("fp4", "e2m1", "float4_e2m1fn"))
+    for lanes in ("", "x2", "x4")}
+_KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.items())}
+_KIND_NAMES[ord("B")] = "bfloat16"
+
+
 def _opaque_pointer(text, tokens, is_const):
     """A pointer to a type kernarg has no name for (a struct, a template instantiation, a
     namespaced or library type such as ``cutlass::half_t`` or ``__nv_fp8_e4m3``): 8 bytes like
@@ -331,8 +344,11 @@ def _opaque_pointer(text, tokens, is_const):
         # `int (*f)(int)`, stray words after the name: not a plain pointer declaration.
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
-    shown = ("const " if is_const else "") + type_text + "*" * tokens.count("*")
-    return _Spec(C_POINTER, 8, 8, shown, is_const=is_const), (after[0] if after else None)
+    stars = tokens.count("*")
+    shown = ("const " if is_const else "") + type_text + "*" * stars
+    kind = _SMALL_FLOAT_POINTEES.get(type_text, "") if stars == 1 else ""
+    return (_Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=1 if kind else 0,
+                  is_const=is_const), after[0] if after else None)
 
 
 def _canonical(type_name):
@@ -1136,6 +1152,8 @@ cdef int _put_opaque(Signature sig, Param* p, Py_ssize_t i, object value, char* 
 cdef bint _kind_matches(char want, int want_size, char kind, int size):
     if want == 0:
         return True
+    if kind == ord("V"):    # CAI typestr "<V2": bytes numpy has no type for (bfloat16, fp8)
+        return size == want_size
     if want == ord("c"):    # plain char: any byte type
         return size == 1 and kind in (ord("i"), ord("u"), ord("b"))
     return want == kind and want_size == size
@@ -1190,9 +1208,10 @@ cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
     if p.pointee_kind == 0 or r.dtype_kind == 0:
         return 0
     if not _kind_matches(p.pointee_kind, p.pointee_size, r.dtype_kind, r.dtype_size):
-        got = "bfloat16" if r.dtype_kind == ord("B") else f"{chr(r.dtype_kind)}{r.dtype_size}"
+        got = (_KIND_NAMES.get(r.dtype_kind)
+               or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
         raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]} but the array's element "
-                        f"type is {got} (numpy kind/size)")
+                        f"type is {got}")
     return 0
 
 

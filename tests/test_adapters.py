@@ -229,6 +229,24 @@ SCRIPT = textwrap.dedent("""
     assert ptrs(sig.pack((j0, None))) == [0x7000, 0]
     raises(ValueError, "'y'", lambda: sig.pack((j0, j1)))
     raises(TypeError, "'x'", lambda: sig.pack((ArrayImpl(0x7000, gpu0, "int32"), None)))
+
+    # 8-bit floats: torch's dtype names and ml_dtypes' (JAX's) against cuda_fp8.h's types; an
+    # x2 pointee takes arrays of single values, as float2* takes float32 arrays.
+    import ml_dtypes
+    fp8 = kernarg.Signature("const __nv_fp8_e4m3* w, __nv_fp8x2_e5m2* o, const float* f")
+    assert ptrs(fp8.pack((Tensor(0x1000, 0, "float8_e4m3fn"), Tensor(0x2000, 0, "float8_e5m2"),
+                          None))) == [0x1000, 0x2000, 0]
+    assert ptrs(fp8.pack((ArrayImpl(0x7000, gpu0, ml_dtypes.float8_e4m3fn), None, None)))[0] \
+        == 0x7000
+    raises(TypeError, "('w') is const __nv_fp8_e4m3* but the array's element type is "
+           "float8_e5m2", lambda: fp8.pack((Tensor(0x1000, 0, "float8_e5m2"), None, None)))
+    raises(TypeError, "('w') is const __nv_fp8_e4m3* but the array's element type is u1 (numpy "
+           "kind/size)", lambda: fp8.pack((Tensor(0x1000, 0, "uint8"), None, None)))
+    raises(TypeError, "('f') is const float* but the array's element type is float8_e4m3fnuz",
+           lambda: fp8.pack((None, None, ArrayImpl(0x7000, gpu0, ml_dtypes.float8_e4m3fnuz))))
+    raises(TypeError, "('w') is const __nv_fp8_e4m3* but the array's element type is "
+           "float8_e4m3fnuz", lambda: fp8.pack((Tensor(0x1000, 0, "float8_e4m3fnuz"), None,
+                                                None)))
     print("ok")
 """)
 

@@ -611,6 +611,55 @@ def test_errors_name_the_parameter(decl, value, exc, fragment):
         kernarg.Signature(decl).pack((value,))
 
 
+DL_SMALL_FLOATS = {7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz",
+                   10: "float8_e4m3fn", 11: "float8_e4m3fnuz", 12: "float8_e5m2",
+                   13: "float8_e5m2fnuz", 14: "float8_e8m0fnu", 15: "float6_e2m3fn",
+                   16: "float6_e3m2fn", 17: "float4_e2m1fn"}
+CUDA_SMALL_FLOATS = {10: "fp8_e4m3", 12: "fp8_e5m2", 14: "fp8_e8m0", 15: "fp6_e2m3",
+                     16: "fp6_e3m2", 17: "fp4_e2m1"}
+
+
+@pytest.mark.parametrize("code", sorted(DL_SMALL_FLOATS))
+def test_small_float_arrays_match_only_their_cuda_type(code):
+    """DLPack 1.1's 8-, 6- and 4-bit float codes (7-17) are element types of their own: each
+    matches the cuda_fp8.h / cuda_fp6.h / cuda_fp4.h type of its format (x2 and x4 too), and
+    no other pointee; they used to pass unchecked, so an fp8 tensor reached a float* kernel."""
+    name = DL_SMALL_FLOATS[code]
+    bits = 8 if code <= 14 else 6 if code <= 16 else 4
+
+    def array():
+        return DLPackProducer(0x100, dtype=(code, bits, 1))
+
+    kernarg.Signature("void* p, Opaque* q").pack((array(), array()))
+    for decl in ("float* p", "unsigned char* p", "char* p", "__half* p"):
+        with pytest.raises(TypeError, match=rf"\) is {re.escape(decl[:-2])} but the array's "
+                                            rf"element type is {name}$"):
+            kernarg.Signature(decl).pack((array(),))
+    for other, cuda in CUDA_SMALL_FLOATS.items():
+        for lanes in ("", "x2", "x4"):
+            sig = kernarg.Signature(f"__nv_{cuda.replace('_', lanes + '_', 1)}* p")
+            if other == code:
+                assert bytes(sig.pack((array(),))) == struct.pack("<Q", 0x100)
+            else:
+                with pytest.raises(TypeError, match=f"element type is {name}$"):
+                    sig.pack((array(),))
+
+
+def test_void_typestr_matches_any_pointee_of_its_size():
+    """A CUDA Array Interface typestr of kind V ("<V2") is an element numpy has no type for
+    (bfloat16 and fp8 arrays export so): it matches a pointee of the same size, and only that."""
+    v1, v2 = CAIObject(cai(0x10, typestr="|V1")), CAIObject(cai(0x10, typestr="<V2"))
+    for decl in ("__nv_bfloat16* p", "__half* p", "short* p", "__half2* p"):
+        assert bytes(kernarg.Signature(decl).pack((v2,))) == struct.pack("<Q", 0x10)
+    for decl in ("__nv_fp8_e4m3* p", "__nv_fp8x4_e5m2* p", "char* p", "unsigned char* p"):
+        assert bytes(kernarg.Signature(decl).pack((v1,))) == struct.pack("<Q", 0x10)
+    # An x2 pointee takes arrays of single values (as float2* takes float32 arrays).
+    for decl, array in (("float* p", v2), ("__nv_fp8x2_e4m3* p", v2), ("short* p", v1)):
+        with pytest.raises(TypeError, match=rf"'p'\) is {re.escape(decl[:-2])} but the array's "
+                                            r"element type is V\d \(numpy kind/size\)$"):
+            kernarg.Signature(decl).pack((array,))
+
+
 def test_a_producers_own_exception_keeps_its_type_and_traceback():
     class Failing:
         @property
