@@ -332,15 +332,16 @@ _KIND_NAMES[ord("B")] = "bfloat16"
 
 
 def _opaque_pointer(text, tokens, is_const):
-    """A pointer to a type kernarg has no name for (a struct, a template instantiation, a
-    namespaced or library type such as ``cutlass::half_t`` or ``__nv_fp8_e4m3``): 8 bytes like
-    every pointer. Its element type is not checked; its const-ness is (read-only arrays are
-    refused for a non-const pointee). The name is the one identifier after the last ``*``."""
+    """A pointer to a type kernarg's scalar and vector tables do not name (a struct, a template
+    instantiation, a namespaced or library type such as ``cutlass::half_t``): 8 bytes like every
+    pointer. Its const-ness is checked (read-only arrays are refused for a non-const pointee);
+    its element type only for cuda_fp8/fp6/fp4's types, whose formats arrays name. The name is
+    the one identifier after the last ``*``."""
     last_star = len(tokens) - 1 - tokens[::-1].index("*")
     after = [t for t in tokens[last_star + 1:] if t not in _QUALIFIERS]
     head = _TYPE_WORDS.sub(" ", text[:text.index("*")])
     type_text = " ".join(head.split())
-    if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s*&]*", type_text):
+    if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text):
         # `int (*f)(int)`, stray words after the name: not a plain pointer declaration.
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
