@@ -484,6 +484,31 @@ def test_pinned_torch_tensor_is_written_by_the_kernel(ctx):
         kernarg.pack((torch.zeros(4),))
 
 
+FP8_WRITE = r"""#include <cuda_fp8.h>
+extern "C" __global__ void fill8(__nv_fp8_e4m3* x, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = __nv_fp8_e4m3(v); }"""
+
+
+def test_fp8_torch_tensor_is_checked_and_written_by_the_kernel(ctx):
+    # torch exports float8_e4m3fn with DLPack code 10 (checked on the CPU build): the typed
+    # launch takes it for __nv_fp8_e4m3* and refuses an e5m2 tensor, and a float* kernel
+    # refuses the fp8 tensor, naming the format.
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA")
+    t = torch.zeros(64, dtype=torch.float8_e4m3fn, device="cuda")
+    k = kernarg.Kernel.from_source(FP8_WRITE, "fill8")
+    k.launch(1, 64, t, 1.5, 64)
+    torch.cuda.synchronize()
+    assert (t.float() == 1.5).all()
+    with pytest.raises(TypeError, match=r"\('x'\) is __nv_fp8_e4m3\* but the array's element "
+                                        r"type is float8_e5m2"):
+        k.launch(1, 64, torch.zeros(64, dtype=torch.float8_e5m2, device="cuda"), 1.0, 64)
+    with pytest.raises(TypeError, match=r"\('x'\) is float\* but the array's element type is "
+                                        r"float8_e4m3fn"):
+        kernarg.Kernel.from_source(WRITE, "fill").launch(1, 64, t, 1.0, 64)
+
+
 def test_cupy_adapter_records_cupys_current_stream(ctx):
     # The adapter reads it through the C function CuPy exports (cupy.cuda.stream.__pyx_capi__)
     # where the capsule's signature matches, else through get_current_stream().ptr.
