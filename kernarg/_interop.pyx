@@ -789,9 +789,12 @@ cdef bint _dl_empty(DLTensor* tensor) noexcept:
 # kDLComplex, kDLBool.
 cdef const char* _DL_KIND_LETTERS = b"iuf_Bcb"
 
-# kDLFloat8_e3m4 (7), _e4m3, _e4m3b11fnuz, _e4m3fn, _e4m3fnuz, _e5m2, _e5m2fnuz, _e8m0fnu,
-# kDLFloat6_e2m3fn, kDLFloat6_e3m2fn, kDLFloat4_e2m1fn (17).
-cdef const char* _DL_SMALL_FLOAT_LETTERS = b"PQRGSHTJKLN"
+# kDLFloat8_e3m4 (7) ... kDLFloat4_e2m1fn (17), by their formats' names.
+cdef bytes _DL_SMALL_FLOATS = "".join([SMALL_FLOAT_KINDS[name] for name in (
+    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn",
+    "float4_e2m1fn")]).encode()
+cdef const char* _DL_SMALL_FLOAT_LETTERS = _DL_SMALL_FLOATS
 
 
 cdef int _dl_dtype(DLTensor* tensor, PtrResult* r) noexcept:

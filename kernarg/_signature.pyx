@@ -254,6 +254,18 @@ def _scalar_spec(name, text):
     return _Spec(code, size, size, text)
 
 
+# cuda_fp8.h, cuda_fp6.h, cuda_fp4.h: __nv_fp8_e4m3, __nv_fp8x2_e4m3, __nv_fp8x4_e4m3 ... as
+# pointees, checked against arrays of the format (torch.float8_e4m3fn, ml_dtypes, DLPack 1.1).
+_SMALL_FLOAT_POINTEES = {
+    f"__nv_{bits}{lanes}_{fmt}": SMALL_FLOAT_KINDS[name]
+    for bits, fmt, name in (("fp8", "e4m3", "float8_e4m3fn"), ("fp8", "e5m2", "float8_e5m2"),
+                            ("fp8", "e8m0", "float8_e8m0fnu"), ("fp6", "e2m3", "float6_e2m3fn"),
+                            ("fp6", "e3m2", "float6_e3m2fn"), ("fp4", "e2m1", "float4_e2m1fn"))
+    for lanes in ("", "x2", "x4")}
+_KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.items())}
+_KIND_NAMES[ord("B")] = "bfloat16"
+
+
 def _pointee_of(base):
     """numpy-style (kind, size) of a pointee type name; ('', 0) for any."""
     if base == "void":
@@ -267,6 +279,9 @@ def _pointee_of(base):
     if vec is not None:
         _, size, kind = _SCALARS[vec[0]]
         return kind, size
+    kind = _SMALL_FLOAT_POINTEES.get(base)
+    if kind is not None:    # __nv_fp8_e4m3 ...: arrays of that format only
+        return kind, 1
     return "", 0            # structs and unknown names: any memory
 
 
@@ -319,18 +334,6 @@ _TYPE_WORDS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|
                          r"__grid_constant__|struct|class|union|enum)\b|__align__\s*\(\s*\d+\s*\)")
 
 
-# cuda_fp8.h, cuda_fp6.h, cuda_fp4.h: __nv_fp8_e4m3, __nv_fp8x2_e4m3, __nv_fp8x4_e4m3 ... as
-# pointees, checked against arrays of the format (torch.float8_e4m3fn, ml_dtypes, DLPack 1.1).
-_SMALL_FLOAT_POINTEES = {
-    f"__nv_{bits}{lanes}_{fmt}": SMALL_FLOAT_KINDS[name]
-    for bits, fmt, name in (("fp8", "e4m3", "float8_e4m3fn"), ("fp8", "e5m2", "float8_e5m2"),
-                            ("fp8", "e8m0", "float8_e8m0fnu"), ("fp6", "e2m3", "float6_e2m3fn"),
-                            ("fp6", "e3m2", "float6_e3m2fn"), ("fp4", "e2m1", "float4_e2m1fn"))
-    for lanes in ("", "x2", "x4")}
-_KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.items())}
-_KIND_NAMES[ord("B")] = "bfloat16"
-
-
 def _opaque_pointer(text, tokens, is_const):
     """A pointer to a type kernarg's scalar and vector tables do not name (a struct, a template
     instantiation, a namespaced or library type such as ``cutlass::half_t``): 8 bytes like every
@@ -347,8 +350,8 @@ def _opaque_pointer(text, tokens, is_const):
                          "ctypes type for structs")
     stars = tokens.count("*")
     shown = ("const " if is_const else "") + type_text + "*" * stars
-    kind = _SMALL_FLOAT_POINTEES.get(type_text, "") if stars == 1 else ""
-    return (_Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=1 if kind else 0,
+    kind, size = _pointee_of(type_text) if stars == 1 else ("", 0)
+    return (_Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
                   is_const=is_const), after[0] if after else None)
 
 
