@@ -266,9 +266,11 @@ _KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.item
 _KIND_NAMES[ord("B")] = "bfloat16"
 
 
-def _pointee_of(base):
-    """numpy-style (kind, size) of a pointee type name; ('', 0) for any."""
-    if base == "void":
+def _pointee_of(base, stars=1):
+    """numpy-style (kind, size) of the elements a ``base`` pointer of ``stars`` levels points at;
+    ('', 0) for any. Past one level the elements are pointers (an array of addresses, as ints of
+    any kind), which no element type names."""
+    if base == "void" or stars != 1:
         return "", 0
     if base in _SCALARS:
         _, size, kind = _SCALARS[base]
@@ -317,7 +319,7 @@ def _parse_c_param(text):
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
     if stars:
-        kind, size = _pointee_of(base)
+        kind, size = _pointee_of(base, stars)
         shown = ("const " if is_const else "") + base + "*" * stars
         return _Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
                      is_const=is_const), name
@@ -350,7 +352,7 @@ def _opaque_pointer(text, tokens, is_const):
                          "ctypes type for structs")
     stars = tokens.count("*")
     shown = ("const " if is_const else "") + type_text + "*" * stars
-    kind, size = _pointee_of(type_text) if stars == 1 else ("", 0)
+    kind, size = _pointee_of(type_text, stars)
     return (_Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
                   is_const=is_const), after[0] if after else None)
 

@@ -645,6 +645,16 @@ def test_small_float_arrays_match_only_their_cuda_type(code):
                     sig.pack((array(),))
 
 
+def test_pointer_to_pointer_takes_arrays_of_addresses():
+    """`float** pp` points at pointers: an array of device addresses (uint64 or int64) is what
+    it takes. Its elements used to be checked as float, refusing exactly those arrays."""
+    for decl in ("float** pp", "const __nv_fp8_e4m3** pp", "Pair** pp"):
+        sig = kernarg.Signature(decl)
+        for typestr in ("<u8", "<i8", "<f4"):
+            assert bytes(sig.pack((CAIObject(cai(0x10, typestr=typestr)),))) \
+                == struct.pack("<Q", 0x10)
+
+
 def test_void_typestr_matches_any_pointee_of_its_size():
     """A CUDA Array Interface typestr of kind V ("<V2") is an element numpy has no type for
     (bfloat16 and fp8 arrays export so): it matches a pointee of the same size, and only that."""
