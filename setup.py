@@ -182,6 +182,8 @@ def ext(name, language="c", extra_includes=()):
 
 if __name__ == "__main__":     # as pip and setuptools run it; tests import the helpers above
     driver_compat()
+    # The CUDA major version of the cuda.h builds use (cuda-bindings'): CUtensorMap's alignment.
+    macros.append(("KERNARG_CUDA_MAJOR", str(_bindings_major())))
     setup(
         ext_modules=cythonize(
             [ext("_stream"), ext("_interop"), ext("_handler"), ext("_signature"), ext("_capi"),

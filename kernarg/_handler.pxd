@@ -110,6 +110,8 @@ cdef int block_release(ParamBlock blk) except -1
 cdef int device_ordinal(object device) except -2
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
                             object arg) except -1
+cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, object arg,
+                        void* out) except -1
 cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1
 cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
                                     object stream, int device)

@@ -30,6 +30,7 @@ from kernarg._interop cimport (
     KIND_NONE,
     KIND_NPVOID,
     KIND_POINTER,
+    KIND_TENSOR_MAP,
     PtrResult,
     TypeInfo,
     _describe,
@@ -38,6 +39,7 @@ from kernarg._interop cimport (
     handle_value,
     pointer_of,
     release_capsule,
+    tensor_map_value,
 )
 
 from kernarg._interop import register as _register
@@ -167,7 +169,7 @@ def _forget_types():
 _KIND_NAMES = {KIND_INT: "int", KIND_FLOAT: "float", KIND_BOOL: "bool", KIND_COMPLEX: "complex",
                KIND_NONE: "none", KIND_INLINE: "inline", KIND_CTYPES: "ctypes",
                KIND_CTYPES_BUFFER: "ctypes_buffer", KIND_NPVOID: "buffer_protocol",
-               KIND_HANDLE: "handle"}
+               KIND_HANDLE: "handle", KIND_TENSOR_MAP: "tensor_map"}
 
 
 def _classification(obj):
@@ -271,6 +273,19 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
                              f"most {KERNARG_MAX_STREAMS} per argument list")
         st.streams[st.nstreams] = r.stream
         st.nstreams += 1
+    return 0
+
+
+cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, object arg,
+                        void* out) except -1:
+    """Write tensor map ``arg``'s 128 bytes to ``out``; where its library says which device it
+    was made for, check that against the launch's."""
+    cdef int device
+    tensor_map_value(info, arg, index, out, &device)
+    if st.check_device and device >= 0 and device != st.device:
+        raise ValueError(f"argument {index} ({type(arg).__qualname__}): the tensor map was "
+                         f"made on CUDA device {device}, but the kernel runs on device "
+                         f"{st.device}; make one there")
     return 0
 
 
@@ -558,6 +573,8 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
         _put_buffer(st, index, arg, info.size, info.align)
     elif kind == KIND_HANDLE:
         handle_value(info, arg, index, _reserve(st, index, 8, 8))
+    elif kind == KIND_TENSOR_MAP:
+        put_tensor_map(st, info, index, arg, _reserve(st, index, info.size, info.align))
     else:
         _put_pointer(st, index, info, arg, stream)
     return 0

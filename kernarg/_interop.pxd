@@ -16,6 +16,7 @@ cdef enum ArgKind:
     KIND_CTYPES_BUFFER  # ctypes instance read through the buffer protocol (ABI check failed)
     KIND_NPVOID         # numpy structured scalar: size and alignment come from each object's dtype
     KIND_HANDLE         # texture/surface object handle (cuda.bindings, CuPy): unsigned long long
+    KIND_TENSOR_MAP     # TMA tensor map (cuda.bindings CUtensorMap, cuda.core TensorMapDescriptor)
     KIND_POINTER        # first pointer kind: everything from here on packs as an 8-byte address
     KIND_BUFFER         # cuda.core Buffer (device, pinned or managed memory resource)
     KIND_DRIVER_PTR     # cuda.bindings driver.CUdeviceptr: int(obj)
@@ -39,10 +40,11 @@ cdef struct TypeInfo:
     Py_ssize_t size     # by-value kinds: bytes in the parameter block
     Py_ssize_t align
     # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr; KIND_HANDLE:
-    # where the handle is read (HANDLE_* in _interop.pyx)
+    # where the handle is read (HANDLE_* in _interop.pyx); KIND_TENSOR_MAP: where its bytes
+    # are (TMAP_* in _interop.pyx)
     Py_ssize_t offset
     getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
-    void* closure       # ... and its closure
+    void* closure       # ... and its closure; KIND_TENSOR_MAP (cuda.core): _get_data_ptr
     char num_kind       # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'), else 0
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL
@@ -74,6 +76,10 @@ cdef int release_capsule(object capsule) except -1
 # The 64-bit value of a KIND_HANDLE object (a texture or surface object), into out[0:8].
 cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
                       void* out) except -1
+# The 128 bytes of a KIND_TENSOR_MAP object into out[0:128]; device: the CUDA device it was
+# made for where its library says (cuda.core), else -1.
+cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, void* out,
+                          int* device) except -1
 # Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
 cdef _reraise(object exc, str message)
 cdef str _describe(Py_ssize_t index, object obj)

@@ -13,7 +13,7 @@ Everything here runs once per *type* (``classify``) or once per pointer-like arg
 """
 from cpython.buffer cimport PyObject_CheckBuffer
 from cpython.number cimport PyNumber_Index
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
 from cpython.pycapsule cimport (
     PyCapsule_CheckExact,
     PyCapsule_GetName,
@@ -145,7 +145,8 @@ _DL_DEVICE_NAMES = {
 _ACCEPTED = (
     "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
     "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, PyCUDA device allocations, "
-    "texture/surface objects (cuda.bindings, CuPy, cuda.core), objects with "
+    "texture/surface objects (cuda.bindings, CuPy, cuda.core), TMA tensor maps "
+    "(cuda.bindings CUtensorMap, cuda.core TensorMapDescriptor), objects with "
     "__cuda_array_interface__ or __dlpack__ "
     "(CUDA device, pinned or managed memory), and types registered with kernarg.register()"
 )
@@ -318,6 +319,120 @@ cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
     return 0
 
 
+# TMA tensor maps (Hopper and later): a kernel takes `const __grid_constant__ CUtensorMap m` by
+# value, the 128 opaque bytes cuTensorMapEncodeTiled/Im2col wrote. Where each library keeps them:
+cdef enum:
+    TMAP_BINDINGS = 1   # cuda.bindings' driver.CUtensorMap: getPtr() is the struct's address
+    TMAP_CUDA_CORE = 2  # cuda.core's TensorMapDescriptor: its `cdef void* _get_data_ptr(self)`
+
+cdef extern from *:
+    """
+    /* cuda.h's CUtensorMap: 16 64-bit words, aligned to 128 bytes since CUDA 13 (to 64 before).
+       setup.py defines KERNARG_CUDA_MAJOR from the cuda-bindings kernarg is built against. */
+    #ifndef KERNARG_CUDA_MAJOR
+    #define KERNARG_CUDA_MAJOR 13
+    #endif
+    #define KERNARG_TENSOR_MAP_ALIGN (KERNARG_CUDA_MAJOR >= 13 ? 128 : 64)
+    """
+    const Py_ssize_t KERNARG_TENSOR_MAP_ALIGN
+
+cdef enum:
+    TMAP_SIZE = 128
+
+# Size and alignment untyped packing (and a Signature's `CUtensorMap`) give a tensor map.
+TENSOR_MAP_SIZE = TMAP_SIZE
+TENSOR_MAP_ALIGN = KERNARG_TENSOR_MAP_ALIGN
+
+ctypedef void* (*data_ptr_t)(object) noexcept
+
+
+cdef int _cuda_core_tensor_map(type t, TypeInfo* info) except -1:
+    """Find cuda.core's ``TensorMapDescriptor._get_data_ptr`` (a cdef method: no Python name).
+
+    A Cython module that cimports the class calls it through the class's method table, found
+    in the type's ``__pyx_vtable__`` capsule and laid out as the ``.pxd`` cuda.core ships beside
+    the module declares the methods. kernarg does the same at run time, so it reads that
+    ``.pxd`` first and goes on only if it declares what kernarg relies on: the CUtensorMap as the
+    first field and ``int _device_id`` right after it, and ``void* _get_data_ptr(self)``, whose
+    place among the methods gives its slot in the table. Anything else raises TypeError."""
+    import os
+    import re
+
+    module = sys.modules.get(t.__module__)
+    where = getattr(module, "__file__", None) or ""
+    pxd = os.path.join(os.path.dirname(where), "_tensor_map.pxd")
+    why = None
+    try:
+        with open(pxd) as f:
+            text = f.read()
+    except OSError:
+        text = ""
+        why = f"no {pxd}"
+    body = re.search(r"^cdef class TensorMapDescriptor\b[^\n]*:\n((?:[ \t]+[^\n]*\n|[ \t]*\n)*)",
+                     text, re.M)
+    if why is None and body is None:
+        why = f"{pxd} declares no `cdef class TensorMapDescriptor`"
+    slot = -1
+    if why is None:
+        decls = [" ".join(line.split()) for line in body.group(1).splitlines()
+                 if line.split()[:1] in (["cdef"], ["cpdef"])]
+        fields = [d for d in decls if "(" not in d]
+        methods = [d for d in decls if "(" in d]
+        if fields[:2] != ["cdef cydriver.CUtensorMap _tensor_map", "cdef int _device_id"]:
+            why = f"{pxd} does not declare `_tensor_map` and `_device_id` first"
+        for k, decl in enumerate(methods):
+            if re.fullmatch(r"cdef void ?\* ?_get_data_ptr\(self\)", decl):
+                slot = k
+        if why is None and slot < 0:
+            why = f"{pxd} declares no `cdef void* _get_data_ptr(self)`"
+    capsule = t.__dict__.get("__pyx_vtable__")
+    for base in t.__mro__:
+        if capsule is None:
+            capsule = base.__dict__.get("__pyx_vtable__")
+    if why is None and (capsule is None or not PyCapsule_CheckExact(capsule)):
+        why = f"{t.__qualname__} has no __pyx_vtable__ capsule"
+    if why is not None:
+        raise TypeError(f"cannot read this cuda.core's TensorMapDescriptor ({why}); kernarg "
+                        "reads the CUtensorMap through the method table its .pxd declares")
+    cdef void** table = <void**>PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule))
+    info.closure = table[slot]
+    return 0
+
+
+cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, void* out,
+                          int* device) except -1:
+    cdef Py_ssize_t source = info.offset
+    cdef data_ptr_t data_ptr = <data_ptr_t>info.closure
+    cdef char* start
+    cdef char* end
+    cdef char* src
+    device[0] = -1
+    if source == TMAP_BINDINGS:
+        try:
+            address = obj.getPtr()
+            if type(address) is not int:
+                address = PyNumber_Index(address)
+        except Exception as exc:
+            _reraise(exc, f"{_describe(index, obj)}: getPtr() of the tensor map raised "
+                          f"{type(exc).__name__}: {exc}")
+        if not 0 < address < 2**64:
+            raise ValueError(f"{_describe(index, obj)}: getPtr() of the tensor map gave "
+                             f"{address}, not an address")
+        src = <char*><uintptr_t>address
+    else:
+        src = <char*>data_ptr(obj)
+        # The struct must lie inside the object, where the .pxd put it, with _device_id after.
+        start = <char*><PyObject*>obj
+        end = start + (<PyTypeObject*>Py_TYPE(obj)).tp_basicsize
+        if not (start + sizeof(PyObject) <= src and src + TMAP_SIZE + sizeof(int) <= end):
+            raise TypeError(f"{_describe(index, obj)}: the tensor map's _get_data_ptr gave an "
+                            "address outside the object; this cuda.core's layout is not the "
+                            "one its .pxd declares")
+        device[0] = (<int*>(src + TMAP_SIZE))[0]
+    memcpy(out, src, TMAP_SIZE)
+    return 0
+
+
 cdef Py_ssize_t _inline_offset(object np, object dtype):
     """Offset of a numpy scalar's value inside the object, or -1 if it cannot be confirmed."""
     cdef Py_ssize_t size = dtype.itemsize, align = dtype.alignment
@@ -470,6 +585,13 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return 0
     if _is_pycuda_pointer(t):
         info.kind = KIND_PYCUDA
+        return 0
+    if mro_has(t, "cuda.bindings", "CUtensorMap") or mro_has(t, "cuda.core", "TensorMapDescriptor"):
+        info.kind, info.size, info.align = KIND_TENSOR_MAP, TMAP_SIZE, KERNARG_TENSOR_MAP_ALIGN
+        info.offset = TMAP_BINDINGS
+        if mro_has(t, "cuda.core", "TensorMapDescriptor"):
+            info.offset = TMAP_CUDA_CORE
+            _cuda_core_tensor_map(t, info)
         return 0
     info.offset = _handle_source(t)
     if info.offset:

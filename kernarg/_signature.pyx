@@ -29,6 +29,7 @@ from kernarg._handler cimport (
     device_ordinal,
     set_launch_device,
     state_take_pointer,
+    put_tensor_map,
     buffer_handle,
     lookup_type,
 )
@@ -37,6 +38,7 @@ from kernarg._interop cimport (
     KIND_HANDLE,
     KIND_INLINE,
     KIND_POINTER,
+    KIND_TENSOR_MAP,
     PtrResult,
     TypeInfo,
     _reraise,
@@ -49,7 +51,7 @@ import re
 
 import numpy as np
 
-from kernarg._interop import SMALL_FLOAT_KINDS
+from kernarg._interop import SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE
 from kernarg._stream import resolve_stream
 
 __all__ = ["Signature"]
@@ -68,6 +70,7 @@ from kernarg._cdefs cimport (
     kernarg_typed_int_run,
     kernarg_typed_int_run_call,
     tuple_items,
+    mro_has,
 )
 
 
@@ -122,6 +125,7 @@ _ALIASES = {
     "cudaTextureObject_t": "unsigned long long", "cudaSurfaceObject_t": "unsigned long long",
     "CUtexObject": "unsigned long long", "CUsurfObject": "unsigned long long",
     "dim3": "uint3",        # three unsigned ints, as uint3 (its constructors change no layout)
+    "CUtensorMap_st": "CUtensorMap",
 }
 _VECTOR_BASES = {
     "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
@@ -236,7 +240,7 @@ class _Spec:
     """A parsed parameter before layout: code, size, align and type details."""
 
     __slots__ = ("code", "size", "align", "elem", "count", "pointee_kind", "pointee_size",
-                 "is_const", "struct", "text", "any_sign")
+                 "is_const", "struct", "text", "any_sign", "header_aligned")
 
     def __init__(self, code, size, align, text, **kw):
         self.code, self.size, self.align, self.text = code, size, align, text
@@ -247,6 +251,15 @@ class _Spec:
         self.is_const = kw.get("is_const", False)
         self.struct = kw.get("struct")
         self.any_sign = kw.get("any_sign", False)
+        # The alignment is the headers' choice, not the type's (CUtensorMap: 64 before CUDA 13,
+        # 128 since): from_source takes the compiler's.
+        self.header_aligned = kw.get("header_aligned", False)
+
+
+def _tensor_map_spec(text):
+    """cuda.h's CUtensorMap, by value: 128 opaque bytes, aligned as the cuda.h kernarg is built
+    against aligns it; takes TMA tensor maps (cuda.bindings, cuda.core) or 128 bytes."""
+    return _Spec(C_OPAQUE, TENSOR_MAP_SIZE, TENSOR_MAP_ALIGN, text, header_aligned=True)
 
 
 def _scalar_spec(name, text):
@@ -327,6 +340,8 @@ def _parse_c_param(text):
         raise ValueError(f"{text.strip()!r}: a parameter cannot have type void")
     if base in _SCALARS:
         return _scalar_spec(base, base), name
+    if base == "CUtensorMap":
+        return _tensor_map_spec(base), name
     elem, count, align = _vector_type(base)
     code, size, _ = _SCALARS[elem]
     return _Spec(C_VECTOR, size * count, align, base, elem=code, count=count), name
@@ -358,7 +373,7 @@ def _opaque_pointer(text, tokens, is_const):
 
 
 def _canonical(type_name):
-    if type_name in _SCALARS or type_name == "void":
+    if type_name in _SCALARS or type_name == "void" or type_name == "CUtensorMap":
         return type_name
     if type_name in _ALIASES:
         return _ALIASES[type_name]
@@ -418,6 +433,9 @@ def _spec_from_object(obj):
         if inner in _CTYPES_SCALARS:
             kind, size = _pointee_of(_CTYPES_SCALARS[inner])
         return _Spec(C_POINTER, 8, 8, obj.__name__, pointee_kind=kind, pointee_size=size)
+    if isinstance(obj, type) and (mro_has(<type>obj, "cuda.bindings", "CUtensorMap")
+                                  or mro_has(<type>obj, "cuda.core", "TensorMapDescriptor")):
+        return _tensor_map_spec("CUtensorMap")
     if isinstance(obj, type) and issubclass(obj, (ctypes.Structure, ctypes.Union, ctypes.Array)):
         size = ctypes.sizeof(obj)
         if size == 0:
@@ -670,6 +688,8 @@ cdef class Signature:
                 spec, name = _parse_c_param(piece)
             except ValueError:
                 spec, name = ptx_spec, _last_identifier(piece)
+            if spec.header_aligned and spec.size == ptx_spec.size:
+                spec.align = ptx_spec.align     # the source's own declaration of the type
             if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
                 raise ValueError(f"{kernel_name}: {piece.strip()!r} is {spec.size} bytes aligned "
                                  f"to {spec.align} here but {ptx_spec.size}/{ptx_spec.align} in "
@@ -1136,7 +1156,16 @@ cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* 
     return 0
 
 
-cdef int _put_opaque(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
+cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
+                     char* dst) except -1:
+    cdef TypeInfo* info = NULL
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            info = lookup_type(value, i)
+        except TypeError:
+            pass        # a value no kernel parameter takes: the untyped pack below says so
+        if info != NULL and info.kind == KIND_TENSOR_MAP and p.size == info.size:
+            return put_tensor_map(st, info, i, value, dst)
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
     else:
@@ -1145,8 +1174,9 @@ cdef int _put_opaque(Signature sig, Param* p, Py_ssize_t i, object value, char* 
             raw = bytes(untyped_pack((value,)))
         except TypeError as exc:
             raise TypeError(f"{_param_name(sig, i)} is {p.size} opaque bytes (a struct the "
-                            "signature does not describe): pass bytes, a ctypes object or a "
-                            f"numpy structured scalar of that size, not "
+                            "signature does not describe): pass bytes, a ctypes object, a "
+                            "numpy structured scalar of that size or (for 128 bytes) a TMA "
+                            "tensor map, not "
                             f"{type(value).__name__}") from exc
     if len(raw) != p.size:
         raise TypeError(f"{_param_name(sig, i)} takes {p.size} bytes ({sig._types[i]}); "
@@ -1238,7 +1268,7 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
         if type(value) is int or isinstance(value, np.integer):
             return _put_int_any_sign(sig, C_U64, i, value, dst)
         return _put_pointer(sig, p, st, i, value, dst, stream, True)
-    return _put_opaque(sig, p, i, value, dst)
+    return _put_opaque(sig, p, st, i, value, dst)
 
 
 def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
