@@ -745,6 +745,144 @@ def test_texture_object_reaches_the_kernel(ctx):
         check(driver.cuTexObjectDestroy(tex))
 
 
+# TMA tensor maps. NVRTC cannot include cuda.h, so the kernels declare CUtensorMap themselves,
+# as CUDA 13's header does (16 words aligned to 128 bytes).
+TMAP = r"""
+struct alignas(128) CUtensorMap { unsigned long long opaque[16]; };
+extern "C" __global__ void tmap_echo(unsigned long long* out,
+                                     const __grid_constant__ CUtensorMap m) {
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) out[i] = m.opaque[i];
+}
+#if __CUDA_ARCH__ >= 900
+// One 16x16 float box at column x, row y, loaded by the TMA into shared memory, then stored.
+extern "C" __global__ void tma_tile(float* out, const __grid_constant__ CUtensorMap m, int x,
+                                    int y) {
+    __shared__ alignas(128) float tile[16 * 16];
+    __shared__ alignas(8) unsigned long long bar;
+    unsigned b = (unsigned)__cvta_generic_to_shared(&bar);
+    unsigned t = (unsigned)__cvta_generic_to_shared(tile);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                     :: "r"(b), "r"(16 * 16 * 4) : "memory");
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3}], [%4];"
+                     :: "r"(t), "l"(reinterpret_cast<unsigned long long>(&m)), "r"(x), "r"(y),
+                        "r"(b) : "memory");
+    }
+    asm volatile("{\n .reg .pred p;\n wait:\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n"
+                 " @!p bra wait;\n}" :: "r"(b) : "memory");
+    for (int i = threadIdx.x; i < 16 * 16; i += blockDim.x) out[i] = tile[i];
+}
+#endif
+"""
+
+
+def _encode_tiled(src, width, height):
+    """cuda.bindings' cuTensorMapEncodeTiled: 2-D float32, rows of ``width``, 16x16 boxes."""
+    e = driver
+    u64 = e.cuuint64_t
+    u32 = e.cuuint32_t
+    result = e.cuTensorMapEncodeTiled(
+        e.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, src.ptr,
+        [u64(width), u64(height)], [u64(width * 4)], [u32(16), u32(16)], [u32(1), u32(1)],
+        e.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        e.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        e.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        e.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if result[0] != driver.CUresult.CUDA_SUCCESS:
+        pytest.skip(f"cuTensorMapEncodeTiled: {result[0].name} (tensor maps need sm_90+)")
+    return result[1]
+
+
+def _tma_source(width=64, height=48):
+    data = np.arange(width * height, dtype=np.float32).reshape(height, width)
+    src = DeviceArray(data.nbytes, typestr="<f4")
+    check(driver.cuMemcpyHtoD(src.ptr, data.ctypes.data, data.nbytes))
+    return data, src
+
+
+def _tensor_map_kernels(name):
+    typed = kernarg.Kernel.from_source(TMAP, name)
+    return typed, kernarg.Kernel.from_handle(typed.handle)         # typed, untyped
+
+
+def test_cuda_bindings_tensor_map_reaches_the_kernel_by_value(ctx):
+    """The 128 bytes cuTensorMapEncodeTiled wrote arrive in the kernel's __grid_constant__
+    parameter, through a typed launch (the source's CUtensorMap) and an untyped one."""
+    data, src = _tma_source()
+    m = _encode_tiled(src, 64, 48)
+    expected = ctypes.string_at(m.getPtr(), 128)
+    typed, untyped = _tensor_map_kernels("tmap_echo")
+    assert typed.signature.offsets == (0, 128)
+    for k in (typed, untyped):
+        out = DeviceArray(128, typestr="<u8")
+        k.launch(1, 32, out, m)
+        assert out.read() == expected
+
+
+def test_tma_loads_a_box_through_the_tensor_map(ctx):
+    """A real TMA load (cp.async.bulk.tensor) through the tensor map kernarg passed: the box at
+    column 16, row 8 arrives, and one hanging off the edge comes back zero-filled."""
+    major = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx))
+    if major < 9:
+        pytest.skip("the Tensor Memory Accelerator needs sm_90+")
+    data, src = _tma_source()
+    m = _encode_tiled(src, 64, 48)
+    for k in _tensor_map_kernels("tma_tile"):
+        for x, y in ((16, 8), (56, 40)):
+            out = DeviceArray(16 * 16 * 4, typestr="<f4")
+            k.launch(1, 128, out, m, np.int32(x), np.int32(y))
+            want = np.zeros((16, 16), np.float32)
+            box = data[y:y + 16, x:x + 16]
+            want[:box.shape[0], :box.shape[1]] = box
+            got = np.frombuffer(out.read(), np.float32).reshape(16, 16)
+            assert (got == want).all(), (x, y)
+
+
+def test_cuda_core_tensor_map_descriptor_matches_cuda_cores_own_launch(ctx):
+    """cuda.core's TensorMapDescriptor, whose bytes only cuda.core can read: the kernel gets
+    from kernarg what it gets from cuda.core's launch of the same kernel."""
+    core = pytest.importorskip("cuda.core")
+    if not hasattr(core, "TensorMapDescriptor"):
+        pytest.skip("this cuda.core has no TensorMapDescriptor")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    if dev.compute_capability.major < 9:
+        pytest.skip("tensor maps need sm_90+")
+    data, src = _tma_source()
+    view_type = getattr(core, "StridedMemoryView", None)
+    if view_type is None:
+        from cuda.core.utils import StridedMemoryView as view_type
+
+    class Rows:         # src as the 2-D array it holds
+        __cuda_array_interface__ = {"shape": data.shape, "typestr": "<f4", "version": 3,
+                                    "data": (src.ptr, False), "strides": None}
+
+    desc = view_type.from_any_interface(Rows(), stream_ptr=-1).as_tensor_map(box_dim=(16, 16))
+    ck = core.Program(TMAP, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("tmap_echo")
+    stream = dev.create_stream()
+    theirs = DeviceArray(128, typestr="<u8")
+    core.launch(stream, core.LaunchConfig(grid=1, block=32), ck, theirs.ptr, desc)
+    stream.sync()
+    typed, untyped = _tensor_map_kernels("tmap_echo")
+    for k in (typed, untyped):
+        ours = DeviceArray(128, typestr="<u8")
+        k.launch(1, 32, ours, desc)
+        assert ours.read() == theirs.read()
+    assert theirs.read() != bytes(128)
+
+
 GLOBALS = r"""
 __constant__ float coeffs[3];
 __device__ unsigned int launches;

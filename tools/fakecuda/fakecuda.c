@@ -1173,6 +1173,50 @@ static CUresult fk_TexObjectDestroy(CUtexObject h) {
     return CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ tensor maps */
+/* cuTensorMapEncodeTiled, checked as the driver documents it, writes this stand-in's own
+ * encoding into the 128 opaque bytes: what tests/gpu's tmap_echo kernel copies out and its
+ * tma_tile kernel decodes to copy a box (the real encoding is the GPU's business). */
+#define TMAP_MAGIC 0x6b617267746d6170ULL           /* "kargtmap" */
+typedef struct {
+    uint64_t magic, address;
+    uint32_t elem, rank;
+    uint64_t dims[5], strides[4];                  /* strides in bytes, of dims 1 .. rank-1 */
+    uint32_t box[5];
+} FakeTensorMap;
+_Static_assert(sizeof(FakeTensorMap) <= sizeof(CUtensorMap), "fits the 128 opaque bytes");
+static CUresult fk_TensorMapEncodeTiled(CUtensorMap* m, CUtensorMapDataType type, cuuint32_t rank,
+        void* address, const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+        const cuuint32_t* elem_strides, CUtensorMapInterleave interleave,
+        CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+    (void)interleave; (void)swizzle; (void)l2; (void)oob;
+    static const int sizes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+    if (!m || !dims || !box || !elem_strides || rank < 1 || rank > 5 || (rank > 1 && !strides))
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: rank %u or a NULL array", rank);
+    if ((int)type < 0 || (size_t)type >= sizeof sizes / sizeof *sizes)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: data type %d", (int)type);
+    if ((uintptr_t)address % 16)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: address %p is not "
+                    "16-byte aligned", address);
+    FakeTensorMap f = {TMAP_MAGIC, (uintptr_t)address, (uint32_t)sizes[type], rank, {0}, {0}, {0}};
+    for (cuuint32_t i = 0; i < rank; i++) {
+        if (box[i] < 1 || box[i] > 256 || elem_strides[i] < 1 || elem_strides[i] > 8)
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: box or element "
+                        "stride %u of dimension %u", box[i], i);
+        f.dims[i] = dims[i];
+        f.box[i] = box[i];
+        if (i + 1 < rank) {
+            if (strides[i] % 16) return fail(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: "
+                                             "stride %llu is not a multiple of 16",
+                                             (unsigned long long)strides[i]);
+            f.strides[i] = strides[i];
+        }
+    }
+    memset(m, 0, sizeof *m);
+    memcpy(m, &f, sizeof f);
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ launches */
 
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
@@ -1346,6 +1390,22 @@ static CUresult run_kernel(const Node* n) {
             if ((size_t)(4 * i + 4) <= textures[t - 1].size) e = load(textures[t - 1].ptr + 4 * i, &v, 4, k);
             if (!e) e = store(out + 4 * i, &v, 4, k);
         }
+    } else if (!strcmp(k, "tmap_echo")) {    /* (unsigned long long* out, CUtensorMap m) */
+        e = store(out, n->params + f->offset[1], 128, k);
+    } else if (!strcmp(k, "tma_tile")) {     /* (float* out, CUtensorMap m, int x, int y) */
+        FakeTensorMap m;
+        memcpy(&m, n->params + f->offset[1], sizeof m);
+        if (m.magic != TMAP_MAGIC || m.rank != 2 || m.elem != 4)
+            return fail(CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: not a 2-D float tensor map "
+                        "made by cuTensorMapEncodeTiled", k);
+        long long x = P(int, 2), y = P(int, 3);
+        for (uint64_t r = 0; !e && r < m.box[1]; r++)
+            for (uint64_t c = 0; !e && c < m.box[0]; c++) {
+                float v = 0;        /* out of bounds: zero, as the TMA fills */
+                if ((uint64_t)(y + r) < m.dims[1] && (uint64_t)(x + c) < m.dims[0])
+                    e = load(m.address + (y + r) * m.strides[0] + 4 * (x + c), &v, 4, k);
+                if (!e) e = store(out + 4 * (r * m.box[0] + c), &v, 4, k);
+            }
     } else if (!strcmp(k, "lb")) {
         for (unsigned long long t = 0; !e && t < threads; t++) {
             int v = (int)t;
@@ -1446,6 +1506,33 @@ static CUresult fk_PointerGetAttribute(void* data, CUpointer_attribute a, CUdevi
     }
     return CUDA_SUCCESS;
 }
+/* As the driver documents it: a pointer that is no allocation is not an error here; each
+ * attribute gets its null value (memory type 0, no context, device ordinal -2). */
+static CUresult fk_PointerGetAttributes(unsigned int count, CUpointer_attribute* attrs,
+                                        void** data, CUdeviceptr p) {
+    Alloc* al = find_alloc((uintptr_t)p);
+    for (unsigned int i = 0; i < count; i++) {
+        CUresult e;
+        if (al) {
+            e = fk_PointerGetAttribute(data[i], attrs[i], p);
+            if (e) return e;
+            continue;
+        }
+        switch (attrs[i]) {
+        case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext*)data[i] = NULL; break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int*)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr*)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void**)data[i] = NULL; break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int*)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int*)data[i] = -2; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr*)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t*)data[i] = 0; break;
+        default: return fail(CUDA_ERROR_INVALID_VALUE, "pointer attribute %d not modelled",
+                             (int)attrs[i]);
+        }
+    }
+    return CUDA_SUCCESS;
+}
 static CUresult fk_MemGetInfo(size_t* free_b, size_t* total) {
     *free_b = (size_t)70 << 30;
     *total = (size_t)80 << 30;
@@ -1497,12 +1584,12 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
     F(OccupancyMaxActiveBlocksPerMultiprocessor), F(OccupancyMaxPotentialBlockSize),
-    F(ModuleGetGlobal), F(TexObjectCreate), F(TexObjectDestroy),
+    F(ModuleGetGlobal), F(TexObjectCreate), F(TexObjectDestroy), F(TensorMapEncodeTiled),
     F(LaunchKernelEx), F(LaunchKernel), F(MemAlloc), F(MemAllocAsync), F(MemAllocManaged),
     F(MemAllocHost), F(MemHostAlloc), F(MemHostGetDevicePointer), F(MemFree), F(MemFreeAsync),
     F(MemFreeHost), F(MemcpyDtoH), F(MemcpyHtoD), F(MemcpyDtoD), F(Memcpy), F(MemcpyAsync),
     F(MemcpyDtoHAsync), F(MemcpyHtoDAsync), F(MemsetD8), F(MemsetD32), F(MemsetD8Async),
-    F(MemsetD32Async), F(PointerGetAttribute), F(MemGetInfo), F(GetErrorName), F(GetErrorString),
+    F(MemsetD32Async), F(PointerGetAttribute), F(PointerGetAttributes), F(MemGetInfo), F(GetErrorName), F(GetErrorString),
     F(LibraryLoadData), F(LibraryUnload), F(LibraryGetKernel), F(LibraryGetModule),
     F(KernelGetFunction), F(KernelGetAttribute), F(KernelSetAttribute), F(KernelGetParamInfo),
     F(KernelGetName), F(FuncGetModule), F(LinkCreate), F(LinkAddData), F(LinkAddFile),
