@@ -794,10 +794,22 @@ cdef tuple _driver_layout(cydriver.CUfunction func):
         i += 1
 
 
+cdef bint _moved_by_tensor_map(ParamBlock blk, Py_ssize_t i):
+    """Whether argument ``i`` is at another offset than the kernel's parameter only because a
+    tensor map at or before it is aligned as kernarg's cuda.h aligns CUtensorMap (128 since
+    CUDA 13) and the kernel's own declaration otherwise (64, as CUDA 12's did). A launch passes
+    every argument by its own pointer (kernelParams), so there the sizes are what must agree."""
+    from kernarg._handler import _classification
+
+    args = blk.args
+    return args is not None and any(_classification(a) == "tensor_map" for a in args[:i + 1])
+
+
 def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
     """Raise TypeError unless the untyped block ``blk`` has exactly ``layout``'s parameters:
     ``((offset, size), ...)`` as the driver reports them. This catches the classic untyped
-    mistake of a Python float (8-byte double) for a ``float`` parameter before it launches."""
+    mistake of a Python float (8-byte double) for a ``float`` parameter before it launches.
+    Offsets after a tensor map may differ (see _moved_by_tensor_map)."""
     cdef Py_ssize_t i, n = len(layout)
     if blk.st.nargs != n:
         raise TypeError(f"{name} takes {n} arguments, got {blk.st.nargs}")
@@ -805,7 +817,7 @@ def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
         offset, size = layout[i]
         got_size = blk.st.sizes[i]
         got_offset = <char*>blk.st.argv[i] - blk.st.data
-        if got_size != size or got_offset != offset:
+        if got_size != size or got_offset != offset and not _moved_by_tensor_map(blk, i):
             raise TypeError(
                 f"argument {i} ({type(blk.args[i]).__name__}) packs as {got_size} bytes at "
                 f"offset {got_offset}, but {name}'s parameter {i} is {size} bytes at offset "

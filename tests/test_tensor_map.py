@@ -12,6 +12,7 @@ import struct
 import sys
 import types
 
+import numpy as np
 import pytest
 
 import kernarg
@@ -235,3 +236,21 @@ def test_get_ptr_is_read_where_it_points():
     finally:
         kernarg._handler._forget_types()
     assert struct.unpack("<16Q", raw) == tuple(range(100, 116))
+
+
+def test_untyped_layout_check_allows_offsets_a_tensor_map_moved():
+    # A kernel that aligns its CUtensorMap to 64 (CUDA 12's header) puts it, and what follows,
+    # elsewhere than untyped packing does (128 with CUDA 13's). A launch passes each argument by
+    # its own pointer, so only the sizes must agree there; before a tensor map, offsets still do.
+    from kernarg._launch import check_layout
+
+    m = _bindings_map()
+    block = kernarg.pack((np.int32(1), m, None))
+    check_layout(block, ((0, 4), (64, 128), (192, 8)), "k")
+    check_layout(block, ((0, 4), (128, 128), (256, 8)), "k")
+    with pytest.raises(TypeError, match=r"argument 2 \(NoneType\) packs as 8 bytes at offset "
+                                        r"\d+, but k's parameter 2 is 4 bytes"):
+        check_layout(block, ((0, 4), (64, 128), (192, 4)), "k")
+    with pytest.raises(TypeError, match=r"argument 1 \(NoneType\) packs as 8 bytes at offset 8, "
+                                        r"but k's parameter 1 is 8 bytes at offset 16"):
+        check_layout(kernarg.pack((np.int32(1), None, m)), ((0, 4), (16, 8), (128, 128)), "k")

@@ -807,19 +807,21 @@ def _tma_source(width=64, height=48):
     return data, src
 
 
-def _tensor_map_kernels(name):
-    typed = kernarg.Kernel.from_source(TMAP, name)
+def _tensor_map_kernels(name, align=128):
+    typed = kernarg.Kernel.from_source(TMAP.replace("alignas(128)", f"alignas({align})"), name)
     return typed, kernarg.Kernel.from_handle(typed.handle)         # typed, untyped
 
 
-def test_cuda_bindings_tensor_map_reaches_the_kernel_by_value(ctx):
+@pytest.mark.parametrize("align", [128, 64])
+def test_cuda_bindings_tensor_map_reaches_the_kernel_by_value(ctx, align):
     """The 128 bytes cuTensorMapEncodeTiled wrote arrive in the kernel's __grid_constant__
-    parameter, through a typed launch (the source's CUtensorMap) and an untyped one."""
+    parameter, through a typed launch (the source's CUtensorMap) and an untyped one, whether
+    the kernel aligns the struct as CUDA 13's cuda.h does or as CUDA 12's did."""
     data, src = _tma_source()
     m = _encode_tiled(src, 64, 48)
     expected = ctypes.string_at(m.getPtr(), 128)
-    typed, untyped = _tensor_map_kernels("tmap_echo")
-    assert typed.signature.offsets == (0, 128)
+    typed, untyped = _tensor_map_kernels("tmap_echo", align)
+    assert typed.signature.offsets == (0, align)
     for k in (typed, untyped):
         out = DeviceArray(128, typestr="<u8")
         k.launch(1, 32, out, m)
