@@ -358,7 +358,10 @@ cdef int _cuda_core_tensor_map(type t, TypeInfo* info) except -1:
     import os
     import re
 
-    module = sys.modules.get(t.__module__)
+    # The cuda.core class itself, whose module the .pxd sits beside (t may be a subclass).
+    core = next(b for b in t.__mro__ if b.__name__ == "TensorMapDescriptor"
+                and (b.__module__ or "").startswith("cuda.core"))
+    module = sys.modules.get(core.__module__)
     where = getattr(module, "__file__", None) or ""
     pxd = os.path.join(os.path.dirname(where), "_tensor_map.pxd")
     why = None
@@ -385,12 +388,9 @@ cdef int _cuda_core_tensor_map(type t, TypeInfo* info) except -1:
                 slot = k
         if why is None and slot < 0:
             why = f"{pxd} declares no `cdef void* _get_data_ptr(self)`"
-    capsule = t.__dict__.get("__pyx_vtable__")
-    for base in t.__mro__:
-        if capsule is None:
-            capsule = base.__dict__.get("__pyx_vtable__")
+    capsule = core.__dict__.get("__pyx_vtable__")
     if why is None and (capsule is None or not PyCapsule_CheckExact(capsule)):
-        why = f"{t.__qualname__} has no __pyx_vtable__ capsule"
+        why = f"{core.__qualname__} has no __pyx_vtable__ capsule"
     if why is not None:
         raise TypeError(f"cannot read this cuda.core's TensorMapDescriptor ({why}); kernarg "
                         "reads the CUtensorMap through the method table its .pxd declares")
