@@ -76,6 +76,8 @@ cdef int release_capsule(object capsule) except -1
 # The 64-bit value of a KIND_HANDLE object (a texture or surface object), into out[0:8].
 cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
                       void* out) except -1
+# Whether instances of ``t`` are TMA tensor maps (nonzero: where their bytes are).
+cdef int tensor_map_source(type t)
 # The 128 bytes of a KIND_TENSOR_MAP object into out[0:128]; device: the CUDA device it was
 # made for where its library says (cuda.core), else -1.
 cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, void* out,

@@ -346,6 +346,15 @@ TENSOR_MAP_ALIGN = KERNARG_TENSOR_MAP_ALIGN
 ctypedef void* (*data_ptr_t)(object) noexcept
 
 
+cdef int tensor_map_source(type t):
+    """Where a tensor map type keeps its bytes (TMAP_*), or 0: not a tensor map type."""
+    if mro_has(t, "cuda.core", "TensorMapDescriptor"):
+        return TMAP_CUDA_CORE
+    if mro_has(t, "cuda.bindings", "CUtensorMap"):
+        return TMAP_BINDINGS
+    return 0
+
+
 cdef int _cuda_core_tensor_map(type t, TypeInfo* info) except -1:
     """Find cuda.core's ``TensorMapDescriptor._get_data_ptr`` (a cdef method: no Python name).
 
@@ -586,11 +595,10 @@ cdef int classify(type t, TypeInfo* info) except -1:
     if _is_pycuda_pointer(t):
         info.kind = KIND_PYCUDA
         return 0
-    if mro_has(t, "cuda.bindings", "CUtensorMap") or mro_has(t, "cuda.core", "TensorMapDescriptor"):
+    info.offset = tensor_map_source(t)
+    if info.offset:
         info.kind, info.size, info.align = KIND_TENSOR_MAP, TMAP_SIZE, KERNARG_TENSOR_MAP_ALIGN
-        info.offset = TMAP_BINDINGS
-        if mro_has(t, "cuda.core", "TensorMapDescriptor"):
-            info.offset = TMAP_CUDA_CORE
+        if info.offset == TMAP_CUDA_CORE:
             _cuda_core_tensor_map(t, info)
         return 0
     info.offset = _handle_source(t)

@@ -17,7 +17,8 @@ from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 
 from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items
-from kernarg._handler cimport ParamBlock, block_release, untyped_block_items
+from kernarg._handler cimport ParamBlock, block_release, lookup_type, untyped_block_items
+from kernarg._interop cimport KIND_TENSOR_MAP
 from kernarg._signature cimport Signature, typed_block_items
 from kernarg._stream cimport stream_handle
 
@@ -799,10 +800,14 @@ cdef bint _moved_by_tensor_map(ParamBlock blk, Py_ssize_t i):
     tensor map at or before it is aligned as kernarg's cuda.h aligns CUtensorMap (128 since
     CUDA 13) and the kernel's own declaration otherwise (64, as CUDA 12's did). A launch passes
     every argument by its own pointer (kernelParams), so there the sizes are what must agree."""
-    from kernarg._handler import _classification
-
+    cdef Py_ssize_t j
     args = blk.args
-    return args is not None and any(_classification(a) == "tensor_map" for a in args[:i + 1])
+    if args is None:
+        return False
+    for j in range(i + 1):
+        if lookup_type(args[j], j).kind == KIND_TENSOR_MAP:
+            return True
+    return False
 
 
 def check_layout(ParamBlock blk, tuple layout, str name="kernel"):

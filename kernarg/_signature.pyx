@@ -44,6 +44,7 @@ from kernarg._interop cimport (
     _reraise,
     handle_value,
     pointer_of,
+    tensor_map_source,
 )
 
 import ctypes
@@ -70,7 +71,6 @@ from kernarg._cdefs cimport (
     kernarg_typed_int_run,
     kernarg_typed_int_run_call,
     tuple_items,
-    mro_has,
 )
 
 
@@ -433,8 +433,7 @@ def _spec_from_object(obj):
         if inner in _CTYPES_SCALARS:
             kind, size = _pointee_of(_CTYPES_SCALARS[inner])
         return _Spec(C_POINTER, 8, 8, obj.__name__, pointee_kind=kind, pointee_size=size)
-    if isinstance(obj, type) and (mro_has(<type>obj, "cuda.bindings", "CUtensorMap")
-                                  or mro_has(<type>obj, "cuda.core", "TensorMapDescriptor")):
+    if isinstance(obj, type) and tensor_map_source(<type>obj):
         return _tensor_map_spec("CUtensorMap")
     if isinstance(obj, type) and issubclass(obj, (ctypes.Structure, ctypes.Union, ctypes.Array)):
         size = ctypes.sizeof(obj)
