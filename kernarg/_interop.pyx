@@ -666,18 +666,30 @@ cdef str _cai(Py_ssize_t index, object obj):
     return f"{_describe(index, obj)}: __cuda_array_interface__"
 
 
-cdef bint _is_int_sequence(object shape):
+cdef enum:
+    SHAPE_OK = 0
+    SHAPE_NOT_INTS = 1
+    SHAPE_NEGATIVE = 2
+
+
+cdef int _shape_check(object shape) except -1:
+    """SHAPE_OK for a tuple or list of ints >= 0; SHAPE_NOT_INTS, or SHAPE_NEGATIVE for an
+    extent below 0 (the interface is malformed: no array has one)."""
     if type(shape) is tuple:
         for item in <tuple>shape:
             if type(item) is not int and not isinstance(item, int):
-                return False
-        return True
+                return SHAPE_NOT_INTS
+            if item < 0:
+                return SHAPE_NEGATIVE
+        return SHAPE_OK
     if not isinstance(shape, list):
-        return False
-    for item in shape:
+        return SHAPE_NOT_INTS
+    for item in list(shape):
         if not isinstance(item, int):
-            return False
-    return True
+            return SHAPE_NOT_INTS
+        if item < 0:
+            return SHAPE_NEGATIVE
+    return SHAPE_OK
 
 
 cdef int _consume_cai(object obj, Py_ssize_t index, object stream, PtrResult* r,
@@ -805,9 +817,13 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
                         f"readonly: bool) tuple, got {data!r}")
     else:
         ptr, readonly = data[0], data[1]
-    if not _is_int_sequence(shape):
+    shape_is = _shape_check(shape)
+    if shape_is == SHAPE_NOT_INTS:
         raise TypeError(f"{_cai(index, obj)}['shape'] must be a tuple of ints, "
                         f"got {shape!r}")
+    if shape_is == SHAPE_NEGATIVE:
+        raise ValueError(f"{_cai(index, obj)}['shape'] {tuple(shape)} has a negative "
+                         "extent; no array has one")
     if type(typestr) is not str:
         raise TypeError(f"{_cai(index, obj)}['typestr'] must be a str, "
                         f"got {typestr!r}")
@@ -907,12 +923,23 @@ cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj) except -1:
                     "or kDLCUDAManaged")
 
 
-cdef bint _dl_empty(DLTensor* tensor) noexcept:
+cdef const char* _dl_shape_fault(DLTensor* tensor) noexcept:
+    """What makes the tensor's shape malformed, or NULL: a negative ndim, no shape array for
+    ndim > 0, a negative extent, or a null data pointer for a tensor that is not empty."""
     cdef int32_t i
+    cdef bint empty = False
+    if tensor.ndim < 0:
+        return "a negative ndim"
+    if tensor.ndim > 0 and tensor.shape == NULL:
+        return "ndim > 0 but no shape"
     for i in range(tensor.ndim):
+        if tensor.shape[i] < 0:
+            return "a negative extent in its shape"
         if tensor.shape[i] == 0:
-            return True
-    return False
+            empty = True
+    if tensor.data == NULL and not empty:
+        return "a null data pointer but is not empty"
+    return NULL
 
 
 # DLDataTypeCode -> kind letter: kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle (none), kDLBfloat,
@@ -1021,11 +1048,12 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
                         f"{shown}, not an "
                         "unconsumed 'dltensor' or 'dltensor_versioned'")
     # The device type inside the tensor is not trusted: __dlpack_device__ decided above.
-    if tensor.data == NULL and not _dl_empty(tensor):
+    cdef const char* fault = _dl_shape_fault(tensor)
+    if fault != NULL:
         release_capsule(capsule)
         capsule = None
-        raise ValueError(f"{_describe(index, obj)}: DLPack tensor has a null data pointer "
-                         "but is not empty")
+        raise ValueError(f"{_describe(index, obj)}: DLPack tensor has "
+                         f"{fault.decode()}")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     if dev_type == DL_CUDA:
         r.device = dev_id
@@ -1090,9 +1118,10 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     if tensor.device.device_type == DL_CPU and _says_pinned(obj):
         tensor.device.device_type = DL_CUDA_HOST
     _check_dl_device(tensor.device.device_type, index, obj)
-    if tensor.data == NULL and not _dl_empty(&tensor):
-        raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a null data "
-                         "pointer for a tensor that is not empty")
+    cdef const char* fault = _dl_shape_fault(&tensor)
+    if fault != NULL:
+        raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a tensor "
+                         f"with {fault.decode()}")
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     _dl_dtype(&tensor, r)
     if tensor.device.device_type == DL_CUDA:

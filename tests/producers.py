@@ -114,12 +114,17 @@ class DLPackProducer:
         self.max_versions.append(max_version)
         return self._export(versioned=self.versioned and max_version is not None)
 
+    # Malformed exports, for the consumer's checks: an ndim that disagrees with the shape, and
+    # a tensor with no shape array at all.
+    ndim = None
+    null_shape = False
+
     def _fill(self, t: DLTensor, shape_arr):
         t.data = self.address
         t.device = DLDevice(*self.device)
-        t.ndim = len(self.shape)
+        t.ndim = len(self.shape) if self.ndim is None else self.ndim
         t.dtype = DLDataType(*self.dtype)
-        t.shape = shape_arr
+        t.shape = None if self.null_shape else shape_arr
         t.strides = None
         t.byte_offset = self.byte_offset
 

@@ -215,6 +215,26 @@ def test_cai_shape_may_be_a_list_of_ints():
         kernarg.pack((CAIObject(cai(PTR, shape=[2, "3"])),))
 
 
+@pytest.mark.parametrize("shape", [(-1,), (2, -3), [4, -1], (0, -1)])
+def test_cai_negative_extent_is_refused(shape):
+    # No array has a negative extent: the interface is malformed, whatever the pointer.
+    with pytest.raises(ValueError, match=r"argument 0 .*\['shape'\] \(.*-\d.*\) has a "
+                                         r"negative extent"):
+        kernarg.pack((CAIObject(cai(PTR, shape=shape)),))
+    with pytest.raises(ValueError, match=r"parameter 0 \('x'\).*negative extent"):
+        kernarg.Signature("const float* x").pack((CAIObject(cai(PTR, shape=shape)),))
+
+
+class _HostileInt(int):
+    def __lt__(self, other):
+        raise ArithmeticError("no order")
+
+
+def test_cai_shape_extent_whose_comparison_raises():
+    with pytest.raises(ArithmeticError, match="argument 0 .*no order"):
+        kernarg.pack((CAIObject(cai(PTR, shape=(_HostileInt(2),))),))
+
+
 @pytest.mark.parametrize("interface, exc, fragment", [
     (cai(PTR, mask=object()), ValueError, "mask"),
     ({"shape": (1,), "typestr": "<f4", "version": 3}, TypeError, "data"),
@@ -486,6 +506,30 @@ def test_real_producer_capsules_are_released_cleanly(max_version, monkeypatch):
     assert sys.getrefcount(arr) == before     # numpy's deleter dropped its reference
 
 
+@pytest.mark.parametrize("versioned", [True, False])
+@pytest.mark.parametrize("malformed, fault", [
+    ({"shape": (2, -1)}, "a negative extent in its shape"),
+    ({"ndim": -1}, "a negative ndim"),
+    ({"null_shape": True}, "ndim > 0 but no shape"),
+])
+def test_dlpack_malformed_shape_is_refused_and_released(versioned, malformed, fault):
+    deletes = len(double_deletes())
+    prod = DLPackProducer(PTR, versioned=versioned, shape=malformed.get("shape", (4,)))
+    prod.ndim = malformed.get("ndim")
+    prod.null_shape = malformed.get("null_shape", False)
+    with pytest.raises(ValueError, match=f"argument 0 .*DLPack tensor has {fault}"):
+        kernarg.pack((prod,))
+    assert prod.deleted == 1
+    assert len(double_deletes()) == deletes
+
+
+def test_dlpack_zero_dim_tensor_needs_no_shape():
+    # A 0-d tensor (ndim 0) may carry a null shape pointer: there is nothing to read.
+    prod = DLPackProducer(PTR, shape=())
+    prod.null_shape = True
+    assert ptr_of(kernarg.pack((prod,))) == PTR
+
+
 def test_dlpack_null_data_for_nonempty_tensor():
     prod = DLPackProducer(0, shape=(3,))
     with pytest.raises(ValueError, match="argument 0.*null data pointer"):
@@ -631,6 +675,14 @@ def test_exchange_api_null_data():
     assert ptr_of(kernarg.pack((cls(0, shape=(0, 4)),))) == 0
     with pytest.raises(ValueError, match="argument 0.*null data pointer"):
         kernarg.pack((cls(0, shape=(2,)),))
+    y = cls(PTR, shape=(3, -2))
+    with pytest.raises(ValueError, match="argument 0.*exchange API gave a tensor with a "
+                                         "negative extent"):
+        kernarg.pack((y,))
+    y = cls(PTR)
+    y.null_shape = True
+    with pytest.raises(ValueError, match="argument 0.*with ndim > 0 but no shape"):
+        kernarg.pack((y,))
 
 
 @pytest.mark.parametrize("kwargs", [
