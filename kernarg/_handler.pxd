@@ -3,7 +3,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 
-from kernarg._interop cimport PtrResult, TypeInfo
+from kernarg._interop cimport MrCache, PtrResult, TypeInfo, getter_t, mr_cache
 
 
 cdef enum:
@@ -110,6 +110,25 @@ cdef int block_release(ParamBlock blk) except -1
 cdef int device_ordinal(object device) except -2
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
                             object arg) except -1
+# Refuse a cuda.core Buffer whose memory a kernel cannot reach or that is on another device.
+cdef int check_buffer(BlockState* st, getter_t mr_getter, void* mr_closure, object buf,
+                      Py_ssize_t index) except -1
+
+
+cdef inline int buffer_known(BlockState* st, getter_t mr_getter, void* mr_closure,
+                             PyObject* buf) except -1:
+    """1 when check_buffer would pass a cuda.core Buffer without reading anything: it has no
+    memory resource, or the one read last, whose device passes the launch's check; else 0."""
+    cdef const MrCache* last
+    if mr_getter == NULL:
+        return 0
+    mr = mr_getter(<object>buf, mr_closure)
+    if mr is None:
+        return 1
+    last = mr_cache()
+    if <PyObject*>mr != last.mr:
+        return 0
+    return not st.check_device or last.device < 0 or last.device == st.device
 cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, object arg,
                         void* out) except -1
 cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1

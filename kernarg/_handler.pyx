@@ -34,6 +34,7 @@ from kernarg._interop cimport (
     PtrResult,
     TypeInfo,
     _describe,
+    buffer_device,
     getter_t,
     classify,
     handle_value,
@@ -93,9 +94,12 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
     cdef TypeInfo info
     known = _classified.get(<object>tp)
     if known is not None:
-        info.kind, info.size, info.align, info.offset, getter, closure, info.num_kind, api = known
+        (info.kind, info.size, info.align, info.offset, getter, closure, mr_getter, mr_closure,
+         info.num_kind, api) = known
         info.getter = <getter_t><uintptr_t>getter
         info.closure = <void*><uintptr_t>closure
+        info.mr_getter = <getter_t><uintptr_t>mr_getter
+        info.mr_closure = <void*><uintptr_t>mr_closure
         info.api = <const void*><uintptr_t>api
     else:
         try:
@@ -105,8 +109,9 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
         if len(_classified) >= CLASSIFIED_LIMIT:
             _clear_cache()
         _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,
-                                 <uintptr_t>info.getter, <uintptr_t>info.closure, info.num_kind,
-                                 <uintptr_t>info.api)
+                                 <uintptr_t>info.getter, <uintptr_t>info.closure,
+                                 <uintptr_t>info.mr_getter, <uintptr_t>info.mr_closure,
+                                 info.num_kind, <uintptr_t>info.api)
     entry.type = tp
     entry.info = info
     return &entry.info
@@ -245,6 +250,21 @@ cdef int state_release(BlockState* st) except -1:
     return 0
 
 
+cdef int _refuse_device(BlockState* st, Py_ssize_t index, object arg, int device) except -1:
+    raise ValueError(f"{_describe(index, arg)}: its memory is on CUDA device {device}, "
+                     f"but the kernel runs on device {st.device}; copy it over first")
+
+
+cdef int check_buffer(BlockState* st, getter_t mr_getter, void* mr_closure, object buf,
+                      Py_ssize_t index) except -1:
+    """Refuse a cuda.core Buffer whose memory resource says a kernel cannot reach its memory,
+    or puts it on another device than the launch's (see buffer_device)."""
+    cdef int device = buffer_device(mr_getter, mr_closure, buf, index)
+    if st.check_device and device >= 0 and device != st.device:
+        _refuse_device(st, index, buf, device)
+    return 0
+
+
 cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
                             object arg) except -1:
     """Record what pointer argument ``arg`` brought along: its DLPack capsule (the state now
@@ -261,8 +281,7 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
         Py_DECREF(<object>r.capsule)
         r.capsule = NULL
     if st.check_device and r.device >= 0 and r.device != st.device:
-        raise ValueError(f"{_describe(index, arg)}: the array is on CUDA device {r.device}, "
-                         f"but the kernel runs on device {st.device}; copy it over first")
+        _refuse_device(st, index, arg, r.device)
     if r.has_stream:
         for k in range(st.nstreams):
             if st.streams[k] == r.stream:
@@ -644,6 +663,8 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object strea
     cdef TypeInfo* info
     cdef PyObject* item
     cdef PyTypeObject* tp
+    cdef getter_t mr_getter
+    cdef void* mr_closure
     # The cursor lives in locals (registers) for the by-value fast paths; the slow paths work
     # on the state itself, so sync before calling them and reload after (the area may move).
     # argv/sizes never move while packing; locals spare a reload per argument (writes through
@@ -688,10 +709,13 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object strea
             elif info.kind == KIND_BUFFER:
                 # cuda.core Buffer: read .handle here (the common case is an int) rather than
                 # taking the generic pointer path.
+                mr_getter, mr_closure = info.mr_getter, info.mr_closure
                 handle = _buffer_handle(item, info)
                 if type(handle) is int and kernarg_small_int(<PyObject*>handle, &value):
                     if value > 0 and _try_put(data, &cur, cap, argv + i, sizes + i,
                                               &value, 8, 8):
+                        if not buffer_known(st, mr_getter, mr_closure, item):
+                            check_buffer(st, mr_getter, mr_closure, <object>item, i)
                         i += 1
                         continue
         # Slow path: anything the fast paths could not place.

@@ -45,6 +45,8 @@ cdef struct TypeInfo:
     Py_ssize_t offset
     getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
     void* closure       # ... and its closure; KIND_TENSOR_MAP (cuda.core): _get_data_ptr
+    getter_t mr_getter  # KIND_BUFFER: C getter of `memory_resource`, or NULL
+    void* mr_closure    # ... and its closure
     char num_kind       # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'), else 0
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL
@@ -82,6 +84,24 @@ cdef int tensor_map_source(type t)
 # made for where its library says (cuda.core), else -1.
 cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, void* out,
                           int* device) except -1
+# The CUDA device ordinal a cuda.core Buffer's memory is on, as its memory resource says (read
+# with the type's TypeInfo.mr_getter, copied before any Python code runs); -1
+# where there is none to check (pinned or managed memory, or no memory resource). Refuses
+# (TypeError) the buffer of a resource whose memory a kernel cannot reach.
+cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
+                       Py_ssize_t index) except -2
+
+
+# buffer_device's memory of the resource it read last: its address (NULL for none; a weak
+# reference's callback clears it when the resource goes) and its answer. The packers' fast
+# paths compare against it inline (kernarg._handler.buffer_known) and call buffer_device only
+# when it differs.
+cdef struct MrCache:
+    PyObject* mr
+    int device
+
+
+cdef MrCache* mr_cache() noexcept
 # Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
 cdef _reraise(object exc, str message)
 cdef str _describe(Py_ssize_t index, object obj)

@@ -40,6 +40,7 @@ cdef extern from "Python.h":
 import ctypes
 import sys
 import time
+import weakref
 
 __all__ = ["register", "registered_types", "DLPACK_MAX_VERSION"]
 
@@ -504,15 +505,15 @@ cdef extern from "Python.h":
 _GETSET_DESCRIPTOR = type(type.__dict__["__name__"])
 
 
-cdef int _find_getter(type t, str name, TypeInfo* info) except -1:
-    """Point info.getter at the C getter behind ``t.<name>`` when it is a plain getset
+cdef int _find_getter(type t, str name, getter_t* getter, void** closure) except -1:
+    """Point ``getter`` at the C getter behind ``t.<name>`` when it is a plain getset
     descriptor (as for cdef-class properties); leave it NULL otherwise."""
     for base in t.__mro__:
         descr = base.__dict__.get(name)
         if descr is not None:
             if type(descr) is _GETSET_DESCRIPTOR:
-                info.getter = <getter_t>(<PyGetSetDescrObject*>descr).d_getset.get
-                info.closure = (<PyGetSetDescrObject*>descr).d_getset.closure
+                getter[0] = <getter_t>(<PyGetSetDescrObject*>descr).d_getset.get
+                closure[0] = (<PyGetSetDescrObject*>descr).d_getset.closure
             return 0
     return 0
 
@@ -557,6 +558,8 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.offset = 0
     info.getter = NULL
     info.closure = NULL
+    info.mr_getter = NULL
+    info.mr_closure = NULL
     info.num_kind = 0
     info.api = NULL
     if t is type(None):
@@ -584,7 +587,8 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return _classify_ctypes(t, info)
     if mro_has(t, "cuda.core", "Buffer"):
         info.kind = KIND_BUFFER
-        _find_getter(t, "handle", info)
+        _find_getter(t, "handle", &info.getter, &info.closure)
+        _find_getter(t, "memory_resource", &info.mr_getter, &info.mr_closure)
         return 0
     if mro_has(t, "cuda.bindings", "CUdeviceptr"):
         # What cuda.bindings' cuMemAlloc and friends return (the cuda.cuda module of older
@@ -1384,9 +1388,78 @@ cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str so
     return _set_address(address, index, obj, source, r)
 
 
-cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
+# cuda.core Buffer: where its memory is. A buffer's memory resource says (a property of the
+# resource, the same for all its buffers): device accessible or not, host accessible (pinned),
+# managed, and the device. Buffers of one resource usually come in runs, so the last resource
+# read is remembered with its answer, by address: a weak reference whose callback forgets the
+# address when the resource goes, before its memory can be reused, so the cache keeps no
+# resource (and no memory pool) alive. Resources without weak references are read every time.
+cdef MrCache _last_mr
+_last_mr.mr = NULL
+_last_mr.device = -1
+cdef object _last_mr_ref = None
+
+
+cdef MrCache* mr_cache() noexcept:
+    return &_last_mr
+
+
+def _forget_mr(ref):
+    global _last_mr_ref
+    if ref is _last_mr_ref:
+        _last_mr.mr = NULL
+        _last_mr_ref = None
+
+
+cdef int _mr_device(object mr, Py_ssize_t index, object buf) except -2:
+    try:
+        device_ok = mr.is_device_accessible
+        host_ok = mr.is_host_accessible
+        managed = getattr(mr, "is_managed", False)
+        device = -1 if host_ok or managed else mr.device_id
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, buf)}: reading its memory resource "
+                      f"({type(mr).__name__}) raised {type(exc).__name__}: {exc}")
+    if not device_ok:
+        raise TypeError(f"{_describe(index, buf)}: {_ON_CPU} (its memory resource, "
+                        f"{type(mr).__name__}, is not device accessible)")
+    if type(device) is not int or not 0 <= device < 2**31:
+        return -1       # a resource that names no device (-1, None): nothing to check
+    return device
+
+
+cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
+                       Py_ssize_t index) except -2:
+    global _last_mr_ref
+    if mr_getter != NULL:
+        mr = mr_getter(buf, mr_closure)
+    else:
+        mr = getattr(buf, "memory_resource", None)
+    if mr is None:
+        # Buffer.from_handle without a resource: where the memory is would take a driver query
+        # (cuPointerGetAttributes), and packing never needs a driver. The caller vouched for
+        # the pointer, as for a raw int.
+        return -1
+    if <PyObject*>mr == _last_mr.mr:
+        return _last_mr.device
+    device = _mr_device(mr, index, buf)
+    try:
+        ref = weakref.ref(mr, _forget_mr)
+    except TypeError:
+        return device
+    _last_mr.mr = <PyObject*>mr
+    _last_mr.device = device
+    _last_mr_ref = ref
+    return device
+
+
+cdef int _buffer_pointer(const TypeInfo* info, object obj, Py_ssize_t index,
+                         PtrResult* r) except -1:
     # cuda.core Buffer.handle is an int for some memory resources (pinned host memory) and a
-    # cuda.bindings CUdeviceptr for others: never assume either.
+    # cuda.bindings CUdeviceptr for others: never assume either. info lives in the shared type
+    # cache, which Python code (a subclass's handle property) may overwrite: read it first.
+    cdef getter_t mr_getter = info.mr_getter
+    cdef void* mr_closure = info.mr_closure
     handle = obj.handle
     address = None if handle is None else (handle if type(handle) is int else int(handle))
     if not address and (getattr(obj, "is_closed", False) or getattr(obj, "size", 0)):
@@ -1396,7 +1469,9 @@ cdef int _buffer_pointer(object obj, Py_ssize_t index, PtrResult* r) except -1:
                          "its memory is gone")
     if address is None:
         raise ValueError(f"{_describe(index, obj)}: Buffer.handle is None")
-    return _set_address(address, index, obj, "Buffer.handle", r)
+    _set_address(address, index, obj, "Buffer.handle", r)
+    r.device = buffer_device(mr_getter, mr_closure, obj, index)
+    return 0
 
 
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
@@ -1414,7 +1489,7 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     r.dtype_size = 0
     r.device = -1
     if kind == KIND_BUFFER:
-        return _buffer_pointer(obj, index, r)
+        return _buffer_pointer(info, obj, index, r)
     if kind == KIND_DRIVER_PTR:
         return _set_address(int(obj), index, obj, "int(CUdeviceptr)", r)
     if kind == KIND_REGISTERED:

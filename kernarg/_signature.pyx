@@ -31,6 +31,8 @@ from kernarg._handler cimport (
     state_take_pointer,
     put_tensor_map,
     buffer_handle,
+    buffer_known,
+    check_buffer,
     lookup_type,
 )
 from kernarg._interop cimport (
@@ -42,6 +44,7 @@ from kernarg._interop cimport (
     PtrResult,
     TypeInfo,
     _reraise,
+    getter_t,
     handle_value,
     pointer_of,
     tensor_map_source,
@@ -811,6 +814,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef PyObject* item
     cdef PyTypeObject* tp
     cdef TypeInfo* info
+    cdef getter_t mr_getter
+    cdef void* mr_closure
     cdef int code, got
     cdef long long v
     cdef double d
@@ -902,6 +907,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 info = _type_info(item, i)
                 if info.kind == KIND_BUFFER:
                     # The C getter behind Buffer.handle, called directly (see classify).
+                    mr_getter, mr_closure = info.mr_getter, info.mr_closure
                     if info.getter != NULL:
                         handle = info.getter(<object>item, info.closure)
                     else:
@@ -909,6 +915,11 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
                             and v > 0:
                         memcpy(dst, &v, 8)
+                        if not buffer_known(st, mr_getter, mr_closure, item):
+                            try:
+                                check_buffer(st, mr_getter, mr_closure, <object>item, i)
+                            except Exception as exc:
+                                _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
         try:

@@ -151,9 +151,9 @@ SCRIPT = textwrap.dedent("""
     assert b.producer_streams == (0x771, 0x880, 0x990), b.producer_streams
     assert ptrs(kernarg.pack(args[:2], device=1)) == [0x1000, 0x2000]
 
-    raises(ValueError, "argument 0 (torch.Tensor): the array is on CUDA device 1, but the "
+    raises(ValueError, "argument 0 (torch.Tensor): its memory is on CUDA device 1, but the "
            "kernel runs on device 0", lambda: kernarg.pack(args[:1], device=0))
-    raises(ValueError, "argument 1 (cupy.ndarray): the array is on CUDA device 1",
+    raises(ValueError, "argument 1 (cupy.ndarray): its memory is on CUDA device 1",
            lambda: kernarg.pack((7, ndarray(0x2000, 1)), device=0))
     assert ptrs(kernarg.pack((ndarray(0x2000, 1, managed=True),), device=0)) == [0x2000]
     raises(TypeError, "argument 0 (torch.Tensor): the memory is on the CPU",
@@ -191,7 +191,7 @@ SCRIPT = textwrap.dedent("""
         b = kernarg.pack((j0, j1))
         assert ptrs(b) == [0x7000, 0x8000] and b.producer_streams == (), b.producer_streams
         assert ptrs(kernarg.pack((j0,), device=0)) == [0x7000]
-        raises(ValueError, "argument 0 (jaxlib._jax.ArrayImpl): the array is on CUDA device 1, "
+        raises(ValueError, "argument 0 (jaxlib._jax.ArrayImpl): its memory is on CUDA device 1, "
                "but the kernel runs on device 0", lambda: kernarg.pack((j1,), device=0))
     assert ptrs(kernarg.pack((ArrayImpl(0x9000, NamedSharding(Device(1))),), device=1)) == [0x9000]
     pinned = ArrayImpl(0xa000, SingleDeviceSharding(Device(1), "pinned_host"))

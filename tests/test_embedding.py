@@ -132,13 +132,13 @@ def test_resolve_stream_through_c_api(c_ext):
 
 def test_device_check(ext):
     p = DLPackProducer(0x3000, device=(2, 1))
-    with pytest.raises(ValueError, match=r"argument 1 \(producers.DLPackProducer\): the array is "
+    with pytest.raises(ValueError, match=r"argument 1 \(producers.DLPackProducer\): its memory is "
                                          r"on CUDA device 1, but the kernel runs on device 0"):
         ext.pack((7, p), None, 0)
     assert ext.pack((7, p), None, 1)[0] == bytes(kernarg.pack((7, p)))
     assert ext.pack((7, p))[0] == bytes(kernarg.pack((7, p)))        # -1: no check
     sig = kernarg.Signature("int n, float* x")
-    with pytest.raises(ValueError, match=r"argument 1 \(producers.DLPackProducer\): the array is "
+    with pytest.raises(ValueError, match=r"argument 1 \(producers.DLPackProducer\): its memory is "
                                          r"on CUDA device 1"):
         ext.pack_signature(sig, (7, p), None, 2)
     assert ext.pack_signature(sig, (7, p), None, 1)[0] == bytes(sig.pack((7, p)))

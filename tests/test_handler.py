@@ -2,6 +2,7 @@
 import contextlib
 import ctypes
 import enum
+import gc
 import io
 import math
 import struct
@@ -345,6 +346,132 @@ def test_cuda_core_buffer_from_pinned_memory_resource():
     assert buf.memory_resource is None or buf.is_host_accessible in (True, False)
     b = kernarg.pack((buf, 1))
     assert bytes(b)[:8] == struct.pack("<Q", 0x5550_0000)
+
+
+def _memory_resource(*, device=True, host=False, managed=None, device_id=0, reads=None):
+    """A cuda.core MemoryResource that says where its memory is, counting the reads of its
+    device accessibility in ``reads`` (a list) when given."""
+    from cuda.core._memory import MemoryResource
+
+    class StandInResource(MemoryResource):
+        # Buffer.from_handle asks the driver for the current stream of a device-accessible
+        # resource: _buffer says "host only" while it runs, as no driver is needed then.
+        building = False
+
+        def allocate(self, size, stream=None):
+            raise NotImplementedError
+
+        def deallocate(self, ptr, size, stream=None):
+            pass
+
+        @property
+        def is_device_accessible(self):
+            if self.building:
+                return False
+            if reads is not None:
+                reads.append(self)
+            if isinstance(device, Exception):
+                raise device
+            return device
+
+        @property
+        def is_host_accessible(self):
+            return host
+
+        @property
+        def device_id(self):
+            return device_id
+
+    if managed is not None:
+        StandInResource.is_managed = property(lambda self: managed)
+    return StandInResource()
+
+
+def _buffer(address, mr):
+    from cuda.core import Buffer
+
+    mr.building = True
+    try:
+        return Buffer.from_handle(address, 64, mr=mr)
+    finally:
+        mr.building = False
+
+
+# Untyped fast path, the slow path (a handle the fast path does not take: >= 2**60) and typed.
+@pytest.mark.parametrize("address", [0x7000_0000, 2**62 + 0x100])
+def test_buffer_of_a_host_only_memory_resource_is_refused(address):
+    buf = _buffer(address, _memory_resource(device=False, host=True, device_id=-1))
+    with pytest.raises(TypeError, match=r"argument 1 \(.*Buffer\): the memory is on the CPU.*"
+                                        r"its memory resource, StandInResource, is not device "
+                                        r"accessible"):
+        kernarg.pack((1, buf))
+    with pytest.raises(TypeError, match=r"parameter 1 \('x'\): .*the memory is on the CPU"):
+        kernarg.Signature("int n, float* x").pack((1, buf))
+
+
+@pytest.mark.parametrize("address", [0x7000_0000, 2**62 + 0x100])
+def test_buffer_on_another_device_is_refused(address):
+    buf = _buffer(address, _memory_resource(device_id=1))
+    with pytest.raises(ValueError, match=r"argument 1 \(.*Buffer\): its memory is on CUDA "
+                                         r"device 1, but the kernel runs on device 0"):
+        kernarg.pack((1, buf), device=0)
+    sig = kernarg.Signature("int n, float* x")
+    with pytest.raises(ValueError, match=r"parameter 1 \('x'\): .*its memory is on CUDA "
+                                         r"device 1"):
+        sig.pack((1, buf), device=0)
+    expected = struct.pack("<q", 1) + struct.pack("<Q", address)
+    assert bytes(kernarg.pack((1, buf), device=1)) == expected
+    assert bytes(kernarg.pack((1, buf))) == expected            # no device given: no check
+    assert bytes(sig.pack((1, buf), device=1)) == struct.pack("<iiQ", 1, 0, address)
+
+
+@pytest.mark.parametrize("where", [
+    {"host": True, "device_id": 0},                   # pinned: every device reaches it
+    {"host": True, "managed": True, "device_id": 0},  # managed
+    {"host": False, "managed": True, "device_id": 0},
+    {"device_id": -1},                                # a resource that names no device
+    {"device_id": None},
+])
+def test_buffers_every_device_reaches_are_not_checked(where):
+    buf = _buffer(0x7000_0000, _memory_resource(**where))
+    assert bytes(kernarg.pack((buf,), device=3)) == struct.pack("<Q", 0x7000_0000)
+    assert bytes(kernarg.Signature("float* x").pack((buf,), device=3)) == \
+        struct.pack("<Q", 0x7000_0000)
+
+
+def test_memory_resource_is_read_once_per_run_and_not_kept_alive():
+    import weakref
+
+    reads = []
+    mr1 = _memory_resource(reads=reads)
+    bufs = [_buffer(0x7000_0000 + 256 * i, mr1) for i in range(4)]
+    kernarg.pack(bufs, device=0)
+    kernarg.Signature("float*, float*, float*, float*").pack(bufs, device=0)
+    assert len(reads) == 1                      # one resource, read once
+    mr2 = _memory_resource(reads=reads)
+    kernarg.pack((bufs[0], _buffer(0x8000_0000, mr2), bufs[1]), device=0)
+    assert reads[1:] == [mr2, mr1]              # each change of resource is read again
+    reads.clear()
+    gone = weakref.ref(mr1)
+    del mr1, bufs
+    gc.collect()
+    assert gone() is None                       # kernarg remembered it without a reference
+    mr3 = _memory_resource(reads=reads, device_id=1)
+    # (Held in a name: a Buffer of a Python resource must not die while an exception is set,
+    # as a temporary does while the exception unwinds; cuda.core 1.2 then calls deallocate()
+    # with the exception pending, and Python raises SystemError.)
+    buf3 = _buffer(0x9000_0000, mr3)
+    with pytest.raises(ValueError, match="its memory is on CUDA device 1"):
+        kernarg.pack((buf3,), device=0)
+    assert reads == [mr3]
+
+
+def test_memory_resource_that_raises_names_the_argument():
+    buf = _buffer(0x7000_0000, _memory_resource(device=RuntimeError("no context")))
+    with pytest.raises(RuntimeError, match=r"argument 0 \(.*Buffer\): reading its memory "
+                                           r"resource \(StandInResource\) raised RuntimeError: "
+                                           r"no context"):
+        kernarg.pack((buf,))
 
 
 def test_closed_buffer_is_an_error_not_a_null_pointer():

@@ -552,7 +552,7 @@ def test_failure_midway_releases_earlier_capsules():
 @pytest.mark.parametrize("versioned", [True, False])
 def test_dlpack_array_on_another_device_is_refused(versioned):
     p = DLPackProducer(PTR, device=(2, 1), versioned=versioned)
-    with pytest.raises(ValueError, match=r"argument 1 \(producers.DLPackProducer\): the array is "
+    with pytest.raises(ValueError, match=r"argument 1 \(producers.DLPackProducer\): its memory is "
                                          r"on CUDA device 1, but the kernel runs on device 0"):
         kernarg.pack((7, p), device=0)
     assert p.deleted == p.exported == 1     # the consumed tensor was still released, once
@@ -569,7 +569,7 @@ def test_memory_every_device_can_reach_is_not_device_checked(device_type):
 def test_typed_packing_checks_the_device_too():
     sig = kernarg.Signature("float* out, int n")
     with pytest.raises(ValueError, match=r"parameter 0 \('out'\): argument 0 "
-                                         r"\(producers.DLPackProducer\): the array is on CUDA "
+                                         r"\(producers.DLPackProducer\): its memory is on CUDA "
                                          r"device 3"):
         sig.pack((DLPackProducer(PTR, device=(2, 3)), 4), device=2)
     assert ptr_of(sig.pack((DLPackProducer(PTR, device=(2, 2)), 4), device=2)) == PTR
@@ -622,7 +622,7 @@ def test_exchange_api_pinned_and_managed_memory(device_type):
 
 def test_exchange_api_device_checked_against_launch_device():
     cls = exchange_type()
-    with pytest.raises(ValueError, match=r"argument 0 \(producers.ExchangeProducer\): the array "
+    with pytest.raises(ValueError, match=r"argument 0 \(producers.ExchangeProducer\): its memory "
                                          r"is on CUDA device 1, but the kernel runs on device 0"):
         kernarg.pack((cls(PTR, device=(2, 1)),), device=0)
     assert ptr_of(kernarg.pack((cls(PTR, device=(2, 1)),), device=1)) == PTR

@@ -337,6 +337,55 @@ def test_cuda_core_buffers(ctx, kind):
     assert (host == 2.5).all()
 
 
+def test_cuda_core_buffer_memory_is_checked_before_the_launch(ctx):
+    """A Buffer's memory resource says where its memory is: a host-only resource's buffer is
+    refused before anything reaches the driver."""
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+
+    class HostOnly(core.MemoryResource):
+        def allocate(self, size, stream=None):
+            raise NotImplementedError
+
+        def deallocate(self, ptr, size, stream=None):
+            pass
+
+        is_device_accessible = property(lambda self: False)
+        is_host_accessible = property(lambda self: True)
+        device_id = property(lambda self: -1)
+
+    host = np.zeros(256, np.float32)
+    buf = core.Buffer.from_handle(host.ctypes.data, host.nbytes, mr=HostOnly())
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    with pytest.raises(TypeError, match=r"argument 0 \(.*Buffer\): the memory is on the CPU"):
+        k.launch(1, 256, buf, 2.5, 256)
+    check(driver.cuCtxSynchronize())
+    assert (host == 0).all()
+
+
+def test_cuda_core_buffer_on_another_gpu_is_refused(ctx):
+    count = check(driver.cuDeviceGetCount())
+    if count < 2:
+        pytest.skip(f"needs two GPUs, this machine has {count}")
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    dev1 = core.Device(1)
+    other = dev1.memory_resource.allocate(4 * 256, stream=dev1.default_stream)
+    dev.set_current()
+    with pytest.raises(ValueError, match=r"argument 0 \(.*Buffer\): its memory is on CUDA "
+                                         r"device 1, but the kernel runs on device 0"):
+        k.launch(1, 256, other, 2.5, 256)
+
+
 def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
     """kernarg.launch(stream, config, kernel, *args): cuda.core's launch, imported from kernarg,
     with cuda.core's own kernel, config, stream and buffer."""
@@ -1213,7 +1262,7 @@ def test_array_on_another_gpu_is_refused():
     k = kernarg.Kernel.from_source(WRITE, "fill", device=0)
     t = torch.zeros(32, device="cuda:1")
     with pytest.raises(ValueError,
-                       match=r"argument 0 \(torch.Tensor\): the array is on CUDA device 1"):
+                       match=r"argument 0 \(torch.Tensor\): its memory is on CUDA device 1"):
         k.launch(1, 32, t, 1.0, 32)
     k1 = kernarg.Kernel.from_source(WRITE, "fill", device=1)
     k1.launch(1, 32, t, 1.0, 32, stream=torch.cuda.current_stream(1))
