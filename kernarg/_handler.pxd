@@ -116,16 +116,15 @@ cdef int check_buffer(BlockState* st, getter_t mr_getter, void* mr_closure, obje
 
 
 cdef inline int buffer_known(BlockState* st, getter_t mr_getter, void* mr_closure,
-                             PyObject* buf) except -1:
+                             PyObject* buf, const MrCache* last) except -1:
     """1 when check_buffer would pass a cuda.core Buffer without reading anything: it has no
-    memory resource, or the one read last, whose device passes the launch's check; else 0."""
-    cdef const MrCache* last
+    memory resource, or ``last`` (mr_cache(), which the caller keeps), whose device passes the
+    launch's check; else 0."""
     if mr_getter == NULL:
         return 0
     mr = mr_getter(<object>buf, mr_closure)
     if mr is None:
         return 1
-    last = mr_cache()
     if <PyObject*>mr != last.mr:
         return 0
     return not st.check_device or last.device < 0 or last.device == st.device

@@ -31,11 +31,13 @@ from kernarg._interop cimport (
     KIND_NPVOID,
     KIND_POINTER,
     KIND_TENSOR_MAP,
+    MrCache,
     PtrResult,
     TypeInfo,
     _describe,
     buffer_device,
     getter_t,
+    mr_cache,
     classify,
     handle_value,
     pointer_of,
@@ -82,6 +84,7 @@ cdef enum:
     CLASSIFIED_LIMIT = 4096           # bound on remembered types (dynamic classes)
 
 cdef CacheEntry _cache[KERNARG_CACHE_SIZE]
+cdef const MrCache* _mrc = mr_cache()     # cuda.core Buffers: the last memory resource
 cdef dict _classified = {}            # type -> (kind, size, align, offset)
 
 
@@ -714,7 +717,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object strea
                 if type(handle) is int and kernarg_small_int(<PyObject*>handle, &value):
                     if value > 0 and _try_put(data, &cur, cap, argv + i, sizes + i,
                                               &value, 8, 8):
-                        if not buffer_known(st, mr_getter, mr_closure, item):
+                        if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
                             check_buffer(st, mr_getter, mr_closure, <object>item, i)
                         i += 1
                         continue

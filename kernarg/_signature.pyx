@@ -42,9 +42,11 @@ from kernarg._interop cimport (
     KIND_POINTER,
     KIND_TENSOR_MAP,
     PtrResult,
+    MrCache,
     TypeInfo,
     _reraise,
     getter_t,
+    mr_cache,
     handle_value,
     pointer_of,
     tensor_map_source,
@@ -147,6 +149,7 @@ _INT_RANGE = {C_I8: (-2**7, 2**7 - 1), C_U8: (0, 2**8 - 1), C_I16: (-2**15, 2**1
 
 
 cdef CacheEntry* _cache = cache_table()
+cdef const MrCache* _mrc = mr_cache()     # cuda.core Buffers: the last memory resource
 
 
 cdef inline TypeInfo* _type_info(PyObject* item, Py_ssize_t i) except NULL:
@@ -915,7 +918,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
                             and v > 0:
                         memcpy(dst, &v, 8)
-                        if not buffer_known(st, mr_getter, mr_closure, item):
+                        if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
                             try:
                                 check_buffer(st, mr_getter, mr_closure, <object>item, i)
                             except Exception as exc:
