@@ -6,6 +6,7 @@ import gc
 import io
 import math
 import struct
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -440,8 +441,6 @@ def test_buffers_every_device_reaches_are_not_checked(where):
 
 
 def test_memory_resource_is_read_once_per_run_and_not_kept_alive():
-    import weakref
-
     reads = []
     mr1 = _memory_resource(reads=reads)
     bufs = [_buffer(0x7000_0000 + 256 * i, mr1) for i in range(4)]
@@ -464,6 +463,43 @@ def test_memory_resource_is_read_once_per_run_and_not_kept_alive():
     with pytest.raises(ValueError, match="its memory is on CUDA device 1"):
         kernarg.pack((buf3,), device=0)
     assert reads == [mr3]
+
+
+def test_memory_resource_without_weak_references_is_read_every_time():
+    from cuda.core._memory import MemoryResource
+
+    reads = []
+
+    class NoWeakRefs(MemoryResource):
+        __slots__ = ("building",)
+
+        def __init__(self):
+            self.building = False
+
+        def allocate(self, size, stream=None):
+            raise NotImplementedError
+
+        def deallocate(self, ptr, size, stream=None):
+            pass
+
+        @property
+        def is_device_accessible(self):
+            if not self.building:
+                reads.append(self)
+            return not self.building
+
+        is_host_accessible = property(lambda self: False)
+        device_id = property(lambda self: 2)
+
+    mr = NoWeakRefs()
+    with pytest.raises(TypeError):
+        weakref.ref(mr)
+    bufs = [_buffer(0x7000_0000 + 256 * i, mr) for i in range(3)]
+    assert bytes(kernarg.pack(bufs, device=2)) == struct.pack(
+        "<QQQ", *(0x7000_0000 + 256 * i for i in range(3)))
+    assert len(reads) == 3                      # nothing remembered: no reference to hold
+    with pytest.raises(ValueError, match="argument 0 .*its memory is on CUDA device 2"):
+        kernarg.pack(bufs, device=0)
 
 
 def test_memory_resource_that_raises_names_the_argument():
