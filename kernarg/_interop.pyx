@@ -1412,12 +1412,12 @@ def _forget_mr(ref):
 
 
 cdef int _mr_device(object mr, Py_ssize_t index, object buf) except -2:
+    cdef bint device_ok
     try:
         device_ok = mr.is_device_accessible
-        host_ok = mr.is_host_accessible
-        managed = getattr(mr, "is_managed", False)
-        device = -1 if host_ok or managed else mr.device_id
-    except Exception as exc:
+        device = -1 if mr.is_host_accessible or getattr(mr, "is_managed", False) \
+            else mr.device_id
+    except Exception as exc:        # a property, or the truth of what it gave, raised
         _reraise(exc, f"{_describe(index, buf)}: reading its memory resource "
                       f"({type(mr).__name__}) raised {type(exc).__name__}: {exc}")
     if not device_ok:

@@ -502,12 +502,22 @@ def test_memory_resource_without_weak_references_is_read_every_time():
         kernarg.pack(bufs, device=0)
 
 
+class _NoTruth:
+    def __bool__(self):
+        raise ZeroDivisionError("no truth value")
+
+
 def test_memory_resource_that_raises_names_the_argument():
     buf = _buffer(0x7000_0000, _memory_resource(device=RuntimeError("no context")))
     with pytest.raises(RuntimeError, match=r"argument 0 \(.*Buffer\): reading its memory "
                                            r"resource \(StandInResource\) raised RuntimeError: "
                                            r"no context"):
         kernarg.pack((buf,))
+    for where in ({"device": _NoTruth()}, {"host": _NoTruth()}):
+        buf = _buffer(0x7000_0000, _memory_resource(**where))
+        with pytest.raises(ZeroDivisionError, match=r"argument 0 \(.*Buffer\): reading its "
+                                                    r"memory resource .*no truth value"):
+            kernarg.pack((buf,))
 
 
 def test_closed_buffer_is_an_error_not_a_null_pointer():
