@@ -317,47 +317,20 @@ def test_cuda_core_buffer_from_handle():
     assert bytes(b)[8:32] == struct.pack("<QQQ", *(int(x.handle) for x in bufs))
 
 
-def test_cuda_core_buffer_from_pinned_memory_resource():
-    # A pinned allocation reports host *and* device accessibility; its handle is a plain int.
-    # The packer must treat it as a pointer like any other Buffer (a real peer once crashed).
-    from cuda.core import Buffer
-    from cuda.core._memory import MemoryResource
-
-    class FakePinned(MemoryResource):
-        def allocate(self, size, stream=None):
-            raise NotImplementedError
-
-        def deallocate(self, ptr, size, stream=None):
-            pass
-
-        @property
-        def is_device_accessible(self):
-            return True
-
-        @property
-        def is_host_accessible(self):
-            return True
-
-        @property
-        def device_id(self):
-            return 0
-
-    mr = FakePinned()
-    buf = Buffer.from_handle(0x5550_0000, 64, owner=mr)
-    assert buf.memory_resource is None or buf.is_host_accessible in (True, False)
-    b = kernarg.pack((buf, 1))
-    assert bytes(b)[:8] == struct.pack("<Q", 0x5550_0000)
-
-
-def _memory_resource(*, device=True, host=False, managed=None, device_id=0, reads=None):
+def _memory_resource(*, device=True, host=False, managed=None, device_id=0, reads=None,
+                     weakrefs=True):
     """A cuda.core MemoryResource that says where its memory is, counting the reads of its
-    device accessibility in ``reads`` (a list) when given."""
+    device accessibility in ``reads`` (a list) when given; ``weakrefs=False``: one that takes
+    no weak references (its class has __slots__ without __weakref__)."""
     from cuda.core._memory import MemoryResource
 
     class StandInResource(MemoryResource):
-        # Buffer.from_handle asks the driver for the current stream of a device-accessible
-        # resource: _buffer says "host only" while it runs, as no driver is needed then.
-        building = False
+        __slots__ = ("building", "__weakref__") if weakrefs else ("building",)
+
+        def __init__(self):
+            # Buffer.from_handle asks the driver for the current stream of a device-accessible
+            # resource: _buffer says "host only" while it runs, as no driver is needed then.
+            self.building = False
 
         def allocate(self, size, stream=None):
             raise NotImplementedError
@@ -386,6 +359,18 @@ def _memory_resource(*, device=True, host=False, managed=None, device_id=0, read
     if managed is not None:
         StandInResource.is_managed = property(lambda self: managed)
     return StandInResource()
+
+
+def test_cuda_core_buffer_from_pinned_memory_resource():
+    # A pinned allocation reports host *and* device accessibility; its handle is a plain int.
+    # The packer must treat it as a pointer like any other Buffer (a real peer once crashed).
+    from cuda.core import Buffer
+
+    mr = _memory_resource(host=True, device_id=0)
+    buf = Buffer.from_handle(0x5550_0000, 64, owner=mr)
+    assert buf.memory_resource is None or buf.is_host_accessible in (True, False)
+    b = kernarg.pack((buf, 1))
+    assert bytes(b)[:8] == struct.pack("<Q", 0x5550_0000)
 
 
 def _buffer(address, mr):
@@ -466,32 +451,8 @@ def test_memory_resource_is_read_once_per_run_and_not_kept_alive():
 
 
 def test_memory_resource_without_weak_references_is_read_every_time():
-    from cuda.core._memory import MemoryResource
-
     reads = []
-
-    class NoWeakRefs(MemoryResource):
-        __slots__ = ("building",)
-
-        def __init__(self):
-            self.building = False
-
-        def allocate(self, size, stream=None):
-            raise NotImplementedError
-
-        def deallocate(self, ptr, size, stream=None):
-            pass
-
-        @property
-        def is_device_accessible(self):
-            if not self.building:
-                reads.append(self)
-            return not self.building
-
-        is_host_accessible = property(lambda self: False)
-        device_id = property(lambda self: 2)
-
-    mr = NoWeakRefs()
+    mr = _memory_resource(reads=reads, device_id=2, weakrefs=False)
     with pytest.raises(TypeError):
         weakref.ref(mr)
     bufs = [_buffer(0x7000_0000 + 256 * i, mr) for i in range(3)]
