@@ -36,6 +36,7 @@ from kernarg._interop cimport (
     TypeInfo,
     _describe,
     buffer_device,
+    confirm_device,
     getter_t,
     mr_cache,
     classify,
@@ -274,6 +275,7 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
     owns it and runs its deleter on release) and its CUDA Array Interface producer stream."""
     cdef Py_ssize_t k
     cdef list capsules
+    cdef int device
     if r.capsule != NULL:
         if st.capsules == NULL:
             capsules = []
@@ -284,7 +286,9 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
         Py_DECREF(<object>r.capsule)
         r.capsule = NULL
     if st.check_device and r.device >= 0 and r.device != st.device:
-        _refuse_device(st, index, arg, r.device)
+        device = confirm_device(arg) if r.device_unconfirmed else r.device
+        if device >= 0 and device != st.device:
+            _refuse_device(st, index, arg, device)
     if r.has_stream:
         for k in range(st.nstreams):
             if st.streams[k] == r.stream:
@@ -745,7 +749,8 @@ def pack(args, *, stream=None, device=None):
         default stream). DLPack producers receive it as ``__dlpack__(stream=...)``.
     device : int, optional
         The CUDA device ordinal the kernel will run on. Arrays whose producer says they live
-        on another device (DLPack ``kDLCUDA`` device id, torch, CuPy) are refused.
+        on another device (DLPack ``kDLCUDA`` device id, torch, CuPy, JAX, a cuda.core
+        Buffer's memory resource or StridedMemoryView) are refused.
 
     Returns
     -------

@@ -69,6 +69,9 @@ cdef struct PtrResult:
     # CUDA device ordinal the memory lives on, where the producer said so cheaply (DLPack
     # kDLCUDA, torch, CuPy); -1 when unknown or accessible from every device (pinned, managed).
     int device
+    # ``device`` is a device_id that pinned and managed memory carry too (cuda.core's
+    # StridedMemoryView): confirm it with confirm_device before refusing the argument.
+    bint device_unconfirmed
 
 
 cdef int classify(type t, TypeInfo* info) except -1
@@ -90,6 +93,10 @@ cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, vo
 # (TypeError) the buffer of a resource whose memory a kernel cannot reach.
 cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
                        Py_ssize_t index) except -2
+# The CUDA device ordinal of an argument whose PtrResult.device_unconfirmed is set, when its
+# DLPack device (the object's or its exporter's __dlpack_device__) says kDLCUDA; -1 otherwise:
+# pinned, managed, or no answer. Only the refusal path calls it.
+cdef int confirm_device(object obj) noexcept
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

@@ -1151,6 +1151,24 @@ cdef bint _says_pinned(object obj):
         return False
 
 
+cdef int confirm_device(object obj) noexcept:
+    # A StridedMemoryView with __dlpack_device__ says its DLPack device itself; an older one,
+    # a view of a DLPack producer or of a Buffer (from_buffer), can ask its exporter, whose
+    # answer is the view's. A view with neither (of a CUDA Array Interface object) is not
+    # refused. (Views of a cuda.core with the DLPack C exchange API never come here.)
+    try:
+        source = obj
+        if not hasattr(obj, "__dlpack_device__"):
+            source = getattr(obj, "exporting_obj", None)
+        device = source.__dlpack_device__()
+        if (isinstance(device, tuple) and len(device) == 2 and device[0] == DL_CUDA
+                and isinstance(device[1], int) and 0 <= device[1] <= 0x7fffffff):
+            return int(device[1])
+    except Exception:   # no answer, or an odd one, refuses nothing: as before the check
+        pass
+    return -1
+
+
 cdef inline void _record_stream_handle(uint64_t h, PtrResult* r) noexcept:
     # Library adapters stand in for the CUDA Array Interface, whose v3 export names the
     # producer's current stream; record the same so the launch waits on it.
@@ -1299,6 +1317,12 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
                         "accessible)")
     _set_address(obj.ptr, index, obj, "StridedMemoryView.ptr", r)
     r.readonly = bool(obj.readonly)
+    # device_id is the GPU for device memory, but pinned and managed views carry an id too (0
+    # from DLPack, a buffer's device): a mismatch is confirmed before it refuses anything.
+    device = getattr(obj, "device_id", -1)
+    if type(device) is int and 0 <= device <= 0x7fffffff:
+        r.device = device
+        r.device_unconfirmed = True
     if want_dtype:
         _set_dtype_from_numpy(getattr(obj, "dtype", None), r)
     return 0
@@ -1488,6 +1512,7 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
     r.dtype_kind = 0
     r.dtype_size = 0
     r.device = -1
+    r.device_unconfirmed = False
     if kind == KIND_BUFFER:
         return _buffer_pointer(info, obj, index, r)
     if kind == KIND_DRIVER_PTR:

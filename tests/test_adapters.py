@@ -90,11 +90,29 @@ SCRIPT = textwrap.dedent("""
     DeviceNDArray.__module__ = "numba.cuda.cudadrv.devicearray"
 
     # cuda.core StridedMemoryView (< 1.x: no __dlpack_c_exchange_api__)
+    # device_id is the GPU of device memory, and 0 (DLPack's id) or a Buffer's device for
+    # pinned and managed memory; the view's exporter (a DLPack producer or a Buffer) can say which.
     class StridedMemoryView:
-        def __init__(self, ptr, device_accessible=True, readonly=False, dtype="float32"):
+        def __init__(self, ptr, device_accessible=True, readonly=False, dtype="float32",
+                     device_id=0, exporter=None):
             self.ptr, self.is_device_accessible = ptr, device_accessible
             self.readonly, self.dtype = readonly, np.dtype(dtype)
+            self.device_id, self.exporting_obj = device_id, exporter
     StridedMemoryView.__module__ = "cuda.core._memoryview"
+
+    class Exporter:                         # __dlpack_device__ only: that is all that is read
+        def __init__(self, answer):
+            self.answer, self.asked = answer, 0
+        def __dlpack_device__(self):
+            self.asked += 1
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    class NewerStridedMemoryView(StridedMemoryView):   # one that answers for itself
+        def __dlpack_device__(self):
+            return self.exporting_obj.__dlpack_device__()
+    NewerStridedMemoryView.__module__ = "cuda.core._memoryview"
 
     # JAX: jaxlib's ArrayImpl, its shardings and devices (jax.Array, jax.sharding, jax.Device)
     class Device:
@@ -184,6 +202,29 @@ SCRIPT = textwrap.dedent("""
     assert ptrs(sig.pack((smv(0x5000, readonly=True), smv(0x6000)))) == [0x5000, 0x6000]
     raises(ValueError, "'y'", lambda: sig.pack((smv(0x5000), smv(0x6000, readonly=True))))
     raises(TypeError, "'x'", lambda: sig.pack((smv(0x5000, dtype="int32"), smv(0x6000))))
+
+    # A view on another GPU than the launch's is refused once its DLPack device confirms it;
+    # pinned, managed and unanswered views are reachable (or not known to be elsewhere).
+    on_gpu1 = Exporter((2, 1))
+    assert ptrs(kernarg.pack((smv(0x5000, device_id=1, exporter=on_gpu1),), device=1)) == [0x5000]
+    assert ptrs(kernarg.pack((smv(0x5000, device_id=1, exporter=on_gpu1),))) == [0x5000]
+    assert on_gpu1.asked == 0               # the same device, or none given: nothing to confirm
+    for view_type in (smv, NewerStridedMemoryView):
+        raises(ValueError, "argument 1 (cuda.core._memoryview." + view_type.__name__ + "): its "
+               "memory is on CUDA device 1, but the kernel runs on device 0; copy it over first",
+               lambda: kernarg.pack((7, view_type(0x5000, device_id=1, exporter=on_gpu1)),
+                                    device=0))
+    raises(ValueError, "parameter 1 ('y'): argument 1 (cuda.core._memoryview.StridedMemoryView): "
+           "its memory is on CUDA device 1",
+           lambda: sig.pack((None, smv(0x6000, device_id=1, exporter=on_gpu1)), device=0))
+    for answer in ((3, 0), (13, 0), (1, 0), (2, "1"), (2,), None, RuntimeError("no")):
+        for view_type in (smv, NewerStridedMemoryView):
+            asked = Exporter(answer)
+            view = view_type(0x5000, device_id=1, exporter=asked)
+            assert ptrs(kernarg.pack((view,), device=0)) == [0x5000], answer
+            assert asked.asked == 1
+    assert ptrs(kernarg.pack((smv(0x5000, device_id=1, exporter=object()),), device=0)) == [0x5000]
+    assert ptrs(kernarg.pack((smv(0x5000, device_id=-1),), device=0)) == [0x5000]
 
     gpu0, gpu1 = SingleDeviceSharding(Device(0)), SingleDeviceSharding(Device(1))
     j0, j1 = ArrayImpl(0x7000, gpu0), ArrayImpl(0x8000, gpu1)
