@@ -35,6 +35,7 @@ from kernarg._interop cimport (
     PtrResult,
     TypeInfo,
     _describe,
+    _type_name,
     buffer_device,
     confirm_device,
     getter_t,
@@ -109,7 +110,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
         try:
             classify(<type>tp, &info)
         except TypeError as exc:
-            raise TypeError(f"argument {index} ({(<type>tp).__qualname__}): {exc}") from None
+            raise TypeError(f"argument {index} ({_type_name(<type>tp)}): {exc}") from None
         if len(_classified) >= CLASSIFIED_LIMIT:
             _clear_cache()
         _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,
@@ -309,7 +310,7 @@ cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, 
     cdef int device
     tensor_map_value(info, arg, index, out, &device)
     if st.check_device and device >= 0 and device != st.device:
-        raise ValueError(f"argument {index} ({type(arg).__qualname__}): the tensor map was "
+        raise ValueError(f"{_describe(index, arg)}: the tensor map was "
                          f"made on CUDA device {device}, but the kernel runs on device "
                          f"{st.device}; make one there")
     return 0
@@ -545,12 +546,12 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
         size = dtype.itemsize
         align = size if dtype.kind == "c" else dtype.alignment
         if size == 0:
-            raise TypeError(f"argument {index} ({type(arg).__qualname__}): a zero-size value "
+            raise TypeError(f"{_describe(index, arg)}: a zero-size value "
                             "cannot be a kernel parameter")
     PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)
     try:
         if view.len != size:
-            raise TypeError(f"argument {index} ({type(arg).__qualname__}): buffer has "
+            raise TypeError(f"{_describe(index, arg)}: buffer has "
                             f"{view.len} bytes, expected {size}")
         memcpy(_reserve(st, index, size, align), view.buf, size)
     finally:

@@ -112,3 +112,4 @@ cdef MrCache* mr_cache() noexcept
 # Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built).
 cdef _reraise(object exc, str message)
 cdef str _describe(Py_ssize_t index, object obj)
+cdef str _type_name(type t)       # "module.QualName" ("QualName" for builtins)

@@ -155,12 +155,15 @@ _ON_CPU = ("the memory is on the CPU; a kernel needs CUDA device, pinned (CUDA h
            "managed memory")
 
 
-cdef str _typename(object obj):
-    cdef type t = type(obj)
+cdef str _type_name(type t):
     mod = t.__module__
     if mod == "builtins":
         return t.__qualname__
     return f"{mod}.{t.__qualname__}"
+
+
+cdef str _typename(object obj):
+    return _type_name(type(obj))
 
 
 cdef str _describe(Py_ssize_t index, object obj):

@@ -632,8 +632,8 @@ def test_param_block_repr():
 
 def test_zero_size_structured_scalar_is_refused():
     empty = np.zeros(1, dtype=np.dtype([]))[0]
-    with pytest.raises(TypeError, match=r"argument 1 \(void\): a zero-size value cannot be a "
-                                        "kernel parameter"):
+    with pytest.raises(TypeError, match=r"argument 1 \(numpy\.void\): a zero-size value cannot "
+                                        "be a kernel parameter"):
         kernarg.pack((1, empty))
 
 

@@ -162,9 +162,9 @@ def test_cuda_core_descriptor_packs_its_bytes_and_checks_its_device():
     # A subclass is read as its cuda.core base.
     sub = type("MyMap", (type(desc),), {})
     assert bytes(kernarg.pack((sub.__new__(sub),))) == bytes(128)
-    with pytest.raises(ValueError, match=r"argument 1 \(TensorMapDescriptor\): the tensor map "
-                                         r"was made on CUDA device 1, but the kernel runs on "
-                                         r"device 0"):
+    with pytest.raises(ValueError, match=r"argument 1 \(cuda\.core\.[\w.]*TensorMapDescriptor\): "
+                                         r"the tensor map was made on CUDA device 1, but the "
+                                         r"kernel runs on device 0"):
         kernarg.pack((7, desc), device=0)
     sig = kernarg.Signature("int n, CUtensorMap m")
     with pytest.raises(ValueError, match=r"argument 1 .*made on CUDA device 1"):
@@ -208,8 +208,9 @@ def test_cuda_core_layout_kernarg_cannot_confirm_is_refused(fake_core_module, px
         pxd_path.write_text(pxd)
     desc = _standin(module_name, "TensorMapDescriptor")()
     kernarg._handler._forget_types()
-    with pytest.raises(TypeError, match=r"argument 0 \(TensorMapDescriptor\): cannot read this "
-                                        r"cuda.core's TensorMapDescriptor \(.*" + why):
+    with pytest.raises(TypeError, match=r"argument 0 \(cuda\.core\._kernarg_test_tensor_map\."
+                                        r"TensorMapDescriptor\): cannot read this cuda.core's "
+                                        r"TensorMapDescriptor \(.*" + why):
         kernarg.pack((desc,))
 
 
