@@ -427,6 +427,31 @@ def test_cuda_core_strided_memory_view_of_host_memory_refused():
         kernarg.pack((1, view))
 
 
+def test_cuda_core_strided_memory_view_on_another_gpu_refused():
+    # Either route (the C exchange API, or the adapter's device_id confirmed by the exporter's
+    # __dlpack_device__) refuses a view of device memory on another GPU than the launch's, and
+    # passes pinned and managed views, whose DLPack device id is 0 whatever the launch's.
+    utils = pytest.importorskip("cuda.core.utils")
+    make = getattr(utils.StridedMemoryView, "from_dlpack", None)
+
+    def view(device):
+        producer = DLPackProducer(PTR, device=device)
+        return make(producer, stream_ptr=-1) if make else utils.StridedMemoryView(
+            producer, stream_ptr=-1)
+
+    # The view is a variable, not a temporary of the call: a temporary is freed while the error
+    # is in flight, and so is its capsule, whose destructor here is Python code (ctypes) that
+    # cannot run then. (A C destructor saves and restores the error, as the DLPack spec asks.)
+    on_gpu1 = view((2, 1))                          # kDLCUDA, device 1
+    with pytest.raises(ValueError, match=r"argument 1 \(cuda\.core\..*StridedMemoryView\): its "
+                                         r"memory is on CUDA device 1, but the kernel runs on "
+                                         r"device 0; copy it over first"):
+        kernarg.pack((1, on_gpu1), device=0)
+    assert ptr_of(kernarg.pack((on_gpu1,), device=1)) == PTR
+    for device in ((3, 0), (13, 0)):                   # kDLCUDAHost, kDLCUDAManaged
+        assert ptr_of(kernarg.pack((view(device),), device=1)) == PTR
+
+
 def test_raw_capsule_refused():
     prod = DLPackProducer(PTR)
     capsule = prod.__dlpack__(stream=None, max_version=(1, 0))
