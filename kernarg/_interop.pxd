@@ -96,7 +96,7 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
 # The CUDA device ordinal of an argument whose PtrResult.device_unconfirmed is set, when its
 # DLPack device (the object's or its exporter's __dlpack_device__) says kDLCUDA; -1 otherwise:
 # pinned, managed, or no answer. Only the refusal path calls it.
-cdef int confirm_device(object obj) noexcept
+cdef int confirm_device(object obj) except -2
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

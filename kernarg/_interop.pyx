@@ -1154,7 +1154,7 @@ cdef bint _says_pinned(object obj):
         return False
 
 
-cdef int confirm_device(object obj) noexcept:
+cdef int confirm_device(object obj) except -2:
     # A StridedMemoryView with __dlpack_device__ says its DLPack device itself; an older one,
     # a view of a DLPack producer or of a Buffer (from_buffer), can ask its exporter, whose
     # answer is the view's. A view with neither (of a CUDA Array Interface object) is not
@@ -1167,8 +1167,8 @@ cdef int confirm_device(object obj) noexcept:
         if (isinstance(device, tuple) and len(device) == 2 and device[0] == DL_CUDA
                 and isinstance(device[1], int) and 0 <= device[1] <= 0x7fffffff):
             return int(device[1])
-    except Exception:   # no answer, or an odd one, refuses nothing: as before the check
-        pass
+    except Exception:   # no answer, or an odd one, refuses nothing (as before the check);
+        pass            # an interrupt (KeyboardInterrupt...) propagates
     return -1
 
 

@@ -105,7 +105,7 @@ SCRIPT = textwrap.dedent("""
             self.answer, self.asked = answer, 0
         def __dlpack_device__(self):
             self.asked += 1
-            if isinstance(self.answer, Exception):
+            if isinstance(self.answer, BaseException):
                 raise self.answer
             return self.answer
 
@@ -224,6 +224,11 @@ SCRIPT = textwrap.dedent("""
             assert ptrs(kernarg.pack((view,), device=0)) == [0x5000], answer
             assert asked.asked == 1
     assert ptrs(kernarg.pack((smv(0x5000, device_id=1, exporter=object()),), device=0)) == [0x5000]
+    try:                                    # an interrupt is not an odd answer
+        kernarg.pack((smv(0x5000, device_id=1, exporter=Exporter(KeyboardInterrupt())),), device=0)
+        raise AssertionError("KeyboardInterrupt was swallowed")
+    except KeyboardInterrupt:
+        pass
     assert ptrs(kernarg.pack((smv(0x5000, device_id=-1),), device=0)) == [0x5000]
 
     gpu0, gpu1 = SingleDeviceSharding(Device(0)), SingleDeviceSharding(Device(1))
