@@ -46,10 +46,15 @@ cdef inline bint is_numpy_bool(type t):
     return t.__module__ == "numpy" and t.__name__ in ("bool_", "bool")
 
 
-cdef inline bint mro_has(type t, str module_prefix, str name):
-    """Whether ``t`` or one of its bases is the class ``name`` of a module under
-    ``module_prefix``: how kernarg recognises a library's types without importing the library."""
+cdef inline object mro_find(type t, str module_prefix, str name):
+    """``t`` or the first of its bases that is the class ``name`` of a module under
+    ``module_prefix``, else None: how kernarg recognises a library's types without importing
+    the library."""
     for base in t.__mro__:
         if base.__name__ == name and (base.__module__ or "").startswith(module_prefix):
-            return True
-    return False
+            return base
+    return None
+
+
+cdef inline bint mro_has(type t, str module_prefix, str name):
+    return mro_find(t, module_prefix, name) is not None

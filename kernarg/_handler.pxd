@@ -115,6 +115,12 @@ cdef int check_buffer(BlockState* st, getter_t mr_getter, void* mr_closure, obje
                       Py_ssize_t index) except -1
 
 
+cdef inline bint elsewhere(const BlockState* st, int device) noexcept:
+    """Whether memory (or a tensor map) on CUDA ``device`` (-1: reachable from any) is on
+    another device than the launch's, where the launch has one."""
+    return st.check_device and device >= 0 and device != st.device
+
+
 cdef inline int buffer_known(BlockState* st, getter_t mr_getter, void* mr_closure,
                              PyObject* buf, const MrCache* last) except -1:
     """1 when check_buffer would pass a cuda.core Buffer without reading anything: it has no
@@ -127,7 +133,7 @@ cdef inline int buffer_known(BlockState* st, getter_t mr_getter, void* mr_closur
         return 1
     if <PyObject*>mr != last.mr:
         return 0
-    return not st.check_device or last.device < 0 or last.device == st.device
+    return not elsewhere(st, last.device)
 cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, object arg,
                         void* out) except -1
 cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1

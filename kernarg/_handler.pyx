@@ -265,7 +265,7 @@ cdef int check_buffer(BlockState* st, getter_t mr_getter, void* mr_closure, obje
     """Refuse a cuda.core Buffer whose memory resource says a kernel cannot reach its memory,
     or puts it on another device than the launch's (see buffer_device)."""
     cdef int device = buffer_device(mr_getter, mr_closure, buf, index)
-    if st.check_device and device >= 0 and device != st.device:
+    if elsewhere(st, device):
         _refuse_device(st, index, buf, device)
     return 0
 
@@ -286,9 +286,9 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
         (<list>st.capsules).append(<object>r.capsule)
         Py_DECREF(<object>r.capsule)
         r.capsule = NULL
-    if st.check_device and r.device >= 0 and r.device != st.device:
+    if elsewhere(st, r.device):
         device = confirm_device(arg) if r.device_unconfirmed else r.device
-        if device >= 0 and device != st.device:
+        if elsewhere(st, device):
             _refuse_device(st, index, arg, device)
     if r.has_stream:
         for k in range(st.nstreams):
@@ -309,7 +309,7 @@ cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, 
     was made for, check that against the launch's."""
     cdef int device
     tensor_map_value(info, arg, index, out, &device)
-    if st.check_device and device >= 0 and device != st.device:
+    if elsewhere(st, device):
         raise ValueError(f"{_describe(index, arg)}: the tensor map was "
                          f"made on CUDA device {device}, but the kernel runs on device "
                          f"{st.device}; make one there")

@@ -67,7 +67,8 @@ cdef struct PtrResult:
     char dtype_kind
     int dtype_size
     # CUDA device ordinal the memory lives on, where the producer said so cheaply (DLPack
-    # kDLCUDA, torch, CuPy); -1 when unknown or accessible from every device (pinned, managed).
+    # kDLCUDA, torch, CuPy, JAX, a cuda.core Buffer's memory resource, a StridedMemoryView's
+    # device_id); -1 when unknown or accessible from every device (pinned, managed).
     int device
     # ``device`` is a device_id that pinned and managed memory carry too (cuda.core's
     # StridedMemoryView): confirm it with confirm_device before refusing the argument.

@@ -28,7 +28,7 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset, strcmp
 
-from kernarg._cdefs cimport kernarg_small_int, mro_has
+from kernarg._cdefs cimport kernarg_small_int, mro_find, mro_has
 from kernarg._stream cimport stream_handle
 
 cdef extern from "Python.h":
@@ -372,8 +372,7 @@ cdef int _cuda_core_tensor_map(type t, TypeInfo* info) except -1:
     import re
 
     # The cuda.core class itself, whose module the .pxd sits beside (t may be a subclass).
-    core = next(b for b in t.__mro__ if b.__name__ == "TensorMapDescriptor"
-                and (b.__module__ or "").startswith("cuda.core"))
+    core = mro_find(t, "cuda.core", "TensorMapDescriptor")
     module = sys.modules.get(core.__module__)
     where = getattr(module, "__file__", None) or ""
     pxd = os.path.join(os.path.dirname(where), "_tensor_map.pxd")

@@ -1172,16 +1172,15 @@ cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* 
 cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
                      char* dst) except -1:
     cdef TypeInfo* info = NULL
-    if not isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+    else:
         try:
             info = lookup_type(value, i)
         except TypeError:
             pass        # a value no kernel parameter takes: the untyped pack below says so
         if info != NULL and info.kind == KIND_TENSOR_MAP and p.size == info.size:
             return put_tensor_map(st, info, i, value, dst)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value)
-    else:
         from kernarg._handler import pack as untyped_pack
         try:
             raw = bytes(untyped_pack((value,)))
