@@ -1104,6 +1104,53 @@ def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
         exe, graph, lambda: alive() is None and alive2() is None and dl.deleted == 1)
 
 
+def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
+    """cuda.core's launch takes a GraphBuilder for its stream (it has __cuda_stream__, the
+    stream it captures), so kernarg.launch in that call form does too, and so does stream=.
+    cuda.core's graphs do not own what a captured launch reads; kernarg's launch hands the
+    graph its block, so the arguments live as long as the graph does."""
+    import gc
+    import time
+    import weakref
+
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    stream = dev.create_stream()
+    out, out2 = DeviceArray(4 * 32, typestr="<f4"), DeviceArray(4 * 32, typestr="<f4")
+    alive, alive2 = weakref.ref(out), weakref.ref(out2)
+    builder = stream.create_graph_builder().begin_building()
+    kernarg.launch(builder, kernarg.LaunchConfig(1, 32), k, out, 6.5, 32)
+    k.launch(1, 32, out2, 2.5, 32, stream=builder)
+    graph = builder.end_building().complete()
+    del out, out2
+    gc.collect()
+    assert alive() is not None and alive2() is not None, "the graph lost a captured argument"
+    for p in (alive().ptr, alive2().ptr):
+        check(driver.cuMemsetD32(p, 0, 32))
+    graph.launch(stream)
+    stream.sync()
+    assert (np.frombuffer(alive().read(), np.float32) == 6.5).all()
+    assert (np.frombuffer(alive2().read(), np.float32) == 2.5).all()
+    # A closed builder captures into nothing: refused, not taken for the default stream.
+    builder.close()
+    with pytest.raises(TypeError, match=r"stream GraphBuilder: __cuda_stream__\(\) raised"):
+        k.launch(1, 32, DeviceArray(4 * 32, typestr="<f4"), 2.5, 32, stream=builder)
+    graph.close()
+    del graph, builder
+    for _ in range(100):
+        gc.collect()
+        _run_pending_calls()
+        if alive() is None and alive2() is None:
+            break
+        time.sleep(0.01)
+    assert alive() is None and alive2() is None, "destroying the graph kept its arguments"
+
+
 def test_bound_launch_relaunches_its_packed_arguments(ctx):
     import gc
     import weakref

@@ -121,7 +121,7 @@ struct Graph {
 };
 /* An instantiated graph: a snapshot of its nodes, holding its own references to the
  * graph's user objects. */
-typedef struct { int magic; Graph snapshot; } Exec;
+typedef struct { int magic; unsigned int id; Graph snapshot; } Exec;
 
 static __thread Ctx* ctx_stack[32];
 static __thread int ctx_depth = 0;
@@ -573,13 +573,45 @@ static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long 
     Graph* g = (Graph*)gh;
     (void)flags;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    static unsigned int next_exec_id = 1;
     Exec* x = malloc(sizeof *x);
     x->magic = M_EXEC;
+    x->id = __atomic_fetch_add(&next_exec_id, 1, __ATOMIC_SEQ_CST);
     x->snapshot = *g;
     for (int i = 0; i < g->nretained; i++)
-        __atomic_add_fetch(&g->retained[i].obj->refs, (int)g->retained[i].count, __ATOMIC_SEQ_CST);
+        if (g->retained[i].count)
+            __atomic_add_fetch(&g->retained[i].obj->refs, (int)g->retained[i].count,
+                               __ATOMIC_SEQ_CST);
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
+}
+static CUresult fk_GraphInstantiateWithParams(CUgraphExec* out, CUgraph gh,
+                                              CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+    /* What cuda.core's GraphBuilder.complete() calls. No flag changes what this driver does. */
+    if (!params) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithParams: no params");
+    CUresult e = fk_GraphInstantiate(out, gh, params->flags);
+    params->result_out = e ? CUDA_GRAPH_INSTANTIATE_ERROR : CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    params->hErrNode_out = NULL;
+    return e;
+}
+static CUresult fk_GraphExecGetId(CUgraphExec h, unsigned int* id) {
+    /* CUDA 13.1; cuda.core 1.2 asks it of every graph it completes. */
+    Exec* x = (Exec*)h;
+    if (!x || x->magic != M_EXEC || !id)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecGetId(%p)", (void*)h);
+    *id = x->id;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphReleaseUserObject(CUgraph gh, CUuserObject h, unsigned int count) {
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    for (int i = 0; i < g->nretained; i++)
+        if (g->retained[i].obj == (UserObject*)h && g->retained[i].count >= count) {
+            g->retained[i].count -= count;
+            release_uobj((UserObject*)h, count);
+            return CUDA_SUCCESS;
+        }
+    return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphReleaseUserObject(%p, %u)", (void*)h, count);
 }
 static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     Exec* x = (Exec*)h;
@@ -590,7 +622,8 @@ static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     return e;
 }
 static void release_retained(Graph* g) {
-    for (int i = 0; i < g->nretained; i++) release_uobj(g->retained[i].obj, g->retained[i].count);
+    for (int i = 0; i < g->nretained; i++)      /* count 0: released already, maybe freed */
+        if (g->retained[i].count) release_uobj(g->retained[i].obj, g->retained[i].count);
     g->magic = 0;
 }
 static CUresult fk_GraphExecDestroy(CUgraphExec h) {
@@ -1580,7 +1613,8 @@ static const struct { const char* name; void* fn; } table[] = {
     F(StreamGetId), F(StreamBeginCapture), F(StreamEndCapture), F(StreamIsCapturing),
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
     F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
-    F(GraphRetainUserObject), F(GraphInstantiate), F(GraphLaunch), F(GraphExecDestroy),
+    F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
+    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
     F(OccupancyMaxActiveBlocksPerMultiprocessor), F(OccupancyMaxPotentialBlockSize),
