@@ -1142,6 +1142,7 @@ def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
         k.launch(1, 32, DeviceArray(4 * 32, typestr="<f4"), 2.5, 32, stream=builder)
     graph.close()
     del graph, builder
+    check(driver.cuCtxSynchronize())        # the driver frees user objects after pending work
     for _ in range(100):
         gc.collect()
         _run_pending_calls()

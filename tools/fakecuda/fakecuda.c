@@ -605,7 +605,7 @@ static CUresult fk_GraphExecGetId(CUgraphExec h, unsigned int* id) {
 static CUresult fk_GraphReleaseUserObject(CUgraph gh, CUuserObject h, unsigned int count) {
     Graph* g = (Graph*)gh;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
-    for (int i = 0; i < g->nretained; i++)
+    for (int i = 0; count && i < g->nretained; i++)
         if (g->retained[i].obj == (UserObject*)h && g->retained[i].count >= count) {
             g->retained[i].count -= count;
             release_uobj((UserObject*)h, count);
