@@ -1128,6 +1128,9 @@ def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
     k.launch(1, 32, out2, 2.5, 32, stream=builder)
     graph = builder.end_building().complete()
     del out, out2
+    check(driver.cuCtxSynchronize())
+    time.sleep(0.05)            # a user object the graph did not keep is freed by now,
+    _run_pending_calls()        # and the interpreter has run the release it queued
     gc.collect()
     assert alive() is not None and alive2() is not None, "the graph lost a captured argument"
     for p in (alive().ptr, alive2().ptr):
