@@ -134,6 +134,8 @@ cdef inline int buffer_known(BlockState* st, getter_t mr_getter, void* mr_closur
     if <PyObject*>mr != last.mr:
         return 0
     return not elsewhere(st, last.device)
+
+
 cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, object arg,
                         void* out) except -1
 cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1

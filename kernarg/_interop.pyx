@@ -681,17 +681,12 @@ cdef enum:
 cdef int _shape_check(object shape) except -1:
     """SHAPE_OK for a tuple or list of ints >= 0; SHAPE_NOT_INTS, or SHAPE_NEGATIVE for an
     extent below 0 (the interface is malformed: no array has one)."""
-    if type(shape) is tuple:
-        for item in <tuple>shape:
-            if type(item) is not int and not isinstance(item, int):
-                return SHAPE_NOT_INTS
-            if item < 0:
-                return SHAPE_NEGATIVE
-        return SHAPE_OK
-    if not isinstance(shape, list):
-        return SHAPE_NOT_INTS
-    for item in list(shape):
-        if not isinstance(item, int):
+    if type(shape) is not tuple:
+        if not isinstance(shape, list):
+            return SHAPE_NOT_INTS
+        shape = tuple(shape)    # a copy: an int subclass's __lt__ cannot change what is read
+    for item in <tuple>shape:
+        if type(item) is not int and not isinstance(item, int):
             return SHAPE_NOT_INTS
         if item < 0:
             return SHAPE_NEGATIVE
@@ -1438,7 +1433,7 @@ def _forget_mr(ref):
 
 
 cdef int _mr_device(object mr, Py_ssize_t index, object buf) except -2:
-    cdef bint device_ok
+    cdef bint device_ok = False     # set before any use; _reraise always raises
     try:
         device_ok = mr.is_device_accessible
         device = -1 if mr.is_host_accessible or getattr(mr, "is_managed", False) \

@@ -18,7 +18,7 @@ from libc.stdlib cimport free, malloc
 
 from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items
 from kernarg._handler cimport ParamBlock, block_release, lookup_type, untyped_block_items
-from kernarg._interop cimport KIND_TENSOR_MAP
+from kernarg._interop cimport KIND_TENSOR_MAP, _describe
 from kernarg._signature cimport Signature, typed_block_items
 from kernarg._stream cimport stream_handle
 
@@ -795,36 +795,41 @@ cdef tuple _driver_layout(cydriver.CUfunction func):
         i += 1
 
 
-cdef bint _moved_by_tensor_map(ParamBlock blk, Py_ssize_t i):
-    """Whether argument ``i`` is at another offset than the kernel's parameter only because a
-    tensor map at or before it is aligned as kernarg's cuda.h aligns CUtensorMap (128 since
-    CUDA 13) and the kernel's own declaration otherwise (64, as CUDA 12's did). A launch passes
-    every argument by its own pointer (kernelParams), so there the sizes are what must agree."""
+cdef Py_ssize_t _first_tensor_map(ParamBlock blk):
+    """The index of the block's first tensor-map argument, or its argument count for none.
+    From there on, an argument may be at another offset than the kernel's parameter only
+    because kernarg's cuda.h aligns CUtensorMap to 128 (CUDA 13) and the kernel's own
+    declaration to 64 (as CUDA 12's did). A launch passes every argument by its own pointer
+    (kernelParams), so there the sizes are what must agree."""
     cdef Py_ssize_t j
     args = blk.args
-    if args is None:
-        return False
-    for j in range(i + 1):
-        if lookup_type(args[j], j).kind == KIND_TENSOR_MAP:
-            return True
-    return False
+    if args is not None:
+        for j in range(blk.st.nargs):
+            if lookup_type(args[j], j).kind == KIND_TENSOR_MAP:
+                return j
+    return blk.st.nargs
 
 
 def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
     """Raise TypeError unless the untyped block ``blk`` has exactly ``layout``'s parameters:
     ``((offset, size), ...)`` as the driver reports them. This catches the classic untyped
     mistake of a Python float (8-byte double) for a ``float`` parameter before it launches.
-    Offsets after a tensor map may differ (see _moved_by_tensor_map)."""
-    cdef Py_ssize_t i, n = len(layout)
+    Offsets from a tensor map on may differ (see _first_tensor_map)."""
+    cdef Py_ssize_t i, n = len(layout), moved_from = -1     # -1: not looked for yet
     if blk.st.nargs != n:
         raise TypeError(f"{name} takes {n} arguments, got {blk.st.nargs}")
     for i in range(n):
         offset, size = layout[i]
         got_size = blk.st.sizes[i]
         got_offset = <char*>blk.st.argv[i] - blk.st.data
-        if got_size != size or got_offset != offset and not _moved_by_tensor_map(blk, i):
+        if got_offset != offset and got_size == size:
+            if moved_from < 0:
+                moved_from = _first_tensor_map(blk)
+            if i >= moved_from:
+                continue
+        if got_size != size or got_offset != offset:
             raise TypeError(
-                f"argument {i} ({type(blk.args[i]).__name__}) packs as {got_size} bytes at "
+                f"{_describe(i, blk.args[i])} packs as {got_size} bytes at "
                 f"offset {got_offset}, but {name}'s parameter {i} is {size} bytes at offset "
                 f"{offset}; pass a value of the parameter's C type (e.g. numpy.float32 or "
                 "numpy.int32 for 4 bytes) or give the kernel a signature")

@@ -338,10 +338,7 @@ def _parse_c_param(text):
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
     if stars:
-        kind, size = _pointee_of(base, stars)
-        shown = ("const " if is_const else "") + base + "*" * stars
-        return _Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
-                     is_const=is_const), name
+        return _pointer_spec(base, stars, is_const), name
     if base == "void":
         raise ValueError(f"{text.strip()!r}: a parameter cannot have type void")
     if base in _SCALARS:
@@ -371,11 +368,17 @@ def _opaque_pointer(text, tokens, is_const):
         # `int (*f)(int)`, stray words after the name: not a plain pointer declaration.
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
-    stars = tokens.count("*")
-    shown = ("const " if is_const else "") + type_text + "*" * stars
-    kind, size = _pointee_of(type_text, stars)
-    return (_Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
-                  is_const=is_const), after[0] if after else None)
+    return (_pointer_spec(type_text, tokens.count("*"), is_const),
+            after[0] if after else None)
+
+
+def _pointer_spec(base, stars, is_const):
+    """A pointer parameter of ``stars`` levels to ``base``, its elements checked as
+    _pointee_of says."""
+    kind, size = _pointee_of(base, stars)
+    shown = ("const " if is_const else "") + base + "*" * stars
+    return _Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
+                 is_const=is_const)
 
 
 def _canonical(type_name):
