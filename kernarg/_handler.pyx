@@ -100,7 +100,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
     known = _classified.get(<object>tp)
     if known is not None:
         (info.kind, info.size, info.align, info.offset, getter, closure, mr_getter, mr_closure,
-         info.num_kind, api) = known
+         info.num_kind, api, info.torch_tensor) = known
         info.getter = <getter_t><uintptr_t>getter
         info.closure = <void*><uintptr_t>closure
         info.mr_getter = <getter_t><uintptr_t>mr_getter
@@ -116,7 +116,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
         _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,
                                  <uintptr_t>info.getter, <uintptr_t>info.closure,
                                  <uintptr_t>info.mr_getter, <uintptr_t>info.mr_closure,
-                                 info.num_kind, <uintptr_t>info.api)
+                                 info.num_kind, <uintptr_t>info.api, info.torch_tensor)
     entry.type = tp
     entry.info = info
     return &entry.info

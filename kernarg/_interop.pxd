@@ -51,6 +51,9 @@ cdef struct TypeInfo:
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL
     const void* api
+    # KIND_DLPACK_C: the type is torch.Tensor (or a subclass), whose lazily conjugated and
+    # negated views the exchange API exports as if they were resolved: kernarg refuses them
+    bint torch_tensor
 
 
 cdef struct PtrResult:

@@ -137,6 +137,9 @@ cdef enum:
     DL_CUDA_HOST = 3
     DL_CUDA_MANAGED = 13
 
+cdef enum:
+    DL_COMPLEX = 5      # kDLComplex, a DLDataTypeCode
+
 _DL_DEVICE_NAMES = {
     1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
     9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev", 13: "kDLCUDAManaged",
@@ -564,6 +567,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.mr_closure = NULL
     info.num_kind = 0
     info.api = NULL
+    info.torch_tensor = False
     if t is type(None):
         info.kind = KIND_NONE
         return 0
@@ -616,6 +620,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.api = _exchange_api(t)
     if info.api != NULL:
         info.kind = KIND_DLPACK_C
+        info.torch_tensor = mro_has(t, "torch", "Tensor")
     elif mro_has(t, "torch", "Tensor"):
         info.kind = KIND_TORCH
     elif mro_has(t, "cupy", "ndarray"):
@@ -943,6 +948,38 @@ cdef const char* _dl_shape_fault(DLTensor* tensor) noexcept:
     return NULL
 
 
+cdef bint _dl_dense(DLTensor* tensor) noexcept:
+    """Whether a well-formed tensor holds two or more elements laid out C-contiguously
+    (strides NULL, or each extent's stride the product of the extents after it; extents of 1
+    may have any stride)."""
+    cdef int32_t i
+    cdef int64_t expected = 1
+    for i in range(tensor.ndim - 1, -1, -1):
+        if tensor.shape[i] != 1:
+            if tensor.strides != NULL and tensor.strides[i] != expected:
+                return False
+            expected *= tensor.shape[i]
+    return expected >= 2
+
+
+cdef int _check_torch_view(object obj, Py_ssize_t index, bint conj, bint neg) except -1:
+    """Refuse a torch tensor with the conjugate (``conj``) or negative (``neg``) bit set: its
+    memory holds the values before the lazy conjugation or negation, which torch applies only
+    when its own operators read the tensor, so a kernel would read the wrong values (torch's
+    DLPack C exchange API and data_ptr() both hand out that memory as is). A torch without the
+    bit's method (before 1.10) cannot make such a view."""
+    if conj and getattr(obj, "is_conj", None) is not None and obj.is_conj():
+        raise ValueError(f"{_describe(index, obj)}: the tensor is a lazily conjugated view "
+                         "(is_conj()): its memory holds the unconjugated values, which a kernel "
+                         "would read; pass tensor.resolve_conj(), a conjugated copy")
+    if neg and getattr(obj, "is_neg", None) is not None and obj.is_neg():
+        raise ValueError(f"{_describe(index, obj)}: the tensor is a lazily negated view "
+                         "(is_neg(), e.g. .imag of a conjugated tensor): its memory holds the "
+                         "values before negation, which a kernel would read; pass "
+                         "tensor.resolve_neg(), a negated copy")
+    return 0
+
+
 # DLDataTypeCode -> kind letter: kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle (none), kDLBfloat,
 # kDLComplex, kDLBool.
 cdef const char* _DL_KIND_LETTERS = b"iuf_Bcb"
@@ -1106,7 +1143,7 @@ cdef int _exchange_failed(Py_ssize_t index, object obj, str function) except -1:
 
 
 cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t index,
-                           PtrResult* r) except -1:
+                           PtrResult* r, bint torch_tensor) except -1:
     """Read a pointer through the DLPack C exchange API: a non-owning DLTensor view (the
     argument object, which the block holds, keeps the memory alive), no capsule, no
     allocation. The calls do not synchronise, so the producer's current work stream on the
@@ -1116,13 +1153,22 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     memset(&tensor, 0, sizeof(tensor))
     if api.dltensor_from_py_object_no_sync(<void*>obj, &tensor) != 0:
         return _exchange_failed(index, obj, "dltensor_from_py_object_no_sync")
-    if tensor.device.device_type == DL_CPU and _says_pinned(obj):
-        tensor.device.device_type = DL_CUDA_HOST
-    _check_dl_device(tensor.device.device_type, index, obj)
     cdef const char* fault = _dl_shape_fault(&tensor)
     if fault != NULL:
         raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a tensor "
                          f"with {fault.decode()}")
+    if torch_tensor:
+        # Only a complex tensor can carry the conjugate bit; the negative bit comes from .imag
+        # of a conjugated one, a view whose strides skip every other element, which no view
+        # operation makes dense. A dense real tensor of two or more elements (most arguments)
+        # needs no Python call.
+        if tensor.dtype.code == DL_COMPLEX:
+            _check_torch_view(obj, index, True, True)
+        elif not _dl_dense(&tensor):
+            _check_torch_view(obj, index, False, True)
+    if tensor.device.device_type == DL_CPU and _says_pinned(obj):
+        tensor.device.device_type = DL_CUDA_HOST
+    _check_dl_device(tensor.device.device_type, index, obj)
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
     _dl_dtype(&tensor, r)
     if tensor.device.device_type == DL_CUDA:
@@ -1207,6 +1253,7 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
                             "not on a CUDA device or in pinned host memory")
         if not obj.is_pinned():
             raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
+    _check_torch_view(obj, index, True, True)
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
     if want_dtype:
         kind = _TORCH_KINDS.get(str(obj.dtype).rpartition(".")[2])
@@ -1518,7 +1565,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
         return _address_from(_registered_fn(type(obj)), obj, index,
                              "the function registered for this type", "the registered function", r)
     if kind == KIND_DLPACK_C:
-        return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r)
+        return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r,
+                                 info.torch_tensor)
     if kind == KIND_TORCH:
         return _torch_pointer(obj, index, r, want_dtype)
     if kind == KIND_CUPY:

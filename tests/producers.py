@@ -61,7 +61,7 @@ _IsValidRaw = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
 _GetPointerRaw = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
 
-_LIVE: dict[int, object] = {}   # managed tensor address -> (struct, shape array, producer)
+_LIVE: dict[int, object] = {}   # managed tensor address -> (struct, shape array, producer, strides)
 
 
 @DELETER
@@ -118,6 +118,7 @@ class DLPackProducer:
     # a tensor with no shape array at all.
     ndim = None
     null_shape = False
+    strides = None      # element strides to export; None exports none (C-contiguous)
 
     def _fill(self, t: DLTensor, shape_arr):
         t.data = self.address
@@ -126,6 +127,9 @@ class DLPackProducer:
         t.dtype = DLDataType(*self.dtype)
         t.shape = None if self.null_shape else shape_arr
         t.strides = None
+        if self.strides is not None:
+            self._strides_arr = (c_int64 * max(1, len(self.strides)))(*self.strides)
+            t.strides = self._strides_arr
         t.byte_offset = self.byte_offset
 
     def _export(self, versioned):
@@ -143,7 +147,7 @@ class DLPackProducer:
             name = b"dltensor"
         mt.deleter = _deleter
         address = ctypes.addressof(mt)
-        _LIVE[address] = (mt, shape_arr, self)
+        _LIVE[address] = (mt, shape_arr, self, getattr(self, "_strides_arr", None))
         return _PyCapsule_New(address, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 

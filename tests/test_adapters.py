@@ -51,6 +51,11 @@ SCRIPT = textwrap.dedent("""
             return self.ptr
         def get_device(self):
             return self._device if self.is_cuda else -1
+        conj_bit = neg_bit = False          # torch's lazily conjugated and negated views
+        def is_conj(self):
+            return self.conj_bit
+        def is_neg(self):
+            return self.neg_bit
     Tensor.__module__ = "torch"
     torch.Tensor = Tensor
     sys.modules["torch"] = torch
@@ -179,6 +184,15 @@ SCRIPT = textwrap.dedent("""
     raises(TypeError, "argument 0 (torch.Tensor): the tensor is on torch device meta, not on "
            "a CUDA device or in pinned host memory", lambda: kernarg.pack((Tensor.on("meta"),)))
     raises(TypeError, "on torch device xpu:1,", lambda: kernarg.pack((Tensor.on("xpu:1"),)))
+    # A lazily conjugated or negated view's memory holds the values before that: refused, on
+    # the device and pinned alike, untyped and typed.
+    for bit, word in (("conj_bit", "conjugated"), ("neg_bit", "negated")):
+        for t in (Tensor(0x1000, 0), Tensor(0x1800, 0, cuda=False, pinned=True)):
+            setattr(t, bit, True)
+            raises(ValueError, f"argument 1 (torch.Tensor): the tensor is a lazily {word} view",
+                   lambda: kernarg.pack((7, t)))
+            raises(ValueError, f"parameter 0 ('x'): argument 0 (torch.Tensor): the tensor is a "
+                   f"lazily {word} view", lambda: kernarg.Signature("float* x").pack((t,)))
     # A pinned CPU tensor is host memory a kernel can use: on no device, no stream to wait on.
     pinned = kernarg.pack((Tensor(0x1800, 0, cuda=False, pinned=True),), device=1)
     assert ptrs(pinned) == [0x1800] and pinned.producer_streams == ()

@@ -683,6 +683,99 @@ def test_exchange_api_cpu_answer_checked_against_a_pinned_dlpack_device():
             kernarg.pack((odd(PTR, device=(1, 0)),))
 
 
+def _torch_exchange_type(module="torch"):
+    """A stand-in for torch.Tensor (2.10+) over the C exchange API, whose table exports a lazily
+    conjugated or negated view as if it were resolved: is_conj() and is_neg() say which, and
+    each instance lists what kernarg asked."""
+    base = exchange_type()
+
+    class Tensor(base):
+        conj_bit = neg_bit = False
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.asked = []
+
+        def is_conj(self):
+            self.asked.append("conj")
+            return self.conj_bit
+
+        def is_neg(self):
+            self.asked.append("neg")
+            return self.neg_bit
+
+    Tensor.__module__, Tensor.__qualname__ = module, "Tensor"
+    return Tensor
+
+
+REAL = (2, 32, 1)           # kDLFloat float32
+COMPLEX = (5, 64, 1)        # kDLComplex complex64
+
+
+@pytest.mark.parametrize("dtype,shape,strides,asked", [
+    (REAL, (4,), None, []),                 # dense, two or more elements: nothing to ask
+    (REAL, (2, 3), (3, 1), []),
+    (REAL, (1, 4), (9, 1), []),             # an extent of 1 may have any stride
+    (REAL, (4,), (2,), ["neg"]),            # strided like .imag of a conjugated tensor
+    (REAL, (3, 2), (1, 3), ["neg"]),        # transposed
+    (REAL, (1,), None, ["neg"]),            # one element: any layout is dense
+    (REAL, (), None, ["neg"]),
+    (REAL, (0, 4), None, ["neg"]),
+    (COMPLEX, (4,), None, ["conj", "neg"]),  # a complex tensor may carry either bit
+])
+def test_exchange_api_torch_asks_about_lazy_views_only_where_one_can_be(dtype, shape, strides,
+                                                                           asked):
+    Tensor = _torch_exchange_type()
+    t = Tensor(PTR, dtype=dtype, shape=shape)
+    t.strides = strides
+    assert ptr_of(kernarg.pack((t,))) == PTR
+    assert t.asked == asked
+    assert t.exported == 0
+
+
+@pytest.mark.parametrize("bit,word,fix", [("conj_bit", "conjugated", "resolve_conj"),
+                                          ("neg_bit", "negated", "resolve_neg")])
+@pytest.mark.parametrize("device", [(2, 0), (3, 0), (1, 0)])     # device, pinned, even the CPU
+def test_exchange_api_torch_lazy_views_are_refused(bit, word, fix, device):
+    Tensor = _torch_exchange_type()
+    t = Tensor(PTR, dtype=COMPLEX, device=device)
+    setattr(t, bit, True)
+    message = (rf"argument 1 \(torch.Tensor\): the tensor is a lazily {word} view \(is_"
+               rf"{bit[:-4]}\(\).*its memory holds the .*pass tensor.{fix}\(\)")
+    with pytest.raises(ValueError, match=message):
+        kernarg.pack((3, t))
+    with pytest.raises(ValueError, match=r"parameter 0 \('z'\): " + message.replace("1", "0", 1)):
+        kernarg.Signature("float2* z").pack((t,))
+    assert Tensor.stream_queries == []      # refused before anything is recorded
+
+
+def test_exchange_api_lazy_view_check_is_for_torch_only():
+    # Another producer's is_conj() is its own business: only torch.Tensor's bits are read.
+    t = _torch_exchange_type(module="mylib")(PTR, dtype=COMPLEX)
+    t.conj_bit = True
+    assert ptr_of(kernarg.pack((t,))) == PTR and t.asked == []
+
+
+def test_real_torch_lazy_views_are_refused():
+    torch = pytest.importorskip("torch")
+    z = torch.tensor([[1 + 2j, 3 + 4j], [5 + 6j, 7 + 8j]])
+    im = z.conj().imag                      # torch reads it as -2, -4 ...; its memory says 2, 4
+    views = {"conjugated": [z.conj(), z.conj().detach(), z.conj()[0],
+                            torch.tensor([1j]).conj()],
+             "negated": [im, im.T, im[0, 0], im.detach(), im.reshape(4), im.unsqueeze(0),
+                         torch.tensor([1 + 2j]).conj().imag]}
+    for word, tensors in views.items():
+        for t in tensors:
+            with pytest.raises(ValueError, match=rf"argument 0 \(torch.Tensor\): the tensor is "
+                                                 rf"a lazily {word} view"):
+                kernarg.pack((t,))
+    # Resolved, and plain: past the check, refused only for being CPU memory.
+    for t in (z, z.conj().resolve_conj(), im.resolve_neg(), torch.ones(2, 3).T, z.real):
+        with pytest.raises(TypeError, match=r"argument 0 \(torch.Tensor\): the memory is on "
+                                            r"the CPU"):
+            kernarg.pack((t,))
+
+
 def test_exchange_api_failures_name_the_argument_and_function():
     cls = exchange_type()
     x = cls(PTR)
