@@ -558,6 +558,36 @@ def test_fp8_torch_tensor_is_checked_and_written_by_the_kernel(ctx):
         kernarg.Kernel.from_source(WRITE, "fill").launch(1, 64, t, 1.0, 64)
 
 
+STRIDED_COPY = r"""
+extern "C" __global__ void gather(float* dst, const float* src, int stride, int n) {
+    int i = threadIdx.x; if (i < n) dst[i] = src[i * stride]; }
+"""
+
+
+def test_lazily_conjugated_and_negated_torch_views_are_refused(ctx):
+    # z.conj().imag is -2, -4 to torch, but its memory (z's) holds 2, 4: torch's DLPack C
+    # exchange API hands that memory out as it is, so kernarg refuses the view and the kernel
+    # reads the resolved copy's values.
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA")
+    z = torch.tensor([1 + 2j, 3 + 4j], dtype=torch.complex64, device="cuda")
+    im = z.conj().imag
+    dst = torch.zeros(2, device="cuda")
+    k = kernarg.Kernel.from_source(STRIDED_COPY, "gather")
+    with pytest.raises(ValueError, match=r"parameter 1 \('src'\): argument 1 \(torch.Tensor\): "
+                                         r"the tensor is a lazily negated view"):
+        k.launch(1, 2, dst, im, im.stride(0), 2)
+    with pytest.raises(ValueError, match=r"argument 0 \(torch.Tensor\): the tensor is a lazily "
+                                         r"conjugated view"):
+        kernarg.pack((z.conj(),))
+    resolved = im.resolve_neg()
+    k.launch(1, 2, dst, resolved, resolved.stride(0), 2)
+    k.launch(1, 2, dst[:1], z.imag, z.imag.stride(0), 1)     # a plain strided view is taken
+    torch.cuda.synchronize()
+    assert dst.tolist() == [2.0, -4.0]
+
+
 def test_cupy_adapter_records_cupys_current_stream(ctx):
     # The adapter reads it through the C function CuPy exports (cupy.cuda.stream.__pyx_capi__)
     # where the capsule's signature matches, else through get_current_stream().ptr.
