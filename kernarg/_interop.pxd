@@ -23,6 +23,8 @@ cdef enum ArgKind:
     KIND_REGISTERED     # a type taught to kernarg with kernarg.register()
     KIND_TORCH          # torch.Tensor: data_ptr()
     KIND_CUPY           # cupy.ndarray: data.ptr
+    KIND_CUPY_MEMPTR    # cupy.cuda.MemoryPointer (device or managed memory): ptr
+    KIND_CUPY_PINNED    # cupy.cuda.PinnedMemoryPointer (page-locked host memory): ptr
     KIND_NUMBA          # numba DeviceNDArray: device_ctypes_pointer
     KIND_SMV            # cuda.core StridedMemoryView: ptr
     KIND_PYCUDA         # PyCUDA (Pooled)DeviceAllocation, PointerHolderBase: int(obj)

@@ -149,6 +149,7 @@ _DL_DEVICE_NAMES = {
 _ACCEPTED = (
     "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
     "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, PyCUDA device allocations, "
+    "CuPy MemoryPointer and PinnedMemoryPointer, "
     "texture/surface objects (cuda.bindings, CuPy, cuda.core), TMA tensor maps "
     "(cuda.bindings CUtensorMap, cuda.core TensorMapDescriptor), objects with "
     "__cuda_array_interface__ or __dlpack__ "
@@ -604,6 +605,15 @@ cdef int classify(type t, TypeInfo* info) except -1:
         return 0
     if _is_pycuda_pointer(t):
         info.kind = KIND_PYCUDA
+        return 0
+    # CuPy's raw allocations, which its RawKernel takes as their addresses: what cupy.cuda.alloc
+    # and a memory pool return (an ndarray's .data), and what cupy.cuda.alloc_pinned_memory and
+    # a pinned memory pool return (a buffer-protocol object, yet memory a kernel can reach).
+    if mro_has(t, "cupy", "MemoryPointer"):
+        info.kind = KIND_CUPY_MEMPTR
+        return 0
+    if mro_has(t, "cupy", "PinnedMemoryPointer"):
+        info.kind = KIND_CUPY_PINNED
         return 0
     info.offset = tensor_map_source(t)
     if info.offset:
@@ -1310,14 +1320,20 @@ cdef int _cupy_record_stream(object obj, Py_ssize_t index, PtrResult* r) except 
     return 0
 
 
-cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+cdef int _cupy_memory(object memptr, object obj, Py_ssize_t index, str source,
+                      PtrResult* r) except -1:
+    # A cupy.cuda.MemoryPointer: its address, and its device unless its memory is managed
+    # (reachable from any device).
     if _cupy_stream_ptr is None:
         _cupy_lookup()
-    memptr = obj.data
-    _set_address(memptr.ptr, index, obj, "data.ptr", r)
-    mem = memptr.mem
-    if _cupy_managed is None or not isinstance(mem, _cupy_managed):   # managed: any device
+    _set_address(memptr.ptr, index, obj, source, r)
+    if _cupy_managed is None or not isinstance(memptr.mem, _cupy_managed):
         r.device = memptr.device_id
+    return 0
+
+
+cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+    _cupy_memory(obj.data, obj, index, "data.ptr", r)
     if want_dtype:
         _set_dtype_from_numpy(obj.dtype, r)
     return _cupy_record_stream(obj, index, r)
@@ -1571,6 +1587,13 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
         return _torch_pointer(obj, index, r, want_dtype)
     if kind == KIND_CUPY:
         return _cupy_pointer(obj, index, r, want_dtype)
+    if kind == KIND_CUPY_MEMPTR:
+        # A raw allocation exports no stream (nor element type), as a CUdeviceptr does not.
+        return _cupy_memory(obj, obj, index, "ptr", r)
+    if kind == KIND_CUPY_PINNED:
+        # cudaHostAlloc memory: under unified addressing a kernel on any device reaches it at
+        # its host address. No device, no stream.
+        return _set_address(obj.ptr, index, obj, "ptr", r)
     if kind == KIND_NUMBA:
         return _numba_pointer(obj, index, r, want_dtype)
     if kind == KIND_SMV:

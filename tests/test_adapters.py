@@ -84,6 +84,18 @@ SCRIPT = textwrap.dedent("""
             self.dtype = np.dtype(dtype)
     ndarray.__module__ = "cupy"
     cupy.ndarray = ndarray
+
+    class MemoryPointer:                    # cupy.cuda.alloc(n), a memory pool's, ndarray.data
+        def __init__(self, ptr, device, managed=False):
+            self.ptr, self.device_id = ptr, device
+            self.mem = ManagedMemory() if managed else Memory()
+    MemoryPointer.__module__ = "cupy.cuda.memory"
+
+    class PinnedMemoryPointer(bytearray):   # CuPy's exports the buffer protocol too
+        def __init__(self, ptr):
+            super().__init__(8)
+            self.ptr = ptr
+    PinnedMemoryPointer.__module__ = "cupy.cuda.pinned_memory"
     sys.modules["cupy"] = cupy
 
     # numba-cuda
@@ -184,6 +196,22 @@ SCRIPT = textwrap.dedent("""
     raises(TypeError, "argument 0 (torch.Tensor): the tensor is on torch device meta, not on "
            "a CUDA device or in pinned host memory", lambda: kernarg.pack((Tensor.on("meta"),)))
     raises(TypeError, "on torch device xpu:1,", lambda: kernarg.pack((Tensor.on("xpu:1"),)))
+    # CuPy's raw allocations: device memory on its device (managed memory on any), and pinned
+    # host memory on none; neither exports a stream or an element type.
+    b = kernarg.pack((MemoryPointer(0x2100, 1), PinnedMemoryPointer(0x2200),
+                      MemoryPointer(0x2300, 1, managed=True)), device=1)
+    assert ptrs(b) == [0x2100, 0x2200, 0x2300] and b.producer_streams == ()
+    assert ptrs(kernarg.pack((PinnedMemoryPointer(0x2200), MemoryPointer(0x2300, 1, managed=True)),
+                             device=0)) == [0x2200, 0x2300]
+    raises(ValueError, "argument 0 (cupy.cuda.memory.MemoryPointer): its memory is on CUDA "
+           "device 1, but the kernel runs on device 0",
+           lambda: kernarg.pack((MemoryPointer(0x2100, 1),), device=0))
+    raw_sig = kernarg.Signature("double* x, const int* y")
+    assert ptrs(raw_sig.pack((MemoryPointer(0x2100, 0), PinnedMemoryPointer(0x2200)))) == [
+        0x2100, 0x2200]
+    raises(OverflowError, "argument 0 (cupy.cuda.pinned_memory.PinnedMemoryPointer): ptr gave "
+           "address -1", lambda: kernarg.pack((PinnedMemoryPointer(-1),)))
+
     # A lazily conjugated or negated view's memory holds the values before that: refused, on
     # the device and pinned alike, untyped and typed.
     for bit, word in (("conj_bit", "conjugated"), ("neg_bit", "negated")):
@@ -352,6 +380,18 @@ CUPY_SCRIPT = textwrap.dedent("""
             self.dtype = np.dtype("float32")
     ndarray.__module__ = "cupy"
     cupy.ndarray = ndarray
+
+    class MemoryPointer:                    # cupy.cuda.alloc(n), a memory pool's, ndarray.data
+        def __init__(self, ptr, device, managed=False):
+            self.ptr, self.device_id = ptr, device
+            self.mem = ManagedMemory() if managed else Memory()
+    MemoryPointer.__module__ = "cupy.cuda.memory"
+
+    class PinnedMemoryPointer(bytearray):   # CuPy's exports the buffer protocol too
+        def __init__(self, ptr):
+            super().__init__(8)
+            self.ptr = ptr
+    PinnedMemoryPointer.__module__ = "cupy.cuda.pinned_memory"
     sys.modules["cupy"] = cupy
 
     import kernarg

@@ -588,6 +588,23 @@ def test_lazily_conjugated_and_negated_torch_views_are_refused(ctx):
     assert dst.tolist() == [2.0, -4.0]
 
 
+def test_cupy_memory_pointers_are_written_by_the_kernel(ctx):
+    # What CuPy's RawKernel takes besides arrays: a MemoryPointer (cupy.cuda.alloc) and a
+    # PinnedMemoryPointer (cupy.cuda.alloc_pinned_memory), page-locked host memory that
+    # exports the buffer protocol and is still reachable from the kernel at its host address.
+    cupy = pytest.importorskip("cupy")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    device_mem = cupy.cuda.alloc(64 * 4)
+    pinned = cupy.cuda.alloc_pinned_memory(64 * 4)
+    k.launch(1, 64, device_mem, 1.5, 64)
+    kernarg.Kernel.from_handle(k.handle, device=0).launch(1, 64, pinned, np.float32(2.5),
+                                                          np.int32(64))
+    check(driver.cuCtxSynchronize())
+    out = cupy.ndarray((64,), cupy.float32, device_mem)
+    assert (cupy.asnumpy(out) == 1.5).all()
+    assert (np.frombuffer(pinned, np.float32, 64) == 2.5).all()
+
+
 def test_cupy_adapter_records_cupys_current_stream(ctx):
     # The adapter reads it through the C function CuPy exports (cupy.cuda.stream.__pyx_capi__)
     # where the capsule's signature matches, else through get_current_stream().ptr.
