@@ -976,18 +976,28 @@ cdef int _check_torch_view(object obj, Py_ssize_t index, bint conj, bint neg) ex
     """Refuse a torch tensor with the conjugate (``conj``) or negative (``neg``) bit set: its
     memory holds the values before the lazy conjugation or negation, which torch applies only
     when its own operators read the tensor, so a kernel would read the wrong values (torch's
-    DLPack C exchange API and data_ptr() both hand out that memory as is). A torch without the
-    bit's method (before 1.10) cannot make such a view."""
-    if conj and getattr(obj, "is_conj", None) is not None and obj.is_conj():
+    DLPack C exchange API and data_ptr() both hand out that memory as is)."""
+    if conj and _torch_bit(obj, index, "is_conj"):
         raise ValueError(f"{_describe(index, obj)}: the tensor is a lazily conjugated view "
                          "(is_conj()): its memory holds the unconjugated values, which a kernel "
                          "would read; pass tensor.resolve_conj(), a conjugated copy")
-    if neg and getattr(obj, "is_neg", None) is not None and obj.is_neg():
+    if neg and _torch_bit(obj, index, "is_neg"):
         raise ValueError(f"{_describe(index, obj)}: the tensor is a lazily negated view "
                          "(is_neg(), e.g. .imag of a conjugated tensor): its memory holds the "
                          "values before negation, which a kernel would read; pass "
                          "tensor.resolve_neg(), a negated copy")
     return 0
+
+
+cdef bint _torch_bit(object obj, Py_ssize_t index, str name) except -1:
+    # A torch without the method (before 1.10) cannot make such a view.
+    method = getattr(obj, name, None)
+    if method is None:
+        return False
+    try:
+        return bool(method())
+    except Exception as exc:    # a tensor subclass's __torch_function__, say
+        _reraise(exc, f"{_describe(index, obj)}: {name}() raised {type(exc).__name__}: {exc}")
 
 
 # DLDataTypeCode -> kind letter: kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle (none), kDLBfloat,

@@ -749,6 +749,19 @@ def test_exchange_api_torch_lazy_views_are_refused(bit, word, fix, device):
     assert Tensor.stream_queries == []      # refused before anything is recorded
 
 
+def test_exchange_api_torch_bit_query_that_raises_names_the_argument():
+    Tensor = _torch_exchange_type()
+    t = Tensor(PTR, dtype=COMPLEX)
+    t.conj_bit = RuntimeError("no bits here")
+
+    def is_conj(self):
+        raise self.conj_bit
+    Tensor.is_conj = is_conj
+    with pytest.raises(RuntimeError, match=r"argument 2 \(torch.Tensor\): is_conj\(\) raised "
+                                           r"RuntimeError: no bits here"):
+        kernarg.pack((1, 2, t))
+
+
 def test_exchange_api_lazy_view_check_is_for_torch_only():
     # Another producer's is_conj() is its own business: only torch.Tensor's bits are read.
     t = _torch_exchange_type(module="mylib")(PTR, dtype=COMPLEX)
