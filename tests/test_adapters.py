@@ -380,18 +380,6 @@ CUPY_SCRIPT = textwrap.dedent("""
             self.dtype = np.dtype("float32")
     ndarray.__module__ = "cupy"
     cupy.ndarray = ndarray
-
-    class MemoryPointer:                    # cupy.cuda.alloc(n), a memory pool's, ndarray.data
-        def __init__(self, ptr, device, managed=False):
-            self.ptr, self.device_id = ptr, device
-            self.mem = ManagedMemory() if managed else Memory()
-    MemoryPointer.__module__ = "cupy.cuda.memory"
-
-    class PinnedMemoryPointer(bytearray):   # CuPy's exports the buffer protocol too
-        def __init__(self, ptr):
-            super().__init__(8)
-            self.ptr = ptr
-    PinnedMemoryPointer.__module__ = "cupy.cuda.pinned_memory"
     sys.modules["cupy"] = cupy
 
     import kernarg
