@@ -29,6 +29,7 @@ cdef enum ArgKind:
     KIND_SMV            # cuda.core StridedMemoryView: ptr
     KIND_PYCUDA         # PyCUDA (Pooled)DeviceAllocation, PointerHolderBase: int(obj)
     KIND_JAX            # jax.Array (jaxlib ArrayImpl): unsafe_buffer_pointer()
+    KIND_NDARRAY        # numpy.ndarray: taken only over pinned host memory (its base says)
     KIND_DLPACK_C       # type with a DLPack 1.3 C exchange API (__dlpack_c_exchange_api__)
     KIND_CAI            # __cuda_array_interface__ on the type
     KIND_DLPACK         # __dlpack__ on the type

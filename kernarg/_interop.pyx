@@ -555,6 +555,10 @@ cdef const DLPackExchangeAPI* _exchange_api(type t):
     return api
 
 
+# numpy.ndarray, set when classify first meets an array (KIND_NDARRAY reads it)
+cdef type _ndarray_type = None
+
+
 cdef int classify(type t, TypeInfo* info) except -1:
     """Decide once how instances of ``t`` are packed. Raises TypeError for by-value types that
     have no CUDA equivalent; returns KIND_PROBE for types to be probed per instance."""
@@ -569,6 +573,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
     info.num_kind = 0
     info.api = NULL
     info.torch_tensor = False
+    global _ndarray_type
     if t is type(None):
         info.kind = KIND_NONE
         return 0
@@ -643,6 +648,10 @@ cdef int classify(type t, TypeInfo* info) except -1:
         info.kind = KIND_JAX
     elif hasattr(t, "__cuda_array_interface__"):
         info.kind = KIND_CAI
+    elif np is not None and issubclass(t, np.ndarray) \
+            and not mro_has(t, "numpy.ma", "MaskedArray"):      # a kernel would not see the mask
+        _ndarray_type = np.ndarray
+        info.kind = KIND_NDARRAY
     elif hasattr(t, "__dlpack__"):
         info.kind = KIND_DLPACK
     return 0
@@ -1470,6 +1479,95 @@ cdef int _jax_pointer(object obj, Py_ssize_t index, object stream, PtrResult* r,
     return 0
 
 
+# numpy arrays over pinned host memory. A numpy array is host memory, which a kernel cannot
+# read, unless CUDA's allocator page-locked it (cuMemHostAlloc / cudaHostAlloc): such memory is
+# reachable from every device at its host address (the driver API's "Unified Addressing",
+# automatic in 64-bit processes). numpy does not know who allocated its memory; the object it
+# came from does. numpy points a view's .base at the array that holds the memory, and that
+# array's .base at the object that exported it (a memoryview's .obj is the exporter behind it),
+# so a short walk finds the allocation. Memory registered with cuMemHostRegister is not taken:
+# on some systems its device address differs from its host address.
+cdef enum:
+    _BASE_WALK_LIMIT = 64       # deeper than any real chain; a cycle cannot loop for ever
+
+_NUMPY_PINNED_HINT = (
+    "; a numpy array is taken only over pinned memory from CUDA's allocator "
+    "(cupyx.empty_pinned, numba.cuda.pinned_array, pycuda.driver.pagelocked_empty, "
+    "a pinned torch tensor's .numpy(), numpy.from_dlpack of a pinned or managed buffer)")
+
+
+cdef object _memory_exporter(object arr, type ndarray):
+    """The object a numpy array's memory comes from: down .base past arrays and memoryviews;
+    None for an array that owns its memory."""
+    owner = arr.base
+    for _ in range(_BASE_WALK_LIMIT):
+        if isinstance(owner, ndarray):
+            owner = (<object>owner).base
+        elif type(owner) is memoryview:
+            owner = (<object>owner).obj
+        else:
+            break
+    return owner
+
+
+cdef int _exporter_device(object owner, Py_ssize_t index, object arr) except -1:
+    """What memory ``owner`` (a numpy array's exporter) is, as a DLPack device type:
+    DL_CUDA_HOST for page-locked memory from CUDA's allocator, DL_CUDA_MANAGED for managed
+    memory, the device numpy.from_dlpack was given, else DL_CPU."""
+    cdef type t = type(owner)
+    if PyCapsule_CheckExact(owner):
+        # numpy.from_dlpack keeps the producer's tensor in a capsule named by numpy (its
+        # dlpack.h), which holds the device the producer said: numpy takes kDLCUDAHost and
+        # kDLCUDAManaged memory as host memory.
+        if PyCapsule_IsValid(owner, b"numpy_dltensor_versioned"):
+            return (<DLManagedTensorVersioned*>PyCapsule_GetPointer(
+                owner, b"numpy_dltensor_versioned")).dl_tensor.device.device_type
+        if PyCapsule_IsValid(owner, b"numpy_dltensor"):
+            return (<DLManagedTensor*>PyCapsule_GetPointer(
+                owner, b"numpy_dltensor")).dl_tensor.device.device_type
+        return DL_CPU
+    if (mro_has(t, "cupy", "PinnedMemoryPointer")          # cupyx.empty_pinned, zeros_pinned
+            or mro_has(t, "pycuda", "PagelockedHostAllocation")    # pagelocked_empty
+            or mro_has(t, "numba", "MappedOwnedPointer")):  # memhostalloc(mapped=True)
+        return DL_CUDA_HOST
+    try:
+        if mro_has(t, "numba", "PinnedMemory"):
+            # numba.cuda.pinned_array's memhostalloc; mempin's registered memory records the
+            # array it pinned as its owner.
+            return DL_CUDA_HOST if getattr(owner, "owned", None) is None else DL_CPU
+        if mro_has(t, "torch", "Tensor"):                   # tensor.numpy()
+            return DL_CUDA_HOST if owner.is_pinned() else DL_CPU
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, arr)}: asking the {_type_name(t)} that holds the "
+                      f"array's memory whether it is pinned raised {type(exc).__name__}: {exc}")
+    return DL_CPU
+
+
+cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
+                          bint want_dtype) except -1:
+    cdef int device = _exporter_device(_memory_exporter(obj, _ndarray_type), index, obj)
+    if device == DL_CPU:
+        try:
+            zero_d = obj.ndim == 0
+        except Exception:
+            zero_d = False
+        hint = ("; for a scalar parameter pass its value, e.g. arr[()]" if zero_d
+                else _NUMPY_PINNED_HINT)
+        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU){hint}")
+    if device != DL_CUDA_HOST and device != DL_CUDA_MANAGED:
+        _check_dl_device(device, index, obj)
+    try:
+        address, readonly = obj.__array_interface__["data"]
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, obj)}: reading __array_interface__['data'] raised "
+                      f"{type(exc).__name__}: {exc}")
+    _set_address(address, index, obj, "__array_interface__['data']", r)
+    r.readonly = bool(readonly)
+    if want_dtype:
+        _set_dtype_from_numpy(obj.dtype, r)
+    return 0
+
+
 cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str source,
                        PtrResult* r) except -1:
     """The address ``fn(obj)`` gives, for code that is not kernarg's and may raise (a
@@ -1610,6 +1708,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
         return _smv_pointer(obj, index, r, want_dtype)
     if kind == KIND_JAX:
         return _jax_pointer(obj, index, stream, r, want_dtype)
+    if kind == KIND_NDARRAY:
+        return _ndarray_pointer(obj, index, r, want_dtype)
     if kind == KIND_PYCUDA:
         return _address_from(int, obj, index, "int() of the PyCUDA pointer",
                              "int() of the PyCUDA pointer", r)

@@ -1,0 +1,203 @@
+"""numpy arrays over pinned host memory: taken at their data address when the object their
+memory comes from (down .base) is a page-locked allocation from CUDA's allocator, refused as
+CPU memory otherwise."""
+import ctypes
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import kernarg
+
+from producers import DLPackProducer
+
+
+def ptr_of(block, i=0):
+    return struct.unpack_from("<Q", bytes(block), block.offsets[i])[0]
+
+
+def address(arr):
+    return arr.__array_interface__["data"][0]
+
+
+def host_type(module, name, base=bytearray, **attrs):
+    """A buffer-exporting class that kernarg recognises by module and name, as it does the
+    library's own (it imports none of them)."""
+    return type(name, (base,), {"__module__": module, **attrs})
+
+
+class _NumpyProducer(DLPackProducer):
+    # numpy.from_dlpack asks with dl_device and copy too (DLPack 1.0 keywords); this producer
+    # takes them, so numpy gets a versioned capsule when the producer is versioned.
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return super().__dlpack__(stream=stream, max_version=max_version)
+
+
+def from_dlpack(memory, device, versioned=True):
+    cls = _NumpyProducer if versioned else DLPackProducer
+    arr = np.from_dlpack(cls(ctypes.addressof(memory), device=device,
+                             shape=(len(memory),), versioned=versioned))
+    expected = "numpy_dltensor_versioned" if versioned else "numpy_dltensor"
+    assert f'"{expected}"' in repr(arr.base)            # the capsule kernarg reads the device from
+    return arr
+
+
+CUPY_PINNED = host_type("cupy.cuda.pinned_memory", "PinnedMemoryPointer")
+PYCUDA_PAGELOCKED = host_type("pycuda._driver", "PagelockedHostAllocation")
+PYCUDA_ALIGNED = host_type("pycuda._driver", "AlignedHostAllocation")     # malloc: pageable
+
+
+def _is_pinned(pinned):
+    return host_type("torch", "Tensor", is_pinned=lambda self: pinned)
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+@pytest.mark.parametrize("device", [(3, 0), (13, 0)], ids=["kDLCUDAHost", "kDLCUDAManaged"])
+def test_numpy_from_dlpack_of_pinned_or_managed_memory_is_taken(device, versioned):
+    memory = (ctypes.c_float * 8)()
+    arr = from_dlpack(memory, device, versioned)
+    assert address(arr) == ctypes.addressof(memory)
+    block = kernarg.pack((arr, arr[3:], arr[::2], arr.reshape(2, 4).T, 7), device=1)
+    base = ctypes.addressof(memory)
+    assert [ptr_of(block, i) for i in range(4)] == [base, base + 12, base, base]
+    assert block.producer_streams == ()                 # host memory: no stream to wait on
+    # Views reached through memoryviews and numpy's own wrappers are the same memory.
+    assert ptr_of(kernarg.pack((np.asarray(memoryview(arr[2:])),))) == base + 8
+    assert ptr_of(kernarg.pack((np.frombuffer(memoryview(arr), np.uint8)[4:],))) == base + 4
+
+
+@pytest.mark.parametrize("owner, library", [
+    (CUPY_PINNED, "cupyx.empty_pinned"),
+    (PYCUDA_PAGELOCKED, "pycuda.driver.pagelocked_empty"),
+    (_is_pinned(True), "a pinned torch tensor's .numpy()"),
+])
+def test_numpy_array_over_a_pinned_allocation_is_taken(owner, library):
+    memory = owner(64)
+    arr = np.frombuffer(memory, np.float32)             # what each library's helper builds
+    assert ptr_of(kernarg.pack((arr[4:],))) == address(arr) + 16, library
+    assert ptr_of(kernarg.pack((np.ndarray((4,), np.float64, buffer=memory, offset=8),))) \
+        == address(arr) + 8
+
+
+def test_numba_pinned_array_and_mapped_buffer_are_taken():
+    driver = pytest.importorskip("numba.cuda.cudadrv.driver", reason="numba-cuda not installed")
+    memory = (ctypes.c_char * 64)()
+    # What numba.cuda.pinned_array builds: numba's own PinnedMemory (no driver call is needed
+    # to make one over memory that exists).
+    pinned = driver.PinnedMemory(None, ctypes.addressof(memory), 64)
+    arr = np.ndarray((8,), np.float64, buffer=pinned)
+    assert ptr_of(kernarg.pack((arr[1:],))) == ctypes.addressof(memory) + 8
+    # mempin's registered memory records the array it pinned: not taken (its device address
+    # may differ from its host address).
+    registered = driver.PinnedMemory(None, ctypes.addressof(memory), 64, owner=arr)
+    with pytest.raises(TypeError, match=r"^argument 0 \(numpy\.ndarray\): the memory is on the "
+                                        r"CPU.*numba\.cuda\.pinned_array"):
+        kernarg.pack((np.ndarray((8,), np.float64, buffer=registered),))
+
+    # A plain array over numba's mapped memory (np.asarray of a mapped_array): the buffer is a
+    # MappedOwnedPointer; the MappedMemory behind it needs the driver, so a stand-in.
+    class Mapped:
+        refct = 1
+        device_ctypes_pointer = ctypes.c_void_p(ctypes.addressof(memory))
+        _bufptr_ = ctypes.addressof(memory)
+        _buflen_ = 64
+
+        def free(self):
+            pass
+    owned = driver.MappedOwnedPointer(Mapped())
+    mapped = np.ndarray((8,), np.float64, buffer=owned)
+    assert ptr_of(kernarg.pack((mapped[2:],))) == ctypes.addressof(memory) + 16
+
+
+def test_ndarray_subclass_with_cuda_array_interface_keeps_its_interface():
+    # numba's MappedNDArray and ManagedNDArray are ndarray subclasses with a CUDA Array
+    # Interface, which gives the device address and stream: the interface decides, not .base.
+    class MappedArray(np.ndarray):
+        @property
+        def __cuda_array_interface__(self):
+            return {"version": 3, "data": (0x7F00_0000_2000, False), "shape": self.shape,
+                    "typestr": self.dtype.str, "strides": None, "stream": 7}
+    arr = np.zeros(4, np.float32).view(MappedArray)
+    block = kernarg.pack((arr,))
+    assert ptr_of(block) == 0x7F00_0000_2000 and block.producer_streams == (7,)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.zeros(4),                                            # owns its memory
+    lambda: np.zeros(8)[2:],
+    lambda: np.frombuffer(bytearray(32), np.float32),
+    lambda: np.frombuffer(PYCUDA_ALIGNED(32), np.float32),
+    lambda: np.frombuffer(_is_pinned(False)(32), np.float32),      # a pageable torch tensor
+    lambda: np.frombuffer(host_type("cupy.cuda.memory", "Unrelated")(32), np.float32),
+    lambda: from_dlpack((ctypes.c_float * 4)(), (1, 0)),
+    lambda: np.asarray(memoryview(bytearray(16))),
+], ids=["owner", "view", "bytearray", "pycuda-aligned", "torch-pageable", "other-type",
+        "from-dlpack-cpu", "memoryview"])
+def test_numpy_array_over_pageable_memory_is_refused_with_a_pinned_hint(make):
+    arr = make()        # held here: the test producer's deleter must not run mid-exception
+    with pytest.raises(TypeError, match=r"^argument 1 \(numpy\.ndarray\): the memory is on the "
+                                        r"CPU.*\(DLPack device kDLCPU\); a numpy array is taken "
+                                        r"only over pinned memory .*cupyx\.empty_pinned"):
+        kernarg.pack((1, arr))
+
+
+def test_real_cpu_torch_tensor_numpy_is_refused():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    t = torch.arange(8, dtype=torch.float32)
+    assert not t.is_pinned()
+    for arr in (t.numpy(), t.numpy()[2:], np.from_dlpack(t)):
+        with pytest.raises(TypeError, match=r"^argument 0 \(numpy\.ndarray\): the memory is on "
+                                            r"the CPU.*pinned torch tensor"):
+            kernarg.pack((arr,))
+
+
+def test_from_dlpack_of_another_host_device_is_refused_naming_it():
+    memory = (ctypes.c_float * 4)()
+    arr = from_dlpack(memory, (11, 0))                  # kDLROCMHost: numpy takes it as host
+    with pytest.raises(TypeError, match=r"^argument 0 \(numpy\.ndarray\): the memory is on "
+                                        r"DLPack device kDLROCMHost \(11\)"):
+        kernarg.pack((arr,))
+
+
+def test_pinned_array_under_a_signature_checks_element_type_and_writability():
+    memory = CUPY_PINNED(64)
+    arr = np.frombuffer(memory, np.float32)
+    sig = kernarg.Signature("float* out, const double* x")
+    block = sig.pack((arr, np.frombuffer(memory, np.float64)))
+    assert ptr_of(block, 0) == ptr_of(block, 1) == address(arr)
+    with pytest.raises(TypeError, match=r"parameter 0 \('out'\) is float\* but the array's "
+                                        r"element type is f8"):
+        sig.pack((np.frombuffer(memory, np.float64), None))
+    readonly = np.frombuffer(memory, np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^parameter 0 \('out'\).*read-only"):
+        sig.pack((readonly, None))
+    assert ptr_of(kernarg.Signature("const float* x").pack((readonly,))) == address(arr)
+
+
+def test_pinned_0d_array_packs_as_a_pointer_and_pageable_one_hints_at_its_value():
+    arr = np.frombuffer(CUPY_PINNED(4), np.float32).reshape(())
+    assert ptr_of(kernarg.pack((arr,))) == address(arr)
+    with pytest.raises(TypeError, match=r"on the CPU.*pass its value, e\.g\. arr\[\(\)\]$"):
+        kernarg.pack((np.zeros((), np.float32),))
+
+
+def test_owner_whose_pinned_question_raises_is_named():
+    def is_pinned(self):
+        raise RuntimeError("no CUDA")
+    owner = host_type("torch", "Tensor", is_pinned=is_pinned)(16)
+    with pytest.raises(RuntimeError, match=r"^argument 0 \(numpy\.ndarray\): asking the "
+                                           r"torch\.Tensor that holds the array's memory whether "
+                                           r"it is pinned raised RuntimeError: no CUDA"):
+        kernarg.pack((np.frombuffer(owner, np.uint8),))
+
+
+def test_pinned_array_is_kept_alive_by_the_block_and_released_with_it():
+    memory = CUPY_PINNED(16)
+    arr = np.frombuffer(memory, np.float32)
+    before = sys.getrefcount(arr)
+    block = kernarg.pack((arr,))
+    assert block.args[0] is arr                         # and so its memory, through .base
+    del block
+    assert sys.getrefcount(arr) == before
