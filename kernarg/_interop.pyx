@@ -149,7 +149,7 @@ _DL_DEVICE_NAMES = {
 _ACCEPTED = (
     "kernarg accepts bool, int, float, complex, None, numpy/ml_dtypes scalars, ctypes "
     "objects, cuda.core Buffer, cuda.bindings CUdeviceptr, PyCUDA device allocations, "
-    "CuPy MemoryPointer and PinnedMemoryPointer, "
+    "CuPy MemoryPointer and PinnedMemoryPointer, numpy arrays over pinned host memory, "
     "texture/surface objects (cuda.bindings, CuPy, cuda.core), TMA tensor maps "
     "(cuda.bindings CUtensorMap, cuda.core TensorMapDescriptor), objects with "
     "__cuda_array_interface__ or __dlpack__ "
@@ -648,8 +648,7 @@ cdef int classify(type t, TypeInfo* info) except -1:
         info.kind = KIND_JAX
     elif hasattr(t, "__cuda_array_interface__"):
         info.kind = KIND_CAI
-    elif np is not None and issubclass(t, np.ndarray) \
-            and not mro_has(t, "numpy.ma", "MaskedArray"):      # a kernel would not see the mask
+    elif np is not None and issubclass(t, np.ndarray):
         _ndarray_type = np.ndarray
         info.kind = KIND_NDARRAY
     elif hasattr(t, "__dlpack__"):
@@ -1545,6 +1544,10 @@ cdef int _exporter_device(object owner, Py_ssize_t index, object arr) except -1:
 
 cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
                           bint want_dtype) except -1:
+    if type(obj) is not _ndarray_type and mro_has(type(obj), "numpy.ma", "MaskedArray"):
+        raise TypeError(f"{_describe(index, obj)}: a masked array is not taken: a kernel would "
+                        "read the masked elements as data; pass arr.filled(value) or, for the "
+                        "raw memory, arr.data")
     cdef int device = _exporter_device(_memory_exporter(obj, _ndarray_type), index, obj)
     if device == DL_CPU:
         try:

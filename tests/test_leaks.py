@@ -187,3 +187,27 @@ def test_jax_adapter_paths_do_not_leak():
     # The adapter keeps one reference to the last sharding it accepted: the deleted array's,
     # which is not among these.
     assert [sys.getrefcount(o) for o in objs] == before
+
+
+PinnedMemoryPointer = type("PinnedMemoryPointer", (bytearray,),
+                           {"__module__": "cupy.cuda.pinned_memory"})
+
+
+def test_numpy_array_paths_do_not_leak():
+    # A numpy array over pinned memory (found down .base, through a view and a memoryview),
+    # typed and untyped, and the refusal of one over pageable memory.
+    memory = PinnedMemoryPointer(64)
+    pinned = np.asarray(memoryview(np.frombuffer(memory, np.float32)[2:]))
+    pageable = np.zeros(4, np.float32)
+    sig = kernarg.Signature("const float* x")
+    objs = (memory, pinned, pageable)
+    before = [sys.getrefcount(o) for o in objs]
+    for _ in range(100_000):
+        kernarg.pack((pinned, 1))
+        sig.pack((pinned,))
+        try:
+            kernarg.pack((pageable,))
+        except TypeError:
+            pass
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objs] == before

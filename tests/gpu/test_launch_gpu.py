@@ -605,6 +605,50 @@ def test_cupy_memory_pointers_are_written_by_the_kernel(ctx):
     assert (np.frombuffer(pinned, np.float32, 64) == 2.5).all()
 
 
+def _cupyx_pinned():
+    return pytest.importorskip("cupyx").empty_pinned(64, np.float32)
+
+
+def _numba_pinned():
+    return pytest.importorskip("numba.cuda").pinned_array(64, np.float32)
+
+
+def _torch_pinned():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    return torch.empty(64, dtype=torch.float32, pin_memory=True).numpy()
+
+
+def _cuda_core_pinned():
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    buf = core.LegacyPinnedMemoryResource().allocate(64 * 4, stream=dev.default_stream)
+    return np.from_dlpack(buf).view(np.float32)     # numpy keeps cuda.core's kDLCUDAHost
+
+
+@pytest.mark.parametrize("make", [_cupyx_pinned, _numba_pinned, _torch_pinned,
+                                  _cuda_core_pinned],
+                         ids=["cupyx.empty_pinned", "numba.cuda.pinned_array",
+                              "torch pin_memory numpy", "numpy.from_dlpack cuda.core pinned"])
+def test_numpy_arrays_over_pinned_memory_are_written_by_the_kernel(ctx, make):
+    # Page-locked host memory is reached by the kernel at its host address: the numpy view of
+    # it is taken (its .base says who allocated it) and sees what the kernel wrote.
+    arr = make()
+    assert arr.shape == (64,) and arr.dtype == np.float32
+    arr[:] = 0
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    k.launch(1, 32, arr[32:], 4.5, 32)
+    check(driver.cuCtxSynchronize())
+    assert (arr[:32] == 0).all() and (arr[32:] == 4.5).all()
+    with pytest.raises(TypeError, match="argument 0 .*on the CPU.*pinned memory"):
+        k.launch(1, 32, arr.copy(), 4.5, 32)     # a copy is pageable memory
+
+
 def test_cupy_adapter_records_cupys_current_stream(ctx):
     # The adapter reads it through the C function CuPy exports (cupy.cuda.stream.__pyx_capi__)
     # where the capsule's signature matches, else through get_current_stream().ptr.
