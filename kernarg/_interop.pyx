@@ -11,7 +11,12 @@ Everything here runs once per *type* (``classify``) or once per pointer-like arg
   name, so none of those libraries is ever imported by kernarg.
 - The ``kernarg.register`` registry.
 """
-from cpython.buffer cimport PyObject_CheckBuffer
+from cpython.buffer cimport (
+    PyBUF_STRIDES,
+    PyBuffer_Release,
+    PyObject_CheckBuffer,
+    PyObject_GetBuffer,
+)
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
 from cpython.pycapsule cimport (
@@ -1559,13 +1564,18 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU){hint}")
     if device != DL_CUDA_HOST and device != DL_CUDA_MANAGED:
         _check_dl_device(device, index, obj)
+    # The data address and writability through the buffer protocol, in C: without
+    # PyBUF_FORMAT numpy describes no dtype, so arrays of every dtype export (numpy >= 1.20
+    # builds the format only when asked), and numpy keeps the strides with the array.
+    cdef Py_buffer view
     try:
-        address, readonly = obj.__array_interface__["data"]
-    except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: reading __array_interface__['data'] raised "
+        PyObject_GetBuffer(obj, &view, PyBUF_STRIDES)
+    except Exception as exc:    # an ndarray subclass's own __buffer__ (Python >= 3.12)
+        _reraise(exc, f"{_describe(index, obj)}: the array's buffer could not be read: "
                       f"{type(exc).__name__}: {exc}")
-    _set_address(address, index, obj, "__array_interface__['data']", r)
-    r.readonly = bool(readonly)
+    r.ptr = <uint64_t><uintptr_t>view.buf
+    r.readonly = view.readonly
+    PyBuffer_Release(&view)
     if want_dtype:
         _set_dtype_from_numpy(obj.dtype, r)
     return 0

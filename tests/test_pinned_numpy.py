@@ -212,3 +212,15 @@ def test_masked_array_over_pinned_memory_is_refused():
                                             r"masked elements as data; pass arr\.filled"):
             kernarg.pack((masked,))
     assert ptr_of(kernarg.pack((arr.data,))) == address(arr.data)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12),
+                    reason="a Python class can define __buffer__ only from Python 3.12")
+def test_array_whose_buffer_cannot_be_read_is_named():
+    class Unreadable(np.ndarray):
+        def __buffer__(self, flags):
+            raise BufferError("not today")
+    arr = np.frombuffer(CUPY_PINNED(16), np.float32).view(Unreadable)
+    with pytest.raises(BufferError, match=r"^argument 0 \(.*Unreadable\): the array's buffer "
+                                          r"could not be read: BufferError: not today"):
+        kernarg.pack((arr,))
