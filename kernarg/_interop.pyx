@@ -1500,7 +1500,7 @@ _NUMPY_PINNED_HINT = (
     "a pinned torch tensor's .numpy(), numpy.from_dlpack of a pinned or managed buffer)")
 
 
-cdef object _memory_exporter(object arr, type ndarray):
+cdef object _memory_exporter(object arr, type ndarray, Py_ssize_t index):
     """The object a numpy array's memory comes from: down .base past arrays and memoryviews;
     None for an array that owns its memory."""
     owner = arr.base
@@ -1508,7 +1508,13 @@ cdef object _memory_exporter(object arr, type ndarray):
         if isinstance(owner, ndarray):
             owner = (<object>owner).base
         elif type(owner) is memoryview:
-            owner = (<object>owner).obj
+            try:
+                owner = (<object>owner).obj
+            except ValueError:
+                # Released (memoryview.release()): it no longer holds the exporter, and
+                # nothing says the memory is still there.
+                raise ValueError(f"{_describe(index, arr)}: the memoryview the array's memory "
+                                 "comes from has been released; its memory may be gone") from None
         else:
             break
     return owner
@@ -1553,7 +1559,7 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
         raise TypeError(f"{_describe(index, obj)}: a masked array is not taken: a kernel would "
                         "read the masked elements as data; pass arr.filled(value) or, for the "
                         "raw memory, arr.data")
-    cdef int device = _exporter_device(_memory_exporter(obj, _ndarray_type), index, obj)
+    cdef int device = _exporter_device(_memory_exporter(obj, _ndarray_type, index), index, obj)
     if device == DL_CPU:
         try:
             zero_d = obj.ndim == 0

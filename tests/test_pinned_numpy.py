@@ -224,3 +224,12 @@ def test_array_whose_buffer_cannot_be_read_is_named():
     with pytest.raises(BufferError, match=r"^argument 0 \(.*Unreadable\): the array's buffer "
                                           r"could not be read: BufferError: not today"):
         kernarg.pack((arr,))
+
+
+def test_array_over_a_released_memoryview_is_refused_by_name():
+    arr = np.asarray(memoryview(CUPY_PINNED(16)))
+    assert type(arr.base) is memoryview
+    arr.base.release()          # the memoryview numpy keeps lets go of the exporter
+    with pytest.raises(ValueError, match=r"^argument 0 \(numpy\.ndarray\): the memoryview the "
+                                         r"array's memory comes from has been released"):
+        kernarg.pack((arr,))
