@@ -1501,8 +1501,8 @@ _NUMPY_PINNED_HINT = (
 
 
 cdef object _memory_exporter(object arr, type ndarray, Py_ssize_t index):
-    """The object a numpy array's memory comes from: down .base past arrays and memoryviews;
-    None for an array that owns its memory."""
+    """The object a numpy array's memory comes from: down .base past arrays, memoryviews and
+    numpy's stride-tricks wrappers; None for an array that owns its memory."""
     owner = arr.base
     for _ in range(_BASE_WALK_LIMIT):
         if isinstance(owner, ndarray):
@@ -1515,6 +1515,10 @@ cdef object _memory_exporter(object arr, type ndarray, Py_ssize_t index):
                 # nothing says the memory is still there.
                 raise ValueError(f"{_describe(index, arr)}: the memoryview the array's memory "
                                  "comes from has been released; its memory may be gone") from None
+        elif mro_has(type(owner), "numpy.lib", "DummyArray"):
+            # as_strided and sliding_window_view build their array from an object that
+            # carries the original array's __array_interface__ and keeps it as .base.
+            owner = owner.base
         else:
             break
     return owner

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kernarg
 
@@ -233,3 +235,36 @@ def test_array_over_a_released_memoryview_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^argument 0 \(numpy\.ndarray\): the memoryview the "
                                          r"array's memory comes from has been released"):
         kernarg.pack((arr,))
+
+
+# Property: after any chain of numpy operations that view (or, like reshape of a strided
+# array, copy) an array over an exporter, an array still over pinned memory packs exactly its
+# own data address; anything else -- pageable memory, or a copy -- is refused as CPU memory.
+_VIEW_STEPS = st.lists(st.sampled_from([
+    lambda a: a[1:], lambda a: a[::-1], lambda a: a[::2], lambda a: a.T,
+    lambda a: a.reshape(-1),
+    lambda a: a.view(np.uint8) if a.ndim and a.strides[-1] == a.itemsize else a,
+    lambda a: a.view(np.float32) if a.ndim and a.strides[-1] == a.itemsize
+    and a.shape[-1] * a.itemsize % 4 == 0 else a,
+    lambda a: np.lib.stride_tricks.sliding_window_view(a, 1, axis=-1) if a.size else a,
+    lambda a: np.broadcast_to(a, (2, *a.shape)),
+    lambda a: np.asarray(memoryview(a)) if a.flags.c_contiguous else a,
+    lambda a: np.lib.stride_tricks.as_strided(a, a.shape, a.strides),
+    lambda a: a[None], lambda a: a[..., :1] if a.ndim else a,
+]), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_VIEW_STEPS, pinned=st.booleans(), rows=st.integers(1, 4))
+def test_any_view_chain_keeps_the_exporters_verdict(steps, pinned, rows):
+    owner = (CUPY_PINNED if pinned else bytearray)(rows * 64)
+    root = np.frombuffer(owner, np.float64).reshape(rows, -1)
+    arr = root
+    for step in steps:
+        arr = step(arr)
+    if pinned and (arr.size == 0 or np.shares_memory(arr, root)):    # empty: its address
+        assert ptr_of(kernarg.pack((arr,))) == address(arr)
+    else:
+        with pytest.raises(TypeError, match=r"^argument 0 \(numpy\.ndarray\): the memory is on "
+                                            r"the CPU"):
+            kernarg.pack((arr,))
