@@ -1573,6 +1573,8 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
                 else _NUMPY_PINNED_HINT)
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU){hint}")
     if device != DL_CUDA_HOST and device != DL_CUDA_MANAGED:
+        # Another host device numpy.from_dlpack took (kDLROCMHost): named and refused.
+        # (numpy refuses kDLCUDA, the one other device _check_dl_device would let pass.)
         _check_dl_device(device, index, obj)
     # The data address and writability through the buffer protocol, in C: without
     # PyBUF_FORMAT numpy describes no dtype, so arrays of every dtype export (numpy >= 1.20
