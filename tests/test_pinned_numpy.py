@@ -51,7 +51,9 @@ PYCUDA_PAGELOCKED = host_type("pycuda._driver", "PagelockedHostAllocation")
 PYCUDA_ALIGNED = host_type("pycuda._driver", "AlignedHostAllocation")     # malloc: pageable
 
 
-def _is_pinned(pinned):
+def torch_tensor_type(pinned):
+    """Stands in for torch.Tensor (buffer exporter, as .numpy() makes one the base); is_pinned()
+    answers ``pinned``."""
     return host_type("torch", "Tensor", is_pinned=lambda self: pinned)
 
 
@@ -73,7 +75,7 @@ def test_numpy_from_dlpack_of_pinned_or_managed_memory_is_taken(device, versione
 @pytest.mark.parametrize("owner, library", [
     (CUPY_PINNED, "cupyx.empty_pinned"),
     (PYCUDA_PAGELOCKED, "pycuda.driver.pagelocked_empty"),
-    (_is_pinned(True), "a pinned torch tensor's .numpy()"),
+    (torch_tensor_type(True), "a pinned torch tensor's .numpy()"),
 ])
 def test_numpy_array_over_a_pinned_allocation_is_taken(owner, library):
     memory = owner(64)
@@ -131,7 +133,7 @@ def test_ndarray_subclass_with_cuda_array_interface_keeps_its_interface():
     lambda: np.zeros(8)[2:],
     lambda: np.frombuffer(bytearray(32), np.float32),
     lambda: np.frombuffer(PYCUDA_ALIGNED(32), np.float32),
-    lambda: np.frombuffer(_is_pinned(False)(32), np.float32),      # a pageable torch tensor
+    lambda: np.frombuffer(torch_tensor_type(False)(32), np.float32),      # a pageable torch tensor
     lambda: np.frombuffer(host_type("cupy.cuda.memory", "Unrelated")(32), np.float32),
     lambda: from_dlpack((ctypes.c_float * 4)(), (1, 0)),
     lambda: np.asarray(memoryview(bytearray(16))),
