@@ -934,8 +934,10 @@ _TORCH_KINDS = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2),
                 **{name: (kind, 1) for name, kind in SMALL_FLOAT_KINDS.items()}}
 
 
-cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj) except -1:
-    """Accept the DLPack device types a kernel can reach; refuse the rest, naming them."""
+cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj,
+                          str cpu_hint="") except -1:
+    """Accept the DLPack device types a kernel can reach; refuse the rest, naming them.
+    ``cpu_hint`` ends the kDLCPU refusal of an array that is not 0-d."""
     if dev_type == DL_CUDA or dev_type == DL_CUDA_HOST or dev_type == DL_CUDA_MANAGED:
         return 0
     if dev_type == DL_CPU:
@@ -944,7 +946,7 @@ cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj) except -1:
             zero_d = type(obj).__module__ == "numpy" and obj.ndim == 0
         except Exception:   # a producer's own ndim may raise: the refusal stands without it
             zero_d = False
-        hint = "; for a scalar parameter pass its value, e.g. arr[()]" if zero_d else ""
+        hint = "; for a scalar parameter pass its value, e.g. arr[()]" if zero_d else cpu_hint
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU){hint}")
     dev_name = _DL_DEVICE_NAMES.get(dev_type, "unknown")
     raise TypeError(f"{_describe(index, obj)}: the memory is on DLPack device {dev_name} "
@@ -1500,12 +1502,12 @@ _NUMPY_PINNED_HINT = (
     "a pinned torch tensor's .numpy(), numpy.from_dlpack of a pinned or managed buffer)")
 
 
-cdef object _memory_exporter(object arr, type ndarray, Py_ssize_t index):
+cdef object _memory_exporter(object arr, Py_ssize_t index):
     """The object a numpy array's memory comes from: down .base past arrays, memoryviews and
     numpy's stride-tricks wrappers; None for an array that owns its memory."""
     owner = arr.base
     for _ in range(_BASE_WALK_LIMIT):
-        if isinstance(owner, ndarray):
+        if isinstance(owner, _ndarray_type):
             owner = (<object>owner).base
         elif type(owner) is memoryview:
             try:
@@ -1563,19 +1565,12 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
         raise TypeError(f"{_describe(index, obj)}: a masked array is not taken: a kernel would "
                         "read the masked elements as data; pass arr.filled(value) or, for the "
                         "raw memory, arr.data")
-    cdef int device = _exporter_device(_memory_exporter(obj, _ndarray_type, index), index, obj)
-    if device == DL_CPU:
-        try:
-            zero_d = obj.ndim == 0
-        except Exception:
-            zero_d = False
-        hint = ("; for a scalar parameter pass its value, e.g. arr[()]" if zero_d
-                else _NUMPY_PINNED_HINT)
-        raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (DLPack device kDLCPU){hint}")
+    cdef int device = _exporter_device(_memory_exporter(obj, index), index, obj)
     if device != DL_CUDA_HOST and device != DL_CUDA_MANAGED:
-        # Another host device numpy.from_dlpack took (kDLROCMHost): named and refused.
-        # (numpy refuses kDLCUDA, the one other device _check_dl_device would let pass.)
-        _check_dl_device(device, index, obj)
+        # kDLCPU, refused with the pinned allocators as the hint, or another host device
+        # numpy.from_dlpack took (kDLROCMHost), named. (numpy refuses kDLCUDA, the one other
+        # device _check_dl_device would let pass.)
+        _check_dl_device(device, index, obj, _NUMPY_PINNED_HINT)
     # The data address and writability through the buffer protocol, in C: without
     # PyBUF_FORMAT numpy describes no dtype, so arrays of every dtype export (numpy >= 1.20
     # builds the format only when asked), and numpy keeps the strides with the array.
