@@ -144,4 +144,5 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
 cdef ParamBlock arena_block(object keep, Py_ssize_t n)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept
-cdef object buffer_handle(PyObject* buf, TypeInfo* info)
+# buf.handle of a KIND_BUFFER object: a new reference, or NULL with the exception set.
+cdef PyObject* buffer_handle_or_null(PyObject* buf, TypeInfo* info) noexcept

@@ -82,6 +82,9 @@ cdef struct PtrResult:
 
 
 cdef int classify(type t, TypeInfo* info) except -1
+# Called with the exception a reader of argument ``index`` left set: raises it, named (see
+# _interop.pyx). ``kind`` says what was being read.
+cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1

@@ -26,7 +26,7 @@ from cpython.pycapsule cimport (
     PyCapsule_IsValid,
     PyCapsule_SetName,
 )
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport (
     int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
@@ -39,6 +39,9 @@ from kernarg._stream cimport stream_handle
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     PyObject* PyErr_Occurred() noexcept
+    void PyErr_Fetch(PyObject** etype, PyObject** value, PyObject** tb) noexcept
+    void PyErr_NormalizeException(PyObject** etype, PyObject** value, PyObject** tb) noexcept
+    int PyException_SetTraceback(PyObject* exc, PyObject* tb) noexcept
     object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
                                      PyObject* kwnames)
 
@@ -1643,10 +1646,14 @@ cdef int _mr_device(object mr, Py_ssize_t index, object buf) except -2:
 cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
                        Py_ssize_t index) except -2:
     global _last_mr_ref
-    if mr_getter != NULL:
-        mr = mr_getter(buf, mr_closure)
-    else:
-        mr = getattr(buf, "memory_resource", None)
+    try:
+        if mr_getter != NULL:
+            mr = mr_getter(buf, mr_closure)
+        else:
+            mr = getattr(buf, "memory_resource", None)
+    except Exception as exc:        # a memory_resource property (a subclass's) that raised
+        _reraise(exc, f"{_describe(index, buf)}: reading its memory_resource raised "
+                      f"{type(exc).__name__}: {exc}")
     if mr is None:
         # Buffer.from_handle without a resource: where the memory is would take a driver query
         # (cuPointerGetAttributes), and packing never needs a driver. The caller vouched for
@@ -1686,11 +1693,69 @@ cdef int _buffer_pointer(const TypeInfo* info, object obj, Py_ssize_t index,
     return 0
 
 
+# What each kind's reader reads, for an exception that foreign code raised while it did.
+cdef dict _READING = {
+    KIND_BUFFER: "the cuda.core Buffer", KIND_DRIVER_PTR: "int() of the CUdeviceptr",
+    KIND_DLPACK_C: "the array through its DLPack C exchange API",
+    KIND_TORCH: "the torch tensor", KIND_CUPY: "the CuPy array",
+    KIND_CUPY_MEMPTR: "the CuPy memory pointer", KIND_CUPY_PINNED: "the CuPy pinned memory pointer",
+    KIND_NUMBA: "the numba device array", KIND_SMV: "the StridedMemoryView",
+    KIND_JAX: "the JAX array", KIND_NDARRAY: "the numpy array",
+}
+
+
+cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1:
+    # Raises the exception a reader of argument ``index`` left set (_pointer_of, the Buffer
+    # fast paths' handle read). One that names no argument came from the object's own code (a
+    # property or method that raised, a library missing what its type promised): it is raised
+    # again saying which argument and what was being read, keeping its class, the original
+    # chained. BaseExceptions (KeyboardInterrupt, SystemExit) go on as they are.
+    cdef PyObject* etype
+    cdef PyObject* value
+    cdef PyObject* tb
+    PyErr_Fetch(&etype, &value, &tb)
+    if etype == NULL:
+        raise SystemError(f"{_describe(index, obj)}: reading it failed without an exception")
+    PyErr_NormalizeException(&etype, &value, &tb)
+    if tb != NULL:
+        PyException_SetTraceback(value, tb)
+    exc = <object>value
+    Py_XDECREF(etype)
+    Py_XDECREF(value)
+    Py_XDECREF(tb)
+    if not isinstance(exc, Exception):
+        raise exc
+    desc = _describe(index, obj)
+    try:
+        # The message as given (str() of a KeyError is its repr).
+        text = exc.args[0] if exc.args and type(exc.args[0]) is str else str(exc)
+    except Exception:
+        text = "(its str() raised)"
+    if text.startswith(desc):
+        raise exc
+    what = _READING.get(kind, "the argument")
+    _reraise(exc, f"{desc}: reading {what} raised {type(exc).__name__}: {text}")
+
+
+# _pointer_of called without Cython's error check, which pointer_of makes itself: a try block
+# would save and restore the thread's exception state on every call, a cost on the hot path.
+ctypedef int (*_unchecked_t)(const TypeInfo*, int, object, Py_ssize_t, object, PtrResult*,
+                             bint) noexcept
+
+
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
                     PtrResult* r, bint want_dtype=False) except -1:
     """Fill ``r`` with the device address of a pointer-like argument (and its element type when
-    ``want_dtype``: typed signatures check it against the pointee; untyped packing does not)."""
+    ``want_dtype``: typed signatures check it against the pointee; untyped packing does not).
+    Every exception it raises names the argument."""
     cdef int kind = info.kind
+    if (<_unchecked_t>_pointer_of)(info, kind, obj, index, stream, r, want_dtype) != -1:
+        return 0
+    return name_raised(kind, obj, index)
+
+
+cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
+                     object stream, PtrResult* r, bint want_dtype) except -1:
     r.ptr = 0
     r.readonly = False
     r.copied = False

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-SCRIPT = textwrap.dedent("""
+STAND_INS = textwrap.dedent("""
     import ctypes, sys, types
     import numpy as np
 
@@ -164,7 +164,9 @@ SCRIPT = textwrap.dedent("""
             raise AssertionError("not reached: the device is refused first")
     OldArrayImpl.__name__ = OldArrayImpl.__qualname__ = "ArrayImpl"
     OldArrayImpl.__module__ = "jaxlib.xla_extension"
+""")
 
+SCRIPT = STAND_INS + textwrap.dedent("""
     import kernarg
 
     def ptrs(block):
@@ -344,6 +346,94 @@ def test_adapters_on_stand_ins():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+# Every read an adapter makes, failing in turn: the n-th read of a public attribute (or call of
+# a method it gave) raises, for n = 1, 2, ... up to the reads a successful pack makes. Whatever
+# read fails, the exception names the argument (and, typed, the parameter) and keeps the class
+# and text of what the object raised; an AttributeError may instead be read as "not there"
+# (an optional attribute), and then the pointer is still the right one.
+HOSTILE = STAND_INS + textwrap.dedent("""
+    import kernarg
+
+    def ptrs(block):
+        return [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets]
+
+    class Injected(Exception):
+        pass
+
+    class Buffer:                       # cuda.core's, as far as kernarg reads it
+        def __init__(self, ptr):
+            self.handle, self.memory_resource, self.size, self.is_closed = ptr, None, 64, False
+    Buffer.__module__ = "cuda.core._memory._buffer"
+
+    def failing(obj, n, exc_type):
+        base, reads = type(obj), [0]
+        def tick(what):
+            reads[0] += 1
+            if reads[0] == n:
+                raise exc_type(f"injected at {what}")
+        def getattribute(self, name):
+            value = base.__getattribute__(self, name)
+            if name.startswith("__"):       # the interpreter's own lookups
+                return value
+            tick(name)
+            if callable(value) and not isinstance(value, type):
+                def call(*args, **kwargs):
+                    tick(name + "()")
+                    return value(*args, **kwargs)
+                return call
+            return value
+        obj.__class__ = type(base.__name__, (base,), {"__module__": base.__module__,
+                                                      "__getattribute__": getattribute})
+        return obj, reads
+
+    nb_stream = ns(handle=ctypes.c_void_p(0x990))
+    makers = {
+        "torch CUDA": lambda: Tensor(0x1000, 0),
+        "torch pinned": lambda: Tensor(0x1100, 0, cuda=False, pinned=True),
+        "cupy ndarray": lambda: ndarray(0x2000, 0),
+        "cupy MemoryPointer": lambda: MemoryPointer(0x2100, 0),
+        "cupy PinnedMemoryPointer": lambda: PinnedMemoryPointer(0x2200),
+        "numba": lambda: DeviceNDArray(0x3000, nb_stream),
+        "StridedMemoryView": lambda: StridedMemoryView(0x5000),
+        "jax": lambda: ArrayImpl(0x7000, SingleDeviceSharding(Device(0))),
+        "cuda.core Buffer": lambda: Buffer(0x8000),
+    }
+    sig = kernarg.Signature("const float* p")
+    for label, make in makers.items():
+        expected = make()
+        expected = ptrs(kernarg.pack((expected,)))[0]
+        obj, reads = failing(make(), 0, Injected)
+        kernarg.pack((obj,))
+        total = reads[0]
+        assert total >= 1, label
+        for n in range(1, total + 1):
+            for exc_type in (Injected, KeyError, AttributeError):
+                for typed in (False, True):
+                    obj, _ = failing(make(), n, exc_type)
+                    prefix = "parameter 0 ('p'): argument 0 (" if typed else "argument 0 ("
+                    try:
+                        block = (sig.pack if typed else kernarg.pack)((obj,))
+                    except Exception as e:
+                        message = e.args[0] if e.args else ""
+                        case = (label, n, exc_type.__name__, typed, message)
+                        assert isinstance(message, str) and message.startswith(prefix), case
+                        if exc_type is not AttributeError:
+                            assert type(e) is exc_type and "injected at" in message, case
+                    else:
+                        assert exc_type is AttributeError, (label, n, typed)
+                        assert ptrs(block) == [expected], (label, n, typed)
+        print(label, total)
+""")
+
+
+def test_every_adapter_read_that_raises_names_the_argument():
+    out = subprocess.run([sys.executable, "-c", HOSTILE], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.rsplit(" ", 1) for line in out.stdout.splitlines())
+    assert len(lines) == 9 and all(int(n) >= 1 for n in lines.values()), out.stdout
 
 
 # How the CuPy adapter reads CuPy's current stream, in each shape a CuPy module can have: the

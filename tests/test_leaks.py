@@ -211,3 +211,44 @@ def test_numpy_array_paths_do_not_leak():
             pass
     gc.collect()
     assert [sys.getrefcount(o) for o in objs] == before
+
+
+class _Refused(Exception):
+    pass
+
+
+def test_adapter_errors_do_not_leak():
+    # An exception a library's object raises while kernarg reads it is fetched, named and
+    # raised again (pointer_of; the Buffer fast paths read the handle without Cython's
+    # error check): neither the object nor the exception's class gains a reference, and a
+    # handle read that succeeds on the same path keeps none either.
+    def raise_it(self):
+        raise _Refused("the library's own error")
+
+    tensor_type = type("Tensor", (), {"__module__": "torch", "is_cuda": property(raise_it)})
+    buffer_type = type("Buffer", (), {"__module__": "cuda.core._memory._buffer",
+                                      "handle": property(raise_it)})
+    good_type = type("Buffer", (), {"__module__": "cuda.core._memory._buffer",
+                                    "handle": property(lambda self: self.address),
+                                    "memory_resource": None})
+    good = good_type()
+    good.address = 0x1000 + 2**62       # a big int: a reference the read hands over
+    # A leaked exception would hold its class (and its traceback, the object).
+    objs = (tensor_type(), buffer_type(), good, _Refused, good.address)
+    sig = kernarg.Signature("float* p")
+    before = [sys.getrefcount(o) for o in objs]
+    _pack_refused_and_good(objs[:2], good, sig, 50_000)
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objs] == before
+
+
+def _pack_refused_and_good(refused, good, sig, n):
+    # A function of its own, so that no loop variable outlives it.
+    for _ in range(n):
+        for pack in (kernarg.pack, sig.pack):
+            for bad in refused:
+                try:
+                    pack((bad,))
+                except _Refused:
+                    pass
+            pack((good,))
