@@ -1505,6 +1505,45 @@ _NUMPY_PINNED_HINT = (
     "a pinned torch tensor's .numpy(), numpy.from_dlpack of a pinned or managed buffer)")
 
 
+# What an exporter's type says about its memory, found by module and name once per type (the
+# lookups cost more than the rest of the argument) and kept in _exporter_kinds.
+cdef enum:
+    _EXPORTER_PAGEABLE = 0   # anything not below: host memory no kernel can read
+    _EXPORTER_PINNED         # page-locked by its allocator, whatever the instance
+    _EXPORTER_NUMBA_PINNED   # numba PinnedMemory: pinned_array's, or mempin's (registered)
+    _EXPORTER_TORCH          # torch Tensor: pinned if is_pinned()
+    _EXPORTER_STRIDE_TRICKS  # numpy's DummyArray: the memory is its .base's
+
+cdef enum:
+    _EXPORTER_KINDS_MAX = 64    # types remembered (then forgotten all at once)
+
+cdef dict _exporter_kinds = {}
+
+
+cdef int _exporter_kind(type t) except -1:
+    kind = _exporter_kinds.get(t)
+    if kind is not None:
+        return kind
+    if (mro_has(t, "cupy", "PinnedMemoryPointer")          # cupyx.empty_pinned, zeros_pinned
+            or mro_has(t, "pycuda", "PagelockedHostAllocation")    # pagelocked_empty
+            or mro_has(t, "numba", "MappedOwnedPointer")):  # memhostalloc(mapped=True)
+        kind = _EXPORTER_PINNED
+    elif mro_has(t, "numba", "PinnedMemory"):
+        kind = _EXPORTER_NUMBA_PINNED
+    elif mro_has(t, "torch", "Tensor"):                     # tensor.numpy()
+        kind = _EXPORTER_TORCH
+    elif mro_has(t, "numpy.lib", "DummyArray"):
+        # as_strided and sliding_window_view build their array from an object that carries
+        # the original array's __array_interface__ and keeps it as .base.
+        kind = _EXPORTER_STRIDE_TRICKS
+    else:
+        kind = _EXPORTER_PAGEABLE
+    if len(_exporter_kinds) >= _EXPORTER_KINDS_MAX:
+        _exporter_kinds.clear()
+    _exporter_kinds[t] = kind
+    return kind
+
+
 cdef object _memory_exporter(object arr, Py_ssize_t index):
     """The object a numpy array's memory comes from: down .base past arrays, memoryviews and
     numpy's stride-tricks wrappers; None for an array that owns its memory."""
@@ -1520,9 +1559,7 @@ cdef object _memory_exporter(object arr, Py_ssize_t index):
                 # nothing says the memory is still there.
                 raise ValueError(f"{_describe(index, arr)}: the memoryview the array's memory "
                                  "comes from has been released; its memory may be gone") from None
-        elif mro_has(type(owner), "numpy.lib", "DummyArray"):
-            # as_strided and sliding_window_view build their array from an object that
-            # carries the original array's __array_interface__ and keeps it as .base.
+        elif owner is not None and _exporter_kind(type(owner)) == _EXPORTER_STRIDE_TRICKS:
             owner = owner.base
         else:
             break
@@ -1533,7 +1570,8 @@ cdef int _exporter_device(object owner, Py_ssize_t index, object arr) except -1:
     """What memory ``owner`` (a numpy array's exporter) is, as a DLPack device type:
     DL_CUDA_HOST for page-locked memory from CUDA's allocator, DL_CUDA_MANAGED for managed
     memory, the device numpy.from_dlpack was given, else DL_CPU."""
-    cdef type t = type(owner)
+    if owner is None:
+        return DL_CPU
     if PyCapsule_CheckExact(owner):
         # numpy.from_dlpack keeps the producer's tensor in a capsule named by numpy (its
         # dlpack.h), which holds the device the producer said: numpy takes kDLCUDAHost and
@@ -1545,20 +1583,20 @@ cdef int _exporter_device(object owner, Py_ssize_t index, object arr) except -1:
             return (<DLManagedTensor*>PyCapsule_GetPointer(
                 owner, b"numpy_dltensor")).dl_tensor.device.device_type
         return DL_CPU
-    if (mro_has(t, "cupy", "PinnedMemoryPointer")          # cupyx.empty_pinned, zeros_pinned
-            or mro_has(t, "pycuda", "PagelockedHostAllocation")    # pagelocked_empty
-            or mro_has(t, "numba", "MappedOwnedPointer")):  # memhostalloc(mapped=True)
+    cdef int kind = _exporter_kind(type(owner))
+    if kind == _EXPORTER_PINNED:
         return DL_CUDA_HOST
     try:
-        if mro_has(t, "numba", "PinnedMemory"):
+        if kind == _EXPORTER_NUMBA_PINNED:
             # numba.cuda.pinned_array's memhostalloc; mempin's registered memory records the
             # array it pinned as its owner.
             return DL_CUDA_HOST if getattr(owner, "owned", None) is None else DL_CPU
-        if mro_has(t, "torch", "Tensor"):                   # tensor.numpy()
+        if kind == _EXPORTER_TORCH:
             return DL_CUDA_HOST if owner.is_pinned() else DL_CPU
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, arr)}: asking the {_type_name(t)} that holds the "
-                      f"array's memory whether it is pinned raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, arr)}: asking the {_type_name(type(owner))} that "
+                      f"holds the array's memory whether it is pinned raised "
+                      f"{type(exc).__name__}: {exc}")
     return DL_CPU
 
 

@@ -188,6 +188,28 @@ def test_pinned_0d_array_packs_as_a_pointer_and_pageable_one_hints_at_its_value(
         kernarg.pack((np.zeros((), np.float32),))
 
 
+def test_exporter_verdicts_are_remembered_per_type_and_asked_per_instance():
+    # What a type is (a pinned allocator, a torch tensor, pageable) is found once per type;
+    # whether a torch tensor is pinned is asked of each one. Many exporter types, past what
+    # kernarg remembers, keep their verdicts.
+    tensor = host_type("torch", "Tensor", is_pinned=lambda self: self[0] == 1)
+    pinned_memory, pageable_memory = tensor(b"\x01" * 8), tensor(b"\x00" * 8)
+    for _ in range(2):
+        arr = np.frombuffer(pinned_memory, np.uint8)
+        assert ptr_of(kernarg.pack((arr,))) == address(arr)
+        with pytest.raises(TypeError, match="on the CPU"):
+            kernarg.pack((np.frombuffer(pageable_memory, np.uint8),))
+    for i in range(200):
+        pinned = i % 2 == 0
+        owner = host_type("cupy.cuda.pinned_memory" if pinned else "mylib", "PinnedMemoryPointer")
+        arr = np.frombuffer(owner(8), np.uint8)[1:]
+        if pinned:
+            assert ptr_of(kernarg.pack((arr,))) == address(arr)
+        else:
+            with pytest.raises(TypeError, match="on the CPU"):
+                kernarg.pack((arr,))
+
+
 def test_owner_whose_pinned_question_raises_is_named():
     def is_pinned(self):
         raise RuntimeError("no CUDA")
