@@ -128,6 +128,11 @@ def interop_gpu(section: dict) -> list[str]:
     return lines
 
 
+def pinned_numpy(result: dict) -> list[str]:
+    """The CPU run's numpy-over-pinned-memory rows, rendered like the GPU run's arrays."""
+    return interop_gpu({"rows": result.get("pinned_numpy", [])})
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -149,7 +154,8 @@ def main(argv: list[str]) -> int:
                            ("Typed vs untyped", typed),
                            ("Typed vs cuda.bindings' packer", bindings),
                            ("C API vs Python", c_api),
-                           ("One foreign-array argument", interop)):
+                           ("One foreign-array argument", interop),
+                           ("A numpy array over pinned memory", pinned_numpy)):
         lines = section(result)
         if len(lines) > 2:      # a table with rows (older results lack some sections)
             print(f"**{title}**\n")

@@ -44,7 +44,9 @@ def test_pack(benchmark, case, contender, fn):
 
 
 # Typed vs untyped on the same tuples (issue 4), grouped per case.
-from kernarg._bench import _DLPackView, _PropertyCAI, _typed_cases  # noqa: E402
+import numpy as np  # noqa: E402
+
+from kernarg._bench import _DLPackView, _PinnedStandIn, _PropertyCAI, _typed_cases  # noqa: E402
 
 TYPED = [(name, kernarg.Signature(decl), args) for name, decl, args in _typed_cases(CASES)]
 
@@ -61,7 +63,8 @@ def test_typed_vs_untyped(benchmark, case, sig, args, mode):
 
 
 # One foreign-array argument: the consumer path against the producer's own protocol call.
-FOREIGN = [("CAI property", _PropertyCAI(0x9000_0000)), ("DLPack", _DLPackView())]
+FOREIGN = [("CAI property", _PropertyCAI(0x9000_0000)), ("DLPack", _DLPackView()),
+           ("numpy over pinned memory", np.frombuffer(_PinnedStandIn(64), np.float32))]
 
 
 @pytest.mark.parametrize("case, obj", FOREIGN, ids=[f[0] for f in FOREIGN])
@@ -75,5 +78,7 @@ def test_foreign_protocol_only(benchmark, case, obj):
     benchmark.group = f"foreign: {case}"
     if case == "DLPack":
         benchmark(lambda: (obj.__dlpack_device__(), obj.__dlpack__(stream=1, max_version=(1, 1))))
+    elif case == "numpy over pinned memory":
+        benchmark(lambda: obj.__array_interface__)
     else:
         benchmark(lambda: obj.__cuda_array_interface__)

@@ -65,6 +65,29 @@ class _DLPackView:
         return self.array.__dlpack__(max_version=max_version)
 
 
+class _PinnedStandIn(bytearray):
+    """Stands in for CuPy's PinnedMemoryPointer, the memory cupyx.empty_pinned's arrays are
+    views of: kernarg recognises it by module and name and never reads the memory, so ordinary
+    memory takes the same path. (On a GPU, kernarg._bench_interop measures the real ones.)"""
+
+
+_PinnedStandIn.__module__ = "cupy.cuda.pinned_memory"
+_PinnedStandIn.__name__ = _PinnedStandIn.__qualname__ = "PinnedMemoryPointer"
+
+
+def _pinned_numpy_rows(repeat: int, target: float) -> list[dict]:
+    """A numpy array over pinned memory: kernarg's path for it (the .base walk) against numpy's
+    own protocol calls, as kernarg._bench_interop measures a library's array on a GPU."""
+    import io
+
+    from kernarg import _bench_interop
+
+    array = np.frombuffer(_PinnedStandIn(64), np.float32)
+    result = _bench_interop.run(repeat, target, file=io.StringIO(), arrays=[
+        ("numpy over pinned memory (cupyx.empty_pinned stand-in)", array)])
+    return [row for row in result["rows"] if "protocol_over_kernarg" in row]
+
+
 def _dlpack_protocol(obj):
     obj.__dlpack_device__()
     return obj.__dlpack__(stream=1, max_version=(1, 1))
@@ -339,6 +362,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
     bindings_rows = _bindings_rows(cases, repeat, target, file)
     capi_rows = _capi_rows(cases, repeat, target, file)
     interop_rows = _interop_rows(repeat, target)
+    pinned_rows = _pinned_numpy_rows(repeat, target)
 
     by = {r["case"]: r for r in rows}
     slope = {k: (by["256 ints"][f"{k}_ns"] - by["16 ints"][f"{k}_ns"]) / 240
@@ -355,6 +379,7 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
         "typed_vs_cuda_bindings": bindings_rows,
         "c_api_vs_python": capi_rows,
         "interop_overhead": interop_rows,
+        "pinned_numpy": pinned_rows,
         "marginal_ns_per_int_16_to_256": slope,
     }
     _print_table(result, file)
@@ -426,3 +451,8 @@ def _print_table(result: dict, file) -> None:
         print(f"{r['case']:50s}{_fmt(r['protocol_ns'], '.0f', 9)}"
               f"{_fmt(r['kernarg_adds_ns'], '.0f', 9)}{_fmt(r['added_over_protocol'], '.2f', 15)}",
               file=file)
+    for r in result.get("pinned_numpy", []):
+        print(f"\n{r['library']}: kernarg {r['kernarg_ns']:.0f} ns per argument", file=file)
+        for name, ratio in r["protocol_over_kernarg"].items():
+            print(f"  numpy's {name}: {r[name + '_ns']:.0f} ns, {ratio:.1f}x kernarg's",
+                  file=file)

@@ -1,12 +1,14 @@
 """Foreign GPU arrays on a GPU (issue 3): what one argument costs kernarg, per library.
 
-For each library present (torch, CuPy, numba-cuda, JAX, cuda.core) one small device array is
+For each library present (torch, CuPy, numba-cuda, JAX, cuda.core) one small device array --
+and a numpy array over each library's pinned host memory (cupyx, numba, torch) -- is
 packed alone, ``kernarg.pack((obj,))`` minus ``kernarg.pack(())``, and compared, in the same
-interleaved rounds, with the library's own protocol calls: reading ``__cuda_array_interface__``,
-and ``__dlpack_device__()`` + ``__dlpack__(stream=...)`` (the capsule dropped, so its deleter
-runs, as kernarg's does). The Python calls the protocol calls are made by are timed alone (a
-function that does nothing, called the same way) and subtracted, as ``pack(())`` is from
-kernarg's side, so both sides are the work alone. Two goals, from the issue:
+interleaved rounds, with the library's own protocol calls: reading ``__cuda_array_interface__``
+(numpy's ``__array_interface__``), and ``__dlpack_device__()`` + ``__dlpack__(stream=...)``
+(the capsule dropped, so its deleter runs, as kernarg's does). The Python calls the protocol
+calls are made by are timed alone (a function that does nothing, called the same way) and
+subtracted, as ``pack(())`` is from kernarg's side, so both sides are the work alone.
+Two goals, from the issue:
 
 - an adapter or the C exchange API -- the path kernarg takes for the library's own type -- beats
   the protocol path by >= 5x (``protocol_over_kernarg``);
@@ -87,6 +89,27 @@ def _arrays(file) -> list[tuple[str, object]]:
         out.append(("cuda.core Buffer", dev.allocate(1024, stream=dev.default_stream)))
     except Exception as exc:
         print(f"cuda.core skipped: {exc}", file=file)
+    return out + _pinned_numpy_arrays(file)
+
+
+def _pinned_numpy_arrays(file) -> list[tuple[str, object]]:
+    """numpy arrays over page-locked memory from each library's allocator (kernarg finds the
+    allocation down .base; numpy's own protocol is __array_interface__)."""
+    import numpy as np
+
+    makers = {
+        "numpy over cupyx.empty_pinned": lambda: __import__("cupyx").empty_pinned(16, np.float32),
+        "numpy over numba pinned_array": lambda: __import__(
+            "numba.cuda", fromlist=["cuda"]).pinned_array(16, np.float32),
+        "numpy over a pinned torch tensor": lambda: __import__("torch").zeros(16).pin_memory()
+        .numpy(),
+    }
+    out = []
+    for label, make in makers.items():
+        try:
+            out.append((label, make()))
+        except Exception as exc:
+            print(f"{label} skipped: {exc}", file=file)
     return out
 
 
@@ -97,6 +120,8 @@ def _protocols(obj, stream: int) -> dict[str, object]:
             calls["__cuda_array_interface__"] = lambda o: o.__cuda_array_interface__
     except Exception:
         pass
+    if isinstance(getattr(obj, "__array_interface__", None), dict):      # numpy's own
+        calls["__array_interface__"] = lambda o: o.__array_interface__
     # The same fallbacks kernarg's DLPack consumer makes, in its order.
     for kwargs in ({"stream": stream, "max_version": (1, 1)}, {"stream": stream}, {}):
         try:
@@ -114,13 +139,14 @@ def _protocols(obj, stream: int) -> dict[str, object]:
     return calls
 
 
-def run(repeat: int = 15, target: float = 0.02, file=None) -> dict:
+def run(repeat: int = 15, target: float = 0.02, file=None, arrays=None) -> dict:
+    """``arrays``: (label, array) pairs to measure instead of the libraries' (_arrays)."""
     import kernarg
 
     file = file or sys.stdout
     stream = kernarg.resolve_stream(None)
     rows = []
-    for label, array in _arrays(file):
+    for label, array in (_arrays(file) if arrays is None else arrays):
         protocols = _protocols(array, stream)
         subjects = [("kernarg path for the type", array)]
         if "__cuda_array_interface__" in protocols:

@@ -41,6 +41,26 @@ def test_interop_gpu_benchmark_skips_what_kernarg_refuses(monkeypatch, capsys):
     assert "kernarg cannot pack it" in capsys.readouterr().out
 
 
+def test_pinned_numpy_benchmark_rows_and_their_table():
+    # The CPU run's row: kernarg's path for a numpy array over (stand-in) pinned memory against
+    # numpy's own protocols, and the README table readme_tables.py makes of it.
+    rows = _bench._pinned_numpy_rows(repeat=2, target=0.0005)
+    assert len(rows) == 1 and rows[0]["kernarg_ns"] > 0
+    assert set(rows[0]["protocol_over_kernarg"]) == {"__array_interface__", "__dlpack__"}
+    table = _script("readme_tables").pinned_numpy({"pinned_numpy": rows})
+    assert len(table) == 3 and "`__array_interface__`" in table[2]
+    assert _script("readme_tables").pinned_numpy({}) == table[:2]     # older results: no rows
+
+
+def test_pinned_numpy_gpu_arrays_are_skipped_by_name_without_their_library(capsys):
+    # On this machine cupyx is missing and numba and torch cannot pin without a driver: each
+    # is skipped, saying which, and the benchmark goes on.
+    arrays = _bench_interop._pinned_numpy_arrays(sys.stdout)
+    out = capsys.readouterr().out
+    for label in ("cupyx.empty_pinned", "numba pinned_array", "a pinned torch tensor"):
+        assert (f"numpy over {label} skipped" in out) != any(label in a[0] for a in arrays)
+
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
@@ -169,6 +189,11 @@ def test_readme_tables_match_the_committed_benchmark_results():
         result = json.load(f)
     for section in (module.bindings, module.interop, module.c_api, module.typed):
         assert len(section(result)) > 2
+    # The pinned-numpy table, added later, is from the run that first measured it.
+    with open(os.path.join(ROOT, "benchmarks", "results",
+                           "pack-cpu-x86_64-py311-2026-11-24.json")) as f:
+        lines = module.pinned_numpy(json.load(f))
+    assert len(lines) == 3 and all(line in readme for line in lines)
 
 
 def test_readme_gpu_tables_match_the_committed_gpu_results():
