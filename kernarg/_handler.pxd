@@ -3,6 +3,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 
+from kernarg._cdefs cimport PyLong_Type, Py_TYPE_P, kernarg_small_int
 from kernarg._interop cimport MrCache, PtrResult, TypeInfo, getter_t, mr_cache
 
 
@@ -144,5 +145,34 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
 cdef ParamBlock arena_block(object keep, Py_ssize_t n)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept
-# buf.handle of a KIND_BUFFER object: a new reference, or NULL with the exception set.
-cdef PyObject* buffer_handle_or_null(PyObject* buf, TypeInfo* info) noexcept
+
+
+cdef extern from "Python.h":
+    PyObject* PyObject_GetAttrString(PyObject* o, const char* name) noexcept
+    void Py_DECREF_P "Py_DECREF"(PyObject* o) noexcept
+
+# A C getter called without Cython's error check: a new reference, or NULL with the exception
+# set. (getter_t's `object` return is the same C function; Cython would check it.)
+ctypedef PyObject* (*unchecked_getter_t)(PyObject*, void*) noexcept
+
+
+cdef inline int buffer_address(PyObject* buf, const TypeInfo* info, long long* out) noexcept:
+    """The address ``buf.handle`` gives, for a KIND_BUFFER object's fast path: 1 with ``out``
+    set when it is a positive int below 2**60 (the common case); 0 when it is anything else,
+    for the slow path to decide; -1 with the exception set when reading it raised, for the
+    caller to name (name_raised). The handle is read through the C getter of the type's
+    `handle` getset descriptor where classify found one (what the attribute would run, minus
+    the lookup), and without Cython's error check: a try block would cost every Buffer
+    argument a save and restore of the thread's exception state."""
+    cdef PyObject* handle
+    out[0] = 0
+    if info.getter != NULL:
+        handle = (<unchecked_getter_t>info.getter)(buf, info.closure)
+    else:
+        handle = PyObject_GetAttrString(buf, "handle")
+    if handle == NULL:
+        return -1
+    cdef int found = (Py_TYPE_P(handle) == &PyLong_Type and kernarg_small_int(handle, out)
+                      and out[0] > 0)
+    Py_DECREF_P(handle)
+    return found

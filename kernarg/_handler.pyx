@@ -123,33 +123,6 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
     return &entry.info
 
 
-cdef inline object _read_handle(PyObject* buf, TypeInfo* info):
-    # info.getter is the C getter of the type's `handle` getset descriptor (see classify); it
-    # is what `buf.handle` would run, minus the attribute lookup.
-    if info.getter != NULL:
-        return info.getter(<object>buf, info.closure)
-    return (<object>buf).handle
-
-
-# _read_handle called without Cython's error check (a try block would cost every Buffer
-# argument a save and restore of the thread's exception state): a new reference, or NULL with
-# the exception set (a handle property that raised), for the caller to name.
-ctypedef PyObject* (*_unchecked_handle_t)(PyObject*, TypeInfo*) noexcept
-
-
-cdef PyObject* buffer_handle_or_null(PyObject* buf, TypeInfo* info) noexcept:
-    return (<_unchecked_handle_t>_read_handle)(buf, info)
-
-
-cdef inline object _buffer_handle(PyObject* buf, TypeInfo* info, Py_ssize_t index):
-    cdef PyObject* handle = (<_unchecked_handle_t>_read_handle)(buf, info)
-    if handle == NULL:
-        name_raised(KIND_BUFFER, <object>buf, index)
-    result = <object>handle
-    Py_DECREF(result)       # the reference _read_handle returned, now held by result
-    return result
-
-
 # The TypeInfo a lookup returns lives in the shared cache slot, which the next miss on that
 # slot overwrites, in this thread or (the GIL passing) another. Callers read what they need from
 # it before running any Python code (a protocol property, __index__, an adapter): the packers
@@ -686,6 +659,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object strea
     cdef long long value
     cdef TypeInfo* info
     cdef PyObject* item
+    cdef int found
     cdef PyTypeObject* tp
     cdef getter_t mr_getter
     cdef void* mr_closure
@@ -734,14 +708,14 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object strea
                 # cuda.core Buffer: read .handle here (the common case is an int) rather than
                 # taking the generic pointer path.
                 mr_getter, mr_closure = info.mr_getter, info.mr_closure
-                handle = _buffer_handle(item, info, i)
-                if type(handle) is int and kernarg_small_int(<PyObject*>handle, &value):
-                    if value > 0 and _try_put(data, &cur, cap, argv + i, sizes + i,
-                                              &value, 8, 8):
-                        if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
-                            check_buffer(st, mr_getter, mr_closure, <object>item, i)
-                        i += 1
-                        continue
+                found = buffer_address(item, info, &value)
+                if found < 0:
+                    name_raised(KIND_BUFFER, <object>item, i)
+                if found and _try_put(data, &cur, cap, argv + i, sizes + i, &value, 8, 8):
+                    if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
+                        check_buffer(st, mr_getter, mr_closure, <object>item, i)
+                    i += 1
+                    continue
         # Slow path: anything the fast paths could not place.
         st.nbytes = cur
         _put_other(st, i, <object>item, stream)

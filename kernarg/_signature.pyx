@@ -7,7 +7,6 @@ plan: one C struct per parameter with its code, offset and size, so packing does
 cimport cython
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_DECREF
 from cpython.tuple cimport PyTuple_GET_SIZE
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
@@ -31,7 +30,7 @@ from kernarg._handler cimport (
     set_launch_device,
     state_take_pointer,
     put_tensor_map,
-    buffer_handle_or_null,
+    buffer_address,
     buffer_known,
     check_buffer,
     lookup_type,
@@ -820,12 +819,11 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef Param* p
     cdef char* dst
     cdef PyObject* item
-    cdef PyObject* handle_ref
     cdef PyTypeObject* tp
     cdef TypeInfo* info
     cdef getter_t mr_getter
     cdef void* mr_closure
-    cdef int code, got
+    cdef int code, got, found
     cdef long long v
     cdef double d
     cdef uint32_t u32
@@ -917,16 +915,13 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 if info.kind == KIND_BUFFER:
                     # The C getter behind Buffer.handle, called directly (see classify).
                     mr_getter, mr_closure = info.mr_getter, info.mr_closure
-                    handle_ref = buffer_handle_or_null(item, info)
-                    if handle_ref == NULL:
+                    found = buffer_address(item, info, &v)
+                    if found < 0:
                         try:
                             name_raised(KIND_BUFFER, <object>item, i)
                         except Exception as exc:
                             _name_the_parameter(sig, i, exc)
-                    handle = <object>handle_ref
-                    Py_DECREF(handle)       # the reference handle_ref held, now handle's
-                    if type(handle) is int and kernarg_small_int(<PyObject*>handle, &v) \
-                            and v > 0:
+                    if found:
                         memcpy(dst, &v, 8)
                         if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
                             try:
