@@ -1544,9 +1544,12 @@ cdef int _exporter_kind(type t) except -1:
     return kind
 
 
-cdef object _memory_exporter(object arr, Py_ssize_t index):
-    """The object a numpy array's memory comes from: down .base past arrays, memoryviews and
-    numpy's stride-tricks wrappers; None for an array that owns its memory."""
+cdef int _array_memory(object arr, Py_ssize_t index) except -1:
+    """What memory a numpy array is over, as a DLPack device type: DL_CUDA_HOST for memory
+    page-locked by CUDA's allocator, the device numpy.from_dlpack was given, else DL_CPU.
+    The object the memory comes from is found down .base, past arrays, memoryviews and numpy's
+    stride-tricks wrappers; an array that owns its memory (no base) is pageable."""
+    cdef int kind = -1      # the owner's exporter kind, once looked up
     owner = arr.base
     for _ in range(_BASE_WALK_LIMIT):
         if isinstance(owner, _ndarray_type):
@@ -1559,31 +1562,21 @@ cdef object _memory_exporter(object arr, Py_ssize_t index):
                 # nothing says the memory is still there.
                 raise ValueError(f"{_describe(index, arr)}: the memoryview the array's memory "
                                  "comes from has been released; its memory may be gone") from None
-        elif owner is not None and _exporter_kind(type(owner)) == _EXPORTER_STRIDE_TRICKS:
-            owner = owner.base
-        else:
+        elif owner is None or PyCapsule_CheckExact(owner):
             break
-    return owner
-
-
-cdef int _exporter_device(object owner, Py_ssize_t index, object arr) except -1:
-    """What memory ``owner`` (a numpy array's exporter) is, as a DLPack device type:
-    DL_CUDA_HOST for page-locked memory from CUDA's allocator, DL_CUDA_MANAGED for managed
-    memory, the device numpy.from_dlpack was given, else DL_CPU."""
+        else:
+            kind = _exporter_kind(type(owner))
+            if kind != _EXPORTER_STRIDE_TRICKS:
+                break
+            owner = owner.base
+            kind = -1
+    # The walk's end (or what it reached after _BASE_WALK_LIMIT steps) decides.
     if owner is None:
         return DL_CPU
     if PyCapsule_CheckExact(owner):
-        # numpy.from_dlpack keeps the producer's tensor in a capsule named by numpy (its
-        # dlpack.h), which holds the device the producer said: numpy takes kDLCUDAHost and
-        # kDLCUDAManaged memory as host memory.
-        if PyCapsule_IsValid(owner, b"numpy_dltensor_versioned"):
-            return (<DLManagedTensorVersioned*>PyCapsule_GetPointer(
-                owner, b"numpy_dltensor_versioned")).dl_tensor.device.device_type
-        if PyCapsule_IsValid(owner, b"numpy_dltensor"):
-            return (<DLManagedTensor*>PyCapsule_GetPointer(
-                owner, b"numpy_dltensor")).dl_tensor.device.device_type
-        return DL_CPU
-    cdef int kind = _exporter_kind(type(owner))
+        return _numpy_capsule_device(owner)
+    if kind < 0:
+        kind = _exporter_kind(type(owner))
     if kind == _EXPORTER_PINNED:
         return DL_CUDA_HOST
     try:
@@ -1600,13 +1593,26 @@ cdef int _exporter_device(object owner, Py_ssize_t index, object arr) except -1:
     return DL_CPU
 
 
+cdef int _numpy_capsule_device(object capsule) except -1:
+    # numpy.from_dlpack keeps the producer's tensor in a capsule named by numpy (its dlpack.h),
+    # which holds the device the producer said: numpy takes kDLCUDAHost and kDLCUDAManaged
+    # memory as host memory. A capsule of any other name says nothing: DL_CPU.
+    if PyCapsule_IsValid(capsule, b"numpy_dltensor_versioned"):
+        return (<DLManagedTensorVersioned*>PyCapsule_GetPointer(
+            capsule, b"numpy_dltensor_versioned")).dl_tensor.device.device_type
+    if PyCapsule_IsValid(capsule, b"numpy_dltensor"):
+        return (<DLManagedTensor*>PyCapsule_GetPointer(
+            capsule, b"numpy_dltensor")).dl_tensor.device.device_type
+    return DL_CPU
+
+
 cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
                           bint want_dtype) except -1:
     if type(obj) is not _ndarray_type and mro_has(type(obj), "numpy.ma", "MaskedArray"):
         raise TypeError(f"{_describe(index, obj)}: a masked array is not taken: a kernel would "
                         "read the masked elements as data; pass arr.filled(value) or, for the "
                         "raw memory, arr.data")
-    cdef int device = _exporter_device(_memory_exporter(obj, index), index, obj)
+    cdef int device = _array_memory(obj, index)
     if device != DL_CUDA_HOST and device != DL_CUDA_MANAGED:
         # kDLCPU, refused with the pinned allocators as the hint, or another host device
         # numpy.from_dlpack took (kDLROCMHost), named. (numpy refuses kDLCUDA, the one other

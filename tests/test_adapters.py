@@ -164,13 +164,13 @@ STAND_INS = textwrap.dedent("""
             raise AssertionError("not reached: the device is refused first")
     OldArrayImpl.__name__ = OldArrayImpl.__qualname__ = "ArrayImpl"
     OldArrayImpl.__module__ = "jaxlib.xla_extension"
+
+    def ptrs(block):                        # the address in each parameter slot
+        return [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets]
 """)
 
 SCRIPT = STAND_INS + textwrap.dedent("""
     import kernarg
-
-    def ptrs(block):
-        return [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets]
 
     def raises(exc, fragment, fn):
         try:
@@ -355,9 +355,6 @@ def test_adapters_on_stand_ins():
 # (an optional attribute), and then the pointer is still the right one.
 HOSTILE = STAND_INS + textwrap.dedent("""
     import kernarg
-
-    def ptrs(block):
-        return [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets]
 
     class Injected(Exception):
         pass
