@@ -1,6 +1,7 @@
 # C declarations shared by kernarg's Cython modules: the helpers in _cutils.h and the CPython
 # internals the fast paths use. Internal: the embedding API (_capi.pxd) does not cimport this.
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.unicode cimport PyUnicode_AsUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
 
 
@@ -19,6 +20,7 @@ cdef extern from "_cutils.h":
                                           uint32_t unsigned64) noexcept nogil
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
+    bint kernarg_type_name_is(PyTypeObject* t, const char* name) noexcept
 
 
 cdef extern from "Python.h":
@@ -49,10 +51,13 @@ cdef inline bint is_numpy_bool(type t):
 cdef inline object mro_find(type t, str module_prefix, str name):
     """``t`` or the first of its bases that is the class ``name`` of a module under
     ``module_prefix``, else None: how kernarg recognises a library's types without importing
-    the library."""
+    the library. ``name`` is ASCII (a class name kernarg knows)."""
+    cdef const char* cname = PyUnicode_AsUTF8(name)
     for base in t.__mro__:
-        if base.__name__ == name and (base.__module__ or "").startswith(module_prefix):
-            return base
+        if kernarg_type_name_is(<PyTypeObject*>base, cname):
+            module = base.__module__
+            if isinstance(module, str) and (<str>module).startswith(module_prefix):
+                return base
     return None
 
 

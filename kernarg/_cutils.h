@@ -182,4 +182,18 @@ static inline uint16_t kernarg_double_to_bfloat16(double x) {
     return (uint16_t)kernarg_round_double(x, 8, 7);
 }
 
+/* Whether `type.__name__ == name` (name: ASCII) without building `__name__`, as CPython's
+   type_name() finds it: a heap type's ht_name, else a static type's tp_name after its last dot
+   (the rest is its module). kernarg compares every base of an MRO when it first sees a type
+   or resolves a stream, and `__name__` of a static base (object, a C extension's class)
+   allocates a new str each time. */
+static inline int kernarg_type_name_is(PyTypeObject *t, const char *name) {
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *ht_name = ((PyHeapTypeObject *)t)->ht_name;
+        return PyUnicode_Check(ht_name) && PyUnicode_CompareWithASCIIString(ht_name, name) == 0;
+    }
+    const char *tp = strrchr(t->tp_name, '.');
+    return strcmp(tp != NULL ? tp + 1 : t->tp_name, name) == 0;
+}
+
 #endif /* KERNARG_CUTILS_H */

@@ -1367,6 +1367,14 @@ cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dty
     return _cupy_record_stream(obj, index, r)
 
 
+def _mro_find(t, str module_prefix, str name):
+    """For tests: the base of ``t`` that kernarg takes for class ``name`` of a module under
+    ``module_prefix`` (mro_find, which reads class names without building them)."""
+    if not isinstance(t, type):
+        raise TypeError(f"expected a type, got {type(t).__name__}")
+    return mro_find(<type>t, module_prefix, name)
+
+
 def _cupy_stream_route(int calls=0):
     """For the GPU breakdown benchmark (CuPy imported): which route the CuPy adapter reads
     CuPy's current stream by -- ``"C API"`` (the function in cupy.cuda.stream's __pyx_capi__)

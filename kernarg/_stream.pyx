@@ -7,9 +7,15 @@ stream: ``None`` and int handles take a few nanoseconds (stream_handle, cimporte
 launcher), the protocols cost what their Python calls cost.
 """
 from libc.stdint cimport uint64_t
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.number cimport PyNumber_Index
+from cpython.object cimport PyTypeObject
 
-from kernarg._cdefs cimport is_numpy_bool, mro_has
+from kernarg._cdefs cimport is_numpy_bool, kernarg_type_name_is, mro_has
+
+cdef extern from "Python.h":
+    # Declared without Cython's error check: _handle_of checks the -1 itself.
+    unsigned long long _as_u64 "PyLong_AsUnsignedLongLong"(object) noexcept
 
 import os
 import threading
@@ -90,32 +96,39 @@ def default_stream():
 
 
 cdef uint64_t stream_handle(object obj) except? 0:
-    """resolve_stream(obj) for Cython callers: None and int handles without a Python call."""
-    cdef unsigned long long value
+    """resolve_stream(obj) for Cython callers, without a Python call."""
     if obj is None:
         return _default_stream()
-    if type(obj) is int and obj >= 0:
-        try:
-            value = obj
-        except OverflowError:
-            pass            # too large: resolve_stream says so
-        else:
-            return value
-    return resolve_stream(obj)
+    if type(obj) is int:
+        return _handle_of(obj, "int", obj)
+    try:
+        return _resolve(obj)
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:
+        # A stream object's property (or comparison) that raises is its fault, not a crash of
+        # ours: say what happened and what is accepted.
+        raise TypeError(f"stream {type(obj).__name__}: reading it raised {exc!r}; accepted: "
+                        f"{_ACCEPTED}") from exc
 
 
-def _check_handle(handle, str source, obj):
-    if type(handle) is bool or not isinstance(handle, int):
-        raise TypeError(
-            f"stream {type(obj).__name__}: {source} gave {type(handle).__name__}, expected an "
-            "int handle"
-        )
-    # An int subclass becomes a plain int without running any of its methods (PyNumber_Index
-    # copies the value of int subclasses): its comparisons cannot raise or lie.
-    handle = PyNumber_Index(handle)
-    if not 0 <= handle < 2**64:
+cdef uint64_t _handle_of(object handle, str source, object obj) except? 0:
+    # The handle an int (or int-like) from `source` stands for, checked to be one.
+    cdef unsigned long long value
+    if type(handle) is not int:
+        if type(handle) is bool or not isinstance(handle, int):
+            raise TypeError(
+                f"stream {type(obj).__name__}: {source} gave {type(handle).__name__}, "
+                "expected an int handle"
+            )
+        # An int subclass becomes a plain int without running any of its methods
+        # (PyNumber_Index copies the value of int subclasses): it cannot raise or lie.
+        handle = PyNumber_Index(handle)
+    value = _as_u64(handle)
+    if value == <unsigned long long>-1 and PyErr_Occurred() != NULL:
+        PyErr_Clear()       # OverflowError: negative, or 2**64 or more
         raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
-    return handle
+    return value
 
 
 def resolve_stream(obj):
@@ -137,23 +150,11 @@ def resolve_stream(obj):
     ValueError
         The handle is out of range or ``__cuda_stream__`` returned an unknown version.
     """
-    if obj is None:
-        return _default_stream()
-    if type(obj) is int:
-        return _check_handle(obj, "int", obj)
-    try:
-        return _resolve(obj)
-    except (TypeError, ValueError):
-        raise
-    except Exception as exc:
-        # A stream object's property (or comparison) that raises is its fault, not a crash of
-        # ours: say what happened and what is accepted.
-        raise TypeError(f"stream {type(obj).__name__}: reading it raised {exc!r}; accepted: "
-                        f"{_ACCEPTED}") from exc
+    return stream_handle(obj)
 
 
-cdef object _resolve(object obj):
-    # resolve_stream's body for everything but None and exact ints.
+cdef uint64_t _resolve(object obj) except? 0:
+    # stream_handle's body for everything but None and exact ints.
     t = type(obj)
     if t is bool:
         raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
@@ -168,26 +169,29 @@ cdef object _resolve(object obj):
                 f"stream {t.__name__}: __cuda_stream__() returned {result!r}, expected "
                 "(0, handle)"
             )
-        if type(result[0]) is not int or result[0] != 0:
+        version = result[0]
+        if type(version) is not int or version != 0:
             raise ValueError(
-                f"stream {t.__name__}: __cuda_stream__() version {result[0]!r} is not "
+                f"stream {t.__name__}: __cuda_stream__() version {version!r} is not "
                 "supported (expected 0)"
             )
-        return _check_handle(result[1], "__cuda_stream__()", obj)
+        return _handle_of(result[1], "__cuda_stream__()", obj)
     if isinstance(obj, int):
-        return _check_handle(obj, "int", obj)
-    if t.__name__ == "CUstream" and (t.__module__ or "").startswith("cuda.bindings"):
-        return _check_handle(int(obj), "CUstream", obj)
+        return _handle_of(obj, "int", obj)
+    if kernarg_type_name_is(<PyTypeObject*>t, "CUstream"):
+        module = t.__module__
+        if isinstance(module, str) and (<str>module).startswith("cuda.bindings"):
+            return _handle_of(int(obj), "CUstream", obj)
     if mro_has(t, "pycuda", "Stream"):
         # PyCUDA's Stream keeps its CUstream in the int property `.handle`. Other libraries'
         # `.handle` is an object, a context or a module: only PyCUDA's class is read so.
-        return _check_handle(obj.handle, "PyCUDA Stream.handle", obj)
+        return _handle_of(obj.handle, "PyCUDA Stream.handle", obj)
     handle = getattr(obj, "cuda_stream", None)
     if handle is not None:
-        return _check_handle(handle, ".cuda_stream", obj)
+        return _handle_of(handle, ".cuda_stream", obj)
     handle = getattr(obj, "ptr", None)
     if handle is not None:
-        return _check_handle(handle, ".ptr", obj)
+        return _handle_of(handle, ".ptr", obj)
     if t.__module__ == "numpy" and not is_numpy_bool(t) and hasattr(t, "__index__"):
         # A handle kept in a numpy integer (an array of handles, for one). Not floats, not
         # numpy's bool.
@@ -196,7 +200,7 @@ cdef object _resolve(object obj):
         except TypeError:       # an array of several values: not one handle
             pass
         else:
-            return _check_handle(handle, f"{t.__module__}.{t.__name__}", obj)
+            return _handle_of(handle, f"{t.__module__}.{t.__name__}", obj)
     raise TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
                     f"{_ACCEPTED}")
 

@@ -559,3 +559,62 @@ def test_pycuda_device_pointers():
     lookalike = type("DeviceAllocation", (), {"__int__": lambda self: 0x1000})
     with pytest.raises(TypeError, match="unsupported kernel argument"):
         kernarg.pack((lookalike(),))
+
+
+def _reference_mro_find(t, prefix, name):
+    return next((b for b in t.__mro__
+                 if b.__name__ == name and (b.__module__ or "").startswith(prefix)), None)
+
+
+def test_library_types_are_recognised_by_their_python_names():
+    # kernarg reads a base's name from the type object (a heap type's ht_name, a static type's
+    # tp_name after its last dot) instead of building __name__; it must find what __name__
+    # would. The types cover every kind of type object: class statements, renamed classes and
+    # names with dots, static types (int, numpy's, torch's C classes), heap types made from a
+    # C spec whose tp_name has the module in it (_csv.reader), and Cython classes.
+    import array
+    import csv
+
+    import numpy as np
+    from cuda.bindings import driver
+
+    import kernarg
+    from kernarg import _interop
+
+    class Stream:
+        pass
+
+    Stream.__module__ = "pycuda._driver"
+
+    class Sub(Stream):
+        pass
+
+    Renamed = type("Before", (Stream,), {"__module__": "pycuda.x"})
+    Renamed.__name__ = "Tensor"
+    Dotted = type("torch.Tensor", (), {"__module__": "torch"})
+    types = [Stream, Sub, Renamed, Dotted, int, bool, object, np.float32, np.ndarray, array.array,
+             type(csv.reader([])), driver.CUstream, type(kernarg.pack(())), kernarg.Signature]
+    try:
+        import torch
+
+        types += [torch.Tensor, torch.nn.Parameter, torch.cuda.Stream]
+    except ImportError:
+        pass
+    for t in types:
+        names = {b.__name__ for b in t.__mro__} | {"Tensor", "torch.Tensor", "Stream", "reader",
+                                                   "_csv.reader", "float32", "numpy.float32",
+                                                   "object", "", "CUstream"}
+        modules = {(b.__module__ or "") for b in t.__mro__} | {"", "torch", "pycuda", "numpy",
+                                                               "_csv", "x"}
+        for name in names:
+            for prefix in modules:
+                assert _interop._mro_find(t, prefix, name) is _reference_mro_find(
+                    t, prefix, name), (t, prefix, name)
+    # and the cases above do exercise a match of each kind
+    assert _interop._mro_find(type(csv.reader([])), "_csv", "reader") is type(csv.reader([]))
+    assert _interop._mro_find(np.float32, "numpy", "float32") is np.float32
+    assert _interop._mro_find(Sub, "pycuda", "Stream") is Stream
+    assert _interop._mro_find(Renamed, "pycuda", "Tensor") is Renamed
+    assert _interop._mro_find(Renamed, "pycuda", "Before") is None
+    assert _interop._mro_find(Dotted, "torch", "torch.Tensor") is Dotted
+    assert _interop._mro_find(Dotted, "torch", "Tensor") is None

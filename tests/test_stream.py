@@ -47,6 +47,18 @@ def test_cuda_bindings_custream():
     assert kernarg.resolve_stream(driver.CUstream(0x99)) == 0x99
 
 
+def test_custream_is_read_only_from_cuda_bindings():
+    # A class named CUstream is read by int() only where cuda.bindings defines it; the name is
+    # read from the type object, the module compared as a string.
+    def custream(module):
+        return type("CUstream", (), {"__module__": module, "__int__": lambda self: 0x9a})()
+
+    assert kernarg.resolve_stream(custream("cuda.bindings.driver")) == 0x9a
+    for module in ("mylib", "cuda", None, 5):
+        with pytest.raises(TypeError, match="as a CUDA stream; accepted"):
+            kernarg.resolve_stream(custream(module))
+
+
 def _pycuda_stream_type(module="pycuda._driver"):
     # pycuda.driver.Stream as PyCUDA's extension module defines it (a Boost.Python class whose
     # read-only property `handle` is the CUstream as an int).
