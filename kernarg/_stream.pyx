@@ -97,10 +97,15 @@ def default_stream():
 
 cdef uint64_t stream_handle(object obj) except? 0:
     """resolve_stream(obj) for Cython callers, without a Python call."""
+    cdef unsigned long long value
     if obj is None:
         return _default_stream()
     if type(obj) is int:
-        return _handle_of(obj, "int", obj)
+        value = _as_u64(obj)
+        if value != <unsigned long long>-1 or PyErr_Occurred() == NULL:
+            return value
+        PyErr_Clear()
+        return _handle_of(obj, "int", obj)      # out of range: raises, saying so
     try:
         return _resolve(obj)
     except (TypeError, ValueError):
