@@ -263,6 +263,14 @@ cdef int _check_ctypes_layout() except -1:
 _check_ctypes_layout()
 
 
+def _mro_find(t, str module_prefix, str name):
+    """For tests: the base of ``t`` that kernarg takes for class ``name`` of a module under
+    ``module_prefix`` (mro_find, which reads class names without building them)."""
+    if not isinstance(t, type):
+        raise TypeError(f"expected a type, got {type(t).__name__}")
+    return mro_find(<type>t, module_prefix, name)
+
+
 def _use_layout_fallbacks(bint on):
     """For tests: classify as on an interpreter where neither the ctypes nor the numpy scalar
     layout probe confirms its layout (``on=True``), so that ctypes and numpy scalars take the
@@ -1365,14 +1373,6 @@ cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dty
     if want_dtype:
         _set_dtype_from_numpy(obj.dtype, r)
     return _cupy_record_stream(obj, index, r)
-
-
-def _mro_find(t, str module_prefix, str name):
-    """For tests: the base of ``t`` that kernarg takes for class ``name`` of a module under
-    ``module_prefix`` (mro_find, which reads class names without building them)."""
-    if not isinstance(t, type):
-        raise TypeError(f"expected a type, got {type(t).__name__}")
-    return mro_find(<type>t, module_prefix, name)
 
 
 def _cupy_stream_route(int calls=0):

@@ -14,7 +14,7 @@ from cpython.object cimport PyTypeObject
 from kernarg._cdefs cimport is_numpy_bool, kernarg_type_name_is, mro_has
 
 cdef extern from "Python.h":
-    # Declared without Cython's error check: _handle_of checks the -1 itself.
+    # Declared without Cython's error check: _int_handle checks the -1 itself.
     unsigned long long _as_u64 "PyLong_AsUnsignedLongLong"(object) noexcept
 
 import os
@@ -97,15 +97,10 @@ def default_stream():
 
 cdef uint64_t stream_handle(object obj) except? 0:
     """resolve_stream(obj) for Cython callers, without a Python call."""
-    cdef unsigned long long value
     if obj is None:
         return _default_stream()
     if type(obj) is int:
-        value = _as_u64(obj)
-        if value != <unsigned long long>-1 or PyErr_Occurred() == NULL:
-            return value
-        PyErr_Clear()
-        return _handle_of(obj, "int", obj)      # out of range: raises, saying so
+        return _int_handle(obj, "int")
     try:
         return _resolve(obj)
     except (TypeError, ValueError):
@@ -117,9 +112,17 @@ cdef uint64_t stream_handle(object obj) except? 0:
                         f"{_ACCEPTED}") from exc
 
 
+cdef inline uint64_t _int_handle(object handle, str source) except? 0:
+    # An exact int from `source` as a handle: 0 .. 2**64-1, else a ValueError saying so.
+    cdef unsigned long long value = _as_u64(handle)
+    if value == <unsigned long long>-1 and PyErr_Occurred() != NULL:
+        PyErr_Clear()       # OverflowError: negative, or 2**64 or more
+        raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
+    return value
+
+
 cdef uint64_t _handle_of(object handle, str source, object obj) except? 0:
     # The handle an int (or int-like) from `source` stands for, checked to be one.
-    cdef unsigned long long value
     if type(handle) is not int:
         if type(handle) is bool or not isinstance(handle, int):
             raise TypeError(
@@ -129,11 +132,7 @@ cdef uint64_t _handle_of(object handle, str source, object obj) except? 0:
         # An int subclass becomes a plain int without running any of its methods
         # (PyNumber_Index copies the value of int subclasses): it cannot raise or lie.
         handle = PyNumber_Index(handle)
-    value = _as_u64(handle)
-    if value == <unsigned long long>-1 and PyErr_Occurred() != NULL:
-        PyErr_Clear()       # OverflowError: negative, or 2**64 or more
-        raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
-    return value
+    return _int_handle(handle, source)
 
 
 def resolve_stream(obj):

@@ -3,6 +3,7 @@ build real capsules (legacy and versioned) with counting deleters. Written from 
 from __future__ import annotations
 
 import ctypes
+import struct
 
 c_int32, c_uint8, c_uint16, c_uint32, c_uint64, c_int64 = (
     ctypes.c_int32, ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64,
@@ -174,6 +175,11 @@ class CAIObject:
         if isinstance(self._interface, BaseException):
             raise self._interface
         return self._interface
+
+
+def ptr_of(block, i=0):
+    """The pointer packed for argument ``i`` of a ParamBlock, read from its bytes."""
+    return struct.unpack_from("<Q", bytes(block), block.offsets[i])[0]
 
 
 def cai(ptr, *, shape=(4,), typestr="<f4", version=3, readonly=False, **extra):

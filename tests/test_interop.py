@@ -17,13 +17,10 @@ from producers import (
     cai,
     double_deletes,
     exchange_type,
+    ptr_of,
 )
 
 PTR = 0x7F00_0000_1000
-
-
-def ptr_of(block, i=0):
-    return struct.unpack_from("<Q", bytes(block), block.offsets[i])[0]
 
 
 # ------------------------------------------------------------------------------------------

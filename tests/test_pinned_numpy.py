@@ -2,7 +2,6 @@
 memory comes from (down .base) is a page-locked allocation from CUDA's allocator, refused as
 CPU memory otherwise."""
 import ctypes
-import struct
 import sys
 
 import numpy as np
@@ -12,11 +11,7 @@ from hypothesis import strategies as st
 
 import kernarg
 
-from producers import DLPackProducer
-
-
-def ptr_of(block, i=0):
-    return struct.unpack_from("<Q", bytes(block), block.offsets[i])[0]
+from producers import DLPackProducer, ptr_of
 
 
 def address(arr):
