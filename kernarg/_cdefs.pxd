@@ -21,6 +21,7 @@ cdef extern from "_cutils.h":
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
     bint kernarg_type_name_is(PyTypeObject* t, const char* name) noexcept
+    bint kernarg_static_type_in(PyTypeObject* t, const char* prefix) noexcept
 
 
 cdef extern from "Python.h":

@@ -196,4 +196,11 @@ static inline int kernarg_type_name_is(PyTypeObject *t, const char *name) {
     return strcmp(tp != NULL ? tp + 1 : t->tp_name, name) == 0;
 }
 
+/* Whether `t` is one of a C extension's own (static) types whose tp_name starts with `prefix`
+   ("numpy." for numpy's scalar types and ndarray): a test on the type object, no attribute
+   read. Subclasses made in Python are heap types and answer no. */
+static inline int kernarg_static_type_in(PyTypeObject *t, const char *prefix) {
+    return !(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && strncmp(t->tp_name, prefix, strlen(prefix)) == 0;
+}
+
 #endif /* KERNARG_CUTILS_H */

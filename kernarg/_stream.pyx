@@ -11,7 +11,9 @@ from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyTypeObject
 
-from kernarg._cdefs cimport is_numpy_bool, kernarg_type_name_is, mro_has
+from kernarg._cdefs cimport (
+    is_numpy_bool, kernarg_static_type_in, kernarg_type_name_is, mro_has,
+)
 
 cdef extern from "Python.h":
     # Declared without Cython's error check: _int_handle checks the -1 itself.
@@ -162,6 +164,19 @@ cdef uint64_t _resolve(object obj) except? 0:
     t = type(obj)
     if t is bool:
         raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
+    if kernarg_static_type_in(<PyTypeObject*>t, "numpy."):
+        # numpy's own types (not subclasses) have none of the stream attributes below, and
+        # reading each of those from a numpy scalar raises and clears an AttributeError: ask
+        # first. A numpy integer is a handle kept in one (an array of handles, say); not
+        # numpy's bool, floats, or an array of several values.
+        if not is_numpy_bool(t) and hasattr(t, "__index__"):
+            try:
+                handle = PyNumber_Index(obj)
+            except TypeError:
+                pass
+            else:
+                return _handle_of(handle, f"{t.__module__}.{t.__name__}", obj)
+        raise _not_a_stream(t)
     protocol = getattr(obj, "__cuda_stream__", None)
     if protocol is not None:
         try:
@@ -196,17 +211,12 @@ cdef uint64_t _resolve(object obj) except? 0:
     handle = getattr(obj, "ptr", None)
     if handle is not None:
         return _handle_of(handle, ".ptr", obj)
-    if t.__module__ == "numpy" and not is_numpy_bool(t) and hasattr(t, "__index__"):
-        # A handle kept in a numpy integer (an array of handles, for one). Not floats, not
-        # numpy's bool.
-        try:
-            handle = PyNumber_Index(obj)
-        except TypeError:       # an array of several values: not one handle
-            pass
-        else:
-            return _handle_of(handle, f"{t.__module__}.{t.__name__}", obj)
-    raise TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
-                    f"{_ACCEPTED}")
+    raise _not_a_stream(t)
+
+
+cdef TypeError _not_a_stream(type t):
+    return TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
+                     f"{_ACCEPTED}")
 
 
 cdef class use_stream:

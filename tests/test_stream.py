@@ -41,6 +41,22 @@ def test_numpy_integer_handles():
     assert kernarg.pack((1,), stream=np.uint64(0x1234)).nargs == 1
 
 
+def test_numpy_subclasses_are_read_by_the_stream_protocols():
+    # numpy's own types are answered from the type object, before any attribute is read; a
+    # subclass of them is a Python class like any other and may carry a stream protocol.
+    class HandleArray(np.ndarray):
+        def __cuda_stream__(self):
+            return (0, int(self[0]))
+
+    class TorchLikeScalar(np.uint64):
+        cuda_stream = 0x3000
+
+    assert kernarg.resolve_stream(np.array([0x7a, 5], np.uint64).view(HandleArray)) == 0x7a
+    assert kernarg.resolve_stream(TorchLikeScalar(9)) == 0x3000
+    with pytest.raises(TypeError, match="cannot use numpy.ndarray as a CUDA stream"):
+        kernarg.resolve_stream(np.array([0x7a, 5], np.uint64))
+
+
 def test_cuda_bindings_custream():
     from cuda.bindings import driver
 
