@@ -53,6 +53,8 @@ def test_numpy_subclasses_are_read_by_the_stream_protocols():
 
     assert kernarg.resolve_stream(np.array([0x7a, 5], np.uint64).view(HandleArray)) == 0x7a
     assert kernarg.resolve_stream(TorchLikeScalar(9)) == 0x3000
+    # A Python class's tp_name is its __name__, whatever that says.
+    assert kernarg.resolve_stream(type("numpy.Stream", (), {"cuda_stream": 0x44})()) == 0x44
     with pytest.raises(TypeError, match="cannot use numpy.ndarray as a CUDA stream"):
         kernarg.resolve_stream(np.array([0x7a, 5], np.uint64))
 
