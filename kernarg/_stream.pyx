@@ -8,11 +8,11 @@ launcher), the protocols cost what their Python calls cost.
 """
 from libc.stdint cimport uint64_t
 from cpython.exc cimport PyErr_Clear, PyErr_Occurred
-from cpython.number cimport PyNumber_Index
+from cpython.number cimport PyIndex_Check, PyNumber_Index
 from cpython.object cimport PyTypeObject
 
 from kernarg._cdefs cimport (
-    is_numpy_bool, kernarg_static_type_in, kernarg_type_name_is, mro_has,
+    kernarg_static_type_in, kernarg_type_name_is, mro_has,
 )
 
 cdef extern from "Python.h":
@@ -114,11 +114,14 @@ cdef uint64_t stream_handle(object obj) except? 0:
                         f"{_ACCEPTED}") from exc
 
 
-cdef inline uint64_t _int_handle(object handle, str source) except? 0:
+cdef inline uint64_t _int_handle(object handle, object source) except? 0:
     # An exact int from `source` as a handle: 0 .. 2**64-1, else a ValueError saying so.
+    # `source` is a str, or the numpy type that held the handle (named only for the error).
     cdef unsigned long long value = _as_u64(handle)
     if value == <unsigned long long>-1 and PyErr_Occurred() != NULL:
         PyErr_Clear()       # OverflowError: negative, or 2**64 or more
+        if isinstance(source, type):
+            source = f"{source.__module__}.{source.__name__}"
         raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
     return value
 
@@ -169,13 +172,13 @@ cdef uint64_t _resolve(object obj) except? 0:
         # reading each of those from a numpy scalar raises and clears an AttributeError: ask
         # first. A numpy integer is a handle kept in one (an array of handles, say); not
         # numpy's bool, floats, or an array of several values.
-        if not is_numpy_bool(t) and hasattr(t, "__index__"):
+        if PyIndex_Check(obj) and not kernarg_static_type_in(<PyTypeObject*>t, "numpy.bool"):
             try:
-                handle = PyNumber_Index(obj)
+                handle = PyNumber_Index(obj)    # an exact int
             except TypeError:
                 pass
             else:
-                return _handle_of(handle, f"{t.__module__}.{t.__name__}", obj)
+                return _int_handle(handle, t)
         raise _not_a_stream(t)
     protocol = getattr(obj, "__cuda_stream__", None)
     if protocol is not None:
