@@ -8,7 +8,8 @@
 # Builds kernarg in place from this tree with the machine's Python (which already has torch,
 # CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
 # runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
-# arrays) and the pytest-benchmark launch suite, and leaves the log, a JUnit report and the
+# arrays), the pytest-benchmark launch suite, CuPy's adapter call by call, and the stream suite
+# (with a real cuda.core Stream), and leaves the log, a JUnit report and the
 # benchmark JSON, the plot and the README's tables (tables.md) in $OUT (default
 # /tmp/kernarg-gpu). Every step runs even if an earlier one
 # fails; the exit status is that of the first failure.
@@ -44,6 +45,8 @@ step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
 step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
 step bash -c 'timeout 120 "$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
+step timeout 60 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
+    --benchmark-json="$OUT/pytest-benchmark-stream.json"
 step "$PY" benchmarks/plot_launch.py "$OUT/bench-gpu.json" "$OUT/launch-latency.png"
 step bash -c '"$0" benchmarks/readme_tables.py "$1" > "$2"' "$PY" "$OUT/bench-gpu.json" \
     "$OUT/tables.md"
