@@ -10,8 +10,13 @@ session's numbers say which call to avoid. Minimum of 7 repeats, ns per call.
 The generic CUDA Array Interface path added 265-540 ns over the producer's own call on the
 H100, where the development VM measures ~110 ns for kernarg's reading of a v3 dict. The
 "static" rows split the two: kernarg.pack of an object whose interface is one dict built once
-(kernarg's reading alone) against reading that dict.
+(kernarg's reading alone) against reading that dict, from Python code and from C
+(operator.attrgetter calls PyObject_GetAttr, as kernarg does). On Python 3.12 the interpreter
+runs a Python property read by Python code inline, but one read from C in a new evaluation
+loop: on the development VM that cost ~50 ns more (a dict-building property, 203 against
+253 ns), which the generic rows of bench-gpu.json count as kernarg's.
 """
+import operator
 import timeit
 
 import kernarg
@@ -36,6 +41,8 @@ class Static:
 def static_rows(name, array):
     s = Static(array)
     t(f"{name}: read a static CAI dict", lambda: s.__cuda_array_interface__)
+    get = operator.attrgetter("__cuda_array_interface__")
+    t(f"{name}: read a static CAI dict from C", lambda: get(s))
     t(f"{name}: kernarg.pack((static CAI,))", lambda: kernarg.pack((s,)))
     print(f"{name} CAI:", s.cai)
 
