@@ -31,6 +31,7 @@ cdef class Signature:
     cdef tuple _names
     cdef tuple _types
     cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
+    cdef tuple _records        # per parameter: C_STRUCT's dtype for dicts and tuples, or None
 
     cdef _build(self, list specs, list names)
 

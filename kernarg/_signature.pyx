@@ -247,7 +247,7 @@ class _Spec:
     """A parsed parameter before layout: code, size, align and type details."""
 
     __slots__ = ("code", "size", "align", "elem", "count", "pointee_kind", "pointee_size",
-                 "is_const", "struct", "text", "any_sign", "header_aligned")
+                 "is_const", "struct", "record", "text", "any_sign", "header_aligned")
 
     def __init__(self, code, size, align, text, **kw):
         self.code, self.size, self.align, self.text = code, size, align, text
@@ -257,6 +257,9 @@ class _Spec:
         self.pointee_size = kw.get("pointee_size", 0)
         self.is_const = kw.get("is_const", False)
         self.struct = kw.get("struct")
+        # A struct's numpy dtype, for packing dicts and tuples field by field (None: a ctypes
+        # type numpy cannot describe, which ctypes builds).
+        self.record = kw.get("record")
         self.any_sign = kw.get("any_sign", False)
         # The alignment is the headers' choice, not the type's (CUtensorMap: 64 before CUDA 13,
         # 128 since): from_source takes the compiler's.
@@ -449,14 +452,17 @@ def _spec_from_object(obj):
         size = ctypes.sizeof(obj)
         if size == 0:
             raise ValueError(f"{obj.__name__} has size 0")
-        return _Spec(C_STRUCT, size, ctypes.alignment(obj), obj.__name__, struct=obj)
+        return _Spec(C_STRUCT, size, ctypes.alignment(obj), obj.__name__, struct=obj,
+                     record=_ctypes_record(obj))
     try:
         dtype = np.dtype(obj)
     except TypeError:
         raise TypeError(f"cannot use {obj!r} as a parameter type; expected a C type string, "
                         "a numpy dtype or a ctypes type") from None
     if dtype.fields is not None:
-        return _Spec(C_STRUCT, dtype.itemsize, dtype.alignment, str(dtype), struct=dtype)
+        _check_record(dtype, str(dtype))
+        return _Spec(C_STRUCT, dtype.itemsize, dtype.alignment, str(dtype), struct=dtype,
+                     record=dtype)
     if dtype.name == "bfloat16":
         return _scalar_spec("__nv_bfloat16", "bfloat16")
     if dtype.kind == "c" and dtype.itemsize in (8, 16):
@@ -467,6 +473,42 @@ def _spec_from_object(obj):
     if name is None:
         raise ValueError(f"numpy dtype {dtype} has no CUDA parameter type")
     return _scalar_spec(name, str(dtype))
+
+
+def _check_record(dt, where):
+    """Refuse a struct dtype whose bytes a kernel cannot read as its fields: Python objects
+    (their bytes are addresses in this process) or another byte order than the host's (the GPU
+    reads little-endian values). ``where`` names the struct, then the field, for the message."""
+    if dt.fields is not None:
+        for name, field in dt.fields.items():
+            _check_record(field[0], f"field {name!r} of {where}")
+    elif dt.subdtype is not None:
+        _check_record(dt.subdtype[0], where)
+    elif dt.hasobject:
+        raise ValueError(f"{where} holds Python objects ({dt}): a kernel would read their "
+                         "addresses in this process")
+    elif not dt.isnative:
+        raise ValueError(f"{where} is {dt.str}, not in the host's (little-endian) byte order "
+                         "that the GPU reads")
+
+
+def _ctypes_record(t):
+    """ctypes struct type ``t`` as a numpy dtype of the same layout, for packing dicts and
+    tuples field by field; None where numpy has no equivalent (bitfields) or a dict may name
+    fields the dtype does not (an anonymous member's): ctypes builds those."""
+    if getattr(t, "_anonymous_", None):
+        return None
+    try:
+        dt = np.dtype(t)
+    except (TypeError, ValueError, NotImplementedError):
+        if hasattr(t, "_swappedbytes_"):      # a BigEndianStructure on this host
+            raise ValueError(f"{t.__name__} is not in the host's (little-endian) byte order "
+                             "that the GPU reads") from None
+        return None
+    if dt.itemsize != ctypes.sizeof(t):
+        return None
+    _check_record(dt, t.__name__)
+    return dt
 
 
 def _parse_ptx_entry(ptx, kernel_name):
@@ -624,6 +666,7 @@ cdef class Signature:
         self._names = tuple(names)
         self._types = tuple(s.text for s in specs)
         self._structs = tuple(s.struct for s in specs)
+        self._records = tuple(s.record for s in specs)
 
     @classmethod
     def from_ptx(cls, ptx, kernel_name):
@@ -1136,7 +1179,13 @@ cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* 
         item = value[k]
         if isinstance(item, np.generic):
             item = item.item()
-        _put_scalar(sig, p.elem, i, item, dst + k * step)
+        try:
+            _put_scalar(sig, p.elem, i, item, dst + k * step)
+        except (TypeError, OverflowError) as exc:
+            renamed = _part_error(exc, sig, i, p.elem, f"element {k} of {sig._types[i]}")
+            if renamed is None:
+                raise
+            raise renamed from None
     return 0
 
 
@@ -1146,22 +1195,14 @@ cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* 
     if isinstance(spec, np.dtype):
         if isinstance(value, np.void) and value.dtype == spec:
             raw = value.tobytes()
-        elif isinstance(value, dict):
-            rec = np.zeros((), dtype=spec)
-            for key, field in value.items():
-                if key not in spec.fields:
-                    raise TypeError(f"{_param_name(sig, i)}: struct {spec} has no field {key!r}")
-                rec[key] = field
-            raw = rec.tobytes()
-        elif isinstance(value, tuple):
-            raw = np.array(value, dtype=spec).tobytes()
-    else:
-        if isinstance(value, spec):
-            raw = bytes(memoryview(value).cast("B"))
-        elif isinstance(value, dict):
-            raw = bytes(memoryview(spec(**value)).cast("B"))
-        elif isinstance(value, tuple):
-            raw = bytes(memoryview(spec(*value)).cast("B"))
+    elif isinstance(value, spec):
+        raw = bytes(memoryview(value).cast("B"))
+    if raw is None and isinstance(value, (dict, tuple)):
+        record = sig._records[i]
+        if record is not None:
+            memset(dst, 0, p.size)      # fields a dict leaves out, and padding
+            return _put_record(sig, i, record, value, dst, "")
+        raw = _ctypes_built(sig, i, spec, value)
     if raw is None and isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
     if raw is None:
@@ -1172,6 +1213,167 @@ cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* 
         raise TypeError(f"{_param_name(sig, i)}: expected {p.size} bytes, got {len(raw)}")
     memcpy(dst, <char*>raw, p.size)
     return 0
+
+
+# numpy (kind, itemsize) of a struct field -> the scalar code typed packing converts it as.
+cdef dict _FIELD_CODES = {
+    ("b", 1): C_BOOL, ("i", 1): C_I8, ("u", 1): C_U8, ("i", 2): C_I16, ("u", 2): C_U16,
+    ("i", 4): C_I32, ("u", 4): C_U32, ("i", 8): C_I64, ("u", 8): C_U64, ("f", 2): C_F16,
+    ("f", 4): C_F32, ("f", 8): C_F64,
+}
+
+
+cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char* dst,
+                     str where) except -1:
+    """Write ``value`` at ``dst`` as numpy dtype ``dt`` -- parameter ``i``'s struct, or the
+    field ``where`` of it -- converting each scalar field as a parameter of its type is
+    converted (ints range-checked, no float for an int, floats rounded once), never through
+    numpy's or ctypes' casts, which wrap ints and truncate floats without a word."""
+    cdef Py_ssize_t k, n, step
+    cdef int code
+    what = f"field {where}" if where else f"a struct ({sig._types[i]})"
+    if dt.fields is not None:
+        if isinstance(value, np.void) and value.dtype == dt:
+            raw = value.tobytes()
+            memcpy(dst, <char*>raw, dt.itemsize)
+            return 0
+        if isinstance(value, dict):
+            for key, item in value.items():
+                field = dt.fields.get(key) if isinstance(key, str) else None
+                if field is None:
+                    raise TypeError(f"{_param_name(sig, i)}: {what} has no field {key!r} "
+                                    f"(its fields: {', '.join(dt.names)})")
+                _put_record(sig, i, field[0], item, dst + <Py_ssize_t>field[1],
+                            f"{where}.{key}" if where else key)
+            return 0
+        if isinstance(value, tuple):
+            if len(value) != len(dt.names):
+                raise TypeError(f"{_param_name(sig, i)}: {what} has {len(dt.names)} fields "
+                                f"({', '.join(dt.names)}), got {len(value)} values")
+            for key, item in zip(dt.names, value):
+                field = dt.fields[key]
+                _put_record(sig, i, field[0], item, dst + <Py_ssize_t>field[1],
+                            f"{where}.{key}" if where else key)
+            return 0
+        return _put_ctypes_part(sig, i, dt, value, dst, what, "a dict, a tuple")
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        if isinstance(value, np.ndarray) and value.dtype == base and value.shape == shape:
+            raw = np.ascontiguousarray(value).tobytes()
+            memcpy(dst, <char*>raw, dt.itemsize)
+            return 0
+        if not isinstance(value, (tuple, list, np.ndarray)):
+            return _put_ctypes_part(sig, i, dt, value, dst, what, "a sequence")
+        n = shape[0]
+        if len(value) != n:
+            raise TypeError(f"{_param_name(sig, i)}: {what} has {n} elements, got "
+                            f"{len(value)}")
+        inner = base if len(shape) == 1 else np.dtype((base, shape[1:]))
+        step = inner.itemsize
+        for k in range(n):
+            _put_record(sig, i, inner, value[k], dst + k * step, f"{where}[{k}]")
+        return 0
+    code = _FIELD_CODES.get((dt.kind, dt.itemsize), -1)
+    if dt.name == "bfloat16":
+        code = C_BF16
+    if code >= 0:
+        _put_field_scalar(sig, i, code, value, dst, where)
+    elif dt.kind == "c":
+        code = C_F32 if dt.itemsize == 8 else C_F64
+        if isinstance(value, (complex, np.complexfloating)):
+            value = (value.real, value.imag)
+        elif not isinstance(value, (tuple, list)) or len(value) != 2:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+                raise TypeError(f"{_param_name(sig, i)}: {what} is {dt}: expected a "
+                                f"complex number, got {type(value).__name__}")
+            value = (value, 0.0)
+        _put_field_scalar(sig, i, code, value[0], dst, f"{where}.real")
+        _put_field_scalar(sig, i, code, value[1], dst + <Py_ssize_t>(dt.itemsize // 2),
+                          f"{where}.imag")
+    elif dt.kind == "S" and dt.itemsize == 1 and not isinstance(value, (bytes, bytearray)):
+        _put_field_scalar(sig, i, C_U8, value, dst, where)      # ctypes' c_char takes 0 .. 255
+    elif dt.kind == "S":
+        if not isinstance(value, (bytes, bytearray)) or len(value) > dt.itemsize:
+            raise TypeError(f"{_param_name(sig, i)}: {what} is {dt.itemsize} bytes (char): "
+                            f"expected bytes of at most that length, got {value!r}")
+        raw = bytes(value)
+        memcpy(dst, <char*>raw, len(raw))
+    else:
+        raise TypeError(f"{_param_name(sig, i)}: {what} is {dt}, which kernarg cannot "
+                        "convert a value to; pass the whole struct as a numpy or ctypes value "
+                        "or bytes")
+    return 0
+
+
+cdef int _put_ctypes_part(Signature sig, Py_ssize_t i, object dt, object value, char* dst,
+                          str what, str expected) except -1:
+    # A nested struct or array given as the ctypes value of that part (a ctypes struct type's
+    # nested Structure or array): its bytes, when it has the part's size.
+    if isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)) \
+            and ctypes.sizeof(value) == dt.itemsize:
+        raw = bytes(memoryview(value).cast("B"))
+        memcpy(dst, <char*>raw, dt.itemsize)
+        return 0
+    raise TypeError(f"{_param_name(sig, i)}: {what} is {dt}: expected {expected} or a "
+                    f"matching value, got {type(value).__name__}")
+
+
+cdef int _put_field_scalar(Signature sig, Py_ssize_t i, int code, object value, char* dst,
+                           str where) except -1:
+    if isinstance(value, np.generic) and not isinstance(value, np.bool_):
+        value = value.item()
+    try:
+        return _put_scalar(sig, code, i, value, dst)
+    except (TypeError, OverflowError) as exc:
+        renamed = _part_error(exc, sig, i, code, f"field {where}")
+        if renamed is None:
+            raise
+        raise renamed from None
+
+
+cdef object _part_error(object exc, Signature sig, Py_ssize_t i, int code, str part):
+    """_put_scalar's error for a part of parameter ``i`` (a vector's element, a struct's field)
+    names the parameter as if it were of the part's scalar type: name the part instead. None
+    for any other message (re-raise it as it is)."""
+    prefix = f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
+    message = str(exc)
+    if not message.startswith(prefix):
+        return None
+    return type(exc)(f"{_param_name(sig, i)}, {part} ({_CODE_NAMES[code]}): "
+                     f"{message[len(prefix):]}")
+
+
+# ctypes' field descriptor type: what a struct type's attribute is for each of its fields.
+cdef object _CFIELD = type(type("_Probe", (ctypes.Structure,),
+                                {"_fields_": [("x", ctypes.c_int)]}).x)
+
+
+cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value):
+    """A dict or tuple built by ctypes struct type ``spec`` (one numpy cannot describe: bitfields,
+    anonymous members), checked: every dict key a field, a value for every field of a tuple,
+    and every int read back as given (ctypes keeps the low bits of one that does not fit)."""
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str) or type(getattr(spec, key, None)) is not _CFIELD:
+                raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} has no field {key!r}")
+        items = list(value.items())
+    else:
+        names = [f[0] for f in spec._fields_]
+        if len(value) != len(names):
+            raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} has {len(names)} fields "
+                            f"({', '.join(names)}), got {len(value)} values")
+        items = list(zip(names, value))
+    try:
+        obj = spec(**dict(items))
+    except Exception as exc:
+        raise type(exc)(f"{_param_name(sig, i)}: {spec.__name__}: {exc}") from None
+    for key, given in items:
+        got = getattr(obj, key)
+        if isinstance(got, int) and hasattr(type(given), "__index__") \
+                and got != PyNumber_Index(given):
+            raise OverflowError(f"{_param_name(sig, i)}, field {key}: {given} does not fit "
+                                f"(ctypes stores {got})")
+    return bytes(memoryview(obj).cast("B"))
 
 
 cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,

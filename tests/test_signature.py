@@ -702,6 +702,152 @@ def test_struct_errors():
         sig.pack((1, {"q": 1}))
 
 
+class CInner(ctypes.Structure):
+    _fields_ = [("h", ctypes.c_short), ("x", ctypes.c_double)]
+
+
+class CNested(ctypes.Structure):
+    _fields_ = [("c", ctypes.c_char), ("v", ctypes.c_float * 3), ("inner", CInner),
+                ("ok", ctypes.c_bool), ("n", ctypes.c_uint)]
+
+
+CNESTED = np.dtype(CNested)     # the same layout, described by numpy
+
+
+@pytest.mark.parametrize("spec", [CNESTED, CNested], ids=["numpy", "ctypes"])
+def test_struct_fields_are_converted_as_parameters_are(spec):
+    # numpy and ctypes, asked to build a struct from a dict or tuple, wrap ints that do not
+    # fit and truncate floats given for ints, without a word; ctypes also fills the fields a
+    # short tuple leaves out and ignores dict keys that name no field. kernarg converts each
+    # field as it converts a parameter of that type, and names the field when it cannot.
+    sig = kernarg.Signature([spec])
+    good = (b"a", (1.0, 2.5, -3.0), (7, 0.25), True, 2**32 - 1)
+    assert bytes(sig.pack((good,))) == bytes(CNested(*good))
+    as_dict = {"c": 97, "v": np.array([1.0, 2.5, -3.0]), "inner": {"h": np.int16(7), "x": 0.25},
+               "ok": np.True_, "n": 2**32 - 1}
+    assert bytes(sig.pack((as_dict,))) == bytes(CNested(*good))
+    name = r"parameter 0"
+    for value, exc, message in [
+        ({"n": 2**32}, OverflowError, r", field n \(unsigned int\): 4294967296 is outside 0 "),
+        ({"n": -1}, OverflowError, r", field n \(unsigned int\): -1 is outside"),
+        ({"n": 2.5}, TypeError, r", field n \(unsigned int\): expected an int, got float"),
+        ({"inner": {"h": 40000}}, OverflowError, r", field inner\.h \(short\): 40000 is"),
+        ({"inner": (1,)}, TypeError, r": field inner has 2 fields \(h, x\), got 1 values"),
+        ({"v": (1.0, "x", 3.0)}, TypeError, r", field v\[1\] \(float\): expected a real"),
+        ({"v": (1.0, 2.0)}, TypeError, r": field v has 3 elements, got 2"),
+        ({"ok": 2}, OverflowError, r", field ok \(bool\): 2 is outside 0 \.\. 1"),
+        ({"c": 256}, OverflowError, r", field c \(unsigned char\): 256 is outside 0 \.\. 255"),
+        ({"nn": 1}, TypeError, r": a struct \(.*\) has no field 'nn' \(its fields: c, v, "),
+        ({"inner": 5}, TypeError, r": field inner is .*: expected a dict, a tuple or a "
+                                  r"matching value, got int"),
+        (good[:4], TypeError, r": a struct \(.*\) has 5 fields \(c, v, inner, ok, n\), got 4 "),
+    ]:
+        with pytest.raises(exc, match=name + message):
+            sig.pack((value,))
+
+
+def test_struct_fields_round_as_parameters_do():
+    # A __half, __nv_bfloat16 or float field rounds once, from the double, as a parameter
+    # of that type does; a complex field takes a complex or a (real, imag) pair.
+    spec = np.dtype([("h", np.float16), ("b", ml_dtypes.bfloat16), ("f", np.float32),
+                     ("z", np.complex64)], align=True)
+    sig = kernarg.Signature([spec])
+    one = kernarg.Signature(["__half", "__nv_bfloat16", "float", "float", "float"])
+    for x in (1 + 2**-11 + 2**-40, 1 / 3, 65519.0, 1e-8, -2.5):
+        raw = bytes(sig.pack(((x, x, x, (x, -x)),)))
+        expect = bytes(one.pack((x, x, x, x, -x)))
+        assert raw[:2] == expect[:2] and raw[2:4] == expect[2:4]
+        assert raw[4:8] == expect[4:8] and raw[8:16] == expect[8:16]
+        assert bytes(sig.pack(((x, x, x, complex(x, -x)),))) == raw
+
+
+def test_struct_dict_leaves_out_fields_as_zeros():
+    # The fields a dict leaves out are zero, whatever the memory held before.
+    sig = kernarg.Signature([CNESTED, CNESTED])
+    for _ in range(3):
+        full = sig.pack(((b"z", (9.0, 9.0, 9.0), (9, 9.0), True, 9),) * 2)
+        del full
+        raw = bytes(sig.pack(({"n": 5}, {"inner": {"x": 1.5}})))
+        o = sig.offsets
+        assert raw[o[0]:o[0] + CNESTED.itemsize] == bytes(CNested(n=5))
+        assert raw[o[1]:o[1] + CNESTED.itemsize] == bytes(CNested(inner=CInner(x=1.5)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-2**15, 2**15 - 1), st.floats(width=32, allow_nan=False),
+       st.integers(0, 255), st.lists(st.integers(-2**31, 2**31 - 1), min_size=2, max_size=2))
+def test_struct_tuples_pack_as_numpy_builds_them_in_range(h, f, u, ints):
+    # Where numpy's casts lose nothing (ints in range, floats for float fields), the bytes are
+    # numpy's own.
+    spec = np.dtype([("h", np.int16), ("f", np.float32), ("u", np.uint8),
+                     ("i", np.int32, (2,))], align=True)
+    value = (h, f, u, tuple(ints))
+    rec = np.zeros((), dtype=spec)     # zeroed: numpy leaves the padding of np.array's alone
+    rec[()] = value
+    assert bytes(kernarg.Signature([spec]).pack((value,))) == rec.tobytes()
+
+
+def test_ctypes_structs_numpy_cannot_describe_are_checked_after_ctypes_builds_them():
+    # Bitfields have no numpy equivalent, and an anonymous member's fields are named through
+    # the outer struct: ctypes builds those, and kernarg checks what it built.
+    class Bits(ctypes.Structure):
+        _fields_ = [("lo", ctypes.c_uint, 3), ("hi", ctypes.c_int, 5)]
+
+    class U(ctypes.Union):
+        _fields_ = [("i", ctypes.c_int), ("f", ctypes.c_float)]
+
+    class Anon(ctypes.Structure):
+        _anonymous_ = ("u",)
+        _fields_ = [("u", U), ("n", ctypes.c_short)]
+
+    bits = kernarg.Signature([Bits])
+    assert bytes(bits.pack(((5, -16),))) == bytes(Bits(5, -16))
+    assert bytes(bits.pack(({"hi": 15},))) == bytes(Bits(hi=15))
+    with pytest.raises(OverflowError, match=r"parameter 0, field lo: 8 does not fit "
+                                            r"\(ctypes stores 0\)"):
+        bits.pack(((8, 0),))
+    with pytest.raises(OverflowError, match=r"field hi: 16 does not fit"):
+        bits.pack(({"hi": 16},))
+    with pytest.raises(TypeError, match=r"Bits has no field 'mid'"):
+        bits.pack(({"mid": 1},))
+    with pytest.raises(TypeError, match=r"Bits has 2 fields \(lo, hi\), got 1 values"):
+        bits.pack(((1,),))
+    with pytest.raises(TypeError, match=r"parameter 0: Bits: "):
+        bits.pack(((1.5, 0),))      # ctypes' own refusal, naming the parameter
+    anon = kernarg.Signature([Anon])
+    assert bytes(anon.pack(({"i": 7, "n": 2},))) == bytes(Anon(i=7, n=2))
+    with pytest.raises(OverflowError, match=r"field n: 70000 does not fit"):
+        anon.pack(({"f": 1.5, "n": 70000},))
+
+
+def test_struct_types_a_kernel_cannot_read_are_refused():
+    class BigEndian(ctypes.BigEndianStructure):
+        _fields_ = [("a", ctypes.c_int)]
+
+    class BigEndianBits(ctypes.BigEndianStructure):
+        _fields_ = [("a", ctypes.c_int, 4)]
+
+    for spec, message in [
+        (np.dtype([("o", object)]), r"field 'o' of .* holds Python objects"),
+        (np.dtype([("n", ">i4")]), r"field 'n' of .* is >i4, not in the host's"),
+        (np.dtype([("s", [("n", ">f8")], (2,))]), r"field 'n' of field 's' of .* is >f8"),
+        (BigEndian, r"field 'a' of BigEndian is >i4, not in the host's"),
+        (BigEndianBits, r"BigEndianBits is not in the host's .*byte order"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            kernarg.Signature([spec])
+
+
+def test_vector_element_errors_name_the_element():
+    sig = kernarg.Signature("int4 v, float2 w")
+    with pytest.raises(OverflowError, match=r"parameter 0 \('v'\), element 3 of int4 \(int\): "
+                                            r"2147483648 is outside"):
+        sig.pack(((1, 2, 3, 2**31), (1.0, 2.0)))
+    with pytest.raises(TypeError, match=r"parameter 1 \('w'\), element 1 of float2 \(float\): "
+                                        r"expected a real number, got str"):
+        sig.pack(((1, 2, 3, 4), (1.0, "x")))
+
+
 def test_argument_count_and_container():
     sig = kernarg.Signature("float* out, int n")
     with pytest.raises(TypeError, match="takes 2 arguments.*got 1"):
