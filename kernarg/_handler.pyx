@@ -48,6 +48,7 @@ from kernarg._interop cimport (
     tensor_map_value,
 )
 
+from kernarg._interop import record_problem
 from kernarg._interop import register as _register
 from kernarg._stream import resolve_stream
 
@@ -525,11 +526,15 @@ cdef int _put_int(BlockState* st, Py_ssize_t index, object arg) except -1:
     return 0
 
 
+cdef object _last_record = None     # the last numpy scalar dtype record_problem passed
+
+
 cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t size,
                      Py_ssize_t align) except -1:
     """By-value bytes read through the buffer protocol (structured numpy scalars and the
     fallback for layouts the fast paths could not confirm)."""
     cdef Py_buffer view
+    global _last_record
     if size < 0:    # numpy scalar: size and alignment belong to the object's dtype
         dtype = arg.dtype
         size = dtype.itemsize
@@ -537,6 +542,11 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
         if size == 0:
             raise TypeError(f"{_describe(index, arg)}: a zero-size value "
                             "cannot be a kernel parameter")
+        if dtype is not _last_record:       # structured scalars come in runs of one dtype
+            problem = record_problem(dtype, "its dtype")
+            if problem is not None:
+                raise TypeError(f"{_describe(index, arg)}: {problem}")
+            _last_record = dtype
     PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)
     try:
         if view.len != size:

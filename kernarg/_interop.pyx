@@ -499,9 +499,46 @@ cdef int _classify_numpy(object np, type t, TypeInfo* info) except -1:
     return 0
 
 
-cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
+def record_problem(dt, str where):
+    """Why a kernel cannot read numpy dtype ``dt`` (a struct's, or one of its parts) as its
+    fields, or None: Python objects (their bytes are addresses in this process) or a byte order
+    other than the host's (the GPU reads little-endian values). ``where`` names ``dt``."""
+    if dt.fields is not None:
+        for name, field in dt.fields.items():
+            problem = record_problem(field[0], f"field {name!r} of {where}")
+            if problem is not None:
+                return problem
+        return None
+    if dt.subdtype is not None:
+        return record_problem(dt.subdtype[0], where)
+    if dt.hasobject:
+        return (f"{where} holds Python objects ({dt}): a kernel would read their addresses in "
+                "this process")
+    if not dt.isnative:
+        return f"{where} is {dt.str}, not in the host's (little-endian) byte order the GPU reads"
+    return None
+
+
+def ctypes_problem(t, str where):
+    """record_problem for ctypes type ``t``: a py_object in it, or a big-endian struct."""
     if getattr(t, "_type_", None) == "O":
-        raise TypeError("ctypes.py_object holds a Python object, which a kernel cannot use")
+        return f"{where} is a ctypes.py_object, which holds a Python object a kernel cannot use"
+    if hasattr(t, "_swappedbytes_"):         # BigEndianStructure (on a little-endian host)
+        return f"{where} is not in the host's (little-endian) byte order the GPU reads"
+    if issubclass(t, ctypes.Array):
+        return ctypes_problem(t._type_, where)
+    if issubclass(t, (ctypes.Structure, ctypes.Union)):
+        for field in getattr(t, "_fields_", ()):
+            problem = ctypes_problem(field[1], f"field {field[0]!r} of {where}")
+            if problem is not None:
+                return problem
+    return None
+
+
+cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
+    problem = ctypes_problem(t, t.__name__)
+    if problem is not None:
+        raise TypeError(problem)
     if issubclass(t, ctypes.c_longdouble) and ctypes.sizeof(t) != 8:
         raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
     info.size = ctypes.sizeof(t)

@@ -58,7 +58,9 @@ import re
 
 import numpy as np
 
-from kernarg._interop import SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE
+from kernarg._interop import (
+    SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_problem, record_problem,
+)
 from kernarg._stream import resolve_stream
 
 __all__ = ["Signature"]
@@ -476,39 +478,25 @@ def _spec_from_object(obj):
 
 
 def _check_record(dt, where):
-    """Refuse a struct dtype whose bytes a kernel cannot read as its fields: Python objects
-    (their bytes are addresses in this process) or another byte order than the host's (the GPU
-    reads little-endian values). ``where`` names the struct, then the field, for the message."""
-    if dt.fields is not None:
-        for name, field in dt.fields.items():
-            _check_record(field[0], f"field {name!r} of {where}")
-    elif dt.subdtype is not None:
-        _check_record(dt.subdtype[0], where)
-    elif dt.hasobject:
-        raise ValueError(f"{where} holds Python objects ({dt}): a kernel would read their "
-                         "addresses in this process")
-    elif not dt.isnative:
-        raise ValueError(f"{where} is {dt.str}, not in the host's (little-endian) byte order "
-                         "that the GPU reads")
+    problem = record_problem(dt, where)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _ctypes_record(t):
     """ctypes struct type ``t`` as a numpy dtype of the same layout, for packing dicts and
     tuples field by field; None where numpy has no equivalent (bitfields) or a dict may name
     fields the dtype does not (an anonymous member's): ctypes builds those."""
+    problem = ctypes_problem(t, t.__name__)
+    if problem is not None:
+        raise ValueError(problem)
     if getattr(t, "_anonymous_", None):
         return None
     try:
         dt = np.dtype(t)
     except (TypeError, ValueError, NotImplementedError):
-        if hasattr(t, "_swappedbytes_"):      # a BigEndianStructure on this host
-            raise ValueError(f"{t.__name__} is not in the host's (little-endian) byte order "
-                             "that the GPU reads") from None
         return None
-    if dt.itemsize != ctypes.sizeof(t):
-        return None
-    _check_record(dt, t.__name__)
-    return dt
+    return dt if dt.itemsize == ctypes.sizeof(t) else None
 
 
 def _parse_ptx_entry(ptx, kernel_name):

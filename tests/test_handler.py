@@ -637,6 +637,40 @@ def test_zero_size_structured_scalar_is_refused():
         kernarg.pack((1, empty))
 
 
+class _BigEndian(ctypes.BigEndianStructure):
+    _fields_ = [("a", ctypes.c_int)]
+
+
+class _HoldsObject(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int), ("o", ctypes.py_object)]
+
+
+class _NestsBigEndian(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int), ("b", _BigEndian * 2)]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.zeros((), dtype=[("n", "<i4"), ("o", object)])[()],
+     r"\(numpy\.void\): field 'o' of its dtype holds Python objects"),
+    (np.zeros((), dtype=[("n", ">i4")])[()],
+     r"\(numpy\.void\): field 'n' of its dtype is >i4, not in the host's"),
+    (np.zeros((), dtype=[("s", [("x", ">f8")], (2,))])[()],
+     r"\(numpy\.void\): field 'x' of field 's' of its dtype is >f8"),
+    (_BigEndian(1), r"\(test_handler\._BigEndian\): _BigEndian is not in the host's"),
+    (_HoldsObject(1, None), r"\(.*\): field 'o' of _HoldsObject is a ctypes\.py_object"),
+    (_NestsBigEndian(), r"\(.*\): field 'b' of _NestsBigEndian is not in the host's"),
+], ids=["numpy object field", "numpy big-endian field", "numpy big-endian in a sub-array",
+        "ctypes big-endian", "ctypes py_object field", "ctypes nested big-endian"])
+def test_structs_a_kernel_cannot_read_are_refused(bad, message):
+    # Their bytes are a Python object's address, or values the GPU (little-endian) misreads.
+    with pytest.raises(TypeError, match=r"argument 1 " + message):
+        kernarg.pack((1, bad))
+    with pytest.raises(TypeError, match=r"argument 1 " + message):
+        kernarg.pack((1, bad))      # refused again, not cached as a layout that passed
+    good = np.zeros((), dtype=np.dtype([("n", "<i4"), ("f", "<f8")], align=True))[()]
+    assert kernarg.pack((1, good)).nbytes == 24
+
+
 # ------------------------------------------------------------------------------------------
 # The buffer-protocol fallbacks. kernarg reads numpy scalars in place and ctypes values through
 # their data pointer, after probing at import that this interpreter lays them out as expected.

@@ -831,7 +831,7 @@ def test_struct_types_a_kernel_cannot_read_are_refused():
         (np.dtype([("o", object)]), r"field 'o' of .* holds Python objects"),
         (np.dtype([("n", ">i4")]), r"field 'n' of .* is >i4, not in the host's"),
         (np.dtype([("s", [("n", ">f8")], (2,))]), r"field 'n' of field 's' of .* is >f8"),
-        (BigEndian, r"field 'a' of BigEndian is >i4, not in the host's"),
+        (BigEndian, r"BigEndian is not in the host's .*byte order"),
         (BigEndianBits, r"BigEndianBits is not in the host's .*byte order"),
     ]:
         with pytest.raises(ValueError, match=message):
