@@ -1336,11 +1336,21 @@ cdef object _CFIELD = type(type("_Probe", (ctypes.Structure,),
                                 {"_fields_": [("x", ctypes.c_int)]}).x)
 
 
+cdef str _described(object value):
+    return f"{len(value)} values" if isinstance(value, tuple) else type(value).__name__
+
+
 cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value):
     """A dict or tuple built by ctypes struct type ``spec`` (one numpy cannot describe: bitfields,
-    anonymous members), checked: every dict key a field, a value for every field of a tuple,
-    and every int read back as given (ctypes keeps the low bits of one that does not fit)."""
-    if isinstance(value, dict):
+    anonymous members, an array of such structs), checked: every dict key a field, a value for
+    every field (element) of a tuple, and every int read back as given (ctypes keeps the low
+    bits of one that does not fit)."""
+    if issubclass(spec, ctypes.Array):
+        if not isinstance(value, tuple) or len(value) != spec._length_:
+            raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} takes a tuple of "
+                            f"{spec._length_} elements, got {_described(value)}")
+        items = list(enumerate(value))
+    elif isinstance(value, dict):
         for key in value:
             if not isinstance(key, str) or type(getattr(spec, key, None)) is not _CFIELD:
                 raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} has no field {key!r}")
@@ -1352,16 +1362,41 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
                             f"({', '.join(names)}), got {len(value)} values")
         items = list(zip(names, value))
     try:
-        obj = spec(**dict(items))
-    except Exception as exc:
-        raise type(exc)(f"{_param_name(sig, i)}: {spec.__name__}: {exc}") from None
+        obj = spec(*value) if issubclass(spec, ctypes.Array) else spec(**dict(items))
+    except Exception as exc:        # ctypes' own refusal (a float for an int field, ...)
+        _reraise(exc, f"{_param_name(sig, i)}: {spec.__name__}: {exc}")
     for key, given in items:
-        got = getattr(obj, key)
-        if isinstance(got, int) and hasattr(type(given), "__index__") \
-                and got != PyNumber_Index(given):
-            raise OverflowError(f"{_param_name(sig, i)}, field {key}: {given} does not fit "
+        mismatch = _ctypes_mismatch(obj, key, given, f"[{key}]" if type(key) is int else key)
+        if mismatch is not None:
+            where, given, got = mismatch
+            raise OverflowError(f"{_param_name(sig, i)}, {where}: {given} does not fit "
                                 f"(ctypes stores {got})")
     return bytes(memoryview(obj).cast("B"))
+
+
+def _ctypes_mismatch(obj, key, given, where):
+    """(where, given, stored) for the first int under ``obj``'s field or element ``key`` that
+    ctypes did not store as ``given`` gave it, or None; nested structs and arrays given as
+    tuples, lists or dicts are followed."""
+    got = obj[key] if type(key) is int else getattr(obj, key)
+    if isinstance(got, int):
+        if hasattr(type(given), "__index__") and got != PyNumber_Index(given):
+            return (f"{'element' if where.startswith('[') else 'field'} {where}", given, got)
+        return None
+    if isinstance(got, ctypes.Array) and isinstance(given, (tuple, list)):
+        parts = enumerate(given)
+    elif isinstance(got, (ctypes.Structure, ctypes.Union)) and isinstance(given, tuple):
+        parts = zip([f[0] for f in type(got)._fields_], given)
+    elif isinstance(got, (ctypes.Structure, ctypes.Union)) and isinstance(given, dict):
+        parts = given.items()
+    else:
+        return None
+    for k, item in parts:
+        found = _ctypes_mismatch(got, k, item, f"{where}[{k}]" if type(k) is int
+                                 else f"{where}.{k}")
+        if found is not None:
+            return found
+    return None
 
 
 cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,

@@ -819,6 +819,25 @@ def test_ctypes_structs_numpy_cannot_describe_are_checked_after_ctypes_builds_th
     with pytest.raises(OverflowError, match=r"field n: 70000 does not fit"):
         anon.pack(({"f": 1.5, "n": 70000},))
 
+    # Nested parts are read back too: a struct of them, an array of them.
+    class Outer(ctypes.Structure):
+        _fields_ = [("b", Bits), ("a", ctypes.c_short * 2), ("bb", Bits * 2)]
+
+    outer = kernarg.Signature([Outer])
+    good = ((3, 1), (1, 2), ((1, 2), (7, -1)))
+    assert bytes(outer.pack((good,))) == bytes(Outer(*good))
+    for value, where, bad in [(((3, 16), (1, 2), ((1, 2), (7, -1))), r"field b\.hi", 16),
+                                (((3, 1), (1, 70000), ((1, 2), (7, -1))), r"field a\[1\]", 70000),
+                                (((3, 1), (1, 2), ((1, 2), (8, -1))), r"field bb\[1\]\.lo", 8)]:
+        with pytest.raises(OverflowError, match=rf"parameter 0, {where}: {bad} does not fit"):
+            outer.pack((value,))
+    bits_array = kernarg.Signature([Bits * 2])
+    assert bytes(bits_array.pack((((1, 2), (3, 4)),))) == bytes((Bits * 2)((1, 2), (3, 4)))
+    with pytest.raises(OverflowError, match=r"parameter 0, element \[0\]\.lo: 9 does not fit"):
+        bits_array.pack((((9, 0), (1, 1)),))
+    with pytest.raises(TypeError, match=r"Bits_Array_2 takes a tuple of 2 elements, got 1 values"):
+        bits_array.pack((((1, 1),),))
+
 
 def test_struct_types_a_kernel_cannot_read_are_refused():
     class BigEndian(ctypes.BigEndianStructure):
