@@ -217,7 +217,7 @@ cdef uint64_t _resolve(object obj) except? 0:
     raise _not_a_stream(t)
 
 
-cdef TypeError _not_a_stream(type t):
+cdef object _not_a_stream(type t):
     return TypeError(f"cannot use {t.__module__}.{t.__qualname__} as a CUDA stream; accepted: "
                      f"{_ACCEPTED}")
 
