@@ -45,8 +45,10 @@ cdef inline PyObject** tuple_items(tuple t) noexcept:
 
 cdef inline bint is_numpy_bool(type t):
     """numpy's bool scalar type (numpy.bool_; named "bool" since numpy 2), which numpy 1.x lets
-    through __index__ with a warning: a truth value is never a size or a stream handle."""
-    return t.__module__ == "numpy" and t.__name__ in ("bool_", "bool")
+    through __index__ with a warning: a truth value is never a size or a stream handle. Read
+    from the type object (tp_name "numpy.bool_" or "numpy.bool"; the type takes no subclasses),
+    with no attribute built."""
+    return kernarg_static_type_in(<PyTypeObject*>t, "numpy.bool")
 
 
 cdef inline object mro_find(type t, str module_prefix, str name):

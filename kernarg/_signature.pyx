@@ -462,7 +462,7 @@ def _spec_from_object(obj):
         raise TypeError(f"cannot use {obj!r} as a parameter type; expected a C type string, "
                         "a numpy dtype or a ctypes type") from None
     if dtype.fields is not None:
-        _check_record(dtype, str(dtype))
+        _refuse(record_problem(dtype, str(dtype)))
         return _Spec(C_STRUCT, dtype.itemsize, dtype.alignment, str(dtype), struct=dtype,
                      record=dtype)
     if dtype.name == "bfloat16":
@@ -477,8 +477,8 @@ def _spec_from_object(obj):
     return _scalar_spec(name, str(dtype))
 
 
-def _check_record(dt, where):
-    problem = record_problem(dt, where)
+def _refuse(problem):
+    """Raise record_problem's or ctypes_problem's answer, if any, as the construction error."""
     if problem is not None:
         raise ValueError(problem)
 
@@ -487,9 +487,7 @@ def _ctypes_record(t):
     """ctypes struct type ``t`` as a numpy dtype of the same layout, for packing dicts and
     tuples field by field; None where numpy has no equivalent (bitfields) or a dict may name
     fields the dtype does not (an anonymous member's): ctypes builds those."""
-    problem = ctypes_problem(t, t.__name__)
-    if problem is not None:
-        raise ValueError(problem)
+    _refuse(ctypes_problem(t, t.__name__))
     if getattr(t, "_anonymous_", None):
         return None
     try:
@@ -1167,13 +1165,7 @@ cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* 
         item = value[k]
         if isinstance(item, np.generic):
             item = item.item()
-        try:
-            _put_scalar(sig, p.elem, i, item, dst + k * step)
-        except (TypeError, OverflowError) as exc:
-            renamed = _part_error(exc, sig, i, p.elem, f"element {k} of {sig._types[i]}")
-            if renamed is None:
-                raise
-            raise renamed from None
+        _put_part(sig, i, p.elem, item, dst + k * step, k)
     return 0
 
 
@@ -1226,24 +1218,22 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
             memcpy(dst, <char*>raw, dt.itemsize)
             return 0
         if isinstance(value, dict):
-            for key, item in value.items():
-                field = dt.fields.get(key) if isinstance(key, str) else None
-                if field is None:
-                    raise TypeError(f"{_param_name(sig, i)}: {what} has no field {key!r} "
-                                    f"(its fields: {', '.join(dt.names)})")
-                _put_record(sig, i, field[0], item, dst + <Py_ssize_t>field[1],
-                            f"{where}.{key}" if where else key)
-            return 0
-        if isinstance(value, tuple):
+            pairs = value.items()
+        elif isinstance(value, tuple):
             if len(value) != len(dt.names):
                 raise TypeError(f"{_param_name(sig, i)}: {what} has {len(dt.names)} fields "
                                 f"({', '.join(dt.names)}), got {len(value)} values")
-            for key, item in zip(dt.names, value):
-                field = dt.fields[key]
-                _put_record(sig, i, field[0], item, dst + <Py_ssize_t>field[1],
-                            f"{where}.{key}" if where else key)
-            return 0
-        return _put_ctypes_part(sig, i, dt, value, dst, what, "a dict, a tuple")
+            pairs = zip(dt.names, value)
+        else:
+            return _put_ctypes_part(sig, i, dt, value, dst, what, "a dict, a tuple")
+        for key, item in pairs:
+            field = dt.fields.get(key) if isinstance(key, str) else None
+            if field is None:
+                raise TypeError(f"{_param_name(sig, i)}: {what} has no field {key!r} "
+                                f"(its fields: {', '.join(dt.names)})")
+            _put_record(sig, i, field[0], item, dst + <Py_ssize_t>field[1],
+                        f"{where}.{key}" if where else key)
+        return 0
     if dt.subdtype is not None:
         base, shape = dt.subdtype
         if isinstance(value, np.ndarray) and value.dtype == base and value.shape == shape:
@@ -1265,7 +1255,7 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
     if dt.name == "bfloat16":
         code = C_BF16
     if code >= 0:
-        _put_field_scalar(sig, i, code, value, dst, where)
+        _put_part(sig, i, code, value, dst, where)
     elif dt.kind == "c":
         code = C_F32 if dt.itemsize == 8 else C_F64
         if isinstance(value, (complex, np.complexfloating)):
@@ -1275,11 +1265,11 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
                 raise TypeError(f"{_param_name(sig, i)}: {what} is {dt}: expected a "
                                 f"complex number, got {type(value).__name__}")
             value = (value, 0.0)
-        _put_field_scalar(sig, i, code, value[0], dst, f"{where}.real")
-        _put_field_scalar(sig, i, code, value[1], dst + <Py_ssize_t>(dt.itemsize // 2),
-                          f"{where}.imag")
+        _put_part(sig, i, code, value[0], dst, f"{where}.real")
+        _put_part(sig, i, code, value[1], dst + <Py_ssize_t>(dt.itemsize // 2),
+                  f"{where}.imag")
     elif dt.kind == "S" and dt.itemsize == 1 and not isinstance(value, (bytes, bytearray)):
-        _put_field_scalar(sig, i, C_U8, value, dst, where)      # ctypes' c_char takes 0 .. 255
+        _put_part(sig, i, C_U8, value, dst, where)      # ctypes' c_char takes 0 .. 255
     elif dt.kind == "S":
         if not isinstance(value, (bytes, bytearray)) or len(value) > dt.itemsize:
             raise TypeError(f"{_param_name(sig, i)}: {what} is {dt.itemsize} bytes (char): "
@@ -1306,29 +1296,22 @@ cdef int _put_ctypes_part(Signature sig, Py_ssize_t i, object dt, object value, 
                     f"matching value, got {type(value).__name__}")
 
 
-cdef int _put_field_scalar(Signature sig, Py_ssize_t i, int code, object value, char* dst,
-                           str where) except -1:
-    if isinstance(value, np.generic) and not isinstance(value, np.bool_):
-        value = value.item()
+cdef int _put_part(Signature sig, Py_ssize_t i, int code, object value, char* dst,
+                   object where) except -1:
+    """_put_scalar for a part of parameter ``i``: vector element ``where`` (an int) or struct
+    field ``where`` (its path). _put_scalar's errors name the parameter as if it were of the
+    part's scalar type; they are raised again naming the part instead."""
     try:
         return _put_scalar(sig, code, i, value, dst)
     except (TypeError, OverflowError) as exc:
-        renamed = _part_error(exc, sig, i, code, f"field {where}")
-        if renamed is None:
+        prefix = f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
+        message = str(exc)
+        if not message.startswith(prefix):
             raise
-        raise renamed from None
-
-
-cdef object _part_error(object exc, Signature sig, Py_ssize_t i, int code, str part):
-    """_put_scalar's error for a part of parameter ``i`` (a vector's element, a struct's field)
-    names the parameter as if it were of the part's scalar type: name the part instead. None
-    for any other message (re-raise it as it is)."""
-    prefix = f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
-    message = str(exc)
-    if not message.startswith(prefix):
-        return None
-    return type(exc)(f"{_param_name(sig, i)}, {part} ({_CODE_NAMES[code]}): "
-                     f"{message[len(prefix):]}")
+        part = (f"element {where} of {sig._types[i]}" if type(where) is int
+                else f"field {where}")
+        raise type(exc)(f"{_param_name(sig, i)}, {part} ({_CODE_NAMES[code]}): "
+                        f"{message[len(prefix):]}") from None
 
 
 # ctypes' field descriptor type: what a struct type's attribute is for each of its fields.

@@ -11,9 +11,7 @@ from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.number cimport PyIndex_Check, PyNumber_Index
 from cpython.object cimport PyTypeObject
 
-from kernarg._cdefs cimport (
-    kernarg_static_type_in, kernarg_type_name_is, mro_has,
-)
+from kernarg._cdefs cimport is_numpy_bool, kernarg_static_type_in, kernarg_type_name_is, mro_has
 
 cdef extern from "Python.h":
     # Declared without Cython's error check: _int_handle checks the -1 itself.
@@ -172,7 +170,7 @@ cdef uint64_t _resolve(object obj) except? 0:
         # reading each of those from a numpy scalar raises and clears an AttributeError: ask
         # first. A numpy integer is a handle kept in one (an array of handles, say); not
         # numpy's bool, floats, or an array of several values.
-        if PyIndex_Check(obj) and not kernarg_static_type_in(<PyTypeObject*>t, "numpy.bool"):
+        if PyIndex_Check(obj) and not is_numpy_bool(t):
             try:
                 handle = PyNumber_Index(obj)    # an exact int
             except TypeError:
