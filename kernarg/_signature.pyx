@@ -1027,7 +1027,10 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
             info = lookup_type(value, i) if code == C_U64 else NULL
             if info != NULL and info.kind == KIND_HANDLE:
                 return handle_value(info, value, i, dst)      # a texture/surface object
-            number = _ctypes_number(value, False)
+            if isinstance(value, np.bool_):     # 0 or 1, as the fast path reads it in place
+                number = 1 if value else 0
+            else:
+                number = _ctypes_number(value, False)
             if number is None:
                 raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an "
                                 f"int, got {type(value).__name__}") from None
@@ -1344,8 +1347,10 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
             raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} has {len(names)} fields "
                             f"({', '.join(names)}), got {len(value)} values")
         items = list(zip(names, value))
+    items = [(key, _without_numpy_bools(given)) for key, given in items]
     try:
-        obj = spec(*value) if issubclass(spec, ctypes.Array) else spec(**dict(items))
+        obj = (spec(*[given for _, given in items]) if issubclass(spec, ctypes.Array)
+               else spec(**dict(items)))
     except Exception as exc:        # ctypes' own refusal (a float for an int field, ...)
         _reraise(exc, f"{_param_name(sig, i)}: {spec.__name__}: {exc}")
     for key, given in items:
@@ -1355,6 +1360,20 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
             raise OverflowError(f"{_param_name(sig, i)}, {where}: {given} does not fit "
                                 f"(ctypes stores {got})")
     return bytes(memoryview(obj).cast("B"))
+
+
+cdef object _without_numpy_bools(object value):
+    """``value`` with every numpy.bool_ in it (nested tuples, lists, dicts) made a Python bool,
+    which ctypes takes for an int field as every other typed path takes numpy.bool_ (0 or 1);
+    ctypes refuses numpy.bool_ itself, which has no __index__."""
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)([_without_numpy_bools(v) for v in value]) \
+            if type(value) in (tuple, list) else value
+    if type(value) is dict:
+        return {k: _without_numpy_bools(v) for k, v in value.items()}
+    return value
 
 
 def _ctypes_mismatch(obj, key, given, where):

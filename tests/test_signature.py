@@ -746,6 +746,39 @@ def test_struct_fields_are_converted_as_parameters_are(spec):
             sig.pack((value,))
 
 
+class CBits(ctypes.Structure):
+    _fields_ = [("lo", ctypes.c_int, 4), ("hi", ctypes.c_int, 4), ("n", ctypes.c_short)]
+
+
+def test_numpy_bool_is_0_or_1_for_every_integer_part():
+    # numpy.bool_ has no __index__, and ctypes refuses it; a parameter of an integer type,
+    # read in place by the fast path, takes it as 0 or 1, and so must a vector element, a
+    # struct field (numpy-described, or built by ctypes: bitfields) and a PTX-declared int.
+    t, f = np.True_, np.False_
+    assert bytes(kernarg.Signature("int n, short s, char c").pack((t, t, f))) == \
+        bytes(kernarg.Signature("int n, short s, char c").pack((1, 1, 0)))
+    assert bytes(kernarg.Signature("int2 v").pack(((t, f),))) == struct.pack("<ii", 1, 0)
+    spec = np.dtype([("n", np.int32), ("u", np.uint8), ("f", np.float32)], align=True)
+    expect = np.zeros((), spec)     # padding zeroed, as kernarg's
+    expect[()] = (1, 1, 1.0)
+    for value in ({"n": t, "u": t, "f": t}, (t, t, t)):
+        assert bytes(kernarg.Signature([spec]).pack((value,))) == expect.tobytes()
+    for value in ({"lo": t, "n": t}, (t, f, t), {"lo": 1, "n": 1}):
+        assert bytes(kernarg.Signature([CBits]).pack((value,))) == bytes(CBits(1, 0, 1))
+    pairs = kernarg.Signature([CBits * 2])
+    assert bytes(pairs.pack((((t, t, f), (f, 1, t)),))) == \
+        bytes((CBits * 2)(CBits(1, 1, 0), CBits(0, 1, 1)))
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n"
+           "\t.param .u32 k_param_0,\n\t.param .u16 k_param_1\n)\n{\n\tret;\n}\n")
+    assert bytes(kernarg.Signature.from_ptx(ptx, "k").pack((t, f))) == \
+        struct.pack("<IH", 1, 0)
+    # Any other numpy value that is not an integer is still refused for an int part.
+    with pytest.raises(TypeError, match=r"field n \(int\): expected an int, got float32"):
+        kernarg.Signature([spec]).pack(({"n": np.float32(1)},))
+    with pytest.raises(TypeError, match=r"CBits: .*int"):
+        kernarg.Signature([CBits]).pack(({"lo": np.float32(1)},))
+
+
 def test_struct_fields_round_as_parameters_do():
     # A __half, __nv_bfloat16 or float field rounds once, from the double, as a parameter
     # of that type does; a complex field takes a complex or a (real, imag) pair.
