@@ -314,7 +314,7 @@ def _pointee_of(base, stars=1):
 
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
-    tokens = re.findall(r"[A-Za-z_]\w*|\*|&|\[|\]", text)
+    tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", text)
     if "&" in tokens:
         raise ValueError(f"{text.strip()!r}: kernel parameters cannot be references")
     if "[" in tokens:
@@ -387,9 +387,19 @@ def _pointer_spec(base, stars, is_const):
                  is_const=is_const)
 
 
+# <cstdint>'s and <cstddef>'s names, which C++ kernels also write as std::size_t, ::size_t or
+# cuda::std::int32_t (libcu++): the same types.
+_STD_NAMES = frozenset(("int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
+                        "int64_t", "uint64_t", "size_t", "ptrdiff_t", "intptr_t", "uintptr_t"))
+_STD_QUALIFIED = re.compile(r"(?:::)?(?:(?:cuda::)?std::)?(\w+)")
+
+
 def _canonical(type_name):
     if type_name in _SCALARS or type_name == "void" or type_name == "CUtensorMap":
         return type_name
+    if ":" in type_name:
+        m = _STD_QUALIFIED.fullmatch(type_name)
+        return _ALIASES[m[1]] if m is not None and m[1] in _STD_NAMES else None
     if type_name in _ALIASES:
         return _ALIASES[type_name]
     if _vector_type(type_name) is not None:

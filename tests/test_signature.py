@@ -146,6 +146,35 @@ def test_from_ptx_mangled_cpp_kernel_and_types():
         kernarg.Signature.from_ptx(ptx, "missing")
 
 
+def test_std_qualified_integer_names_are_the_plain_types():
+    # C++ kernels write <cstdint>'s and <cstddef>'s names qualified: std::size_t, ::size_t,
+    # cuda::std::int32_t (libcu++). They are the same types; other namespaces are not.
+    plain = kernarg.Signature("size_t a, unsigned char* b, const signed char* c, int d, "
+                              "unsigned long long e")
+    qualified = kernarg.Signature("std::size_t a, ::cuda::std::uint8_t* b, "
+                                  "const std::int8_t* __restrict__ c, cuda::std::int32_t d, "
+                                  "::std::uint64_t e")
+    assert (qualified.types, qualified.names, qualified.offsets) == \
+        (plain.types, plain.names, plain.offsets)
+    assert kernarg.Signature("::ptrdiff_t p").types == kernarg.Signature("ptrdiff_t p").types
+    for text in ("cuda::size_t n", "mylib::int32_t n", "std::int4 v", "std::cuda::int32_t n"):
+        with pytest.raises(ValueError, match="unknown parameter type"):
+            kernarg.Signature(text)
+    # From source: the declared types, checked against the PTX, so the element type of a
+    # std::int8_t pointer is checked and a std::uint16_t is range-checked as unsigned.
+    src = ("namespace std { typedef unsigned long size_t; typedef unsigned short uint16_t; "
+           "typedef signed char int8_t; }\n"
+           'extern "C" __global__ void k(std::size_t n, ::size_t m, std::uint16_t h, '
+           "const std::int8_t* __restrict__ p) {}")
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("unsigned long", "unsigned long", "unsigned short", "const signed char*")
+    assert sig.names == ("n", "m", "h", "p")
+    with pytest.raises(OverflowError, match=r"parameter 2 \('h'\) is unsigned short: -1"):
+        sig.pack((1, 2, -1, None))
+    with pytest.raises(TypeError, match=r"parameter 3 \('p'\) .*element type is f4"):
+        sig.pack((1, 2, 3, CAIObject(cai(0x1000, typestr="<f4"))))
+
+
 def test_from_source_compile_error_has_log():
     with pytest.raises(kernarg.NvrtcError, match="error"):
         kernarg.Signature.from_source("__global__ void k(int x) { syntax error }", "k")
