@@ -124,6 +124,8 @@ _ALIASES = {
     "unsigned long int": "unsigned long", "long long int": "long long",
     "signed long long": "long long", "signed long long int": "long long",
     "unsigned long long int": "unsigned long long", "int8_t": "signed char",
+    # Device code has no wider type: NVRTC compiles a long double parameter as .f64.
+    "long double": "double",
     "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short",
     "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long long",
     "uint64_t": "unsigned long long", "size_t": "unsigned long", "ptrdiff_t": "long",

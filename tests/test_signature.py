@@ -157,6 +157,11 @@ def test_std_qualified_integer_names_are_the_plain_types():
     assert (qualified.types, qualified.names, qualified.offsets) == \
         (plain.types, plain.names, plain.offsets)
     assert kernarg.Signature("::ptrdiff_t p").types == kernarg.Signature("ptrdiff_t p").types
+    # Device code has no long double wider than double: NVRTC makes the parameter .f64.
+    long_double = kernarg.Signature("long double x, int n")
+    assert long_double.types == ("double", "int")
+    assert long_double.offsets == kernarg.Signature.from_source(
+        'extern "C" __global__ void k(long double x, int n) {}', "k").offsets == (0, 8)
     for text in ("cuda::size_t n", "mylib::int32_t n", "std::int4 v", "std::cuda::int32_t n"):
         with pytest.raises(ValueError, match="unknown parameter type"):
             kernarg.Signature(text)
