@@ -707,6 +707,7 @@ cdef class Signature:
     def _from_source_and_ptx(cls, source, kernel_name, ptx, entry=None):
         """from_source with the PTX already compiled (Kernel.from_source compiles once);
         ``entry`` is the kernel's PTX entry name when NVRTC lowered it."""
+        source = _without_comments(source)
         try:
             ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name)[0]
         except LookupError as exc:
@@ -723,11 +724,12 @@ cdef class Signature:
             # header or a macro. The PTX's layout is the compiler's own, so take it (names
             # unknown; ints of either sign, .u64 an int or a pointer).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        if len({_declared_types(d) for d in decls}) > 1:
+        if len({_declared_types(d) for d, _ in decls}) > 1:
             # Overloads, or kernels of one name in several namespaces: the source alone does
             # not say which one the PTX holds, so take the PTX's own types (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        decl = decls[0]
+        # The names are the definition's (a prototype may leave them out, or use others).
+        decl = next((d for d, is_definition in decls if is_definition), decls[0][0])
         specs, names = [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
         if len(pieces) != len(ptx_specs):
@@ -1605,9 +1607,51 @@ cdef Signature _new_signature(type cls, list specs, list names):
     return sig
 
 
+def _without_comments(source):
+    """``source`` with each ``//`` and ``/* */`` comment replaced by a space, as the
+    preprocessor does (a comment in a parameter list would add its words and ``*``s to the
+    declaration); comment markers inside string and character literals are left alone, and a
+    ``'`` inside a number is C++14's digit separator."""
+    if "/" not in source:
+        return source
+    out = []
+    i, n, start = 0, len(source), 0
+    while i < n:
+        ch = source[i]
+        if ch == "/" and i + 1 < n and source[i + 1] in "/*":
+            out.append(source[start:i])
+            if source[i + 1] == "/":
+                i += 2
+                while i < n and source[i] != "\n":
+                    i += 2 if source[i] == "\\" else 1     # a \ newline continues it
+            else:
+                end = source.find("*/", i + 2)
+                i = n if end < 0 else end + 2
+            out.append(" ")
+            start = i
+        elif ch == '"' or (ch == "'" and not _in_number(source, i)):
+            i += 1
+            while i < n and source[i] != ch and source[i] != "\n":
+                i += 2 if source[i] == "\\" else 1
+            i += 1
+        else:
+            i += 1
+    out.append(source[start:])
+    return "".join(out)
+
+
+cdef bint _in_number(str source, Py_ssize_t i):
+    # The token before source[i] starts with a digit: 1'000'000, 0xFF'FF.
+    cdef Py_ssize_t j = i
+    while j > 0 and (source[j - 1].isalnum() or source[j - 1] in "_'"):
+        j -= 1
+    return j < i and source[j].isdigit()
+
+
 def _find_declarations(source, kernel_name):
     """The parameter list of every ``__global__`` declaration of ``kernel_name``'s function
-    name in ``source``, in order; for a template instantiation (``'saxpy<float>'``), with the
+    name in ``source`` (comments removed), in order, each with whether it is the definition
+    (its body follows); for a template instantiation (``'saxpy<float>'``), with the
     template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
     out = []
@@ -1620,7 +1664,7 @@ def _find_declarations(source, kernel_name):
             header = _template_header(source, m.start())
             if header is not None:
                 decl = _substitute_template_args(decl, header, args, kernel_name)
-        out.append(decl)
+        out.append((decl, source[j + 1:].lstrip().startswith("{")))
     if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")
     return out

@@ -180,6 +180,45 @@ def test_std_qualified_integer_names_are_the_plain_types():
         sig.pack((1, 2, 3, CAIObject(cai(0x1000, typestr="<f4"))))
 
 
+def test_from_source_reads_declarations_without_their_comments():
+    # A comment in a parameter list added its words and `*`s to the declaration: `float*
+    # /*out*/ o` was typed float***, and `int n /* count */` named count. A commented-out
+    # declaration counted as an overload, and a prototype without names hid the definition's.
+    src = ('// extern "C" __global__ void k(int x) {}  an older version\n'
+           '/* extern "C" __global__ void k(char c); */\n'
+           'extern "C" __global__ void k(float*, int, const char*);\n'
+           'extern "C" __global__ void k(float* /*out*/ o, // the output, 1\'000 long\n'
+           '                             int n /* count */, const char* s) {\n'
+           '    if (s[0] == \'/\' && s[1] == \'*\') o[n] = 1\'000.f;  // "*/ /*"\n'
+           '}\n')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("float*", "int", "const char*") and sig.names == ("o", "n", "s")
+    with pytest.raises(TypeError, match=r"parameter 0 \('o'\) is float\* but .* i4"):
+        sig.pack((CAIObject(cai(0x1000, typestr="<i4")), 1, None))
+    # The definition's names, wherever the prototype is.
+    later = ('extern "C" __global__ void k(float* o, int n) {}\n'
+             'extern "C" __global__ void k(float* p, int);\n')
+    assert kernarg.Signature.from_source(later, "k").names == ("o", "n")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a // b\nc", "a  \nc"),
+    ("a /* b\n */ c", "a   c"),
+    ('x = "// not /* a */ comment"; // one', 'x = "// not /* a */ comment";  '),
+    ('s = "\\\\" // a', 's = "\\\\"  '),        # an escaped backslash, then the end
+    ('s = "\\" // a";', 's = "\\" // a";'),     # an escaped quote: all one string
+    ("c = '/'; d = '\\''; /* x */", "c = '/'; d = '\\'';  "),
+    ("n = 1'000'000; // c", "n = 1'000'000;  "),     # C++14 digit separators
+    ("u8'/' L'/' /* q */", "u8'/' L'/'  "),        # prefixed character literals
+    ("a // b \\\n still the comment\nc", "a  \nc"),   # a line comment continued
+    ("a /* never closed", "a  "),
+    ("no comments at all", "no comments at all"),
+])
+def test_comments_are_removed_as_the_preprocessor_removes_them(text, expected):
+    from kernarg._signature import _without_comments
+    assert _without_comments(text) == expected
+
+
 def test_from_source_compile_error_has_log():
     with pytest.raises(kernarg.NvrtcError, match="error"):
         kernarg.Signature.from_source("__global__ void k(int x) { syntax error }", "k")
