@@ -724,22 +724,37 @@ cdef class Signature:
             # header or a macro. The PTX's layout is the compiler's own, so take it (names
             # unknown; ints of either sign, .u64 an int or a pointer).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        if len({_declared_types(d) for d, _ in decls}) > 1:
+        aliases = _source_aliases(source)
+        if aliases:
+            decls = [(_substitute_aliases(d, aliases), d, is_definition)
+                     for d, is_definition in decls]
+        else:
+            decls = [(d, d, is_definition) for d, is_definition in decls]
+        if len({_declared_types(d) for d, _, _ in decls}) > 1:
             # Overloads, or kernels of one name in several namespaces: the source alone does
             # not say which one the PTX holds, so take the PTX's own types (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         # The names are the definition's (a prototype may leave them out, or use others).
-        decl = next((d for d, is_definition in decls if is_definition), decls[0][0])
+        decl, written = next(((d, w) for d, w, is_definition in decls if is_definition),
+                             decls[0][:2])
         specs, names = [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
         if len(pieces) != len(ptx_specs):
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
                              f"the PTX has {len(ptx_specs)}")
-        for piece, ptx_spec in zip(pieces, ptx_specs):
+        originals = pieces if written is decl else _split_params(written)
+        for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
             try:
                 spec, name = _parse_c_param(piece)
             except ValueError:
                 spec, name = ptx_spec, _last_identifier(piece)
+            if piece is not original and not _agrees_with_ptx(spec, ptx_spec):
+                # An alias read from the text that is not the one the compiler used (one in
+                # another scope, hidden by a local name): the parameter as written.
+                try:
+                    spec, name = _parse_c_param(original)
+                except ValueError:
+                    spec, name = ptx_spec, _last_identifier(original)
             if spec.header_aligned and spec.size == ptx_spec.size:
                 spec.align = ptx_spec.align     # the source's own declaration of the type
             if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
@@ -1646,6 +1661,130 @@ cdef bint _in_number(str source, Py_ssize_t i):
     while j > 0 and (source[j - 1].isalnum() or source[j - 1] in "_'"):
         j -= 1
     return j < i and source[j].isdigit()
+
+
+# typedef float real;  /  using real = float;  (scalars and vectors only: no pointers, arrays,
+# templates or functions)
+_TYPEDEF = re.compile(r"\btypedef\s+([^;{}()\[\]*&<>=]+?)\s+([A-Za-z_]\w*)\s*;")
+_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]*&<>=]+?)\s*;")
+
+
+def _source_aliases(source):
+    """The names ``source`` declares, with ``typedef`` or ``using``, for a type kernarg knows
+    (``typedef float real;``, ``using index_t = std::int64_t;``): name -> the type's canonical
+    name. A name declared more than once for different types (in different scopes) is left
+    out, as is one that is itself a type kernarg knows."""
+    found = {}
+    text = _namespace_scope(_unconditional(source))
+    pairs = [(m[2], m[1]) for m in _TYPEDEF.finditer(text)]
+    pairs += [(m[1], m[2]) for m in _USING.finditer(text)]
+    for name, written in pairs:
+        words = [w for w in written.split() if w not in _QUALIFIERS and w != "struct"]
+        found.setdefault(name, set()).add(_canonical(" ".join(words)))
+    return {name: types.pop() for name, types in found.items()
+            if len(types) == 1 and None not in types and _canonical(name) is None}
+
+
+_UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
+
+
+_NAMESPACE_OPENING = re.compile(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"C"(?:\+\+)?)\s*$')
+
+
+def _namespace_scope(source):
+    """``source`` without the insides of braces other than a namespace's or an ``extern "C"``
+    block's (function bodies, structs, classes): a typedef there is not visible to a
+    kernel's parameter list. String and character literals are skipped over."""
+    out = []
+    frames = []         # for each open brace: whether it opens a namespace (or extern "C")
+    i, n, start = 0, len(source), 0
+    while i < n:
+        ch = source[i]
+        if ch == '"' or (ch == "'" and not _in_number(source, i)):
+            i += 1
+            while i < n and source[i] != ch and source[i] != "\n":
+                i += 2 if source[i] == "\\" else 1
+            i += 1
+        elif ch == "{":
+            if all(frames):
+                out.append(source[start:i])
+            frames.append(all(frames) and
+                          _NAMESPACE_OPENING.search(source, max(0, i - 200), i) is not None)
+            i += 1
+            start = i
+        elif ch == "}" and frames:
+            if all(frames):
+                out.append(source[start:i])
+            frames.pop()
+            out.append(";")         # what was before the brace ends there
+            i += 1
+            start = i
+        else:
+            i += 1
+    if all(frames):
+        out.append(source[start:])
+    return " ".join(out)
+
+
+_DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b\s*(\w*)")
+
+
+def _unconditional(source):
+    """``source``'s lines that the preprocessor keeps whatever is defined: those outside every
+    #if/#ifdef/#ifndef block, an include guard (``#ifndef X`` then ``#define X``) excepted.
+    Which branch of a conditional the compiler took is not known here, and an alias read from
+    the other one would give a parameter the wrong type."""
+    kept = []
+    frames = []         # for each open conditional: whether it is an include guard
+    guard = None        # the name an #ifndef just opened, until the next line
+    for line in source.split("\n"):
+        m = _DIRECTIVE.match(line)
+        directive = m[1] if m is not None else None
+        if directive in ("if", "ifdef", "ifndef"):
+            frames.append(False)
+            guard = m[2] if directive == "ifndef" else None
+            continue
+        if directive == "define" and guard is not None and m[2] == guard and frames:
+            frames[-1] = True
+        guard = None
+        if directive in ("elif", "else") and frames:
+            frames[-1] = False
+        elif directive == "endif" and frames:
+            frames.pop()
+        elif all(frames):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _substitute_aliases(decl, aliases):
+    """``decl`` with each alias that names a parameter's type (a whole word, not qualified by a
+    namespace or class, and not the parameter's own name, which may shadow a typedef)
+    replaced by its type."""
+    if decl.strip() in ("", "void"):
+        return decl
+    out = []
+    for piece in _split_params(decl):
+        words = [m for m in _UNQUALIFIED_WORD.finditer(piece) if m[0] not in _QUALIFIERS]
+        name = words[-1] if len(words) > 1 else None
+        parts, at = [], 0
+        for m in words:
+            if m is not name and m[0] in aliases:
+                parts += [piece[at:m.start()], aliases[m[0]]]
+                at = m.end()
+        out.append("".join(parts) + piece[at:])
+    return ",".join(out)
+
+
+cdef bint _agrees_with_ptx(object spec, object ptx_spec):
+    """Whether a parameter's spec can be what the PTX declares: the same size and alignment,
+    and a float where the PTX has a float (.f32, .f64), an integer or pointer where it has an
+    integer (.sN, .uN)."""
+    if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
+        return False
+    if ptx_spec.code <= C_F64 or ptx_spec.code == C_U64_OR_PTR:
+        return (spec.code == C_F32 or spec.code == C_F64) == \
+            (ptx_spec.code == C_F32 or ptx_spec.code == C_F64)
+    return True
 
 
 def _find_declarations(source, kernel_name):

@@ -201,6 +201,37 @@ def test_from_source_reads_declarations_without_their_comments():
     assert kernarg.Signature.from_source(later, "k").names == ("o", "n")
 
 
+def test_from_source_reads_typedefs_and_using_aliases_of_known_types():
+    # `real*` was a pointer to a type kernarg had no name for: its elements went unchecked.
+    src = ("#ifndef REAL_H\n#define REAL_H\n"       # an include guard is no condition
+           "typedef float real;\n"
+           "namespace lib { using index_t = unsigned long long; }\n"
+           "#endif\n"
+           "struct Box { typedef double real; };\n"   # a member, not visible to k
+           "using lib::index_t;\n"
+           'extern "C" __global__ void k(real* out, const real* __restrict__ in, real a, '
+           "lib::index_t n, index_t m, int real_count) {}\n")
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("float*", "const float*", "float", ".u64", "unsigned long long", "int")
+    assert sig.names == ("out", "in", "a", "n", "m", "real_count")
+    with pytest.raises(TypeError, match=r"parameter 1 \('in'\) is const float\* but .* f8"):
+        sig.pack((None, CAIObject(cai(0x1000, typestr="<f8")), 1.0, 1, 1, 1))
+    # A name the text declares for two types (the branches of an #ifdef, two scopes), or
+    # only inside a conditional, is left as written: which one the compiler took is unknown.
+    two = ("#ifdef USE_DOUBLE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+           "#if PRECISE\ntypedef double acc;\n#endif\n#ifndef acc\n#define acc float\n#endif\n"
+           'extern "C" __global__ void k(real* out, real a, acc* b) {}')
+    assert kernarg.Signature.from_source(two, "k").types == ("real*", ".f32", "acc*")
+    # A parameter may be named as a typedef is; an alias the PTX disagrees with (here one a
+    # macro hides) gives way to the PTX's type.
+    shadow = ('namespace other { typedef float real; }\n'
+              "#define DECLARE(T, N) typedef T N;\nDECLARE(double, real)\n"
+              "typedef int n;\n"
+              'extern "C" __global__ void k(real x, n* p, int n) {}')
+    sig = kernarg.Signature.from_source(shadow, "k")
+    assert sig.types == (".f64", "int*", "int") and sig.names == ("x", "p", "n")
+
+
 @pytest.mark.parametrize("text, expected", [
     ("a // b\nc", "a  \nc"),
     ("a /* b\n */ c", "a   c"),
