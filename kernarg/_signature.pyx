@@ -1645,14 +1645,22 @@ def _without_comments(source):
             out.append(" ")
             start = i
         elif ch == '"' or (ch == "'" and not _in_number(source, i)):
-            i += 1
-            while i < n and source[i] != ch and source[i] != "\n":
-                i += 2 if source[i] == "\\" else 1
-            i += 1
+            i = _past_literal(source, i)
         else:
             i += 1
     out.append(source[start:])
     return "".join(out)
+
+
+cdef Py_ssize_t _past_literal(str source, Py_ssize_t i):
+    # Where the string or character literal whose opening quote is source[i] ends (one past
+    # its closing quote; an unclosed one ends with its line).
+    cdef Py_ssize_t n = len(source)
+    quote = source[i]
+    i += 1
+    while i < n and source[i] != quote and source[i] != "\n":
+        i += 2 if source[i] == "\\" else 1
+    return i + 1
 
 
 cdef bint _in_number(str source, Py_ssize_t i):
@@ -1701,10 +1709,7 @@ def _namespace_scope(source):
     while i < n:
         ch = source[i]
         if ch == '"' or (ch == "'" and not _in_number(source, i)):
-            i += 1
-            while i < n and source[i] != ch and source[i] != "\n":
-                i += 2 if source[i] == "\\" else 1
-            i += 1
+            i = _past_literal(source, i)
         elif ch == "{":
             if all(frames):
                 out.append(source[start:i])
