@@ -1682,6 +1682,8 @@ def _source_aliases(source):
     (``typedef float real;``, ``using index_t = std::int64_t;``): name -> the type's canonical
     name. A name declared more than once for different types (in different scopes) is left
     out, as is one that is itself a type kernarg knows."""
+    if "typedef" not in source and "using" not in source:
+        return {}
     found = {}
     text = _namespace_scope(_unconditional(source))
     pairs = [(m[2], m[1]) for m in _TYPEDEF.finditer(text)]
@@ -1691,9 +1693,6 @@ def _source_aliases(source):
         found.setdefault(name, set()).add(_canonical(" ".join(words)))
     return {name: types.pop() for name, types in found.items()
             if len(types) == 1 and None not in types and _canonical(name) is None}
-
-
-_UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
 
 
 _NAMESPACE_OPENING = re.compile(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"C"(?:\+\+)?)\s*$')
@@ -1761,6 +1760,9 @@ def _unconditional(source):
     return "\n".join(kept)
 
 
+_UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
+
+
 def _substitute_aliases(decl, aliases):
     """``decl`` with each alias that names a parameter's type (a whole word, not qualified by a
     namespace or class, and not the parameter's own name, which may shadow a typedef)
@@ -1792,11 +1794,14 @@ cdef bint _agrees_with_ptx(object spec, object ptx_spec):
     return True
 
 
+_BODY = re.compile(r"\s*\{")
+
+
 def _find_declarations(source, kernel_name):
     """The parameter list of every ``__global__`` declaration of ``kernel_name``'s function
-    name in ``source`` (comments removed), in order, each with whether it is the definition
-    (its body follows); for a template instantiation (``'saxpy<float>'``), with the
-    template's arguments substituted."""
+    name in ``source`` (a text without comments: _without_comments), in order, each with
+    whether it is the definition (its body follows); for a template instantiation
+    (``'saxpy<float>'``), with the template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
     out = []
     for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", source):
@@ -1808,7 +1813,7 @@ def _find_declarations(source, kernel_name):
             header = _template_header(source, m.start())
             if header is not None:
                 decl = _substitute_template_args(decl, header, args, kernel_name)
-        out.append((decl, source[j + 1:].lstrip().startswith("{")))
+        out.append((decl, _BODY.match(source, j + 1) is not None))
     if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")
     return out
