@@ -1050,16 +1050,17 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
         if isinstance(value, float) or isinstance(value, complex) or isinstance(value, str):
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an int, "
                             f"got {type(value).__name__}")
+        if isinstance(value, np.bool_):
+            # 0 or 1, as the fast path reads it in place. numpy 2 took its __index__ away;
+            # numpy 1.x's warns that it will.
+            value = 1 if value else 0
         try:
             value = value.__index__()
         except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
             info = lookup_type(value, i) if code == C_U64 else NULL
             if info != NULL and info.kind == KIND_HANDLE:
                 return handle_value(info, value, i, dst)      # a texture/surface object
-            if isinstance(value, np.bool_):     # 0 or 1, as the fast path reads it in place
-                number = 1 if value else 0
-            else:
-                number = _ctypes_number(value, False)
+            number = _ctypes_number(value, False)
             if number is None:
                 raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an "
                                 f"int, got {type(value).__name__}") from None
@@ -1089,8 +1090,8 @@ cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
     cdef object bits = 8 * size           # Python ints: 1 << 64 must not overflow
     cdef uint64_t u
     if type(value) is not int:
-        if isinstance(value, (float, complex, str)):
-            return _put_int(sig, code, i, value, dst)     # its TypeError, naming the parameter
+        if isinstance(value, (float, complex, str, np.bool_)):
+            return _put_int(sig, code, i, value, dst)     # its TypeError (0 or 1 for a bool)
         if not hasattr(type(value), "__index__"):
             number = _ctypes_number(value, False)
             if number is None:
