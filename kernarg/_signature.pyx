@@ -124,13 +124,13 @@ _ALIASES = {
     "unsigned long int": "unsigned long", "long long int": "long long",
     "signed long long": "long long", "signed long long int": "long long",
     "unsigned long long int": "unsigned long long", "int8_t": "signed char",
-    # Device code has no wider type: NVRTC compiles a long double parameter as .f64.
-    "long double": "double",
     "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short",
     "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long long",
     "uint64_t": "unsigned long long", "size_t": "unsigned long", "ptrdiff_t": "long",
     "intptr_t": "long", "uintptr_t": "unsigned long", "ssize_t": "long", "half": "__half",
     "bfloat16": "__nv_bfloat16", "nv_bfloat16": "__nv_bfloat16", "_Bool": "bool",
+    # Device code has no wider type: NVRTC compiles a long double parameter as .f64.
+    "long double": "double",
     # Texture and surface objects (cuda.h's and the runtime's names for one 64-bit handle).
     "cudaTextureObject_t": "unsigned long long", "cudaSurfaceObject_t": "unsigned long long",
     "CUtexObject": "unsigned long long", "CUsurfObject": "unsigned long long",
@@ -725,11 +725,8 @@ cdef class Signature:
             # unknown; ints of either sign, .u64 an int or a pointer).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         aliases = _source_aliases(source)
-        if aliases:
-            decls = [(_substitute_aliases(d, aliases), d, is_definition)
-                     for d, is_definition in decls]
-        else:
-            decls = [(d, d, is_definition) for d, is_definition in decls]
+        decls = [(_substitute_aliases(d, aliases), d, is_definition)
+                 for d, is_definition in decls]
         if len({_declared_types(d) for d, _, _ in decls}) > 1:
             # Overloads, or kernels of one name in several namespaces: the source alone does
             # not say which one the PTX holds, so take the PTX's own types (names unknown).
@@ -744,17 +741,12 @@ cdef class Signature:
                              f"the PTX has {len(ptx_specs)}")
         originals = pieces if written is decl else _split_params(written)
         for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
-            try:
-                spec, name = _parse_c_param(piece)
-            except ValueError:
-                spec, name = ptx_spec, _last_identifier(piece)
-            if piece is not original and not _agrees_with_ptx(spec, ptx_spec):
+            spec, name = _declared_spec(piece, ptx_spec)
+            if piece != original and not _agrees_with_ptx(spec, ptx_spec):
                 # An alias read from the text that is not the one the compiler used (one in
                 # another scope, hidden by a local name): the parameter as written.
-                try:
-                    spec, name = _parse_c_param(original)
-                except ValueError:
-                    spec, name = ptx_spec, _last_identifier(original)
+                piece = original
+                spec, name = _declared_spec(piece, ptx_spec)
             if spec.header_aligned and spec.size == ptx_spec.size:
                 spec.align = ptx_spec.align     # the source's own declaration of the type
             if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
@@ -1690,8 +1682,8 @@ def _source_aliases(source):
     pairs = [(m[2], m[1]) for m in _TYPEDEF.finditer(text)]
     pairs += [(m[1], m[2]) for m in _USING.finditer(text)]
     for name, written in pairs:
-        words = [w for w in written.split() if w not in _QUALIFIERS and w != "struct"]
-        found.setdefault(name, set()).add(_canonical(" ".join(words)))
+        found.setdefault(name, set()).add(_canonical(" ".join(_TYPE_WORDS.sub(" ", written)
+                                                              .split())))
     return {name: types.pop() for name, types in found.items()
             if len(types) == 1 and None not in types and _canonical(name) is None}
 
@@ -1764,11 +1756,20 @@ def _unconditional(source):
 _UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
 
 
+def _declared_spec(piece, ptx_spec):
+    """(spec, name) of parameter declaration ``piece``; where kernarg cannot type it (a struct
+    of the source, a type it has no name for), the PTX's spec with the declared name."""
+    try:
+        return _parse_c_param(piece)
+    except ValueError:
+        return ptx_spec, _last_identifier(piece)
+
+
 def _substitute_aliases(decl, aliases):
     """``decl`` with each alias that names a parameter's type (a whole word, not qualified by a
     namespace or class, and not the parameter's own name, which may shadow a typedef)
     replaced by its type."""
-    if decl.strip() in ("", "void"):
+    if not aliases or decl.strip() in ("", "void"):
         return decl
     out = []
     for piece in _split_params(decl):
