@@ -118,25 +118,23 @@ _SCALARS = {
     "double": (C_F64, 8, "f"), "__half": (C_F16, 2, "f"), "__nv_bfloat16": (C_BF16, 2, "B"),
 }
 _ALIASES = {
-    "signed": "int", "unsigned": "unsigned int", "signed int": "int", "short int": "short",
-    "signed short": "short", "signed short int": "short", "unsigned short int": "unsigned short",
-    "long int": "long", "signed long": "long", "signed long int": "long",
-    "unsigned long int": "unsigned long", "long long int": "long long",
-    "signed long long": "long long", "signed long long int": "long long",
-    "unsigned long long int": "unsigned long long", "int8_t": "signed char",
+    "int8_t": "signed char",
     "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short",
     "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long long",
     "uint64_t": "unsigned long long", "size_t": "unsigned long", "ptrdiff_t": "long",
     "intptr_t": "long", "uintptr_t": "unsigned long", "ssize_t": "long", "half": "__half",
     "bfloat16": "__nv_bfloat16", "nv_bfloat16": "__nv_bfloat16", "_Bool": "bool",
-    # Device code has no wider type: NVRTC compiles a long double parameter as .f64.
-    "long double": "double",
     # Texture and surface objects (cuda.h's and the runtime's names for one 64-bit handle).
     "cudaTextureObject_t": "unsigned long long", "cudaSurfaceObject_t": "unsigned long long",
     "CUtexObject": "unsigned long long", "CUsurfObject": "unsigned long long",
     "dim3": "uint3",        # three unsigned ints, as uint3 (its constructors change no layout)
     "CUtensorMap_st": "CUtensorMap",
+    # <cuComplex.h>: typedefs of the vector types, which complex values pack into.
+    "cuFloatComplex": "float2", "cuComplex": "float2", "cuDoubleComplex": "double2",
 }
+# The words C lets a basic arithmetic type be spelled with, in any order
+# (`long unsigned int`, `long long signed`, `char unsigned`).
+_SPECIFIERS = frozenset(("signed", "unsigned", "char", "short", "int", "long", "double"))
 _VECTOR_BASES = {
     "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
     "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
@@ -406,7 +404,32 @@ def _canonical(type_name):
         return _ALIASES[type_name]
     if _vector_type(type_name) is not None:
         return type_name
-    return None
+    return _from_specifiers(type_name.split())
+
+
+def _from_specifiers(words):
+    """The type that C's arithmetic type specifiers name, in whatever order they are written,
+    or None where they name none (or are not all specifiers): `long` at most twice, every other
+    word at most once, `short` and `long` not together, `signed` and `unsigned` not together."""
+    if not words or not _SPECIFIERS.issuperset(words):
+        return None
+    n = {w: words.count(w) for w in _SPECIFIERS}
+    if n["long"] > 2 or any(n[w] > 1 for w in _SPECIFIERS if w != "long"):
+        return None
+    sign = n["signed"] + n["unsigned"]
+    if n["double"]:
+        # `long double`: device code has no wider type; NVRTC compiles it as .f64.
+        ok = n["long"] <= 1 and not (sign or n["short"] or n["int"] or n["char"])
+        return "double" if ok else None
+    if n["char"]:
+        if n["short"] or n["long"] or n["int"] or sign > 1:
+            return None
+        return "unsigned char" if n["unsigned"] else "signed char" if n["signed"] else "char"
+    if sign > 1 or (n["short"] and n["long"]):
+        return None
+    size = "short" if n["short"] else "long long" if n["long"] == 2 else "long" if n["long"] \
+        else "int"
+    return "unsigned " + size if n["unsigned"] else size
 
 
 def _split_params(text):

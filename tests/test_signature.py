@@ -1,5 +1,6 @@
 """kernarg.Signature: layout against NVRTC, values against a reference encoder, errors."""
 import ctypes
+import itertools
 import math
 import random
 import re
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernarg
-from kernarg._nvrtc import nvrtc_version
+from kernarg._nvrtc import NvrtcError, nvrtc_version
 
 from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
 from producers import CAIObject, DLPackProducer, cai
@@ -144,6 +145,54 @@ def test_from_ptx_mangled_cpp_kernel_and_types():
         sig.pack((0x1000, "a", 3, 1, 2.0))
     with pytest.raises(LookupError, match="missing"):
         kernarg.Signature.from_ptx(ptx, "missing")
+
+
+def test_arithmetic_specifiers_in_any_order_name_the_type_the_compiler_names():
+    # C and C++ let `unsigned long int` be written `long unsigned int`, `int long unsigned`…:
+    # every order of the same specifiers is the same type. The compiler says which: each
+    # spelling must be exactly the type kernarg reports (a template only the same type
+    # matches), and must not be a type of another signedness or width.
+    groups = [("unsigned", "long", "int"), ("long", "long", "signed"),
+              ("unsigned", "long", "long", "int"), ("unsigned", "char"), ("signed", "char"),
+              ("short", "unsigned"), ("short", "signed", "int"), ("long", "int"),
+              ("signed",), ("unsigned",), ("int", "signed")]
+    spellings = sorted({" ".join(p) for g in groups for p in itertools.permutations(g)})
+    checks = []
+    for i, text in enumerate(spellings):
+        sig = kernarg.Signature(f"{text} x{i}")
+        assert sig.names == (f"x{i}",), text
+        assert sig.types == kernarg.Signature([text]).types, text
+        checks.append(f"static_assert(same<{text}, {sig.types[0]}>::value, \"{text}\");")
+    compile_ptx("template <class A, class B> struct same { enum { value = 0 }; };\n"
+                "template <class A> struct same<A, A> { enum { value = 1 }; };\n"
+                + "\n".join(checks)
+                + '\nextern "C" __global__ void k() {}')
+    # The oracle itself can fail: a wrong type is a compile error.
+    with pytest.raises(NvrtcError, match="unsigned long"):
+        compile_ptx("template <class A, class B> struct same { enum { value = 0 }; };\n"
+                    "template <class A> struct same<A, A> { enum { value = 1 }; };\n"
+                    'static_assert(same<long unsigned int, unsigned long long>::value, '
+                    '"unsigned long");')
+    # long double is a type of its own, which NVRTC compiles as .f64: a double's layout.
+    assert kernarg.Signature("double long x").types == ("double",)
+    assert kernarg.Signature("int unsigned long long n").types == ("unsigned long long",)
+    assert kernarg.Signature("char unsigned* p").types == ("unsigned char*",)
+    for text in ("long short n", "signed unsigned n", "long long long n", "char int c",
+                 "int double d", "unsigned double d", "short short s", "long long double d",
+                 "signed float f"):
+        with pytest.raises(ValueError, match="unknown parameter type"):
+            kernarg.Signature(text)
+
+
+def test_cucomplex_names_are_the_vector_types_complex_values_pack_into():
+    # <cuComplex.h> defines cuFloatComplex (and cuComplex) as float2, cuDoubleComplex as double2.
+    sig = kernarg.Signature("cuComplex a, cuDoubleComplex b, const cuFloatComplex* c")
+    assert sig.types == ("float2", "double2", "const float2*")
+    assert sig.offsets == (0, 16, 32)
+    block = sig.pack((1 + 2j, np.complex128(3 - 4j), None))
+    assert bytes(block)[:32] == struct.pack("<2f8x2d", 1, 2, 3, -4)
+    with pytest.raises(TypeError, match=r"parameter 2 .*float2\* but .* c16"):
+        sig.pack((0j, 0j, CAIObject(cai(0x10000, typestr="<c16"))))
 
 
 def test_std_qualified_integer_names_are_the_plain_types():
