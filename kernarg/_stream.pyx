@@ -180,22 +180,27 @@ cdef uint64_t _resolve(object obj) except? 0:
         raise _not_a_stream(t)
     protocol = getattr(obj, "__cuda_stream__", None)
     if protocol is not None:
-        try:
-            result = protocol()
-        except Exception as exc:
-            raise TypeError(f"stream {t.__name__}: __cuda_stream__() raised {exc!r}") from exc
+        if isinstance(protocol, tuple):
+            # cuda.core before 0.2 made __cuda_stream__ an attribute holding the pair; the
+            # protocol has made it a method since. A pair held so says the same thing.
+            result, what = protocol, "__cuda_stream__"
+        else:
+            what = "__cuda_stream__()"
+            try:
+                result = protocol()
+            except Exception as exc:
+                raise TypeError(f"stream {t.__name__}: {what} raised {exc!r}") from exc
         if not isinstance(result, tuple) or len(result) != 2:
             raise ValueError(
-                f"stream {t.__name__}: __cuda_stream__() returned {result!r}, expected "
-                "(0, handle)"
+                f"stream {t.__name__}: {what} returned {result!r}, expected (0, handle)"
             )
         version = result[0]
         if type(version) is not int or version != 0:
             raise ValueError(
-                f"stream {t.__name__}: __cuda_stream__() version {version!r} is not "
-                "supported (expected 0)"
+                f"stream {t.__name__}: {what} version {version!r} is not supported "
+                "(expected 0)"
             )
-        return _handle_of(result[1], "__cuda_stream__()", obj)
+        return _handle_of(result[1], what, obj)
     if isinstance(obj, int):
         return _handle_of(obj, "int", obj)
     if kernarg_type_name_is(<PyTypeObject*>t, "CUstream"):

@@ -32,6 +32,30 @@ def test_int_and_protocols():
     assert kernarg.resolve_stream(CupyLike()) == 0x2000
 
 
+def test_cuda_stream_attribute_of_cuda_core_before_0_2():
+    # cuda.core 0.1's Stream held the pair in an attribute; 0.2 made __cuda_stream__ a method.
+    class AttributeStream:
+        __cuda_stream__ = (0, 0x89)
+
+    class PropertyStream:
+        @property
+        def __cuda_stream__(self):
+            return (0, 0x8a)
+
+    assert kernarg.resolve_stream(AttributeStream()) == 0x89
+    assert kernarg.resolve_stream(PropertyStream()) == 0x8a
+    # The same checks as for the method's result, with messages naming the attribute.
+    for held, error, message in [((1, 5), ValueError, r"__cuda_stream__ version 1 is not"),
+                                 ((0, 1, 2), ValueError, r"__cuda_stream__ returned \(0, 1, 2\)"),
+                                 ((0, -1), ValueError, r"-1 from __cuda_stream__ is outside"),
+                                 ((0, "s"), TypeError, "__cuda_stream__")]:
+        with pytest.raises(error, match=message):
+            kernarg.resolve_stream(type("Old", (), {"__cuda_stream__": held})())
+    # Something neither a pair nor callable is still refused, naming what it raised.
+    with pytest.raises(TypeError, match=r"__cuda_stream__\(\) raised TypeError"):
+        kernarg.resolve_stream(type("Odd", (), {"__cuda_stream__": [0, 5]})())
+
+
 def test_numpy_integer_handles():
     # A handle kept in a numpy integer (an array of handles, say) is that handle.
     assert kernarg.resolve_stream(np.uint64(2**64 - 1)) == 2**64 - 1
