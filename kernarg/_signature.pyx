@@ -312,9 +312,33 @@ def _pointee_of(base, stars=1):
     return "", 0            # structs and unknown names: any memory
 
 
+_ATTRIBUTE = re.compile(r"\[\[|\b__attribute__\s*\(")
+
+
+def _without_attributes(text):
+    """``text`` without its C++11 ``[[...]]`` and GNU ``__attribute__((...))`` attributes
+    (``[[maybe_unused]] float* out``), which say nothing about the parameter's type or layout;
+    None where one is not closed."""
+    m = _ATTRIBUTE.search(text)
+    while m is not None:
+        close, opening = ("]", "[") if m[0] == "[[" else (")", "(")
+        depth, i = 1 if close == ")" else 2, m.end()
+        while depth and i < len(text):
+            depth += (text[i] == opening) - (text[i] == close)
+            i += 1
+        if depth:
+            return None
+        text = text[:m.start()] + " " + text[i:]
+        m = _ATTRIBUTE.search(text, m.start())
+    return text
+
+
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
-    tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", text)
+    plain = _without_attributes(text)
+    if plain is None:
+        raise ValueError(f"{text.strip()!r}: an attribute is not closed")
+    tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
     if "&" in tokens:
         raise ValueError(f"{text.strip()!r}: kernel parameters cannot be references")
     if "[" in tokens:
@@ -339,7 +363,7 @@ def _parse_c_param(text):
         base = _canonical(" ".join(words[:-1]))
         name = words[-1]
     if base is None and stars:
-        return _opaque_pointer(text, tokens, is_const)
+        return _opaque_pointer(text, plain, tokens, is_const)
     if base is None:
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
@@ -360,15 +384,16 @@ _TYPE_WORDS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|
                          r"__grid_constant__|struct|class|union|enum)\b|__align__\s*\(\s*\d+\s*\)")
 
 
-def _opaque_pointer(text, tokens, is_const):
+def _opaque_pointer(text, plain, tokens, is_const):
     """A pointer to a type kernarg's scalar and vector tables do not name (a struct, a template
     instantiation, a namespaced or library type such as ``cutlass::half_t``): 8 bytes like every
     pointer. Its const-ness is checked (read-only arrays are refused for a non-const pointee);
     its element type only for cuda_fp8/fp6/fp4's types, whose formats arrays name. The name is
-    the one identifier after the last ``*``."""
+    the one identifier after the last ``*``. ``plain`` is ``text`` without its attributes;
+    messages quote ``text``, as written."""
     last_star = len(tokens) - 1 - tokens[::-1].index("*")
     after = [t for t in tokens[last_star + 1:] if t not in _QUALIFIERS]
-    head = _TYPE_WORDS.sub(" ", text[:text.index("*")])
+    head = _TYPE_WORDS.sub(" ", plain[:plain.index("*")])
     type_text = " ".join(head.split())
     if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text):
         # `int (*f)(int)`, stray words after the name: not a plain pointer declaration.

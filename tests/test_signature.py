@@ -229,6 +229,28 @@ def test_std_qualified_integer_names_are_the_plain_types():
         sig.pack((1, 2, 3, CAIObject(cai(0x1000, typestr="<f4"))))
 
 
+def test_attributes_say_nothing_about_a_parameters_type():
+    # C++11 [[...]] and GNU __attribute__((...)) attributes, wherever the declaration puts
+    # them: the type and the name are the rest.
+    plain = kernarg.Signature("float* out, int n, const Pair* p, const float* in, double d")
+    sig = kernarg.Signature("[[maybe_unused]] float* out, __attribute__((unused)) int n, "
+                            "__attribute__((aligned(8))) const Pair* p, "
+                            'const float* __restrict__ in [[deprecated("use in2")]], '
+                            "[[gnu::unused, maybe_unused]] double d [[]]")
+    assert (sig.types, sig.names, sig.offsets) == (plain.types, plain.names, plain.offsets)
+    for text in ("[[maybe_unused float* out", "__attribute__((unused) int n"):
+        with pytest.raises(ValueError, match=re.escape(repr(text)) + ": an attribute is not"):
+            kernarg.Signature(text)
+    # from_source reads them the same way: the pointer's elements are checked (it used to
+    # fall back on the PTX's untyped .u64).
+    src = ('extern "C" __global__ void k([[maybe_unused]] float* out, '
+           "__attribute__((unused)) int n) {}")
+    sig = kernarg.Signature.from_source(src, "k")
+    assert (sig.types, sig.names) == (("float*", "int"), ("out", "n"))
+    with pytest.raises(TypeError, match=r"parameter 0 \('out'\) is float\* but"):
+        sig.pack((CAIObject(cai(0x10000, typestr="<f8")), 1))
+
+
 def test_from_source_reads_declarations_without_their_comments():
     # A comment in a parameter list added its words and `*`s to the declaration: `float*
     # /*out*/ o` was typed float***, and `int n /* count */` named count. A commented-out
