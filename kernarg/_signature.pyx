@@ -54,6 +54,7 @@ from kernarg._interop cimport (
 )
 
 import ctypes
+import math
 import re
 
 import numpy as np
@@ -102,6 +103,7 @@ cdef enum Code:
     C_POINTER     # T*: device address, with pointee checks
     C_U64_OR_PTR  # PTX .u64: an integer or anything that packs as a pointer
     C_OPAQUE      # `size` bytes the layout knows but not the type (from PTX)
+    C_SMALL_FLOAT  # cuda_fp8/fp6/fp4 by value: `count` lanes of format `elem` (_SMALL_FORMATS)
 
 
 # Codes whose 8 bytes take any non-negative int as is (kernarg_typed_int_run's bit set).
@@ -290,6 +292,54 @@ _SMALL_FLOAT_POINTEES = {
 _KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.items())}
 _KIND_NAMES[ord("B")] = "bfloat16"
 
+# The same formats by value (`__nv_fp8_e4m3 scale`, `__nv_fp8x2_e5m2 pair`): per format, its
+# CUDA type, the ml_dtypes type whose scalars hold its bits, exponent and mantissa widths,
+# exponent bias, whether it has a sign bit, the code of its NaN and of its +infinity (-1:
+# none). Encodings from the OCP MX formats, as cuda_fp8/fp6/fp4.hpp and ml_dtypes have them.
+_SMALL_FORMATS = (
+    ("__nv_fp8_e4m3", "float8_e4m3fn", 4, 3, 7, True, 0x7F, -1),
+    ("__nv_fp8_e5m2", "float8_e5m2", 5, 2, 15, True, 0x7E, 0x7C),
+    ("__nv_fp8_e8m0", "float8_e8m0fnu", 8, 0, 127, False, 0xFF, -1),
+    ("__nv_fp6_e2m3", "float6_e2m3fn", 2, 3, 1, True, -1, -1),
+    ("__nv_fp6_e3m2", "float6_e3m2fn", 3, 2, 3, True, -1, -1),
+    ("__nv_fp4_e2m1", "float4_e2m1fn", 2, 1, 1, True, -1, -1),
+)
+_SMALL_FORMAT_INDEX = {f[0][-4:]: k for k, f in enumerate(_SMALL_FORMATS)}
+_SMALL_FLOAT_TYPE = re.compile(r"__nv_(fp8|fp6|fp4)(x2|x4)?_(e4m3|e5m2|e8m0|e2m3|e3m2|e2m1)")
+_small_values = {}      # format index -> {finite non-negative value: code}, built when first used
+
+
+def _small_float_spec(base):
+    """``__nv_fp8_e4m3`` ... ``__nv_fp4x4_e2m1`` by value, or None for another name. Each
+    lane is a byte, but fp4's lanes are nibbles (``__nv_fp4x2_e2m1`` is one byte); aligned to
+    its size (cuda_fp*.hpp's __CUDA_ALIGN__)."""
+    m = _SMALL_FLOAT_TYPE.fullmatch(base)
+    if m is None or base not in _SMALL_FLOAT_POINTEES:
+        return None
+    lanes = {None: 1, "x2": 2, "x4": 4}[m[2]]
+    size = max(1, lanes // 2) if m[1] == "fp4" else lanes
+    return _Spec(C_SMALL_FLOAT, size, size, base, elem=_SMALL_FORMAT_INDEX[m[3]], count=lanes)
+
+
+def _small_float_values(int fmt):
+    """{value: code} of every finite, non-negative value of format ``fmt`` (its index)."""
+    table = _small_values.get(fmt)
+    if table is not None:
+        return table
+    _, _, e_bits, m_bits, bias, _, nan, inf = _SMALL_FORMATS[fmt]
+    table = {}
+    for code in range(1 << (e_bits + m_bits)):      # the codes without the sign bit
+        if code == nan or code == inf or (inf >= 0 and code >> m_bits == (1 << e_bits) - 1):
+            continue            # NaN, infinity, and e5m2's other NaNs
+        e, mant = code >> m_bits, code & ((1 << m_bits) - 1)
+        if e == 0 and m_bits:   # subnormal (e8m0 has no mantissa and no subnormals)
+            value = math.ldexp(mant, 1 - bias - m_bits)
+        else:
+            value = math.ldexp((1 << m_bits) + mant, e - bias - m_bits)
+        table[value] = code
+    _small_values[fmt] = table
+    return table
+
 
 def _pointee_of(base, stars=1):
     """numpy-style (kind, size) of the elements a ``base`` pointer of ``stars`` levels points at;
@@ -375,6 +425,8 @@ def _parse_c_param(text):
         return _scalar_spec(base, base), name
     if base == "CUtensorMap":
         return _tensor_map_spec(base), name
+    if base in _SMALL_FLOAT_POINTEES:
+        return _small_float_spec(base), name
     elem, count, align = _vector_type(base)
     code, size, _ = _SCALARS[elem]
     return _Spec(C_VECTOR, size * count, align, base, elem=code, count=count), name
@@ -420,7 +472,8 @@ _STD_QUALIFIED = re.compile(r"(?:::)?(?:(?:cuda::)?std::)?(\w+)")
 
 
 def _canonical(type_name):
-    if type_name in _SCALARS or type_name == "void" or type_name == "CUtensorMap":
+    if type_name in _SCALARS or type_name == "void" or type_name == "CUtensorMap" or \
+            type_name in _SMALL_FLOAT_POINTEES:
         return type_name
     if ":" in type_name:
         m = _STD_QUALIFIED.fullmatch(type_name)
@@ -527,6 +580,9 @@ def _spec_from_object(obj):
                      record=dtype)
     if dtype.name == "bfloat16":
         return _scalar_spec("__nv_bfloat16", "bfloat16")
+    for cuda_name, ml_name, *_ in _SMALL_FORMATS:
+        if dtype.name == ml_name:       # ml_dtypes.float8_e4m3fn: __nv_fp8_e4m3 by value
+            return _small_float_spec(cuda_name)
     if dtype.kind == "c" and dtype.itemsize in (8, 16):
         elem = "float" if dtype.itemsize == 8 else "double"
         code = _SCALARS[elem][0]
@@ -1565,6 +1621,70 @@ cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
     return 0
 
 
+cdef int _put_small_float(Signature sig, Param* p, Py_ssize_t i, object value,
+                          char* dst) except -1:
+    """An 8-, 6- or 4-bit float by value: a scalar, or a sequence of ``p.count`` lanes, each
+    lane packed from the lowest bits up (cuda_fp8.hpp puts x in the low byte of an x2, and
+    cuda_fp4.hpp in the low nibble)."""
+    cdef Py_ssize_t k
+    cdef int bits = 4 if _SMALL_FORMATS[p.elem][0] == "__nv_fp4_e2m1" else 8
+    if p.count == 1:
+        word = _small_float_code(sig, p.elem, i, value, "")
+    else:
+        if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != p.count:
+            raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected a sequence "
+                            f"of {p.count} values, got {type(value).__name__}")
+        word = 0
+        for k in range(p.count):
+            word |= _small_float_code(sig, p.elem, i, value[k], f"[{k}]") << (bits * k)
+    raw = (<int>word).to_bytes(p.size, "little")
+    memcpy(dst, <char*>raw, p.size)
+    return 0
+
+
+cdef int _small_float_code(Signature sig, int fmt, Py_ssize_t i, object value,
+                           str where) except -1:
+    """The code of ``value`` in format ``fmt``: a scalar of the format's own ml_dtypes type
+    gives its bits; any other real number must be one of the format's values (NaN and
+    infinity where it has them). kernarg does not round into these formats: CUDA's own
+    conversions saturate and ml_dtypes' give NaN or infinity, and the two disagree."""
+    cdef double d
+    _, ml_name, e_bits, m_bits, _, signed, nan, inf = _SMALL_FORMATS[fmt]
+    what = f"{_param_name(sig, i)}{where}"
+    if isinstance(value, np.generic) and value.dtype.name == ml_name:
+        return int(value.view(np.uint8))
+    if isinstance(value, (str, bytes, complex, np.complexfloating)) or value is None:
+        raise TypeError(f"{what} is {sig._types[i]}: expected a real number or an "
+                        f"ml_dtypes.{ml_name}, got {type(value).__name__}")
+    try:
+        d = PyFloat_AsDouble(value)
+    except TypeError:
+        raise TypeError(f"{what} is {sig._types[i]}: expected a real number or an "
+                        f"ml_dtypes.{ml_name}, got {type(value).__name__}") from None
+    except OverflowError:
+        d = math.inf if value > 0 else -math.inf
+    sign = (1 << (e_bits + m_bits)) if signed and math.copysign(1.0, d) < 0 else 0
+    if d != d:
+        if nan >= 0:
+            return nan
+        problem = "the format has no NaN"
+    elif d in (math.inf, -math.inf):
+        if inf >= 0:
+            return inf | sign
+        problem = "the format has no infinity"
+    elif d < 0 and not signed:
+        problem = "the format has no negative values"
+    else:
+        code = _small_float_values(fmt).get(abs(d))
+        if code is not None:
+            return code | sign
+        problem = "it is not one of the format's values"
+    raise ValueError(f"{what} is {sig._types[i]}: {value!r} cannot be passed exactly "
+                     f"({problem}); kernarg does not round into 8-, 6- or 4-bit formats: "
+                     f"round it first (ml_dtypes.{ml_name}(x) rounds to nearest even; "
+                     f"CUDA's conversions saturate), or declare the parameter float")
+
+
 cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, object value,
                     char* dst, object stream) except -1:
     cdef int code = p.code
@@ -1578,6 +1698,8 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
         return _put_vector(sig, p, i, value, dst)
     if code == C_STRUCT:
         return _put_struct(sig, p, i, value, dst)
+    if code == C_SMALL_FLOAT:
+        return _put_small_float(sig, p, i, value, dst)
     if code == C_U64_OR_PTR:
         if type(value) is int or isinstance(value, np.integer):
             return _put_int_any_sign(sig, C_U64, i, value, dst)

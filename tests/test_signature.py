@@ -820,6 +820,103 @@ def test_small_float_arrays_match_only_their_cuda_type(code):
                     sig.pack((array(),))
 
 
+SMALL_FLOAT_TYPES = [f"__nv_{bits}{lanes}_{fmt}"
+                     for bits, fmt in (("fp8", "e4m3"), ("fp8", "e5m2"), ("fp8", "e8m0"),
+                                       ("fp6", "e2m3"), ("fp6", "e3m2"), ("fp4", "e2m1"))
+                     for lanes in ("", "x2", "x4")]
+SMALL_FLOAT_ML = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
+                  "fp8_e8m0": "float8_e8m0fnu", "fp6_e2m3": "float6_e2m3fn",
+                  "fp6_e3m2": "float6_e3m2fn", "fp4_e2m1": "float4_e2m1fn"}
+
+
+def test_small_floats_by_value_are_laid_out_as_nvrtc_lays_them_out():
+    # fp4x2 is one byte (two nibbles), fp4x4 two; the others a byte a lane; each aligned to its
+    # size. cuda_fp6.h and cuda_fp4.h came with CUDA 12.8.
+    types = [t for t in SMALL_FLOAT_TYPES
+             if "fp8" in t or nvrtc_version() >= (12, 8)]
+    decls = {f"k{i}": ["char", t, "char", t + "*"] for i, t in enumerate(types)}
+    decls["all"] = [u for t in types for u in ("char", t)]
+    expected = kernels_layout(decls, prelude="#include <cuda_fp8.h>\n" + (
+        "#include <cuda_fp6.h>\n#include <cuda_fp4.h>" if nvrtc_version() >= (12, 8) else ""))
+    for name, decl in decls.items():
+        sig = kernarg.Signature(decl)
+        assert (sig.offsets, sig.sizes, sig.nbytes) == expected[name], decl
+    assert kernarg.Signature("__nv_fp8x4_e4m3 v").types == ("__nv_fp8x4_e4m3",)
+
+
+@pytest.mark.parametrize("fmt", sorted(SMALL_FLOAT_ML))
+def test_small_float_values_are_the_codes_ml_dtypes_gives(fmt):
+    # Every code of the format: a value exactly the format's packs to that code, and the
+    # format's own ml_dtypes scalar to its bits, whatever they are (NaNs too).
+    t = getattr(ml_dtypes, SMALL_FLOAT_ML[fmt])
+    sig = kernarg.Signature(f"__nv_{fmt} v")
+    width = 4 if fmt.startswith("fp4") else 6 if fmt.startswith("fp6") else 8
+    for code in range(1 << width):
+        scalar = np.array([code], np.uint8).view(t)[0]
+        assert bytes(sig.pack((scalar,))) == bytes([code])
+        value = float(scalar)
+        if math.isnan(value):
+            assert math.isnan(float(np.frombuffer(bytes(sig.pack((value,))), t)[0]))
+        else:
+            assert bytes(sig.pack((value,))) == bytes([code]), (code, value)
+            assert bytes(sig.pack((np.float64(value),))) == bytes([code])
+
+
+def test_small_floats_by_value_take_exact_values_and_refuse_the_rest():
+    sig = kernarg.Signature("__nv_fp8_e4m3 a, __nv_fp8x2_e5m2 b, __nv_fp4x2_e2m1 c, "
+                            "__nv_fp4x4_e2m1 d, __nv_fp8_e8m0 e, __nv_fp6x4_e3m2 f")
+    assert sig.offsets == (0, 2, 4, 6, 8, 12)
+    block = sig.pack((ml_dtypes.float8_e4m3fn(2.0), (1.0, -np.inf), (0.5, -6),
+                      [1, 2, 3, -0.0], 2.0 ** -127,
+                      np.array([1, 2, 3, 28], ml_dtypes.float6_e3m2fn)))
+    # Lanes from the lowest bits up: x in the low byte (fp8x2), the low nibble (fp4x2).
+    assert bytes(block) == bytes([0x40, 0, 0x3C, 0xFC, 0xF1, 0, 0x42, 0x85, 0x00, 0, 0, 0,
+                                  0x0C, 0x10, 0x12, 0x1F])
+    # Another format's scalar passes by its value, where this format has it.
+    one = kernarg.Signature("__nv_fp8_e4m3 a")
+    assert bytes(one.pack((ml_dtypes.float8_e5m2(-0.5),))) == bytes([0xB0])
+    assert bytes(one.pack((np.float16(448),))) == bytes([0x7E])
+    assert bytes(one.pack((-0.0,))) == bytes([0x80])
+    assert bytes(one.pack((math.nan,))) == bytes([0x7F])
+    for value, why in [(448.5, "not one of the format's values"), (0.1, "not one of"),
+                       (math.inf, "no infinity"), (10 ** 400, "no infinity"),
+                       (ml_dtypes.float8_e5m2(57344), "not one of")]:
+        with pytest.raises(ValueError, match=rf"parameter 0 \('a'\) is __nv_fp8_e4m3: .* "
+                                             rf"cannot be passed exactly \(.*{why}.*"
+                                             r"ml_dtypes\.float8_e4m3fn\(x\)"):
+            one.pack((value,))
+    with pytest.raises(ValueError, match="no negative values"):
+        kernarg.Signature("__nv_fp8_e8m0 s").pack((-2.0,))
+    with pytest.raises(ValueError, match="not one of"):
+        kernarg.Signature("__nv_fp8_e8m0 s").pack((0.0,))       # e8m0 has no zero
+    with pytest.raises(ValueError, match="no NaN"):
+        kernarg.Signature("__nv_fp4_e2m1 s").pack((math.nan,))
+    for value in ("1", b"\x01", 1j, None, object()):
+        with pytest.raises(TypeError, match=r"is __nv_fp8_e4m3: expected a real number or an "
+                                            r"ml_dtypes\.float8_e4m3fn, got"):
+            one.pack((value,))
+    with pytest.raises(TypeError, match=r"parameter 0 \('v'\) is __nv_fp8x2_e4m3: expected a "
+                                        "sequence of 2 values, got float"):
+        kernarg.Signature("__nv_fp8x2_e4m3 v").pack((1.0,))
+    with pytest.raises(ValueError, match=r"parameter 0 \('v'\)\[1\] is __nv_fp8x2_e4m3"):
+        kernarg.Signature("__nv_fp8x2_e4m3 v").pack(((1.0, 0.3),))
+    # numpy dtypes of the formats name them too.
+    assert kernarg.Signature([np.dtype(ml_dtypes.float8_e5m2), ml_dtypes.float4_e2m1fn]).types \
+        == ("__nv_fp8_e5m2", "__nv_fp4_e2m1")
+
+
+def test_from_source_types_small_floats_by_value():
+    # They used to be the PTX's opaque byte, which took any one-byte scalar: an e5m2 scale
+    # reached an e4m3 kernel as e4m3 bits.
+    src = ('#include <cuda_fp8.h>\n'
+           'extern "C" __global__ void k(__nv_fp8_e4m3 s, __nv_fp8x2_e4m3 v, float* out) {}')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("__nv_fp8_e4m3", "__nv_fp8x2_e4m3", "float*")
+    assert sig.offsets == (0, 2, 8)
+    block = sig.pack((ml_dtypes.float8_e5m2(1.5), (0.25, 1), None))
+    assert bytes(block)[:4] == bytes([0x3C, 0, 0x28, 0x38])
+
+
 def test_pointer_to_pointer_takes_arrays_of_addresses():
     """`float** pp` points at pointers: an array of device addresses (uint64 or int64) is what
     it takes. Its elements used to be checked as float, refusing exactly those arrays."""
