@@ -305,6 +305,7 @@ _SMALL_FORMATS = (
     ("__nv_fp4_e2m1", "float4_e2m1fn", 2, 1, 1, True, -1, -1),
 )
 _SMALL_FORMAT_INDEX = {f[0][-4:]: k for k, f in enumerate(_SMALL_FORMATS)}
+_SMALL_FORMAT_OF_DTYPE = {f[1]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FLOAT_TYPE = re.compile(r"__nv_(fp8|fp6|fp4)(x2|x4)?_(e4m3|e5m2|e8m0|e2m3|e3m2|e2m1)")
 _small_values = {}      # format index -> {finite non-negative value: code}, built when first used
 
@@ -580,9 +581,8 @@ def _spec_from_object(obj):
                      record=dtype)
     if dtype.name == "bfloat16":
         return _scalar_spec("__nv_bfloat16", "bfloat16")
-    for cuda_name, ml_name, *_ in _SMALL_FORMATS:
-        if dtype.name == ml_name:       # ml_dtypes.float8_e4m3fn: __nv_fp8_e4m3 by value
-            return _small_float_spec(cuda_name)
+    if dtype.name in _SMALL_FORMAT_OF_DTYPE:   # ml_dtypes.float8_e4m3fn: __nv_fp8_e4m3
+        return _small_float_spec(_SMALL_FORMATS[_SMALL_FORMAT_OF_DTYPE[dtype.name]][0])
     if dtype.kind == "c" and dtype.itemsize in (8, 16):
         elem = "float" if dtype.itemsize == 8 else "double"
         code = _SCALARS[elem][0]
@@ -1405,6 +1405,9 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
                             f"expected bytes of at most that length, got {value!r}")
         raw = bytes(value)
         memcpy(dst, <char*>raw, len(raw))
+    elif dt.name in _SMALL_FORMAT_OF_DTYPE:
+        dst[0] = <char>_small_float_code(_SMALL_FORMAT_OF_DTYPE[dt.name], value,
+                                         f"{_param_name(sig, i)}: {what}", str(dt))
     else:
         raise TypeError(f"{_param_name(sig, i)}: {what} is {dt}, which kernarg cannot "
                         "convert a value to; pass the whole struct as a numpy or ctypes value "
@@ -1628,38 +1631,39 @@ cdef int _put_small_float(Signature sig, Param* p, Py_ssize_t i, object value,
     cuda_fp4.hpp in the low nibble)."""
     cdef Py_ssize_t k
     cdef int bits = 4 if _SMALL_FORMATS[p.elem][0] == "__nv_fp4_e2m1" else 8
+    shown = sig._types[i]
     if p.count == 1:
-        word = _small_float_code(sig, p.elem, i, value, "")
+        word = _small_float_code(p.elem, value, _param_name(sig, i), shown)
     else:
         if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != p.count:
             raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected a sequence "
                             f"of {p.count} values, got {type(value).__name__}")
         word = 0
         for k in range(p.count):
-            word |= _small_float_code(sig, p.elem, i, value[k], f"[{k}]") << (bits * k)
+            word |= _small_float_code(p.elem, value[k], f"{_param_name(sig, i)}[{k}]",
+                                      shown) << (bits * k)
     raw = (<int>word).to_bytes(p.size, "little")
     memcpy(dst, <char*>raw, p.size)
     return 0
 
 
-cdef int _small_float_code(Signature sig, int fmt, Py_ssize_t i, object value,
-                           str where) except -1:
+cdef int _small_float_code(int fmt, object value, str what, str shown) except -1:
     """The code of ``value`` in format ``fmt``: a scalar of the format's own ml_dtypes type
     gives its bits; any other real number must be one of the format's values (NaN and
     infinity where it has them). kernarg does not round into these formats: CUDA's own
-    conversions saturate and ml_dtypes' give NaN or infinity, and the two disagree."""
+    conversions saturate and ml_dtypes' give NaN or infinity, and the two disagree. Errors
+    say ``{what} is {shown}``."""
     cdef double d
     _, ml_name, e_bits, m_bits, _, signed, nan, inf = _SMALL_FORMATS[fmt]
-    what = f"{_param_name(sig, i)}{where}"
     if isinstance(value, np.generic) and value.dtype.name == ml_name:
         return int(value.view(np.uint8))
     if isinstance(value, (str, bytes, complex, np.complexfloating)) or value is None:
-        raise TypeError(f"{what} is {sig._types[i]}: expected a real number or an "
+        raise TypeError(f"{what} is {shown}: expected a real number or an "
                         f"ml_dtypes.{ml_name}, got {type(value).__name__}")
     try:
         d = PyFloat_AsDouble(value)
     except TypeError:
-        raise TypeError(f"{what} is {sig._types[i]}: expected a real number or an "
+        raise TypeError(f"{what} is {shown}: expected a real number or an "
                         f"ml_dtypes.{ml_name}, got {type(value).__name__}") from None
     except OverflowError:
         d = math.inf if value > 0 else -math.inf
@@ -1679,10 +1683,10 @@ cdef int _small_float_code(Signature sig, int fmt, Py_ssize_t i, object value,
         if code is not None:
             return code | sign
         problem = "it is not one of the format's values"
-    raise ValueError(f"{what} is {sig._types[i]}: {value!r} cannot be passed exactly "
+    raise ValueError(f"{what} is {shown}: {value!r} cannot be passed exactly "
                      f"({problem}); kernarg does not round into 8-, 6- or 4-bit formats: "
                      f"round it first (ml_dtypes.{ml_name}(x) rounds to nearest even; "
-                     f"CUDA's conversions saturate), or declare the parameter float")
+                     f"CUDA's conversions saturate), or declare it float")
 
 
 cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, object value,

@@ -905,6 +905,22 @@ def test_small_floats_by_value_take_exact_values_and_refuse_the_rest():
         == ("__nv_fp8_e5m2", "__nv_fp4_e2m1")
 
 
+def test_small_float_struct_fields_take_exact_values():
+    # A struct field of an ml_dtypes format is converted as a parameter of the format is; it
+    # used to be "a field kernarg cannot convert a value to".
+    dt = np.dtype([("s", ml_dtypes.float8_e4m3fn), ("b", ml_dtypes.bfloat16), ("n", np.int32),
+                   ("q", ml_dtypes.float4_e2m1fn, (2,))], align=True)
+    sig = kernarg.Signature([dt])
+    expected = np.array((2.0, 1.5, 3, (1, -6)), dt).tobytes()
+    assert bytes(sig.pack(({"s": 2.0, "b": 1.5, "n": 3, "q": (1, -6)},))) == expected
+    assert bytes(sig.pack(((ml_dtypes.float8_e4m3fn(2), 1.5, 3, [1.0, -6.0]),))) == expected
+    with pytest.raises(ValueError, match=r"parameter 0: field s is float8_e4m3fn: 0\.3 cannot "
+                                         r"be passed exactly .* or declare it float$"):
+        sig.pack(({"s": 0.3},))
+    with pytest.raises(ValueError, match=r"parameter 0: field q\[1\] is float4_e2m1fn: 7 "):
+        sig.pack(({"q": (1, 7)},))
+
+
 def test_from_source_types_small_floats_by_value():
     # They used to be the PTX's opaque byte, which took any one-byte scalar: an e5m2 scale
     # reached an e4m3 kernel as e4m3 bits.
