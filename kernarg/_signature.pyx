@@ -1631,19 +1631,18 @@ cdef int _put_small_float(Signature sig, Param* p, Py_ssize_t i, object value,
     cuda_fp4.hpp in the low nibble)."""
     cdef Py_ssize_t k
     cdef int bits = 4 if _SMALL_FORMATS[p.elem][0] == "__nv_fp4_e2m1" else 8
+    cdef uint32_t word = 0      # at most four byte lanes; hosts are little-endian
     shown = sig._types[i]
     if p.count == 1:
-        word = _small_float_code(p.elem, value, _param_name(sig, i), shown)
+        word = <uint32_t>_small_float_code(p.elem, value, _param_name(sig, i), shown)
     else:
         if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != p.count:
-            raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected a sequence "
-                            f"of {p.count} values, got {type(value).__name__}")
-        word = 0
+            raise TypeError(f"{_param_name(sig, i)} is {shown}: expected a sequence of "
+                            f"{p.count} values, got {type(value).__name__}")
         for k in range(p.count):
-            word |= _small_float_code(p.elem, value[k], f"{_param_name(sig, i)}[{k}]",
-                                      shown) << (bits * k)
-    raw = (<int>word).to_bytes(p.size, "little")
-    memcpy(dst, <char*>raw, p.size)
+            word |= <uint32_t>_small_float_code(
+                p.elem, value[k], f"{_param_name(sig, i)}[{k}]", shown) << (bits * k)
+    memcpy(dst, &word, p.size)
     return 0
 
 

@@ -872,6 +872,11 @@ def test_small_floats_by_value_take_exact_values_and_refuse_the_rest():
     # Lanes from the lowest bits up: x in the low byte (fp8x2), the low nibble (fp4x2).
     assert bytes(block) == bytes([0x40, 0, 0x3C, 0xFC, 0xF1, 0, 0x42, 0x85, 0x00, 0, 0, 0,
                                   0x0C, 0x10, 0x12, 0x1F])
+    # A lane's sign bit may be the word's top bit.
+    assert bytes(kernarg.Signature("__nv_fp8x4_e4m3 v").pack(((1, 1, 1, -1),))) == \
+        bytes([0x38, 0x38, 0x38, 0xB8])
+    assert bytes(kernarg.Signature("__nv_fp4x4_e2m1 v").pack(((0, 0, 0, -6),))) == \
+        bytes([0x00, 0xF0])
     # Another format's scalar passes by its value, where this format has it.
     one = kernarg.Signature("__nv_fp8_e4m3 a")
     assert bytes(one.pack((ml_dtypes.float8_e5m2(-0.5),))) == bytes([0xB0])
