@@ -838,6 +838,10 @@ cdef class Signature:
         # The names are the definition's (a prototype may leave them out, or use others).
         decl, written = next(((d, w) for d, w, is_definition in decls if is_definition),
                              decls[0][:2])
+        if _DIRECTIVE_LINE.search(written):
+            # `#if` inside the parameter list: which parameters the compiler saw depends on
+            # macros kernarg does not evaluate, so the PTX's layout it is (names unknown).
+            return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         specs, names = [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
         if len(pieces) != len(ptx_specs):
@@ -1896,6 +1900,7 @@ def _namespace_scope(source):
     return " ".join(out)
 
 
+_DIRECTIVE_LINE = re.compile(r"(?m)^[ \t]*#")
 _DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b\s*(\w*)")
 
 

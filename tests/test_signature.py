@@ -251,6 +251,22 @@ def test_attributes_say_nothing_about_a_parameters_type():
         sig.pack((CAIObject(cai(0x10000, typestr="<f8")), 1))
 
 
+def test_a_conditional_inside_the_parameter_list_leaves_the_layout_to_the_ptx():
+    # Which parameters the compiler saw depends on macros kernarg does not evaluate: the
+    # PTX's layout, names unknown. Before, the directive's words made a parameter name, and
+    # a parameter left out by the macro was "the declaration has 4 parameters but the PTX 3".
+    body = ('extern "C" __global__ void k(float* out, int n\n'
+            "#if WITH_SCALE\n"
+            "    , float scale\n"
+            "#endif\n"
+            "    , double d) {}")
+    for flag, types in (("0", (".u64", ".u32", ".f64")),
+                        ("1", (".u64", ".u32", ".f32", ".f64"))):
+        sig = kernarg.Signature.from_source(f"#define WITH_SCALE {flag}\n" + body, "k")
+        assert sig.types == types
+        assert sig.names == (None,) * len(types)
+
+
 def test_from_source_reads_declarations_without_their_comments():
     # A comment in a parameter list added its words and `*`s to the declaration: `float*
     # /*out*/ o` was typed float***, and `int n /* count */` named count. A commented-out

@@ -159,6 +159,42 @@ def test_the_remaining_scalar_and_vector_kinds_reach_the_kernel(ctx):
     check_echo(kernarg.Kernel.from_source(ECHO_MORE, "echo_more"), ECHO_MORE_ARGS)
 
 
+def _echo_small_source(params):
+    """An echo kernel for cuda_fp8/fp6/fp4's types by value: ``params`` as (type, name)."""
+    decl = ", ".join(f"{t} {n}" for t, n in params)
+    puts = " ".join(f"put(out, at, {n});" for _, n in params)
+    return ("#include <cuda_fp8.h>\n#include <cuda_fp6.h>\n#include <cuda_fp4.h>\n"
+            if any("fp8" not in t for t, _ in params) else "#include <cuda_fp8.h>\n") + r"""
+template <typename T> __device__ void put(unsigned char* out, int& at, const T& v) {
+    at = (at + alignof(T) - 1) / alignof(T) * alignof(T);
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&v);
+    for (int i = 0; i < (int)sizeof(T); ++i) out[at + i] = p[i];
+    at += sizeof(T);
+}
+extern "C" __global__ void echo_small(unsigned char* out, """ + decl + """) {
+    int at = 8; """ + puts + """
+}
+"""
+
+
+def test_small_floats_by_value_reach_the_kernel(ctx):
+    # cuda_fp8/fp6/fp4's types by value (cuda_fp6.h and cuda_fp4.h from CUDA 12.8), each lane
+    # from a value the format holds exactly or from an ml_dtypes scalar's bits.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from kernarg._nvrtc import nvrtc_version
+
+    params = [("__nv_fp8_e4m3", "a"), ("__nv_fp8x2_e5m2", "b"), ("__nv_fp8x4_e8m0", "c"),
+              ("__nv_fp8x4_e4m3", "d")]
+    args = (ml_dtypes.float8_e4m3fn(-1.75), (0.5, -np.inf), (1.0, 2.0 ** -127, 2.0 ** 127, 4.0),
+            (448.0, -448.0, -0.0, 2.0 ** -9))
+    if nvrtc_version() >= (12, 8):
+        params += [("__nv_fp6x2_e3m2", "e"), ("__nv_fp4x2_e2m1", "f"), ("__nv_fp4x4_e2m1", "g")]
+        args += ((28.0, -0.0625), (0.5, -6.0), (1.0, 2.0, 3.0, -4.0))
+    k = kernarg.Kernel.from_source(_echo_small_source(params), "echo_small")
+    assert k.signature.types[1:] == tuple(t for t, _ in params)
+    check_echo(k, args)
+
+
 def test_from_source_compiles_once_per_source_options_and_arch(ctx, nvrtc_calls):
     import kernarg._nvrtc as nvrtc
 

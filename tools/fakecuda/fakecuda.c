@@ -1370,7 +1370,7 @@ static CUresult run_kernel(const Node* n) {
     } else if (!strcmp(k, "put") || !strcmp(k, "add")) {   /* (long long*, long long, double[, bool]) */
         long long v = P(long long, 1) + (long long)P(double, 2) + (f->nparams > 3 && P(char, 3));
         e = store(out, &v, 8, k);
-    } else if (!strcmp(k, "echo") || !strcmp(k, "echo_more")) {
+    } else if (!strcmp(k, "echo") || !strcmp(k, "echo_more") || !strcmp(k, "echo_small")) {
         for (int i = 1; !e && i < f->nparams; i++)     /* each parameter to its block offset */
             e = store(out + f->offset[i], n->params + f->offset[i], f->size[i], k);
     } else if (!strncmp(k, "_Z6scaledI", 10)) {        /* scaled<T, SCALE>(T*, T, int) */
