@@ -281,21 +281,10 @@ def _scalar_spec(name, text):
     return _Spec(code, size, size, text)
 
 
-# cuda_fp8.h, cuda_fp6.h, cuda_fp4.h: __nv_fp8_e4m3, __nv_fp8x2_e4m3, __nv_fp8x4_e4m3 ... as
-# pointees, checked against arrays of the format (torch.float8_e4m3fn, ml_dtypes, DLPack 1.1).
-_SMALL_FLOAT_POINTEES = {
-    f"__nv_{bits}{lanes}_{fmt}": SMALL_FLOAT_KINDS[name]
-    for bits, fmt, name in (("fp8", "e4m3", "float8_e4m3fn"), ("fp8", "e5m2", "float8_e5m2"),
-                            ("fp8", "e8m0", "float8_e8m0fnu"), ("fp6", "e2m3", "float6_e2m3fn"),
-                            ("fp6", "e3m2", "float6_e3m2fn"), ("fp4", "e2m1", "float4_e2m1fn"))
-    for lanes in ("", "x2", "x4")}
-_KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.items())}
-_KIND_NAMES[ord("B")] = "bfloat16"
-
-# The same formats by value (`__nv_fp8_e4m3 scale`, `__nv_fp8x2_e5m2 pair`): per format, its
-# CUDA type, the ml_dtypes type whose scalars hold its bits, exponent and mantissa widths,
-# exponent bias, whether it has a sign bit, the code of its NaN and of its +infinity (-1:
-# none). Encodings from the OCP MX formats, as cuda_fp8/fp6/fp4.hpp and ml_dtypes have them.
+# cuda_fp8.h's, cuda_fp6.h's and cuda_fp4.h's formats: per format, its CUDA type, the
+# ml_dtypes type whose scalars hold its bits, exponent and mantissa widths, exponent bias,
+# whether it has a sign bit, the code of its NaN and of its +infinity (-1: none). Encodings from
+# the OCP MX formats, as cuda_fp8/fp6/fp4.hpp and ml_dtypes have them.
 _SMALL_FORMATS = (
     ("__nv_fp8_e4m3", "float8_e4m3fn", 4, 3, 7, True, 0x7F, -1),
     ("__nv_fp8_e5m2", "float8_e5m2", 5, 2, 15, True, 0x7E, 0x7C),
@@ -304,6 +293,13 @@ _SMALL_FORMATS = (
     ("__nv_fp6_e3m2", "float6_e3m2fn", 3, 2, 3, True, -1, -1),
     ("__nv_fp4_e2m1", "float4_e2m1fn", 2, 1, 1, True, -1, -1),
 )
+# Their types and the x2 and x4 vectors of them (__nv_fp8_e4m3, __nv_fp8x2_e4m3, ...): pointees
+# checked against arrays of the format (torch.float8_e4m3fn, ml_dtypes, DLPack 1.1), and
+# parameters by value (`__nv_fp8_e4m3 scale`). Name -> the format's element kind.
+_SMALL_FLOAT_POINTEES = {f"{cuda[:-5]}{lanes}{cuda[-5:]}": SMALL_FLOAT_KINDS[ml_name]
+                         for cuda, ml_name, *_ in _SMALL_FORMATS for lanes in ("", "x2", "x4")}
+_KIND_NAMES = {ord(kind): name for name, kind in reversed(SMALL_FLOAT_KINDS.items())}
+_KIND_NAMES[ord("B")] = "bfloat16"
 _SMALL_FORMAT_INDEX = {f[0][-4:]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FORMAT_OF_DTYPE = {f[1]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FLOAT_TYPE = re.compile(r"__nv_(fp8|fp6|fp4)(x2|x4)?_(e4m3|e5m2|e8m0|e2m3|e3m2|e2m1)")
@@ -311,12 +307,10 @@ _small_values = {}      # format index -> {finite non-negative value: code}, bui
 
 
 def _small_float_spec(base):
-    """``__nv_fp8_e4m3`` ... ``__nv_fp4x4_e2m1`` by value, or None for another name. Each
-    lane is a byte, but fp4's lanes are nibbles (``__nv_fp4x2_e2m1`` is one byte); aligned to
-    its size (cuda_fp*.hpp's __CUDA_ALIGN__)."""
+    """``base``, one of _SMALL_FLOAT_POINTEES' names, by value. Each lane is a byte, but fp4's
+    lanes are nibbles (``__nv_fp4x2_e2m1`` is one byte); aligned to its size (cuda_fp*.hpp's
+    __CUDA_ALIGN__)."""
     m = _SMALL_FLOAT_TYPE.fullmatch(base)
-    if m is None or base not in _SMALL_FLOAT_POINTEES:
-        return None
     lanes = {None: 1, "x2": 2, "x4": 4}[m[2]]
     size = max(1, lanes // 2) if m[1] == "fp4" else lanes
     return _Spec(C_SMALL_FLOAT, size, size, base, elem=_SMALL_FORMAT_INDEX[m[3]], count=lanes)
@@ -1660,10 +1654,9 @@ cdef int _small_float_code(int fmt, object value, str what, str shown) except -1
     _, ml_name, e_bits, m_bits, _, signed, nan, inf = _SMALL_FORMATS[fmt]
     if isinstance(value, np.generic) and value.dtype.name == ml_name:
         return int(value.view(np.uint8))
-    if isinstance(value, (str, bytes, complex, np.complexfloating)) or value is None:
-        raise TypeError(f"{what} is {shown}: expected a real number or an "
-                        f"ml_dtypes.{ml_name}, got {type(value).__name__}")
     try:
+        if isinstance(value, (str, bytes, complex, np.complexfloating)) or value is None:
+            raise TypeError
         d = PyFloat_AsDouble(value)
     except TypeError:
         raise TypeError(f"{what} is {shown}: expected a real number or an "
