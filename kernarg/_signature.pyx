@@ -1230,22 +1230,33 @@ cdef inline void _store_float(int code, double d, char* dst) noexcept:
         memcpy(dst, &h, 2)
 
 
+cdef double _real_number(object value) except? -1.0:
+    """``value`` as a double, as every float-like parameter, field and lane reads it: anything
+    with __float__ (floats, ints, numpy scalars), or a ctypes number by the value it holds.
+    TypeError (no message: the caller names the parameter) for anything else, complex numbers
+    included: numpy's complex64 has a __float__ that drops the imaginary part with only a
+    warning. OverflowError for an int too large for a double."""
+    if isinstance(value, (str, bytes, complex, np.complexfloating)) or value is None:
+        raise TypeError
+    try:
+        return PyFloat_AsDouble(value)
+    except TypeError:
+        number = _ctypes_number(value, True)
+        if number is None:
+            raise
+        return PyFloat_AsDouble(number)
+
+
 cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
     cdef double d
     if Py_TYPE_P(<PyObject*>value) == &PyFloat_Type:
         d = PyFloat_AS_DOUBLE_P(<PyObject*>value)
     else:
-        if isinstance(value, (str, bytes, complex)) or value is None:
-            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
-                            f"number, got {type(value).__name__}")
         try:
-            d = PyFloat_AsDouble(value)
+            d = _real_number(value)
         except TypeError:
-            number = _ctypes_number(value, True)
-            if number is None:
-                raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a "
-                                f"real number, got {type(value).__name__}") from None
-            d = PyFloat_AsDouble(number)
+            raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
+                            f"number, got {type(value).__name__}") from None
         except OverflowError:
             raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is too "
                                 "large for a double") from None
@@ -1646,18 +1657,16 @@ cdef int _put_small_float(Signature sig, Param* p, Py_ssize_t i, object value,
 
 cdef int _small_float_code(int fmt, object value, str what, str shown) except -1:
     """The code of ``value`` in format ``fmt``: a scalar of the format's own ml_dtypes type
-    gives its bits; any other real number must be one of the format's values (NaN and
-    infinity where it has them). kernarg does not round into these formats: CUDA's own
-    conversions saturate and ml_dtypes' give NaN or infinity, and the two disagree. Errors
-    say ``{what} is {shown}``."""
+    gives its bits; any other real number (_real_number: ctypes numbers too) must be one of
+    the format's values (NaN and infinity where it has them). kernarg does not round into
+    these formats: CUDA's own conversions saturate and ml_dtypes' give NaN or infinity, and
+    the two disagree. Errors say ``{what} is {shown}``."""
     cdef double d
     _, ml_name, e_bits, m_bits, _, signed, nan, inf = _SMALL_FORMATS[fmt]
     if isinstance(value, np.generic) and value.dtype.name == ml_name:
         return int(value.view(np.uint8))
     try:
-        if isinstance(value, (str, bytes, complex, np.complexfloating)) or value is None:
-            raise TypeError
-        d = PyFloat_AsDouble(value)
+        d = _real_number(value)
     except TypeError:
         raise TypeError(f"{what} is {shown}: expected a real number or an "
                         f"ml_dtypes.{ml_name}, got {type(value).__name__}") from None

@@ -932,6 +932,19 @@ def test_small_floats_by_value_take_exact_values_and_refuse_the_rest():
         assert kernarg.Signature([ml_dtypes.float4_e2m1fn]).types == ("__nv_fp4_e2m1",)
 
 
+def test_float_like_parameters_read_numbers_one_way():
+    # Float parameters, fp8 lanes and struct fields read a value through one reader: ctypes
+    # numbers by the value they hold, and no complex number, numpy's complex64 included (its
+    # __float__ used to drop the imaginary part with only a warning).
+    fp8 = kernarg.Signature("__nv_fp8_e4m3 s, __nv_fp8x2_e5m2 v")
+    assert bytes(fp8.pack((ctypes.c_float(2.0), (ctypes.c_int(1), ctypes.c_double(-0.5)))))[:4] \
+        == bytes([0x40, 0, 0x3C, 0xB8])
+    for decl in ("float f", "__nv_fp8_e4m3 f", "double f"):
+        with pytest.raises(TypeError, match=r"parameter 0 \('f'\) is .*: expected a real "
+                                            r"number.*, got complex64$"):
+            kernarg.Signature(decl).pack((np.complex64(1 + 2j),))
+
+
 def test_small_float_struct_fields_take_exact_values():
     # A struct field of an ml_dtypes format is converted as a parameter of the format is; it
     # used to be "a field kernarg cannot convert a value to".
