@@ -104,6 +104,8 @@ cdef enum Code:
     C_U64_OR_PTR  # PTX .u64: an integer or anything that packs as a pointer
     C_OPAQUE      # `size` bytes the layout knows but not the type (from PTX)
     C_SMALL_FLOAT  # cuda_fp8/fp6/fp4 by value: `count` lanes of format `elem` (_SMALL_FORMATS)
+    C_I128        # __int128 (NVRTC's --device-int128): 16 bytes, aligned to 16
+    C_U128        # unsigned __int128
 
 
 # Codes whose 8 bytes take any non-negative int as is (kernarg_typed_int_run's bit set).
@@ -133,10 +135,20 @@ _ALIASES = {
     "CUtensorMap_st": "CUtensorMap",
     # <cuComplex.h>: typedefs of the vector types, which complex values pack into.
     "cuFloatComplex": "float2", "cuComplex": "float2", "cuDoubleComplex": "double2",
+    # The character types are integers to a kernel: their width and sign, as NVRTC lays them
+    # out on Linux (wchar_t is a signed 32-bit int there, char16_t and char32_t unsigned).
+    "char16_t": "unsigned short", "char32_t": "unsigned int", "wchar_t": "int",
+    "char8_t": "unsigned char",
+    # GCC's (and NVRTC's) names of the 128-bit integers.
+    "__int128_t": "__int128", "__uint128_t": "unsigned __int128",
 }
+# The 128-bit integers (NVRTC takes them with --device-int128): 16 bytes aligned to 16, any
+# Python int in range. Name -> (code, numpy-style pointee kind).
+_WIDE_INTS = {"__int128": (C_I128, "i"), "unsigned __int128": (C_U128, "u")}
 # The words C lets a basic arithmetic type be spelled with, in any order
 # (`long unsigned int`, `long long signed`, `char unsigned`).
-_SPECIFIERS = frozenset(("signed", "unsigned", "char", "short", "int", "long", "double"))
+_SPECIFIERS = frozenset(("signed", "unsigned", "char", "short", "int", "long", "double",
+                         "__int128"))
 _VECTOR_BASES = {
     "char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
     "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
@@ -151,6 +163,7 @@ _CODE_NAMES[C_I8] = "signed char"
 _INT_RANGE = {C_I8: (-2**7, 2**7 - 1), C_U8: (0, 2**8 - 1), C_I16: (-2**15, 2**15 - 1),
               C_U16: (0, 2**16 - 1), C_I32: (-2**31, 2**31 - 1), C_U32: (0, 2**32 - 1),
               C_I64: (-2**63, 2**63 - 1), C_U64: (0, 2**64 - 1)}
+_INT128_RANGE = {C_I128: (-2**127, 2**127 - 1), C_U128: (0, 2**128 - 1)}
 
 
 cdef CacheEntry* _cache = cache_table()
@@ -354,6 +367,8 @@ def _pointee_of(base, stars=1):
     kind = _SMALL_FLOAT_POINTEES.get(base)
     if kind is not None:    # __nv_fp8_e4m3 ...: arrays of that format only
         return kind, 1
+    if base in _WIDE_INTS:  # DLPack's 128-bit ints, a CUDA Array Interface's "<i16"
+        return _WIDE_INTS[base][1], 16
     return "", 0            # structs and unknown names: any memory
 
 
@@ -404,7 +419,9 @@ def _parse_c_param(text):
         words.append(tok)
     name = None
     base = _canonical(" ".join(words))
-    if base is None and len(words) > 1:
+    if base is None and len(words) > 1 and words[-1] not in _SPECIFIERS:
+        # The last word names the parameter, unless it is a type word (`int int`,
+        # `unsigned int signed`: no type C has).
         base = _canonical(" ".join(words[:-1]))
         name = words[-1]
     if base is None and stars:
@@ -418,6 +435,8 @@ def _parse_c_param(text):
         raise ValueError(f"{text.strip()!r}: a parameter cannot have type void")
     if base in _SCALARS:
         return _scalar_spec(base, base), name
+    if base in _WIDE_INTS:
+        return _Spec(_WIDE_INTS[base][0], 16, 16, base), name
     if base == "CUtensorMap":
         return _tensor_map_spec(base), name
     if base in _SMALL_FLOAT_POINTEES:
@@ -468,7 +487,7 @@ _STD_QUALIFIED = re.compile(r"(?:::)?(?:(?:cuda::)?std::)?(\w+)")
 
 def _canonical(type_name):
     if type_name in _SCALARS or type_name == "void" or type_name == "CUtensorMap" or \
-            type_name in _SMALL_FLOAT_POINTEES:
+            type_name in _SMALL_FLOAT_POINTEES or type_name in _WIDE_INTS:
         return type_name
     if ":" in type_name:
         m = _STD_QUALIFIED.fullmatch(type_name)
@@ -490,6 +509,11 @@ def _from_specifiers(words):
     if n["long"] > 2 or any(n[w] > 1 for w in _SPECIFIERS if w != "long"):
         return None
     sign = n["signed"] + n["unsigned"]
+    if n["__int128"]:
+        # GCC's `__int128` takes a sign and nothing else (`unsigned __int128`, in any order).
+        if sign > 1 or len(words) > 1 + sign:
+            return None
+        return "unsigned __int128" if n["unsigned"] else "__int128"
     if n["double"]:
         # `long double`: device code has no wider type; NVRTC compiles it as .f64.
         ok = n["long"] <= 1 and not (sign or n["short"] or n["int"] or n["char"])
@@ -1176,6 +1200,33 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
     return 0
 
 
+cdef int _put_int128(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
+    """An `__int128` or `unsigned __int128` parameter: any int in its range (and what an
+    integer parameter takes: numpy integers, ctypes integers, __index__), as its 16 bytes."""
+    shown = "__int128" if code == C_I128 else "unsigned __int128"
+    if type(value) is not int:
+        if isinstance(value, (float, complex, str, bytes, np.floating, np.complexfloating)) \
+                or value is None:
+            raise TypeError(f"{_param_name(sig, i)} is {shown}: expected an int, "
+                            f"got {type(value).__name__}")
+        if isinstance(value, np.bool_):
+            value = 1 if value else 0
+        elif not hasattr(type(value), "__index__"):
+            number = _ctypes_number(value, False)
+            if number is None:
+                raise TypeError(f"{_param_name(sig, i)} is {shown}: expected an int, "
+                                f"got {type(value).__name__}")
+            value = number
+        value = PyNumber_Index(value)     # an int, or the value's own error (named above)
+    lo, hi = _INT128_RANGE[code]
+    if not lo <= value <= hi:
+        raise OverflowError(f"{_param_name(sig, i)} is {shown}: {value} is outside "
+                            f"{lo} .. {hi}")
+    raw = int.to_bytes(value, 16, "little", signed=code == C_I128)
+    memcpy(dst, <char*>raw, 16)
+    return 0
+
+
 cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
                            char* dst) except -1:
     """An integer parameter known only by its width (from PTX): any value from the signed
@@ -1709,6 +1760,8 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
         return _put_struct(sig, p, i, value, dst)
     if code == C_SMALL_FLOAT:
         return _put_small_float(sig, p, i, value, dst)
+    if code == C_I128 or code == C_U128:
+        return _put_int128(sig, code, i, value, dst)
     if code == C_U64_OR_PTR:
         if type(value) is int or isinstance(value, np.integer):
             return _put_int_any_sign(sig, C_U64, i, value, dst)

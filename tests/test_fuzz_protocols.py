@@ -296,7 +296,8 @@ library_handles = st.tuples(st.sampled_from(HANDLE_CLASSES), handle_like).map(
 
 PARAM_TYPES = ["int", "float", "double", "__half", "__nv_bfloat16", "int4", "float2", "char3",
                "unsigned char", "long long", "unsigned long long", "bool", "const float*",
-               "void*", "size_t", "int8_t", "double4_32a", "half2", "cudaTextureObject_t"]
+               "void*", "size_t", "int8_t", "double4_32a", "half2", "cudaTextureObject_t",
+               "__int128", "unsigned __int128", "char16_t"]
 typed_values = st.one_of(library_handles,
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3),
     st.builds(Raises), st.builds(HostileInt, st.integers(-1, 2)),

@@ -5,6 +5,7 @@ import math
 import random
 import re
 import struct
+from enum import IntEnum
 from fractions import Fraction
 
 import ml_dtypes
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernarg
-from kernarg._nvrtc import NvrtcError, nvrtc_version
+from kernarg._nvrtc import NvrtcError, compile_to_ptx, nvrtc_version
 
 from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
 from producers import CAIObject, DLPackProducer, cai
@@ -193,6 +194,88 @@ def test_cucomplex_names_are_the_vector_types_complex_values_pack_into():
     assert bytes(block)[:32] == struct.pack("<2f8x2d", 1, 2, 3, -4)
     with pytest.raises(TypeError, match=r"parameter 2 .*float2\* but .* c16"):
         sig.pack((0j, 0j, CAIObject(cai(0x10000, typestr="<c16"))))
+
+
+def test_128_bit_integers_are_laid_out_and_packed_as_nvrtc_has_them():
+    # NVRTC takes GCC's __int128 with --device-int128: 16 bytes aligned to 16 (.align 16 .b8
+    # [16] in the PTX). Any Python int in range packs as its two's complement, low bytes first.
+    types = ["char", "__int128", "unsigned __int128", "__int128_t", "__uint128_t",
+             "signed __int128", "__int128 unsigned", "char", "const __int128*"]
+    params = ", ".join(f"{t} p{i}" for i, t in enumerate(types))
+    src = f'extern "C" __global__ void k({params}) {{}}'
+    ptx = compile_to_ptx(src, options=("--device-int128",))
+    sig = kernarg.Signature(params)
+    assert (sig.offsets, sig.sizes, sig.nbytes) == layout(parse_params(ptx, "k"))
+    assert sig.types[1:7] == ("__int128", "unsigned __int128", "__int128",
+                              "unsigned __int128", "__int128", "unsigned __int128")
+    assert kernarg.Signature.from_source(src, "k", options=("--device-int128",)).types == \
+        sig.types
+    values = [7, -2**127, 2**128 - 1, np.int64(-5), ctypes.c_uint64(2**64 - 1), True,
+              IntEnum("E", "A")["A"], -1, None]
+    block = bytes(sig.pack(values))
+    for i, v in enumerate(values[1:7], 1):
+        number = int(v.value if isinstance(v, ctypes.c_uint64) else v)
+        assert block[sig.offsets[i]:sig.offsets[i] + 16] == \
+            number.to_bytes(16, "little", signed=number < 0), i
+    refusals = [(1, 2**127, OverflowError, r"parameter 1 \('p1'\) is __int128: 1701\d+ is outside "
+                 r"-170141183460469231731687303715884105728 \.\. 1701"),
+                (2, -1, OverflowError, r"parameter 2 \('p2'\) is unsigned __int128: -1 is "
+                 r"outside 0 \.\. 3402"),
+                (1, 1.0, TypeError, r"parameter 1 \('p1'\) is __int128: expected an int, got "
+                 "float"),
+                (2, np.float32(1), TypeError, "expected an int, got float32"),
+                (1, "1", TypeError, "expected an int, got str"),
+                (1, b"\0" * 16, TypeError, "expected an int, got bytes"),
+                (1, None, TypeError, "expected an int, got NoneType"),
+                (1, object(), TypeError, "expected an int, got object")]
+    for index, value, error, message in refusals:
+        with pytest.raises(error, match=message):
+            sig.pack(values[:index] + [value] + values[index + 1:])
+    # Pointers to them take 128-bit integer arrays (a CUDA Array Interface's "<i16"), not
+    # arrays of other elements.
+    sig.pack(values[:8] + [CAIObject(cai(0x10000, typestr="<i16"))])
+    with pytest.raises(TypeError, match=r"parameter 8 .*__int128\* but .* i8"):
+        sig.pack(values[:8] + [CAIObject(cai(0x10000, typestr="<i8"))])
+    # __int128 takes a sign and nothing else.
+    for text in ("long __int128 x", "unsigned signed __int128 x", "__int128 int x",
+                 "__int128 __int128 x", "short unsigned __int128 x"):
+        with pytest.raises(ValueError, match="unknown parameter type"):
+            kernarg.Signature(text)
+
+
+def test_character_types_are_integers_of_their_width_and_sign():
+    # A kernel reads char16_t, char32_t, wchar_t and char8_t as integers: kernarg packs ints of
+    # the same width and sign (NVRTC on Linux: wchar_t is a signed 32-bit int). The compiler
+    # checks each claim; the oracle fails on a wrong one.
+    claims = {"char16_t": "unsigned short", "char32_t": "unsigned int", "wchar_t": "int",
+              "char8_t": "unsigned char"}
+    checks = []
+    for text, same in claims.items():
+        sig = kernarg.Signature(f"{text} c, const {text}* p")
+        assert sig.types == (same, f"const {same}*")
+        checks.append(f"static_assert(sizeof({text}) == sizeof({same}) && alignof({text}) == "
+                      f"alignof({same}) && (({text})-1 < 0) == (({same})-1 < 0), \"{text}\");")
+    source = "\n".join(checks) + '\nextern "C" __global__ void k() {}'
+    compile_to_ptx(source, options=("--std=c++20",))
+    with pytest.raises(NvrtcError, match="wchar_t"):
+        compile_to_ptx('static_assert(((wchar_t)-1 < 0) == ((unsigned)-1 < 0), "wchar_t");')
+    sig = kernarg.Signature("char16_t a, wchar_t b")
+    assert bytes(sig.pack((0xFFFF, -1))) == struct.pack("<Hxxi", 0xFFFF, -1)
+    with pytest.raises(OverflowError, match=r"parameter 0 \('a'\) is unsigned short: 65536"):
+        sig.pack((0x10000, 0))
+    with pytest.raises(TypeError, match=r"parameter 0 \('a'\) is unsigned short: expected an "
+                       "int, got str"):
+        sig.pack(("x", 0))
+
+
+def test_a_type_word_is_not_a_parameter_name():
+    # `int int` and `unsigned int signed` are no C type: the last word names the parameter
+    # only when it is not a type specifier.
+    for text in ("int int", "unsigned int signed", "float int", "double long long"):
+        with pytest.raises(ValueError, match="unknown parameter type"):
+            kernarg.Signature(text)
+    assert kernarg.Signature("unsigned long x").types == ("unsigned long",)
+    assert kernarg.Signature("int half").names == ("half",)
 
 
 def test_std_qualified_integer_names_are_the_plain_types():

@@ -163,8 +163,9 @@ def _echo_small_source(params):
     """An echo kernel for cuda_fp8/fp6/fp4's types by value: ``params`` as (type, name)."""
     decl = ", ".join(f"{t} {n}" for t, n in params)
     puts = " ".join(f"put(out, at, {n});" for _, n in params)
-    return ("#include <cuda_fp8.h>\n#include <cuda_fp6.h>\n#include <cuda_fp4.h>\n"
-            if any("fp8" not in t for t, _ in params) else "#include <cuda_fp8.h>\n") + r"""
+    headers = "".join(f"#include <cuda_{f}.h>\n" for f in ("fp8", "fp6", "fp4")
+                      if any(f in t for t, _ in params))
+    return headers + r"""
 template <typename T> __device__ void put(unsigned char* out, int& at, const T& v) {
     at = (at + alignof(T) - 1) / alignof(T) * alignof(T);
     const unsigned char* p = reinterpret_cast<const unsigned char*>(&v);
@@ -192,6 +193,19 @@ def test_small_floats_by_value_reach_the_kernel(ctx):
         args += ((28.0, -0.0625), (0.5, -6.0), (1.0, 2.0, 3.0, -4.0))
     k = kernarg.Kernel.from_source(_echo_small_source(params), "echo_small")
     assert k.signature.types[1:] == tuple(t for t, _ in params)
+    check_echo(k, args)
+
+
+def test_int128_by_value_reaches_the_kernel(ctx):
+    # NVRTC's __int128 (--device-int128): 16 bytes aligned to 16, after a byte and between
+    # other parameters, each value's two's complement echoed at the offset NVRTC gave it.
+    params = [("char", "a"), ("__int128", "b"), ("unsigned __int128", "c"), ("int", "d"),
+              ("__int128", "e")]
+    args = (7, -2**127 + 12345, 2**128 - 2**64 + 3, -9, np.int64(-2))
+    k = kernarg.Kernel.from_source(_echo_small_source(params), "echo_small",
+                                   options=("--device-int128",))
+    assert k.signature.types[1:] == tuple(t for t, _ in params)
+    assert k.signature.offsets == (0, 8, 16, 32, 48, 64)
     check_echo(k, args)
 
 
