@@ -80,7 +80,7 @@ def _dims(value, str what, limits):
             raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
         dims = tuple(value) + (1,) * (3 - len(value))
     elif _is_bool(value):
-        raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got bool")
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got bool")
     else:
         try:
             dims = (_index(value, what), 1, 1)

@@ -54,7 +54,8 @@ DIMS_ERRORS = [
     (dict(grid=1, block=1, shmem=2**32), ValueError, "shmem"),
     (dict(grid=1, block=1, shmem=True), ValueError, "shmem"),
     # numpy's bool converts to an index (with a warning, on numpy 1.x): still not a size.
-    (dict(grid=np.True_, block=1), TypeError, "bool"),
+    (dict(grid=np.True_, block=1), TypeError,
+     "grid must be an int or a tuple of 1 to 3 ints, got bool"),
     (dict(grid=(2, np.True_), block=1), TypeError, r"grid\[1\] must be an int, got bool"),
     (dict(grid=1, block=1, shmem=np.True_), ValueError, "shmem"),
     (dict(grid=np.float64(2), block=1), TypeError, "grid must be an int"),
