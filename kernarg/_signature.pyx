@@ -985,8 +985,7 @@ cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream)
 cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
                             object stream, bint copy_sizes) except -1:
     if n != sig._n:
-        raise TypeError(f"the kernel takes {sig._n} arguments "
-                        f"({', '.join(sig._types)}), got {n}")
+        raise TypeError(_count_message(sig, n))
     if st.capacity < sig._nbytes:
         raise ValueError(f"the parameters need {sig._nbytes} bytes, more than the "
                          f"{st.capacity} bytes the caller's block holds")
@@ -1112,6 +1111,19 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             _name_the_parameter(sig, i, exc)
         i += 1
     return 0
+
+
+cdef str _count_message(Signature sig, Py_ssize_t n):
+    """The refusal of ``n`` arguments for ``sig``: its parameters, and which are missing (the
+    first three) or how many are too many."""
+    params = ", ".join([f"{t} {name}" if name else t for t, name in zip(sig._types, sig._names)])
+    if n < sig._n:
+        missing = [_param_name(sig, i) for i in range(n, min(sig._n, n + 3))]
+        more = ", ..." if sig._n - n > 3 else ""
+        tail = f": no value for {', '.join(missing)}{more}"
+    else:
+        tail = f": {n - sig._n} more than it has parameters"
+    return f"the kernel takes {sig._n} arguments ({params}), got {n}{tail}"
 
 
 cdef int _name_the_parameter(Signature sig, Py_ssize_t i, object exc) except -1:

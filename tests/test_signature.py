@@ -1315,8 +1315,23 @@ def test_vector_element_errors_name_the_element():
 
 def test_argument_count_and_container():
     sig = kernarg.Signature("float* out, int n")
-    with pytest.raises(TypeError, match="takes 2 arguments.*got 1"):
+    with pytest.raises(TypeError, match=re.escape(
+            "the kernel takes 2 arguments (float* out, int n), got 1: no value for parameter 1 "
+            "('n')")):
         sig.pack((None,))
+    with pytest.raises(TypeError, match=re.escape(
+            "the kernel takes 2 arguments (float* out, int n), got 4: 2 more than it has "
+            "parameters")):
+        sig.pack((None, 1, 2, 3))
+    unnamed = kernarg.Signature(["int"] * 5)
+    with pytest.raises(TypeError, match=re.escape(
+            "the kernel takes 5 arguments (int, int, int, int, int), got 1: no value for "
+            "parameter 1, parameter 2, parameter 3, ...")):
+        unnamed.pack((1,))
+    with pytest.raises(TypeError, match=re.escape(
+            "the kernel takes 5 arguments (int, int, int, int, int), got 2: no value for "
+            "parameter 2, parameter 3, parameter 4")):
+        unnamed.pack((1, 2))
     with pytest.raises(TypeError, match="tuple or list"):
         sig.pack(None)
 
