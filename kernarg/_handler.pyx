@@ -66,10 +66,12 @@ from kernarg._cdefs cimport (
     PyFloat_Type,
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
+    is_numpy_bool,
     kernarg_int_run,
     kernarg_small_int,
     tuple_items,
 )
+from cpython.number cimport PyNumber_Index
 
 cdef extern from "Python.h":
     ctypedef struct Py_complex:
@@ -779,11 +781,21 @@ def pack(args, *, stream=None, device=None):
 
 
 cdef int device_ordinal(object device) except -2:
-    """``device`` (None or a CUDA device ordinal) as an int; -1 for None."""
+    """``device`` (None, a CUDA device ordinal: an int or numpy integer, or a cuda.core
+    ``Device``) as an int; -1 for None."""
     if device is None:
         return -1
+    if type(device).__name__ == "Device" and type(device).__module__.startswith("cuda.core"):
+        device = getattr(device, "device_id", device)
+    if not isinstance(device, int) and not is_numpy_bool(type(device)) \
+            and hasattr(type(device), "__index__"):
+        try:
+            device = PyNumber_Index(device)
+        except TypeError:       # a numpy array that is not 0-d, say: refused below
+            pass
     if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < 2**31:
-        raise TypeError(f"device must be a CUDA device ordinal (an int >= 0), got {device!r}")
+        raise TypeError(f"device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
+                        f"Device), got {device!r}")
     return device
 
 

@@ -17,7 +17,13 @@ from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 
 from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items
-from kernarg._handler cimport ParamBlock, block_release, lookup_type, untyped_block_items
+from kernarg._handler cimport (
+    ParamBlock,
+    block_release,
+    device_ordinal,
+    lookup_type,
+    untyped_block_items,
+)
 from kernarg._interop cimport KIND_TENSOR_MAP, _describe
 from kernarg._signature cimport Signature, typed_block_items
 from kernarg._stream cimport stream_handle
@@ -30,6 +36,7 @@ import weakref
 from collections import OrderedDict
 
 from kernarg._errors import CudaError, NoDriverError
+from kernarg._nvrtc import normalize_options
 
 __all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch", "launch"]
 
@@ -1041,12 +1048,16 @@ cdef class Kernel:
         return k
 
     @classmethod
-    def from_ptx(cls, ptx, str name, *, signature=None, int device=0, entry=None):
+    def from_ptx(cls, ptx, str name, *, signature=None, device=0, entry=None):
         """Load PTX text and get kernel ``name`` (its signature is read from the PTX).
         ``entry`` is its ``.entry`` name in the PTX when that is not ``name`` or ``name``'s
         C++ mangled form (a template instantiation's lowered name, say)."""
         if isinstance(ptx, str):
             ptx = ptx.encode()
+        elif not isinstance(ptx, (bytes, bytearray, memoryview)):
+            raise TypeError(f"Kernel.from_ptx: ptx must be PTX text (str or bytes), got "
+                            f"{type(ptx).__name__}")
+        device = _kernel_device(device)
         cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(ptx) + b"\0")
         if entry is None:
@@ -1055,9 +1066,14 @@ cdef class Kernel:
         return Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
 
     @classmethod
-    def from_cubin(cls, cubin, str name, *, signature=None, int device=0, entry=None):
+    def from_cubin(cls, cubin, str name, *, signature=None, device=0, entry=None):
         """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name; or give its
         mangled name as ``entry``)."""
+        if not isinstance(cubin, (bytes, bytearray, memoryview)):
+            hint = "; PTX text goes to Kernel.from_ptx" if isinstance(cubin, str) else ""
+            raise TypeError(f"Kernel.from_cubin: cubin must be the image's bytes, got "
+                            f"{type(cubin).__name__}{hint}")
+        device = _kernel_device(device)
         cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(cubin))
         cdef cydriver.CUfunction func = (<_Module>mod).function(
@@ -1070,7 +1086,7 @@ cdef class Kernel:
         return k
 
     @classmethod
-    def from_source(cls, str source, str name, options=(), *, int device=0, headers=None):
+    def from_source(cls, str source, str name, options=(), *, device=0, headers=None):
         """Compile CUDA C++ with NVRTC for ``device``'s architecture and load kernel ``name``;
         its signature comes from the source.
         ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
@@ -1090,10 +1106,11 @@ cdef class Kernel:
 
         ``headers`` maps include names to header texts the source may ``#include`` (NVRTC's
         in-memory headers, part of the cache key); a kernel declared in one is found there."""
-        return _kernels_from_source(source, (name,), tuple(options), device, headers)[0]
+        return _kernels_from_source(source, (name,), normalize_options(options),
+                                    _kernel_device(device), headers)[0]
 
     @classmethod
-    def from_source_many(cls, str source, names, options=(), *, int device=0, headers=None):
+    def from_source_many(cls, str source, names, options=(), *, device=0, headers=None):
         """Compile ``source`` once and load the kernels ``names`` from it (plain names,
         template instantiations and qualified names alike: one NVRTC run, one module).
 
@@ -1110,7 +1127,8 @@ cdef class Kernel:
             if not isinstance(n, str):
                 raise TypeError(f"Kernel.from_source_many: kernel names are str, got "
                                 f"{type(n).__name__} ({n!r})")
-        kernels = _kernels_from_source(source, names, tuple(options), device, headers)
+        kernels = _kernels_from_source(source, names, normalize_options(options),
+                                       _kernel_device(device), headers)
         return dict(zip(names, kernels))
 
     @classmethod
@@ -1127,6 +1145,7 @@ cdef class Kernel:
         if signature is not None and not isinstance(signature, Signature):
             signature = Signature(signature)
         if device is not None:
+            device = device_ordinal(device)
             ctx = _ensure_context(device)
         k = Kernel._make(<cydriver.CUfunction>address, handle, signature, name, ctx,
                          -1 if device is None else device)
@@ -1362,6 +1381,15 @@ cdef class Kernel:
         return f"<kernarg.Kernel {self.name} signature={self.signature!r}>"
 
 
+cdef int _kernel_device(object device) except -1:
+    """The device a Kernel constructor loads on: an ordinal, or a cuda.core Device."""
+    cdef int ordinal = device_ordinal(device)
+    if ordinal < 0:
+        raise TypeError("device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
+                        "Device), got None")
+    return ordinal
+
+
 cdef tuple _kernel_address(object handle, str who):
     """(the object that holds it, the CUfunction/CUkernel address) of what ``from_handle``
     takes: an int, a cuda.bindings ``CUfunction``/``CUkernel`` or a cuda.core ``Kernel``."""
@@ -1369,6 +1397,9 @@ cdef tuple _kernel_address(object handle, str who):
     if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
         handle = handle._handle
     try:
+        if isinstance(handle, (float, complex, str, bytes)) or is_numpy_bool(type(handle)) \
+                or isinstance(handle, bool):
+            raise TypeError      # int() would make a number of them (1.5 -> 1; "12" -> 12)
         address = int(handle)
     except (TypeError, ValueError, OverflowError):     # ValueError: int("name")
         try:

@@ -141,6 +141,23 @@ def declaration_text(source: str, headers: tuple[tuple[str, str], ...]) -> str:
     return "\n".join([source] + [text for _, text in headers])
 
 
+def normalize_options(options) -> tuple:
+    """NVRTC options as a tuple: a sequence of option strings (or bytes), or one option as a
+    str (``"-lineinfo"``), which a tuple() of it would split into characters."""
+    if isinstance(options, (str, bytes)):
+        return (options,)
+    try:
+        options = tuple(options)
+    except TypeError:
+        raise TypeError(f"options must be a sequence of NVRTC option strings, such as "
+                        f"('-lineinfo',), got {type(options).__name__}") from None
+    for o in options:
+        if not isinstance(o, (str, bytes)):
+            raise TypeError(f"options must be NVRTC option strings, got {o!r} "
+                            f"({type(o).__name__}) among them")
+    return options
+
+
 def compile_program(source: str, *, options=(), arch: str | None = None,
                     name_expressions=(), name: str = "kernarg_source.cu",
                     headers=None) -> Compiled:
@@ -154,7 +171,7 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     except ImportError as exc:   # pragma: no cover - depends on the environment
         raise NvrtcError("NVRTC needs cuda-bindings: pip install cuda-bindings "
                          "nvidia-cuda-nvrtc nvidia-cuda-runtime") from exc
-    opts = [o.encode() if isinstance(o, str) else bytes(o) for o in options]
+    opts = [o.encode() if isinstance(o, str) else bytes(o) for o in normalize_options(options)]
     include = cuda_include_dir()
     if include is not None:
         opts.append(f"-I{include}".encode())
@@ -275,6 +292,7 @@ def compile_program_cached(source: str, *, options=(), arch: str | None = None,
     """:func:`compile_program`, through the cache in :func:`cache_dir` when there is one: a
     compilation done before, by this process or another, is read back instead of run again."""
     headers = normalize_headers(headers)
+    options = normalize_options(options)
     directory = cache_dir()
 
     def run():

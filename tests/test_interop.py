@@ -600,12 +600,20 @@ def test_typed_packing_checks_the_device_too():
         many.pack([None] * 19 + [DLPackProducer(PTR, device=(2, 1))], device=0)
 
 
-@pytest.mark.parametrize("bad", [-1, True, 1.0, "0", 2**31])
+@pytest.mark.parametrize("bad", [-1, True, np.True_, 1.0, "0", 2**31, np.arange(2)])
 def test_device_must_be_an_ordinal(bad):
     with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
         kernarg.pack((1,), device=bad)
     with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
         kernarg.Signature("int").pack((1,), device=bad)
+
+
+def test_device_may_be_a_numpy_integer_or_a_cuda_core_device():
+    core_device = type("Device", (), {"__module__": "cuda.core._device", "device_id": 2})()
+    for device in (np.int64(2), np.array(2), core_device):
+        assert ptr_of(kernarg.pack((DLPackProducer(PTR, device=(2, 2)),), device=device)) == PTR
+        with pytest.raises(ValueError, match="on CUDA device 3, but the kernel runs on device 2"):
+            kernarg.pack((DLPackProducer(PTR, device=(2, 3)),), device=device)
 
 
 # ------------------------------------------------------------------------------------------

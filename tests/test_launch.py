@@ -667,9 +667,57 @@ def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     k = kernarg.Kernel.from_handle(CoreKernel(), signature="float* x, int n", name="saxpy")
     assert k.handle == 0x6000 and k.module_handle is None and k.device == -1
     assert repr(k) == "<kernarg.Kernel saxpy signature=kernarg.Signature('float* x, int n')>"
-    for bad in (object(), "saxpy", -1, 2**64):
+    # int() would make a number of a float, a numeric str or a bool: none is a handle.
+    for bad in (object(), "saxpy", -1, 2**64, 1.5, 4096.0, "4096", True, np.True_, 1 + 0j):
         with pytest.raises(ValueError, match="is not a kernel handle"):
             kernarg.Kernel.from_handle(bad)
+    assert kernarg.Kernel.from_handle(np.uint64(0x7000)).handle == 0x7000
+
+
+def test_kernel_constructors_check_their_arguments_before_the_driver():
+    # Each refusal names what was wrong; none needs a driver (CI has none).
+    src = 'extern "C" __global__ void k(int n) {}'
+    core_device = type("Device", (), {"__module__": "cuda.core._device", "device_id": -1})()
+    for bad in ("cuda:0", 1.5, True, np.True_, -1, 2**31, None, core_device):
+        for make in (lambda d: kernarg.Kernel.from_source(src, "k", device=d),
+                     lambda d: kernarg.Kernel.from_source_many(src, ["k"], device=d),
+                     lambda d: kernarg.Kernel.from_ptx(".version 8.0", "k", device=d),
+                     lambda d: kernarg.Kernel.from_cubin(b"\x7fELF", "k", device=d)):
+            with pytest.raises(TypeError, match="device must be a CUDA device ordinal "
+                               r"\(an int >= 0, or a cuda.core Device\), got "):
+                make(bad)
+        if bad is not None:
+            with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
+                kernarg.Kernel.from_handle(0x4000, device=bad)
+    with pytest.raises(TypeError, match="Kernel.from_ptx: ptx must be PTX text "
+                       r"\(str or bytes\), got NoneType"):
+        kernarg.Kernel.from_ptx(None, "k")
+    with pytest.raises(TypeError, match="Kernel.from_cubin: cubin must be the image's bytes, "
+                       "got str; PTX text goes to Kernel.from_ptx"):
+        kernarg.Kernel.from_cubin(".version 8.0", "k")
+    with pytest.raises(TypeError, match="got int$"):
+        kernarg.Kernel.from_cubin(0, "k")
+    for options, message in ((3, "a sequence of NVRTC option strings, such as "
+                                 r"\('-lineinfo',\), got int"),
+                             (("-lineinfo", 3), r"option strings, got 3 \(int\) among them")):
+        with pytest.raises(TypeError, match=message):
+            kernarg.Kernel.from_source(src, "k", options=options)
+        with pytest.raises(TypeError, match=message):
+            kernarg.Signature.from_source(src, "k", options=options)
+
+
+def test_options_may_be_one_str():
+    # tuple("-DN=3") would be NVRTC options "-", "D", "N" ...: one str is one option.
+    from kernarg._nvrtc import normalize_options
+
+    assert normalize_options("-DWITH_N") == ("-DWITH_N",)
+    assert normalize_options(b"-lineinfo") == (b"-lineinfo",)
+    assert normalize_options(["-a", "-b"]) == ("-a", "-b")
+    src = '#ifndef WITH_N\n#error WITH_N is not defined\n#endif\nextern "C" __global__ ' \
+          "void k(int n) {}"
+    assert kernarg.Signature.from_source(src, "k", options="-DWITH_N").types == ("int",)
+    with pytest.raises(kernarg.NvrtcError, match="WITH_N is not defined"):
+        kernarg.Signature.from_source(src, "k")
 
 
 def _core_config(**fields):

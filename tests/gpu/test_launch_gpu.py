@@ -379,7 +379,8 @@ def test_cuda_core_buffers(ctx, kind):
     else:
         mr = dev.memory_resource if kind == "device" else core.LegacyPinnedMemoryResource()
         buf = mr.allocate(4 * 256, stream=dev.default_stream)   # cuda.core 1.x: stream= needed
-    k = kernarg.Kernel.from_source(WRITE, "fill")
+    k = kernarg.Kernel.from_source(WRITE, "fill", device=dev)     # a Device names the device
+    assert k.device == 0
     k.launch(1, 256, buf, 2.5, 256)
     check(driver.cuCtxSynchronize())
     host = np.empty(256, np.float32)
@@ -891,12 +892,14 @@ def test_max_potential_block_size_is_the_occupancy_calculators(ctx):
 
 def test_a_device_that_does_not_exist_is_named(ctx):
     count = check(driver.cuDeviceGetCount())
-    for bad in (count, -1):
-        with pytest.raises(kernarg.CudaError,
-                           match=rf"device={bad}: no such CUDA device \(this machine has "
-                                 rf"{count}, numbered 0 .. {count - 1}; "
-                                 "CUDA_ERROR_INVALID_DEVICE"):
-            kernarg.Kernel.from_source(WRITE, "fill", device=bad)
+    with pytest.raises(kernarg.CudaError,
+                       match=rf"device={count}: no such CUDA device \(this machine has "
+                             rf"{count}, numbered 0 .. {count - 1}; "
+                             "CUDA_ERROR_INVALID_DEVICE"):
+        kernarg.Kernel.from_source(WRITE, "fill", device=count)
+    # A negative number is no ordinal at all, as for pack(device=): refused before the driver.
+    with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
+        kernarg.Kernel.from_source(WRITE, "fill", device=-1)
     with pytest.raises(kernarg.CudaError, match=f"device={count}: no such CUDA device"):
         kernarg.Kernel.from_handle(1234, device=count)
 
