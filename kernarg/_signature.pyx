@@ -395,6 +395,7 @@ def _without_attributes(text):
 
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
+    text = _without_default(text)
     plain = _without_attributes(text)
     if plain is None:
         raise ValueError(f"{text.strip()!r}: an attribute is not closed")
@@ -529,22 +530,53 @@ def _from_specifiers(words):
     return "unsigned " + size if n["unsigned"] else size
 
 
-def _split_params(text):
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "(<[":
+def _split_params(str text):
+    """``text``'s comma-separated items (parameters, template arguments), each as written,
+    default argument included: commas inside brackets, braces, template argument lists and
+    string or character literals do not split. In a default argument (after an ``=`` outside
+    brackets) ``<`` and ``>`` are comparisons, not brackets: ``int n = (1 < 2)``."""
+    parts = []
+    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0
+    cdef bint in_default = False
+    while i < n:
+        ch = text[i]
+        if ch == '"' or (ch == "'" and not _in_number(text, i)):
+            i = _past_literal(text, i)
+            continue
+        if ch in "([{" or (ch == "<" and not in_default):
             depth += 1
-        elif ch in ")>]":
+        elif ch in ")]}" or (ch == ">" and not in_default):
             depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
+        elif ch == "=" and depth == 0:
+            in_default = True
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+            in_default = False
+        i += 1
+    parts.append(text[start:])
     if any(not p.strip() for p in parts):
         raise ValueError(f"empty parameter in {text!r}")
     return parts
+
+
+def _without_default(str piece):
+    """A parameter declaration without its default argument (``float x = 1.5f``: the default
+    says nothing about the type, and its words are not the parameter's name)."""
+    cdef Py_ssize_t i = 0, n = len(piece), depth = 0
+    while i < n:
+        ch = piece[i]
+        if ch == '"' or (ch == "'" and not _in_number(piece, i)):
+            i = _past_literal(piece, i)
+            continue
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        elif ch == "=" and depth == 0:
+            return piece[:i]
+        i += 1
+    return piece
 
 
 _CTYPES_SCALARS = {
@@ -2007,7 +2039,7 @@ def _declared_spec(piece, ptx_spec):
     try:
         return _parse_c_param(piece)
     except ValueError:
-        return ptx_spec, _last_identifier(piece)
+        return ptx_spec, _last_identifier(_without_default(piece))
 
 
 def _substitute_aliases(decl, aliases):
@@ -2018,6 +2050,7 @@ def _substitute_aliases(decl, aliases):
         return decl
     out = []
     for piece in _split_params(decl):
+        piece = _without_default(piece)
         words = [m for m in _UNQUALIFIED_WORD.finditer(piece) if m[0] not in _QUALIFIERS]
         name = words[-1] if len(words) > 1 else None
         parts, at = [], 0
@@ -2073,7 +2106,7 @@ def _declared_types(decl):
         try:
             out.append(_parse_c_param(piece)[0].text)
         except ValueError:
-            out.append(" ".join(piece.split()))
+            out.append(" ".join(_without_default(piece).split()))
     return tuple(out)
 
 

@@ -334,6 +334,33 @@ def test_attributes_say_nothing_about_a_parameters_type():
         sig.pack((CAIObject(cai(0x10000, typestr="<f8")), 1))
 
 
+def test_default_arguments_say_nothing_about_a_parameters_type_or_name():
+    # C++ kernels may give parameters default arguments. Their words are not the parameter's
+    # name (`float x = 1.5f` is x, not f), their commas and braces do not split the list
+    # (`P p = P{1, 2.0f}`), and in them `<` is a comparison, not a template's bracket.
+    src = """struct P { int a; float b; };
+typedef float real;
+extern "C" __global__ void k(float* out, float x = 1.5f, P p = P{1, 2.0f},
+                             int n = (1 < 2), real r = real(1), char c = ',',
+                             unsigned m = 1'000, int z = 3 > 2 ? 4 : 5,
+                             const char* s = ",)") {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.names == ("out", "x", "p", "n", "r", "c", "m", "z", "s")
+    assert sig.types == ("float*", "float", ".align 4 .b8 [8]", "int", "float", "char",
+                         "unsigned int", "int", "const char*")
+    # A prototype without the defaults is the same declaration, not an overload.
+    proto = 'extern "C" __global__ void k2(float x, int n);\n' \
+            'extern "C" __global__ void k2(float x = 2, int n = 3 > 1) {}'
+    assert kernarg.Signature.from_source(proto, "k2").names == ("x", "n")
+    # Template parameter defaults are still read for the instantiation.
+    tmpl = "template <typename T = float, int N = (3 > 2)> __global__ void t(T x = T(1), " \
+           "int n = N) {}"
+    assert kernarg.Signature.from_source(tmpl, "t<double>").types == ("double", "int")
+    text = kernarg.Signature("int a = 1, float b = (2 > 1), const float* p = nullptr")
+    assert (text.types, text.names) == (("int", "float", "const float*"), ("a", "b", "p"))
+
+
 def test_a_conditional_inside_the_parameter_list_leaves_the_layout_to_the_ptx():
     # Which parameters the compiler saw depends on macros kernarg does not evaluate: the
     # PTX's layout, names unknown. Before, the directive's words made a parameter name, and
