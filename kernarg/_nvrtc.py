@@ -70,6 +70,23 @@ def cuda_include_dir() -> str | None:
     return dirs[0] if dirs else None
 
 
+def cccl_include_dir(include: str | None = None) -> str | None:
+    """The CCCL headers (libcu++'s ``<cuda/std/...>``, CUB, Thrust) that go with the runtime
+    headers in ``include`` (default: :func:`cuda_include_dir`), from pip's
+    ``nvidia-cuda-cccl``: CUDA 13 puts them in ``include/cccl`` beside the runtime's (where
+    nvcc looks, and NVRTC does not), CUDA 12's wheels in ``nvidia/cuda_cccl/include`` beside
+    ``nvidia/cuda_runtime/include``. None where they are not installed."""
+    include = cuda_include_dir() if include is None else include
+    if include is None:
+        return None
+    for candidate in (os.path.join(include, "cccl"),
+                      os.path.join(os.path.dirname(os.path.dirname(include)), "cuda_cccl",
+                                   "include")):
+        if os.path.isfile(os.path.join(candidate, "cuda", "std", "version")):
+            return candidate
+    return None
+
+
 def _check(result, prog=None):
     from cuda.bindings import nvrtc
 
@@ -175,6 +192,9 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     include = cuda_include_dir()
     if include is not None:
         opts.append(f"-I{include}".encode())
+        cccl = cccl_include_dir(include)
+        if cccl is not None:
+            opts.append(f"-I{cccl}".encode())
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}".encode())
     exprs = list(name_expressions)

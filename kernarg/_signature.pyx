@@ -393,12 +393,23 @@ def _without_attributes(text):
     return text
 
 
+# libcu++'s, Thrust's and the C++ library's complex numbers: a pair of floats in the layout of
+# the vector type of the same size and alignment (alignas(2 * sizeof(T))), which complex values
+# pack into.
+_COMPLEX = re.compile(r"(?<![\w:])(?:::)?(?:(?:cuda::)?std::|thrust::)?complex\s*<\s*"
+                      r"(float|double|__half|half|__nv_bfloat16)\s*>")
+_COMPLEX_AS = {"float": "float2", "double": "double2", "__half": "half2", "half": "half2",
+               "__nv_bfloat16": "__nv_bfloat162"}
+
+
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
     text = _without_default(text)
     plain = _without_attributes(text)
     if plain is None:
         raise ValueError(f"{text.strip()!r}: an attribute is not closed")
+    if "complex" in plain:
+        plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
     tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
     if "&" in tokens:
         raise ValueError(f"{text.strip()!r}: kernel parameters cannot be references")
@@ -475,8 +486,10 @@ def _pointer_spec(base, stars, is_const):
     _pointee_of says."""
     kind, size = _pointee_of(base, stars)
     shown = ("const " if is_const else "") + base + "*" * stars
+    vec = _vector_type(base) if stars == 1 else None
+    # `count`: the pointee's lanes, for a vector type (float2* also takes complex64 arrays).
     return _Spec(C_POINTER, 8, 8, shown, pointee_kind=kind, pointee_size=size,
-                 is_const=is_const)
+                 is_const=is_const, count=vec[1] if vec is not None else 0)
 
 
 # <cstdint>'s and <cstddef>'s names, which C++ kernels also write as std::size_t, ::size_t or
@@ -1382,9 +1395,9 @@ cdef Py_ssize_t _scalar_size(int code):
 
 cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
     cdef Py_ssize_t k, step = _scalar_size(p.elem)
-    if p.elem == C_F32 and p.count == 2 and isinstance(value, (complex, np.complexfloating)):
-        value = (value.real, value.imag)
-    elif p.elem == C_F64 and p.count == 2 and isinstance(value, (complex, np.complexfloating)):
+    if p.count == 2 and p.elem >= C_F16 and isinstance(value, (complex, np.complexfloating)):
+        # A pair of floats is a complex number's layout (cuComplex is float2; libcu++'s
+        # complex<__half> is laid out as half2, complex<__nv_bfloat16> as __nv_bfloat162).
         value = (value.real, value.imag)
     if not isinstance(value, (tuple, list, np.ndarray)):
         if p.count == 1:
@@ -1720,7 +1733,11 @@ cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
                          f"{type(value).__name__} array {why}")
     if p.pointee_kind == 0 or r.dtype_kind == 0:
         return 0
-    if not _kind_matches(p.pointee_kind, p.pointee_size, r.dtype_kind, r.dtype_size):
+    if not _kind_matches(p.pointee_kind, p.pointee_size, r.dtype_kind, r.dtype_size) \
+            and not (p.count == 2 and p.pointee_kind == ord("f") and r.dtype_kind == ord("c")
+                     and r.dtype_size == 2 * p.pointee_size):
+        # A pair of floats (float2, cuComplex, double2, half2) is a complex number: arrays
+        # of complex64 (complex128, torch's complex32) hold them in that layout.
         got = (_KIND_NAMES.get(r.dtype_kind)
                or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
         raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]} but the array's element "

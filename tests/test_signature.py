@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernarg
-from kernarg._nvrtc import NvrtcError, compile_to_ptx, nvrtc_version
+from kernarg._nvrtc import NvrtcError, cccl_include_dir, compile_to_ptx, nvrtc_version
 
 from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
-from producers import CAIObject, DLPackProducer, cai
+from producers import CAIObject, DLPackProducer, cai, ptr_of
 
 SCALARS = ["bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
            "unsigned int", "long", "unsigned long", "long long", "unsigned long long", "float",
@@ -194,6 +194,66 @@ def test_cucomplex_names_are_the_vector_types_complex_values_pack_into():
     assert bytes(block)[:32] == struct.pack("<2f8x2d", 1, 2, 3, -4)
     with pytest.raises(TypeError, match=r"parameter 2 .*float2\* but .* c16"):
         sig.pack((0j, 0j, CAIObject(cai(0x10000, typestr="<c16"))))
+
+
+def test_pointers_to_float_pairs_take_complex_arrays():
+    # float2, cuComplex, double2, half2 are a complex number's layout: a cuComplex* kernel takes
+    # complex64 arrays (CuPy's, torch's), as it takes float32 arrays of interleaved pairs. Only
+    # the complex type of the pair's size is taken, and only for pairs. ("<V2", bytes numpy has
+    # no type for, goes to any pointee of its element size.)
+    takes = {"cuComplex* p": ("<c8", "<f4"), "float2* p": ("<c8", "<f4"),
+             "cuDoubleComplex* p": ("<c16", "<f8"), "const double2* p": ("<c16", "<f8"),
+             "half2* p": ("<c4", "<f2", "<V2"), "float4* p": ("<f4",), "float* p": ("<f4",),
+             "float1* p": ("<f4",), "__nv_bfloat162* p": ("<V2",)}
+    for param, accepted in takes.items():
+        sig = kernarg.Signature(param)
+        for typestr in ("<c4", "<c8", "<c16", "<f2", "<f4", "<f8", "<i4", "<V2"):
+            array = CAIObject(cai(0x10000, typestr=typestr))
+            if typestr in accepted:
+                assert ptr_of(sig.pack((array,))) == 0x10000, (param, typestr)
+            else:
+                with pytest.raises(TypeError, match=r"parameter 0 \('p'\) is .* but the "
+                                   "array's element type is"):
+                    sig.pack((array,))
+    # DLPack's complex dtype (code 5) the same way.
+    assert ptr_of(kernarg.Signature("cuComplex* p").pack(
+        (DLPackProducer(0x20000, dtype=(5, 64, 1)),))) == 0x20000
+
+
+def test_complex_class_templates_are_the_float_pairs_they_are_laid_out_as():
+    # libcu++'s cuda::std::complex<T>, thrust::complex<T> and std::complex<T> are
+    # alignas(2 * sizeof(T)) pairs: the vector type of that size, which complex values pack into.
+    sig = kernarg.Signature("char c, cuda::std::complex<float> z, thrust::complex<double> w, "
+                            "const ::cuda::std::complex<float>* p, std::complex< __half > h, "
+                            "complex<__nv_bfloat16> b")
+    assert sig.types == ("char", "float2", "double2", "const float2*", "half2", "__nv_bfloat162")
+    assert (sig.offsets, sig.alignments) == ((0, 8, 16, 32, 40, 44), (1, 8, 16, 8, 4, 4))
+    block = bytes(sig.pack((1, 1 - 2j, np.complex128(3 + 4j), None, 1 + 2j, 1 + 2j)))
+    assert block[8:32] == struct.pack("<2f2d", 1, -2, 3, 4)
+    assert block[40:48] == struct.pack("<2e", 1, 2) + bytes.fromhex("803f0040")
+    with pytest.raises(ValueError, match="unknown parameter type"):
+        kernarg.Signature("mycomplex<float> z")
+
+
+@pytest.mark.skipif(cccl_include_dir() is None,
+                    reason="the CCCL headers (pip nvidia-cuda-cccl) are not installed")
+def test_cccl_headers_are_found_and_complex_layouts_match_nvrtc():
+    # CUDA 13 keeps libcu++, CUB and Thrust under include/cccl, where NVRTC does not look:
+    # kernarg passes it, so <cuda/std/...> includes compile.
+    src = """#include <cuda/std/complex>
+#include <cuda/std/cstdint>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void k(char c, cuda::std::complex<float> z, char d,
+                             cuda::std::complex<double> w, cuda::std::complex<__half> h,
+                             char e, cuda::std::complex<__nv_bfloat16> b,
+                             cuda::std::uint32_t n, cuda::std::complex<float>* p) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("char", "float2", "char", "double2", "half2", "char", "__nv_bfloat162",
+                         "unsigned int", "float2*")
+    assert (sig.offsets, sig.sizes, sig.nbytes) == \
+        layout(parse_params(compile_to_ptx(src), "k"))
 
 
 def test_128_bit_integers_are_laid_out_and_packed_as_nvrtc_has_them():

@@ -209,6 +209,23 @@ def test_int128_by_value_reaches_the_kernel(ctx):
     check_echo(k, args)
 
 
+def test_complex_values_and_arrays_reach_the_kernel(ctx):
+    # libcu++'s complex<T> by value (laid out as float2/double2/half2) and a complex64 array for
+    # a cuComplex*, echoed at the offsets NVRTC gave them.
+    from kernarg._nvrtc import cccl_include_dir
+
+    if cccl_include_dir() is None:
+        pytest.skip("the CCCL headers (pip nvidia-cuda-cccl) are not installed")
+    params = [("char", "a"), ("cuda::std::complex<float>", "z"), ("cuComplex*", "p"),
+              ("cuda::std::complex<double>", "w"), ("cuda::std::complex<__half>", "h")]
+    source = "#include <cuda/std/complex>\n#include <cuComplex.h>\n#include <cuda_fp16.h>\n" \
+        + _echo_small_source(params)
+    k = kernarg.Kernel.from_source(source, "echo_small")
+    assert k.signature.types[1:] == ("char", "float2", "float2*", "double2", "half2")
+    array = DeviceArray(64, typestr="<c8")
+    check_echo(k, (3, 1.5 - 2j, array, np.complex128(-0.25 + 8j), 0.5 + 1j))
+
+
 def test_from_source_compiles_once_per_source_options_and_arch(ctx, nvrtc_calls):
     import kernarg._nvrtc as nvrtc
 

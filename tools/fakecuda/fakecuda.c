@@ -40,7 +40,8 @@
 #define MAX_DEVICES 8
 #define MAX_PARAMS 512
 #define MAX_FUNCS 64         /* kernels per module */
-#define MAX_GLOBALS 64       /* __device__ and __constant__ variables per module */
+#define MAX_GLOBALS 1024     /* __device__ and __constant__ variables per module
+                                (libcu++'s headers define hundreds) */
 
 static int trace_on = -1;
 static void trace(const char* fmt, ...) {
