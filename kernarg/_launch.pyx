@@ -1397,8 +1397,8 @@ cdef tuple _kernel_address(object handle, str who):
     if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
         handle = handle._handle
     try:
-        if isinstance(handle, (float, complex, str, bytes)) or is_numpy_bool(type(handle)) \
-                or isinstance(handle, bool):
+        if isinstance(handle, (float, complex, str, bytes, bool)) \
+                or is_numpy_bool(type(handle)):
             raise TypeError      # int() would make a number of them (1.5 -> 1; "12" -> 12)
         address = int(handle)
     except (TypeError, ValueError, OverflowError):     # ValueError: int("name")

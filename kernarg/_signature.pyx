@@ -543,53 +543,48 @@ def _from_specifiers(words):
     return "unsigned " + size if n["unsigned"] else size
 
 
-def _split_params(str text):
-    """``text``'s comma-separated items (parameters, template arguments), each as written,
-    default argument included: commas inside brackets, braces, template argument lists and
-    string or character literals do not split. In a default argument (after an ``=`` outside
-    brackets) ``<`` and ``>`` are comparisons, not brackets: ``int n = (1 < 2)``."""
+cdef list _items(str text, bint without_defaults):
+    """``text``'s top-level comma-separated items (parameters, template arguments), each as
+    written or, ``without_defaults``, cut at its default argument: commas inside brackets,
+    braces, template argument lists and string or character literals do not split. In a
+    default argument (after an ``=`` outside brackets) ``<`` and ``>`` are comparisons, not
+    brackets: ``int n = (1 < 2)``."""
     parts = []
-    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0
-    cdef bint in_default = False
+    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0, default_at = -1
     while i < n:
         ch = text[i]
         if ch == '"' or (ch == "'" and not _in_number(text, i)):
             i = _past_literal(text, i)
             continue
-        if ch in "([{" or (ch == "<" and not in_default):
+        if ch in "([{" or (ch == "<" and default_at < 0):
             depth += 1
-        elif ch in ")]}" or (ch == ">" and not in_default):
+        elif ch in ")]}" or (ch == ">" and default_at < 0):
             depth -= 1
-        elif ch == "=" and depth == 0:
-            in_default = True
+        elif ch == "=" and depth == 0 and default_at < 0:
+            default_at = i
         elif ch == "," and depth == 0:
-            parts.append(text[start:i])
+            parts.append(text[start:default_at if without_defaults and default_at >= 0 else i])
             start = i + 1
-            in_default = False
+            default_at = -1
         i += 1
-    parts.append(text[start:])
+    parts.append(text[start:default_at if without_defaults and default_at >= 0 else n])
+    return parts
+
+
+def _split_params(str text, bint without_defaults=False):
+    """_items, refusing an empty one. Parameter lists are split ``without_defaults``: a
+    default argument (``float x = 1.5f``, ``P p = P{1, 2}``) says nothing about the type, and
+    its words are not the parameter's name."""
+    parts = _items(text, without_defaults)
     if any(not p.strip() for p in parts):
         raise ValueError(f"empty parameter in {text!r}")
     return parts
 
 
 def _without_default(str piece):
-    """A parameter declaration without its default argument (``float x = 1.5f``: the default
-    says nothing about the type, and its words are not the parameter's name)."""
-    cdef Py_ssize_t i = 0, n = len(piece), depth = 0
-    while i < n:
-        ch = piece[i]
-        if ch == '"' or (ch == "'" and not _in_number(piece, i)):
-            i = _past_literal(piece, i)
-            continue
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        elif ch == "=" and depth == 0:
-            return piece[:i]
-        i += 1
-    return piece
+    """One parameter declaration without its default argument."""
+    parts = _items(piece, True)
+    return parts[0] if len(parts) == 1 else piece
 
 
 _CTYPES_SCALARS = {
@@ -761,7 +756,7 @@ cdef class Signature:
             if body in ("", "void"):
                 pairs = []
             else:
-                pairs = [_parse_c_param(p) for p in _split_params(body)]
+                pairs = [_parse_c_param(p) for p in _split_params(body, True)]
         else:
             pairs = []
             for i, item in enumerate(params):
@@ -906,11 +901,11 @@ cdef class Signature:
             # macros kernarg does not evaluate, so the PTX's layout it is (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         specs, names = [], []
-        pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
+        pieces = [] if decl.strip() in ("", "void") else _split_params(decl, True)
         if len(pieces) != len(ptx_specs):
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
                              f"the PTX has {len(ptx_specs)}")
-        originals = pieces if written is decl else _split_params(written)
+        originals = pieces if written is decl else _split_params(written, True)
         for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
             spec, name = _declared_spec(piece, ptx_spec)
             if piece != original and not _agrees_with_ptx(spec, ptx_spec):
@@ -1257,24 +1252,31 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
     return 0
 
 
+cdef object _integer(object value, str what):
+    """``value`` as a Python int, as the parameters that take any int of their width read it
+    (__int128, and the PTX's sign-less integers): an int, a numpy or ctypes integer,
+    numpy.bool_ as 0 or 1, anything else with __index__ (whose own errors propagate, for the
+    caller to name). TypeError ``{what}: expected an int, got T`` for the rest, floats
+    included."""
+    if type(value) is int:
+        return value
+    if isinstance(value, np.bool_):
+        return 1 if value else 0
+    if not isinstance(value, (float, complex, str, bytes, np.floating, np.complexfloating)) \
+            and value is not None:
+        if hasattr(type(value), "__index__"):
+            return PyNumber_Index(value)
+        number = _ctypes_number(value, False)
+        if number is not None:
+            return PyNumber_Index(number)
+    raise TypeError(f"{what}: expected an int, got {type(value).__name__}")
+
+
 cdef int _put_int128(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
     """An `__int128` or `unsigned __int128` parameter: any int in its range (and what an
     integer parameter takes: numpy integers, ctypes integers, __index__), as its 16 bytes."""
     shown = "__int128" if code == C_I128 else "unsigned __int128"
-    if type(value) is not int:
-        if isinstance(value, (float, complex, str, bytes, np.floating, np.complexfloating)) \
-                or value is None:
-            raise TypeError(f"{_param_name(sig, i)} is {shown}: expected an int, "
-                            f"got {type(value).__name__}")
-        if isinstance(value, np.bool_):
-            value = 1 if value else 0
-        elif not hasattr(type(value), "__index__"):
-            number = _ctypes_number(value, False)
-            if number is None:
-                raise TypeError(f"{_param_name(sig, i)} is {shown}: expected an int, "
-                                f"got {type(value).__name__}")
-            value = number
-        value = PyNumber_Index(value)     # an int, or the value's own error (named above)
+    value = _integer(value, f"{_param_name(sig, i)} is {shown}")
     lo, hi = _INT128_RANGE[code]
     if not lo <= value <= hi:
         raise OverflowError(f"{_param_name(sig, i)} is {shown}: {value} is outside "
@@ -1291,15 +1293,7 @@ cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
     cdef Py_ssize_t size = _scalar_size(code)
     cdef object bits = 8 * size           # Python ints: 1 << 64 must not overflow
     cdef uint64_t u
-    if type(value) is not int:
-        if isinstance(value, (float, complex, str, np.bool_)):
-            return _put_int(sig, code, i, value, dst)     # its TypeError (0 or 1 for a bool)
-        if not hasattr(type(value), "__index__"):
-            number = _ctypes_number(value, False)
-            if number is None:
-                return _put_int(sig, code, i, value, dst)     # as above
-            value = number
-        value = PyNumber_Index(value)     # an int, or the value's own error (named above)
+    value = _integer(value, f"{_param_name(sig, i)} is {_CODE_NAMES[code]}")
     lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
     if not lo <= value <= hi:
         raise OverflowError(f"{_param_name(sig, i)} is {'an' if bits == 8 else 'a'} {bits}-bit "
@@ -1675,9 +1669,15 @@ cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
     return 0
 
 
-cdef bint _kind_matches(char want, int want_size, char kind, int size):
+cdef bint _kind_matches(char want, int want_size, int lanes, char kind, int size):
+    """Whether array elements of numpy-style ``kind``/``size`` are what a pointer to
+    ``lanes`` elements of ``want``/``want_size`` points at."""
     if want == 0:
         return True
+    if lanes == 2 and want == ord("f") and kind == ord("c"):
+        # A pair of floats (float2, cuComplex, double2, half2) is a complex number: arrays
+        # of complex64 (complex128, torch's complex32) hold them in that layout.
+        return size == 2 * want_size
     if kind == ord("V"):    # CAI typestr "<V2": bytes numpy has no type for (bfloat16, fp8)
         return size == want_size
     if want == ord("c"):    # plain char: any byte type
@@ -1733,11 +1733,8 @@ cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
                          f"{type(value).__name__} array {why}")
     if p.pointee_kind == 0 or r.dtype_kind == 0:
         return 0
-    if not _kind_matches(p.pointee_kind, p.pointee_size, r.dtype_kind, r.dtype_size) \
-            and not (p.count == 2 and p.pointee_kind == ord("f") and r.dtype_kind == ord("c")
-                     and r.dtype_size == 2 * p.pointee_size):
-        # A pair of floats (float2, cuComplex, double2, half2) is a complex number: arrays
-        # of complex64 (complex128, torch's complex32) hold them in that layout.
+    if not _kind_matches(p.pointee_kind, p.pointee_size, p.count, r.dtype_kind,
+                         r.dtype_size):
         got = (_KIND_NAMES.get(r.dtype_kind)
                or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
         raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]} but the array's element "
@@ -2056,7 +2053,7 @@ def _declared_spec(piece, ptx_spec):
     try:
         return _parse_c_param(piece)
     except ValueError:
-        return ptx_spec, _last_identifier(_without_default(piece))
+        return ptx_spec, _last_identifier(piece)
 
 
 def _substitute_aliases(decl, aliases):
@@ -2066,8 +2063,7 @@ def _substitute_aliases(decl, aliases):
     if not aliases or decl.strip() in ("", "void"):
         return decl
     out = []
-    for piece in _split_params(decl):
-        piece = _without_default(piece)
+    for piece in _split_params(decl, True):
         words = [m for m in _UNQUALIFIED_WORD.finditer(piece) if m[0] not in _QUALIFIERS]
         name = words[-1] if len(words) > 1 else None
         parts, at = [], 0
@@ -2119,11 +2115,11 @@ def _find_declarations(source, kernel_name):
 def _declared_types(decl):
     """The parameter types of a declaration, without names (to compare declarations)."""
     out = []
-    for piece in ([] if decl.strip() in ("", "void") else _split_params(decl)):
+    for piece in ([] if decl.strip() in ("", "void") else _split_params(decl, True)):
         try:
             out.append(_parse_c_param(piece)[0].text)
         except ValueError:
-            out.append(" ".join(_without_default(piece).split()))
+            out.append(" ".join(piece.split()))
     return tuple(out)
 
 
