@@ -31,6 +31,7 @@ from kernarg._interop cimport (
     KIND_NPVOID,
     KIND_POINTER,
     KIND_TENSOR_MAP,
+    SWAPPED_SCALAR,
     MrCache,
     PtrResult,
     TypeInfo,
@@ -569,6 +570,16 @@ cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object a
     return 0
 
 
+cdef inline void _reverse(char* p, Py_ssize_t n) noexcept:
+    """Reverse ``n`` bytes in place: a big-endian scalar's value in the GPU's byte order."""
+    cdef Py_ssize_t k
+    cdef char c
+    for k in range(n // 2):
+        c = p[k]
+        p[k] = p[n - 1 - k]
+        p[n - 1 - k] = c
+
+
 cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream) except -1:
     cdef TypeInfo* info = _lookup(arg, index)
     cdef int kind = info.kind
@@ -582,6 +593,8 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_CTYPES:
         src = (<char**>(<char*><PyObject*>arg + info.offset))[0]
         memcpy(_reserve(st, index, info.size, info.align), src, info.size)
+        if info.num_kind == SWAPPED_SCALAR:
+            _reverse(<char*>st.argv[index], st.sizes[index])
     elif kind == KIND_INT:
         _put_int(st, index, arg)
     elif kind == KIND_FLOAT:
@@ -598,7 +611,10 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_NPVOID:
         _put_buffer(st, index, arg, -1, 1)
     elif kind == KIND_CTYPES_BUFFER:
+        swapped = info.num_kind == SWAPPED_SCALAR       # info is not read after Python code
         _put_buffer(st, index, arg, info.size, info.align)
+        if swapped:
+            _reverse(<char*>st.argv[index], st.sizes[index])
     elif kind == KIND_HANDLE:
         handle_value(info, arg, index, _reserve(st, index, 8, 8))
     elif kind == KIND_TENSOR_MAP:

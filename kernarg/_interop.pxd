@@ -37,6 +37,9 @@ cdef enum ArgKind:
 
 ctypedef object (*getter_t)(object, void*)
 
+cdef enum:
+    SWAPPED_SCALAR = 83     # TypeInfo.num_kind ('S') of a byte-swapped ctypes scalar type
+
 
 cdef struct TypeInfo:
     int kind
@@ -50,7 +53,9 @@ cdef struct TypeInfo:
     void* closure       # ... and its closure; KIND_TENSOR_MAP (cuda.core): _get_data_ptr
     getter_t mr_getter  # KIND_BUFFER: C getter of `memory_resource`, or NULL
     void* mr_closure    # ... and its closure
-    char num_kind       # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'), else 0
+    # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'); KIND_CTYPES(_BUFFER):
+    # SWAPPED_SCALAR for a byte-swapped scalar type (c_int32.__ctype_be__); else 0
+    char num_kind
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL
     const void* api

@@ -519,11 +519,28 @@ def record_problem(dt, str where):
     return None
 
 
-def ctypes_problem(t, str where):
-    """record_problem for ctypes type ``t``: a py_object in it, or a big-endian struct."""
+def swapped_scalar(t):
+    """Whether ctypes scalar type ``t`` stores its value byte-swapped: ``c_int32.__ctype_be__``
+    and the like, which keep the name and ``_type_`` of the native type. The buffer format of
+    an instance says the byte order ('>i'); one is made from zero bytes, past any __init__."""
+    if not (isinstance(t, type) and issubclass(t, ctypes._SimpleCData)):
+        return False
+    try:
+        fmt = memoryview(t.from_buffer_copy(bytes(ctypes.sizeof(t)))).format
+    except Exception:       # a type that cannot be made this way says nothing about its order
+        return False
+    return fmt[:1] in (">", "!")
+
+
+def ctypes_problem(t, str where, bint swapped_ok=False):
+    """record_problem for ctypes type ``t``: a py_object in it, or a big-endian struct, array
+    or scalar (the scalar ``t`` itself is not a problem with ``swapped_ok``: its bytes can be
+    reversed)."""
     if getattr(t, "_type_", None) == "O":
         return f"{where} is a ctypes.py_object, which holds a Python object a kernel cannot use"
-    if hasattr(t, "_swappedbytes_"):         # BigEndianStructure (on a little-endian host)
+    if hasattr(t, "_swappedbytes_") or (not swapped_ok and swapped_scalar(t)):
+        # BigEndianStructure/Union, or a scalar type such as c_int32.__ctype_be__ (their
+        # fields' types), on a little-endian host
         return f"{where} is not in the host's (little-endian) byte order the GPU reads"
     if issubclass(t, ctypes.Array):
         return ctypes_problem(t._type_, where)
@@ -536,10 +553,13 @@ def ctypes_problem(t, str where):
 
 
 cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
-    problem = ctypes_problem(t, t.__name__)
+    problem = ctypes_problem(t, t.__name__, swapped_ok=True)
     if problem is not None:
         raise TypeError(problem)
-    if issubclass(t, ctypes.c_longdouble) and ctypes.sizeof(t) != 8:
+    if swapped_scalar(t):
+        # c_int32.__ctype_be__(1) and the like: the value of the native type, bytes reversed.
+        info.num_kind = SWAPPED_SCALAR
+    if getattr(t, "_type_", None) == "g" and ctypes.sizeof(t) != 8:
         raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
     info.size = ctypes.sizeof(t)
     info.align = ctypes.alignment(t)

@@ -56,11 +56,13 @@ from kernarg._interop cimport (
 import ctypes
 import math
 import re
+import sys
 
 import numpy as np
 
 from kernarg._interop import (
     SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_problem, record_problem,
+    swapped_scalar,
 )
 from kernarg._stream import resolve_stream
 
@@ -610,7 +612,11 @@ def _spec_from_object(obj):
     if isinstance(obj, type) and issubclass(obj, ctypes._SimpleCData):
         if obj in (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p):
             return _Spec(C_POINTER, 8, 8, obj.__name__)
-        for base in obj.__mro__:
+        native = obj
+        if swapped_scalar(obj):
+            # c_int32.__ctype_be__: the parameter is the native type; values are converted.
+            native = obj.__ctype_le__ if sys.byteorder == "little" else obj.__ctype_be__
+        for base in native.__mro__:
             if base in _CTYPES_SCALARS:
                 return _scalar_spec(_CTYPES_SCALARS[base], obj.__name__)
         raise ValueError(f"ctypes type {obj.__name__} has no CUDA parameter type")

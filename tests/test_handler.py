@@ -684,6 +684,46 @@ def test_structs_a_kernel_cannot_read_are_refused(bad, message):
     assert kernarg.pack((1, good)).nbytes == 24
 
 
+_BE_INT = ctypes.c_int32.__ctype_be__
+
+
+class _HoldsBigEndianScalar(ctypes.Structure):      # a native struct with a swapped field
+    _fields_ = [("n", ctypes.c_int), ("b", _BE_INT)]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ((_BE_INT * 2)(1, 2), r"c_int_be_Array_2 is not in the host's"),
+    (_HoldsBigEndianScalar(1, 2), r"field 'b' of _HoldsBigEndianScalar is not in the host's"),
+], ids=["array of big-endian ints", "big-endian field"])
+def test_big_endian_ctypes_inside_arrays_and_structs_are_refused(bad, message):
+    # These keep the name and _type_ of the native type: only their byte order tells them.
+    with pytest.raises(TypeError, match=r"argument 1 \(.*\): " + message):
+        kernarg.pack((1, bad))
+    with pytest.raises(ValueError, match=message):
+        kernarg.Signature([type(bad)])
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+def test_big_endian_ctypes_scalars_pack_their_value(fallbacks):
+    # c_int32.__ctype_be__(1) holds 00 00 00 01; the GPU reads little-endian, so its bytes were
+    # a silently wrong 16777216. Its value is the native type's, packed in the GPU's order.
+    values = [_BE_INT(-2), ctypes.c_uint16.__ctype_be__(0x1234),
+              ctypes.c_double.__ctype_be__(1.5), ctypes.c_float.__ctype_be__(-0.25),
+              ctypes.c_uint64.__ctype_be__(2**64 - 3)]
+    natives = [ctypes.c_int32(-2), ctypes.c_uint16(0x1234), ctypes.c_double(1.5),
+               ctypes.c_float(-0.25), ctypes.c_uint64(2**64 - 3)]
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        for swapped, native in zip(values, natives, strict=True):
+            b = kernarg.pack((np.int8(1), swapped))
+            assert bytes(b) == bytes(kernarg.pack((np.int8(1), native))), type(swapped)
+            assert b.sizes == (1, ctypes.sizeof(native))
+            # typed: a declared int takes one, and the swapped type names the native one
+            sig = kernarg.Signature([np.int8, type(swapped)])
+            assert sig.sizes == b.sizes and bytes(sig.pack((1, swapped))) == bytes(b)
+            assert bytes(sig.pack((1, native.value))) == bytes(b)
+    assert bytes(kernarg.Signature("int n").pack((_BE_INT(7),))) == struct.pack("<i", 7)
+
+
 # ------------------------------------------------------------------------------------------
 # The buffer-protocol fallbacks. kernarg reads numpy scalars in place and ctypes values through
 # their data pointer, after probing at import that this interpreter lays them out as expected.
