@@ -32,12 +32,14 @@ from kernarg._interop cimport (
     KIND_POINTER,
     KIND_TENSOR_MAP,
     SWAPPED_SCALAR,
+    CTYPES_POINTER,
     MrCache,
     PtrResult,
     TypeInfo,
     _describe,
     _type_name,
     buffer_device,
+    check_ctypes_target,
     confirm_device,
     getter_t,
     mr_cache,
@@ -587,14 +589,19 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     cdef Py_complex c
     cdef char b
     cdef char* src
+    cdef Py_ssize_t size, align, offset
+    cdef char num_kind
     if kind == KIND_INLINE:
         memcpy(_reserve(st, index, info.size, info.align),
                <char*><PyObject*>arg + info.offset, info.size)
     elif kind == KIND_CTYPES:
-        src = (<char**>(<char*><PyObject*>arg + info.offset))[0]
-        memcpy(_reserve(st, index, info.size, info.align), src, info.size)
-        if info.num_kind == SWAPPED_SCALAR:
-            _reverse(<char*>st.argv[index], st.sizes[index])
+        size, align, offset, num_kind = info.size, info.align, info.offset, info.num_kind
+        if num_kind == CTYPES_POINTER:          # Python code: info is not read after it
+            check_ctypes_target(arg, _describe(index, arg))
+        src = (<char**>(<char*><PyObject*>arg + offset))[0]
+        memcpy(_reserve(st, index, size, align), src, size)
+        if num_kind == SWAPPED_SCALAR:
+            _reverse(<char*>st.argv[index], size)
     elif kind == KIND_INT:
         _put_int(st, index, arg)
     elif kind == KIND_FLOAT:
@@ -611,10 +618,12 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_NPVOID:
         _put_buffer(st, index, arg, -1, 1)
     elif kind == KIND_CTYPES_BUFFER:
-        swapped = info.num_kind == SWAPPED_SCALAR       # info is not read after Python code
-        _put_buffer(st, index, arg, info.size, info.align)
-        if swapped:
-            _reverse(<char*>st.argv[index], st.sizes[index])
+        size, align, num_kind = info.size, info.align, info.num_kind   # before Python code
+        if num_kind == CTYPES_POINTER:
+            check_ctypes_target(arg, _describe(index, arg))
+        _put_buffer(st, index, arg, size, align)
+        if num_kind == SWAPPED_SCALAR:
+            _reverse(<char*>st.argv[index], size)
     elif kind == KIND_HANDLE:
         handle_value(info, arg, index, _reserve(st, index, 8, 8))
     elif kind == KIND_TENSOR_MAP:

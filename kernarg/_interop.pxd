@@ -39,6 +39,7 @@ ctypedef object (*getter_t)(object, void*)
 
 cdef enum:
     SWAPPED_SCALAR = 83     # TypeInfo.num_kind ('S') of a byte-swapped ctypes scalar type
+    CTYPES_POINTER = 80     # TypeInfo.num_kind ('P') of c_void_p, c_char_p, c_wchar_p, POINTER(T)
 
 
 cdef struct TypeInfo:
@@ -54,7 +55,8 @@ cdef struct TypeInfo:
     getter_t mr_getter  # KIND_BUFFER: C getter of `memory_resource`, or NULL
     void* mr_closure    # ... and its closure
     # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'); KIND_CTYPES(_BUFFER):
-    # SWAPPED_SCALAR for a byte-swapped scalar type (c_int32.__ctype_be__); else 0
+    # SWAPPED_SCALAR for a byte-swapped scalar type (c_int32.__ctype_be__), CTYPES_POINTER for
+    # the pointer types; else 0
     char num_kind
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL
@@ -112,6 +114,8 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
 # DLPack device (the object's or its exporter's __dlpack_device__) says kDLCUDA; -1 otherwise:
 # pinned, managed, or no answer. Only the refusal path calls it.
 cdef int confirm_device(object obj) except -2
+# Refuse a ctypes pointer that points into memory it keeps alive (host memory), naming `what`.
+cdef int check_ctypes_target(object value, str what) except -1
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

@@ -559,6 +559,8 @@ cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
     if swapped_scalar(t):
         # c_int32.__ctype_be__(1) and the like: the value of the native type, bytes reversed.
         info.num_kind = SWAPPED_SCALAR
+    elif issubclass(t, CTYPES_POINTER_TYPES):
+        info.num_kind = CTYPES_POINTER      # its target is checked per value
     if getattr(t, "_type_", None) == "g" and ctypes.sizeof(t) != 8:
         raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
     info.size = ctypes.sizeof(t)
@@ -567,6 +569,60 @@ cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
         raise TypeError(f"{t.__name__} has size 0; a kernel parameter needs at least one byte")
     info.kind = KIND_CTYPES if _ctypes_bptr_offset >= 0 else KIND_CTYPES_BUFFER
     info.offset = _ctypes_bptr_offset
+    return 0
+
+
+CTYPES_POINTER_TYPES = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p, ctypes._Pointer)
+_CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes instance
+
+
+def ctypes_target_problem(value):
+    """What host memory a ctypes pointer (``c_void_p``, ``c_char_p``, ``c_wchar_p``,
+    ``POINTER(T)``) points at, or None. ctypes keeps alive (in ``_objects``) what a pointer
+    was made from: ``ctypes.pointer(x)`` and ``cast(array, ...)`` point into the ctypes object
+    they keep, ``c_char_p(b"...")`` and ``c_wchar_p("...")`` at the string's characters, all
+    host memory of this process. A pointer made from an int, cast from another pointer, or
+    into a ctypes view of memory ctypes did not allocate (``from_address``, ``from_buffer``)
+    is taken as the caller's address, as an int is."""
+    kept = value._objects
+    if kept is None:
+        return None
+    if isinstance(kept, (bytes, str)) or PyCapsule_CheckExact(kept):
+        return "a Python string's characters"
+    address = ctypes.cast(value, ctypes.c_void_p).value
+    if not address:
+        return None
+    todo = [kept]
+    for _ in range(64):         # what a pointer keeps is shallow; a cycle cannot loop for ever
+        if not todo:
+            break
+        item = todo.pop()
+        if type(item) is dict:
+            todo.extend((<dict>item).values())
+        elif isinstance(item, _CTYPES_DATA):
+            start = ctypes.addressof(item)
+            if start <= address < start + ctypes.sizeof(item) and _ctypes_owned(item):
+                return f"the ctypes {type(item).__name__} it was made from"
+    return None
+
+
+cdef bint _ctypes_owned(object obj):
+    """Whether ctypes allocated ``obj``'s memory (its own, or that of the object it is a field
+    or element of): host memory. ``from_address`` and ``from_buffer`` objects are views of
+    memory someone else allocated, which may be pinned."""
+    for _ in range(64):
+        base = obj._b_base_
+        if base is None:
+            break
+        obj = base
+    return bool(obj._b_needsfree_)
+
+
+cdef int check_ctypes_target(object value, str what) except -1:
+    problem = ctypes_target_problem(value)
+    if problem is not None:
+        raise TypeError(f"{what}: the ctypes pointer points at {problem}, host memory a kernel "
+                        "cannot read; pass CUDA device, pinned or managed memory")
     return 0
 
 

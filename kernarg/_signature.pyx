@@ -45,6 +45,7 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
+    check_ctypes_target,
     getter_t,
     mr_cache,
     handle_value,
@@ -61,8 +62,8 @@ import sys
 import numpy as np
 
 from kernarg._interop import (
-    SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_problem, record_problem,
-    swapped_scalar,
+    CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_problem,
+    record_problem, swapped_scalar,
 )
 from kernarg._stream import resolve_stream
 
@@ -1713,8 +1714,9 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
             if allow_int and (info.kind == KIND_HANDLE
                               or hasattr(value, "__index__") and not isinstance(value, float)):
                 return _put_int(sig, C_U64, i, value, dst)
-            if isinstance(value, (ctypes.c_void_p, ctypes._Pointer)):
+            if isinstance(value, CTYPES_POINTER_TYPES):
                 # An address held by ctypes, as cuda-python's examples pass device pointers.
+                check_ctypes_target(value, _param_name(sig, i))
                 address = ctypes.cast(value, ctypes.c_void_p).value or 0
                 memcpy(dst, &address, 8)
                 return 0

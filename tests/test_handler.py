@@ -5,6 +5,7 @@ import enum
 import gc
 import io
 import math
+import re
 import struct
 import weakref
 
@@ -722,6 +723,67 @@ def test_big_endian_ctypes_scalars_pack_their_value(fallbacks):
             assert sig.sizes == b.sizes and bytes(sig.pack((1, swapped))) == bytes(b)
             assert bytes(sig.pack((1, native.value))) == bytes(b)
     assert bytes(kernarg.Signature("int n").pack((_BE_INT(7),))) == struct.pack("<i", 7)
+
+
+_HOST_INT = ctypes.c_int(3)
+_HOST_FLOATS = (ctypes.c_float * 4)()
+
+
+class _HoldsInts(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_int * 2)]
+
+
+_HOLDS_INTS = _HoldsInts()
+_SOME_ADDRESS = 0x7F00_0000_1000      # any address the caller vouches for, as an int
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+@pytest.mark.parametrize("pointer, target", [
+    (lambda: ctypes.c_char_p(b"hi"), "a Python string's characters"),
+    (lambda: ctypes.c_wchar_p("hi"), "a Python string's characters"),
+    (lambda: ctypes.pointer(_HOST_INT), "the ctypes c_int it was made from"),
+    (lambda: ctypes.cast(_HOST_FLOATS, ctypes.POINTER(ctypes.c_int)),
+     "the ctypes c_float_Array_4 it was made from"),
+    (lambda: ctypes.cast(_HOST_FLOATS, ctypes.c_void_p),
+     "the ctypes c_float_Array_4 it was made from"),
+    (lambda: ctypes.pointer(_HOLDS_INTS.a),                 # a field: its struct's memory
+     "the ctypes c_int_Array_2 it was made from"),
+], ids=["c_char_p of bytes", "c_wchar_p of str", "pointer()", "cast() of an array",
+        "c_void_p cast", "pointer() to a field"])
+def test_ctypes_pointers_into_python_memory_are_refused(pointer, target, fallbacks):
+    # These are addresses of host memory ctypes or Python allocated: a kernel reading them
+    # faults (and the context is lost). Before, they were packed as any address.
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        with pytest.raises(TypeError, match=rf"argument 1 \(.*\): the ctypes pointer points at "
+                                            rf"{re.escape(target)}, host memory a kernel cannot"):
+            kernarg.pack((1, pointer()))
+        with pytest.raises(TypeError, match=rf"parameter 1 \('p'\): the ctypes pointer points "
+                                            rf"at {re.escape(target)}"):
+            kernarg.Signature("int n, void* p").pack((1, pointer()))
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+def test_ctypes_pointers_the_caller_vouches_for_are_taken(fallbacks):
+    # Made from an int, cast from another pointer, or into a ctypes view of memory ctypes did
+    # not allocate (from_address: pinned memory, say): the address is the caller's.
+    view = (ctypes.c_float * 4).from_address(ctypes.addressof(_HOST_FLOATS))
+    cases = [
+        (ctypes.c_void_p(_SOME_ADDRESS), _SOME_ADDRESS),
+        (ctypes.c_char_p(_SOME_ADDRESS), _SOME_ADDRESS),
+        (ctypes.cast(_SOME_ADDRESS, ctypes.POINTER(ctypes.c_float)), _SOME_ADDRESS),
+        (ctypes.cast(ctypes.c_void_p(_SOME_ADDRESS), ctypes.POINTER(ctypes.c_int)),
+         _SOME_ADDRESS),
+        (ctypes.c_void_p.from_buffer(bytearray(_SOME_ADDRESS.to_bytes(8, "little"))),
+         _SOME_ADDRESS),
+        (ctypes.pointer(view), ctypes.addressof(_HOST_FLOATS)),
+        (ctypes.POINTER(ctypes.c_int)(), 0),
+    ]
+    sig = kernarg.Signature("int n, void* p")
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        for pointer, address in cases:
+            expected = struct.pack("<qQ", 1, address)
+            assert bytes(kernarg.pack((1, pointer))) == expected, pointer
+            assert bytes(sig.pack((np.int64(1), pointer)))[8:] == expected[8:], pointer
 
 
 # ------------------------------------------------------------------------------------------
