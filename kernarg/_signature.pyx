@@ -413,11 +413,14 @@ def _parse_c_param(text):
         raise ValueError(f"{text.strip()!r}: an attribute is not closed")
     if "complex" in plain:
         plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
+    if "[" in plain:
+        plain = _array_as_pointer(plain)
     tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
     if "&" in tokens:
         raise ValueError(f"{text.strip()!r}: kernel parameters cannot be references")
     if "[" in tokens:
-        raise ValueError(f"{text.strip()!r}: array parameters are not supported; use a pointer")
+        raise ValueError(f"{text.strip()!r}: an array parameter kernarg cannot read; use a "
+                         "pointer")
     stars = tokens.count("*")
     is_const = False
     words = []
@@ -459,6 +462,27 @@ def _parse_c_param(text):
     elem, count, align = _vector_type(base)
     code, size, _ = _SCALARS[elem]
     return _Spec(C_VECTOR, size * count, align, base, elem=code, count=count), name
+
+
+_ARRAY_DECLARATOR = re.compile(r"(?P<head>[^()\[\]]*?)(?P<last>[A-Za-z_]\w*)\s*"
+                               r"(?P<dims>(?:\[[^\[\]]*\]\s*)+)")
+_QUALIFIER_WORDS = re.compile(r"(?:\s*\b(?:const|volatile|__restrict__|__restrict|restrict)\b)*\s*")
+
+
+def _array_as_pointer(plain):
+    """An array parameter as the pointer C adjusts it to: ``int x[4]`` and ``const float b[]``
+    are ``int *x`` and ``const float *b``; ``float m[][4]`` is a pointer to rows of floats,
+    read as ``float *m`` (its elements are floats). Unnamed (``int [4]``), the whole
+    declaration is the element type. Anything else with brackets is left as it is."""
+    m = _ARRAY_DECLARATOR.fullmatch(plain.strip())
+    if m is None:
+        return plain
+    head, last = m["head"], m["last"]
+    words = head.split()
+    if _QUALIFIER_WORDS.fullmatch(head) \
+            or _canonical(" ".join([w for w in words if w not in _QUALIFIERS] + [last])):
+        return f"{head}{last} *"                # no name: `int [4]`, `unsigned int [2]`
+    return f"{head} *{last}"
 
 
 _TYPE_WORDS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|"

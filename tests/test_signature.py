@@ -394,6 +394,33 @@ def test_attributes_say_nothing_about_a_parameters_type():
         sig.pack((CAIObject(cai(0x10000, typestr="<f8")), 1))
 
 
+def test_array_parameters_are_the_pointers_c_adjusts_them_to():
+    # `int a[4]` declares `int* a` (C and C++ adjust an array parameter to a pointer to its
+    # elements; the size says nothing). Before, a text Signature refused it and from_source
+    # took the PTX's untyped .u64, so the elements were not checked.
+    for text, types, names in [
+        ("int a[4], const float b[], float m[][4], float* p[2]",
+         ("int*", "const float*", "float*", "float**"), ("a", "b", "m", "p")),
+        ("int [4], const unsigned int [], Pair q[3]",
+         ("int*", "const unsigned int*", "Pair*"), (None, None, "q")),
+        ("float __restrict__ r [ 8 ], __half h[2]", ("float*", "__half*"), ("r", "h")),
+    ]:
+        sig = kernarg.Signature(text)
+        assert (sig.types, sig.names, sig.sizes) == (types, names, (8,) * len(types))
+    for text in ("int (*f)[4]", "int x[4] y"):
+        with pytest.raises(ValueError, match=re.escape(repr(text)) + ": an array parameter"):
+            kernarg.Signature(text)
+    src = ('extern "C" __global__ void k(float out[], const int idx[4], '
+           "float tile[][32], int n) {}")
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("float*", "const int*", "float*", "int")
+    assert sig.names == ("out", "idx", "tile", "n")
+    with pytest.raises(TypeError, match=r"parameter 1 \('idx'\) is const int\* but"):
+        sig.pack((None, CAIObject(cai(0x1000, typestr="<f4")), None, 1))
+    with pytest.raises(ValueError, match=r"parameter 0 \('out'\) \(float\*\) is not const"):
+        sig.pack((CAIObject(cai(0x1000, readonly=True)), None, None, 1))
+
+
 def test_default_arguments_say_nothing_about_a_parameters_type_or_name():
     # C++ kernels may give parameters default arguments. Their words are not the parameter's
     # name (`float x = 1.5f` is x, not f), their commas and braces do not split the list
@@ -651,7 +678,7 @@ def test_from_source_keeps_const_of_pointers_to_declared_structs():
 
 
 @pytest.mark.parametrize("bad, fragment", [
-    ("float& x", "reference"), ("int x[4]", "array"), ("Foo f", "unknown parameter type"),
+    ("float& x", "reference"), ("int (*x)[4]", "array"), ("Foo f", "unknown parameter type"),
     ("void v", "void"), ("int a,, int b", "empty parameter"),
     ("int (*f)(int)", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
 ])
