@@ -401,8 +401,8 @@ def test_array_parameters_are_the_pointers_c_adjusts_them_to():
     for text, types, names in [
         ("int a[4], const float b[], float m[][4], float* p[2]",
          ("int*", "const float*", "float*", "float**"), ("a", "b", "m", "p")),
-        ("int [4], const unsigned int [], Pair q[3]",
-         ("int*", "const unsigned int*", "Pair*"), (None, None, "q")),
+        ("int [4], const unsigned int [], Pair q[3], const Pair [2]",
+         ("int*", "const unsigned int*", "Pair*", "const Pair*"), (None, None, "q", None)),
         ("float __restrict__ r [ 8 ], __half h[2]", ("float*", "__half*"), ("r", "h")),
     ]:
         sig = kernarg.Signature(text)
