@@ -252,7 +252,9 @@ cdef int state_release(BlockState* st) except -1:
 
 cdef int _refuse_device(BlockState* st, Py_ssize_t index, object arg, int device) except -1:
     raise ValueError(f"{_describe(index, arg)}: its memory is on CUDA device {device}, "
-                     f"but the kernel runs on device {st.device}; copy it over first")
+                     f"but the kernel runs on device {st.device}; copy it over first (where "
+                     "peer access is enabled, pass its address as an int, which kernarg takes "
+                     "as the caller's)")
 
 
 cdef int check_buffer(BlockState* st, getter_t mr_getter, void* mr_closure, object buf,

@@ -413,7 +413,9 @@ def test_buffer_of_a_host_only_memory_resource_is_refused(address):
 def test_buffer_on_another_device_is_refused(address):
     buf = _buffer(address, _memory_resource(device_id=1))
     with pytest.raises(ValueError, match=r"argument 1 \(.*Buffer\): its memory is on CUDA "
-                                         r"device 1, but the kernel runs on device 0"):
+                                         r"device 1, but the kernel runs on device 0; copy it "
+                                         r"over first \(where peer access is enabled, pass its "
+                                         r"address as an int"):
         kernarg.pack((1, buf), device=0)
     sig = kernarg.Signature("int n, float* x")
     with pytest.raises(ValueError, match=r"parameter 1 \('x'\): .*its memory is on CUDA "
