@@ -39,7 +39,7 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
-    check_ctypes_target,
+    ctypes_target_refusal,
     confirm_device,
     getter_t,
     mr_cache,
@@ -574,6 +574,13 @@ cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object a
     return 0
 
 
+cdef int _refuse_ctypes_target(object arg, Py_ssize_t index) except -1:
+    refusal = ctypes_target_refusal(arg)
+    if refusal is not None:
+        raise TypeError(f"{_describe(index, arg)}: {refusal}")
+    return 0
+
+
 cdef inline void _reverse(char* p, Py_ssize_t n) noexcept:
     """Reverse ``n`` bytes in place: a big-endian scalar's value in the GPU's byte order."""
     cdef Py_ssize_t k
@@ -599,7 +606,7 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_CTYPES:
         size, align, offset, num_kind = info.size, info.align, info.offset, info.num_kind
         if num_kind == CTYPES_POINTER:          # Python code: info is not read after it
-            check_ctypes_target(arg, _describe(index, arg))
+            _refuse_ctypes_target(arg, index)
         src = (<char**>(<char*><PyObject*>arg + offset))[0]
         memcpy(_reserve(st, index, size, align), src, size)
         if num_kind == SWAPPED_SCALAR:
@@ -622,7 +629,7 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     elif kind == KIND_CTYPES_BUFFER:
         size, align, num_kind = info.size, info.align, info.num_kind   # before Python code
         if num_kind == CTYPES_POINTER:
-            check_ctypes_target(arg, _describe(index, arg))
+            _refuse_ctypes_target(arg, index)
         _put_buffer(st, index, arg, size, align)
         if num_kind == SWAPPED_SCALAR:
             _reverse(<char*>st.argv[index], size)

@@ -114,8 +114,8 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
 # DLPack device (the object's or its exporter's __dlpack_device__) says kDLCUDA; -1 otherwise:
 # pinned, managed, or no answer. Only the refusal path calls it.
 cdef int confirm_device(object obj) except -2
-# Refuse a ctypes pointer that points into memory it keeps alive (host memory), naming `what`.
-cdef int check_ctypes_target(object value, str what) except -1
+# Why a ctypes pointer that points into memory it keeps alive (host memory) is refused, or None
+cdef str ctypes_target_refusal(object value)
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

@@ -618,12 +618,17 @@ cdef bint _ctypes_owned(object obj):
     return bool(obj._b_needsfree_)
 
 
-cdef int check_ctypes_target(object value, str what) except -1:
+cdef str ctypes_target_refusal(object value):
+    """The refusal of a ctypes pointer into host memory, after its argument's or parameter's
+    name, or None. A pointer that keeps nothing alive (from an int: the usual case) costs one
+    attribute read."""
+    if value._objects is None:
+        return None
     problem = ctypes_target_problem(value)
-    if problem is not None:
-        raise TypeError(f"{what}: the ctypes pointer points at {problem}, host memory a kernel "
-                        "cannot read; pass CUDA device, pinned or managed memory")
-    return 0
+    if problem is None:
+        return None
+    return (f"the ctypes pointer points at {problem}, host memory a kernel cannot read; pass "
+            "CUDA device, pinned or managed memory")
 
 
 _CTYPES_BASES = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array,

@@ -45,7 +45,7 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
-    check_ctypes_target,
+    ctypes_target_refusal,
     getter_t,
     mr_cache,
     handle_value,
@@ -1740,7 +1740,9 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                 return _put_int(sig, C_U64, i, value, dst)
             if isinstance(value, CTYPES_POINTER_TYPES):
                 # An address held by ctypes, as cuda-python's examples pass device pointers.
-                check_ctypes_target(value, _param_name(sig, i))
+                refusal = ctypes_target_refusal(value)
+                if refusal is not None:
+                    raise TypeError(f"{_param_name(sig, i)}: {refusal}")
                 address = ctypes.cast(value, ctypes.c_void_p).value or 0
                 memcpy(dst, &address, 8)
                 return 0
