@@ -603,12 +603,15 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
     if kind == KIND_INLINE:
         memcpy(_reserve(st, index, info.size, info.align),
                <char*><PyObject*>arg + info.offset, info.size)
-    elif kind == KIND_CTYPES:
+    elif kind == KIND_CTYPES or kind == KIND_CTYPES_BUFFER:
         size, align, offset, num_kind = info.size, info.align, info.offset, info.num_kind
         if num_kind == CTYPES_POINTER:          # Python code: info is not read after it
             _refuse_ctypes_target(arg, index)
-        src = (<char**>(<char*><PyObject*>arg + offset))[0]
-        memcpy(_reserve(st, index, size, align), src, size)
+        if kind == KIND_CTYPES:                 # the value behind the object's b_ptr
+            src = (<char**>(<char*><PyObject*>arg + offset))[0]
+            memcpy(_reserve(st, index, size, align), src, size)
+        else:
+            _put_buffer(st, index, arg, size, align)
         if num_kind == SWAPPED_SCALAR:
             _reverse(<char*>st.argv[index], size)
     elif kind == KIND_INT:
@@ -626,13 +629,6 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
         _reserve(st, index, 1, 1)[0] = b
     elif kind == KIND_NPVOID:
         _put_buffer(st, index, arg, -1, 1)
-    elif kind == KIND_CTYPES_BUFFER:
-        size, align, num_kind = info.size, info.align, info.num_kind   # before Python code
-        if num_kind == CTYPES_POINTER:
-            _refuse_ctypes_target(arg, index)
-        _put_buffer(st, index, arg, size, align)
-        if num_kind == SWAPPED_SCALAR:
-            _reverse(<char*>st.argv[index], size)
     elif kind == KIND_HANDLE:
         handle_value(info, arg, index, _reserve(st, index, 8, 8))
     elif kind == KIND_TENSOR_MAP:

@@ -57,7 +57,6 @@ from kernarg._interop cimport (
 import ctypes
 import math
 import re
-import sys
 
 import numpy as np
 
@@ -640,7 +639,7 @@ def _spec_from_object(obj):
         native = obj
         if swapped_scalar(obj):
             # c_int32.__ctype_be__: the parameter is the native type; values are converted.
-            native = obj.__ctype_le__ if sys.byteorder == "little" else obj.__ctype_be__
+            native = obj.__ctype_le__       # (CUDA's hosts are little-endian)
         for base in native.__mro__:
             if base in _CTYPES_SCALARS:
                 return _scalar_spec(_CTYPES_SCALARS[base], obj.__name__)
