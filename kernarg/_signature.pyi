@@ -1,6 +1,8 @@
 from collections.abc import Mapping, Sequence
 from typing import Any, final
 
+import numpy as np
+
 from kernarg._handler import ParamBlock
 
 __all__ = ["Signature"]
@@ -33,5 +35,7 @@ class Signature:
     def names(self) -> tuple[str | None, ...]: ...
     @property
     def types(self) -> tuple[str, ...]: ...
+    @property
+    def records(self) -> tuple[np.dtype[Any] | None, ...]: ...
     def pack(self, args: Sequence[Any], *, stream: Any = None,
              device: int | None = None) -> ParamBlock: ...

@@ -936,13 +936,14 @@ cdef class Signature:
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
                              f"the PTX has {len(ptx_specs)}")
         originals = pieces if written is decl else _split_params(written, True)
+        structs = _SourceStructs(source, aliases)
         for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
-            spec, name = _declared_spec(piece, ptx_spec)
+            spec, name = _declared_spec(piece, ptx_spec, structs)
             if piece != original and not _agrees_with_ptx(spec, ptx_spec):
                 # An alias read from the text that is not the one the compiler used (one in
                 # another scope, hidden by a local name): the parameter as written.
                 piece = original
-                spec, name = _declared_spec(piece, ptx_spec)
+                spec, name = _declared_spec(piece, ptx_spec, structs)
             if spec.header_aligned and spec.size == ptx_spec.size:
                 spec.align = ptx_spec.align     # the source's own declaration of the type
             if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
@@ -987,6 +988,16 @@ cdef class Signature:
     def types(self):
         """The parameter types as declared."""
         return self._types
+
+    @property
+    def records(self):
+        """Per parameter, the numpy dtype whose fields a dict or tuple for it fills: a struct
+        parameter's layout (given as a dtype or ctypes type, or read from the kernel's source
+        by ``from_source``), field names and offsets as the compiler lays them out; None for
+        other parameters and for structs ctypes builds. In a struct read from the source, a
+        pointer field is ``uint64`` and ``__nv_bfloat16`` ``uint16`` (their metadata say
+        which)."""
+        return self._records
 
     def __repr__(self):
         params = ", ".join(f"{t} {n}" if n else t for t, n in zip(self._types, self._names))
@@ -1439,9 +1450,17 @@ cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* 
     return 0
 
 
-cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
+cdef int _put_struct(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
+                     char* dst, object stream) except -1:
     spec = sig._structs[i]
     raw = None
+    if spec is None:
+        # A struct from_source read from the kernel's source: a dict or tuple field by field,
+        # anything else as the struct's bytes (as before kernarg read the source).
+        if isinstance(value, (dict, tuple)):
+            memset(dst, 0, p.size)
+            return _put_record(sig, st, i, sig._records[i], value, dst, "", stream)
+        return _put_opaque(sig, p, st, i, value, dst)
     if isinstance(spec, np.dtype):
         if isinstance(value, np.void) and value.dtype == spec:
             raw = value.tobytes()
@@ -1451,7 +1470,7 @@ cdef int _put_struct(Signature sig, Param* p, Py_ssize_t i, object value, char* 
         record = sig._records[i]
         if record is not None:
             memset(dst, 0, p.size)      # fields a dict leaves out, and padding
-            return _put_record(sig, i, record, value, dst, "")
+            return _put_record(sig, st, i, record, value, dst, "", stream)
         raw = _ctypes_built(sig, i, spec, value)
     if raw is None and isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
@@ -1473,8 +1492,8 @@ cdef dict _FIELD_CODES = {
 }
 
 
-cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char* dst,
-                     str where) except -1:
+cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, object value,
+                     char* dst, str where, object stream) except -1:
     """Write ``value`` at ``dst`` as numpy dtype ``dt`` -- parameter ``i``'s struct, or the
     field ``where`` of it -- converting each scalar field as a parameter of its type is
     converted (ints range-checked, no float for an int, floats rounded once), never through
@@ -1501,8 +1520,8 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
             if field is None:
                 raise TypeError(f"{_param_name(sig, i)}: {what} has no field {key!r} "
                                 f"(its fields: {', '.join(dt.names)})")
-            _put_record(sig, i, field[0], item, dst + <Py_ssize_t>field[1],
-                        f"{where}.{key}" if where else key)
+            _put_record(sig, st, i, field[0], item, dst + <Py_ssize_t>field[1],
+                        f"{where}.{key}" if where else key, stream)
         return 0
     if dt.subdtype is not None:
         base, shape = dt.subdtype
@@ -1519,10 +1538,13 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
         inner = base if len(shape) == 1 else np.dtype((base, shape[1:]))
         step = inner.itemsize
         for k in range(n):
-            _put_record(sig, i, inner, value[k], dst + k * step, f"{where}[{k}]")
+            _put_record(sig, st, i, inner, value[k], dst + k * step, f"{where}[{k}]", stream)
         return 0
+    meta = dt.metadata
+    if meta is not None and "pointer" in meta:
+        return _put_field_pointer(sig, st, i, meta["pointer"], value, dst, where, stream)
     code = _FIELD_CODES.get((dt.kind, dt.itemsize), -1)
-    if dt.name == "bfloat16":
+    if dt.name == "bfloat16" or meta is not None and meta.get("code") == C_BF16:
         code = C_BF16
     if code >= 0:
         _put_part(sig, i, code, value, dst, where)
@@ -1553,6 +1575,57 @@ cdef int _put_record(Signature sig, Py_ssize_t i, object dt, object value, char*
         raise TypeError(f"{_param_name(sig, i)}: {what} is {dt}, which kernarg cannot "
                         "convert a value to; pass the whole struct as a numpy or ctypes value "
                         "or bytes")
+    return 0
+
+
+cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object spec,
+                            object value, char* dst, str where, object stream) except -1:
+    """Pointer field ``where`` of parameter ``i``'s struct (``spec``: the field's pointer spec,
+    as _parse_c_param gives it): what a pointer parameter takes -- None, an address as an int,
+    a ctypes pointer, or an array or buffer, whose producer stream and DLPack capsule the block
+    records as a pointer argument's, and whose element type and read-only flag are checked
+    against the field's type."""
+    cdef PtrResult r
+    cdef TypeInfo* info
+    cdef uint64_t address
+    label = f"{_param_name(sig, i)}, field {where} ({spec.text})"
+    if value is None:
+        address = 0
+    elif isinstance(value, CTYPES_POINTER_TYPES):
+        refusal = ctypes_target_refusal(value)
+        if refusal is not None:
+            raise TypeError(f"{label}: {refusal}")
+        address = ctypes.cast(value, ctypes.c_void_p).value or 0
+    elif type(value) is int or isinstance(value, np.integer):
+        if not 0 <= value < 2**64:
+            raise OverflowError(f"{label} is a pointer: {value} is outside 0 .. 2**64-1")
+        address = value
+    else:
+        info = lookup_type(value, i)
+        if info.kind <= KIND_POINTER:
+            raise TypeError(f"{label} is a pointer: expected an array, buffer or address, got "
+                            f"{type(value).__name__}")
+        try:
+            pointer_of(info, value, i, stream, &r, True)
+            state_take_pointer(st, &r, i, value)
+        except Exception as exc:
+            args = exc.args
+            if args and isinstance(args[0], str) and args[0].startswith(f"argument {i} ("):
+                exc.args = (f"{label}: {args[0][args[0].index(': ') + 2:]}",) + args[1:]
+            raise
+        if (r.readonly or r.copied) and not spec.is_const:
+            raise ValueError(f"{label} is not const but the {type(value).__name__} array "
+                             + ("is read-only" if r.readonly else "was exported as a copy "
+                                "(DLPack flag IS_COPIED)"))
+        kind = spec.pointee_kind
+        want = ord("c") if kind == "c8" else (ord(kind) if kind else 0)
+        if r.dtype_kind != 0 and not _kind_matches(want, spec.pointee_size, spec.count,
+                                                   r.dtype_kind, r.dtype_size):
+            got = (_KIND_NAMES.get(r.dtype_kind)
+                   or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
+            raise TypeError(f"{label}: the array's element type is {got}")
+        address = r.ptr
+    memcpy(dst, &address, 8)
     return 0
 
 
@@ -1848,7 +1921,7 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
     if code == C_VECTOR:
         return _put_vector(sig, p, i, value, dst)
     if code == C_STRUCT:
-        return _put_struct(sig, p, i, value, dst)
+        return _put_struct(sig, p, st, i, value, dst, stream)
     if code == C_SMALL_FLOAT:
         return _put_small_float(sig, p, i, value, dst)
     if code == C_I128 or code == C_U128:
@@ -2080,13 +2153,230 @@ def _unconditional(source):
 _UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
 
 
-def _declared_spec(piece, ptx_spec):
+def _declared_spec(piece, ptx_spec, structs=None):
     """(spec, name) of parameter declaration ``piece``; where kernarg cannot type it (a struct
-    of the source, a type it has no name for), the PTX's spec with the declared name."""
+    of the source, a type it has no name for), the PTX's spec with the declared name. A struct
+    ``structs`` (_SourceStructs) lays out as the PTX does is that struct, field by field."""
     try:
         return _parse_c_param(piece)
     except ValueError:
-        return ptx_spec, _last_identifier(piece)
+        name = _last_identifier(piece)
+        layout = structs.by_value(piece, name) if structs is not None else None
+        if layout is None or (layout.itemsize, layout.metadata["align"]) \
+                != (ptx_spec.size, ptx_spec.align):
+            return ptx_spec, name
+        # struct None: a dict or tuple is built field by field from `record`; any other value
+        # is taken as the struct's bytes, as an opaque parameter's are.
+        return _Spec(C_STRUCT, ptx_spec.size, ptx_spec.align, layout.metadata["name"],
+                     record=layout), name
+
+
+# `struct Name {`, `typedef struct [Tag] {`, with __align__(N) / alignas(N) before or after the
+# name. Unions, classes, base classes, templates and other attributes are not matched: their
+# parameters stay opaque.
+_ALIGN_SPEC = r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)*"
+_STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
+                          rf"({_ALIGN_SPEC})\{{")
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<[^;{}]*>\s*$")
+_ALIGN_VALUE = re.compile(r"\(\s*(\d+)\s*\)")
+# A member declaration kernarg does not lay out: a bitfield or access specifier (a lone `:`),
+# a function, constructor or attribute (`(`), a reference, a destructor, and members that are
+# no data of each object.
+_NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
+                          r"virtual|operator|enum|union|class|public|private|protected)\b")
+_FIELD_DIMS = re.compile(r"((?:\[\s*\d+\s*\]\s*)+)$")
+_FIELD_FORMATS = {C_BOOL: "?", C_I8: "i1", C_U8: "u1", C_I16: "i2", C_U16: "u2", C_I32: "i4",
+                  C_U32: "u4", C_I64: "i8", C_U64: "u8", C_F16: "f2", C_F32: "f4", C_F64: "f8"}
+
+
+def _field_dtype(code):
+    """The numpy dtype of a struct field of scalar ``code``; ``__nv_bfloat16``, which numpy
+    has no type for without ml_dtypes, is its 16 bits, converted as the code its metadata
+    names."""
+    if code == C_BF16:
+        return np.dtype(np.uint16, metadata={"code": C_BF16})
+    return np.dtype(_FIELD_FORMATS[code])
+
+
+class _SourceStructs:
+    """The plain structs a kernel's source defines at namespace scope, outside conditionals,
+    laid out as C lays them out, for from_source: fields of scalar, vector, pointer and
+    fixed-size array types, and structs defined before. A struct kernarg cannot lay out (a
+    union, a bitfield, a member function, a type it has no name for, a macro for a size, a
+    name defined twice, `#pragma pack`) is None, and its parameters stay opaque bytes."""
+
+    def __init__(self, source, aliases):
+        self.source = source
+        self.aliases = aliases
+        self.bodies = None      # name -> (body, explicit alignment) or None; read on first use
+        self.layouts = {}       # name -> numpy dtype or None, as laid out
+
+    def _scan(self):
+        bodies = {}
+        source = self.source
+        if "struct" in source and not _PRAGMA_PACK.search(source):
+            # A directive inside a definition: which members the compiler saw depends on
+            # macros kernarg does not evaluate.
+            conditional = {name for _, _, body, names in _struct_definitions(source)
+                           if _DIRECTIVE_LINE.search(body) for name in names}
+            text = _unconditional(source)
+            scopes = _namespace_braces(text)
+            for opening, align, body, names in _struct_definitions(text):
+                if opening not in scopes:
+                    continue        # a member struct or a local one
+                for name in names:
+                    entry = None if name in conditional else (body, align)
+                    bodies[name] = entry if bodies.get(name, entry) == entry else None
+        self.bodies = bodies
+
+    def by_value(self, piece, name):
+        """The layout of the struct parameter declaration ``piece`` names, or None."""
+        plain = _without_attributes(piece)
+        if plain is None:
+            return None
+        words = [w for w in re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\S", plain)
+                 if w not in _QUALIFIERS and w != "struct"]
+        if name is not None and words[-1:] == [name]:
+            words = words[:-1]
+        if len(words) != 1:
+            return None
+        return self.layout(words[0].rpartition("::")[2])
+
+    def layout(self, name):
+        if name in self.layouts:
+            return self.layouts[name]
+        self.layouts[name] = None       # a struct that contains itself has no layout
+        if self.bodies is None:
+            self._scan()
+        entry = self.bodies.get(name)
+        if entry is not None:
+            self.layouts[name] = self._lay_out(name, *entry)
+        return self.layouts[name]
+
+    def _lay_out(self, name, body, explicit_align):
+        names, formats, offsets = [], [], []
+        size, align = 0, explicit_align
+        for member in body.split(";"):
+            if not member.strip():
+                continue
+            if _NOT_A_FIELD.search(_without_dims(member)):
+                return None
+            first_type = None
+            for piece in _items(member, True):
+                field = self._field(piece, first_type)
+                if field is None:
+                    return None
+                fname, fmt, falign, first_type = field
+                fmt = np.dtype(fmt)
+                size = (size + falign - 1) // falign * falign
+                names.append(fname)
+                formats.append(fmt)
+                offsets.append(size)
+                size += fmt.itemsize
+                align = max(align, falign)
+        if not names:
+            return None
+        size = (size + align - 1) // align * align
+        try:
+            return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                             "itemsize": size}, metadata={"name": name, "align": align})
+        except ValueError:      # a field name given twice
+            return None
+
+    def _field(self, piece, first_type):
+        """(name, numpy format, alignment, type words for the next declarator of the member)
+        of one field declarator, or None. ``first_type``: the member's type where ``piece``
+        is its second or later declarator (``float x, *p``)."""
+        piece = piece.strip()
+        dims = _FIELD_DIMS.search(piece)
+        shape = ()
+        if dims is not None:
+            shape = tuple(int(d) for d in re.findall(r"\d+", dims[1]))
+            piece = piece[:dims.start()].strip()
+        if first_type is not None:
+            piece = f"{first_type} {piece}"
+        m = re.fullmatch(r"(.*?[\w>])\s*((?:\*\s*(?:const\b\s*)?)*)([A-Za-z_]\w*)", piece)
+        if m is None:
+            return None
+        type_words, declarator = m[1], m[2] + m[3]
+        decl = _substitute_aliases(f"{type_words} {declarator}", self.aliases)
+        try:
+            spec, fname = _parse_c_param(decl)
+        except ValueError:
+            nested = self.by_value(decl, m[3]) if not m[2] else None
+            if nested is None:
+                return None
+            fmt, falign, fname = nested, nested.metadata["align"], m[3]
+        else:
+            if fname is None or 0 in shape:
+                return None
+            if spec.code <= C_F64:
+                fmt, falign = _field_dtype(spec.code), spec.align
+            elif spec.code == C_VECTOR:
+                fmt, falign = (_field_dtype(spec.elem), (spec.count,)), spec.align
+            elif spec.code == C_POINTER:
+                # An address: taken from what a pointer parameter takes, checked as its spec.
+                fmt, falign = np.dtype(np.uint64, metadata={"pointer": spec}), 8
+            else:
+                return None     # 128-bit ints, 8/6/4-bit floats, tensor maps: bytes only
+        if shape:
+            fmt = (np.dtype(fmt), shape)
+        return fname, fmt, falign, type_words
+
+
+def _without_dims(member):
+    """A member declaration without its array dimensions, ``[4]``, which _NOT_A_FIELD's
+    brackets are not about."""
+    return re.sub(r"\[\s*\d+\s*\]", " ", member)
+
+
+def _struct_definitions(text):
+    """(index of the opening brace, explicit alignment, body, names) of each struct definition
+    in ``text`` that is not a template's and has no attribute after its body (which may pack
+    it): its tag, and a typedef's name for it."""
+    for m in _STRUCT_HEAD.finditer(text):
+        if _TEMPLATE_HEAD.search(text, max(0, m.start() - 400), m.start()):
+            continue
+        opening = m.end() - 1
+        closing = _closing(text, opening + 1, "{", "}")
+        if closing < 0:
+            continue
+        after = _AFTER_BODY.match(text, closing + 1)
+        if after[1]:
+            continue
+        names = [m[3]] if m[3] else []
+        if m[1] and after[2]:
+            names.append(after[2])
+        align = max([int(a) for a in _ALIGN_VALUE.findall(m[2] + m[4])], default=1)
+        yield opening, align, text[opening + 1:closing], names
+
+
+_AFTER_BODY = re.compile(r"\s*(?:(__attribute__|__align__|alignas)|([A-Za-z_]\w*)\s*;)?")
+_PRAGMA_PACK = re.compile(r"#\s*pragma\s+pack")
+_BRACE_OR_QUOTE = re.compile(r"[{}\"']")
+
+
+def _namespace_braces(text):
+    """The positions of the ``{`` in ``text`` that open a block at namespace scope (inside no
+    function, struct or class): where a struct defined is one a kernel's parameter names."""
+    found = set()
+    frames = []         # for each open brace: whether it is a namespace's (or extern "C")
+    m = _BRACE_OR_QUOTE.search(text)
+    while m is not None:
+        i = m.start()
+        ch = text[i]
+        if ch == '"' or (ch == "'" and not _in_number(text, i)):
+            m = _BRACE_OR_QUOTE.search(text, _past_literal(text, i))
+            continue
+        if ch == "{":
+            if all(frames):
+                found.add(i)
+            frames.append(all(frames) and
+                          _NAMESPACE_OPENING.search(text, max(0, i - 200), i) is not None)
+        elif ch == "}" and frames:
+            frames.pop()
+        m = _BRACE_OR_QUOTE.search(text, i + 1)
+    return found
 
 
 def _substitute_aliases(decl, aliases):

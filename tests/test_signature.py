@@ -434,7 +434,7 @@ extern "C" __global__ void k(float* out, float x = 1.5f, P p = P{1, 2.0f},
 """
     sig = kernarg.Signature.from_source(src, "k")
     assert sig.names == ("out", "x", "p", "n", "r", "c", "m", "z", "s")
-    assert sig.types == ("float*", "float", ".align 4 .b8 [8]", "int", "float", "char",
+    assert sig.types == ("float*", "float", "P", "int", "float", "char",
                          "unsigned int", "int", "const char*")
     # A prototype without the defaults is the same declaration, not an overload.
     proto = 'extern "C" __global__ void k2(float x, int n);\n' \
@@ -582,13 +582,19 @@ def test_template_instantiation_packs_typed():
         sig.pack((None, None, 1.0, 65536))
 
 
-def test_template_struct_argument_takes_the_ptx_layout():
+def test_template_struct_argument_is_the_struct_of_the_source():
     sig = kernarg.Signature.from_source(TEMPLATE_SOURCE, "ns::by_value<Pair>")
     assert sig.sizes == (8, 8) and sig.alignments == (4, 8)
-    # The struct by value is shown as the PTX type, without the parameter's mangled PTX name;
-    # the pointer to it as declared (with T substituted), const-ness and all.
-    assert sig.types == (".align 4 .b8 [8]", "const Pair*")
-    assert repr(sig) == "kernarg.Signature('.align 4 .b8 [8] v, const Pair* p')"
+    # The template's argument is the source's struct Pair, read field by field; the pointer
+    # to it as declared (with T substituted), const-ness and all.
+    assert sig.types == ("Pair", "const Pair*")
+    assert repr(sig) == "kernarg.Signature('Pair v, const Pair* p')"
+    assert bytes(sig.pack(({"b": 7}, None))) == struct.pack("<fiQ", 0, 7, 0)
+    # A struct template's instantiation is not read: the PTX's layout, shown as its type.
+    boxed = kernarg.Signature.from_source(
+        "template <class T, int N> struct Box { T v[N]; };\n" + TEMPLATE_SOURCE,
+        "ns::by_value<Box<short, 3> >")
+    assert boxed.types == (".align 2 .b8 [6]", "const Box<short, 3>*")
 
 
 def test_template_without_instantiation_says_how_to_name_one():
@@ -1694,3 +1700,175 @@ def test_a_kernel_declared_outside_the_source_takes_the_ptx_layout(tmp_path):
     assert macro.types == (".u64", ".f32", ".u32") and macro.offsets == (0, 8, 12)
     block = macro.pack((0x1000, 2.5, 3))
     assert bytes(block) == struct.pack("<Qfi", 0x1000, 2.5, 3)
+
+
+STRUCT_SOURCE = r"""
+#include <cuda_bf16.h>
+typedef float real;
+struct Inner { short h; double d; };
+struct __align__(16) Params {
+    const float* x;
+    float *y, *z;                   // two declarators, each a pointer
+    int n = 4;                      // a default member initializer changes no layout
+    real scale;
+    float2 v;
+    Inner in[2];
+    unsigned char flags[3];
+    __nv_bfloat16 b;
+    Inner* next;
+};
+typedef struct { int a; char b; } Small;
+struct alignas(8) Tail { char c; };
+namespace ns { struct Spaced { long long q; bool on; }; }
+extern "C" __global__ void k(Params p, Small s, int m, const struct Tail t, ns::Spaced w) {}
+"""
+
+
+def _offset_asserts(dt, name):
+    """static_asserts that the compiler lays struct ``name`` out as numpy dtype ``dt`` says,
+    recursing into the structs of its fields."""
+    lines = [f'static_assert(sizeof({name}) == {dt.itemsize}, "{name} size");']
+    for field, (fdt, offset) in dt.fields.items():
+        lines.append(f'static_assert(__builtin_offsetof({name}, {field}) == {offset}, '
+                     f'"{name}.{field}");')
+        inner = fdt.subdtype[0] if fdt.subdtype else fdt
+        if inner.fields is not None:
+            lines += _offset_asserts(inner, inner.metadata["name"])
+    return lines
+
+
+def test_from_source_reads_the_structs_the_source_defines():
+    # A struct passed by value that the kernel's own source defines is read field by field:
+    # its layout (every offset checked here against the compiler's own, and its size and
+    # alignment against the PTX) and each field's type, so a dict or tuple fills it with the
+    # conversions and checks of a parameter of the field's type.
+    sig = kernarg.Signature.from_source(STRUCT_SOURCE, "k")
+    assert sig.types == ("Params", "Small", "int", "Tail", "Spaced")
+    assert sig.sizes == (96, 8, 4, 8, 16) and sig.alignments == (16, 4, 4, 8, 8)
+    records = sig.records
+    assert records[2] is None
+    assert records[0].names == ("x", "y", "z", "n", "scale", "v", "in", "flags", "b", "next")
+    asserts = []
+    for rec, t in zip(records, ("Params", "Small", None, "Tail", "ns::Spaced"), strict=True):
+        if rec is not None:
+            asserts += _offset_asserts(rec, t)
+    compile_ptx(STRUCT_SOURCE + "\n".join(asserts))
+    block = sig.pack(({"x": 0x1000, "n": 3, "scale": 2.5, "v": (1, 2),
+                       "in": [(1, 2.0), {"d": 3.0}], "b": 1.5, "flags": [1, 2, 255]},
+                      (1, 2), 5, {"c": ord("z")}, (2**40, True)))
+    raw = bytes(block)
+    assert raw[:96] == struct.pack("<QQQifff h6x d h6x d 3Bx H 2x Q 8x".replace(" ", ""),
+                                   0x1000, 0, 0, 3, 2.5, 1, 2, 1, 2.0, 0, 3.0, 1, 2, 255,
+                                   0x3FC0, 0)
+    assert raw[96:] == struct.pack("<ib3xi4sc7xq?7x", 1, 2, 5, b"", b"z", 2**40, True)
+    # A tuple gives every field, in order.
+    full = (0x1000, 0x2000, 0x3000, 1, 0.5, (0, 0), ((0, 0), (0, 0)), (0, 0, 0), 0, None)
+    assert bytes(sig.pack((full, (0, 0), 0, (0,), (0, False))))[8:16] == \
+        struct.pack("<Q", 0x2000)
+    # Each field converted as its type: range, kind, names and counts, the error naming it.
+    with pytest.raises(OverflowError, match=r"parameter 0 \('p'\), field in\[1\]\.h "
+                                            r"\(short\)"):
+        sig.pack(({"in": [{}, {"h": 2**15}]}, (0, 0), 0, (0,), (0, False)))
+    with pytest.raises(TypeError, match=r"parameter 0 \('p'\), field n \(int\): expected an "
+                                        r"int, got float"):
+        sig.pack(({"n": 1.5}, (0, 0), 0, (0,), (0, False)))
+    with pytest.raises(TypeError, match=r"parameter 1 \('s'\): a struct \(Small\) has no "
+                                        r"field 'c' \(its fields: a, b\)"):
+        sig.pack(({}, {"c": 1}, 0, (0,), (0, False)))
+    with pytest.raises(TypeError, match=r"parameter 4 \('w'\): a struct \(Spaced\) has 2 "
+                                        r"fields \(q, on\), got 3 values"):
+        sig.pack(({}, {}, 0, (0,), (0, False, 1)))
+    # Any other value is still taken as the struct's bytes, as before kernarg read structs.
+    same = np.zeros((), np.dtype([("a", "<i4"), ("b", "<i4")]))[()]
+    assert bytes(sig.pack((bytes(96), same, 0, bytes(8), bytes(16))))[96:104] == bytes(8)
+    with pytest.raises(TypeError, match=r"parameter 0 \('p'\) takes 96 bytes \(Params\)"):
+        sig.pack((bytes(80), same, 0, bytes(8), bytes(16)))
+    # Kernel.from_source's path (the PTX compiled once) reads them the same.
+    ptx = compile_ptx(STRUCT_SOURCE)
+    again = kernarg.Signature._from_source_and_ptx(STRUCT_SOURCE, "k", ptx)
+    assert again.types == sig.types and again.records[0] == records[0]
+
+
+@pytest.mark.parametrize("definition, declared", [
+    ("union S { int i; float f; };", "S"),
+    ("struct S { int a : 3; int b : 5; };", "S"),
+    ("struct S { int a; __device__ int get() const { return a; } };", "S"),
+    ("struct B { int b; }; struct S : B { int a; };", "S"),
+    ("#pragma pack(push, 1)\nstruct S { char c; int a; };\n#pragma pack(pop)", "S"),
+    ("#ifdef WIDE\nstruct S { double a; };\n#else\nstruct S { float a; };\n#endif", "S"),
+    ("namespace a { struct S { int x; }; } namespace b { struct S { float y; }; }", "b::S"),
+    ("#define N 3\nstruct S { float v[N]; };", "S"),
+    ("struct S { unsigned __int128 big; };", "S"),
+    ("template <class T> struct S { T v; };", "S<int>"),
+    ("struct S { int a; struct { int b; } inner; };", "S"),
+    ("struct S { int a; static const int k = 3; };", "S"),
+    ("class S { public: int a; };", "S"),
+    # Without its conditional member, S would be 16 bytes, as the PTX says, with `a` 4 bytes
+    # off: read past the #ifndef, it is no struct kernarg can lay out.
+    ("struct S {\n    double d;\n#ifndef NARROW\n    int b;\n#endif\n    int a;\n};", "S"),
+    ("struct S { char c; int a; } __attribute__((packed));", "S"),
+])
+def test_structs_kernarg_cannot_read_keep_the_ptx_layout(definition, declared):
+    # Whatever kernarg cannot lay out as the compiler does, or cannot tell which definition the
+    # compiler saw, stays what it was: the PTX's size and alignment, taking the struct's bytes.
+    src = f'{definition}\nextern "C" __global__ void k({declared} s, int n) {{}}\n'
+    options = ("--device-int128",) if "__int128" in definition else ()
+    sig = kernarg.Signature.from_source(src, "k", options)
+    assert sig.types[0].startswith(".align") and sig.records[0] is None, sig.types
+    size = sig.sizes[0]
+    assert bytes(sig.pack((bytes(range(size)), 7)))[:size] == bytes(range(size))
+    with pytest.raises(TypeError, match=r"parameter 0 \('s'\) is \d+ opaque bytes"):
+        sig.pack(({"a": 1}, 7))
+
+
+def test_a_struct_defined_where_it_is_used_is_read():
+    # The same struct read from a local definition would be wrong; the namespace-scope one
+    # (the one a kernel's parameter names) is read, fields and all.
+    src = ('struct S { int a; };\n__device__ void f() { struct S { double z; }; }\n'
+           'extern "C" __global__ void k(S s) {}\n')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("S",) and sig.records[0].names == ("a",)
+
+
+POINTER_FIELDS = r"""
+struct Node { int* data; };
+struct Job { const float* x; float* y; int n; Node node; void* any; };
+extern "C" __global__ void run(Job j) {}
+"""
+
+
+def test_pointer_fields_of_a_source_struct_take_what_pointer_parameters_take():
+    # A dict filling a struct with pointer fields takes arrays and buffers there, as a
+    # pointer parameter does: their addresses, their producer streams (the launch waits on
+    # them), DLPack capsules held until the block is released, and the field's element type
+    # and const-ness checked, each error naming the field.
+    from cuda.core import Buffer
+
+    sig = kernarg.Signature.from_source(POINTER_FIELDS, "run")
+    x = CAIObject(cai(0x1000, typestr="<f4", readonly=True, stream=0x77))
+    y = DLPackProducer(0x2000, dtype=(2, 32, 1))
+    block = sig.pack(({"x": x, "y": y, "n": 4, "node": {"data": Buffer.from_handle(0x3000, 16)},
+                       "any": ctypes.c_void_p(0x4000)},))
+    assert struct.unpack("<QQi4xQQ", bytes(block)) == (0x1000, 0x2000, 4, 0x3000, 0x4000)
+    assert block.producer_streams == (0x77,)
+    assert y.deleted == 0
+    del block
+    assert y.deleted == 1
+    assert bytes(sig.pack(((None, 2**64 - 1, 0, (np.uint64(5),), None),)))[:16] == \
+        struct.pack("<QQ", 0, 2**64 - 1)
+    bad = [
+        ({"y": x}, ValueError, r"field y \(float\*\) is not const but the CAIObject array "
+                               r"is read-only"),
+        ({"x": CAIObject(cai(0x1000, typestr="<i4"))}, TypeError,
+         r"field x \(const float\*\): the array's element type is i4"),
+        ({"node": {"data": np.zeros(4, np.int32)}}, TypeError,
+         r"field node\.data \(int\*\): the memory is on the CPU"),
+        ({"any": ctypes.pointer(ctypes.c_int(1))}, TypeError,
+         r"field any \(void\*\): the ctypes pointer points at the ctypes c_int"),
+        ({"x": 1.5}, TypeError, r"field x \(const float\*\) is a pointer: expected an array, "
+                                r"buffer or address, got float"),
+        ({"x": -1}, OverflowError, r"field x \(const float\*\) is a pointer: -1 is outside"),
+    ]
+    for value, error, message in bad:
+        with pytest.raises(error, match=r"^parameter 0 \('j'\), " + message):
+            sig.pack((value,))
