@@ -879,9 +879,10 @@ cdef class Signature:
     def from_source(cls, source, kernel_name, options=(), *, arch=None, headers=None):
         """Compile ``source`` with NVRTC and read ``kernel_name``'s declaration from it.
 
-        Parameters whose types kernarg knows are typed from the declaration; others (structs
-        defined in the source) take size and alignment from the compiled PTX. The declared
-        layout is checked against the PTX. ``kernel_name`` may name a template instantiation
+        Parameters whose types kernarg knows are typed from the declaration, and so are
+        structs the source defines that kernarg can lay out (their fields take a dict or a
+        tuple); others take size and alignment from the compiled PTX. The declared layout is
+        checked against the PTX. ``kernel_name`` may name a template instantiation
         (``'saxpy<float>'``) or a namespaced kernel (``'ns::kern'``): NVRTC instantiates it, and
         the template's arguments are substituted into its declaration. ``headers`` maps
         include names to header texts the source may ``#include``; the declaration may be in

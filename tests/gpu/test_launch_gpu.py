@@ -119,6 +119,30 @@ def test_every_scalar_vector_struct_kind_reaches_the_kernel(ctx):
     check_echo(kernarg.Kernel.from_source(ECHO, "echo"), ECHO_ARGS)
 
 
+JOB = r"""
+struct Scale { float a; int shift; };
+struct Job { const float* x; float* y; int n; Scale s; };
+extern "C" __global__ void job_axpy(Job j) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < j.n) j.y[i] = j.s.a * j.x[i] + j.y[i] + j.s.shift;
+}
+"""
+
+
+def test_a_struct_of_the_source_takes_arrays_in_its_pointer_fields(ctx):
+    # from_source reads struct Job from the source: a dict (or tuple) fills it, and its
+    # pointer fields take arrays as pointer parameters do. The kernel writes through them.
+    k = kernarg.Kernel.from_source(JOB, "job_axpy")
+    assert k.signature.types == ("Job",)
+    x, y = DeviceArray(16, typestr="<f4"), DeviceArray(16, typestr="<f4")
+    check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
+    check(driver.cuMemcpyHtoD(y.ptr, np.array([10, 20, 30, 40], np.float32).ctypes.data, 16))
+    k.launch(1, 4, {"x": x, "y": y, "n": 4, "s": {"a": 2.0, "shift": 1}})
+    assert np.frombuffer(y.read(), np.float32).tolist() == [13, 25, 37, 49]
+    k.launch(1, 4, (x, y, 2, (1.0, 0)))
+    assert np.frombuffer(y.read(), np.float32).tolist() == [14, 27, 37, 49]
+
+
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
     # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
     # the Python values they hold.

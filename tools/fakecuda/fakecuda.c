@@ -1382,6 +1382,18 @@ static CUresult run_kernel(const Node* n) {
             if (t == 'f') { float v = P(float, 1) * scale; e = store(out + 4 * i, &v, 4, k); }
             else { double v = P(double, 1) * scale; e = store(out + 8 * i, &v, 8, k); }
         }
+    } else if (!strcmp(k, "job_axpy")) {   /* (Job{const float* x; float* y; int n; Scale{float a; int shift} s}) */
+        const char* job = (const char*)n->params + f->offset[0];     /* x, y, n, s.a, s.shift */
+        uintptr_t x = (uintptr_t)*(const uint64_t*)job, y = (uintptr_t)*(const uint64_t*)(job + 8);
+        int count = *(const int*)(job + 16), shift = *(const int*)(job + 24);
+        float a = *(const float*)(job + 20);
+        for (long long i = 0; !e && i < count && i < (long long)(threads * blocks); i++) {
+            float xv, yv;
+            e = load(x + 4 * i, &xv, 4, k);
+            if (!e) e = load(y + 4 * i, &yv, 4, k);
+            yv = a * xv + yv + shift;
+            if (!e) e = store(y + 4 * i, &yv, 4, k);
+        }
     } else if (!strcmp(k, "_ZN2ns5sevenEPx")) {
         long long v = 7;
         e = store(out, &v, 8, k);
