@@ -33,6 +33,7 @@ from kernarg._interop cimport (
     KIND_TENSOR_MAP,
     SWAPPED_SCALAR,
     CTYPES_POINTER,
+    CTYPES_HOLDS_POINTERS,
     MrCache,
     PtrResult,
     TypeInfo,
@@ -605,7 +606,8 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream)
                <char*><PyObject*>arg + info.offset, info.size)
     elif kind == KIND_CTYPES or kind == KIND_CTYPES_BUFFER:
         size, align, offset, num_kind = info.size, info.align, info.offset, info.num_kind
-        if num_kind == CTYPES_POINTER:          # Python code: info is not read after it
+        if num_kind == CTYPES_POINTER or num_kind == CTYPES_HOLDS_POINTERS:
+            # Python code: info is not read after it
             _refuse_ctypes_target(arg, index)
         if kind == KIND_CTYPES:                 # the value behind the object's b_ptr
             src = (<char**>(<char*><PyObject*>arg + offset))[0]

@@ -40,6 +40,7 @@ ctypedef object (*getter_t)(object, void*)
 cdef enum:
     SWAPPED_SCALAR = 83     # TypeInfo.num_kind ('S') of a byte-swapped ctypes scalar type
     CTYPES_POINTER = 80     # TypeInfo.num_kind ('P') of c_void_p, c_char_p, c_wchar_p, POINTER(T)
+    CTYPES_HOLDS_POINTERS = 72  # num_kind ('H') of ctypes structs, unions, arrays holding those
 
 
 cdef struct TypeInfo:
@@ -56,7 +57,7 @@ cdef struct TypeInfo:
     void* mr_closure    # ... and its closure
     # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'); KIND_CTYPES(_BUFFER):
     # SWAPPED_SCALAR for a byte-swapped scalar type (c_int32.__ctype_be__), CTYPES_POINTER for
-    # the pointer types; else 0
+    # the pointer types, CTYPES_HOLDS_POINTERS for types with pointer fields or elements; else 0
     char num_kind
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL
@@ -115,6 +116,7 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
 # pinned, managed, or no answer. Only the refusal path calls it.
 cdef int confirm_device(object obj) except -2
 # Why a ctypes pointer that points into memory it keeps alive (host memory) is refused, or None
+# (also for the pointers in a ctypes struct, union or array's fields and elements)
 cdef str ctypes_target_refusal(object value)
 
 

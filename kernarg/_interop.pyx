@@ -532,6 +532,12 @@ def swapped_scalar(t):
     return fmt[:1] in (">", "!")
 
 
+def ctypes_fields(t):
+    """The ``_fields_`` entries of ctypes struct or union type ``t``, its bases' first (a
+    subclass's ``_fields_`` lists only the fields it adds)."""
+    return [field for klass in reversed(t.__mro__) for field in vars(klass).get("_fields_", ())]
+
+
 def ctypes_problem(t, str where, bint swapped_ok=False):
     """record_problem for ctypes type ``t``: a py_object in it, or a big-endian struct, array
     or scalar (the scalar ``t`` itself is not a problem with ``swapped_ok``: its bytes can be
@@ -545,7 +551,7 @@ def ctypes_problem(t, str where, bint swapped_ok=False):
     if issubclass(t, ctypes.Array):
         return ctypes_problem(t._type_, where)
     if issubclass(t, (ctypes.Structure, ctypes.Union)):
-        for field in getattr(t, "_fields_", ()):
+        for field in ctypes_fields(t):
             problem = ctypes_problem(field[1], f"field {field[0]!r} of {where}")
             if problem is not None:
                 return problem
@@ -561,6 +567,8 @@ cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
         info.num_kind = SWAPPED_SCALAR
     elif issubclass(t, CTYPES_POINTER_TYPES):
         info.num_kind = CTYPES_POINTER      # its target is checked per value
+    elif ctypes_pointer_fields(t):
+        info.num_kind = CTYPES_HOLDS_POINTERS   # a struct, union or array with pointers in it
     if getattr(t, "_type_", None) == "g" and ctypes.sizeof(t) != 8:
         raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
     info.size = ctypes.sizeof(t)
@@ -619,16 +627,96 @@ cdef bint _ctypes_owned(object obj):
 
 
 cdef str ctypes_target_refusal(object value):
-    """The refusal of a ctypes pointer into host memory, after its argument's or parameter's
-    name, or None. A pointer that keeps nothing alive (from an int: the usual case) costs one
-    attribute read."""
+    """The refusal of a ctypes pointer into host memory -- ``value`` itself, or one in a
+    field or element of ``value`` (a ctypes struct, union or array) -- after its argument's or
+    parameter's name, or None. A value that keeps nothing alive (a pointer made from an int, a
+    struct whose pointers were given as ints: the usual cases) costs one attribute read."""
     if value._objects is None:
         return None
+    if not isinstance(value, CTYPES_POINTER_TYPES):
+        return _held_pointer_refusal(value)
     problem = ctypes_target_problem(value)
     if problem is None:
         return None
     return (f"the ctypes pointer points at {problem}, host memory a kernel cannot read; pass "
             "CUDA device, pinned or managed memory")
+
+
+# ctypes type -> ctypes_pointer_fields(type); weak, as programs make ctypes types at run time
+cdef object _POINTER_FIELDS = weakref.WeakKeyDictionary()
+
+
+def ctypes_pointer_fields(t):
+    """((offset, path), ...) of each pointer (c_void_p, c_char_p, c_wchar_p, POINTER(T)) a
+    value of ctypes type ``t`` holds in its fields and elements, nested ones included; ()
+    for a type with none."""
+    found = _POINTER_FIELDS.get(t)
+    if found is None:
+        found = _POINTER_FIELDS[t] = tuple(_pointer_fields(t, 0, ""))
+    return found
+
+
+def _pointer_fields(t, Py_ssize_t base, str path):
+    if issubclass(t, ctypes.Array):
+        elem = t._type_
+        inner = (((0, ""),) if issubclass(elem, CTYPES_POINTER_TYPES)
+                 else ctypes_pointer_fields(elem))
+        if inner:
+            step = ctypes.sizeof(elem)
+            for k in range(t._length_):
+                for offset, sub in inner:
+                    joint = "" if sub[:1] in ("", "[") else "."
+                    yield base + k * step + offset, f"{path}[{k}]{joint}{sub}"
+    elif issubclass(t, (ctypes.Structure, ctypes.Union)):
+        for field in ctypes_fields(t):
+            if len(field) > 2:
+                continue        # a bitfield: an integer
+            name, ftype = field[0], field[1]
+            offset = base + getattr(t, name).offset
+            where = f"{path}.{name}" if path else name
+            if issubclass(ftype, CTYPES_POINTER_TYPES):
+                yield offset, where
+            else:
+                yield from _pointer_fields(ftype, offset, where)
+
+
+cdef str _held_pointer_refusal(object value):
+    """The refusal of ``value`` (a ctypes struct, union or array) where one of its pointers
+    points into host memory it keeps alive: a ctypes object ctypes allocated (``pointer(x)``,
+    ``cast(array, ...)`` assigned to a field) or a string's characters (a ``c_char_p`` field
+    given bytes)."""
+    fields = ctypes_pointer_fields(type(value))
+    if not fields:
+        return None
+    ranges = []
+    todo = [value._objects]
+    for _ in range(4096):       # what a value keeps is shallow; a cycle cannot loop for ever
+        if not todo:
+            break
+        item = todo.pop()
+        if type(item) is dict:
+            todo.extend((<dict>item).values())
+        elif isinstance(item, _CTYPES_DATA):
+            if _ctypes_owned(item):
+                ranges.append((ctypes.addressof(item), ctypes.sizeof(item),
+                               f"the ctypes {type(item).__name__} it was made from"))
+        elif isinstance(item, bytes):
+            start = ctypes.cast(ctypes.c_char_p(item), ctypes.c_void_p).value
+            ranges.append((start, len(item) + 1, "a Python string's characters"))
+        elif PyCapsule_CheckExact(item):    # a c_wchar_p field's buffer (CPython's ctypes)
+            ranges.append((<size_t>PyCapsule_GetPointer(item, PyCapsule_GetName(item)), 1,
+                           "a Python string's characters"))
+    if not ranges:
+        return None
+    cdef Py_ssize_t base = ctypes.addressof(value)
+    for offset, path in fields:
+        address = ctypes.c_uint64.from_address(base + offset).value
+        for start, size, what in ranges:
+            if start <= address < start + size:
+                part = "element" if path.startswith("[") else "field"
+                return (f"{part} {path} is a ctypes pointer to {what}, host memory a kernel "
+                        "cannot read; pass CUDA device, pinned or managed memory")
+    return None
 
 
 _CTYPES_BASES = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array,

@@ -1466,6 +1466,7 @@ cdef int _put_struct(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
         if isinstance(value, np.void) and value.dtype == spec:
             raw = value.tobytes()
     elif isinstance(value, spec):
+        _refuse_held_pointers(sig, i, value, "")
         raw = bytes(memoryview(value).cast("B"))
     if raw is None and isinstance(value, (dict, tuple)):
         record = sig._records[i]
@@ -1636,6 +1637,7 @@ cdef int _put_ctypes_part(Signature sig, Py_ssize_t i, object dt, object value, 
     # nested Structure or array): its bytes, when it has the part's size.
     if isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)) \
             and ctypes.sizeof(value) == dt.itemsize:
+        _refuse_held_pointers(sig, i, value, f", {what}")
         raw = bytes(memoryview(value).cast("B"))
         memcpy(dst, <char*>raw, dt.itemsize)
         return 0
@@ -1703,7 +1705,17 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
             where, given, got = mismatch
             raise OverflowError(f"{_param_name(sig, i)}, {where}: {given} does not fit "
                                 f"(ctypes stores {got})")
+    _refuse_held_pointers(sig, i, obj, "")
     return bytes(memoryview(obj).cast("B"))
+
+
+cdef int _refuse_held_pointers(Signature sig, Py_ssize_t i, object value, str what) except -1:
+    """Refuse ctypes value ``value`` (parameter ``i``'s struct, or its part ``what``) where a
+    pointer in it points into host memory it keeps alive."""
+    refusal = ctypes_target_refusal(value)
+    if refusal is not None:
+        raise TypeError(f"{_param_name(sig, i)}{what}: {refusal}")
+    return 0
 
 
 cdef object _without_numpy_bools(object value):

@@ -788,6 +788,72 @@ def test_ctypes_pointers_the_caller_vouches_for_are_taken(fallbacks):
             assert bytes(sig.pack((np.int64(1), pointer)))[8:] == expected[8:], pointer
 
 
+class _Holder(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int), ("x", ctypes.POINTER(ctypes.c_float)),
+                ("s", ctypes.c_char_p), ("many", ctypes.c_void_p * 2)]
+
+
+class _Outer(ctypes.Structure):
+    _fields_ = [("tag", ctypes.c_char), ("h", _Holder * 2)]
+
+
+class _Derived(_Holder):
+    _fields_ = [("w", ctypes.c_wchar_p)]       # after _Holder's fields
+
+
+def _nested_holder():
+    outer = _Outer()
+    outer.h[1].x = ctypes.pointer(ctypes.c_float(1))
+    return outer
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+@pytest.mark.parametrize("make, where, target", [
+    (lambda: _Holder(1, ctypes.cast(_HOST_FLOATS, ctypes.POINTER(ctypes.c_float))), "field x",
+     "the ctypes c_float_Array_4 it was made from"),
+    (lambda: _Holder(s=b"hi"), "field s", "a Python string's characters"),
+    (lambda: _Holder(many=(None, ctypes.cast(_HOST_FLOATS, ctypes.c_void_p))),
+     "field many[1]", "the ctypes c_float_Array_4 it was made from"),
+    (_nested_holder, "field h[1].x", "the ctypes c_float it was made from"),
+    (lambda: _Derived(w="hi"), "field w", "a Python string's characters"),
+    (lambda: _Derived(s=b"hi"), "field s", "a Python string's characters"),
+    (lambda: (ctypes.c_void_p * 2)(None, ctypes.cast(_HOST_FLOATS, ctypes.c_void_p)),
+     "element [1]", "the ctypes c_float_Array_4 it was made from"),
+], ids=["cast() in a field", "bytes in a c_char_p field", "in an array field",
+        "in a nested struct", "a subclass's field", "its base's field", "in an array"])
+def test_ctypes_pointers_inside_structs_and_arrays_are_refused(make, where, target, fallbacks):
+    # A ctypes struct, union or array passed by value carries its pointers to the kernel:
+    # one into host memory ctypes or Python allocated is refused as a pointer argument is.
+    value = make()
+    message = rf"{re.escape(where)} is a ctypes pointer to {re.escape(target)}, host memory"
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        with pytest.raises(TypeError, match=rf"^argument 1 \(.*\): {message}"):
+            kernarg.pack((1, value))
+        with pytest.raises(TypeError, match=rf"^parameter 1: {message}"):
+            kernarg.Signature([ctypes.c_int, type(value)]).pack((1, value))
+    # A struct ctypes builds from a dict for a typed parameter is checked the same way.
+    with pytest.raises(TypeError, match=r"^parameter 0: field x is a ctypes pointer to the "
+                                        r"ctypes c_float it was made from"):
+        kernarg.Signature([_Holder]).pack(({"x": ctypes.pointer(ctypes.c_float(2))},))
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+def test_ctypes_structs_with_pointers_the_caller_vouches_for_are_taken(fallbacks):
+    view = (ctypes.c_float * 4).from_address(ctypes.addressof(_HOST_FLOATS))
+    values = [
+        _Holder(1, ctypes.cast(_SOME_ADDRESS, ctypes.POINTER(ctypes.c_float)), _SOME_ADDRESS,
+                (_SOME_ADDRESS, None)),
+        _Holder(x=ctypes.cast(view, ctypes.POINTER(ctypes.c_float))),    # not ctypes memory
+        _Holder(many=(ctypes.cast(_HOST_FLOATS, ctypes.c_void_p).value, None)),    # an int
+        _Derived(w=None),
+        (ctypes.c_void_p * 2)(_SOME_ADDRESS, None),
+    ]
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        for value in values:
+            assert bytes(kernarg.pack((value,))) == bytes(value), value
+            assert bytes(kernarg.Signature([type(value)]).pack((value,))) == bytes(value)
+
+
 # ------------------------------------------------------------------------------------------
 # The buffer-protocol fallbacks. kernarg reads numpy scalars in place and ctypes values through
 # their data pointer, after probing at import that this interpreter lays them out as expected.
