@@ -665,6 +665,10 @@ class _NestsBigEndian(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int), ("b", _BigEndian * 2)]
 
 
+class _InheritsObject(_HoldsObject):       # its own _fields_ list only what it adds
+    _fields_ = [("m", ctypes.c_int)]
+
+
 @pytest.mark.parametrize("bad, message", [
     (np.zeros((), dtype=[("n", "<i4"), ("o", object)])[()],
      r"\(numpy\.void\): field 'o' of its dtype holds Python objects"),
@@ -675,8 +679,10 @@ class _NestsBigEndian(ctypes.Structure):
     (_BigEndian(1), r"\(test_handler\._BigEndian\): _BigEndian is not in the host's"),
     (_HoldsObject(1, None), r"\(.*\): field 'o' of _HoldsObject is a ctypes\.py_object"),
     (_NestsBigEndian(), r"\(.*\): field 'b' of _NestsBigEndian is not in the host's"),
+    (_InheritsObject(), r"\(.*\): field 'o' of _InheritsObject is a ctypes\.py_object"),
 ], ids=["numpy object field", "numpy big-endian field", "numpy big-endian in a sub-array",
-        "ctypes big-endian", "ctypes py_object field", "ctypes nested big-endian"])
+        "ctypes big-endian", "ctypes py_object field", "ctypes nested big-endian",
+        "ctypes py_object field of a base"])
 def test_structs_a_kernel_cannot_read_are_refused(bad, message):
     # Their bytes are a Python object's address, or values the GPU (little-endian) misreads.
     with pytest.raises(TypeError, match=r"argument 1 " + message):
