@@ -1590,21 +1590,22 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
     cdef PtrResult r
     cdef TypeInfo* info
     cdef uint64_t address
-    label = f"{_param_name(sig, i)}, field {where} ({spec.text})"
     if value is None:
         address = 0
     elif isinstance(value, CTYPES_POINTER_TYPES):
         refusal = ctypes_target_refusal(value)
         if refusal is not None:
-            raise TypeError(f"{label}: {refusal}")
+            raise TypeError(f"{_field_label(sig, i, where, spec)}: {refusal}")
         address = ctypes.cast(value, ctypes.c_void_p).value or 0
     elif type(value) is int or isinstance(value, np.integer):
         if not 0 <= value < 2**64:
+            label = _field_label(sig, i, where, spec)
             raise OverflowError(f"{label} is a pointer: {value} is outside 0 .. 2**64-1")
         address = value
     else:
         info = lookup_type(value, i)
         if info.kind <= KIND_POINTER:
+            label = _field_label(sig, i, where, spec)
             raise TypeError(f"{label} is a pointer: expected an array, buffer or address, got "
                             f"{type(value).__name__}")
         try:
@@ -1613,9 +1614,11 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
         except Exception as exc:
             args = exc.args
             if args and isinstance(args[0], str) and args[0].startswith(f"argument {i} ("):
+                label = _field_label(sig, i, where, spec)
                 exc.args = (f"{label}: {args[0][args[0].index(': ') + 2:]}",) + args[1:]
             raise
         if (r.readonly or r.copied) and not spec.is_const:
+            label = _field_label(sig, i, where, spec)
             raise ValueError(f"{label} is not const but the {type(value).__name__} array "
                              + ("is read-only" if r.readonly else "was exported as a copy "
                                 "(DLPack flag IS_COPIED)"))
@@ -1625,10 +1628,16 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
                                                    r.dtype_kind, r.dtype_size):
             got = (_KIND_NAMES.get(r.dtype_kind)
                    or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
-            raise TypeError(f"{label}: the array's element type is {got}")
+            raise TypeError(f"{_field_label(sig, i, where, spec)}: the array's element type "
+                            f"is {got}")
         address = r.ptr
     memcpy(dst, &address, 8)
     return 0
+
+
+cdef str _field_label(Signature sig, Py_ssize_t i, str where, object spec):
+    # Built only for an error: valid values do not pay for formatting it.
+    return f"{_param_name(sig, i)}, field {where} ({spec.text})"
 
 
 cdef int _put_ctypes_part(Signature sig, Py_ssize_t i, object dt, object value, char* dst,
