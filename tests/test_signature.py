@@ -1724,17 +1724,37 @@ extern "C" __global__ void k(Params p, Small s, int m, const struct Tail t, ns::
 """
 
 
-def _offset_asserts(dt, name):
-    """static_asserts that the compiler lays struct ``name`` out as numpy dtype ``dt`` says,
-    recursing into the structs of its fields."""
-    lines = [f'static_assert(sizeof({name}) == {dt.itemsize}, "{name} size");']
-    for field, (fdt, offset) in dt.fields.items():
-        lines.append(f'static_assert(__builtin_offsetof({name}, {field}) == {offset}, '
-                     f'"{name}.{field}");')
+def _struct_fields(dt, name, found):
+    """``found[name]``: the fields of numpy dtype ``dt`` (struct ``name``), and the same for
+    the structs of its fields."""
+    found[name] = dt
+    for fdt, _ in dt.fields.values():
         inner = fdt.subdtype[0] if fdt.subdtype else fdt
         if inner.fields is not None:
-            lines += _offset_asserts(inner, inner.metadata["name"])
-    return lines
+            _struct_fields(inner, inner.metadata["name"], found)
+    return found
+
+
+def _compiler_offsets(source, structs):
+    """{(struct name, field): offset} as NVRTC lays ``structs`` out, read from the PTX of
+    device variables initialised with each field's address (`generic(probe)+8`): an oracle
+    any NVRTC gives (CUDA 12's has no __builtin_offsetof)."""
+    lines, keys = [], {}
+    for k, name in enumerate(structs):
+        # In a union with a constexpr constructor: constant-initialised, as a __device__
+        # variable must be, whatever member initialisers the struct has.
+        lines.append(f"union kernarg_u{k} {{ {name} s; char c; "
+                     f"constexpr kernarg_u{k}() : c(0) {{}} }};"
+                     f"__device__ kernarg_u{k} kernarg_probe{k};")
+        for j, field in enumerate(structs[name].names):
+            lines.append(f"__device__ void* kernarg_off{k}_{j} = "
+                         f"(void*)&kernarg_probe{k}.s.{field};")
+            keys[(k, j)] = (name, field)
+    ptx = compile_ptx(source + "\n".join(lines))
+    found = re.findall(r"\.u64 kernarg_off(\d+)_(\d+) = generic\(kernarg_probe\d+\)(?:\+(\d+))?;",
+                       ptx)
+    assert len(found) == len(keys)
+    return {keys[(int(k), int(j))]: int(offset or 0) for k, j, offset in found}
 
 
 def test_from_source_reads_the_structs_the_source_defines():
@@ -1748,11 +1768,14 @@ def test_from_source_reads_the_structs_the_source_defines():
     records = sig.records
     assert records[2] is None
     assert records[0].names == ("x", "y", "z", "n", "scale", "v", "in", "flags", "b", "next")
-    asserts = []
+    structs = {}
     for rec, t in zip(records, ("Params", "Small", None, "Tail", "ns::Spaced"), strict=True):
         if rec is not None:
-            asserts += _offset_asserts(rec, t)
-    compile_ptx(STRUCT_SOURCE + "\n".join(asserts))
+            _struct_fields(rec, t, structs)
+    assert set(structs) == {"Params", "Inner", "Small", "Tail", "ns::Spaced"}
+    assert _compiler_offsets(STRUCT_SOURCE, structs) == {
+        (name, field): offset for name, dt in structs.items()
+        for field, (_, offset) in dt.fields.items()}
     block = sig.pack(({"x": 0x1000, "n": 3, "scale": 2.5, "v": (1, 2),
                        "in": [(1, 2.0), {"d": 3.0}], "b": 1.5, "flags": [1, 2, 255]},
                       (1, 2), 5, {"c": ord("z")}, (2**40, True)))
