@@ -600,18 +600,35 @@ def ctypes_target_problem(value):
     address = ctypes.cast(value, ctypes.c_void_p).value
     if not address:
         return None
+    for start, size, what in _kept_host_memory(kept, 64):
+        if start <= address < start + size:
+            return what
+    return None
+
+
+cdef list _kept_host_memory(object kept, int limit):
+    """(start, size, what) of each piece of host memory a ctypes object's ``_objects``
+    (``kept``) keeps alive: ctypes objects ctypes allocated, and strings' characters. What a
+    value keeps is shallow: ``limit`` bounds the walk (a cycle cannot loop for ever)."""
+    found = []
     todo = [kept]
-    for _ in range(64):         # what a pointer keeps is shallow; a cycle cannot loop for ever
+    for _ in range(limit):
         if not todo:
             break
         item = todo.pop()
         if type(item) is dict:
             todo.extend((<dict>item).values())
         elif isinstance(item, _CTYPES_DATA):
-            start = ctypes.addressof(item)
-            if start <= address < start + ctypes.sizeof(item) and _ctypes_owned(item):
-                return f"the ctypes {type(item).__name__} it was made from"
-    return None
+            if _ctypes_owned(item):
+                found.append((ctypes.addressof(item), ctypes.sizeof(item),
+                              f"the ctypes {type(item).__name__} it was made from"))
+        elif isinstance(item, bytes):
+            start = ctypes.cast(ctypes.c_char_p(item), ctypes.c_void_p).value
+            found.append((start, len(item) + 1, "a Python string's characters"))
+        elif PyCapsule_CheckExact(item):    # a c_wchar_p field's buffer (CPython's ctypes)
+            found.append((<size_t>PyCapsule_GetPointer(item, PyCapsule_GetName(item)), 1,
+                          "a Python string's characters"))
+    return found
 
 
 cdef bint _ctypes_owned(object obj):
@@ -688,24 +705,7 @@ cdef str _held_pointer_refusal(object value):
     fields = ctypes_pointer_fields(type(value))
     if not fields:
         return None
-    ranges = []
-    todo = [value._objects]
-    for _ in range(4096):       # what a value keeps is shallow; a cycle cannot loop for ever
-        if not todo:
-            break
-        item = todo.pop()
-        if type(item) is dict:
-            todo.extend((<dict>item).values())
-        elif isinstance(item, _CTYPES_DATA):
-            if _ctypes_owned(item):
-                ranges.append((ctypes.addressof(item), ctypes.sizeof(item),
-                               f"the ctypes {type(item).__name__} it was made from"))
-        elif isinstance(item, bytes):
-            start = ctypes.cast(ctypes.c_char_p(item), ctypes.c_void_p).value
-            ranges.append((start, len(item) + 1, "a Python string's characters"))
-        elif PyCapsule_CheckExact(item):    # a c_wchar_p field's buffer (CPython's ctypes)
-            ranges.append((<size_t>PyCapsule_GetPointer(item, PyCapsule_GetName(item)), 1,
-                           "a Python string's characters"))
+    ranges = _kept_host_memory(value._objects, 4096)
     if not ranges:
         return None
     cdef Py_ssize_t base = ctypes.addressof(value)
