@@ -61,8 +61,8 @@ import re
 import numpy as np
 
 from kernarg._interop import (
-    CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_problem,
-    record_problem, swapped_scalar,
+    CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_fields,
+    ctypes_pointer_fields, ctypes_problem, record_problem, swapped_scalar,
 )
 from kernarg._stream import resolve_stream
 
@@ -694,11 +694,35 @@ def _ctypes_record(t):
     _refuse(ctypes_problem(t, t.__name__))
     if getattr(t, "_anonymous_", None):
         return None
+    dt = _ctypes_dtype(t)
+    return dt if dt is not None and dt.itemsize == ctypes.sizeof(t) else None
+
+
+def _ctypes_dtype(t):
+    """ctypes type ``t`` as a numpy dtype, where numpy's own conversion refuses pointers: a
+    pointer field or element is ``uint64`` whose metadata carry its pointer spec (it takes what
+    a pointer parameter takes: arrays, buffers, addresses), the rest as numpy converts it;
+    None where numpy has no equivalent (bitfields)."""
+    if issubclass(t, CTYPES_POINTER_TYPES):
+        return np.dtype(np.uint64, metadata={"pointer": _spec_from_object(t)})
+    if issubclass(t, ctypes.Array) and ctypes_pointer_fields(t):
+        inner = _ctypes_dtype(t._type_)
+        return None if inner is None else np.dtype((inner, (t._length_,)))
+    if issubclass(t, (ctypes.Structure, ctypes.Union)) and ctypes_pointer_fields(t):
+        names, formats, offsets = [], [], []
+        for field in ctypes_fields(t):
+            inner = None if len(field) > 2 else _ctypes_dtype(field[1])
+            if inner is None:
+                return None
+            names.append(field[0])
+            formats.append(inner)
+            offsets.append(getattr(t, field[0]).offset)
+        return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                         "itemsize": ctypes.sizeof(t)})
     try:
-        dt = np.dtype(t)
+        return np.dtype(t)
     except (TypeError, ValueError, NotImplementedError):
         return None
-    return dt if dt.itemsize == ctypes.sizeof(t) else None
 
 
 def _parse_ptx_entry(ptx, kernel_name):

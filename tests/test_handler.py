@@ -803,6 +803,10 @@ class _Outer(ctypes.Structure):
     _fields_ = [("tag", ctypes.c_char), ("h", _Holder * 2)]
 
 
+class _BitsAndPointer(ctypes.Structure):      # ctypes builds it: numpy has no bitfields
+    _fields_ = [("flags", ctypes.c_uint, 3), ("p", ctypes.POINTER(ctypes.c_float))]
+
+
 class _Derived(_Holder):
     _fields_ = [("w", ctypes.c_wchar_p)]       # after _Holder's fields
 
@@ -837,10 +841,14 @@ def test_ctypes_pointers_inside_structs_and_arrays_are_refused(make, where, targ
             kernarg.pack((1, value))
         with pytest.raises(TypeError, match=rf"^parameter 1: {message}"):
             kernarg.Signature([ctypes.c_int, type(value)]).pack((1, value))
-    # A struct ctypes builds from a dict for a typed parameter is checked the same way.
-    with pytest.raises(TypeError, match=r"^parameter 0: field x is a ctypes pointer to the "
-                                        r"ctypes c_float it was made from"):
+    # A dict for a typed parameter: its pointer fields are checked as pointer parameters are,
+    # and a struct ctypes builds from it (bitfields) after ctypes has built it.
+    with pytest.raises(TypeError, match=r"^parameter 0, field x \(LP_c_float\): the ctypes "
+                                        r"pointer points at the ctypes c_float it was made"):
         kernarg.Signature([_Holder]).pack(({"x": ctypes.pointer(ctypes.c_float(2))},))
+    with pytest.raises(TypeError, match=r"^parameter 0: field p is a ctypes pointer to the "
+                                        r"ctypes c_float it was made from"):
+        kernarg.Signature([_BitsAndPointer]).pack(({"p": ctypes.pointer(ctypes.c_float(2))},))
 
 
 @pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])

@@ -1895,3 +1895,26 @@ def test_pointer_fields_of_a_source_struct_take_what_pointer_parameters_take():
     for value, error, message in bad:
         with pytest.raises(error, match=r"^parameter 0 \('j'\), " + message):
             sig.pack((value,))
+
+
+class _CJob(ctypes.Structure):
+    _fields_ = [("x", ctypes.POINTER(ctypes.c_float)), ("n", ctypes.c_int),
+                ("spare", ctypes.c_void_p * 2)]
+
+
+def test_pointer_fields_of_a_ctypes_struct_type_take_arrays_in_a_dict():
+    # A ctypes struct type in a Signature: numpy has no dtype for its pointers, so its record
+    # marks them, and a dict or tuple's pointer fields take what a pointer parameter takes.
+    sig = kernarg.Signature([_CJob])
+    assert sig.records[0].names == ("x", "n", "spare")
+    x = CAIObject(cai(0x1000, typestr="<f4", stream=0x55))
+    block = sig.pack(({"x": x, "n": 2, "spare": [None, CAIObject(cai(0x2000))]},))
+    assert struct.unpack("<Qi4xQQ", bytes(block)) == (0x1000, 2, 0, 0x2000)
+    assert block.producer_streams == (0x55,)
+    assert bytes(sig.pack(((0x10, 1, (0x20, 0x30)),))) == struct.pack("<Qi4xQQ", 0x10, 1, 0x20,
+                                                                        0x30)
+    with pytest.raises(TypeError, match=r"^parameter 0, field x \(LP_c_float\): the array's "
+                                        r"element type is i4"):
+        sig.pack(({"x": CAIObject(cai(0x1000, typestr="<i4"))},))
+    # A value of the type itself is its bytes, as before.
+    assert bytes(sig.pack((_CJob(None, 7),)))[8:12] == struct.pack("<i", 7)
