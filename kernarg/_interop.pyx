@@ -655,8 +655,10 @@ cdef str ctypes_target_refusal(object value):
     problem = ctypes_target_problem(value)
     if problem is None:
         return None
-    return (f"the ctypes pointer points at {problem}, host memory a kernel cannot read; pass "
-            "CUDA device, pinned or managed memory")
+    return f"the ctypes pointer points at {problem}, {_HOST_MEMORY}"
+
+
+_HOST_MEMORY = "host memory a kernel cannot read; pass CUDA device, pinned or managed memory"
 
 
 # ctypes type -> ctypes_pointer_fields(type); weak, as programs make ctypes types at run time
@@ -666,7 +668,7 @@ cdef object _POINTER_FIELDS = weakref.WeakKeyDictionary()
 def ctypes_pointer_fields(t):
     """((offset, path), ...) of each pointer (c_void_p, c_char_p, c_wchar_p, POINTER(T)) a
     value of ctypes type ``t`` holds in its fields and elements, nested ones included; ()
-    for a type with none."""
+    for a type with none, ((0, ""),) for a pointer type itself."""
     found = _POINTER_FIELDS.get(t)
     if found is None:
         found = _POINTER_FIELDS[t] = tuple(_pointer_fields(t, 0, ""))
@@ -674,10 +676,11 @@ def ctypes_pointer_fields(t):
 
 
 def _pointer_fields(t, Py_ssize_t base, str path):
-    if issubclass(t, ctypes.Array):
+    if issubclass(t, CTYPES_POINTER_TYPES):
+        yield base, path
+    elif issubclass(t, ctypes.Array):
         elem = t._type_
-        inner = (((0, ""),) if issubclass(elem, CTYPES_POINTER_TYPES)
-                 else ctypes_pointer_fields(elem))
+        inner = ctypes_pointer_fields(elem)
         if inner:
             step = ctypes.sizeof(elem)
             for k in range(t._length_):
@@ -688,13 +691,9 @@ def _pointer_fields(t, Py_ssize_t base, str path):
         for field in ctypes_fields(t):
             if len(field) > 2:
                 continue        # a bitfield: an integer
-            name, ftype = field[0], field[1]
-            offset = base + getattr(t, name).offset
-            where = f"{path}.{name}" if path else name
-            if issubclass(ftype, CTYPES_POINTER_TYPES):
-                yield offset, where
-            else:
-                yield from _pointer_fields(ftype, offset, where)
+            name = field[0]
+            yield from _pointer_fields(field[1], base + getattr(t, name).offset,
+                                       f"{path}.{name}" if path else name)
 
 
 cdef str _held_pointer_refusal(object value):
@@ -714,8 +713,7 @@ cdef str _held_pointer_refusal(object value):
         for start, size, what in ranges:
             if start <= address < start + size:
                 part = "element" if path.startswith("[") else "field"
-                return (f"{part} {path} is a ctypes pointer to {what}, host memory a kernel "
-                        "cannot read; pass CUDA device, pinned or managed memory")
+                return f"{part} {path} is a ctypes pointer to {what}, {_HOST_MEMORY}"
     return None
 
 

@@ -861,8 +861,7 @@ cdef class Signature:
             params[i].size = s.size
             params[i].align = s.align
             params[i].offset = cur
-            kind = s.pointee_kind
-            params[i].pointee_kind = ord("c") if kind == "c8" else (ord(kind) if kind else 0)
+            params[i].pointee_kind = _pointee_char(s.pointee_kind)
             params[i].pointee_size = s.pointee_size
             params[i].is_const = s.is_const
             params[i].any_sign = s.any_sign
@@ -1646,9 +1645,8 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
             raise ValueError(f"{label} is not const but the {type(value).__name__} array "
                              + ("is read-only" if r.readonly else "was exported as a copy "
                                 "(DLPack flag IS_COPIED)"))
-        kind = spec.pointee_kind
-        want = ord("c") if kind == "c8" else (ord(kind) if kind else 0)
-        if r.dtype_kind != 0 and not _kind_matches(want, spec.pointee_size, spec.count,
+        if r.dtype_kind != 0 and not _kind_matches(_pointee_char(spec.pointee_kind),
+                                                   spec.pointee_size, spec.count,
                                                    r.dtype_kind, r.dtype_size):
             got = (_KIND_NAMES.get(r.dtype_kind)
                    or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
@@ -1816,6 +1814,11 @@ cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
                         f"{type(value).__name__} gives {len(raw)}")
     memcpy(dst, <char*>raw, p.size)
     return 0
+
+
+cdef char _pointee_char(str kind):
+    """A spec's pointee kind ('f', 'c8' for plain char, '' for any) as Param.pointee_kind."""
+    return ord("c") if kind == "c8" else (ord(kind) if kind else 0)
 
 
 cdef bint _kind_matches(char want, int want_size, int lanes, char kind, int size):
@@ -2199,7 +2202,7 @@ def _unconditional(source):
 _UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
 
 
-def _declared_spec(piece, ptx_spec, structs=None):
+def _declared_spec(piece, ptx_spec, structs):
     """(spec, name) of parameter declaration ``piece``; where kernarg cannot type it (a struct
     of the source, a type it has no name for), the PTX's spec with the declared name. A struct
     ``structs`` (_SourceStructs) lays out as the PTX does is that struct, field by field."""
@@ -2207,7 +2210,7 @@ def _declared_spec(piece, ptx_spec, structs=None):
         return _parse_c_param(piece)
     except ValueError:
         name = _last_identifier(piece)
-        layout = structs.by_value(piece, name) if structs is not None else None
+        layout = structs.by_value(piece, name)
         if layout is None or (layout.itemsize, layout.metadata["align"]) \
                 != (ptx_spec.size, ptx_spec.align):
             return ptx_spec, name
