@@ -11,6 +11,7 @@ from cuda.bindings cimport cydriver
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
@@ -30,6 +31,7 @@ from kernarg._stream cimport stream_handle
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
 
+import array
 import operator
 import threading
 import weakref
@@ -817,6 +819,30 @@ cdef Py_ssize_t _first_tensor_map(ParamBlock blk):
     return blk.st.nargs
 
 
+cdef int _set_layout(Kernel k, tuple layout) except -1:
+    """Give ``k`` the driver's ``layout`` (or None), also as C numbers (Kernel._layout_c)."""
+    k._layout = layout
+    k._layout_c = None if layout is None else \
+        array.array("q", [v for pair in layout for v in pair]).tobytes()
+    return 0
+
+
+cdef inline bint _layout_matches(ParamBlock blk, bytes layout_c) noexcept:
+    """Whether every argument of ``blk`` has the size and offset of ``layout_c``'s
+    parameter (``(offset, size)`` pairs as C long longs): a launch's check of an untyped block,
+    in C. Where it is not, check_layout says what is wrong, or accepts the arguments from a
+    tensor map on."""
+    cdef const long long* lay = <const long long*>PyBytes_AS_STRING(layout_c)
+    cdef Py_ssize_t i, n = PyBytes_GET_SIZE(layout_c) // (2 * sizeof(long long))
+    if blk.st.nargs != n:
+        return False
+    for i in range(n):
+        if (<long long>blk.st.sizes[i] != lay[2 * i + 1]
+                or <long long>(<char*>blk.st.argv[i] - blk.st.data) != lay[2 * i]):
+            return False
+    return True
+
+
 def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
     """Raise TypeError unless the untyped block ``blk`` has exactly ``layout``'s parameters:
     ``((offset, size), ...)`` as the driver reports them. This catches the classic untyped
@@ -1014,8 +1040,11 @@ cdef class Kernel:
     cdef readonly str name
     cdef readonly int device        # the device ordinal it runs on, or -1 if not known
     # Without a signature: the driver's (offset, size) per parameter (cuFuncGetParamInfo),
-    # which untyped packs must match, or None where the driver cannot tell.
+    # which untyped packs must match, or None where the driver cannot tell; set by
+    # _set_layout, which also keeps it as C long longs (offset, size, ...) in _layout_c, so
+    # that a launch compares numbers, not Python objects (see _check_layout_c).
     cdef tuple _layout
+    cdef bytes _layout_c
     # Dynamic shared memory (bytes) launches may ask for without another look at the
     # kernel's limit (see _allow_shmem); 0 until a launch asks for some.
     cdef unsigned int _shmem_ok
@@ -1082,7 +1111,7 @@ cdef class Kernel:
             signature = Signature(signature)
         k = Kernel._make(func, mod, signature, name, ctx, device)
         if signature is None:
-            k._layout = _driver_layout(func)
+            _set_layout(k, _driver_layout(func))
         return k
 
     @classmethod
@@ -1150,7 +1179,7 @@ cdef class Kernel:
         k = Kernel._make(<cydriver.CUfunction>address, handle, signature, name, ctx,
                          -1 if device is None else device)
         if signature is None and device is not None:
-            k._layout = _driver_layout(k._func)
+            _set_layout(k, _driver_layout(k._func))
         return k
 
     @property
@@ -1324,7 +1353,7 @@ cdef class Kernel:
             return typed_block_items(<Signature>self.signature, items, n, keep, stream,
                                      self.device)
         cdef ParamBlock blk = untyped_block_items(items, n, keep, stream, self.device)
-        if self._layout is not None:
+        if self._layout is not None and not _layout_matches(blk, self._layout_c):
             try:
                 check_layout(blk, self._layout, self.name)
             except BaseException:
@@ -1463,7 +1492,7 @@ cdef Kernel _launch_kernel(object kernel):
             _foreign_kernels[address] = k
         return k
     k = Kernel.from_handle(owner, name=f"{type(kernel).__name__} {address:#x}")
-    k._layout = _core_layout(kernel)
+    _set_layout(k, _core_layout(kernel))
     if len(_foreign_by_object) >= FOREIGN_CACHE_SIZE:
         _foreign_by_object.clear()
     _foreign_by_object[key] = (ref, k)
