@@ -198,17 +198,17 @@ def test_readme_tables_match_the_committed_benchmark_results():
 
 def test_readme_gpu_tables_match_the_committed_gpu_results():
     # The README's H100 tables are readme_tables.py's rendering of the committed bench-gpu.json
-    # of that run, row for row.
+    # of the latest run, row for row: the launch table and its split, and the interop table.
     import json
 
     module = _script("readme_tables")
-    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-23",
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-24b",
                            "bench-gpu.json")) as f:
         result = json.load(f)
     assert result["launch"]["device"].startswith("NVIDIA H100")
     lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
     lines = [line for line in lines if line.startswith("|")]
-    assert len(lines) == 2 + 5 + 2 + 13
+    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 16)
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
 

@@ -845,8 +845,9 @@ def test_launch_checks_untyped_packs_against_a_cuda_core_kernels_parameters():
     # Sizes that agree at offsets that do not: the second parameter is 16-aligned (say, a
     # 4-byte __align__(16) struct), where an int32 argument packs at offset 4.
     aligned = _core_kernel(0x6400, [(0, 4), (16, 4)])
-    with pytest.raises(TypeError, match=r"argument 1 \(numpy\.int32\) packs as 4 bytes at offset 4, "
-                                        r"but Kernel 0x6400's parameter 1 is 4 bytes at offset 16"):
+    with pytest.raises(TypeError, match=r"argument 1 \(numpy\.int32\) packs as 4 bytes at "
+                                        r"offset 4, but Kernel 0x6400's parameter 1 is 4 bytes "
+                                        r"at offset 16"):
         kernarg.launch(None, cfg, aligned, np.int32(1), np.int32(2))
 
 
