@@ -403,8 +403,10 @@ def test_torch_cpu_tensor_refused():
 def test_jax_cpu_array_refused():
     # Before kernarg's JAX adapter, this reached JAX's __cuda_array_interface__, which raises
     # AttributeError for CPU arrays: the error named the argument but not the CPU.
-    jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
-    x = jnp.zeros(3, jnp.float32)
+    jax = pytest.importorskip("jax", reason="jax is not installed")
+    # Put on JAX's CPU device by name: where JAX has a GPU, its arrays go there by default (the
+    # H100 run of the CPU suite found this test assuming otherwise).
+    x = jax.device_put(jax.numpy.zeros(3, jax.numpy.float32), jax.devices("cpu")[0])
     with pytest.raises(TypeError, match=r"argument 1 \(jaxlib\..*ArrayImpl\): the memory is on "
                                         r"the CPU.*\(JAX device .*\)"):
         kernarg.pack((1, x))
