@@ -1042,7 +1042,7 @@ cdef class Kernel:
     # Without a signature: the driver's (offset, size) per parameter (cuFuncGetParamInfo),
     # which untyped packs must match, or None where the driver cannot tell; set by
     # _set_layout, which also keeps it as C long longs (offset, size, ...) in _layout_c, so
-    # that a launch compares numbers, not Python objects (see _check_layout_c).
+    # that a launch compares numbers, not Python objects (see _layout_matches).
     cdef tuple _layout
     cdef bytes _layout_c
     # Dynamic shared memory (bytes) launches may ask for without another look at the
