@@ -1355,6 +1355,8 @@ cdef class Kernel:
         cdef ParamBlock blk = untyped_block_items(items, n, keep, stream, self.device)
         if self._layout is not None and not _layout_matches(blk, self._layout_c):
             try:
+                if blk._args is None:       # a vectorcall's: check_layout names them
+                    blk._args = _tuple_of(items, n)
                 check_layout(blk, self._layout, self.name)
             except BaseException:
                 block_release(blk)
@@ -1368,24 +1370,9 @@ cdef class Kernel:
         device), else None."""
         return self._layout
 
-    def launch(self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False,
-               pdl=False, priority=None):
-        """Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts),
-        after making it wait on every producer stream the arguments exported."""
-        cdef Dims d
-        cdef LaunchConfig cfg
-        cdef uint64_t handle
-        if cluster is None and priority is None and not cooperative and not pdl:
-            # No launch attributes: check the dimensions straight into the launch, no objects.
-            _fill_config(&d, grid, block, shmem)
-            handle = stream_handle(stream)
-            _launch(self, &d, NULL, 0, self._pack_args(args, handle), handle)
-        else:
-            cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
-                               cooperative=cooperative, pdl=pdl, priority=priority)
-            handle = stream_handle(stream)
-            _launch(self, &cfg._d, cfg._attrs, cfg._nattrs, self._pack_args(args, handle),
-                    handle)
+    # launch(grid, block, *args, stream=None, ...) is a C function installed on the type after
+    # the class (see _kernel_launch_fastcall): no tuple of the arguments, no generic keyword
+    # parsing.
 
     def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
                 pdl=False, priority=None):
@@ -1408,6 +1395,136 @@ cdef class Kernel:
 
     def __repr__(self):
         return f"<kernarg.Kernel {self.name} signature={self.signature!r}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel.launch and kernarg.launch as CPython "fastcall" C functions
+#
+# Both take the kernel's arguments as *args. Written as Cython def functions, every call would
+# copy them into a new tuple and run Cython's generic keyword parser; a launch needs neither.
+# They are C functions of CPython's METH_FASTCALL | METH_KEYWORDS convention instead (the
+# vectorcall convention of builtins): the positional arguments are read from the caller's
+# array where they lie, followed by the keyword values, named by ``kwnames``. The packers read
+# that array as a PreparedLaunch's vectorcall does (no tuple; a launch captured into a graph
+# gets one made, see _launch's ``borrowed``). Their first lines (the "--" line ends them) are
+# the signatures ``inspect.signature`` reads.
+
+cdef extern from *:
+    """
+    static void kernarg_fastcall_def(PyMethodDef *def, const char *name, void *fn,
+                                     const char *doc) {
+        def->ml_name = name;
+        def->ml_meth = (PyCFunction)(void (*)(void))fn;
+        def->ml_flags = METH_FASTCALL | METH_KEYWORDS;
+        def->ml_doc = doc;
+    }
+
+    static int kernarg_install_method(PyTypeObject *tp, PyMethodDef *def) {
+        PyObject *descr = PyDescr_NewMethod(tp, def);
+        int r;
+        if (descr == NULL) return -1;
+        r = PyDict_SetItemString(tp->tp_dict, def->ml_name, descr);
+        Py_DECREF(descr);
+        PyType_Modified(tp);
+        return r;
+    }
+    """
+    ctypedef struct PyMethodDef:
+        pass
+    void kernarg_fastcall_def(PyMethodDef* d, const char* name, void* fn,
+                              const char* doc) noexcept
+    int kernarg_install_method(PyTypeObject* tp, PyMethodDef* d) except -1
+    object PyCFunction_NewEx(PyMethodDef* ml, PyObject* self, object module)
+    PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
+
+
+cdef str _keyword_error(str func, object name, bint repeated):
+    if repeated:
+        return f"{func}() got multiple values for argument {name!r}"
+    return f"{func}() got an unexpected keyword argument {name!r}"
+
+
+cdef int _required(PyObject* value, str func, str name, int position) except -1:
+    if value == NULL:
+        raise TypeError(f"{func}() missing required argument {name!r} (pos {position})")
+    return 0
+
+
+cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nargs,
+                                    PyObject* kwnames):
+    """``Kernel.launch(grid, block, *args, stream=None, shmem=0, cluster=None,
+    cooperative=False, pdl=False, priority=None)``: ``args[0:nargs]`` by position."""
+    cdef Kernel k = <Kernel>self        # the method descriptor has checked the type
+    cdef PyObject* grid = args[0] if nargs > 0 else NULL
+    cdef PyObject* block = args[1] if nargs > 1 else NULL
+    cdef Py_ssize_t i, nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
+    cdef Py_ssize_t n = nargs - 2 if nargs > 2 else 0
+    stream = cluster = priority = None
+    shmem = 0
+    cooperative = pdl = False
+    for i in range(nkw):
+        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+        value = <object>args[nargs + i]
+        if name == "stream":
+            stream = value
+        elif name == "shmem":
+            shmem = value
+        elif name == "cluster":
+            cluster = value
+        elif name == "cooperative":
+            cooperative = value
+        elif name == "pdl":
+            pdl = value
+        elif name == "priority":
+            priority = value
+        elif name == "grid" and grid == NULL:
+            grid = args[nargs + i]
+        elif name == "block" and block == NULL:
+            block = args[nargs + i]
+        else:
+            raise TypeError(_keyword_error("Kernel.launch", name, name in ("grid", "block")))
+    _required(grid, "Kernel.launch", "grid", 1)
+    _required(block, "Kernel.launch", "block", 2)
+    _kernel_launch(k, <object>grid, <object>block, args + 2, n, stream, shmem, cluster,
+                   cooperative, pdl, priority)
+    return None
+
+
+cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, Py_ssize_t n,
+                        object stream, object shmem, object cluster, object cooperative,
+                        object pdl, object priority) except -1:
+    """Pack the ``n`` arguments at ``items`` and launch on ``stream`` (anything
+    kernarg.resolve_stream accepts), after making it wait on every producer stream the
+    arguments exported."""
+    cdef Dims d
+    cdef LaunchConfig cfg
+    cdef uint64_t handle
+    if cluster is None and priority is None and not cooperative and not pdl:
+        # No launch attributes: check the dimensions straight into the launch, no objects.
+        _fill_config(&d, grid, block, shmem)
+        handle = stream_handle(stream)
+        return _launch(k, &d, NULL, 0, k._pack_items(items, n, None, handle), handle, True,
+                       items)
+    cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+                       pdl=pdl, priority=priority)
+    handle = stream_handle(stream)
+    return _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(items, n, None, handle),
+                   handle, True, items)
+
+
+cdef const char* _KERNEL_LAUNCH_DOC = b"""\
+launch($self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False, \
+pdl=False, priority=None)
+--
+
+Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts), after
+making it wait on every producer stream the arguments exported. ``shmem``: bytes of dynamic
+shared memory; ``cluster``, ``cooperative``, ``pdl`` and ``priority`` as for LaunchConfig.
+"""
+cdef PyMethodDef _kernel_launch_def
+kernarg_fastcall_def(&_kernel_launch_def, "launch", <void*>_kernel_launch_fastcall,
+                     _KERNEL_LAUNCH_DOC)
+kernarg_install_method(<PyTypeObject*>Kernel, &_kernel_launch_def)
 
 
 cdef int _kernel_device(object device) except -1:

@@ -183,6 +183,44 @@ def test_arguments_checked_before_any_driver_call():
     assert k.prepare(1, 1, stream=0).stream == 0
 
 
+def test_kernel_launch_takes_its_arguments_as_its_signature_says():
+    # Kernel.launch is a C function of CPython's fastcall convention (no tuple of the
+    # arguments): it parses its keywords itself, so it must refuse what a def would.
+    import inspect
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    assert list(inspect.signature(kernarg.Kernel.launch).parameters) == [
+        "self", "grid", "block", "args", "stream", "shmem", "cluster", "cooperative", "pdl",
+        "priority"]
+    assert "producer stream" in kernarg.Kernel.launch.__doc__
+    for call, message in (
+            (lambda: k.launch(), "missing required argument 'grid' \\(pos 1\\)"),
+            (lambda: k.launch(1), "missing required argument 'block' \\(pos 2\\)"),
+            (lambda: k.launch(block=1), "missing required argument 'grid'"),
+            (lambda: k.launch(1, 1, None, 3, n=3), "unexpected keyword argument 'n'"),
+            (lambda: k.launch(1, 1, None, 3, grid=2), "multiple values for argument 'grid'"),
+            (lambda: k.launch(1, block=2), "takes 2 arguments"),
+            (lambda: k.launch(1, 1, block=2), "multiple values for argument 'block'"),
+            (lambda: kernarg.Kernel.launch(object(), 1, 1), "'launch'.*'object'")):
+        with pytest.raises(TypeError, match=message):
+            call()
+    # grid and block by keyword reach the checks; so does every other keyword.
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        k.launch(block=32, grid=1)
+    with pytest.raises(ValueError, match="grid\\[0\\] is 0"):
+        k.launch(grid=0, block=1)
+    with pytest.raises(ValueError, match="shmem must be an int"):
+        k.launch(1, 1, None, 3, shmem=None)
+    with pytest.raises(ValueError, match="cluster\\[0\\] is 17"):
+        k.launch(17, 1, None, 3, cluster=17)
+    with pytest.raises(TypeError, match="priority must be an int"):
+        k.launch(1, 1, None, 3, priority="high")
+    with pytest.raises(OverflowError, match="'n'"):
+        kernarg.Kernel.launch(k, 1, 1, None, 2**40)
+    with pytest.raises(OverflowError, match="'n'"):
+        k.launch(*[1, 1, None, 2**40], **{"stream": 0x55, "pdl": True})
+
+
 def test_a_prepared_launch_takes_positional_arguments_however_called():
     # A PreparedLaunch is called by vectorcall (the arguments read from the caller's array, no
     # tuple) and, by PreparedLaunch.__call__, from a tuple. Both check alike, before the driver.
@@ -229,8 +267,11 @@ def test_a_failed_prepared_launch_lets_go_of_its_arguments():
         for _ in range(200):
             with pytest.raises(kernarg.NoDriverError):
                 p(producer, n, x)
+            # Kernel.launch reads its arguments where the call left them too.
+            with pytest.raises(kernarg.NoDriverError):
+                kernel.launch(1, 32, producer, n, x, stream=0x55)
         assert producer.deleted == producer.exported
-    assert producer.exported == 400 and set(producer.streams) == {0x55}
+    assert producer.exported == 800 and set(producer.streams) == {0x55}
     assert [sys.getrefcount(o) for o in (producer, n, x)] == before
 
 

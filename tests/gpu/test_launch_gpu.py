@@ -1397,8 +1397,14 @@ def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
     raw = kernarg.Kernel.from_handle(typed.handle, device=0)    # no signature
     assert raw.param_layout == ((0, 8), (8, 4), (12, 4))
     out = DeviceArray(4 * 32, typestr="<f4")
-    with pytest.raises(TypeError, match="argument 1 \\(float\\) packs as 8 bytes"):
-        raw.launch(1, 32, out, 6.5, 32)
+    # Every call path: Kernel.launch and a prepared launch read the arguments where the call
+    # left them (no tuple), PreparedLaunch.__call__ from a tuple; the message names each.
+    prepared = raw.prepare(1, 32)
+    for call in (raw.launch, lambda *a: raw.launch(*a[:2], *a[2:], stream=None),
+                 lambda *a: prepared(*a[2:]),
+                 lambda *a: kernarg.PreparedLaunch.__call__(prepared, *a[2:])):
+        with pytest.raises(TypeError, match="argument 1 \\(float\\) packs as 8 bytes"):
+            call(1, 32, out, 6.5, 32)
     raw.launch(1, 32, out, np.float32(6.5), np.int32(32))
     assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
 
