@@ -1575,22 +1575,38 @@ cdef dict _foreign_by_object = {}
 # cuda.core LaunchConfigs converted, by their field values (read on every call: cuda.core's
 # configs are mutable), and the cuda.core config types seen.
 cdef dict _foreign_configs = {}
-cdef set _core_config_types = set()
+cdef dict _core_config_types = {}     # type -> its _config_fields
+
+
+# The foreign kernel object launched last, for a launch loop's repeated lookups: its address
+# (no reference) and its entry of _foreign_by_object. The entry's weak reference is held here
+# too, so its callback (_forget) always runs when the object goes, and clears these before the
+# address can be reused.
+cdef PyObject* _last_foreign = NULL
+cdef tuple _last_foreign_entry = None
 
 
 def _forget(ref, key):
     """Weak-reference callback: drop ``_foreign_by_object[key]`` if it is still ``ref``'s."""
+    global _last_foreign, _last_foreign_entry
+    if _last_foreign_entry is not None and _last_foreign_entry[0] is ref:
+        _last_foreign = NULL
+        _last_foreign_entry = None
     entry = _foreign_by_object.get(key)
     if entry is not None and entry[0] is ref:
         del _foreign_by_object[key]
 
 
 cdef Kernel _launch_kernel(object kernel):
+    global _last_foreign, _last_foreign_entry
     cdef Kernel k
     if isinstance(kernel, Kernel):
         return <Kernel>kernel
+    if <PyObject*>kernel == _last_foreign:
+        return <Kernel>_last_foreign_entry[1]
     entry = _foreign_by_object.get(id(kernel))
     if entry is not None and (<tuple>entry)[0]() is kernel:
+        _last_foreign, _last_foreign_entry = <PyObject*>kernel, entry
         return <Kernel>(<tuple>entry)[1]
     try:
         owner, address = _kernel_address(kernel, "kernarg.launch")
@@ -1639,10 +1655,77 @@ cdef object _grid_in_blocks(object grid, object cluster):
     return (g[0] * c[0], g[1] * c[1], g[2] * c[2])
 
 
-cdef tuple _core_config_values(object config):
+cdef extern from *:
+    """
+    /* The C function that reads the field `descr` describes, where it is a getset descriptor
+       (a C extension type's field: Cython's `public` attributes are). */
+    static int kernarg_field_getter(PyObject *descr, getter *get, void **closure) {
+        PyGetSetDef *def;
+        if (Py_TYPE(descr) != &PyGetSetDescr_Type) return 0;
+        def = ((PyGetSetDescrObject *)descr)->d_getset;
+        if (def->get == NULL) return 0;
+        *get = def->get;
+        *closure = def->closure;
+        return 1;
+    }
+
+    static PyObject *kernarg_read_field(getter get, void *closure, PyObject *obj) {
+        return get(obj, closure);
+    }
+
+    /* Whether `t` is a C extension's (static) type that looks attributes up as `object` does:
+       its fields' descriptors cannot be replaced, nor read around. */
+    static int kernarg_static_plain_type(PyTypeObject *t) {
+        return !PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE)
+            && t->tp_getattro == PyObject_GenericGetAttr;
+    }
+    """
+    ctypedef PyObject* (*getter)(PyObject*, void*)
+    bint kernarg_field_getter(object descr, getter* get, void** closure) noexcept
+    object kernarg_read_field(getter get, void* closure, object obj)
+    bint kernarg_static_plain_type(PyTypeObject* t) noexcept
+
+
+_CORE_CONFIG_FIELDS = ("grid", "block", "cluster", "shmem_size", "is_cooperative",
+                       "programmatic_stream_serialization")
+
+
+@cython.final
+cdef class _ConfigFields:
+    """The C functions that read a cuda.core LaunchConfig type's six fields: reading them so
+    is reading the attributes, less six lookups by name (~60 ns a launch on the development
+    VM, more on Python 3.12)."""
+    cdef getter get[6]
+    cdef void* closure[6]
+
+
+cdef object _config_fields(type t):
+    """``t``'s field readers (_ConfigFields), or None where the fields must be read by name:
+    a heap type (a Python class, whose attributes can be reassigned), one with an attribute
+    lookup of its own, or a field that is not a C extension's."""
+    cdef _ConfigFields f = _ConfigFields.__new__(_ConfigFields)
+    if not kernarg_static_plain_type(<PyTypeObject*>t):
+        return None
+    for i, name in enumerate(_CORE_CONFIG_FIELDS):
+        descr = getattr(t, name, None)
+        if descr is None or not kernarg_field_getter(descr, &f.get[i], &f.closure[i]):
+            return None
+    return f
+
+
+cdef inline object _field(_ConfigFields f, int i, object config):
+    return kernarg_read_field(f.get[i], f.closure[i], config)
+
+
+cdef tuple _core_config_values(object config, object fields=None):
     """A cuda.core LaunchConfig's fields: grid, block, cluster, shmem_size (None: 0),
     is_cooperative (``cooperative_launch`` before cuda.core 1.0) and
-    programmatic_stream_serialization."""
+    programmatic_stream_serialization. ``fields``: the type's readers (_config_fields)."""
+    cdef _ConfigFields f
+    if fields is not None:
+        f = <_ConfigFields>fields
+        return (_field(f, 0, config), _field(f, 1, config), _field(f, 2, config),
+                _field(f, 3, config) or 0, _field(f, 4, config), _field(f, 5, config))
     cooperative = getattr(config, "is_cooperative", None)
     if cooperative is None:
         cooperative = getattr(config, "cooperative_launch", False)
@@ -1651,18 +1734,46 @@ cdef tuple _core_config_values(object config):
             getattr(config, "programmatic_stream_serialization", False))
 
 
+# The cuda.core config converted last: its field values (the objects read) and the result. A
+# launch loop reads the same objects from its config each time, and compares them by identity
+# here rather than hashing them for _foreign_configs. Only hashable values are kept: tuples
+# and ints cannot change, so the same objects convert the same.
+cdef tuple _last_core_values = None
+cdef LaunchConfig _last_core_config = None
+
+
 def _config_from(config):
     """``config`` as a :class:`LaunchConfig`: itself, or a cuda.core ``LaunchConfig`` converted
     (with a cluster, cuda.core's grid counts clusters; the driver's, blocks)."""
-    if isinstance(config, LaunchConfig):
-        return config
+    return _config_of(config)
+
+
+def _config_values(config, bint by_name=False):
+    """A cuda.core config's fields as launch() reads them; ``by_name``: by attribute name, as
+    for a Python class (for tests that the two agree)."""
+    fields = None if by_name else _config_fields(type(config))
+    return _core_config_values(config, fields), fields is not None
+
+
+cdef LaunchConfig _config_of(object config):
+    global _last_core_values, _last_core_config
+    cdef Py_ssize_t i
+    if type(config) is LaunchConfig:
+        return <LaunchConfig>config
     t = type(config)
-    if t not in _core_config_types:
+    fields = _core_config_types.get(t, _core_config_types)     # the dict itself: not seen
+    if fields is _core_config_types:
         if not t.__module__.startswith("cuda.core"):
             raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a "
                             f"cuda.core LaunchConfig, got {t.__name__}")
-        _core_config_types.add(t)
-    values = _core_config_values(config)
+        fields = _core_config_types[t] = _config_fields(t)
+    values = _core_config_values(config, fields)
+    if _last_core_values is not None:
+        for i in range(6):
+            if (<tuple>values)[i] is not _last_core_values[i]:
+                break
+        else:
+            return _last_core_config
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
@@ -1672,6 +1783,7 @@ def _config_from(config):
         if len(_foreign_configs) >= FOREIGN_CACHE_SIZE:
             _foreign_configs.clear()
         _foreign_configs[values] = cfg
+    _last_core_values, _last_core_config = values, cfg
     return cfg
 
 
@@ -1683,31 +1795,58 @@ cdef LaunchConfig _converted(tuple values):
                         pdl=pdl)
 
 
-def launch(stream, config, kernel, *args):
-    """Launch ``kernel`` with ``config`` on ``stream``: cuda.core's ``launch`` call form, so
-    code written for ``cuda.core.launch`` can switch by changing the import.
+cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
+                             PyObject* kwnames):
+    """``kernarg.launch(stream, config, kernel, *args)``: ``args[0:nargs]`` by position (see
+    _kernel_launch_fastcall)."""
+    cdef PyObject* given[3]             # stream, config, kernel
+    cdef Py_ssize_t i, j, nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
+    cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
+    for i in range(3):
+        given[i] = args[i] if nargs > i else NULL
+    for i in range(nkw):
+        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+        j = 0 if name == "stream" else 1 if name == "config" else 2 if name == "kernel" else -1
+        if j < 0 or given[j] != NULL:
+            raise TypeError(_keyword_error("launch", name, j >= 0))
+        given[j] = args[nargs + i]
+    for i, name in enumerate(("stream", "config", "kernel")):
+        _required(given[i], "launch", name, i + 1)
+    cdef Kernel k = _launch_kernel(<object>given[2])
+    cdef LaunchConfig cfg = _config_of(<object>given[1])
+    cdef uint64_t handle = stream_handle(<object>given[0])
+    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(args + 3, n, None, handle),
+            handle, True, args + 3)
+    return None
 
-    Parameters
-    ----------
-    stream
-        Anything :func:`kernarg.resolve_stream` accepts (a cuda.core ``Stream``, say).
-    config : LaunchConfig or cuda.core LaunchConfig
-        A cuda.core config is read as cuda.core defines it: with a ``cluster``, its ``grid``
-        counts clusters, not blocks. A converted config is kept and found again by its
-        fields, which are read each call, since cuda.core's configs are mutable.
-    kernel : Kernel, cuda.core Kernel, or a CUfunction/CUkernel handle
-        A foreign kernel is wrapped once (``Kernel.from_handle``) and launched in the current
-        context, as cuda.core launches it. Its arguments are packed untyped; a cuda.core
-        Kernel's are then checked against the parameter sizes and offsets the driver reports
-        (``arguments_info``), so a Python float for a ``float`` parameter is an error, not 8
-        bytes where the kernel reads 4.
-    *args
-        The kernel's arguments.
-    """
-    cdef Kernel k = _launch_kernel(kernel)
-    cdef LaunchConfig cfg = <LaunchConfig>_config_from(config)
-    cdef uint64_t handle = stream_handle(stream)
-    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_args(args, handle), handle)
+
+cdef const char* _LAUNCH_DOC = b"""\
+launch(stream, config, kernel, *args)
+--
+
+Launch ``kernel`` with ``config`` on ``stream``: cuda.core's ``launch`` call form, so
+code written for ``cuda.core.launch`` can switch by changing the import.
+
+Parameters
+----------
+stream
+    Anything :func:`kernarg.resolve_stream` accepts (a cuda.core ``Stream``, say).
+config : LaunchConfig or cuda.core LaunchConfig
+    A cuda.core config is read as cuda.core defines it: with a ``cluster``, its ``grid``
+    counts clusters, not blocks. A converted config is kept and found again by its
+    fields, which are read each call, since cuda.core's configs are mutable.
+kernel : Kernel, cuda.core Kernel, or a CUfunction/CUkernel handle
+    A foreign kernel is wrapped once (``Kernel.from_handle``) and launched in the current
+    context, as cuda.core launches it. Its arguments are packed untyped; a cuda.core
+    Kernel's are then checked against the parameter sizes and offsets the driver reports
+    (``arguments_info``), so a Python float for a ``float`` parameter is an error, not 8
+    bytes where the kernel reads 4.
+*args
+    The kernel's arguments.
+"""
+cdef PyMethodDef _launch_def
+kernarg_fastcall_def(&_launch_def, "launch", <void*>_launch_fastcall, _LAUNCH_DOC)
+launch = PyCFunction_NewEx(&_launch_def, NULL, __name__)
 
 
 # A PreparedLaunch is called through CPython's vectorcall protocol (PEP 590): the packers read

@@ -267,11 +267,14 @@ def test_a_failed_prepared_launch_lets_go_of_its_arguments():
         for _ in range(200):
             with pytest.raises(kernarg.NoDriverError):
                 p(producer, n, x)
-            # Kernel.launch reads its arguments where the call left them too.
+            # Kernel.launch and kernarg.launch read their arguments where the call left
+            # them too.
             with pytest.raises(kernarg.NoDriverError):
                 kernel.launch(1, 32, producer, n, x, stream=0x55)
+            with pytest.raises(kernarg.NoDriverError):
+                kernarg.launch(0x55, p.config, kernel, producer, n, x)
         assert producer.deleted == producer.exported
-    assert producer.exported == 800 and set(producer.streams) == {0x55}
+    assert producer.exported == 1200 and set(producer.streams) == {0x55}
     assert [sys.getrefcount(o) for o in (producer, n, x)] == before
 
 
@@ -810,7 +813,7 @@ def test_launch_reads_cuda_core_configs_as_cuda_core_defines_them():
 
 
 def test_launch_reads_a_real_cuda_core_config():
-    from kernarg._launch import _config_from
+    from kernarg._launch import _config_from, _config_values
 
     core = pytest.importorskip("cuda.core")
     try:
@@ -823,6 +826,21 @@ def test_launch_reads_a_real_cuda_core_config():
     c.grid = (8, 1, 1)
     assert _config_from(c).grid == (8, 1, 1)
     assert _config_from(core.LaunchConfig(grid=1, block=1)).shmem == 0
+    # A C extension's config (cuda.core's is one) is read through its fields' C getters, not
+    # looked up by name: the two must agree, and every change to a field must be seen.
+    values, fast = _config_values(c)
+    assert values == _config_values(c, by_name=True)[0]
+    if not type(c).__flags__ & (1 << 9):        # not a heap type (a Python class)
+        assert fast
+    c.block, c.shmem_size, c.is_cooperative = (64, 1, 1), 512, True
+    cfg = _config_from(c)
+    assert (cfg.grid, cfg.block, cfg.shmem, cfg.cooperative) == ((8, 1, 1), (64, 1, 1), 512,
+                                                                True)
+    c.is_cooperative, c.programmatic_stream_serialization = False, True
+    assert _config_from(c).pdl and not _config_from(c).cooperative
+    c.cluster = (2, 1, 1)                       # the grid counts clusters now
+    assert (_config_from(c).grid, _config_from(c).cluster) == ((16, 1, 1), (2, 1, 1))
+    assert _config_values(c)[0] == _config_values(c, by_name=True)[0]
 
 
 def test_launch_names_what_it_cannot_take():
@@ -840,6 +858,25 @@ def test_launch_names_what_it_cannot_take():
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n")
     with pytest.raises(OverflowError, match="'n'"):     # packed before any driver call
         kernarg.launch(None, cfg, k, None, 2**40)
+    # kernarg.launch is a fastcall C function, as Kernel.launch is: it parses its keywords
+    # itself, as a def of the same signature would.
+    import inspect
+
+    assert str(inspect.signature(kernarg.launch)) == "(stream, config, kernel, *args)"
+    assert "cuda.core" in kernarg.launch.__doc__
+    for call, message in (
+            (lambda: kernarg.launch(), "missing required argument 'stream' \\(pos 1\\)"),
+            (lambda: kernarg.launch(None, cfg), "missing required argument 'kernel'"),
+            (lambda: kernarg.launch(None, kernel=k), "missing required argument 'config'"),
+            (lambda: kernarg.launch(None, cfg, k, stream=1), "multiple values for argument "
+                                                             "'stream'"),
+            (lambda: kernarg.launch(None, cfg, k, n=3), "unexpected keyword argument 'n'")):
+        with pytest.raises(TypeError, match=message):
+            call()
+    with pytest.raises(TypeError, match="takes 2 arguments"):   # read, then packed
+        kernarg.launch(kernel=k, config=cfg, stream=None)
+    with pytest.raises(OverflowError, match="'n'"):
+        kernarg.launch(*[None, cfg, k, None, 2**40])
 
 
 def _core_kernel(handle, params=None):
@@ -870,6 +907,21 @@ def test_launch_wraps_a_foreign_kernel_once():
     # Ints are found by address.
     assert _kernel_for_launch(0x6200) is _kernel_for_launch(0x6200)
     assert _kernel_for_launch(0x6200).handle == 0x6200
+    # The object looked up last is remembered by its address until it goes: one that takes
+    # the address later is another kernel, wrapped on its own.
+    cls = type(_core_kernel(0x6500, [(0, 4)]))
+    reused = 0
+    for _ in range(200):
+        gone = cls()
+        wrapper = _kernel_for_launch(gone)
+        assert _kernel_for_launch(gone) is wrapper
+        address = id(gone)
+        del gone
+        new = cls()
+        if id(new) == address:
+            reused += 1
+            assert _kernel_for_launch(new) is not wrapper
+    assert reused > 0                   # CPython's allocator gave a freed address again
 
 
 def test_launch_checks_untyped_packs_against_a_cuda_core_kernels_parameters():
