@@ -215,6 +215,19 @@ def test_kernel_launch_takes_its_arguments_as_its_signature_says():
         k.launch(17, 1, None, 3, cluster=17)
     with pytest.raises(TypeError, match="priority must be an int"):
         k.launch(1, 1, None, 3, priority="high")
+
+    class Truth:
+        """A flag that says when it is read, by raising."""
+
+        def __init__(self, name):
+            self.name = name
+
+        def __bool__(self):
+            raise LookupError(f"{self.name} read")
+
+    for flag in ("cooperative", "pdl"):
+        with pytest.raises(LookupError, match=f"{flag} read"):
+            k.launch(1, 1, None, 3, **{flag: Truth(flag)})
     with pytest.raises(OverflowError, match="'n'"):
         kernarg.Kernel.launch(k, 1, 1, None, 2**40)
     with pytest.raises(OverflowError, match="'n'"):
