@@ -19,7 +19,10 @@ from kernarg._handler cimport (
     set_launch_device,
     state_release,
 )
-from kernarg._signature cimport Signature, pack_typed_state
+from cpython.tuple cimport PyTuple_GET_SIZE
+
+from kernarg._cdefs cimport tuple_items
+from kernarg._signature cimport Signature, pack_typed_state, with_defaults
 
 import os
 
@@ -79,6 +82,8 @@ cdef int _pack_block(object signature, object args, object stream, int device,
     left empty (capsules consumed so far are released)."""
     cdef tuple t = as_arg_tuple(args, "kernarg")
     cdef BlockState st
+    if signature is not None and PyTuple_GET_SIZE(t) != (<Signature>signature)._n:
+        t = with_defaults(<Signature>signature, tuple_items(t), PyTuple_GET_SIZE(t)) or t
     if stream is not None:
         stream = resolve_stream(stream)
     _open(block, &st, len(t))

@@ -32,11 +32,16 @@ cdef class Signature:
     cdef tuple _types
     cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
     cdef tuple _records        # per parameter: C_STRUCT's dtype for dicts and tuples, or None
+    cdef tuple _default_texts  # per parameter: its default argument as written, or None
+    cdef tuple _defaults       # the values of the defaults of params _first_default.. _n-1
+    cdef Py_ssize_t _first_default     # _n: no call may leave arguments out
 
     cdef _build(self, list specs, list names)
+    cdef _set_defaults(self, list texts)
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1
 cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device)
+cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n)
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
                                   object stream, int device)

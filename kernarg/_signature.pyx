@@ -7,7 +7,8 @@ plan: one C struct per parameter with its code, offset and size, so packing does
 cimport cython
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 from libc.stdint cimport uint64_t
@@ -613,6 +614,67 @@ def _without_default(str piece):
     return parts[0] if len(parts) == 1 else piece
 
 
+def _declared_defaults(list declarations, Py_ssize_t n):
+    """Per parameter, the default argument one of a kernel's ``declarations`` (parameter
+    lists as written) gives it, or None. C++ lets a later declaration add defaults for
+    parameters an earlier one left without."""
+    texts = [None] * n
+    for decl in declarations:
+        pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
+        if len(pieces) == n:
+            for i, piece in enumerate(pieces):
+                if texts[i] is None:
+                    texts[i] = _default_text(piece)
+    return texts
+
+
+def _default_text(str piece):
+    """One parameter declaration's default argument as written (``int n = 4``: ``'4'``), or
+    None where it has none."""
+    parts = _items(piece, True)
+    if len(parts) != 1 or len(parts[0]) == len(piece):
+        return None
+    return piece[len(parts[0]) + 1:].strip() or None
+
+
+_NOT_LITERAL = object()
+# C++ literals a default argument may be, read as the packer then reads the value for the
+# parameter's type: integers (decimal, hex, octal, binary; digit separators; u/l suffixes),
+# decimal floating-point (f/l suffixes), true/false, nullptr/NULL (a null pointer), a
+# character without an escape ('x').
+_INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|0[0-7']*|[1-9][0-9']*)"
+                          r"(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)?")
+_FLOAT_LITERAL = re.compile(r"((?:[0-9][0-9']*\.[0-9']*|\.[0-9][0-9']*)(?:[eE][+-]?[0-9]+)?"
+                            r"|[0-9][0-9']*[eE][+-]?[0-9]+)[fFlL]?")
+
+
+def _default_value(str text):
+    """The value of the default argument ``text``, or _NOT_LITERAL where it is not a literal
+    (a name, a call, an expression: kernarg evaluates no C++)."""
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1].strip()
+    if text in ("true", "false"):
+        return text == "true"
+    if text in ("nullptr", "NULL"):
+        return None
+    if len(text) == 3 and text[0] == text[2] == "'" and text[1] != "\\":
+        return ord(text[1])                 # a character literal, no escape: 'x'
+    sign = 1
+    if text[:1] in ("-", "+"):
+        sign, text = (-1 if text[0] == "-" else 1), text[1:].strip()
+    m = _INT_LITERAL.fullmatch(text)
+    if m:
+        digits = m[1].replace("'", "")
+        if digits[:2] in ("0x", "0X", "0b", "0B"):
+            return sign * int(digits, 0)
+        return sign * int(digits, 8 if len(digits) > 1 and digits[0] == "0" else 10)
+    m = _FLOAT_LITERAL.fullmatch(text)
+    if m:
+        return sign * float(m[1].replace("'", ""))
+    return _NOT_LITERAL
+
+
 _CTYPES_SCALARS = {
     ctypes.c_bool: "bool", ctypes.c_byte: "signed char", ctypes.c_ubyte: "unsigned char",
     ctypes.c_char: "char", ctypes.c_short: "short", ctypes.c_ushort: "unsigned short",
@@ -805,23 +867,29 @@ cdef class Signature:
         free(self._params)      # the columns live in the same allocation
 
     def __init__(self, params):
+        texts = []
         if isinstance(params, str):
             body = params.strip()
             if body in ("", "void"):
                 pairs = []
             else:
-                pairs = [_parse_c_param(p) for p in _split_params(body, True)]
+                pieces = _split_params(body)
+                pairs = [_parse_c_param(p) for p in pieces]
+                texts = [_default_text(p) for p in pieces]
         else:
             pairs = []
             for i, item in enumerate(params):
                 if isinstance(item, str):
                     pairs.append(_parse_c_param(item))
+                    texts.append(_default_text(item))
                     continue
                 try:
                     pairs.append((_spec_from_object(item), None))
+                    texts.append(None)
                 except (TypeError, ValueError) as exc:
                     raise type(exc)(f"parameter {i} ({item!r}): {exc}") from None
         self._build([p[0] for p in pairs], [p[1] for p in pairs])
+        self._set_defaults(texts)
 
     cdef _build(self, list specs, list names):
         cdef Py_ssize_t n = len(specs), i, cur = 0
@@ -877,6 +945,9 @@ cdef class Signature:
         self._nbytes = cur
         self._fits_arena = n <= KERNARG_INLINE_ARGS and cur <= KERNARG_INLINE_BYTES
         self._names = tuple(names)
+        self._default_texts = (None,) * n
+        self._defaults = None
+        self._first_default = n
         self._types = tuple(s.text for s in specs)
         self._structs = tuple(s.struct for s in specs)
         self._records = tuple(s.record for s in specs)
@@ -978,6 +1049,7 @@ cdef class Signature:
             names.append(name)
         cdef Signature sig = cls.__new__(cls)
         sig._build(specs, names)
+        sig._set_defaults(_declared_defaults([w for _, w, _ in decls], len(specs)))
         return sig
 
     def __len__(self):
@@ -1023,8 +1095,42 @@ cdef class Signature:
         which)."""
         return self._records
 
+    cdef _set_defaults(self, list texts):
+        """Record each parameter's default argument as written (``texts``, None: none), and
+        the values of the trailing ones kernarg can read (literals): a call may leave those
+        out, last first. A default that is not a literal ends them: the parameters before it
+        must be passed."""
+        cdef Py_ssize_t i, first = self._n
+        values = []
+        for i in range(self._n - 1, -1, -1):
+            value = _NOT_LITERAL if texts[i] is None else _default_value(texts[i])
+            if value is _NOT_LITERAL:
+                break
+            values.append(value)
+            first = i
+        values.reverse()
+        self._default_texts = tuple(texts) if texts else self._default_texts
+        self._defaults = tuple(values) if values else None
+        self._first_default = first
+
+    @property
+    def defaults(self):
+        """``{parameter index: value}`` of the default arguments a call may leave out (from
+        ``from_source``, or a signature string that gives them: ``"int n = 4"``); a default
+        that is not a literal is in :attr:`default_texts` only."""
+        if self._defaults is None:
+            return {}
+        return {self._first_default + i: v for i, v in enumerate(self._defaults)}
+
+    @property
+    def default_texts(self):
+        """Per parameter, its default argument as written, or None."""
+        return self._default_texts
+
     def __repr__(self):
-        params = ", ".join(f"{t} {n}" if n else t for t, n in zip(self._types, self._names))
+        params = ", ".join(
+            (f"{t} {n}" if n else t) + (f" = {d}" if d is not None else "")
+            for t, n, d in zip(self._types, self._names, self._default_texts))
         return f"kernarg.Signature({params!r})"
 
     def pack(self, args, *, stream=None, device=None):
@@ -1042,6 +1148,8 @@ cdef class Signature:
         ParamBlock
         """
         cdef tuple t = as_arg_tuple(args, "Signature.pack")
+        if self._defaults is not None and PyTuple_GET_SIZE(t) != self._n:
+            t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
         if stream is not None:
             stream = resolve_stream(stream)
         cdef ParamBlock blk
@@ -1067,6 +1175,11 @@ cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n,
     """typed_block for the ``n`` objects at ``items``; ``keep`` as for
     kernarg._handler.untyped_block_items (None: the block must not outlive the call)."""
     cdef ParamBlock blk
+    cdef tuple full
+    if n != sig._n and sig._defaults is not None:
+        full = with_defaults(sig, items, n)
+        if full is not None:    # the block keeps it: a graph then needs no borrowed items
+            return typed_block_items(sig, tuple_items(full), sig._n, full, stream, device)
     cdef bint in_arena = sig._fits_arena and n == sig._n
     if in_arena:
         # The common case: an Arena holds everything, and the sizes column (padded to
@@ -1079,6 +1192,19 @@ cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n,
     set_launch_device(&blk.st, device)
     _pack_typed(sig, &blk.st, items, n, stream, not in_arena)
     return blk
+
+
+cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n):
+    """The ``n`` arguments at ``items`` followed by the default arguments of the parameters
+    after them; None where those are not all known (or nothing was left out)."""
+    if sig._defaults is None or not sig._first_default <= n < sig._n:
+        return None
+    cdef tuple t = PyTuple_New(n)
+    cdef Py_ssize_t i
+    for i in range(n):
+        Py_INCREF(<object>items[i])
+        PyTuple_SET_ITEM(t, i, <object>items[i])
+    return t + sig._defaults[n - sig._first_default:]
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1:
@@ -1228,6 +1354,11 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
         tail = f": no value for {', '.join(missing)}{more}"
     else:
         tail = f": {n - sig._n} more than it has parameters"
+    cdef Py_ssize_t j = sig._first_default - 1     # the default that stops the others
+    if n <= j < sig._n and sig._default_texts[j] is not None:
+        tail += (f" ({_param_name(sig, j)} has the default argument "
+                 f"{sig._default_texts[j]!r}, which kernarg cannot evaluate: only literals, "
+                 "such as 4, 2.5f, true or nullptr)")
     return f"the kernel takes {sig._n} arguments ({params}), got {n}{tail}"
 
 

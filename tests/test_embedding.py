@@ -74,6 +74,11 @@ def test_signature_packing(ext):
         ext.pack_signature("float* out", args)
     with pytest.raises(OverflowError, match="'n'"):
         ext.pack_signature(sig, (0, 0, 0.5, 2**40, 1.0))
+    # Default arguments fill in what a call leaves out, as in kernarg's own packing.
+    defaults = kernarg.Signature("float* out, int n = 4, float a = 0.5f")
+    assert ext.pack_signature(defaults, (0x1000,))[0] == bytes(defaults.pack((0x1000, 4, 0.5)))
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        ext.pack_signature(defaults, ())
 
 
 def test_dlpack_stream_and_deleter_once(ext):

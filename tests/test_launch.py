@@ -292,6 +292,22 @@ def test_a_failed_prepared_launch_lets_go_of_its_arguments():
 
 
 @needs_no_driver
+def test_every_launch_path_fills_in_default_arguments():
+    # Left-out arguments with defaults are filled in before the driver is needed: every call
+    # path gets as far as the driver (none here) rather than refusing the count.
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n = 4, float a = 0.5f")
+    p = k.prepare(1, 32)
+    for call in (lambda: k.launch(1, 32, None), lambda: k.launch(1, 32, None, 3, stream=0x55),
+                 lambda: p(None), lambda: kernarg.PreparedLaunch.__call__(p, None, 2),
+                 lambda: kernarg.launch(None, p.config, k, None)):
+        with pytest.raises(kernarg.NoDriverError):
+            call()
+    assert p.bind(None).closed is False
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        k.launch(1, 32)
+
+
+@needs_no_driver
 def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
     k = kernarg.Kernel.from_handle(0x1234)
     with pytest.raises(kernarg.CudaError, match="no CUDA driver"):

@@ -448,6 +448,44 @@ extern "C" __global__ void k(float* out, float x = 1.5f, P p = P{1, 2.0f},
     assert (text.types, text.names) == (("int", "float", "const float*"), ("a", "b", "p"))
 
 
+def test_default_arguments_that_are_literals_may_be_left_out():
+    # A C++ caller may leave out trailing arguments that have defaults; so may a kernarg one,
+    # where the default is a literal (kernarg evaluates no C++ expressions).
+    sig = kernarg.Signature("float* out, int n = 0x10, double s = -1.5e2, bool b = true, "
+                            "int* q = nullptr, unsigned m = 1'000u, char c = 'x', "
+                            "long o = 017, float f = (.5f)")
+    every = (None, 16, -150.0, True, None, 1000, ord("x"), 15, 0.5)
+    assert sig.defaults == dict(enumerate(every[1:], 1))
+    assert sig.default_texts == (None, "0x10", "-1.5e2", "true", "nullptr", "1'000u", "'x'",
+                                 "017", "(.5f)")
+    assert "int n = 0x10" in repr(sig)
+    for count in range(1, len(every) + 1):
+        assert bytes(sig.pack(every[:count])) == bytes(sig.pack(every))
+    assert bytes(sig.pack((None, 3))) == bytes(sig.pack((None, 3) + every[2:]))
+    with pytest.raises(TypeError, match="takes 9 arguments .*got 0: no value for parameter "
+                                        "0 \\('out'\\)"):
+        sig.pack(())
+    # A default that does not fit its parameter is refused like a value passed for it.
+    with pytest.raises(OverflowError, match="'c'"):
+        kernarg.Signature("unsigned char c = 300").pack(())
+    # From the source, where a prototype may give the defaults and the definition not. A
+    # default that is not a literal (a macro, an expression) ends the ones that can be left
+    # out, and the refusal says which one.
+    src = """#define N 3
+extern "C" __global__ void k(float* p, int n = N, float s = 2.5f, int t = -1);
+extern "C" __global__ void k(float* p, int n, float s, int t) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.defaults == {2: 2.5, 3: -1}
+    assert sig.default_texts == (None, "N", "2.5f", "-1")
+    assert bytes(sig.pack((None, 3))) == bytes(sig.pack((None, 3, 2.5, -1)))
+    with pytest.raises(TypeError, match="parameter 1 \\('n'\\) has the default argument 'N', "
+                                        "which kernarg cannot evaluate"):
+        sig.pack((None,))
+    for text in ("3 > 2 ? 4 : 5", "real(1)", "1 + 2", "'\\n'", '",)"', "0x1p3", "N"):
+        assert kernarg.Signature(f"float x = {text}").defaults == {}, text
+
+
 def test_a_conditional_inside_the_parameter_list_leaves_the_layout_to_the_ptx():
     # Which parameters the compiler saw depends on macros kernarg does not evaluate: the
     # PTX's layout, names unknown. Before, the directive's words made a parameter name, and
