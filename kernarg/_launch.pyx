@@ -1648,6 +1648,11 @@ def _kernel_for_launch(kernel):
     return _launch_kernel(kernel)
 
 
+def _last_foreign_address():
+    """The address of the foreign kernel object :func:`launch` remembers, or 0 (for tests)."""
+    return <uintptr_t>_last_foreign
+
+
 cdef object _grid_in_blocks(object grid, object cluster):
     # cuda.core counts the grid in clusters when a cluster is given; the driver, in blocks.
     g = _dims(grid, "grid", _GRID_LIMITS)
