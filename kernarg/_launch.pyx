@@ -1438,55 +1438,55 @@ cdef extern from *:
     PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
 
 
-cdef str _keyword_error(str func, object name, bint repeated):
-    if repeated:
-        return f"{func}() got multiple values for argument {name!r}"
-    return f"{func}() got an unexpected keyword argument {name!r}"
-
-
-cdef int _required(PyObject* value, str func, str name, int position) except -1:
-    if value == NULL:
-        raise TypeError(f"{func}() missing required argument {name!r} (pos {position})")
+cdef int _parse_fastcall(str func, tuple names, Py_ssize_t npos, PyObject** args,
+                         Py_ssize_t nargs, PyObject* kwnames, PyObject** given) except -1:
+    """Put a fastcall's arguments by name into ``given``: ``given[j]`` is the value for
+    ``names[j]``, or NULL where the call gave none. The first ``npos`` names are those of
+    the positional parameters (``args[0:npos]``, also passable by keyword), the rest are
+    keyword-only; the positional arguments after them are the kernel's. Refuses, as a ``def``
+    would, a keyword not in ``names``, a value given twice and a missing positional one."""
+    cdef Py_ssize_t i, j, m = len(names)
+    cdef Py_ssize_t nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
+    for j in range(m):
+        given[j] = args[j] if j < npos and j < nargs else NULL
+    for i in range(nkw):
+        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+        for j in range(m):
+            if name is names[j]:        # CPython interns keyword names, as Cython its strs
+                break
+        else:
+            for j in range(m):
+                if name == names[j]:
+                    break
+            else:
+                raise TypeError(f"{func}() got an unexpected keyword argument {name!r}")
+        if given[j] != NULL:
+            raise TypeError(f"{func}() got multiple values for argument {name!r}")
+        given[j] = args[nargs + i]
+    for j in range(npos):
+        if given[j] == NULL:
+            raise TypeError(f"{func}() missing required argument {names[j]!r} (pos {j + 1})")
     return 0
+
+
+cdef inline object _or(PyObject* value, object default):
+    return <object>value if value != NULL else default
+
+
+cdef tuple _KERNEL_LAUNCH_NAMES = (
+    "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority")
 
 
 cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nargs,
                                     PyObject* kwnames):
     """``Kernel.launch(grid, block, *args, stream=None, shmem=0, cluster=None,
     cooperative=False, pdl=False, priority=None)``: ``args[0:nargs]`` by position."""
-    cdef Kernel k = <Kernel>self        # the method descriptor has checked the type
-    cdef PyObject* grid = args[0] if nargs > 0 else NULL
-    cdef PyObject* block = args[1] if nargs > 1 else NULL
-    cdef Py_ssize_t i, nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
-    cdef Py_ssize_t n = nargs - 2 if nargs > 2 else 0
-    stream = cluster = priority = None
-    shmem = 0
-    cooperative = pdl = False
-    for i in range(nkw):
-        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
-        value = <object>args[nargs + i]
-        if name == "stream":
-            stream = value
-        elif name == "shmem":
-            shmem = value
-        elif name == "cluster":
-            cluster = value
-        elif name == "cooperative":
-            cooperative = value
-        elif name == "pdl":
-            pdl = value
-        elif name == "priority":
-            priority = value
-        elif name == "grid" and grid == NULL:
-            grid = args[nargs + i]
-        elif name == "block" and block == NULL:
-            block = args[nargs + i]
-        else:
-            raise TypeError(_keyword_error("Kernel.launch", name, name in ("grid", "block")))
-    _required(grid, "Kernel.launch", "grid", 1)
-    _required(block, "Kernel.launch", "block", 2)
-    _kernel_launch(k, <object>grid, <object>block, args + 2, n, stream, shmem, cluster,
-                   cooperative, pdl, priority)
+    cdef PyObject* given[8]
+    _parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
+    _kernel_launch(<Kernel>self,        # the method descriptor has checked the type
+                   <object>given[0], <object>given[1], args + 2, nargs - 2 if nargs > 2 else 0,
+                   _or(given[2], None), _or(given[3], 0), _or(given[4], None),
+                   _or(given[5], False), _or(given[6], False), _or(given[7], None))
     return None
 
 
@@ -1800,23 +1800,16 @@ cdef LaunchConfig _converted(tuple values):
                         pdl=pdl)
 
 
+cdef tuple _LAUNCH_NAMES = ("stream", "config", "kernel")
+
+
 cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
                              PyObject* kwnames):
     """``kernarg.launch(stream, config, kernel, *args)``: ``args[0:nargs]`` by position (see
     _kernel_launch_fastcall)."""
-    cdef PyObject* given[3]             # stream, config, kernel
-    cdef Py_ssize_t i, j, nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
+    cdef PyObject* given[3]
     cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
-    for i in range(3):
-        given[i] = args[i] if nargs > i else NULL
-    for i in range(nkw):
-        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
-        j = 0 if name == "stream" else 1 if name == "config" else 2 if name == "kernel" else -1
-        if j < 0 or given[j] != NULL:
-            raise TypeError(_keyword_error("launch", name, j >= 0))
-        given[j] = args[nargs + i]
-    for i, name in enumerate(("stream", "config", "kernel")):
-        _required(given[i], "launch", name, i + 1)
+    _parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
     cdef uint64_t handle = stream_handle(<object>given[0])
