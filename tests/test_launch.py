@@ -228,6 +228,11 @@ def test_kernel_launch_takes_its_arguments_as_its_signature_says():
     for flag in ("cooperative", "pdl"):
         with pytest.raises(LookupError, match=f"{flag} read"):
             k.launch(1, 1, None, 3, **{flag: Truth(flag)})
+        # A keyword name built at run time is not the interned str: found by equality.
+        built = "".join(list(flag))
+        assert built is not flag
+        with pytest.raises(LookupError, match=f"{flag} read"):
+            k.launch(1, 1, None, 3, **{built: Truth(flag)})
     with pytest.raises(OverflowError, match="'n'"):
         kernarg.Kernel.launch(k, 1, 1, None, 2**40)
     with pytest.raises(OverflowError, match="'n'"):
