@@ -82,7 +82,7 @@ cdef int _pack_block(object signature, object args, object stream, int device,
     left empty (capsules consumed so far are released)."""
     cdef tuple t = as_arg_tuple(args, "kernarg")
     cdef BlockState st
-    if signature is not None and PyTuple_GET_SIZE(t) != (<Signature>signature)._n:
+    if signature is not None:
         t = with_defaults(<Signature>signature, tuple_items(t), PyTuple_GET_SIZE(t)) or t
     if stream is not None:
         stream = resolve_stream(stream)

@@ -1,6 +1,8 @@
 # C declarations shared by kernarg's Cython modules: the helpers in _cutils.h and the CPython
 # internals the fast paths use. Internal: the embedding API (_capi.pxd) does not cimport this.
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
 
@@ -41,6 +43,16 @@ cdef extern from "Python.h":
 cdef inline PyObject** tuple_items(tuple t) noexcept:
     """The item array of ``t``: what the packers read, as they read a vectorcall's arguments."""
     return <PyObject**>&(<PyTupleObject*>t).ob_item[0]
+
+
+cdef inline tuple tuple_of(PyObject** items, Py_ssize_t n):
+    """A new tuple of the ``n`` objects at ``items`` (a vectorcall's arguments, say)."""
+    cdef tuple t = PyTuple_New(n)
+    cdef Py_ssize_t i
+    for i in range(n):
+        Py_INCREF(<object>items[i])
+        PyTuple_SET_ITEM(t, i, <object>items[i])
+    return t
 
 
 cdef inline bint is_numpy_bool(type t):

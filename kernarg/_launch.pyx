@@ -14,10 +14,10 @@ from libc.string cimport memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdlib cimport free, malloc
 
-from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items
+from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items, tuple_of
 from kernarg._handler cimport (
     ParamBlock,
     block_release,
@@ -575,21 +575,12 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
         _check(err, "cuLaunchKernelEx")
         if capture.active:
             if borrowed != NULL and blk._args is None:
-                blk._args = _tuple_of(borrowed, blk.st.nargs)
+                blk._args = tuple_of(borrowed, blk.st.nargs)
             kept = _keep_for_graph(capture.graph, blk)
     finally:
         if owned and not kept:
             block_release(blk)
     return 0
-
-
-cdef tuple _tuple_of(PyObject** items, Py_ssize_t n):
-    cdef tuple t = PyTuple_New(n)
-    cdef Py_ssize_t i
-    for i in range(n):
-        Py_INCREF(<object>items[i])
-        PyTuple_SET_ITEM(t, i, <object>items[i])
-    return t
 
 
 cdef int _check_threads(Kernel k, const Dims* d) except -1:
@@ -1356,7 +1347,7 @@ cdef class Kernel:
         if self._layout is not None and not _layout_matches(blk, self._layout_c):
             try:
                 if blk._args is None:       # a vectorcall's: check_layout names them
-                    blk._args = _tuple_of(items, n)
+                    blk._args = tuple_of(items, n)
                 check_layout(blk, self._layout, self.name)
             except BaseException:
                 block_release(blk)
@@ -1451,8 +1442,8 @@ cdef int _parse_fastcall(str func, tuple names, Py_ssize_t npos, PyObject** args
         given[j] = args[j] if j < npos and j < nargs else NULL
     for i in range(nkw):
         name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
-        for j in range(m):
-            if name is names[j]:        # CPython interns keyword names, as Cython its strs
+        for j in range(m):              # CPython interns keyword names, as Cython its strs
+            if <PyObject*>name == PyTuple_GET_ITEM(names, j):
                 break
         else:
             for j in range(m):
@@ -1497,19 +1488,20 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     kernarg.resolve_stream accepts), after making it wait on every producer stream the
     arguments exported."""
     cdef Dims d
+    cdef Dims* dims = &d
     cdef LaunchConfig cfg
-    cdef uint64_t handle
+    cdef cydriver.CUlaunchAttribute* attrs = NULL
+    cdef unsigned int nattrs = 0
     if cluster is None and priority is None and not cooperative and not pdl:
         # No launch attributes: check the dimensions straight into the launch, no objects.
         _fill_config(&d, grid, block, shmem)
-        handle = stream_handle(stream)
-        return _launch(k, &d, NULL, 0, k._pack_items(items, n, None, handle), handle, True,
-                       items)
-    cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
-                       pdl=pdl, priority=priority)
-    handle = stream_handle(stream)
-    return _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(items, n, None, handle),
-                   handle, True, items)
+    else:
+        cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+                           pdl=pdl, priority=priority)
+        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
+    cdef uint64_t handle = stream_handle(stream)
+    return _launch(k, dims, attrs, nattrs, k._pack_items(items, n, None, handle), handle, True,
+                   items)
 
 
 cdef const char* _KERNEL_LAUNCH_DOC = b"""\

@@ -7,8 +7,7 @@ plan: one C struct per parameter with its code, offset and size, so packing does
 cimport cython
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_SIZE
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 from libc.stdint cimport uint64_t
@@ -83,6 +82,7 @@ from kernarg._cdefs cimport (
     kernarg_typed_int_run,
     kernarg_typed_int_run_call,
     tuple_items,
+    tuple_of,
 )
 
 
@@ -608,10 +608,18 @@ def _split_params(str text, bint without_defaults=False):
     return parts
 
 
+def _split_default(str piece):
+    """One parameter declaration as (the declaration without its default argument, the
+    default as written or None): ``int n = 4`` is ``('int n ', '4')``."""
+    parts = _items(piece, True)
+    if len(parts) != 1 or len(parts[0]) == len(piece):
+        return piece, None
+    return parts[0], piece[len(parts[0]) + 1:].strip() or None
+
+
 def _without_default(str piece):
     """One parameter declaration without its default argument."""
-    parts = _items(piece, True)
-    return parts[0] if len(parts) == 1 else piece
+    return _split_default(piece)[0]
 
 
 def _declared_defaults(list declarations, Py_ssize_t n):
@@ -631,10 +639,7 @@ def _declared_defaults(list declarations, Py_ssize_t n):
 def _default_text(str piece):
     """One parameter declaration's default argument as written (``int n = 4``: ``'4'``), or
     None where it has none."""
-    parts = _items(piece, True)
-    if len(parts) != 1 or len(parts[0]) == len(piece):
-        return None
-    return piece[len(parts[0]) + 1:].strip() or None
+    return _split_default(piece)[1]
 
 
 _NOT_LITERAL = object()
@@ -1109,7 +1114,7 @@ cdef class Signature:
             values.append(value)
             first = i
         values.reverse()
-        self._default_texts = tuple(texts) if texts else self._default_texts
+        self._default_texts = tuple(texts)
         self._defaults = tuple(values) if values else None
         self._first_default = first
 
@@ -1148,8 +1153,7 @@ cdef class Signature:
         ParamBlock
         """
         cdef tuple t = as_arg_tuple(args, "Signature.pack")
-        if self._defaults is not None and PyTuple_GET_SIZE(t) != self._n:
-            t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
+        t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
         if stream is not None:
             stream = resolve_stream(stream)
         cdef ParamBlock blk
@@ -1176,7 +1180,7 @@ cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n,
     kernarg._handler.untyped_block_items (None: the block must not outlive the call)."""
     cdef ParamBlock blk
     cdef tuple full
-    if n != sig._n and sig._defaults is not None:
+    if n != sig._n:
         full = with_defaults(sig, items, n)
         if full is not None:    # the block keeps it: a graph then needs no borrowed items
             return typed_block_items(sig, tuple_items(full), sig._n, full, stream, device)
@@ -1199,12 +1203,7 @@ cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n):
     after them; None where those are not all known (or nothing was left out)."""
     if sig._defaults is None or not sig._first_default <= n < sig._n:
         return None
-    cdef tuple t = PyTuple_New(n)
-    cdef Py_ssize_t i
-    for i in range(n):
-        Py_INCREF(<object>items[i])
-        PyTuple_SET_ITEM(t, i, <object>items[i])
-    return t + sig._defaults[n - sig._first_default:]
+    return tuple_of(items, n) + sig._defaults[n - sig._first_default:]
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1:
