@@ -878,11 +878,14 @@ _loaded_modules = weakref.WeakValueDictionary()
 
 class _Compiled:
     """One NVRTC run: PTX, machine code (or None), the lowered names NVRTC gave its name
-    expressions, and per kernel name asked for, its PTX entry and signature."""
-    __slots__ = ("source", "ptx", "cubin", "lowered", "kernels")
+    expressions, and per kernel name asked for, its PTX entry and signature. ``source`` is
+    where the declarations are looked for (the source and its in-memory headers);
+    ``evaluate``, what evaluates default arguments (kernarg._signature._evaluator)."""
+    __slots__ = ("source", "ptx", "cubin", "lowered", "kernels", "evaluate")
 
-    def __init__(self, source, ptx, cubin, lowered):
+    def __init__(self, source, ptx, cubin, lowered, evaluate=None):
         self.source, self.ptx, self.cubin, self.lowered = source, ptx, cubin, lowered
+        self.evaluate = evaluate
         self.kernels = {}
 
     def kernel(self, str name):
@@ -890,7 +893,8 @@ class _Compiled:
         got = self.kernels.get(name)
         if got is None:
             lowered = self.lowered.get(name)
-            sig = Signature._from_source_and_ptx(self.source, name, self.ptx, lowered)
+            sig = Signature._from_source_and_ptx(self.source, name, self.ptx, lowered,
+                                                 self.evaluate)
             got = (lowered or _entry_name(self.ptx, name), sig)
             self.kernels[name] = got
         return got
@@ -905,6 +909,7 @@ def _compile_for(str source, tuple names, tuple options, str arch, tuple headers
     ``headers``: in-memory headers as normalize_headers gives them, part of the key; the
     kernels' declarations are looked for in them too."""
     from kernarg._nvrtc import compile_program_cached, declaration_text, target_arch
+    from kernarg._signature import _evaluator
 
     exprs = tuple(sorted({n for n in names if not n.isidentifier()}))
     key = (source, options, arch, exprs, headers)
@@ -913,7 +918,8 @@ def _compile_for(str source, tuple names, tuple options, str arch, tuple headers
         c = compile_program_cached(source, options=options, name_expressions=exprs,
                                    arch=target_arch(int(arch[len("compute_"):])),
                                    headers=headers)
-        return _Compiled(declaration_text(source, headers), c.ptx, c.cubin, c.lowered)
+        return _Compiled(declaration_text(source, headers), c.ptx, c.cubin, c.lowered,
+                         _evaluator(source, options, arch, headers))
 
     return key, _source_cache_get(key, build)
 

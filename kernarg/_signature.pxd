@@ -35,9 +35,10 @@ cdef class Signature:
     cdef tuple _default_texts  # per parameter: its default argument as written, or None
     cdef tuple _defaults       # the values of the defaults of params _first_default.. _n-1
     cdef Py_ssize_t _first_default     # _n: no call may leave arguments out
+    cdef bint _defaults_compiled      # from_source: NVRTC evaluated the non-literal ones
 
     cdef _build(self, list specs, list names)
-    cdef _set_defaults(self, list texts)
+    cdef _set_defaults(self, list texts, dict evaluated=*)
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1

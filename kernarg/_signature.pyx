@@ -57,6 +57,7 @@ from kernarg._interop cimport (
 import ctypes
 import math
 import re
+import struct
 
 import numpy as np
 
@@ -623,17 +624,17 @@ def _without_default(str piece):
 
 
 def _declared_defaults(list declarations, Py_ssize_t n):
-    """Per parameter, the default argument one of a kernel's ``declarations`` (parameter
-    lists as written) gives it, or None. C++ lets a later declaration add defaults for
-    parameters an earlier one left without."""
-    texts = [None] * n
+    """Per parameter, the declaration of it (as written) in the first of a kernel's
+    ``declarations`` (parameter lists) that gives it a default argument, or None. C++ lets a
+    later declaration add defaults for parameters an earlier one left without."""
+    found = [None] * n
     for decl in declarations:
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl)
         if len(pieces) == n:
             for i, piece in enumerate(pieces):
-                if texts[i] is None:
-                    texts[i] = _default_text(piece)
-    return texts
+                if found[i] is None and _default_text(piece) is not None:
+                    found[i] = piece
+    return found
 
 
 def _default_text(str piece):
@@ -678,6 +679,208 @@ def _default_value(str text):
     if m:
         return sign * float(m[1].replace("'", ""))
     return _NOT_LITERAL
+
+
+# Default arguments that are not literals (a macro, a constexpr name, an expression) are left to
+# the compiler: from_source compiles the source again with, right after the kernel's last
+# declaration (so in its namespace, seeing what it sees), one constant of each parameter's
+# declared type initialised with its default as written, and reads the constants' bytes back
+# from the PTX. What C++ would pass is what the compiler computed. A default that is not a
+# constant expression (a call to a non-constexpr function, say) fails to compile there and
+# stays one the call must pass.
+_EVAL_NAME = "__kernarg_default_"
+_EVAL_FILE = "__kernarg_defaults__"
+# Lane formats of vector parameters (struct module codes), by scalar code; bfloat16 apart.
+_LANE_FORMATS = {C_BOOL: "?", C_I8: "b", C_U8: "B", C_I16: "h", C_U16: "H", C_I32: "i",
+                 C_U32: "I", C_I64: "q", C_U64: "Q", C_F16: "e", C_F32: "f", C_F64: "d"}
+# Words that end a parameter declaration without naming it (``unsigned int``, ``float*
+# __restrict__``).
+_UNNAMING_WORDS = frozenset(["bool", "char", "short", "int", "long", "signed", "unsigned",
+                             "float", "double", "void", "const", "volatile", "__restrict__",
+                             "__restrict", "restrict"])
+_SIGNED_CODES = frozenset([C_I8, C_I16, C_I32, C_I64, C_I128])
+_UNSIGNED_CODES = frozenset([C_U8, C_U16, C_U32, C_U64, C_U128, C_U64_OR_PTR])
+
+
+def _declarations_end(str source, str kernel_name):
+    """The index just past the last ``__global__`` declaration of ``kernel_name`` in
+    ``source`` (past its body's closing brace, or its semicolon), or -1 where there is none."""
+    text = _without_comments(source, True)
+    name = _split_kernel_name(kernel_name)[0]
+    end = -1
+    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", text):
+        j = _closing(text, m.end(), "(", ")")
+        if j < 0:
+            return -1
+        body = _BODY.match(text, j + 1)
+        if body is not None:
+            k = _closing(text, body.end(), "{", "}")
+        else:
+            k = text.find(";", j + 1)
+        if k < 0:
+            return -1
+        end = k + 1
+    return end
+
+
+def _declared_type(str piece):
+    """A parameter declaration's type as written, without its name, default argument and
+    ``__grid_constant__`` (a type a C++ alias can name: ``const float* __restrict__``)."""
+    decl = re.sub(r"\b__grid_constant__\b", " ", _without_default(piece))
+    tokens = list(re.finditer(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|[^\sA-Za-z_]", decl))
+    if len(tokens) > 1:
+        last = tokens[-1]
+        if re.fullmatch(r"[A-Za-z_]\w*", last[0]) and last[0] not in _UNNAMING_WORDS:
+            decl = decl[:last.start()] + decl[last.end():]      # the parameter's name
+    return " ".join(decl.split())
+
+
+def _ptx_constant(str ptx, str name):
+    """The bytes of the initialised PTX variable ``name`` (``.global .align 4 .u32 name =
+    1024;``; no initialiser: zeros), or None where there is no such variable or its
+    initialiser is not plain numbers (an address: ``generic(sym)``)."""
+    m = re.search(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:global|const)\s+(?:\.align\s+\d+\s+)?"
+                  r"\.([bsuf])(8|16|32|64)\s+" + re.escape(name) +
+                  r"(?:\[(\d+)\])?\s*(?:=\s*([^;]*))?;", ptx, re.M)
+    if m is None:
+        return None
+    width = int(m[2]) // 8
+    count = int(m[3]) if m[3] is not None else 1
+    init = (m[4] or "").strip()
+    if init.startswith("{") and init.endswith("}"):
+        items = [t.strip() for t in init[1:-1].split(",") if t.strip()]
+    else:
+        items = [init] if init else []
+    if len(items) > count:
+        return None
+    out = bytearray()
+    for item in items:
+        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}", item):
+            value = int(item[2:], 16)
+        elif re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|[0-9]+)[uU]?", item):
+            value = int(item.rstrip("uU"), 0)
+        else:
+            return None
+        out += (value % (1 << (8 * width))).to_bytes(width, "little")
+    return bytes(out) + bytes(width * count - len(out))
+
+
+def _value_of_bytes(spec, bytes data):
+    """The Python value the packer takes for ``spec`` whose bytes are ``data``: an int, a
+    bool, a float, None (a null pointer), a tuple (a vector's lanes) or the bytes themselves (a
+    struct or an opaque type); _NOT_LITERAL for a type kernarg does not decode (fp8 and
+    narrower formats)."""
+    code = spec.code
+    if len(data) != spec.size:
+        return _NOT_LITERAL
+    if code == C_BOOL:
+        return data != bytes(len(data))
+    if code in _SIGNED_CODES or code in _UNSIGNED_CODES:
+        return int.from_bytes(data, "little", signed=code in _SIGNED_CODES)
+    if code == C_POINTER:
+        address = int.from_bytes(data, "little")
+        return address if address else None
+    if code == C_BF16:
+        return struct.unpack("<f", b"\0\0" + data)[0]
+    if code in _LANE_FORMATS:
+        return struct.unpack("<" + _LANE_FORMATS[code], data)[0]
+    if code == C_VECTOR and spec.elem in _LANE_FORMATS:
+        lane = struct.calcsize(_LANE_FORMATS[spec.elem])
+        return struct.unpack(f"<{spec.count}{_LANE_FORMATS[spec.elem]}",
+                             data[:lane * spec.count])
+    if code == C_VECTOR and spec.elem == C_BF16:
+        return tuple(struct.unpack("<f", b"\0\0" + data[2 * k:2 * k + 2])[0]
+                     for k in range(spec.count))
+    if code == C_STRUCT or code == C_OPAQUE:
+        return data
+    return _NOT_LITERAL
+
+
+cdef object _as_parameter(const Param* p, object value):
+    """A literal default ``value`` converted to parameter ``p``'s type as C++ converts it
+    (``unsigned char c = -1`` is 255, ``int n = 2.7`` is 2, ``float* q = 0`` a null pointer),
+    or _NOT_LITERAL where C++ would not (a non-zero int for a pointer). Types with no literal
+    of their own (structs, vectors) get the value as is, for the packer to judge."""
+    cdef int code = p.code
+    cdef object bits = 8 * p.size     # Python ints: 1 << 64 must not overflow
+    if value is _NOT_LITERAL:
+        return value
+    if code == C_BOOL:
+        return _NOT_LITERAL if value is None else bool(value)
+    if code in _SIGNED_CODES or code in _UNSIGNED_CODES:
+        if value is None:
+            return _NOT_LITERAL
+        if type(value) is float:
+            # Truncated; outside the type's range the conversion is undefined in C++.
+            if not math.isfinite(value):
+                return _NOT_LITERAL
+            value = int(value)
+            low = -(1 << (bits - 1)) if code in _SIGNED_CODES else 0
+            if not low <= value < low + (1 << bits):
+                return _NOT_LITERAL
+        value = int(value) % (1 << bits)        # modulo 2**bits, as C++ converts integers
+        if code in _SIGNED_CODES and value >= 1 << (bits - 1):
+            value -= 1 << bits
+        return value
+    if code == C_F16 or code == C_BF16 or code == C_F32 or code == C_F64:
+        return _NOT_LITERAL if value is None else float(value)
+    if code == C_POINTER:
+        return None if value is None or (type(value) is int and value == 0) else _NOT_LITERAL
+    return value
+
+
+def _evaluator(str source, options, arch, headers):
+    """What from_source gives _from_source_and_ptx for the default arguments that are not
+    literals: ``(source, compile)``, ``compile(text)`` giving the PTX of ``text`` compiled as
+    ``source`` was (options, headers, architecture; PTX only)."""
+    if isinstance(arch, str) and arch.startswith("sm_"):
+        arch = "compute_" + arch[len("sm_"):]
+
+    def compile(str text):
+        from kernarg._nvrtc import compile_program_cached
+
+        return compile_program_cached(text, options=options, arch=arch, headers=headers).ptx
+
+    return source, compile
+
+
+def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
+    """``{parameter index: value}`` of the default arguments ``wanted`` (``{index: (declared
+    type, default as written, _Spec)}``) as the compiler evaluates them in ``source``, where
+    the kernel is declared; ``compile(text)`` compiles a text as ``source`` was and gives its
+    PTX. Defaults the compiler refuses (not constant expressions) are left out."""
+    from kernarg._nvrtc import NvrtcError
+
+    at = _declarations_end(source, kernel_name)
+    if at < 0:
+        at = len(source)        # declared in a header: evaluated at the end, in global scope
+    resume = source.count("\n", 0, at) + 1
+    order = sorted(wanted)
+    while order:
+        lines = [f"using __kernarg_type_{i} = {wanted[i][0]}; "
+                 f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
+                 f"{wanted[i][1]};" for i in order]
+        text = (f'{source[:at]}\n#line 1 "{_EVAL_FILE}"\n' + "\n".join(lines) +
+                f'\n#line {resume} "kernarg_source.cu"\n{source[at:]}')
+        try:
+            ptx = compile(text)
+        except NvrtcError as exc:
+            # Drop the lines the compiler refused, and try the others again.
+            bad = {int(line) for line in
+                   re.findall(re.escape(_EVAL_FILE) + r"\((\d+)\): error", exc.log)}
+            keep = [i for k, i in enumerate(order, 1) if k not in bad]
+            if not bad or len(keep) == len(order):
+                return {}       # refused for a reason outside these lines
+            order = keep
+            continue
+        out = {}
+        for i in order:
+            data = _ptx_constant(ptx, f"{_EVAL_NAME}{i}")
+            value = _NOT_LITERAL if data is None else _value_of_bytes(wanted[i][2], data)
+            if value is not _NOT_LITERAL:
+                out[i] = value
+        return out
+    return {}
 
 
 _CTYPES_SCALARS = {
@@ -993,12 +1196,14 @@ cdef class Signature:
         headers = normalize_headers(headers)
         ptx, entry, _ = compile_kernel(source, kernel_name, options, arch, headers)
         return cls._from_source_and_ptx(declaration_text(source, headers), kernel_name, ptx,
-                                        entry)
+                                        entry, _evaluator(source, options, arch, headers))
 
     @classmethod
-    def _from_source_and_ptx(cls, source, kernel_name, ptx, entry=None):
+    def _from_source_and_ptx(cls, source, kernel_name, ptx, entry=None, evaluate=None):
         """from_source with the PTX already compiled (Kernel.from_source compiles once);
-        ``entry`` is the kernel's PTX entry name when NVRTC lowered it."""
+        ``entry`` is the kernel's PTX entry name when NVRTC lowered it. ``evaluate``: None, or
+        the ``(source, compile)`` of _evaluator, to have the compiler evaluate the default
+        arguments that are not literals."""
         source = _without_comments(source)
         try:
             ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name)[0]
@@ -1054,7 +1259,21 @@ cdef class Signature:
             names.append(name)
         cdef Signature sig = cls.__new__(cls)
         sig._build(specs, names)
-        sig._set_defaults(_declared_defaults([w for _, w, _ in decls], len(specs)))
+        pieces = _declared_defaults([w for _, w, _ in decls], len(specs))
+        texts = [None if p is None else _default_text(p) for p in pieces]
+        evaluated = None
+        if evaluate is not None:
+            # The trailing defaults that are not literals: the compiler's to evaluate.
+            wanted = {}
+            for i in range(len(specs) - 1, -1, -1):
+                if texts[i] is None:
+                    break
+                if _default_value(texts[i]) is _NOT_LITERAL:
+                    wanted[i] = (_declared_type(pieces[i]), texts[i], specs[i])
+            if wanted:
+                evaluated = _evaluate_defaults(evaluate[0], kernel_name, wanted, evaluate[1])
+        sig._set_defaults(texts, evaluated)
+        sig._defaults_compiled = evaluate is not None
         return sig
 
     def __len__(self):
@@ -1100,15 +1319,20 @@ cdef class Signature:
         which)."""
         return self._records
 
-    cdef _set_defaults(self, list texts):
+    cdef _set_defaults(self, list texts, dict evaluated=None):
         """Record each parameter's default argument as written (``texts``, None: none), and
-        the values of the trailing ones kernarg can read (literals): a call may leave those
-        out, last first. A default that is not a literal ends them: the parameters before it
-        must be passed."""
+        the values of the trailing ones kernarg can read (literals, or those the compiler
+        ``evaluated``: ``{index: value}``): a call may leave those out, last first. A default
+        with no value ends them: the parameters before it must be passed."""
         cdef Py_ssize_t i, first = self._n
         values = []
         for i in range(self._n - 1, -1, -1):
-            value = _NOT_LITERAL if texts[i] is None else _default_value(texts[i])
+            if evaluated and i in evaluated:
+                value = evaluated[i]
+            elif texts[i] is None:
+                break
+            else:
+                value = _as_parameter(&self._params[i], _default_value(texts[i]))
             if value is _NOT_LITERAL:
                 break
             values.append(value)
@@ -1355,9 +1579,16 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
         tail = f": {n - sig._n} more than it has parameters"
     cdef Py_ssize_t j = sig._first_default - 1     # the default that stops the others
     if n <= j < sig._n and sig._default_texts[j] is not None:
-        tail += (f" ({_param_name(sig, j)} has the default argument "
-                 f"{sig._default_texts[j]!r}, which kernarg cannot evaluate: only literals, "
-                 "such as 4, 2.5f, true or nullptr)")
+        tail += f" ({_param_name(sig, j)} has the default argument {sig._default_texts[j]!r}, "
+        if _default_value(sig._default_texts[j]) is not _NOT_LITERAL:
+            tail += ("a literal C++ does not convert to the parameter's type, or whose "
+                     "conversion is undefined)")
+        elif sig._defaults_compiled:
+            tail += ("which NVRTC could not evaluate as a constant of the parameter's type: "
+                     "a default kernarg passes must be a constant expression)")
+        else:
+            tail += ("which kernarg cannot evaluate: only literals, such as 4, 2.5f, true or "
+                     "nullptr; from_source has NVRTC evaluate constant expressions)")
     return f"the kernel takes {sig._n} arguments ({params}), got {n}{tail}"
 
 
@@ -2190,11 +2421,13 @@ cdef Signature _new_signature(type cls, list specs, list names):
     return sig
 
 
-def _without_comments(source):
+def _without_comments(source, bint same_length=False):
     """``source`` with each ``//`` and ``/* */`` comment replaced by a space, as the
     preprocessor does (a comment in a parameter list would add its words and ``*``s to the
     declaration); comment markers inside string and character literals are left alone, and a
-    ``'`` inside a number is C++14's digit separator."""
+    ``'`` inside a number is C++14's digit separator. ``same_length``: each character of a
+    comment becomes a space (its newlines kept), so that an index in the result is one in
+    ``source``."""
     if "/" not in source:
         return source
     out = []
@@ -2203,6 +2436,7 @@ def _without_comments(source):
         ch = source[i]
         if ch == "/" and i + 1 < n and source[i + 1] in "/*":
             out.append(source[start:i])
+            start = i
             if source[i + 1] == "/":
                 i += 2
                 while i < n and source[i] != "\n":
@@ -2210,7 +2444,7 @@ def _without_comments(source):
             else:
                 end = source.find("*/", i + 2)
                 i = n if end < 0 else end + 2
-            out.append(" ")
+            out.append(re.sub(r"[^\n]", " ", source[start:i]) if same_length else " ")
             start = i
         elif ch == '"' or (ch == "'" and not _in_number(source, i)):
             i = _past_literal(source, i)

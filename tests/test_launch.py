@@ -577,6 +577,21 @@ def test_kernels_of_one_source_share_one_compilation(nvrtc_runs):
     assert len(runs) == 6
 
 
+def test_kernel_from_source_evaluates_defaults_with_one_more_compilation(nvrtc_runs):
+    # Kernel.from_source's compile step (no driver needed): a kernel whose defaults are all
+    # literals costs no second compilation; one with a macro default costs one.
+    from kernarg import _launch
+
+    def kernel(source):
+        _, compiled = _launch._compile_for(source, ("k",), (), "compute_80")
+        return compiled.kernel("k")[1]
+
+    assert kernel('extern "C" __global__ void k(int* p, int n = 4) {}').defaults == {1: 4}
+    assert len(nvrtc_runs) == 1
+    sig = kernel('#define N 64\nextern "C" __global__ void k(int* p, int n = N) {}')
+    assert sig.defaults == {1: 64} and len(nvrtc_runs) == 3
+
+
 def test_many_kernels_of_a_source_in_one_compilation(nvrtc_runs):
     """Kernel.from_source_many's compile step: plain names, template instantiations and
     qualified names of one source from one NVRTC run, each with its own entry and signature;

@@ -465,25 +465,122 @@ def test_default_arguments_that_are_literals_may_be_left_out():
     with pytest.raises(TypeError, match="takes 9 arguments .*got 0: no value for parameter "
                                         "0 \\('out'\\)"):
         sig.pack(())
-    # A default that does not fit its parameter is refused like a value passed for it.
-    with pytest.raises(OverflowError, match="'c'"):
-        kernarg.Signature("unsigned char c = 300").pack(())
-    # From the source, where a prototype may give the defaults and the definition not. A
-    # default that is not a literal (a macro, an expression) ends the ones that can be left
-    # out, and the refusal says which one.
-    src = """#define N 3
-extern "C" __global__ void k(float* p, int n = N, float s = 2.5f, int t = -1);
-extern "C" __global__ void k(float* p, int n, float s, int t) {}
-"""
-    sig = kernarg.Signature.from_source(src, "k")
+    # A signature string has no compiler: a default that is not a literal (a macro, an
+    # expression) ends the ones that can be left out, and the refusal says which one.
+    sig = kernarg.Signature("float* p, int n = N, float s = 2.5f, int t = -1")
     assert sig.defaults == {2: 2.5, 3: -1}
     assert sig.default_texts == (None, "N", "2.5f", "-1")
     assert bytes(sig.pack((None, 3))) == bytes(sig.pack((None, 3, 2.5, -1)))
     with pytest.raises(TypeError, match="parameter 1 \\('n'\\) has the default argument 'N', "
-                                        "which kernarg cannot evaluate"):
+                                        "which kernarg cannot evaluate: only literals.*; "
+                                        "from_source has NVRTC evaluate"):
         sig.pack((None,))
     for text in ("3 > 2 ? 4 : 5", "real(1)", "1 + 2", "'\\n'", '",)"', "0x1p3", "N"):
         assert kernarg.Signature(f"float x = {text}").defaults == {}, text
+
+
+def test_a_literal_default_is_converted_to_its_parameter_as_cxx_converts_it():
+    # `unsigned char c = 300` is valid C++ (a narrowing conversion, modulo 256): a call that
+    # leaves c out passes 44. Before, such a default was refused on every call that left it
+    # out, as the value 300 passed for c is.
+    cases = {"unsigned char c = 300": 44, "unsigned char c = -1": 255, "char c = 200": -56,
+             "unsigned long long u = -1": 2**64 - 1, "int n = 2.7": 2, "int n = -2.7": -2,
+             "unsigned u = -0.5": 0, "bool b = 2": True, "bool b = 0": False,
+             "float f = 3": 3.0, "double d = true": 1.0, "float* p = 0": None,
+             "int* p = NULL": None}
+    for text, value in cases.items():
+        sig = kernarg.Signature(text)
+        assert sig.defaults == {0: value}, text
+        assert bytes(sig.pack(())) == bytes(sig.pack((value,))), text
+    # No value where C++ gives none: a float outside an integer type's range (undefined), a
+    # non-zero int for a pointer (ill-formed), nullptr for a number.
+    for text in ("short s = 40000.5", "int n = 1e300", "unsigned u = -1.5", "float* p = 5",
+                 "int n = nullptr", "float f = nullptr"):
+        assert kernarg.Signature(text).defaults == {}, text
+    with pytest.raises(TypeError, match="has the default argument '5', a literal C\\+\\+ "
+                                        "does not convert to the parameter's type"):
+        kernarg.Signature("float* p = 5").pack(())
+
+
+def test_from_source_has_the_compiler_evaluate_defaults_that_are_not_literals():
+    # A macro, a constexpr name, an expression: NVRTC evaluates each as a constant of the
+    # parameter's declared type, in the kernel's scope, so the value is the one C++ passes.
+    src = """#define N 1024
+namespace ns {
+constexpr float A = 0.25f;
+enum class Mode : short { Off, On };
+struct Pair { int a; double b; };
+extern "C" __global__ void k(float* p, int n = N, float a = 2 * A, double third = A / 3,
+                             bool big = N > 1000, Mode m = Mode::On, Pair q = Pair{3, 2.5},
+                             float4 v = float4{1, 2, 3, 4}, const float* r = nullptr) {}
+}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    third = float(np.float32(0.25) / np.float32(3))        # A / 3 in float, then widened
+    pair = np.zeros((), np.dtype([("a", "<i4"), ("b", "<f8")], align=True))
+    pair["a"], pair["b"] = 3, 2.5
+    assert sig.defaults == {1: 1024, 2: 0.5, 3: third, 4: True, 5: 1, 6: pair.tobytes(),
+                            7: (1.0, 2.0, 3.0, 4.0), 8: None}
+    assert sig.default_texts[1:3] == ("N", "2 * A")
+    full = (None, 1024, 0.5, third, True, 1, (3, 2.5), (1.0, 2.0, 3.0, 4.0), None)
+    assert bytes(sig.pack((None,))) == bytes(sig.pack(full))
+    # Half and bfloat16 constants (from their raw bits: their float constructors are not
+    # constexpr), integer vectors, __int128.
+    src = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void k(int* p, __half h = __half_raw{0x3C00},
+                             __nv_bfloat16 b = __nv_bfloat16_raw{0x3FC0},
+                             short2 s = short2{-1, 2}, __int128 w = (__int128)1 << 100) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k", options=["--device-int128"])
+    assert sig.defaults == {1: 1.0, 2: 1.5, 3: (-1, 2), 4: 1 << 100}
+    assert bytes(sig.pack((None,))) == bytes(sig.pack((None, 1.0, 1.5, (-1, 2), 1 << 100)))
+
+
+def test_compiled_defaults_are_evaluated_where_the_kernel_is_declared():
+    # C++ binds a default's names at the declaration: the N declared after the kernel in its
+    # namespace is not the one its default names.
+    src = """constexpr int N = 1;
+namespace a {
+extern "C" __global__ void k(int* p, int n = N) { /* { } */ }
+constexpr int N = 2;
+}
+"""
+    assert kernarg.Signature.from_source(src, "k").defaults == {1: 1}
+    # A prototype gives the default, the definition comes later; comments that look like
+    # declarations are not declarations.
+    src = """// __global__ void k(int* p, int n = M) {}
+#define M 7
+/* extern "C" __global__ void k(int* p, int n = 9); */
+extern "C" __global__ void k(int* p, int n = M + 1);
+extern "C" __global__ void k(int* p, int n) {}
+"""
+    assert kernarg.Signature.from_source(src, "k").defaults == {1: 8}
+    # The compile's options and in-memory headers are the source's: -D, a header's constant,
+    # a kernel declared in a header (evaluated in global scope).
+    src = 'extern "C" __global__ void k(int* p, int n = N) {}'
+    assert kernarg.Signature.from_source(src, "k", options=["-DN=5"]).defaults == {1: 5}
+    sig = kernarg.Signature.from_source('#include "k.h"\n', "k", headers={
+        "k.h": '#define W 3\nextern "C" __global__ void k(int* p, int n = W * W) {}'})
+    assert sig.defaults == {1: 9}
+    # A template's default, with its arguments substituted: each instantiation its own.
+    src = "template <typename T> __global__ void t(T* p, int n = sizeof(T) * 4) {}"
+    assert kernarg.Signature.from_source(src, "t<double>").defaults == {1: 32}
+    assert kernarg.Signature.from_source(src, "t<char>").defaults == {1: 4}
+
+
+def test_a_default_the_compiler_cannot_evaluate_must_be_passed():
+    # Not a constant expression: the compiler refuses it as an initialiser, so the call must
+    # pass it; the later defaults are still evaluated.
+    src = """__device__ int f();
+extern "C" __global__ void k(float* p, int n = f(), int m = 7 + 1, float s = 1.0f / 4) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.defaults == {2: 8, 3: 0.25}
+    assert bytes(sig.pack((None, 3))) == bytes(sig.pack((None, 3, 8, 0.25)))
+    with pytest.raises(TypeError, match="parameter 1 \\('n'\\) has the default argument "
+                                        "'f\\(\\)', which NVRTC could not evaluate as a constant"):
+        sig.pack((None,))
 
 
 def test_a_conditional_inside_the_parameter_list_leaves_the_layout_to_the_ptx():

@@ -220,6 +220,22 @@ def test_small_floats_by_value_reach_the_kernel(ctx):
     check_echo(k, args)
 
 
+def test_default_arguments_the_compiler_evaluated_reach_the_kernel(ctx):
+    # A call that leaves out defaults: a macro, a constexpr expression in a namespace, a
+    # literal C++ converts (-1 for an unsigned char), a vector's braces, a null pointer. The
+    # kernel echoes what it got; the block packed from the values C++ gives them must match.
+    src = _echo_small_source([("int", "n"), ("float", "a"), ("unsigned char", "c"),
+                              ("short2", "s"), ("const float*", "p")])
+    src = "#define N 1024\nnamespace cfg { constexpr float A = 0.25f; }\n" + src.replace(
+        "int n, float a, unsigned char c, short2 s, const float* p",
+        "int n = N, float a = cfg::A / 3, unsigned char c = -1, short2 s = short2{-1, 2}, "
+        "const float* p = nullptr")
+    k = kernarg.Kernel.from_source(src, "echo_small")
+    third = float(np.float32(0.25) / np.float32(3))
+    assert k.signature.defaults == {1: 1024, 2: third, 3: 255, 4: (-1, 2), 5: None}
+    check_echo(k, (), expected_args=(1024, third, 255, (-1, 2), None))
+    check_echo(k, (7,), expected_args=(7, third, 255, (-1, 2), None))
+
 def test_int128_by_value_reaches_the_kernel(ctx):
     # NVRTC's __int128 (--device-int128): 16 bytes aligned to 16, after a byte and between
     # other parameters, each value's two's complement echoed at the offset NVRTC gave it.
