@@ -702,23 +702,41 @@ _SIGNED_CODES = frozenset([C_I8, C_I16, C_I32, C_I64, C_I128])
 _UNSIGNED_CODES = frozenset([C_U8, C_U16, C_U32, C_U64, C_U128, C_U64_OR_PTR])
 
 
+def _namespaces_at(str text, Py_ssize_t at):
+    """The namespaces open at index ``at`` of ``text`` (a source without comments), outermost
+    first: ``('a', 'b')`` inside ``namespace a { namespace b {``; an anonymous one is ``''``."""
+    stack = []
+    for m in re.finditer(r"\bnamespace\s+([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)?\s*\{|[{}]",
+                         text[:at]):
+        if m[0] == "}":
+            if stack:
+                stack.pop()
+        elif m[0] == "{":
+            stack.append(None)          # a body, a struct, extern "C" { ...: no name of its own
+        else:
+            stack.append(tuple(re.split(r"\s*::\s*", m[1])) if m[1] else ("",))
+    return tuple(part for names in stack if names is not None for part in names)
+
+
 def _declarations_end(str source, str kernel_name):
     """The index just past the last ``__global__`` declaration of ``kernel_name`` in
-    ``source`` (past its body's closing brace, or its semicolon), or -1 where there is none."""
+    ``source`` (past its body's closing brace, or its semicolon); -1 where there is none, and
+    None where it cannot say which: declarations in several namespaces (see
+    _kernel_declarations)."""
     text = _without_comments(source, True)
-    name = _split_kernel_name(kernel_name)[0]
+    try:
+        found = _kernel_declarations(text, kernel_name)
+    except ValueError:
+        return None
+    if len({spaces for _, _, spaces in found}) > 1:
+        return None
     end = -1
-    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", text):
-        j = _closing(text, m.end(), "(", ")")
-        if j < 0:
-            return -1
+    for _, j, _ in found:
         body = _BODY.match(text, j + 1)
-        if body is not None:
-            k = _closing(text, body.end(), "{", "}")
-        else:
-            k = text.find(";", j + 1)
+        k = (_closing(text, body.end(), "{", "}") if body is not None
+             else text.find(";", j + 1))
         if k < 0:
-            return -1
+            return None
         end = k + 1
     return end
 
@@ -852,6 +870,8 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
     from kernarg._nvrtc import NvrtcError
 
     at = _declarations_end(source, kernel_name)
+    if at is None:
+        return {}               # which declaration's scope is not clear: none evaluated
     if at < 0:
         at = len(source)        # declared in a header: evaluated at the end, in global scope
     resume = source.count("\n", 0, at) + 1
@@ -860,6 +880,8 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
         lines = [f"using __kernarg_type_{i} = {wanted[i][0]}; "
                  f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
                  f"{wanted[i][1]};" for i in order]
+        # Diagnostics of these lines name _EVAL_FILE; the source's lines after them keep
+        # their numbers and compile_program's file name.
         text = (f'{source[:at]}\n#line 1 "{_EVAL_FILE}"\n' + "\n".join(lines) +
                 f'\n#line {resume} "kernarg_source.cu"\n{source[at:]}')
         try:
@@ -1222,11 +1244,15 @@ cdef class Signature:
             # unknown; ints of either sign, .u64 an int or a pointer).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         aliases = _source_aliases(source)
+        if len({spaces for _, _, spaces in decls}) > 1:
+            # Kernels of one name in several namespaces, the name not saying which: their
+            # names and defaults may differ, so take the PTX's own types (names unknown).
+            return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         decls = [(_substitute_aliases(d, aliases), d, is_definition)
-                 for d, is_definition in decls]
+                 for d, is_definition, _ in decls]
         if len({_declared_types(d) for d, _, _ in decls}) > 1:
-            # Overloads, or kernels of one name in several namespaces: the source alone does
-            # not say which one the PTX holds, so take the PTX's own types (names unknown).
+            # Overloads: the source alone does not say which one the PTX holds, so take the
+            # PTX's own types (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         # The names are the definition's (a prototype may leave them out, or use others).
         decl, written = next(((d, w) for d, w, is_definition in decls if is_definition),
@@ -2826,23 +2852,44 @@ cdef bint _agrees_with_ptx(object spec, object ptx_spec):
 _BODY = re.compile(r"\s*\{")
 
 
-def _find_declarations(source, kernel_name):
-    """The parameter list of every ``__global__`` declaration of ``kernel_name``'s function
-    name in ``source`` (a text without comments: _without_comments), in order, each with
-    whether it is the definition (its body follows); for a template instantiation
-    (``'saxpy<float>'``), with the template's arguments substituted."""
-    name, args = _split_kernel_name(kernel_name)
+def _kernel_declarations(str text, str kernel_name):
+    """Every ``__global__`` declaration of ``kernel_name``'s function name in ``text`` (a
+    source without comments), in order: ``(match, index of its parameter list's closing
+    parenthesis, the namespaces it is in)``. For a qualified name (``'a::k'``), only those in
+    that namespace, where there are any."""
+    name = _split_kernel_name(kernel_name)[0]
     out = []
-    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", source):
-        j = _closing(source, m.end(), "(", ")")
+    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", text):
+        j = _closing(text, m.end(), "(", ")")
         if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
+        out.append((m, j, _namespaces_at(text, m.start())))
+    qualified = kernel_name.split("<", 1)[0]
+    if "::" in qualified:
+        wanted = tuple(part.strip() for part in qualified.split("::")[:-1])
+        if wanted[:1] == ("",):
+            wanted = wanted[1:]             # '::k': the global namespace
+        exact = [d for d in out if d[2] == wanted]
+        if exact:
+            out = exact
+    return out
+
+
+def _find_declarations(source, kernel_name):
+    """The parameter list of every ``__global__`` declaration of ``kernel_name`` in
+    ``source`` (a text without comments: _without_comments), in order (see
+    _kernel_declarations), each with whether it is the definition (its body follows) and the
+    namespaces it is in; for a template instantiation (``'saxpy<float>'``), with the
+    template's arguments substituted."""
+    name, args = _split_kernel_name(kernel_name)
+    out = []
+    for m, j, spaces in _kernel_declarations(source, kernel_name):
         decl = source[m.end():j]
         if args is not None:
             header = _template_header(source, m.start())
             if header is not None:
                 decl = _substitute_template_args(decl, header, args, kernel_name)
-        out.append((decl, _BODY.match(source, j + 1) is not None))
+        out.append((decl, _BODY.match(source, j + 1) is not None, spaces))
     if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")
     return out

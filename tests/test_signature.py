@@ -569,6 +569,30 @@ extern "C" __global__ void k(int* p, int n) {}
     assert kernarg.Signature.from_source(src, "t<char>").defaults == {1: 4}
 
 
+def test_a_qualified_name_reads_the_declaration_in_its_namespace():
+    # Kernels of one name in two namespaces: a::k's declaration is read for 'a::k', b::k's
+    # for 'b::k'. Before, both took the first one's: b::k's default was a::k's 1 (the same
+    # types), or both took the PTX's layout without names (other types).
+    src = ("namespace a { __global__ void k(int n = 1) {} }\n"
+           "namespace b { __global__ void k(int n = 2) {} }")
+    assert kernarg.Signature.from_source(src, "a::k").defaults == {0: 1}
+    assert kernarg.Signature.from_source(src, "b::k").defaults == {0: 2}
+    assert kernarg.Signature.from_source(src, "::b::k").defaults == {0: 2}
+    src = ("namespace a { __global__ void k(int n = 1) {} }\n"
+           "namespace b { namespace c { __global__ void k(float x, int n = 2) {} } }")
+    sig = kernarg.Signature.from_source(src, "b::c::k")
+    assert (sig.types, sig.names, sig.defaults) == (("float", "int"), ("x", "n"), {1: 2})
+    # Each default evaluated in its own kernel's namespace.
+    src = ("constexpr int N = 5;\n"
+           "namespace a { constexpr int N = 1; __global__ void k(int n = N) {} }\n"
+           "namespace b { __global__ void k(int n = N) {} }")
+    assert kernarg.Signature.from_source(src, "a::k").defaults == {0: 1}
+    assert kernarg.Signature.from_source(src, "b::k").defaults == {0: 5}
+    # An inline namespace is still the name's (no declaration matches exactly: all are read).
+    src = "namespace o { inline namespace v1 { __global__ void k(int n = 3 + 1) {} } }"
+    assert kernarg.Signature.from_source(src, "o::k").defaults == {0: 4}
+
+
 def test_a_default_the_compiler_cannot_evaluate_must_be_passed():
     # Not a constant expression: the compiler refuses it as an initialiser, so the call must
     # pass it; the later defaults are still evaluated.
@@ -1719,18 +1743,24 @@ def test_ptx_integers_take_either_sign_of_their_width():
     assert bytes(sig.pack((0, 0, None, 0, 0)))[8:16] == bytes(8)
 
 
-def test_same_named_kernels_take_the_ptx_types():
-    # Two kernels named k in two namespaces (or overloads): the source cannot say which
-    # declaration the PTX entry is, so the PTX types are used -- never the other kernel's.
+def test_same_named_kernels_never_take_the_other_kernels_types():
+    # Two kernels named k in two namespaces: the qualified name says which declaration is the
+    # PTX entry's (before, neither was read: the PTX's types, no names).
     src = ("namespace a { __global__ void k(float x, float* p) {} }\n"
            "namespace b { __global__ void k(int x, int* p) {} }\n")
     sig = kernarg.Signature.from_source(src, "b::k")
-    assert sig.types == (".u32", ".u64") and sig.names == (None, None)
+    assert sig.types == ("int", "int*") and sig.names == ("x", "p")
     assert bytes(sig.pack((-3, None))) == struct.pack("<i4xQ", -3, 0)
     with pytest.raises(TypeError, match="parameter 0"):
         sig.pack((1.5, None))     # a float for b::k's int: refused, not packed as float bits
     sig = kernarg.Signature.from_source(src, "a::k")
-    assert sig.types == (".f32", ".u64")
+    assert sig.types == ("float", "float*")
+    # Overloads (one name, one namespace): the source cannot say which declaration the PTX
+    # entry is, so the PTX types are used.
+    src = ("template <typename T> __global__ void k(T x, T* p) {}\n"
+           "__global__ void k(int x, int* p) {}\n")
+    sig = kernarg.Signature.from_source(src, "k<float>")
+    assert sig.types == (".f32", ".u64") and sig.names == (None, None)
     # A forward declaration and the definition agree: the declaration's types are kept.
     fwd = "__global__ void f(int n, const float*);\n__global__ void f(int n, const float* x) {}"
     assert kernarg.Signature.from_source(fwd, "f").types == ("int", "const float*")
