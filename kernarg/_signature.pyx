@@ -1211,7 +1211,9 @@ cdef class Signature:
         the template's arguments are substituted into its declaration. ``headers`` maps
         include names to header texts the source may ``#include``; the declaration may be in
         one. A kernel declared nowhere in these texts (a file included with ``-I``, a macro)
-        takes the PTX's layout, with no names.
+        takes the PTX's layout, with no names. Default arguments that are not literals are
+        evaluated by NVRTC in one more compilation, run only when there are any (see
+        :attr:`defaults`).
         """
         from kernarg._nvrtc import declaration_text, normalize_headers
 
@@ -1371,8 +1373,12 @@ cdef class Signature:
     @property
     def defaults(self):
         """``{parameter index: value}`` of the default arguments a call may leave out (from
-        ``from_source``, or a signature string that gives them: ``"int n = 4"``); a default
-        that is not a literal is in :attr:`default_texts` only."""
+        ``from_source``, or a signature string that gives them: ``"int n = 4"``), converted
+        to their parameters' types as C++ converts them. A literal is read by kernarg;
+        ``from_source`` has NVRTC evaluate any other constant expression (a struct's value is
+        its bytes, a vector's a tuple of its lanes). A default with no value (not a constant
+        expression, or not a literal in a signature string) is in :attr:`default_texts` only,
+        and so are those before it."""
         if self._defaults is None:
             return {}
         return {self._first_default + i: v for i, v in enumerate(self._defaults)}
