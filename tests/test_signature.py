@@ -2083,3 +2083,26 @@ def test_pointer_fields_of_a_ctypes_struct_type_take_arrays_in_a_dict():
         sig.pack(({"x": CAIObject(cai(0x1000, typestr="<i4"))},))
     # A value of the type itself is its bytes, as before.
     assert bytes(sig.pack((_CJob(None, 7),)))[8:12] == struct.pack("<i", 7)
+
+
+def test_literal_defaults_convert_as_the_compiler_converts_them():
+    # kernarg converts a literal default itself; the compiler converts the same literal hidden
+    # behind a cast (no longer a literal, so NVRTC evaluates it). Both must pack alike.
+    cases = [("unsigned char", "-1"), ("unsigned char", "300"), ("char", "200"),
+             ("signed char", "-129"), ("short", "65535u"), ("unsigned short", "-0.9"),
+             ("int", "2.7"), ("int", "-2.7"), ("int", "0x8000'0000"), ("unsigned", "-1"),
+             ("unsigned", "1e3"), ("long long", "0xFFFF'FFFF'FFFF'FFFFull"),
+             ("unsigned long long", "-1ll"), ("long", "'x'"), ("bool", "2"), ("bool", "0.5"),
+             ("bool", "0"), ("float", "0.1"), ("float", "16777217"), ("double", "1.5f"),
+             ("double", "true"), ("float", "-0x10"), ("const float*", "0"), ("int*", "nullptr"),
+             ("unsigned char", "'a'"), ("short", "-1e4"),
+             ("float", "1e38"), ("double", "1'000.5")]
+    params = ", ".join(f"{t} x{i} = {{}}" for i, (t, _) in enumerate(cases))
+    as_literal = params.format(*[lit for _, lit in cases])
+    as_expression = params.format(*[f"static_cast<decltype({lit})>({lit})" for _, lit in cases])
+    sigs = [kernarg.Signature.from_source(f'extern "C" __global__ void k({p}) {{}}', "k")
+            for p in (as_literal, as_expression)]
+    assert sigs[0].default_texts[0] == "-1"
+    assert sigs[1].default_texts[0] == "static_cast<decltype(-1)>(-1)"
+    assert sigs[0].defaults.keys() == sigs[1].defaults.keys() == set(range(len(cases)))
+    assert bytes(sigs[0].pack(())) == bytes(sigs[1].pack(()))
