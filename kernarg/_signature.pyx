@@ -702,12 +702,17 @@ _SIGNED_CODES = frozenset([C_I8, C_I16, C_I32, C_I64, C_I128])
 _UNSIGNED_CODES = frozenset([C_U8, C_U16, C_U32, C_U64, C_U128, C_U64_OR_PTR])
 
 
+_LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'')
+
+
 def _namespaces_at(str text, Py_ssize_t at):
     """The namespaces open at index ``at`` of ``text`` (a source without comments), outermost
     first: ``('a', 'b')`` inside ``namespace a { namespace b {``; an anonymous one is ``''``."""
     stack = []
+    # Braces inside string and character literals are not the program's.
+    head = _LITERAL.sub(lambda m: m[0][0] * 2, text[:at])
     for m in re.finditer(r"\bnamespace\s+([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)?\s*\{|[{}]",
-                         text[:at]):
+                         head):
         if m[0] == "}":
             if stack:
                 stack.pop()

@@ -588,6 +588,12 @@ def test_a_qualified_name_reads_the_declaration_in_its_namespace():
            "namespace b { __global__ void k(int n = N) {} }")
     assert kernarg.Signature.from_source(src, "a::k").defaults == {0: 1}
     assert kernarg.Signature.from_source(src, "b::k").defaults == {0: 5}
+    # A brace inside a string or character literal opens and closes nothing.
+    src = ('namespace a { __device__ const char* s = "{"; __device__ char c = \'{\';\n'
+           "__global__ void k(int n = 1) {} }\n"
+           "namespace b { __global__ void k(int n = 2) {} }")
+    assert kernarg.Signature.from_source(src, "b::k").defaults == {0: 2}
+    assert kernarg.Signature.from_source(src, "a::k").defaults == {0: 1}
     # An inline namespace is still the name's (no declaration matches exactly: all are read).
     src = "namespace o { inline namespace v1 { __global__ void k(int n = 3 + 1) {} } }"
     assert kernarg.Signature.from_source(src, "o::k").defaults == {0: 4}
