@@ -538,15 +538,17 @@ extern "C" __global__ void k(int* p, __half h = __half_raw{0x3C00},
 
 
 def test_compiled_defaults_are_evaluated_where_the_kernel_is_declared():
-    # C++ binds a default's names at the declaration: the N declared after the kernel in its
-    # namespace is not the one its default names.
+    # C++ binds a default's names at the declaration: the kernel's namespace's K, and the
+    # global N, not the N its namespace declares after the kernel (evaluated at the end of
+    # the source, K is unknown; at the end of the namespace, N is 2).
     src = """constexpr int N = 1;
 namespace a {
-extern "C" __global__ void k(int* p, int n = N) { /* { } */ }
+constexpr int K = 3;
+extern "C" __global__ void k(int* p, int n = N + K) { /* { } */ }
 constexpr int N = 2;
 }
 """
-    assert kernarg.Signature.from_source(src, "k").defaults == {1: 1}
+    assert kernarg.Signature.from_source(src, "k").defaults == {1: 4}
     # A prototype gives the default, the definition comes later; comments that look like
     # declarations are not declarations.
     src = """// __global__ void k(int* p, int n = M) {}
