@@ -705,14 +705,18 @@ _UNSIGNED_CODES = frozenset([C_U8, C_U16, C_U32, C_U64, C_U128, C_U64_OR_PTR])
 _LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'')
 
 
+def _blank_literals(str text):
+    """``text`` with the insides of its string and character literals blanked, the same length:
+    braces in them are not the program's."""
+    return _LITERAL.sub(lambda m: m[0][0] + " " * (len(m[0]) - 2) + m[0][0], text)
+
+
 def _namespaces_at(str text, Py_ssize_t at):
     """The namespaces open at index ``at`` of ``text`` (a source without comments), outermost
     first: ``('a', 'b')`` inside ``namespace a { namespace b {``; an anonymous one is ``''``."""
     stack = []
-    # Braces inside string and character literals are not the program's.
-    head = _LITERAL.sub(lambda m: m[0][0] * 2, text[:at])
     for m in re.finditer(r"\bnamespace\s+([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)?\s*\{|[{}]",
-                         head):
+                         _blank_literals(text[:at])):
         if m[0] == "}":
             if stack:
                 stack.pop()
@@ -728,7 +732,7 @@ def _declarations_end(str source, str kernel_name):
     ``source`` (past its body's closing brace, or its semicolon); -1 where there is none, and
     None where it cannot say which: declarations in several namespaces (see
     _kernel_declarations)."""
-    text = _without_comments(source, True)
+    text = _blank_literals(_without_comments(source, True))
     try:
         found = _kernel_declarations(text, kernel_name)
     except ValueError:

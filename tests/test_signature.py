@@ -549,6 +549,15 @@ constexpr int N = 2;
 }
 """
     assert kernarg.Signature.from_source(src, "k").defaults == {1: 4}
+    # A brace in a string in the body does not end it (evaluated past the namespace's end,
+    # N would be 1).
+    src = """constexpr int N = 1;
+namespace a {
+constexpr int N = 2;
+extern "C" __global__ void k(int* p, int n = N) { if (n < 0) printf("{"); }
+}
+"""
+    assert kernarg.Signature.from_source(src, "k").defaults == {1: 2}
     # A prototype gives the default, the definition comes later; comments that look like
     # declarations are not declarations.
     src = """// __global__ void k(int* p, int n = M) {}
