@@ -2106,7 +2106,7 @@ def test_literal_defaults_convert_as_the_compiler_converts_them():
     # kernarg converts a literal default itself; the compiler converts the same literal hidden
     # behind a cast (no longer a literal, so NVRTC evaluates it). Both must pack alike.
     cases = [("unsigned char", "-1"), ("unsigned char", "300"), ("char", "200"),
-             ("signed char", "-129"), ("short", "65535u"), ("unsigned short", "-0.9"),
+             ("signed char", "-129"), ("short", "65535u"), ("unsigned short", "2.9"),
              ("int", "2.7"), ("int", "-2.7"), ("int", "0x8000'0000"), ("unsigned", "-1"),
              ("unsigned", "1e3"), ("long long", "0xFFFF'FFFF'FFFF'FFFFull"),
              ("unsigned long long", "-1ll"), ("long", "'x'"), ("bool", "2"), ("bool", "0.5"),
