@@ -695,28 +695,18 @@ _LANE_FORMATS = {C_BOOL: "?", C_I8: "b", C_U8: "B", C_I16: "h", C_U16: "H", C_I3
                  C_U32: "I", C_I64: "q", C_U64: "Q", C_F16: "e", C_F32: "f", C_F64: "d"}
 # Words that end a parameter declaration without naming it (``unsigned int``, ``float*
 # __restrict__``).
-_UNNAMING_WORDS = frozenset(["bool", "char", "short", "int", "long", "signed", "unsigned",
-                             "float", "double", "void", "const", "volatile", "__restrict__",
-                             "__restrict", "restrict"])
+_UNNAMING_WORDS = _SPECIFIERS | _QUALIFIERS | {"bool", "float", "void"}
 _SIGNED_CODES = frozenset([C_I8, C_I16, C_I32, C_I64, C_I128])
 _UNSIGNED_CODES = frozenset([C_U8, C_U16, C_U32, C_U64, C_U128, C_U64_OR_PTR])
 
 
-_LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'')
-
-
-def _blank_literals(str text):
-    """``text`` with the insides of its string and character literals blanked, the same length:
-    braces in them are not the program's."""
-    return _LITERAL.sub(lambda m: m[0][0] + " " * (len(m[0]) - 2) + m[0][0], text)
-
-
-def _namespaces_at(str text, Py_ssize_t at):
-    """The namespaces open at index ``at`` of ``text`` (a source without comments), outermost
-    first: ``('a', 'b')`` inside ``namespace a { namespace b {``; an anonymous one is ``''``."""
+def _namespaces_at(str plain, Py_ssize_t at):
+    """The namespaces open at index ``at`` of ``plain`` (a source without comments, its
+    literals blanked: _without_comments), outermost first: ``('a', 'b')`` inside ``namespace a
+    { namespace b {``; an anonymous one is ``''``."""
     stack = []
     for m in re.finditer(r"\bnamespace\s+([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)?\s*\{|[{}]",
-                         _blank_literals(text[:at])):
+                         plain[:at]):
         if m[0] == "}":
             if stack:
                 stack.pop()
@@ -732,7 +722,7 @@ def _declarations_end(str source, str kernel_name):
     ``source`` (past its body's closing brace, or its semicolon); -1 where there is none, and
     None where it cannot say which: declarations in several namespaces (see
     _kernel_declarations)."""
-    text = _blank_literals(_without_comments(source, True))
+    text = _without_comments(source, True, True)
     try:
         found = _kernel_declarations(text, kernel_name)
     except ValueError:
@@ -792,6 +782,11 @@ def _ptx_constant(str ptx, str name):
     return bytes(out) + bytes(width * count - len(out))
 
 
+def _bf16(bytes data):
+    """The float whose bfloat16 bits are the two bytes ``data``."""
+    return struct.unpack("<f", b"\0\0" + data)[0]
+
+
 def _value_of_bytes(spec, bytes data):
     """The Python value the packer takes for ``spec`` whose bytes are ``data``: an int, a
     bool, a float, None (a null pointer), a tuple (a vector's lanes) or the bytes themselves (a
@@ -808,7 +803,7 @@ def _value_of_bytes(spec, bytes data):
         address = int.from_bytes(data, "little")
         return address if address else None
     if code == C_BF16:
-        return struct.unpack("<f", b"\0\0" + data)[0]
+        return _bf16(data)
     if code in _LANE_FORMATS:
         return struct.unpack("<" + _LANE_FORMATS[code], data)[0]
     if code == C_VECTOR and spec.elem in _LANE_FORMATS:
@@ -816,8 +811,7 @@ def _value_of_bytes(spec, bytes data):
         return struct.unpack(f"<{spec.count}{_LANE_FORMATS[spec.elem]}",
                              data[:lane * spec.count])
     if code == C_VECTOR and spec.elem == C_BF16:
-        return tuple(struct.unpack("<f", b"\0\0" + data[2 * k:2 * k + 2])[0]
-                     for k in range(spec.count))
+        return tuple(_bf16(data[2 * k:2 * k + 2]) for k in range(spec.count))
     if code == C_STRUCT or code == C_OPAQUE:
         return data
     return _NOT_LITERAL
@@ -2462,14 +2456,15 @@ cdef Signature _new_signature(type cls, list specs, list names):
     return sig
 
 
-def _without_comments(source, bint same_length=False):
+def _without_comments(source, bint same_length=False, bint blank_literals=False):
     """``source`` with each ``//`` and ``/* */`` comment replaced by a space, as the
     preprocessor does (a comment in a parameter list would add its words and ``*``s to the
     declaration); comment markers inside string and character literals are left alone, and a
     ``'`` inside a number is C++14's digit separator. ``same_length``: each character of a
     comment becomes a space (its newlines kept), so that an index in the result is one in
-    ``source``."""
-    if "/" not in source:
+    ``source``. ``blank_literals``: so does each character inside a string or character
+    literal (its quotes kept): brackets in them are not the program's."""
+    if "/" not in source and not blank_literals:
         return source
     out = []
     i, n, start = 0, len(source), 0
@@ -2488,7 +2483,15 @@ def _without_comments(source, bint same_length=False):
             out.append(re.sub(r"[^\n]", " ", source[start:i]) if same_length else " ")
             start = i
         elif ch == '"' or (ch == "'" and not _in_number(source, i)):
-            i = _past_literal(source, i)
+            end = _past_literal(source, i)
+            if blank_literals:
+                inner = min(end, len(source))
+                if source[inner - 1] == ch and inner - 1 > i:
+                    inner -= 1          # closed: keep the closing quote
+                out.append(source[start:i + 1])
+                out.append(re.sub(r"[^\n]", " ", source[i + 1:inner]))
+                start = inner
+            i = end
         else:
             i += 1
     out.append(source[start:])
@@ -2867,18 +2870,19 @@ cdef bint _agrees_with_ptx(object spec, object ptx_spec):
 _BODY = re.compile(r"\s*\{")
 
 
-def _kernel_declarations(str text, str kernel_name):
-    """Every ``__global__`` declaration of ``kernel_name``'s function name in ``text`` (a
-    source without comments), in order: ``(match, index of its parameter list's closing
+def _kernel_declarations(str plain, str kernel_name):
+    """Every ``__global__`` declaration of ``kernel_name``'s function name in ``plain`` (a
+    source without comments, its literals blanked, the same length as the caller's text:
+    _without_comments), in order: ``(match, index of its parameter list's closing
     parenthesis, the namespaces it is in)``. For a qualified name (``'a::k'``), only those in
     that namespace, where there are any."""
     name = _split_kernel_name(kernel_name)[0]
     out = []
-    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", text):
-        j = _closing(text, m.end(), "(", ")")
+    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", plain):
+        j = _closing(plain, m.end(), "(", ")")
         if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
-        out.append((m, j, _namespaces_at(text, m.start())))
+        out.append((m, j, _namespaces_at(plain, m.start())))
     qualified = kernel_name.split("<", 1)[0]
     if "::" in qualified:
         wanted = tuple(part.strip() for part in qualified.split("::")[:-1])
@@ -2898,7 +2902,8 @@ def _find_declarations(source, kernel_name):
     template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
     out = []
-    for m, j, spaces in _kernel_declarations(source, kernel_name):
+    for m, j, spaces in _kernel_declarations(_without_comments(source, True, True),
+                                             kernel_name):
         decl = source[m.end():j]
         if args is not None:
             header = _template_header(source, m.start())
