@@ -9,15 +9,23 @@ launcher), the protocols cost what their Python calls cost.
 from libc.stdint cimport uint64_t
 from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.number cimport PyIndex_Check, PyNumber_Index
-from cpython.object cimport PyTypeObject
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
-from kernarg._cdefs cimport is_numpy_bool, kernarg_static_type_in, kernarg_type_name_is, mro_has
+from kernarg._cdefs cimport (
+    is_numpy_bool, kernarg_small_int, kernarg_static_type_in, kernarg_type_name_is, mro_has,
+)
 
 cdef extern from "Python.h":
     # Declared without Cython's error check: _int_handle checks the -1 itself.
     unsigned long long _as_u64 "PyLong_AsUnsignedLongLong"(object) noexcept
+    # obj.name(*args[1:]) with obj = args[0], without making a bound method where the type's
+    # attribute is a function or method descriptor (CPython 3.9+).
+    object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
+                                     PyObject* kwnames)
 
 import os
+import sys
 import threading
 
 __all__ = [
@@ -97,10 +105,13 @@ def default_stream():
 
 cdef uint64_t stream_handle(object obj) except? 0:
     """resolve_stream(obj) for Cython callers, without a Python call."""
+    cdef uint64_t handle
     if obj is None:
         return _default_stream()
     if type(obj) is int:
         return _int_handle(obj, "int")
+    if type(obj) is _method_type and _method_handle(obj, &handle):
+        return handle
     try:
         return _resolve(obj)
     except (TypeError, ValueError):
@@ -160,8 +171,61 @@ def resolve_stream(obj):
     return stream_handle(obj)
 
 
+# The type whose __cuda_stream__ the last resolution found to be a method (a cuda.core Stream's,
+# say), or None. Only a hint of which objects to try _method_handle on: that checks the
+# attribute is still a method whenever the call fails, and hands back to _resolve if not.
+cdef object _method_type = None
+_K_CUDA_STREAM = sys.intern("__cuda_stream__")
+cdef object _STREAM_NAME = _K_CUDA_STREAM
+
+
+cdef int _method_handle(object obj, uint64_t* out) except -1:
+    """Call ``obj.__cuda_stream__()`` the way CPython calls a method (no bound method made) and
+    check its ``(0, handle)``: 1 with ``*out`` set. 0, having run no code of obj's, when its
+    attribute turns out not to be a method after all (gone, or a pair): _resolve decides."""
+    cdef PyObject* args[1]
+    cdef long long small
+    args[0] = <PyObject*>obj
+    try:
+        result = PyObject_VectorcallMethod(_STREAM_NAME, args, 1, NULL)
+    except Exception as exc:
+        # The name was missing, or not callable (a pair), or the method itself raised: only
+        # the last ran obj's code, and only the last leaves a callable attribute behind.
+        protocol = getattr(obj, "__cuda_stream__", None)
+        if protocol is None or isinstance(protocol, tuple):
+            return 0
+        raise TypeError(f"stream {type(obj).__name__}: __cuda_stream__() raised "
+                        f"{exc!r}") from exc
+    if type(result) is tuple and PyTuple_GET_SIZE(result) == 2:
+        version = <object>PyTuple_GET_ITEM(result, 0)
+        handle = <object>PyTuple_GET_ITEM(result, 1)
+        if type(version) is int and type(handle) is int \
+                and kernarg_small_int(<PyObject*>version, &small) and small == 0 \
+                and kernarg_small_int(<PyObject*>handle, &small) and small >= 0:
+            out[0] = <uint64_t>small            # the usual (0, handle below 2**60)
+            return 1
+    out[0] = _protocol_result(result, "__cuda_stream__()", obj)
+    return 1
+
+
+cdef uint64_t _protocol_result(object result, str what, object obj) except? 0:
+    # The handle in what obj's `what` (its __cuda_stream__, called or held) gave: (0, handle).
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise ValueError(
+            f"stream {type(obj).__name__}: {what} returned {result!r}, expected (0, handle)"
+        )
+    version = result[0]
+    if type(version) is not int or version != 0:
+        raise ValueError(
+            f"stream {type(obj).__name__}: {what} version {version!r} is not supported "
+            "(expected 0)"
+        )
+    return _handle_of(result[1], what, obj)
+
+
 cdef uint64_t _resolve(object obj) except? 0:
     # stream_handle's body for everything but None and exact ints.
+    global _method_type
     t = type(obj)
     if t is bool:
         raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
@@ -186,21 +250,12 @@ cdef uint64_t _resolve(object obj) except? 0:
             result, what = protocol, "__cuda_stream__"
         else:
             what = "__cuda_stream__()"
+            _method_type = t        # the next object of this type tries _method_handle
             try:
                 result = protocol()
             except Exception as exc:
                 raise TypeError(f"stream {t.__name__}: {what} raised {exc!r}") from exc
-        if not isinstance(result, tuple) or len(result) != 2:
-            raise ValueError(
-                f"stream {t.__name__}: {what} returned {result!r}, expected (0, handle)"
-            )
-        version = result[0]
-        if type(version) is not int or version != 0:
-            raise ValueError(
-                f"stream {t.__name__}: {what} version {version!r} is not supported "
-                "(expected 0)"
-            )
-        return _handle_of(result[1], what, obj)
+        return _protocol_result(result, what, obj)
     if isinstance(obj, int):
         return _handle_of(obj, "int", obj)
     if kernarg_type_name_is(<PyTypeObject*>t, "CUstream"):

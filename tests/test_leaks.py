@@ -252,3 +252,37 @@ def _pack_refused_and_good(refused, good, sig, n):
                 except _Refused:
                     pass
             pack((good,))
+
+
+class _MethodStream:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        if isinstance(self.answer, type):
+            raise self.answer("inside")         # a new one each time: a raised exception
+        return self.answer                      # keeps its traceback, which grows
+
+
+def test_stream_resolution_does_not_leak():
+    # A __cuda_stream__ method is called without a bound method (kernarg/_stream.pyx): its
+    # result, its handle and what it raises are all let go, on the usual path and the others.
+    big = 2**63 + 5
+    good, big_handle = _MethodStream((0, 0x3000)), _MethodStream((0, big))
+    bad = [_MethodStream((1, 5)), _MethodStream(RuntimeError), _MethodStream(AttributeError)]
+    held = _MethodStream((0, 0x4000))
+    held.__cuda_stream__ = (0, 0x4000)          # an instance's own pair: the fallback
+    objects = [good, big_handle, held, *bad]
+    before = [sys.getrefcount(o) for o in objects] + [sys.getrefcount(good.answer)]
+    for _ in range(50_000):
+        assert kernarg.resolve_stream(good) == 0x3000
+        assert kernarg.resolve_stream(big_handle) == big
+        assert kernarg.resolve_stream(held) == 0x4000
+        for o in bad:
+            try:
+                kernarg.resolve_stream(o)
+            except (TypeError, ValueError):
+                pass
+    del o                                       # the loop's own reference
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objects] + [sys.getrefcount(good.answer)] == before

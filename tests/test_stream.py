@@ -56,6 +56,99 @@ def test_cuda_stream_attribute_of_cuda_core_before_0_2():
         kernarg.resolve_stream(type("Odd", (), {"__cuda_stream__": [0, 5]})())
 
 
+class CountingStream:
+    """A __cuda_stream__ method that counts its calls and answers what it is told to."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.calls = 0
+
+    def __cuda_stream__(self):
+        self.calls += 1
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+def _method_call_way():
+    # kernarg remembers the last type whose __cuda_stream__ was a method and calls the next
+    # object's without a bound method; a first resolve of a CountingStream sets that up.
+    kernarg.resolve_stream(CountingStream((0, 1)))
+
+
+def test_a_method_is_called_once_per_resolve_whatever_it_does():
+    _method_call_way()
+    for answer, error, message in [
+            ((0, 0x77), None, None),
+            ((0, 2**64 - 1), None, None),                  # past kernarg's small-int read
+            ((0, True), TypeError, "gave bool"),
+            ((1, 5), ValueError, r"__cuda_stream__\(\) version 1 is not supported"),
+            ([0, 5], ValueError, r"returned \[0, 5\], expected \(0, handle\)"),
+            ((0, -1), ValueError, "outside"),
+            # Raised inside the method, not a missing attribute: said so, never taken for one.
+            (AttributeError("inside"), TypeError, r"__cuda_stream__\(\) raised AttributeError"),
+            (TypeError("inside"), TypeError, r"__cuda_stream__\(\) raised TypeError"),
+            (RuntimeError("inside"), TypeError, r"__cuda_stream__\(\) raised RuntimeError")]:
+        s = CountingStream(answer)
+        if error is None:
+            assert kernarg.resolve_stream(s) == answer[1]
+        else:
+            with pytest.raises(error, match=message):
+                kernarg.resolve_stream(s)
+        assert s.calls == 1, answer
+    # An int subclass handle is read as its value, without running its methods.
+    class Handle(int):
+        def __index__(self):
+            raise AssertionError("not called")
+    assert kernarg.resolve_stream(CountingStream((0, Handle(0x99)))) == 0x99
+    # Interrupts are not wrapped.
+    with pytest.raises(KeyboardInterrupt):
+        kernarg.resolve_stream(CountingStream(KeyboardInterrupt()))
+
+
+def test_a_type_whose_method_changes_is_read_as_it_now_is():
+    class Changing:
+        def __cuda_stream__(self):
+            return (0, 0x10)
+
+    assert kernarg.resolve_stream(Changing()) == 0x10
+    assert kernarg.resolve_stream(Changing()) == 0x10          # the method-call way
+    Changing.__cuda_stream__ = lambda self: (0, 0x11)
+    assert kernarg.resolve_stream(Changing()) == 0x11
+    Changing.__cuda_stream__ = (0, 0x12)                       # a held pair, as cuda.core 0.1
+    assert kernarg.resolve_stream(Changing()) == 0x12
+    Changing.__cuda_stream__ = property(lambda self: (0, 0x13))
+    assert kernarg.resolve_stream(Changing()) == 0x13
+    Changing.__cuda_stream__ = None
+    Changing.ptr = 0x14                                         # None: no protocol at all
+    assert kernarg.resolve_stream(Changing()) == 0x14
+    del Changing.__cuda_stream__, Changing.ptr
+    with pytest.raises(TypeError, match="cannot use .*Changing as a CUDA stream"):
+        kernarg.resolve_stream(Changing())
+    # An instance's own attribute is what getattr reads, so what kernarg reads.
+    Changing.__cuda_stream__ = lambda self: (0, 0x15)
+    assert kernarg.resolve_stream(Changing()) == 0x15
+    s = Changing()
+    s.__cuda_stream__ = lambda: (0, 0x16)
+    assert kernarg.resolve_stream(s) == 0x16
+    s.__cuda_stream__ = (0, 0x17)
+    assert kernarg.resolve_stream(s) == 0x17
+
+
+def test_streams_of_several_types_in_turn():
+    class A:
+        def __cuda_stream__(self):
+            return (0, 0xA)
+
+    class B(A):
+        def __cuda_stream__(self):
+            return (0, 0xB)
+
+    objects = [A(), B(), TorchLike(), A(), A(), CupyLike(), B(), 5, None, B()]
+    expected = [0xA, 0xB, 0x1000, 0xA, 0xA, 0x2000, 0xB, 5, kernarg.default_stream(), 0xB]
+    assert [kernarg.resolve_stream(o) for o in objects] == expected
+
+
 def test_numpy_integer_handles():
     # A handle kept in a numpy integer (an array of handles, say) is that handle.
     assert kernarg.resolve_stream(np.uint64(2**64 - 1)) == 2**64 - 1
