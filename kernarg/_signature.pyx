@@ -321,6 +321,7 @@ _SMALL_FORMAT_INDEX = {f[0][-4:]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FORMAT_OF_DTYPE = {f[1]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FLOAT_TYPE = re.compile(r"__nv_(fp8|fp6|fp4)(x2|x4)?_(e4m3|e5m2|e8m0|e2m3|e3m2|e2m1)")
 _small_values = {}      # format index -> {finite non-negative value: code}, built when first used
+_small_codes = {}       # format index -> {code: value}, its inverse (for defaults' bytes)
 
 
 def _small_float_spec(base):
@@ -351,6 +352,38 @@ def _small_float_values(int fmt):
         table[value] = code
     _small_values[fmt] = table
     return table
+
+
+def _small_float_lanes(int fmt, int count, bytes data):
+    """The ``count`` lanes of format ``fmt`` in ``data`` (the bytes of a constant of the type,
+    lanes from the lowest bits up) as the packer takes them back: a float, or a tuple of them.
+    Every code the packer can write comes back as the value it writes it for (the inverse of
+    _small_float_values, so the round trip is exact, -0.0 included); a NaN other than the one
+    code the packer writes for NaN, or bits outside the format, give _NOT_DECODED."""
+    cdef int k, code, bits = 4 if _SMALL_FORMATS[fmt][0] == "__nv_fp4_e2m1" else 8
+    _, _, e_bits, m_bits, _, signed, nan, inf = _SMALL_FORMATS[fmt]
+    values = _small_codes.get(fmt)
+    if values is None:
+        values = _small_codes[fmt] = {c: v for v, c in _small_float_values(fmt).items()}
+    word = int.from_bytes(data, "little")
+    magnitude_bits = e_bits + m_bits
+    lanes = []
+    for k in range(count):
+        code = (word >> (bits * k)) & ((1 << bits) - 1)
+        if code >> (magnitude_bits + signed):
+            return _NOT_DECODED             # fp6 in a byte: its two top bits are not zero
+        negative = signed and code >> magnitude_bits
+        magnitude = code & ((1 << magnitude_bits) - 1)
+        if magnitude in values:
+            value = values[magnitude]
+        elif magnitude == inf:
+            value = math.inf
+        elif code == nan:
+            value = math.nan
+        else:
+            return _NOT_DECODED
+        lanes.append(-value if negative else value)
+    return lanes[0] if count == 1 else tuple(lanes)
 
 
 def _pointee_of(base, stars=1):
@@ -644,6 +677,9 @@ def _default_text(str piece):
 
 
 _NOT_LITERAL = object()
+# A default NVRTC evaluated whose bytes kernarg does not pass back as a value (a NaN of another
+# code than the one kernarg writes): refused as _NOT_LITERAL is, with its own reason.
+_NOT_DECODED = object()
 # C++ literals a default argument may be, read as the packer then reads the value for the
 # parameter's type: integers (decimal, hex, octal, binary; digit separators; u/l suffixes),
 # decimal floating-point (f/l suffixes), true/false, nullptr/NULL (a null pointer), a
@@ -790,11 +826,11 @@ def _bf16(bytes data):
 def _value_of_bytes(spec, bytes data):
     """The Python value the packer takes for ``spec`` whose bytes are ``data``: an int, a
     bool, a float, None (a null pointer), a tuple (a vector's lanes) or the bytes themselves (a
-    struct or an opaque type); _NOT_LITERAL for a type kernarg does not decode (fp8 and
-    narrower formats)."""
+    struct or an opaque type), a float or a tuple of floats for cuda_fp8/fp6/fp4's types;
+    _NOT_DECODED for bytes kernarg would not pass back exactly (see _small_float_lanes)."""
     code = spec.code
     if len(data) != spec.size:
-        return _NOT_LITERAL
+        return _NOT_DECODED
     if code == C_BOOL:
         return data != bytes(len(data))
     if code in _SIGNED_CODES or code in _UNSIGNED_CODES:
@@ -812,9 +848,11 @@ def _value_of_bytes(spec, bytes data):
                              data[:lane * spec.count])
     if code == C_VECTOR and spec.elem == C_BF16:
         return tuple(_bf16(data[2 * k:2 * k + 2]) for k in range(spec.count))
+    if code == C_SMALL_FLOAT:
+        return _small_float_lanes(spec.elem, spec.count, data)
     if code == C_STRUCT or code == C_OPAQUE:
         return data
-    return _NOT_LITERAL
+    return _NOT_DECODED
 
 
 cdef object _as_parameter(const Param* p, object value):
@@ -901,9 +939,8 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
         out = {}
         for i in order:
             data = _ptx_constant(ptx, f"{_EVAL_NAME}{i}")
-            value = _NOT_LITERAL if data is None else _value_of_bytes(wanted[i][2], data)
-            if value is not _NOT_LITERAL:
-                out[i] = value
+            if data is not None:
+                out[i] = _value_of_bytes(wanted[i][2], data)
         return out
     return {}
 
@@ -1357,6 +1394,7 @@ cdef class Signature:
         with no value ends them: the parameters before it must be passed."""
         cdef Py_ssize_t i, first = self._n
         values = []
+        self._stop_not_decoded = False
         for i in range(self._n - 1, -1, -1):
             if evaluated and i in evaluated:
                 value = evaluated[i]
@@ -1364,7 +1402,8 @@ cdef class Signature:
                 break
             else:
                 value = _as_parameter(&self._params[i], _default_value(texts[i]))
-            if value is _NOT_LITERAL:
+            if value is _NOT_LITERAL or value is _NOT_DECODED:
+                self._stop_not_decoded = value is _NOT_DECODED
                 break
             values.append(value)
             first = i
@@ -1379,9 +1418,10 @@ cdef class Signature:
         ``from_source``, or a signature string that gives them: ``"int n = 4"``), converted
         to their parameters' types as C++ converts them. A literal is read by kernarg;
         ``from_source`` has NVRTC evaluate any other constant expression (a struct's value is
-        its bytes, a vector's a tuple of its lanes). A default with no value (not a constant
-        expression, or not a literal in a signature string) is in :attr:`default_texts` only,
-        and so are those before it."""
+        its bytes, a vector's a tuple of its lanes, an 8-, 6- or 4-bit float's the float its
+        bits stand for). A default with no value (not a constant expression, not a literal in
+        a signature string, or a NaN of another code than kernarg writes) is in
+        :attr:`default_texts` only, and so are those before it."""
         if self._defaults is None:
             return {}
         return {self._first_default + i: v for i, v in enumerate(self._defaults)}
@@ -1618,6 +1658,10 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
         if _default_value(sig._default_texts[j]) is not _NOT_LITERAL:
             tail += ("a literal C++ does not convert to the parameter's type, or whose "
                      "conversion is undefined)")
+        elif sig._stop_not_decoded:
+            tail += ("which NVRTC evaluated to bytes kernarg does not pass back exactly as a "
+                     "value: an 8-, 6- or 4-bit float NaN of another code than the one "
+                     "kernarg writes for NaN)")
         elif sig._defaults_compiled:
             tail += ("which NVRTC could not evaluate as a constant of the parameter's type: "
                      "a default kernarg passes must be a constant expression)")

@@ -1260,6 +1260,81 @@ def test_small_float_values_are_the_codes_ml_dtypes_gives(fmt):
             assert bytes(sig.pack((np.float64(value),))) == bytes([code])
 
 
+def _small_float_headers(fmt):
+    if not fmt.startswith("fp8") and nvrtc_version() < (12, 8):
+        pytest.skip("cuda_fp6.h and cuda_fp4.h came with CUDA 12.8")
+    return "#include <cuda_fp8.h>\n" + (
+        "#include <cuda_fp6.h>\n#include <cuda_fp4.h>\n" if nvrtc_version() >= (12, 8) else "")
+
+
+def _bits_of(t, code, cast="unsigned char"):
+    # cuda_fp8/fp6/fp4's float constructors are not constexpr: a constant has them by its bits.
+    return f"__builtin_bit_cast({t}, ({cast}){code:#x})"
+
+
+@pytest.mark.parametrize("fmt", sorted(SMALL_FLOAT_ML))
+def test_small_float_defaults_come_back_as_their_values_and_pack_to_their_codes(fmt):
+    # Every code of the format as a default the compiler evaluates: each comes back as the
+    # value ml_dtypes gives that code, and packs to that very code. The NaNs other than the
+    # one kernarg writes for NaN could not come back so: they are left to the next test.
+    t = getattr(ml_dtypes, SMALL_FLOAT_ML[fmt], None)
+    if t is None:       # ml_dtypes 0.5 added the fp6, fp4 and e8m0 formats
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {SMALL_FLOAT_ML[fmt]}")
+    headers = _small_float_headers(fmt)
+    width = 4 if fmt.startswith("fp4") else 6 if fmt.startswith("fp6") else 8
+    one = kernarg.Signature(f"__nv_{fmt} v")
+    try:
+        nan_code = bytes(one.pack((math.nan,)))[0]
+    except ValueError:
+        nan_code = None                                 # fp6 and fp4 have no NaN
+    values = {code: float(np.array([code], np.uint8).view(t)[0]) for code in range(1 << width)}
+    codes = [c for c, v in values.items() if not math.isnan(v) or c == nan_code]
+    assert len(codes) >= (1 << width) - 5               # e5m2 has six NaNs, e4m3 two
+    params = ", ".join(f"__nv_{fmt} d{c} = {_bits_of(f'__nv_{fmt}', c)}" for c in codes)
+    sig = kernarg.Signature.from_source(f'{headers}extern "C" __global__ void k(int n, '
+                                        f"{params}) {{}}", "k")
+    got = sig.defaults
+    assert sorted(got) == list(range(1, len(codes) + 1))
+    for i, code in enumerate(codes, 1):
+        want = values[code]
+        if math.isnan(want):
+            assert math.isnan(got[i])
+        else:       # -0.0 too: its sign is its code's
+            assert (got[i], math.copysign(1, got[i])) == (want, math.copysign(1, want)), code
+    assert bytes(sig.pack((7,))) == bytes([7, 0, 0, 0, *codes])
+
+
+def test_small_float_defaults_of_vectors_and_of_bits_kernarg_would_not_write_back():
+    headers = _small_float_headers("fp4_e2m1")
+    src = (f'{headers}extern "C" __global__ void k(int n, '
+           f"__nv_fp8x2_e4m3 a = {_bits_of('__nv_fp8x2_e4m3', 0x3840, 'unsigned short')}, "
+           f"__nv_fp4x4_e2m1 b = {_bits_of('__nv_fp4x4_e2m1', 0x8321, 'unsigned short')}, "
+           f"__nv_fp6x2_e3m2 c = {_bits_of('__nv_fp6x2_e3m2', 0x0C22, 'unsigned short')}, "
+           "__nv_fp8_e5m2 d = {}) {}")
+    sig = kernarg.Signature.from_source(src, "k")
+    # Lanes from the lowest bits up, as the packer writes them (the values are ml_dtypes'
+    # for those codes); -0.0 keeps its sign.
+    assert sig.defaults == {1: (2.0, 1.0), 2: (0.5, 1.0, 1.5, -0.0), 3: (-0.125, 1.0),
+                            4: 0.0}
+    assert math.copysign(1, sig.defaults[2][3]) == -1
+    assert bytes(sig.pack((7,))) == bytes([7, 0, 0, 0, 0x40, 0x38, 0x21, 0x83, 0x22, 0x0C, 0])
+    # NaNs other than kernarg's (e5m2's 0x7F, e4m3's negative one), and fp6 bits past the
+    # format's six: a value would not pack back to them, so they are not defaults kernarg
+    # passes. It says why.
+    for bad in (_bits_of("__nv_fp8_e5m2", 0x7F), _bits_of("__nv_fp8_e4m3", 0xFF),
+                _bits_of("__nv_fp6_e2m3", 0xC1)):
+        ty = bad.split("(")[1].split(",")[0]
+        src = (f'{headers}extern "C" __global__ void k(int n, {ty} a = {bad}, '
+               "int b = 1 << 4) {}")
+        sig = kernarg.Signature.from_source(src, "k")
+        assert sig.defaults == {2: 16}
+        with pytest.raises(TypeError, match=r"parameter 1 \('a'\) has the default argument "
+                                            r".*which NVRTC evaluated to bytes kernarg does "
+                                            r"not pass back exactly"):
+            sig.pack((7,))
+        assert bytes(sig.pack((7, 0.0))) == bytes(sig.pack((7, 0.0, 16)))
+
+
 def test_small_floats_by_value_take_exact_values_and_refuse_the_rest():
     sig = kernarg.Signature("__nv_fp8_e4m3 a, __nv_fp8x2_e5m2 b, __nv_fp4x2_e2m1 c, "
                             "__nv_fp4x4_e2m1 d, __nv_fp8_e8m0 e, __nv_fp6x4_e3m2 f")
