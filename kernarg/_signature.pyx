@@ -2061,10 +2061,11 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
             raise TypeError(f"{_field_label(sig, i, where, spec)}: {refusal}")
         address = ctypes.cast(value, ctypes.c_void_p).value or 0
     elif type(value) is int or isinstance(value, np.integer):
-        if not 0 <= value < 2**64:
+        number = int(value)     # numpy 1.x compares a uint64 with 2**64 as floats
+        if not 0 <= number < 2**64:
             label = _field_label(sig, i, where, spec)
-            raise OverflowError(f"{label} is a pointer: {value} is outside 0 .. 2**64-1")
-        address = value
+            raise OverflowError(f"{label} is a pointer: {number} is outside 0 .. 2**64-1")
+        address = number
     else:
         info = lookup_type(value, i)
         if info.kind <= KIND_POINTER:
@@ -2305,6 +2306,17 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                 if refusal is not None:
                     raise TypeError(f"{_param_name(sig, i)}: {refusal}")
                 address = ctypes.cast(value, ctypes.c_void_p).value or 0
+                memcpy(dst, &address, 8)
+                return 0
+            if isinstance(value, np.integer):
+                # An address kept in a numpy integer (an item of an array of addresses), as a
+                # struct's pointer field takes it. Asked only here, past the array kinds,
+                # so that arrays do not pay for the isinstance.
+                number = int(value)
+                if not 0 <= number < 2**64:
+                    raise OverflowError(f"{_param_name(sig, i)} is a pointer: {number} is "
+                                        "outside 0 .. 2**64-1")
+                address = number
                 memcpy(dst, &address, 8)
                 return 0
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "

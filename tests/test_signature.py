@@ -1075,6 +1075,27 @@ def test_ctypes_addresses_for_pointer_parameters():
         sig.pack((ctypes.c_int(5), None, None))
 
 
+def test_numpy_integer_addresses_for_pointer_parameters():
+    # An item of an array of addresses is a numpy integer: a pointer parameter takes it as a
+    # struct's pointer field does (before, the parameter refused it and the field took it).
+    addresses = np.array([0x1000, 2**64 - 1], np.uint64)
+    sig = kernarg.Signature("float* a, const void* b, int** c, int n")
+    raw = bytes(sig.pack((addresses[0], addresses[1], np.int32(0x30), 4)))
+    assert struct.unpack("<3Qi", raw) == (0x1000, 2**64 - 1, 0x30, 4)
+    field = kernarg.Signature.from_source(
+        'struct P { float* a; };\nextern "C" __global__ void k(P p) {}', "k")
+    assert bytes(field.pack(((addresses[0],),))) == bytes(sig.pack((addresses[0], 0, 0, 0)))[:8]
+    for holder in (sig, field):
+        args = ((np.int64(-1),),) if holder is field else (np.int64(-1), None, None, 0)
+        with pytest.raises(OverflowError, match=r"is a pointer: -1 is outside 0 \.\. 2\*\*64-1"):
+            holder.pack(args)
+    # numpy's bool and floats are not addresses.
+    for value in (np.True_, np.float64(4096)):
+        with pytest.raises(TypeError, match=r"parameter 0 \('a'\) is a pointer \(float\*\): "
+                                            r"expected an array, buffer or address"):
+            sig.pack((value, None, None, 0))
+
+
 def test_structs_from_numpy_ctypes_dicts_and_tuples():
     sig = kernarg.Signature([FLAT, CPair, FLAT, CPair])
     rec = np.zeros((), dtype=FLAT)[()]    # zeroed, so its internal padding is defined
