@@ -23,10 +23,10 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 
 from kernarg._cdefs cimport tuple_items
 from kernarg._signature cimport Signature, pack_typed_state, with_defaults
+from kernarg._stream cimport stream_handle
 
 import os
 
-from kernarg._stream import resolve_stream
 
 __all__ = ["get_include"]
 
@@ -85,7 +85,7 @@ cdef int _pack_block(object signature, object args, object stream, int device,
     if signature is not None:
         t = with_defaults(<Signature>signature, tuple_items(t), PyTuple_GET_SIZE(t)) or t
     if stream is not None:
-        stream = resolve_stream(stream)
+        stream = stream_handle(stream)
     _open(block, &st, len(t))
     set_launch_device(&st, device)
     try:
@@ -180,7 +180,7 @@ cdef int _c_release(kernarg_block* block) except -1:
 cdef int _c_resolve_stream(PyObject* stream, uint64_t* handle) except -1:
     if handle == NULL:
         raise ValueError("kernarg: handle is NULL")
-    handle[0] = resolve_stream(None if stream == NULL else <object>stream)
+    handle[0] = stream_handle(None if stream == NULL else <object>stream)
     return 0
 
 

@@ -52,9 +52,9 @@ from kernarg._interop cimport (
     tensor_map_value,
 )
 
+from kernarg._stream cimport stream_handle
 from kernarg._interop import record_problem
 from kernarg._interop import register as _register
-from kernarg._stream import resolve_stream
 
 __all__ = ["MAX_PARAM_BYTES", "ParamBlock", "pack", "register"]
 
@@ -802,7 +802,7 @@ def pack(args, *, stream=None, device=None):
     """
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
     if stream is not None:
-        stream = resolve_stream(stream)
+        stream = stream_handle(stream)
     # untyped_block_items' body, inline: a call here costs more than these lines.
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))

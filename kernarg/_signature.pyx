@@ -65,9 +65,10 @@ from kernarg._interop import (
     CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_fields,
     ctypes_pointer_fields, ctypes_problem, record_problem, swapped_scalar,
 )
-from kernarg._stream import resolve_stream
 
 __all__ = ["Signature"]
+
+from kernarg._stream cimport stream_handle
 
 from kernarg._cdefs cimport (
     Py_None,
@@ -1454,7 +1455,7 @@ cdef class Signature:
         cdef tuple t = as_arg_tuple(args, "Signature.pack")
         t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
         if stream is not None:
-            stream = resolve_stream(stream)
+            stream = stream_handle(stream)
         cdef ParamBlock blk
         if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
             # typed_block's common case, inline: a call here costs more than these lines.
