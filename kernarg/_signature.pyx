@@ -440,12 +440,38 @@ _COMPLEX_AS = {"float": "float2", "double": "double2", "__half": "half2", "half"
                "__nv_bfloat16": "__nv_bfloat162"}
 
 
+# A pointer to a function: `int (*f)(int, float)`, `void (* const cb)()`, `float (**table)(float)`,
+# the name optional (a prototype's `int (*)(int)`).
+_FUNCTION_POINTER = re.compile(
+    r"(?P<ret>[^()]*[\w*&>])\s*\(\s*(?P<ptr>\*(?:\s*(?:\*|const\b|volatile\b|__restrict__\b))*)"
+    r"\s*(?P<name>[A-Za-z_]\w*)?\s*\)\s*(?P<args>\([^()]*(?:\([^()]*\)[^()]*)*\))\s*",
+    re.S)
+
+
+def _declarator(str shown, name):
+    """Parameter ``name`` of type ``shown`` written as C declares it: ``float* p``, and a
+    function pointer's name inside its parentheses, ``int (*f)(int)``."""
+    if not name:
+        return shown
+    m = _FUNCTION_POINTER.fullmatch(shown) if "(" in shown else None
+    if m is None or m["name"] is not None:
+        return f"{shown} {name}"
+    return f"{m['ret']} ({m['ptr']}{'' if m['ptr'].endswith('*') else ' '}{name}){m['args']}"
+
+
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
     text = _without_default(text)
     plain = _without_attributes(text)
     if plain is None:
         raise ValueError(f"{text.strip()!r}: an attribute is not closed")
+    m = _FUNCTION_POINTER.fullmatch(plain.strip())
+    if m is not None:
+        # An address as any pointer is (an int, None, ...); the function's type says nothing
+        # kernarg can check against an array, so like void* it takes any.
+        shown = (f"{' '.join(m['ret'].split())} ({' '.join(m['ptr'].split())})"
+                 f"{' '.join(m['args'].split())}")
+        return _Spec(C_POINTER, 8, 8, shown, pointee_kind="", pointee_size=0), m["name"]
     if "complex" in plain:
         plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
     if "[" in plain:
@@ -781,6 +807,9 @@ def _declared_type(str piece):
     """A parameter declaration's type as written, without its name, default argument and
     ``__grid_constant__`` (a type a C++ alias can name: ``const float* __restrict__``)."""
     decl = re.sub(r"\b__grid_constant__\b", " ", _without_default(piece))
+    m = _FUNCTION_POINTER.fullmatch(decl.strip())
+    if m is not None:           # `int (*f)(int)`: the name is inside the parentheses
+        return " ".join((m["ret"] + " (" + m["ptr"] + ")" + m["args"]).split())
     tokens = list(re.finditer(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|[^\sA-Za-z_]", decl))
     if len(tokens) > 1:
         last = tokens[-1]
@@ -867,6 +896,10 @@ cdef object _as_parameter(const Param* p, object value):
         return value
     if code == C_BOOL:
         return _NOT_LITERAL if value is None else bool(value)
+    if code == C_U64_OR_PTR and value is None:
+        # A .u64 the source does not type for kernarg (a pointer typedef, say) defaulting to
+        # nullptr: C++ took it, so it is a pointer, which None packs as null.
+        return None
     if code in _SIGNED_CODES or code in _UNSIGNED_CODES:
         if value is None:
             return _NOT_LITERAL
@@ -1434,7 +1467,7 @@ cdef class Signature:
 
     def __repr__(self):
         params = ", ".join(
-            (f"{t} {n}" if n else t) + (f" = {d}" if d is not None else "")
+            _declarator(t, n) + (f" = {d}" if d is not None else "")
             for t, n, d in zip(self._types, self._names, self._default_texts))
         return f"kernarg.Signature({params!r})"
 
@@ -1646,7 +1679,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
 cdef str _count_message(Signature sig, Py_ssize_t n):
     """The refusal of ``n`` arguments for ``sig``: its parameters, and which are missing (the
     first three) or how many are too many."""
-    params = ", ".join([f"{t} {name}" if name else t for t, name in zip(sig._types, sig._names)])
+    params = ", ".join([_declarator(t, name) for t, name in zip(sig._types, sig._names)])
     if n < sig._n:
         missing = [_param_name(sig, i) for i in range(n, min(sig._n, n + 3))]
         more = ", ..." if sig._n - n > 3 else ""

@@ -808,6 +808,45 @@ union Bits { float f; unsigned u; };
 """
 
 
+def test_function_pointers_are_pointers_named_inside_their_parentheses():
+    # `int (*f)(int)` names f: before, the last word, `int`, was taken for its name (and the
+    # parameter's type for an unknown one, so the PTX's .u64).
+    src = """__device__ int twice(int x) { return 2 * x; }
+typedef int (*fn_t)(int);
+extern "C" __global__ void k(void (* const cb)(float*, int), int n,
+                             float (**table)(float, int (*)(int)) = 0,
+                             int (*f)(int) = nullptr, fn_t h = NULL) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.names == ("cb", "n", "table", "f", "h")
+    assert sig.types == ("void (* const)(float*, int)", "int", "float (**)(float, int (*)(int))",
+                         "int (*)(int)", ".u64")
+    ptx = kernarg.Signature.from_ptx(compile_ptx(src), "k")
+    assert (sig.offsets, sig.sizes, sig.nbytes) == (ptx.offsets, ptx.sizes, ptx.nbytes)
+    # Null defaults, also for a pointer typedef kernarg reads only as the PTX's .u64.
+    assert sig.defaults == {2: None, 3: None, 4: None}
+    assert bytes(sig.pack((0x1000, 3))) == struct.pack("<Qi4x3Q", 0x1000, 3, 0, 0, 0)
+    assert bytes(sig.pack((None, 3, np.uint64(0x2000), 0x3000, 0x4000))) == \
+        struct.pack("<Qi4x3Q", 0, 3, 0x2000, 0x3000, 0x4000)
+    # Written as C declares them, so the repr is a signature string that reads back the same.
+    assert repr(sig) == ("kernarg.Signature('void (* const cb)(float*, int), int n, "
+                         "float (**table)(float, int (*)(int)) = 0, int (*f)(int) = nullptr, "
+                         ".u64 h = NULL')")
+    again = eval(repr(sig).replace(".u64 h", "void* h"))
+    assert again.names == sig.names and again.defaults == sig.defaults
+    with pytest.raises(TypeError, match=r"\(void \(\* const cb\)\(float\*, int\), int n, "):
+        sig.pack(())
+    # A function's address is the module's to fix when it is loaded: no constant NVRTC can
+    # give, so it must be passed.
+    src = ('__device__ int twice(int x) { return 2 * x; }\n'
+           'extern "C" __global__ void k(int n, int (*f)(int) = twice) {}')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.defaults == {} and sig.names == ("n", "f")
+    with pytest.raises(TypeError, match=r"parameter 1 \('f'\) has the default argument "
+                                        r"'twice'"):
+        sig.pack((1,))
+
+
 def test_pointers_to_types_kernarg_does_not_name_are_pointers():
     """A pointer to a struct, template, namespaced or library type is 8 bytes like any pointer:
     the text form takes it (it used to say "unknown parameter type"), shows its type and name,
@@ -862,7 +901,7 @@ def test_from_source_keeps_const_of_pointers_to_declared_structs():
 @pytest.mark.parametrize("bad, fragment", [
     ("float& x", "reference"), ("int (*x)[4]", "array"), ("Foo f", "unknown parameter type"),
     ("void v", "void"), ("int a,, int b", "empty parameter"),
-    ("int (*f)(int)", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
+    ("int (*f)(int", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
 ])
 def test_parse_errors(bad, fragment):
     with pytest.raises(ValueError, match=fragment):
