@@ -117,10 +117,14 @@ cdef uint64_t stream_handle(object obj) except? 0:
     except (TypeError, ValueError):
         raise
     except Exception as exc:
-        # A stream object's property (or comparison) that raises is its fault, not a crash of
-        # ours: say what happened and what is accepted.
-        raise TypeError(f"stream {type(obj).__name__}: reading it raised {exc!r}; accepted: "
-                        f"{_ACCEPTED}") from exc
+        _reading_raised(obj, exc)
+
+
+cdef int _reading_raised(object obj, object exc) except -1:
+    # A stream object's property (or comparison) that raises is its fault, not a crash of
+    # ours: say what happened and what is accepted.
+    raise TypeError(f"stream {type(obj).__name__}: reading it raised {exc!r}; accepted: "
+                    f"{_ACCEPTED}") from exc
 
 
 cdef inline uint64_t _int_handle(object handle, object source) except? 0:
@@ -204,7 +208,12 @@ cdef int _method_handle(object obj, uint64_t* out) except -1:
                 and kernarg_small_int(<PyObject*>handle, &small) and small >= 0:
             out[0] = <uint64_t>small            # the usual (0, handle below 2**60)
             return 1
-    out[0] = _protocol_result(result, "__cuda_stream__()", obj)
+    try:                        # anything else, as _resolve reads it (and as it fails)
+        out[0] = _protocol_result(result, "__cuda_stream__()", obj)
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:    # a tuple subclass's __len__, say
+        _reading_raised(obj, exc)
     return 1
 
 

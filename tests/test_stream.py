@@ -303,3 +303,18 @@ def test_use_stream_block_cannot_be_entered_twice_and_unwinds_on_errors():
         with kernarg.use_stream("nope"):
             pass
     assert kernarg.default_stream() == _stream._POLICY_DEFAULT
+
+
+def test_a_method_result_whose_reading_raises_is_said_so_either_way():
+    # A tuple subclass whose len() raises: the same TypeError whether the method is called the
+    # general way (first) or the method-call way (second).
+    class Odd(tuple):
+        def __len__(self):
+            raise RuntimeError("len of an odd tuple")
+
+    messages = []
+    for _ in range(2):
+        with pytest.raises(TypeError, match="reading it raised RuntimeError") as info:
+            kernarg.resolve_stream(CountingStream(Odd((0, 5, 6))))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
