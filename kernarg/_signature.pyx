@@ -325,6 +325,11 @@ _small_values = {}      # format index -> {finite non-negative value: code}, bui
 _small_codes = {}       # format index -> {code: value}, its inverse (for defaults' bytes)
 
 
+cdef inline int _lane_bits(int fmt):
+    # The bits of one lane of format ``fmt``: fp4's lanes are nibbles, the others bytes.
+    return 4 if _SMALL_FORMATS[fmt][0] == "__nv_fp4_e2m1" else 8
+
+
 def _small_float_spec(base):
     """``base``, one of _SMALL_FLOAT_POINTEES' names, by value. Each lane is a byte, but fp4's
     lanes are nibbles (``__nv_fp4x2_e2m1`` is one byte); aligned to its size (cuda_fp*.hpp's
@@ -361,7 +366,7 @@ def _small_float_lanes(int fmt, int count, bytes data):
     Every code the packer can write comes back as the value it writes it for (the inverse of
     _small_float_values, so the round trip is exact, -0.0 included); a NaN other than the one
     code the packer writes for NaN, or bits outside the format, give _NOT_DECODED."""
-    cdef int k, code, bits = 4 if _SMALL_FORMATS[fmt][0] == "__nv_fp4_e2m1" else 8
+    cdef int k, code, bits = _lane_bits(fmt)
     _, _, e_bits, m_bits, _, signed, nan, inf = _SMALL_FORMATS[fmt]
     values = _small_codes.get(fmt)
     if values is None:
@@ -562,7 +567,9 @@ def _opaque_pointer(text, plain, tokens, is_const):
     head = _TYPE_WORDS.sub(" ", plain[:plain.index("*")])
     type_text = " ".join(head.split())
     if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text):
-        # `int (*f)(int)`, stray words after the name: not a plain pointer declaration.
+        # Stray words after the name (`Foo* a b`), or an unclosed function pointer
+        # (`int (*f)(int`): not a pointer declaration. A whole function pointer is
+        # _FUNCTION_POINTER's, matched before this.
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
     return (_pointer_spec(type_text, tokens.count("*"), is_const),
@@ -2389,7 +2396,7 @@ cdef int _put_small_float(Signature sig, Param* p, Py_ssize_t i, object value,
     lane packed from the lowest bits up (cuda_fp8.hpp puts x in the low byte of an x2, and
     cuda_fp4.hpp in the low nibble)."""
     cdef Py_ssize_t k
-    cdef int bits = 4 if _SMALL_FORMATS[p.elem][0] == "__nv_fp4_e2m1" else 8
+    cdef int bits = _lane_bits(p.elem)
     cdef uint32_t word = 0      # at most four byte lanes; hosts are little-endian
     shown = sig._types[i]
     if p.count == 1:

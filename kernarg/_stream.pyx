@@ -25,7 +25,6 @@ cdef extern from "Python.h":
                                      PyObject* kwnames)
 
 import os
-import sys
 import threading
 
 __all__ = [
@@ -179,8 +178,6 @@ def resolve_stream(obj):
 # say), or None. Only a hint of which objects to try _method_handle on: that checks the
 # attribute is still a method whenever the call fails, and hands back to _resolve if not.
 cdef object _method_type = None
-_K_CUDA_STREAM = sys.intern("__cuda_stream__")
-cdef object _STREAM_NAME = _K_CUDA_STREAM
 
 
 cdef int _method_handle(object obj, uint64_t* out) except -1:
@@ -191,7 +188,7 @@ cdef int _method_handle(object obj, uint64_t* out) except -1:
     cdef long long small
     args[0] = <PyObject*>obj
     try:
-        result = PyObject_VectorcallMethod(_STREAM_NAME, args, 1, NULL)
+        result = PyObject_VectorcallMethod("__cuda_stream__", args, 1, NULL)
     except Exception as exc:
         # The name was missing, or not callable (a pair), or the method itself raised: only
         # the last ran obj's code, and only the last leaves a callable attribute behind.
