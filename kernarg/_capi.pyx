@@ -27,7 +27,6 @@ from kernarg._stream cimport stream_handle
 
 import os
 
-
 __all__ = ["get_include"]
 
 # sizes for callers that pass none: never read back (the GIL serialises writers).
