@@ -36,9 +36,10 @@ cdef class Signature:
     cdef tuple _defaults       # the values of the defaults of params _first_default.. _n-1
     cdef Py_ssize_t _first_default     # _n: no call may leave arguments out
     cdef bint _defaults_compiled      # from_source: NVRTC evaluated the non-literal ones
-    # The default before _first_default is NVRTC's bytes that kernarg does not pass back as a
-    # value (see _small_float_lanes), which the count refusal says.
-    cdef bint _stop_not_decoded
+    # What the default before _first_default is, for the count refusal to say: _NOT_DECODED
+    # (NVRTC's bytes that kernarg does not pass back as a value, see _small_float_lanes),
+    # _ADDRESS (an address the module's loader fixes), _NOT_LITERAL, or None.
+    cdef object _stop
 
     cdef _build(self, list specs, list names)
     cdef _set_defaults(self, list texts, dict evaluated=*)

@@ -714,6 +714,9 @@ _NOT_LITERAL = object()
 # A default NVRTC evaluated whose bytes kernarg does not pass back as a value (a NaN of another
 # code than the one kernarg writes): refused as _NOT_LITERAL is, with its own reason.
 _NOT_DECODED = object()
+# A default NVRTC evaluated to an address (a function's, a __device__ variable's: `= twice`,
+# `= table + 1`): the module's loader fixes it, so it has no value before then.
+_ADDRESS = object()
 # C++ literals a default argument may be, read as the packer then reads the value for the
 # parameter's type: integers (decimal, hex, octal, binary; digit separators; u/l suffixes),
 # decimal floating-point (f/l suffixes), true/false, nullptr/NULL (a null pointer), a
@@ -827,8 +830,9 @@ def _declared_type(str piece):
 
 def _ptx_constant(str ptx, str name):
     """The bytes of the initialised PTX variable ``name`` (``.global .align 4 .u32 name =
-    1024;``; no initialiser: zeros), or None where there is no such variable or its
-    initialiser is not plain numbers (an address: ``generic(sym)``)."""
+    1024;``; no initialiser: zeros), None where there is no such variable, or _ADDRESS where
+    its initialiser is not plain numbers: it names a symbol (``_Z5twicei``,
+    ``generic(table)+4``), whose address the driver fixes when it loads the module."""
     m = re.search(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:global|const)\s+(?:\.align\s+\d+\s+)?"
                   r"\.([bsuf])(8|16|32|64)\s+" + re.escape(name) +
                   r"(?:\[(\d+)\])?\s*(?:=\s*([^;]*))?;", ptx, re.M)
@@ -850,7 +854,7 @@ def _ptx_constant(str ptx, str name):
         elif re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|[0-9]+)[uU]?", item):
             value = int(item.rstrip("uU"), 0)
         else:
-            return None
+            return _ADDRESS
         out += (value % (1 << (8 * width))).to_bytes(width, "little")
     return bytes(out) + bytes(width * count - len(out))
 
@@ -980,7 +984,9 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
         out = {}
         for i in order:
             data = _ptx_constant(ptx, f"{_EVAL_NAME}{i}")
-            if data is not None:
+            if data is _ADDRESS:
+                out[i] = data
+            elif data is not None:
                 out[i] = _value_of_bytes(wanted[i][2], data)
         return out
     return {}
@@ -1435,7 +1441,7 @@ cdef class Signature:
         with no value ends them: the parameters before it must be passed."""
         cdef Py_ssize_t i, first = self._n
         values = []
-        self._stop_not_decoded = False
+        self._stop = None
         for i in range(self._n - 1, -1, -1):
             if evaluated and i in evaluated:
                 value = evaluated[i]
@@ -1443,8 +1449,8 @@ cdef class Signature:
                 break
             else:
                 value = _as_parameter(&self._params[i], _default_value(texts[i]))
-            if value is _NOT_LITERAL or value is _NOT_DECODED:
-                self._stop_not_decoded = value is _NOT_DECODED
+            if value is _NOT_LITERAL or value is _NOT_DECODED or value is _ADDRESS:
+                self._stop = value
                 break
             values.append(value)
             first = i
@@ -1461,7 +1467,8 @@ cdef class Signature:
         ``from_source`` has NVRTC evaluate any other constant expression (a struct's value is
         its bytes, a vector's a tuple of its lanes, an 8-, 6- or 4-bit float's the float its
         bits stand for). A default with no value (not a constant expression, not a literal in
-        a signature string, or a NaN of another code than kernarg writes) is in
+        a signature string, a NaN of another code than kernarg writes, or an address the
+        driver fixes when it loads the module, ``= twice`` or ``= table + 1``) is in
         :attr:`default_texts` only, and so are those before it."""
         if self._defaults is None:
             return {}
@@ -1685,11 +1692,12 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
 
 cdef str _count_message(Signature sig, Py_ssize_t n):
     """The refusal of ``n`` arguments for ``sig``: its parameters, and which are missing (the
-    first three) or how many are too many."""
+    first three; not those whose defaults would fill in) or how many are too many."""
     params = ", ".join([_declarator(t, name) for t, name in zip(sig._types, sig._names)])
     if n < sig._n:
-        missing = [_param_name(sig, i) for i in range(n, min(sig._n, n + 3))]
-        more = ", ..." if sig._n - n > 3 else ""
+        # n < _first_default here: the parameters from there on have defaults.
+        missing = [_param_name(sig, i) for i in range(n, min(sig._first_default, n + 3))]
+        more = ", ..." if sig._first_default - n > 3 else ""
         tail = f": no value for {', '.join(missing)}{more}"
     else:
         tail = f": {n - sig._n} more than it has parameters"
@@ -1699,10 +1707,15 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
         if _default_value(sig._default_texts[j]) is not _NOT_LITERAL:
             tail += ("a literal C++ does not convert to the parameter's type, or whose "
                      "conversion is undefined)")
-        elif sig._stop_not_decoded:
+        elif sig._stop is _NOT_DECODED:
             tail += ("which NVRTC evaluated to bytes kernarg does not pass back exactly as a "
                      "value: an 8-, 6- or 4-bit float NaN of another code than the one "
                      "kernarg writes for NaN)")
+        elif sig._stop is _ADDRESS:
+            tail += ("which NVRTC evaluated to the address of a function or __device__ "
+                     "variable: the driver fixes it only when it loads the module, so kernarg "
+                     "cannot pass it for you; pass the address, e.g. from a __device__ "
+                     "variable holding it, read through Kernel.get_global)")
         elif sig._defaults_compiled:
             tail += ("which NVRTC could not evaluate as a constant of the parameter's type: "
                      "a default kernarg passes must be a constant expression)")

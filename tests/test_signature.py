@@ -843,8 +843,36 @@ extern "C" __global__ void k(void (* const cb)(float*, int), int n,
     sig = kernarg.Signature.from_source(src, "k")
     assert sig.defaults == {} and sig.names == ("n", "f")
     with pytest.raises(TypeError, match=r"parameter 1 \('f'\) has the default argument "
-                                        r"'twice'"):
+                                        r"'twice', which NVRTC evaluated to the address of a "
+                                        r"function or __device__ variable: the driver fixes "
+                                        r"it only when it loads the module"):
         sig.pack((1,))
+
+
+def test_address_defaults_say_they_are_addresses():
+    # NVRTC evaluates `table + 1` and `&twice` to PTX initialisers that name the symbol
+    # (`generic(table)+4`, `_Z5twicei`): values the module loader fixes. The defaults after
+    # them still count; the message says why these must be passed, and not that NVRTC could
+    # not evaluate them (it did).
+    src = ('__device__ int twice(int x) { return 2 * x; }\n'
+           '__device__ float table[4];\n'
+           'extern "C" __global__ void k(float* p = table + 1, int (*f)(int) = &twice, '
+           'int n = 2 + 2) {}')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.defaults == {2: 4}
+    assert sig.default_texts == ("table + 1", "&twice", "2 + 2")
+    with pytest.raises(TypeError, match=r"got 1: no value for parameter 1 \('f'\) "
+                                        r"\(parameter 1 \('f'\) has the default argument "
+                                        r"'&twice', which NVRTC evaluated to the address of a "
+                                        r"function or __device__ variable"):
+        sig.pack((None,))
+    assert bytes(sig.pack((None, 0x10))) == struct.pack("<QQi", 0, 0x10, 4)
+    # A default NVRTC cannot evaluate at all keeps its own reason.
+    src = ('__device__ int runtime(void) { return 3; }\n'
+           'extern "C" __global__ void k(int m, int n = runtime()) {}')
+    sig = kernarg.Signature.from_source(src, "k")
+    with pytest.raises(TypeError, match=r"which NVRTC could not evaluate as a constant"):
+        sig.pack(())
 
 
 def test_pointers_to_types_kernarg_does_not_name_are_pointers():
