@@ -548,8 +548,18 @@ def test_cuda_bindings_device_pointer_objects(ctx):
         check(driver.cuMemFree(ptr))
 
 
-def _torch_array():
+def _torch_cuda():
+    """torch, where it is installed with CUDA; else the test skips, saying which (a CPU build of
+    torch is not a failure of kernarg's)."""
     torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip(f"torch {torch.__version__} has no CUDA (a CPU build, or no device it can "
+                    "use)")
+    return torch
+
+
+def _torch_array():
+    torch = _torch_cuda()
     t = torch.zeros(64, device="cuda")
     return t, torch.cuda.current_stream(), lambda: (torch.cuda.synchronize(), t.cpu().numpy())[1]
 
@@ -612,7 +622,7 @@ def test_jax_arrays_are_read_by_kernels_and_refused_as_outputs(ctx):
 
 
 def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
-    torch = pytest.importorskip("torch")
+    torch = _torch_cuda()
     if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
         pytest.skip(f"torch {torch.__version__} has no DLPack C exchange API")
     side = torch.cuda.Stream()
@@ -627,9 +637,7 @@ def test_pinned_torch_tensor_is_written_by_the_kernel(ctx):
     # A pinned CPU tensor is host memory mapped for the GPU: torch's __dlpack_device__ says
     # kDLCUDAHost, while its C exchange API (2.10+) says kDLCPU, and before 2.10 kernarg's
     # adapter sees is_cuda False. Either way kernarg takes its address; the kernel writes it.
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("this torch has no CUDA (it cannot pin memory)")
+    torch = _torch_cuda()
     t = torch.zeros(64).pin_memory()
     assert t.__dlpack_device__()[0] == 3
     k = kernarg.Kernel.from_source(WRITE, "fill")
@@ -650,9 +658,7 @@ def test_fp8_torch_tensor_is_checked_and_written_by_the_kernel(ctx):
     # torch exports float8_e4m3fn with DLPack code 10 (checked on the CPU build): the typed
     # launch takes it for __nv_fp8_e4m3* and refuses an e5m2 tensor, and a float* kernel
     # refuses the fp8 tensor, naming the format.
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("this torch has no CUDA")
+    torch = _torch_cuda()
     t = torch.zeros(64, dtype=torch.float8_e4m3fn, device="cuda")
     k = kernarg.Kernel.from_source(FP8_WRITE, "fill8")
     k.launch(1, 64, t, 1.5, 64)
@@ -676,9 +682,7 @@ def test_lazily_conjugated_and_negated_torch_views_are_refused(ctx):
     # z.conj().imag is -2, -4 to torch, but its memory (z's) holds 2, 4: torch's DLPack C
     # exchange API hands that memory out as it is, so kernarg refuses the view and the kernel
     # reads the resolved copy's values.
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("this torch has no CUDA")
+    torch = _torch_cuda()
     z = torch.tensor([1 + 2j, 3 + 4j], dtype=torch.complex64, device="cuda")
     im = z.conj().imag
     dst = torch.zeros(2, device="cuda")
@@ -722,9 +726,7 @@ def _numba_pinned():
 
 
 def _torch_pinned():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
+    torch = _torch_cuda()
     return torch.empty(64, dtype=torch.float32, pin_memory=True).numpy()
 
 
@@ -1516,7 +1518,7 @@ def test_array_on_another_gpu_is_refused():
     count = check(driver.cuDeviceGetCount())
     if count < 2:
         pytest.skip(f"needs two GPUs, this machine has {count}")
-    torch = pytest.importorskip("torch")
+    torch = _torch_cuda()
     k = kernarg.Kernel.from_source(WRITE, "fill", device=0)
     t = torch.zeros(32, device="cuda:1")
     with pytest.raises(ValueError,
@@ -1529,7 +1531,7 @@ def test_array_on_another_gpu_is_refused():
 
 
 def test_launch_waits_for_torch_current_stream(ctx):
-    torch = pytest.importorskip("torch")
+    torch = _torch_cuda()
     k_slow = kernarg.Kernel.from_source(SPIN_WRITE, "slow_write")
     k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
     consumer = int(check(driver.cuStreamCreate(1)))
