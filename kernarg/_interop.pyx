@@ -1294,6 +1294,13 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     try:
         device = obj.__dlpack_device__()
     except Exception as exc:
+        if mro_has(type(obj), "jax.", "Tracer"):
+            # What a jitted (vmapped, differentiated) function holds in place of its arrays:
+            # it speaks DLPack only by name, and has no memory before JAX runs the function.
+            raise TypeError(f"{_describe(index, obj)}: a JAX tracer, not an array: inside "
+                            "jax.jit, vmap or grad the arrays have no memory yet, so no kernel "
+                            "can take them; launch outside the traced function, or call the "
+                            "kernel through jax.ffi") from exc
         _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised "
                       f"{type(exc).__name__}: {exc}")
     try:
