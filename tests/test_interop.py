@@ -3,6 +3,7 @@ import gc
 import struct
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -861,6 +862,28 @@ def test_exchange_api_holds_no_extra_references():
     assert sys.getrefcount(x) == before
 
 
+def test_jax_tracers_are_refused_as_tracers():
+    # Inside jax.jit (vmap, grad) a function's arrays are tracers: they have __dlpack__ by name
+    # and no memory. The refusal says what they are and where the launch belongs.
+    jax = pytest.importorskip("jax", reason="jax is not installed")
+    seen = []
+
+    def traced(x):
+        for wrap in (lambda a: kernarg.pack((1, a)),
+                     lambda a: kernarg.Signature("int n, const float* p").pack((1, a))):
+            with pytest.raises(TypeError, match=r"argument 1 \(jax\._src\..*Tracer\): a JAX "
+                                                r"tracer, not an array: inside jax.jit"):
+                wrap(x)
+        seen.append(type(x).__name__)
+        return x
+
+    x = jax.numpy.zeros(3, jax.numpy.float32)
+    jax.jit(traced)(x)
+    jax.vmap(traced)(x)
+    jax.grad(lambda a: traced(a).sum())(x)
+    assert len(seen) == 3 and all(name.endswith("Tracer") for name in seen)
+
+
 def test_torch_exchange_api_errors_name_the_argument():
     torch = pytest.importorskip("torch", reason="torch is not installed")
     if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
@@ -869,6 +892,62 @@ def test_torch_exchange_api_errors_name_the_argument():
     with pytest.raises(RuntimeError, match=r"argument 2 \(torch.Tensor\): the producer's DLPack "
                                            r"C exchange API"):
         kernarg.pack((1, 2, sparse))
+
+
+def _real_torch_cases(torch):
+    """Real torch tensors (CPU build) of each layout, dtype and view kind a user may pass, with
+    the refusal each must get: host memory is refused with the CPU message, lazily
+    conjugated or negated views as such, and tensors with no strided memory by the producer's
+    own error, named."""
+    cpu = (TypeError, r"the memory is on the CPU")
+    producer = (RuntimeError, r"the producer's DLPack C exchange API "
+                              r"\(dltensor_from_py_object_no_sync\) raised RuntimeError: ")
+    z = torch.zeros(2, 3, dtype=torch.complex64)
+
+    class Sub(torch.Tensor):
+        pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # sparse CSR's and nested tensors' "beta"/"prototype"
+        return {
+            "float32": (torch.zeros(3), cpu),
+            "bool": (torch.zeros(3, dtype=torch.bool), cpu),
+            "bfloat16": (torch.zeros(3, dtype=torch.bfloat16), cpu),
+            "float8_e4m3fn": (torch.zeros(3, dtype=torch.float8_e4m3fn), cpu),
+            "uint16": (torch.zeros(3, dtype=torch.uint16), cpu),
+            "complex64": (z, cpu),
+            "empty": (torch.zeros(0), cpu),
+            "0-d": (torch.tensor(3.0), cpu),
+            "transposed": (torch.zeros(2, 3).T, cpu),
+            "channels_last": (torch.zeros(1, 2, 3, 3).to(memory_format=torch.channels_last), cpu),
+            "requires_grad": (torch.zeros(3, requires_grad=True), cpu),
+            "Parameter": (torch.nn.Parameter(torch.zeros(3)), cpu),
+            "subclass": (torch.zeros(3).as_subclass(Sub), cpu),
+            "conj": (z.conj(), (ValueError, r"lazily conjugated view")),
+            "neg": (z.conj().imag, (ValueError, r"lazily negated view")),
+            "meta": (torch.empty(3, device="meta"), producer),
+            "sparse_coo": (torch.zeros(2, 2).to_sparse(), producer),
+            "sparse_csr": (torch.zeros(2, 2).to_sparse_csr(), producer),
+            "nested": (torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]), producer),
+        }
+
+
+def test_real_torch_tensors_that_a_kernel_cannot_take_are_refused_by_name():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this torch has no DLPack C exchange API")
+    sig = kernarg.Signature("int n, float* p")
+    for label, (t, (kind, message)) in _real_torch_cases(torch).items():
+        before = sys.getrefcount(t)
+        for pack, prefix in ((lambda a: kernarg.pack([7, a]), ""),
+                             (lambda a: sig.pack((7, a)), r"parameter 1 \('p'\): "),
+                             (lambda a: kernarg.pack((7, a), stream=2), "")):
+            with pytest.raises(kind, match=rf"^{prefix}argument 1 \([\w.<>]*"
+                                           rf"{type(t).__name__}\): .*{message}") as info:
+                pack(t)
+            assert not isinstance(info.value, SystemError), label
+        del info
+        assert sys.getrefcount(t) == before, label     # nothing kept by a refused pack
 
 
 def _handle_stand_in(module, name, **attrs):
