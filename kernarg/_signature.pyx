@@ -483,7 +483,15 @@ def _parse_c_param(text):
         plain = _array_as_pointer(plain)
     tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
     if "&" in tokens:
-        raise ValueError(f"{text.strip()!r}: kernel parameters cannot be references")
+        # An lvalue reference is passed as the address it binds to, as a pointer is: the memory
+        # must be the kernel's to reach. CUDA refuses rvalue and restrict-qualified references
+        # as kernel parameters.
+        refusal = _reference_refusal(plain, tokens)
+        if refusal is not None:
+            raise ValueError(f"{text.strip()!r}: {refusal}")
+        spec, name = _parse_c_param(plain.replace("&", "*"))
+        spec.text = spec.text[:-1] + "&"      # the last level, shown as declared
+        return spec, name
     if "[" in tokens:
         raise ValueError(f"{text.strip()!r}: an array parameter kernarg cannot read; use a "
                          "pointer")
@@ -528,6 +536,21 @@ def _parse_c_param(text):
     elem, count, align = _vector_type(base)
     code, size, _ = _SCALARS[elem]
     return _Spec(C_VECTOR, size * count, align, base, elem=code, count=count), name
+
+
+def _reference_refusal(plain, tokens):
+    """Why the reference parameter ``plain`` (its ``tokens``) is not one kernarg passes, or
+    None: a single lvalue reference, its last declarator level (``const float& x``,
+    ``float*& p``), to a type a pointer could point to."""
+    if re.search(r"&\s*&", plain):
+        return "CUDA does not allow rvalue-reference kernel parameters"
+    at = tokens.index("&")
+    if tokens.count("&") > 1 or "*" in tokens[at + 1:] or "[" in tokens or "(" in plain:
+        return ("a reference kernarg cannot read; write a reference as `T& name` or "
+                "`T*& name`, or use a pointer")
+    if any(t in ("__restrict__", "__restrict", "restrict") for t in tokens[at + 1:]):
+        return "CUDA does not allow restrict-qualified reference kernel parameters"
+    return None
 
 
 _ARRAY_DECLARATOR = re.compile(r"(?P<head>[^()\[\]]*?)(?P<last>[A-Za-z_]\w*)\s*"

@@ -926,9 +926,45 @@ def test_from_source_keeps_const_of_pointers_to_declared_structs():
         sig.pack((ro, ro, value, 3))
 
 
+def test_lvalue_references_are_addresses_as_pointers_are():
+    """CUDA passes a kernel's lvalue reference parameter as the address it binds to (it refuses
+    rvalue and restrict-qualified ones): kernarg takes what a pointer of that level takes,
+    checks the element type and const-ness the same way, and shows it as declared. It used to
+    refuse every reference ("kernel parameters cannot be references"), and from_source read
+    one as the PTX's untyped .u64."""
+    sig = kernarg.Signature("const float& x, float*& p, Pair& s, int n")
+    assert sig.types == ("const float&", "float*&", "Pair&", "int")
+    assert (sig.sizes, sig.alignments, sig.names) == ((8, 8, 8, 4), (8, 8, 8, 4),
+                                                      ("x", "p", "s", "n"))
+    assert repr(sig) == "kernarg.Signature('const float& x, float*& p, Pair& s, int n')"
+    assert repr(eval(repr(sig))) == repr(sig)
+    ro = CAIObject(cai(0x1000, typestr="<f4", readonly=True))
+    block = sig.pack((ro, 0x2000, CAIObject(cai(0x3000, typestr="<i8")), 4))
+    assert bytes(block) == struct.pack("<QQQi", 0x1000, 0x2000, 0x3000, 4)
+    with pytest.raises(TypeError, match=r"parameter 0 \('x'\) is const float& but the array's "
+                                        r"element type is i4"):
+        sig.pack((CAIObject(cai(0x1000, typestr="<i4")), 0, 0, 4))
+    with pytest.raises(ValueError, match=r"parameter 0 \('x'\) \(float&\) is not const but "
+                                         r"the CAIObject array is read-only"):
+        kernarg.Signature("float& x").pack((ro,))
+    # from_source types them from the declaration; the layout is the PTX's.
+    src = OPAQUE_PRELUDE + ('extern "C" __global__ void k(const float& x, const Pair &s, '
+                            'float*& p, char c) {}')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("const float&", "const Pair&", "float*&", "char")
+    ptx = kernarg.Signature.from_ptx(compile_ptx(src), "k")
+    assert (sig.offsets, sig.sizes, sig.nbytes) == (ptx.offsets, ptx.sizes, ptx.nbytes)
+    for bad, why in (("float&& r", "CUDA does not allow rvalue-reference"),
+                     ("float& __restrict__ r", "CUDA does not allow restrict-qualified"),
+                     ("float (&a)[4]", "a reference kernarg cannot read"),
+                     ("int (&f)(int)", "a reference kernarg cannot read")):
+        with pytest.raises(ValueError, match=re.escape(f"{bad!r}: {why}")):
+            kernarg.Signature(bad)
+
+
 @pytest.mark.parametrize("bad, fragment", [
-    ("float& x", "reference"), ("int (*x)[4]", "array"), ("Foo f", "unknown parameter type"),
-    ("void v", "void"), ("int a,, int b", "empty parameter"),
+    ("float&& x", "rvalue-reference"), ("int (*x)[4]", "array"),
+    ("Foo f", "unknown parameter type"), ("void v", "void"), ("int a,, int b", "empty parameter"),
     ("int (*f)(int", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
 ])
 def test_parse_errors(bad, fragment):

@@ -393,6 +393,27 @@ WRITE = r"""extern "C" __global__ void fill(float* x, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"""
 
 
+REFERENCES = r"""struct Pair { int a; float b; };
+extern "C" __global__ void refs(const float& x, float& out, const Pair& p, float*& q) {
+    out = 2.0f * x + p.b; q[0] = (float)p.a; }"""
+
+
+def test_reference_parameters_bind_to_device_memory(ctx):
+    # An lvalue reference parameter is the address it binds to: kernarg passes each array's
+    # address, the kernel reads and writes through it (float*& reads a pointer from memory).
+    k = kernarg.Kernel.from_source(REFERENCES, "refs")
+    assert k.signature.types == ("const float&", "float&", "const Pair&", "float*&")
+    x, out = DeviceArray(4, typestr="<f4"), DeviceArray(4, typestr="<f4")
+    pair, target = DeviceArray(8), DeviceArray(4, typestr="<f4")
+    slot = DeviceArray(8, typestr="<u8")
+    check(driver.cuMemcpyHtoD(x.ptr, struct.pack("<f", 1.5), 4))
+    check(driver.cuMemcpyHtoD(pair.ptr, struct.pack("<if", 7, 0.25), 8))
+    check(driver.cuMemcpyHtoD(slot.ptr, struct.pack("<Q", target.ptr), 8))
+    k.launch(1, 1, x, out, pair, slot)
+    assert struct.unpack("<f", out.read())[0] == 3.25
+    assert struct.unpack("<f", target.read())[0] == 7.0
+
+
 TEMPLATES = r"""
 template <typename T, int SCALE = 2>
 __global__ void scaled(T* out, T v, int n) {

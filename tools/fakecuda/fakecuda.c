@@ -1394,6 +1394,17 @@ static CUresult run_kernel(const Node* n) {
             yv = a * xv + yv + shift;
             if (!e) e = store(y + 4 * i, &yv, 4, k);
         }
+    } else if (!strcmp(k, "refs")) {   /* (const float& x, float& out, const Pair& p, float*& q) */
+        float x, b;
+        int a;
+        uint64_t q;
+        e = load((uintptr_t)P(uint64_t, 0), &x, 4, k);
+        if (!e) e = load((uintptr_t)P(uint64_t, 2), &a, 4, k);
+        if (!e) e = load((uintptr_t)P(uint64_t, 2) + 4, &b, 4, k);
+        if (!e) e = load((uintptr_t)P(uint64_t, 3), &q, 8, k);
+        float v = 2.0f * x + b, w = (float)a;
+        if (!e) e = store((uintptr_t)P(uint64_t, 1), &v, 4, k);
+        if (!e) e = store((uintptr_t)q, &w, 4, k);
     } else if (!strcmp(k, "_ZN2ns5sevenEPx")) {
         long long v = 7;
         e = store(out, &v, 8, k);
