@@ -484,8 +484,7 @@ def _parse_c_param(text):
     tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
     if "&" in tokens:
         # An lvalue reference is passed as the address it binds to, as a pointer is: the memory
-        # must be the kernel's to reach. CUDA refuses rvalue and restrict-qualified references
-        # as kernel parameters.
+        # must be the kernel's to reach. NVRTC refuses rvalue references as kernel parameters.
         refusal = _reference_refusal(plain, tokens)
         if refusal is not None:
             raise ValueError(f"{text.strip()!r}: {refusal}")
@@ -548,8 +547,6 @@ def _reference_refusal(plain, tokens):
     if tokens.count("&") > 1 or "*" in tokens[at + 1:] or "[" in tokens or "(" in plain:
         return ("a reference kernarg cannot read; write a reference as `T& name` or "
                 "`T*& name`, or use a pointer")
-    if any(t in ("__restrict__", "__restrict", "restrict") for t in tokens[at + 1:]):
-        return "CUDA does not allow restrict-qualified reference kernel parameters"
     return None
 
 
