@@ -1381,7 +1381,8 @@ cdef int _raise_pending() except -1:
     return -1   # a C function left a Python exception set: let it propagate from here
 
 
-cdef int _exchange_failed(Py_ssize_t index, object obj, str function) except -1:
+cdef int _exchange_failed(Py_ssize_t index, object obj, str function,
+                          bint torch_tensor) except -1:
     # Take the producer's exception first: no Python code may run while one is pending.
     cdef bint pending = PyErr_Occurred() != NULL
     error = None
@@ -1390,6 +1391,17 @@ cdef int _exchange_failed(Py_ssize_t index, object obj, str function) except -1:
             _raise_pending()
         except Exception as exc:
             error = exc
+    if torch_tensor:
+        # A tensor on meta, mps, ...: refused as the adapter refuses it, in kernarg's words.
+        try:
+            where = str(obj.device)
+        except Exception:
+            where = None    # a subclass whose device raises: the producer's error stands
+        if where is not None:
+            try:
+                _refuse_torch_device(obj, index, where)
+            except TypeError as refusal:
+                raise refusal from error
     what = f"{_describe(index, obj)}: the producer's DLPack C exchange API ({function})"
     if error is None:
         raise RuntimeError(f"{what} failed without setting an exception")
@@ -1409,7 +1421,7 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     cdef void* work_stream = NULL
     memset(&tensor, 0, sizeof(tensor))
     if api.dltensor_from_py_object_no_sync(<void*>obj, &tensor) != 0:
-        return _exchange_failed(index, obj, "dltensor_from_py_object_no_sync")
+        return _exchange_failed(index, obj, "dltensor_from_py_object_no_sync", torch_tensor)
     cdef const char* fault = _dl_shape_fault(&tensor)
     if fault != NULL:
         raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a tensor "
@@ -1432,7 +1444,7 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
         # Pinned and managed memory has no device of its own to ask about.
         r.device = tensor.device.device_id
         if api.current_work_stream(DL_CUDA, tensor.device.device_id, &work_stream) != 0:
-            return _exchange_failed(index, obj, "current_work_stream")
+            return _exchange_failed(index, obj, "current_work_stream", False)
         _record_stream_handle(<uint64_t><uintptr_t>work_stream, r)
     return 0
 
@@ -1505,9 +1517,7 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
         # says kDLCUDAHost): its address, on no device, and no stream (torch's CUDA Array
         # Interface refuses CPU tensors, and its __dlpack__ synchronises none).
         where = str(obj.device)
-        if where.partition(":")[0] != "cpu":     # meta, mps, xpu, ...: not host memory either
-            raise TypeError(f"{_describe(index, obj)}: the tensor is on torch device {where}, "
-                            "not on a CUDA device or in pinned host memory")
+        _refuse_torch_device(obj, index, where)
         if not obj.is_pinned():
             raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
     _check_torch_view(obj, index, True, True)
@@ -1523,6 +1533,15 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     if _torch_current_stream is None:
         _torch_current_stream = sys.modules["torch"].cuda.current_stream
     _record_current_stream(_torch_current_stream(device).cuda_stream, r)
+    return 0
+
+
+cdef int _refuse_torch_device(object obj, Py_ssize_t index, str where) except -1:
+    """Refuse a tensor on torch device ``where`` (``str(obj.device)``) that is neither CUDA nor
+    the CPU (meta, mps, xpu, ...: no memory a kernel can reach)."""
+    if where.partition(":")[0] not in ("cpu", "cuda"):
+        raise TypeError(f"{_describe(index, obj)}: the tensor is on torch device {where}, "
+                        "not on a CUDA device or in pinned host memory")
     return 0
 
 
