@@ -1715,9 +1715,11 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
     first three; not those whose defaults would fill in) or how many are too many."""
     params = ", ".join([_declarator(t, name) for t, name in zip(sig._types, sig._names)])
     if n < sig._n:
-        # n < _first_default here: the parameters from there on have defaults.
-        missing = [_param_name(sig, i) for i in range(n, min(sig._first_default, n + 3))]
-        more = ", ..." if sig._first_default - n > 3 else ""
+        # Those from _first_default on have defaults, which fill in unless a path packs
+        # without them (then all are named).
+        stop = sig._first_default if n < sig._first_default else sig._n
+        missing = [_param_name(sig, i) for i in range(n, min(stop, n + 3))]
+        more = ", ..." if stop - n > 3 else ""
         tail = f": no value for {', '.join(missing)}{more}"
     else:
         tail = f": {n - sig._n} more than it has parameters"
