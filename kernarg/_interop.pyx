@@ -1397,11 +1397,9 @@ cdef int _exchange_failed(Py_ssize_t index, object obj, str function,
             where = str(obj.device)
         except Exception:
             where = None    # a subclass whose device raises: the producer's error stands
-        if where is not None:
-            try:
-                _refuse_torch_device(obj, index, where)
-            except TypeError as refusal:
-                raise refusal from error
+        refusal = None if where is None else _torch_device_refusal(obj, index, where)
+        if refusal is not None:
+            raise refusal from error
     what = f"{_describe(index, obj)}: the producer's DLPack C exchange API ({function})"
     if error is None:
         raise RuntimeError(f"{what} failed without setting an exception")
@@ -1517,7 +1515,9 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
         # says kDLCUDAHost): its address, on no device, and no stream (torch's CUDA Array
         # Interface refuses CPU tensors, and its __dlpack__ synchronises none).
         where = str(obj.device)
-        _refuse_torch_device(obj, index, where)
+        refusal = _torch_device_refusal(obj, index, where)
+        if refusal is not None:
+            raise refusal
         if not obj.is_pinned():
             raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
     _check_torch_view(obj, index, True, True)
@@ -1536,13 +1536,13 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     return 0
 
 
-cdef int _refuse_torch_device(object obj, Py_ssize_t index, str where) except -1:
-    """Refuse a tensor on torch device ``where`` (``str(obj.device)``) that is neither CUDA nor
-    the CPU (meta, mps, xpu, ...: no memory a kernel can reach)."""
-    if where.partition(":")[0] not in ("cpu", "cuda"):
-        raise TypeError(f"{_describe(index, obj)}: the tensor is on torch device {where}, "
-                        "not on a CUDA device or in pinned host memory")
-    return 0
+cdef object _torch_device_refusal(object obj, Py_ssize_t index, str where):
+    """The TypeError refusing a tensor on torch device ``where`` (``str(obj.device)``) that is
+    neither CUDA nor the CPU (meta, mps, xpu, ...: no memory a kernel can reach), else None."""
+    if where.partition(":")[0] in ("cpu", "cuda"):
+        return None
+    return TypeError(f"{_describe(index, obj)}: the tensor is on torch device {where}, "
+                     "not on a CUDA device or in pinned host memory")
 
 
 cdef object _cupy_current_stream_ptr():

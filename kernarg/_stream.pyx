@@ -126,6 +126,11 @@ cdef int _reading_raised(object obj, object exc) except -1:
                     f"{_ACCEPTED}") from exc
 
 
+cdef int _method_raised(object obj, object exc) except -1:
+    # obj's __cuda_stream__() method raised exc: its fault, said so (both call paths).
+    raise TypeError(f"stream {type(obj).__name__}: __cuda_stream__() raised {exc!r}") from exc
+
+
 cdef inline uint64_t _int_handle(object handle, object source) except? 0:
     # An exact int from `source` as a handle: 0 .. 2**64-1, else a ValueError saying so.
     # `source` is a str, or the numpy type that held the handle (named only for the error).
@@ -195,8 +200,7 @@ cdef int _method_handle(object obj, uint64_t* out) except -1:
         protocol = getattr(obj, "__cuda_stream__", None)
         if protocol is None or isinstance(protocol, tuple):
             return 0
-        raise TypeError(f"stream {type(obj).__name__}: __cuda_stream__() raised "
-                        f"{exc!r}") from exc
+        _method_raised(obj, exc)
     if type(result) is tuple and PyTuple_GET_SIZE(result) == 2:
         version = <object>PyTuple_GET_ITEM(result, 0)
         handle = <object>PyTuple_GET_ITEM(result, 1)
@@ -260,7 +264,7 @@ cdef uint64_t _resolve(object obj) except? 0:
             try:
                 result = protocol()
             except Exception as exc:
-                raise TypeError(f"stream {t.__name__}: {what} raised {exc!r}") from exc
+                _method_raised(obj, exc)
         return _protocol_result(result, what, obj)
     if isinstance(obj, int):
         return _handle_of(obj, "int", obj)
