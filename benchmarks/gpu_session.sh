@@ -37,6 +37,11 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 "$PY" -m pip list --format=freeze 2>/dev/null \
     | grep -i -E "^(cuda|torch|cupy|numba|jax|cython|numpy|ml.dtypes|hypothesis|pytest)" || true
+# Wheels carried in .whl/ (pip's nvidia-cuda-cccl 13.0 for the complex test: the image has no
+# CCCL headers and no network). Through "$PY -m pip": a bare `pip` may belong to another Python.
+for whl in .whl/*.whl; do
+    if [ -e "$whl" ]; then step "$PY" -m pip install -q --no-deps "$whl"; fi
+done
 step "$PY" setup.py -q build_ext --inplace -j "$(nproc)"
 step "$PY" -m kernarg info
 step env KERNARG_REQUIRE_GPU=1 timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \

@@ -202,7 +202,7 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
     import json
 
     module = _script("readme_tables")
-    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-24b",
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-24d",
                            "bench-gpu.json")) as f:
         result = json.load(f)
     assert result["launch"]["device"].startswith("NVIDIA H100")
