@@ -453,15 +453,54 @@ _FUNCTION_POINTER = re.compile(
     re.S)
 
 
+# A pointer or an lvalue reference to an array: `float (*rows)[4]`, `const float (&v)[3]`,
+# `int (*)[2][3]`, `float (*&p)[4]` (a reference to such a pointer), the name optional.
+_ARRAY_POINTER = re.compile(
+    r"(?P<elem>[^()\[\]]*[\w*>])\s*\(\s*(?P<ptr>[*&](?:\s*(?:[*&]|const\b|volatile\b|"
+    r"__restrict__\b))*)\s*(?P<name>[A-Za-z_]\w*)?\s*\)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)+)",
+    re.S)
+
+
 def _declarator(str shown, name):
     """Parameter ``name`` of type ``shown`` written as C declares it: ``float* p``, and a
-    function pointer's name inside its parentheses, ``int (*f)(int)``."""
+    function pointer's or an array pointer's name inside its parentheses, ``int (*f)(int)``,
+    ``float (&v)[3]``."""
     if not name:
         return shown
-    m = _FUNCTION_POINTER.fullmatch(shown) if "(" in shown else None
+    m = None
+    if "(" in shown:
+        m = _FUNCTION_POINTER.fullmatch(shown) or _ARRAY_POINTER.fullmatch(shown)
     if m is None or m["name"] is not None:
         return f"{shown} {name}"
-    return f"{m['ret']} ({m['ptr']}{'' if m['ptr'].endswith('*') else ' '}{name}){m['args']}"
+    head = m["ret"] if "ret" in m.re.groupindex else m["elem"]
+    tail = m["args"] if "args" in m.re.groupindex else m["dims"]
+    return f"{head} ({m['ptr']}{'' if m['ptr'][-1] in '*&' else ' '}{name}){tail}"
+
+
+def _array_pointer(text, m):
+    """The parameter ``text``, matched by _ARRAY_POINTER as ``m``: the address of an array,
+    whose elements are ``m['elem']``, as a pointer to those elements takes (``float (*rows)[4]``
+    takes what ``float* rows`` takes). A reference binds to one array (``float (&v)[3]``);
+    ``*&`` is a reference to a pointer, read from memory as ``T*&`` is."""
+    ptr = "".join(m["ptr"].split())
+    levels = ptr.replace("const", "").replace("volatile", "").replace("__restrict__", "")
+    if "&&" in levels:
+        raise ValueError(f"{text.strip()!r}: CUDA does not allow rvalue-reference kernel "
+                         "parameters")
+    if "&" in levels[:-1]:
+        raise ValueError(f"{text.strip()!r}: a reference kernarg cannot read; write a "
+                         "reference as `T& name` or `T*& name`, or use a pointer")
+    dims = re.findall(r"\[([^\[\]]*)\]", m["dims"])
+    for i, dim in enumerate(dims):
+        if not re.fullmatch(r"\s*(?:[1-9]\d*|0[xX][0-9a-fA-F]+)\s*", dim) \
+                and not (i == 0 and not dim.strip()):
+            raise ValueError(f"{text.strip()!r}: an array extent kernarg cannot read "
+                             f"([{dim.strip()}]); write it as a number")
+    spec, _ = _parse_c_param(f"{m['elem']} {'*' * len(levels)}")
+    stars = len(levels)
+    spec.text = (f"{spec.text[:-stars]} ({levels})"
+                 + "".join(f"[{d.strip()}]" for d in dims))
+    return spec, m["name"]
 
 
 def _parse_c_param(text):
@@ -479,6 +518,10 @@ def _parse_c_param(text):
         return _Spec(C_POINTER, 8, 8, shown, pointee_kind="", pointee_size=0), m["name"]
     if "complex" in plain:
         plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
+    if "(" in plain and "[" in plain:
+        m = _ARRAY_POINTER.fullmatch(plain.strip())
+        if m is not None:
+            return _array_pointer(text, m)
     if "[" in plain:
         plain = _array_as_pointer(plain)
     tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)

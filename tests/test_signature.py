@@ -407,9 +407,8 @@ def test_array_parameters_are_the_pointers_c_adjusts_them_to():
     ]:
         sig = kernarg.Signature(text)
         assert (sig.types, sig.names, sig.sizes) == (types, names, (8,) * len(types))
-    for text in ("int (*f)[4]", "int x[4] y"):
-        with pytest.raises(ValueError, match=re.escape(repr(text)) + ": an array parameter"):
-            kernarg.Signature(text)
+    with pytest.raises(ValueError, match=re.escape("'int x[4] y': an array parameter")):
+        kernarg.Signature("int x[4] y")
     src = ('extern "C" __global__ void k(float out[], const int idx[4], '
            "float tile[][32], int n) {}")
     sig = kernarg.Signature.from_source(src, "k")
@@ -956,14 +955,65 @@ def test_lvalue_references_are_addresses_as_pointers_are():
     ptx = kernarg.Signature.from_ptx(compile_ptx(src), "k")
     assert (sig.offsets, sig.sizes, sig.nbytes) == (ptx.offsets, ptx.sizes, ptx.nbytes)
     for bad, why in (("float&& r", "CUDA does not allow rvalue-reference"),
-                     ("float (&a)[4]", "a reference kernarg cannot read"),
+                     ("float (&*a)[4]", "a reference kernarg cannot read"),
                      ("int (&f)(int)", "a reference kernarg cannot read")):
         with pytest.raises(ValueError, match=re.escape(f"{bad!r}: {why}")):
             kernarg.Signature(bad)
 
 
+def test_pointers_and_references_to_arrays_are_their_elements_addresses():
+    """`float (*rows)[4]` and `const float (&v)[3]` are passed as the address of the array,
+    as `float* rows` is: kernarg takes what a pointer to the elements takes, checks the element
+    type and const-ness the same way, and shows the declaration as written. NVRTC compiles
+    both; kernarg used to refuse them in a signature string ("an array parameter kernarg
+    cannot read"), and from_source typed them as the PTX's untyped .u64."""
+    sig = kernarg.Signature("const float (&v)[3], float (*rows)[2], int (& out)[2][2], "
+                            "float (*&pp)[4], Pair (&s)[2], float* (*q)[4], "
+                            "float (* const __restrict__ r)[0x10], float (*)[], int n")
+    assert sig.types == ("const float (&)[3]", "float (*)[2]", "int (&)[2][2]", "float (*&)[4]",
+                         "Pair (&)[2]", "float* (*)[4]", "float (*)[0x10]", "float (*)[]",
+                         "int")
+    assert sig.names == ("v", "rows", "out", "pp", "s", "q", "r", None, "n")
+    assert sig.sizes == (8,) * 8 + (4,) and sig.alignments == (8,) * 8 + (4,)
+    assert repr(sig) == ("kernarg.Signature('const float (&v)[3], float (*rows)[2], "
+                         "int (&out)[2][2], float (*&pp)[4], Pair (&s)[2], float* (*q)[4], "
+                         "float (*r)[0x10], float (*)[], int n')")
+    assert repr(eval(repr(sig))) == repr(sig)
+    f4, i4 = CAIObject(cai(0x1000, typestr="<f4")), CAIObject(cai(0x2000, typestr="<i4"))
+    ro = CAIObject(cai(0x3000, typestr="<f4", readonly=True))
+    block = sig.pack((ro, f4, i4, 0x4000, CAIObject(cai(0x5000)), 0x6000, f4, None, 7))
+    assert bytes(block) == struct.pack("<8Qi", 0x3000, 0x1000, 0x2000, 0x4000, 0x5000, 0x6000,
+                                       0x1000, 0, 7)
+    # The elements are checked as a pointer to them checks them: floats for float (&)[3] ...
+    with pytest.raises(TypeError, match=r"parameter 0 \('v'\) is const float \(&\)\[3\] "
+                                        r"but the array's element type is i4"):
+        sig.pack((i4, f4, i4, 0, None, 0, f4, None, 7))
+    with pytest.raises(TypeError, match=r"parameter 2 \('out'\) is int \(&\)\[2\]\[2\] "
+                                        r"but the array's element type is f4"):
+        sig.pack((ro, f4, f4, 0, None, 0, f4, None, 7))
+    # ... and memory that is read-only for a non-const one.
+    with pytest.raises(ValueError, match=r"parameter 1 \('rows'\) \(float \(\*\)\[2\]\) is "
+                                         r"not const but the CAIObject array is read-only"):
+        sig.pack((ro, ro, i4, 0, None, 0, f4, None, 7))
+    # from_source types them from the declaration; the layout is the PTX's.
+    src = ("struct Pair { int a; float b; };\n"
+           'extern "C" __global__ void k(const float (&v)[3], float (*rows)[2], char c, '
+           "double (&d)[2][2], float (*&pp)[4]) {}")
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("const float (&)[3]", "float (*)[2]", "char", "double (&)[2][2]",
+                         "float (*&)[4]")
+    ptx = kernarg.Signature.from_ptx(compile_ptx(src), "k")
+    assert (sig.offsets, sig.sizes, sig.nbytes) == (ptx.offsets, ptx.sizes, ptx.nbytes)
+    for bad, why in (("float (&&a)[4]", "CUDA does not allow rvalue-reference"),
+                     ("float (&*a)[4]", "a reference kernarg cannot read"),
+                     ("float (&a)[N]", "an array extent kernarg cannot read ([N])"),
+                     ("float (*a)[2][]", "an array extent kernarg cannot read ([])")):
+        with pytest.raises(ValueError, match=re.escape(f"{bad!r}: {why}")):
+            kernarg.Signature(bad)
+
+
 @pytest.mark.parametrize("bad, fragment", [
-    ("float&& x", "rvalue-reference"), ("int (*x)[4]", "array"),
+    ("float&& x", "rvalue-reference"), ("int (*x)[N]", "array extent"),
     ("Foo f", "unknown parameter type"), ("void v", "void"), ("int a,, int b", "empty parameter"),
     ("int (*f)(int", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
 ])

@@ -414,6 +414,27 @@ def test_reference_parameters_bind_to_device_memory(ctx):
     assert struct.unpack("<f", target.read())[0] == 7.0
 
 
+ARRAY_REFS = r"""extern "C" __global__ void array_refs(const float (&v)[3], float (*rows)[2],
+                                                    int (&out)[2]) {
+    rows[1][0] = v[0] + v[1] + v[2]; out[0] = (int)v[2]; out[1] = 5; }"""
+
+
+def test_array_pointer_and_reference_parameters_reach_the_arrays(ctx):
+    # `const float (&v)[3]` and `float (*rows)[2]` are the arrays' addresses: the kernel reads
+    # and writes the elements through them.
+    k = kernarg.Kernel.from_source(ARRAY_REFS, "array_refs")
+    assert k.signature.types == ("const float (&)[3]", "float (*)[2]", "int (&)[2]")
+    v, rows = DeviceArray(12, typestr="<f4"), DeviceArray(16, typestr="<f4")
+    out = DeviceArray(8, typestr="<i4")
+    check(driver.cuMemcpyHtoD(v.ptr, struct.pack("<3f", 1.0, 2.0, 4.0), 12))
+    check(driver.cuMemcpyHtoD(rows.ptr, bytes(16), 16))
+    k.launch(1, 1, v, rows, out)
+    assert struct.unpack("<4f", rows.read()) == (0.0, 0.0, 7.0, 0.0)
+    assert struct.unpack("<2i", out.read()) == (4, 5)
+    with pytest.raises(TypeError, match=r"parameter 2 \('out'\) is int \(&\)\[2\]"):
+        k.launch(1, 1, v, rows, rows)
+
+
 TEMPLATES = r"""
 template <typename T, int SCALE = 2>
 __global__ void scaled(T* out, T v, int n) {

@@ -1405,6 +1405,16 @@ static CUresult run_kernel(const Node* n) {
         float v = 2.0f * x + b, w = (float)a;
         if (!e) e = store((uintptr_t)P(uint64_t, 1), &v, 4, k);
         if (!e) e = store((uintptr_t)q, &w, 4, k);
+    } else if (!strcmp(k, "array_refs")) {   /* (const float (&v)[3], float (*rows)[2], int (&out)[2]) */
+        float v[3], sum;
+        int o[2];
+        uintptr_t vp = (uintptr_t)P(uint64_t, 0);
+        for (int i = 0; !e && i < 3; i++) e = load(vp + 4 * i, &v[i], 4, k);
+        sum = v[0] + v[1] + v[2];
+        o[0] = (int)v[2];
+        o[1] = 5;
+        if (!e) e = store((uintptr_t)P(uint64_t, 1) + 8, &sum, 4, k);     /* rows[1][0] */
+        if (!e) e = store((uintptr_t)P(uint64_t, 2), o, 8, k);
     } else if (!strcmp(k, "_ZN2ns5sevenEPx")) {
         long long v = 7;
         e = store(out, &v, 8, k);
