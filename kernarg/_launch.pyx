@@ -583,6 +583,23 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     return 0
 
 
+cdef cydriver.CUfunction _queryable(cydriver.CUfunction f) except? NULL:
+    """``f`` as the cuFunc* calls (attributes, parameter info) take it. A CUkernel -- what
+    cuda.core's Kernel holds, as it loads code with cuLibraryLoadData -- launches as a
+    CUfunction, and the occupancy calculator takes it, but the cuFunc* calls refuse it
+    (CUDA_ERROR_INVALID_HANDLE; tools/probes/cukernel_handles.py, run on an H100). Its
+    CUfunction in the current context (cuKernelGetFunction) answers them. ``f`` itself for a
+    CUfunction, and where the driver gives no function for it."""
+    cdef int probe
+    cdef cydriver.CUfunction fn
+    if cydriver.cuFuncGetAttribute(&probe, cydriver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                   f) != cydriver.CUDA_ERROR_INVALID_HANDLE:
+        return f
+    if cydriver.cuKernelGetFunction(&fn, <cydriver.CUkernel>f) == cydriver.CUDA_SUCCESS:
+        return fn
+    return f
+
+
 cdef int _check_threads(Kernel k, const Dims* d) except -1:
     """Refuse a block larger than the kernel can run (its ``__launch_bounds__``, or the
     registers it uses, allow fewer threads than the device), naming both numbers; remember the
@@ -590,7 +607,7 @@ cdef int _check_threads(Kernel k, const Dims* d) except -1:
     cdef int limit = 0
     cdef unsigned int threads = d.threads
     if cydriver.cuFuncGetAttribute(&limit, cydriver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                   k._func) != cydriver.CUDA_SUCCESS or limit <= 0:
+                                   _queryable(k._func)) != cydriver.CUDA_SUCCESS or limit <= 0:
         k._threads_ok = threads         # the driver has the last word for this handle
         return 0
     k._threads_ok = <unsigned int>limit
@@ -652,7 +669,8 @@ cdef int _allow_nonportable_cluster(Kernel k) except -1:
     them only with NON_PORTABLE_CLUSTER_SIZE_ALLOWED set, which kernarg sets on first need.
     Where the driver refuses (an older GPU), the launch reports it."""
     if cydriver.cuFuncSetAttribute(
-            k._func, cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) \
+            _queryable(k._func), cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+            1) \
             == cydriver.CUDA_SUCCESS:
         k._nonportable_ok = True
     return 0
@@ -670,7 +688,7 @@ cdef int _allow_shmem(Kernel k, unsigned int shmem) except -1:
     has the last word."""
     cdef int allowed = 0, static_bytes = 0, optin = 0
     cdef cydriver.CUdevice dev
-    cdef cydriver.CUfunction f = k._func
+    cdef cydriver.CUfunction f = _queryable(k._func)
     if cydriver.cuFuncGetAttribute(
             &allowed, cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f) \
             != cydriver.CUDA_SUCCESS:
@@ -781,9 +799,10 @@ cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk) except -1:
 
 cdef tuple _driver_layout(cydriver.CUfunction func):
     """The kernel's (offset, size) per parameter from cuFuncGetParamInfo, or None where the
-    driver does not support the query."""
+    driver does not support the query. ``func`` may be a CUkernel (see _queryable)."""
     cdef size_t i = 0, offset, size
     cdef cydriver.CUresult err
+    func = _queryable(func)
     out = []
     while True:
         err = cydriver.cuFuncGetParamInfo(func, i, &offset, &size)
@@ -1274,10 +1293,10 @@ cdef class Kernel:
         cdef int value = 0
         _ensure_driver()
         _enter_context(self)
+        cdef cydriver.CUfunction f = _queryable(self._func)
         out = {}
         for key, attr in _FUNC_ATTRIBUTES:
-            _check(cydriver.cuFuncGetAttribute(&value, <cydriver.CUfunction_attribute>attr,
-                                               self._func),
+            _check(cydriver.cuFuncGetAttribute(&value, <cydriver.CUfunction_attribute>attr, f),
                    f"cuFuncGetAttribute({key}) of kernel {self.name!r}")
             out[key] = value
         return out

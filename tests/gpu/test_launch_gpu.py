@@ -572,6 +572,50 @@ def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
     assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
 
 
+def test_cuda_core_kernels_are_checked_and_configured_as_kernargs_own(ctx):
+    """cuda.core's Kernel holds a CUkernel (it loads code with cuLibraryLoadData). The driver
+    launches one as a CUfunction, but its cuFunc* queries refuse it (INVALID_HANDLE; see
+    tools/probes/cukernel_handles.py). kernarg asks the kernel's CUfunction in the current
+    context instead, so a cuda.core kernel gets what kernarg's own do: the launch-bounds check,
+    the dynamic shared memory opt-in, ``attributes`` and the driver's parameter layout. Before,
+    each was skipped ("the driver has the last word"), and a launch asking for more than 48 KiB
+    of dynamic shared memory failed in the driver."""
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    src = r"""extern "C" __global__ void __launch_bounds__(128) big(float* out, int n) {
+        extern __shared__ float s[];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = i;
+        __syncthreads();
+        if (threadIdx.x == 0) out[0] = s[n - 1]; }"""
+    ck = core.Program(src, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("big")
+    stream = dev.create_stream()
+    k = kernarg.Kernel.from_handle(ck, device=0)
+    assert k.param_layout == ((0, 8), (8, 4))
+    assert 0 < k.attributes["max_threads_per_block"] <= 128
+    out = DeviceArray(4, typestr="<f4")
+    n = 60 * 1024 // 4                      # 60 KiB of dynamic shared memory: over 48 KiB
+    k.launch(1, 128, out, np.int32(n), stream=stream, shmem=60 * 1024)
+    stream.sync()
+    assert struct.unpack("<f", out.read())[0] == n - 1
+    assert k.attributes["max_dynamic_shared_size_bytes"] >= 60 * 1024
+    with pytest.raises(ValueError, match=r"block \(256, 1, 1\) has 256 threads; kernel "
+                                         r"'<handle>' can run at most 128"):
+        k.launch(1, 256, out, np.int32(1), stream=stream)
+    # cuda.core's call form, with cuda.core's own kernel object.
+    out2 = DeviceArray(4, typestr="<f4")
+    kernarg.launch(stream, core.LaunchConfig(grid=1, block=64, shmem_size=56 * 1024), ck, out2,
+                   np.int32(56 * 1024 // 4))
+    stream.sync()
+    assert struct.unpack("<f", out2.read())[0] == 56 * 1024 // 4 - 1
+    with pytest.raises(ValueError, match="can run at most 128"):
+        kernarg.launch(stream, core.LaunchConfig(grid=1, block=512), ck, out2, np.int32(1))
+
+
 def test_cuda_bindings_device_pointer_objects(ctx):
     # cuda.bindings' cuMemAlloc returns a CUdeviceptr object, not an int: typed and untyped
     # launches take it as the address it holds.

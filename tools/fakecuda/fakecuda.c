@@ -72,7 +72,8 @@ static int n_devices = 1;
 static int cc = 90;
 
 /* ------------------------------------------------------------------ objects */
-enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ, M_LINK };
+enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ, M_LINK,
+       M_KERNEL };
 
 typedef struct { int magic; int device; int retained; } Ctx;
 static Ctx primary[MAX_DEVICES];
@@ -80,6 +81,8 @@ static Ctx primary[MAX_DEVICES];
 typedef struct Graph Graph;
 typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Stream;
 typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Event;
+
+typedef struct { int magic; void* func; } KernelHandle;     /* see Func's `kernel` */
 
 typedef struct {
     int magic;
@@ -91,6 +94,11 @@ typedef struct {
     int max_dynamic_shared;
     int non_portable_cluster;
     void* module;
+    /* The function's CUkernel handle (the library API's, which cuda.core uses): a handle of
+     * its own, as the driver's is. The driver launches it, and its occupancy calculator takes
+     * it, as a CUfunction; the cuFunc* calls refuse it (CUDA_ERROR_INVALID_HANDLE), and
+     * cuKernelGetFunction gives the CUfunction (tools/probes/cukernel_handles.py, on an H100). */
+    KernelHandle kernel;
 } Func;
 
 /* A module's __device__ or __constant__ variable, in "device" memory of its own. */
@@ -913,6 +921,8 @@ static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
         Func* f = &m->funcs[i];
         f->magic = M_FUNC;
         f->module = m;
+        f->kernel.magic = M_KERNEL;
+        f->kernel.func = f;
         f->max_dynamic_shared = 49152 - f->static_shared;
         trace("module %p: kernel %s, %d params, max threads %d, static shared %d", (void*)m,
               f->name, f->nparams, f->max_threads, f->static_shared);
@@ -1042,6 +1052,19 @@ static CUresult get_func(CUfunction h, Func** out, const char* what) {
     *out = f;
     return CUDA_SUCCESS;
 }
+/* A CUkernel handle's function. */
+static CUresult get_kernel(CUkernel h, Func** out, const char* what) {
+    KernelHandle* k = (KernelHandle*)h;
+    if (!k || k->magic != M_KERNEL)
+        return fail(CUDA_ERROR_INVALID_HANDLE, "%s: kernel %p", what, (void*)h);
+    *out = (Func*)k->func;
+    return CUDA_SUCCESS;
+}
+/* What launches and the occupancy calculator take: a CUfunction, or a CUkernel cast to one. */
+static CUresult get_launchable(CUfunction h, Func** out, const char* what) {
+    if (h && ((KernelHandle*)h)->magic == M_KERNEL) return get_kernel((CUkernel)h, out, what);
+    return get_func(h, out, what);
+}
 static CUresult fk_FuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction h) {
     Func* f;
     CUresult e = get_func(h, &f, "cuFuncGetAttribute");
@@ -1070,7 +1093,7 @@ static int blocks_per_sm(const Func* f, unsigned long long threads, size_t dynam
 static CUresult fk_OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction h, int threads,
                                                              size_t dynamic_shared) {
     Func* f;
-    CUresult e = get_func(h, &f, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    CUresult e = get_launchable(h, &f, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     if (e) return e;
     if (threads <= 0) return fail(CUDA_ERROR_INVALID_VALUE, "block size %d", threads);
     *n = blocks_per_sm(f, (unsigned long long)threads, dynamic_shared);
@@ -1082,7 +1105,7 @@ static CUresult fk_OccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUf
                                                   CUoccupancyB2DSize shmem_of, size_t dynamic_shared,
                                                   int limit) {
     Func* f;
-    CUresult e = get_func(h, &f, "cuOccupancyMaxPotentialBlockSize");
+    CUresult e = get_launchable(h, &f, "cuOccupancyMaxPotentialBlockSize");
     if (e) return e;
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "occupancy without a context");
     int most = f->max_threads;
@@ -1142,27 +1165,42 @@ static CUresult fk_LibraryLoadData(CUlibrary* out, const void* code, CUjit_optio
 }
 static CUresult fk_LibraryUnload(CUlibrary h) { return fk_ModuleUnload((CUmodule)h); }
 static CUresult fk_LibraryGetKernel(CUkernel* out, CUlibrary h, const char* name) {
-    return fk_ModuleGetFunction((CUfunction*)out, (CUmodule)h, name);
+    CUfunction fn;
+    CUresult e = fk_ModuleGetFunction(&fn, (CUmodule)h, name);
+    if (!e) *out = (CUkernel)&((Func*)fn)->kernel;
+    return e;
 }
 static CUresult fk_LibraryGetModule(CUmodule* out, CUlibrary h) { *out = (CUmodule)h; return CUDA_SUCCESS; }
 static CUresult fk_KernelGetFunction(CUfunction* out, CUkernel k) {
     Func* f;
-    CUresult e = get_func((CUfunction)k, &f, "cuKernelGetFunction");
-    if (!e) *out = (CUfunction)f;
-    return e;
+    CUresult e = get_kernel(k, &f, "cuKernelGetFunction");
+    if (e) return e;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuKernelGetFunction without a context");
+    *out = (CUfunction)f;
+    return CUDA_SUCCESS;
 }
 static CUresult fk_KernelGetAttribute(int* pi, CUfunction_attribute a, CUkernel k, CUdevice d) {
+    Func* f;
+    CUresult e = get_kernel(k, &f, "cuKernelGetAttribute");
     (void)d;
-    return fk_FuncGetAttribute(pi, a, (CUfunction)k);
+    return e ? e : fk_FuncGetAttribute(pi, a, (CUfunction)f);
 }
 static CUresult fk_KernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) {
+    Func* f;
+    CUresult e = get_kernel(k, &f, "cuKernelSetAttribute");
     (void)d;
-    return fk_FuncSetAttribute((CUfunction)k, a, v);
+    return e ? e : fk_FuncSetAttribute((CUfunction)f, a, v);
 }
 static CUresult fk_KernelGetParamInfo(CUkernel k, size_t i, size_t* off, size_t* size) {
-    return fk_FuncGetParamInfo((CUfunction)k, i, off, size);
+    Func* f;
+    CUresult e = get_kernel(k, &f, "cuKernelGetParamInfo");
+    return e ? e : fk_FuncGetParamInfo((CUfunction)f, i, off, size);
 }
-static CUresult fk_KernelGetName(const char** name, CUkernel k) { return fk_FuncGetName(name, (CUfunction)k); }
+static CUresult fk_KernelGetName(const char** name, CUkernel k) {
+    Func* f;
+    CUresult e = get_kernel(k, &f, "cuKernelGetName");
+    return e ? e : fk_FuncGetName(name, (CUfunction)f);
+}
 static CUresult fk_FuncGetModule(CUmodule* out, CUfunction h) {
     Func* f;
     CUresult e = get_func(h, &f, "cuFuncGetModule");
@@ -1256,7 +1294,7 @@ static CUresult fk_TensorMapEncodeTiled(CUtensorMap* m, CUtensorMapDataType type
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
     Func* f;
     Stream* s;
-    CUresult e = get_func(h, &f, "launch");
+    CUresult e = get_launchable(h, &f, "launch");
     if (e) return e;
     Ctx* ctx = current();
     if (!ctx) return fail(CUDA_ERROR_INVALID_CONTEXT, "launch without a current context");
@@ -1431,11 +1469,11 @@ static CUresult run_kernel(const Node* n) {
                 int v = (int)b;
                 e = store(out + 4 * (b * threads + t), &v, 4, k);
             }
-    } else if (!strcmp(k, "dyn") || !strcmp(k, "both")) {   /* (float* out, int n) */
+    } else if (!strcmp(k, "dyn") || !strcmp(k, "both") || !strcmp(k, "big")) {  /* (float* out, int n) */
         int m = P(int, 1);
         if ((unsigned long long)m * 4 > n->shmem) return fail(CUDA_ERROR_ILLEGAL_ADDRESS,
             "kernel %s: %d floats of shared memory, %u bytes given", k, m, n->shmem);
-        float v = (float)(m - 1) + (k[0] == 'b');
+        float v = (float)(m - 1) + !strcmp(k, "both");
         e = store(out, &v, 4, k);
     } else if (!strcmp(k, "use_globals")) {    /* (int* out, int n), see tests/gpu GLOBALS */
         const Global *coeffs = find_global(f, "coeffs"), *table = find_global(f, "table"),
