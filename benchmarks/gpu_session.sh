@@ -7,7 +7,8 @@
 #
 # Builds kernarg in place from this tree with the machine's Python (which already has torch,
 # CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
-# runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
+# runs tests/gpu (and again under compute-sanitizer's memcheck), then
+# `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
 # arrays), the pytest-benchmark launch suite, CuPy's adapter call by call, and the stream suite
 # (with a real cuda.core Stream), and leaves the log, a JUnit report and the
 # benchmark JSON, the plot and the README's tables (tables.md) in $OUT (default
@@ -46,6 +47,19 @@ step "$PY" setup.py -q build_ext --inplace -j "$(nproc)"
 step "$PY" -m kernarg info
 step env KERNARG_REQUIRE_GPU=1 timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
     --junitxml="$OUT/junit-gpu.xml"
+# compute-sanitizer's memcheck over the GPU tests: a kernel reading or writing outside the
+# memory kernarg gave it is an error. The driver's API errors are left out (the tests probe
+# devices and symbols that do not exist on purpose). JAX's tests and the 10^6-launch stress
+# loop are left out for time.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null \
+    | head -n 1)
+if [ -n "$sanitizer" ]; then
+    step timeout 240 "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 86 \
+        --print-limit 20 --log-file "$OUT/memcheck.txt" "$PY" -m pytest tests/gpu -q \
+        -p no:cacheprovider -k "not jax and not stress"
+else
+    echo "no compute-sanitizer: memcheck not run"
+fi
 step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
 step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
