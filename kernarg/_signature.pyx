@@ -482,8 +482,7 @@ def _array_pointer(text, m):
     whose elements are ``m['elem']``, as a pointer to those elements takes (``float (*rows)[4]``
     takes what ``float* rows`` takes). A reference binds to one array (``float (&v)[3]``);
     ``*&`` is a reference to a pointer, read from memory as ``T*&`` is."""
-    ptr = "".join(m["ptr"].split())
-    levels = ptr.replace("const", "").replace("volatile", "").replace("__restrict__", "")
+    levels = "".join(re.findall(r"[*&]", m["ptr"]))       # the qualifiers say nothing here
     if "&&" in levels:
         raise ValueError(f"{text.strip()!r}: CUDA does not allow rvalue-reference kernel "
                          "parameters")
@@ -496,8 +495,16 @@ def _array_pointer(text, m):
                 and not (i == 0 and not dim.strip()):
             raise ValueError(f"{text.strip()!r}: an array extent kernarg cannot read "
                              f"([{dim.strip()}]); write it as a number")
-    spec, _ = _parse_c_param(f"{m['elem']} {'*' * len(levels)}")
     stars = len(levels)
+    try:
+        spec, _ = _parse_c_param(f"{m['elem']} {'*' * stars}")
+    except ValueError as exc:
+        # The message quotes the pointer declaration made up here: quote the user's instead.
+        raise ValueError(f"{text.strip()!r}: {str(exc).split(': ', 1)[-1]}") from None
+    if spec.pointee_kind == "" and re.sub(r"\b(?:const|volatile)\b", "",
+                                          spec.text[:-stars]).strip() == "void":
+        raise ValueError(f"{text.strip()!r}: there are no arrays of void; use void* for "
+                         "untyped memory")
     spec.text = (f"{spec.text[:-stars]} ({levels})"
                  + "".join(f"[{d.strip()}]" for d in dims))
     return spec, m["name"]
@@ -629,10 +636,12 @@ def _opaque_pointer(text, plain, tokens, is_const):
     after = [t for t in tokens[last_star + 1:] if t not in _QUALIFIERS]
     head = _TYPE_WORDS.sub(" ", plain[:plain.index("*")])
     type_text = " ".join(head.split())
-    if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text):
-        # Stray words after the name (`Foo* a b`), or an unclosed function pointer
+    if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text) \
+            or _SPECIFIERS.issuperset(type_text.split()):
+        # Stray words after the name (`Foo* a b`), an unclosed function pointer
         # (`int (*f)(int`): not a pointer declaration. A whole function pointer is
-        # _FUNCTION_POINTER's, matched before this.
+        # _FUNCTION_POINTER's, matched before this. Arithmetic specifiers that _canonical
+        # found no type for (`int int*`, `signed unsigned*`) name none.
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
     return (_pointer_spec(type_text, tokens.count("*"), is_const),

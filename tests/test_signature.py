@@ -1007,7 +1007,11 @@ def test_pointers_and_references_to_arrays_are_their_elements_addresses():
     for bad, why in (("float (&&a)[4]", "CUDA does not allow rvalue-reference"),
                      ("float (&*a)[4]", "a reference kernarg cannot read"),
                      ("float (&a)[N]", "an array extent kernarg cannot read ([N])"),
-                     ("float (*a)[2][]", "an array extent kernarg cannot read ([])")):
+                     ("float (*a)[2][]", "an array extent kernarg cannot read ([])"),
+                     ("float& (*a)[2]", "a reference kernarg cannot read"),
+                     ("void (&a)[2]", "there are no arrays of void"),
+                     ("const void (*a)[2]", "there are no arrays of void"),
+                     ("int int (*a)[2]", "unknown parameter type")):
         with pytest.raises(ValueError, match=re.escape(f"{bad!r}: {why}")):
             kernarg.Signature(bad)
 
@@ -1016,6 +1020,7 @@ def test_pointers_and_references_to_arrays_are_their_elements_addresses():
     ("float&& x", "rvalue-reference"), ("int (*x)[N]", "array extent"),
     ("Foo f", "unknown parameter type"), ("void v", "void"), ("int a,, int b", "empty parameter"),
     ("int (*f)(int", "unknown parameter type"), ("Foo* a b", "unknown parameter type"),
+    ("int int* p", "unknown parameter type"), ("signed unsigned *", "unknown parameter type"),
 ])
 def test_parse_errors(bad, fragment):
     with pytest.raises(ValueError, match=fragment):
