@@ -28,6 +28,7 @@ from cpython.pycapsule cimport (
 )
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport (
     int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
 )
@@ -1108,25 +1109,71 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
 
 
 cdef int _set_dtype_from_typestr(str typestr, PtrResult* r) except -1:
-    # "<f4", "|u1", "<V2" ...: kind letter then size in bytes.
-    # isdecimal, not isdigit: int() refuses digits such as '²'; 4 digits at most keep the size
-    # in range. Anything else leaves the dtype unknown.
-    if 3 <= len(typestr) <= 6 and typestr[2:].isdecimal() and typestr[1] in "fiubcV":
-        r.dtype_kind = ord(typestr[1])
-        r.dtype_size = int(typestr[2:])
+    # "<f4", "|u1", "<V2" ...: kind letter then size in bytes, in ASCII digits (numpy's
+    # typestrs are ASCII), 4 at most, which keeps the size in range. Anything else leaves the
+    # dtype unknown. Read in place: slicing the str and int() of the slice cost a typed pack of
+    # an array more than the rest of the interface's reading (~100 ns on the development VM).
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(typestr), i
+    cdef Py_UCS4 kind
+    cdef int size = 0, digit
+    if not 3 <= n <= 6:
+        return 0
+    kind = PyUnicode_READ_CHAR(typestr, 1)
+    if kind not in "fiubcV":
+        return 0
+    for i in range(2, n):
+        digit = <int>PyUnicode_READ_CHAR(typestr, i) - 48      # '0'
+        if not 0 <= digit <= 9:
+            return 0
+        size = size * 10 + digit
+    r.dtype_kind = <char>kind
+    r.dtype_size = size
     return 0
 
 
-cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
+cdef tuple _numpy_dtype_kind(object dtype):
+    """(kind, size) of a numpy dtype as PtrResult's dtype fields hold them; kind 0: unknown."""
     try:
-        if dtype.name == "bfloat16":
-            r.dtype_kind, r.dtype_size = ord("B"), 2
-        elif dtype.kind in "fiubc":
-            r.dtype_kind, r.dtype_size = ord(dtype.kind), dtype.itemsize
-        elif dtype.name in SMALL_FLOAT_KINDS:                   # ml_dtypes' float8 ... float4
-            r.dtype_kind, r.dtype_size = ord(SMALL_FLOAT_KINDS[dtype.name]), 1
+        name = dtype.name
+        if name == "bfloat16":
+            return ord("B"), 2
+        if dtype.kind in "fiubc":
+            return ord(dtype.kind), dtype.itemsize
+        if name in SMALL_FLOAT_KINDS:                       # ml_dtypes' float8 ... float4
+            return ord(SMALL_FLOAT_KINDS[name]), 1
     except AttributeError:
         pass
+    return 0, 0
+
+
+# numpy computes dtype.name in Python each time it is read (~1.8 us with numpy 2.4, more than
+# the rest of a typed pack of an array), so each dtype's answer is kept: the last one asked by
+# identity, the others in a dict (a dtype's kind, size and name never change). An entry keeps
+# its dtype alive, so `is` cannot match a new object at a freed one's address.
+cdef tuple _dtype_last = (None, 0, 0)
+cdef dict _dtype_kinds = {}
+
+
+cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
+    global _dtype_last
+    cdef tuple entry = _dtype_last
+    if <object>PyTuple_GET_ITEM(entry, 0) is not dtype:
+        try:
+            found = _dtype_kinds.get(dtype)
+        except TypeError:                                   # unhashable: not a dtype
+            found = None
+        if found is None:
+            found = (dtype,) + _numpy_dtype_kind(dtype)
+            try:
+                if len(_dtype_kinds) >= 256:
+                    _dtype_kinds.clear()
+                _dtype_kinds[dtype] = found
+            except TypeError:
+                pass
+        entry = <tuple>found
+        _dtype_last = entry
+    r.dtype_kind = <char><long>(<object>PyTuple_GET_ITEM(entry, 1))
+    r.dtype_size = <int><long>(<object>PyTuple_GET_ITEM(entry, 2))
     return 0
 
 

@@ -337,6 +337,25 @@ SCRIPT = STAND_INS + textwrap.dedent("""
     raises(TypeError, "('w') is const __nv_fp8_e4m3* but the array's element type is "
            "float8_e4m3fnuz", lambda: fp8.pack((Tensor(0x1000, 0, "float8_e4m3fnuz"), None,
                                                 None)))
+
+    # A dtype's element kind is read once and kept (numpy computes dtype.name in Python on
+    # every read): alternating dtypes, equal dtypes that are other objects, and more dtypes
+    # than are kept, each still checked as itself.
+    kinds = {"float32": "float", "int32": "int", "float64": "double", "uint8": "unsigned char",
+             "<f2": "__half", ml_dtypes.bfloat16: "__nv_bfloat16",
+             ml_dtypes.float8_e4m3fn: "__nv_fp8_e4m3"}
+    for _ in range(3):
+        for dtype, ctype in kinds.items():
+            a = ArrayImpl(0x7000, gpu0, np.dtype(dtype).newbyteorder("="))
+            assert ptrs(kernarg.Signature(f"const {ctype}* p").pack((a,))) == [0x7000]
+            other = "int" if ctype != "int" else "float"
+            raises(TypeError, f"('p') is const {other}* but the array's element type",
+                   lambda: kernarg.Signature(f"const {other}* p").pack((a,)))
+    for i in range(300):                    # structured dtypes: no element kind, any pointee
+        a = ArrayImpl(0x7000, gpu0, np.dtype([(f"f{i}", "<f4")]))
+        assert ptrs(kernarg.Signature("const float* p").pack((a,))) == [0x7000]
+    raises(TypeError, "('p') is const int* but the array's element type is f4",
+           lambda: kernarg.Signature("const int* p").pack((ArrayImpl(0x7000, gpu0),)))
     print("ok")
 """)
 
