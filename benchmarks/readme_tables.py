@@ -117,14 +117,16 @@ def interop_gpu(section: dict) -> list[str]:
              "|---|---|---:|---|---|"]
     for row in section.get("rows", []):
         calls = ", ".join(f"`{k[:-3]}` {row[k]:.0f} ns" for k in row
-                          if k.endswith("_ns") and k != "kernarg_ns")
+                          if k.endswith("_ns") and k not in ("kernarg_ns", "typed_ns"))
+        # Runs from session 38 on also time the typed pack (`const void* p`) of the array.
+        typed = f" (typed: {row['typed_ns']:.0f})" if "typed_ns" in row else ""
         if "protocol_over_kernarg" in row:
             ratio = ", ".join(f"protocol / kernarg {v:.1f}x"
                               for v in row["protocol_over_kernarg"].values())
         else:
             ratio = f"kernarg adds {row.get('adds_over_protocol', float('nan')):.0%}"
-        lines.append(f"| {row['library']} | {row['path']} | {row['kernarg_ns']:.0f} | {calls} | "
-                     f"{ratio} |")
+        lines.append(f"| {row['library']} | {row['path']} | {row['kernarg_ns']:.0f}{typed} | "
+                     f"{calls} | {ratio} |")
     return lines
 
 

@@ -167,6 +167,12 @@ def run(repeat: int = 15, target: float = 0.02, file=None, arrays=None) -> dict:
             # came out ~20 ns below zero for a cheap argument (a cuda.core Buffer).
             contenders = [("pack1", lambda a, pack=kernarg.pack: pack(a)),
                           ("pack0", lambda a, pack=kernarg.pack: pack(()))]
+            if obj is array:
+                # Typed, as a kernel with a signature packs it (the element type read too):
+                # `const void* p` takes any array, against the same signature given an int.
+                typed = kernarg.Signature("const void* p").pack
+                contenders += [("typed1", lambda a, pack=typed: pack(a)),
+                               ("typed0", lambda a, pack=typed, zero=(0,): pack(zero))]
             contenders += [(name, (lambda a, fn=fn: fn(a[0]))) for name, fn in calls.items()]
             # ... and the protocol calls minus the Python calls they are made by: the same
             # two calls around a function that does nothing.
@@ -184,6 +190,8 @@ def run(repeat: int = 15, target: float = 0.02, file=None, arrays=None) -> dict:
                     name: statistics.median(pr / k for pr, k in zip(rounds[name], per_arg,
                                                                     strict=True))
                     for name in calls}
+                row["typed_ns"] = statistics.median(
+                    t1 - t0 for t1, t0 in zip(rounds["typed1"], rounds["typed0"], strict=True))
             else:
                 (name,) = calls
                 row["adds_over_protocol"] = statistics.median(

@@ -27,6 +27,12 @@ def test_interop_gpu_benchmark_rows(monkeypatch, capsys):
     own = rows["kernarg path for the type"]
     assert set(own["protocol_over_kernarg"]) == {"__cuda_array_interface__", "__dlpack__"}
     assert own["__dlpack___ns"] > 0 and own["__cuda_array_interface___ns"] > 0
+    # The typed pack of the same array (element type read) is timed too, and shown beside it.
+    assert own["typed_ns"] > 0 and "typed_ns" not in rows["generic DLPack"]
+    table = _script("readme_tables").interop_gpu(result)
+    assert f"| stand-in | kernarg path for the type | {own['kernarg_ns']:.0f} (typed: " \
+        f"{own['typed_ns']:.0f}) | " in "\n".join(table)
+    assert "`typed`" not in "\n".join(table)
     # The Python calls around the protocol calls were timed, to be subtracted from them.
     assert all(row["call_overhead"] > 0 for row in rows.values())
     assert "adds_over_protocol" in rows["generic DLPack"]
