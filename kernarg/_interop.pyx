@@ -1441,10 +1441,9 @@ cdef int _exchange_failed(Py_ssize_t index, object obj, str function,
     if torch_tensor:
         # A tensor on meta, mps, ...: refused as the adapter refuses it, in kernarg's words.
         try:
-            where = str(obj.device)
+            refusal = _torch_device_refusal(obj, index, str(obj.device))
         except Exception:
-            where = None    # a subclass whose device raises: the producer's error stands
-        refusal = None if where is None else _torch_device_refusal(obj, index, where)
+            refusal = None  # a subclass whose device raises: the producer's error stands
         if refusal is not None:
             raise refusal from error
     what = f"{_describe(index, obj)}: the producer's DLPack C exchange API ({function})"

@@ -446,18 +446,20 @@ _COMPLEX_AS = {"float": "float2", "double": "double2", "__half": "half2", "half"
 
 
 # A pointer to a function: `int (*f)(int, float)`, `void (* const cb)()`, `float (**table)(float)`,
-# the name optional (a prototype's `int (*)(int)`).
+# the name optional (a prototype's `int (*)(int)`). It and _ARRAY_POINTER name their parts
+# alike for _declarator: `head (ptr name) tail`, head the return or element type, tail the
+# parameter list or the extents.
 _FUNCTION_POINTER = re.compile(
-    r"(?P<ret>[^()]*[\w*&>])\s*\(\s*(?P<ptr>\*(?:\s*(?:\*|const\b|volatile\b|__restrict__\b))*)"
-    r"\s*(?P<name>[A-Za-z_]\w*)?\s*\)\s*(?P<args>\([^()]*(?:\([^()]*\)[^()]*)*\))\s*",
+    r"(?P<head>[^()]*[\w*&>])\s*\(\s*(?P<ptr>\*(?:\s*(?:\*|const\b|volatile\b|__restrict__\b))*)"
+    r"\s*(?P<name>[A-Za-z_]\w*)?\s*\)\s*(?P<tail>\([^()]*(?:\([^()]*\)[^()]*)*\))\s*",
     re.S)
 
 
 # A pointer or an lvalue reference to an array: `float (*rows)[4]`, `const float (&v)[3]`,
 # `int (*)[2][3]`, `float (*&p)[4]` (a reference to such a pointer), the name optional.
 _ARRAY_POINTER = re.compile(
-    r"(?P<elem>[^()\[\]]*[\w*>])\s*\(\s*(?P<ptr>[*&](?:\s*(?:[*&]|const\b|volatile\b|"
-    r"__restrict__\b))*)\s*(?P<name>[A-Za-z_]\w*)?\s*\)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)+)",
+    r"(?P<head>[^()\[\]]*[\w*>])\s*\(\s*(?P<ptr>[*&](?:\s*(?:[*&]|const\b|volatile\b|"
+    r"__restrict__\b))*)\s*(?P<name>[A-Za-z_]\w*)?\s*\)\s*(?P<tail>(?:\[[^\[\]]*\]\s*)+)",
     re.S)
 
 
@@ -472,14 +474,12 @@ def _declarator(str shown, name):
         m = _FUNCTION_POINTER.fullmatch(shown) or _ARRAY_POINTER.fullmatch(shown)
     if m is None or m["name"] is not None:
         return f"{shown} {name}"
-    head = m["ret"] if "ret" in m.re.groupindex else m["elem"]
-    tail = m["args"] if "args" in m.re.groupindex else m["dims"]
-    return f"{head} ({m['ptr']}{'' if m['ptr'][-1] in '*&' else ' '}{name}){tail}"
+    return f"{m['head']} ({m['ptr']}{'' if m['ptr'][-1] in '*&' else ' '}{name}){m['tail']}"
 
 
 def _array_pointer(text, m):
     """The parameter ``text``, matched by _ARRAY_POINTER as ``m``: the address of an array,
-    whose elements are ``m['elem']``, as a pointer to those elements takes (``float (*rows)[4]``
+    whose elements are ``m['head']``, as a pointer to those elements takes (``float (*rows)[4]``
     takes what ``float* rows`` takes). A reference binds to one array (``float (&v)[3]``);
     ``*&`` is a reference to a pointer, read from memory as ``T*&`` is."""
     levels = "".join(re.findall(r"[*&]", m["ptr"]))       # the qualifiers say nothing here
@@ -489,22 +489,21 @@ def _array_pointer(text, m):
     if "&" in levels[:-1]:
         raise ValueError(f"{text.strip()!r}: a reference kernarg cannot read; write a "
                          "reference as `T& name` or `T*& name`, or use a pointer")
-    dims = re.findall(r"\[([^\[\]]*)\]", m["dims"])
+    dims = re.findall(r"\[([^\[\]]*)\]", m["tail"])
     for i, dim in enumerate(dims):
         if not re.fullmatch(r"\s*(?:[1-9]\d*|0[xX][0-9a-fA-F]+)\s*", dim) \
                 and not (i == 0 and not dim.strip()):
             raise ValueError(f"{text.strip()!r}: an array extent kernarg cannot read "
                              f"([{dim.strip()}]); write it as a number")
+    if re.sub(r"\b(?:const|volatile)\b", "", m["head"]).strip() == "void":
+        raise ValueError(f"{text.strip()!r}: there are no arrays of void; use void* for "
+                         "untyped memory")
     stars = len(levels)
     try:
-        spec, _ = _parse_c_param(f"{m['elem']} {'*' * stars}")
+        spec, _ = _parse_c_param(f"{m['head']} {'*' * stars}")
     except ValueError as exc:
         # The message quotes the pointer declaration made up here: quote the user's instead.
         raise ValueError(f"{text.strip()!r}: {str(exc).split(': ', 1)[-1]}") from None
-    if spec.pointee_kind == "" and re.sub(r"\b(?:const|volatile)\b", "",
-                                          spec.text[:-stars]).strip() == "void":
-        raise ValueError(f"{text.strip()!r}: there are no arrays of void; use void* for "
-                         "untyped memory")
     spec.text = (f"{spec.text[:-stars]} ({levels})"
                  + "".join(f"[{d.strip()}]" for d in dims))
     return spec, m["name"]
@@ -520,8 +519,8 @@ def _parse_c_param(text):
     if m is not None:
         # An address as any pointer is (an int, None, ...); the function's type says nothing
         # kernarg can check against an array, so like void* it takes any.
-        shown = (f"{' '.join(m['ret'].split())} ({' '.join(m['ptr'].split())})"
-                 f"{' '.join(m['args'].split())}")
+        shown = (f"{' '.join(m['head'].split())} ({' '.join(m['ptr'].split())})"
+                 f"{' '.join(m['tail'].split())}")
         return _Spec(C_POINTER, 8, 8, shown, pointee_kind="", pointee_size=0), m["name"]
     if "complex" in plain:
         plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
@@ -891,7 +890,7 @@ def _declared_type(str piece):
     decl = re.sub(r"\b__grid_constant__\b", " ", _without_default(piece))
     m = _FUNCTION_POINTER.fullmatch(decl.strip())
     if m is not None:           # `int (*f)(int)`: the name is inside the parentheses
-        return " ".join((m["ret"] + " (" + m["ptr"] + ")" + m["args"]).split())
+        return " ".join((m["head"] + " (" + m["ptr"] + ")" + m["tail"]).split())
     tokens = list(re.finditer(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|[^\sA-Za-z_]", decl))
     if len(tokens) > 1:
         last = tokens[-1]
