@@ -1356,6 +1356,59 @@ def _destroy_graph_and_wait(exe, graph, released):
     return released()
 
 
+def test_kernel_launch_reads_each_new_grid_block_shmem_and_stream(ctx):
+    # Kernel.launch keeps the dimensions it checked from an int or a tuple of ints, and the
+    # handle it read from an int stream, for the same objects' next launch. What can change, or
+    # is another object, must be read again: a list changed in place, a new value, a bad one,
+    # another stream.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 64, typestr="<f4")
+
+    def filled(grid, block, shmem=0, stream=None, value=1.0):
+        zero = np.zeros(64, np.float32)
+        check(driver.cuMemcpyHtoD(out.ptr, zero.ctypes.data, zero.nbytes))
+        k.launch(grid, block, out, value, 64, stream=stream, shmem=shmem)
+        return int(np.count_nonzero(np.frombuffer(out.read(), np.float32)))
+
+    grid = (2,)
+    assert filled(grid, 4) == 8
+    assert filled(grid, 4) == 8                         # the same objects: kept
+    assert filled((3,), 4) == 12
+    assert filled(grid, (4, 2)) == 16
+    dims = [2]
+    assert filled(dims, 4) == 8
+    dims[0] = 5                                         # a list is never kept
+    assert filled(dims, 4) == 20
+    assert filled(np.int64(3), 4) == 12
+    with pytest.raises(ValueError, match=r"block\[0\] is 2048; it must be between 1 and 1024"):
+        filled(grid, 2048)
+    with pytest.raises(ValueError, match="shmem must be an int"):
+        filled(grid, 4, shmem=-1)
+    assert filled(grid, 4) == 8
+    # Streams: an int handle is kept; another int, None, or a bad one are read again. A launch
+    # on a stream that is capturing a graph is recorded, not run: where one lands tells which
+    # stream it went to.
+    s1 = int(check(driver.cuStreamCreate(1)))
+    s2 = int(check(driver.cuStreamCreate(1)))
+    assert filled(grid, 4, stream=s1) == 8
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(s2, mode))
+    try:
+        k.launch(grid, 4, out, 2.0, 64, stream=s1)          # s1 kept: runs
+        k.launch((16,), 4, out, 3.0, 64, stream=s2)         # captured, whatever was kept
+        k.launch(grid, 4, out, 2.0, 64, stream=s1)          # runs
+    finally:
+        graph = check(driver.cuStreamEndCapture(s2))
+    check(driver.cuGraphDestroy(graph))
+    got = np.frombuffer(out.read(), np.float32)
+    assert got[:8].tolist() == [2.0] * 8 and not got[8:].any()
+    assert filled(grid, 4, stream=None) == 8
+    with pytest.raises(ValueError, match="outside 0 .. 2\\*\\*64-1"):
+        filled(grid, 4, stream=-1)
+    for s in (s1, s2):
+        check(driver.cuStreamDestroy(s))
+
+
 def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
     import weakref
 

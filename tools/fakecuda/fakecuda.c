@@ -1291,9 +1291,34 @@ static CUresult fk_TensorMapEncodeTiled(CUtensorMap* m, CUtensorMapDataType type
 
 /* ------------------------------------------------------------------ launches */
 
+/* FAKECUDA_EVICT=<bytes>: each launch first evicts the caches, as a real driver's launch does
+ * to the code that runs after it -- a model for tools/probes/cold_launch.py, which counts under
+ * callgrind's cache simulator the cache lines kernarg's launch path brings back per launch. Data:
+ * one write per 64-byte line of a buffer of that many bytes; code: 64 KiB of 64-byte blocks, each
+ * entered by one jump (more than an L1 instruction cache holds). */
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((noinline)) static void evict_code(void) {
+    __asm__ volatile(".rept 1024\n\tjmp 1f\n\t.skip 62, 0x90\n1:\n\t.endr" ::: "memory");
+}
+#else
+static void evict_code(void) {}
+#endif
+static void evict_caches(void) {
+    static long bytes = -1;
+    static volatile char* buf;
+    if (bytes < 0) {
+        const char* e = getenv("FAKECUDA_EVICT");
+        bytes = e ? atol(e) : 0;
+        if (bytes > 0 && !(buf = calloc(1, (size_t)bytes))) bytes = 0;
+    }
+    if (bytes <= 0) return;
+    for (long i = 0; i < bytes; i += 64) buf[i]++;
+    evict_code();
+}
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
     Func* f;
     Stream* s;
+    evict_caches();
     CUresult e = get_launchable(h, &f, "launch");
     if (e) return e;
     Ctx* ctx = current();

@@ -1,0 +1,110 @@
+"""How many cache lines kernarg's launch path brings back per launch when the driver's launch
+has evicted the caches: a deterministic model, run without a GPU, of what the H100 runs showed.
+
+Why: on the H100 (benchmarks/results/gpu-h100-80gb-hbm3-2026-11-24d, 16 arguments) a prepared
+launch took ~430 ns more than a bound one and ``Kernel.launch`` ~910 ns more, where timeit
+against tools/fakecuda gives ~160 and ~250 ns. Between two real launches the driver runs
+microseconds of its own code and data, so kernarg's code and data come back from L3 each time;
+against tools/fakecuda with ``FAKECUDA_EVICT`` set (each launch writes that many bytes and jumps
+through 64 KiB of code first) the same two gaps grow to ~360 and ~510 ns on the development VM.
+Timings of that are noisy; counts are not. This runs each launch form under callgrind's cache
+simulator (I1 and D1 32 KiB, a 1 MiB last level, as a core's L2) with ``FAKECUDA_EVICT`` of
+2 MiB, collects only inside kernarg's entry point for the form and not inside the fake driver's
+launch, and reports per launch: instructions, and last-level misses for code (IL) and data (DL,
+reads and writes) -- lines that came from beyond L2. Two runs of different lengths are
+subtracted, so one-time costs drop out.
+
+Run from the repository root, with kernarg built in place:
+    python tools/probes/cold_launch.py [nargs ...]
+It needs valgrind and gcc (tools/fakecuda/run.sh builds the fake driver).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# The form's C entry point in kernarg (a callgrind function pattern) and how it is called.
+FORMS = {
+    "bound": ("*BoundLaunch_3__call__*", "b = p.bind(*args)\nf = b"),
+    "prepared": ("*_prepared_vectorcall*", "f = _written_out('p({args})', args, p=p)"),
+    "Kernel.launch": ("*_kernel_launch_fastcall*",
+                      "f = _written_out('k.launch(1, 1, {args}stream=s)', args, k=k, s=s)"),
+}
+
+DRIVER = """
+import sys, kernarg
+from kernarg._bench_launch import _kernel_source, _args, _written_out
+n, count = int(sys.argv[1]), int(sys.argv[2])
+k = kernarg.Kernel.from_source(_kernel_source(n), "k")
+s = kernarg.resolve_stream(None)
+args = _args(n, 1 << 40)
+p = k.prepare(1, 1, stream=s)
+{setup}
+for _ in range(count):
+    f()
+"""
+
+EVENTS = ("Ir", "ILmr", "DLmr", "DLmw")
+
+
+def _collect(entry: str, setup: str, n: int, count: int, tmp: str) -> dict[str, int]:
+    script = os.path.join(tmp, "drive.py")
+    with open(script, "w") as f:
+        f.write(DRIVER.format(setup=setup))
+    out = os.path.join(tmp, "callgrind.out")
+    env = dict(os.environ, FAKECUDA_EVICT=str(2 << 20))
+    cmd = [os.path.join(ROOT, "tools", "fakecuda", "run.sh"),
+           "valgrind", "--tool=callgrind", "--cache-sim=yes",
+           "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
+           "--collect-atstart=no", f"--toggle-collect={entry}", "--toggle-collect=launch",
+           f"--callgrind-out-file={out}", sys.executable, script, str(n), str(count)]
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    names = values = None
+    with open(out) as f:
+        for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith("summary:") or line.startswith("totals:"):
+                values = [int(v) for v in line.split()[1:]]
+    if names is None or values is None:
+        raise RuntimeError(f"no totals in {out}")
+    got = dict(zip(names, values, strict=False))     # callgrind leaves out trailing zeros
+    return {e: got.get(e, 0) for e in EVENTS}
+
+
+def measure(n: int, forms=tuple(FORMS), short: int = 100,
+            long: int = 600) -> dict[str, dict[str, float]]:
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for form in forms:
+            entry, setup = FORMS[form]
+            a = _collect(entry, setup, n, short, tmp)
+            b = _collect(entry, setup, n, long, tmp)
+            rows[form] = {e: (b[e] - a[e]) / (long - short) for e in EVENTS}
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("nargs", type=int, nargs="*", default=[1, 16])
+    parser.add_argument("--form", action="append", choices=list(FORMS),
+                        help="a launch form to measure (default: all)")
+    opts = parser.parse_args(argv)
+    for n in opts.nargs:
+        rows = measure(n, tuple(opts.form or FORMS))
+        print(f"{n} arguments, per launch (kernarg's entry point, the fake driver's launch "
+              "left out):")
+        print(f"  {'form':16s} {'instructions':>12s} {'IL misses':>10s} {'DL misses':>10s}")
+        for form, r in rows.items():
+            print(f"  {form:16s} {r['Ir']:12.0f} {r['ILmr']:10.1f} "
+                  f"{r['DLmr'] + r['DLmw']:10.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
