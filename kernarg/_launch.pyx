@@ -1868,8 +1868,10 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
     _parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
-    cdef uint64_t handle = stream_handle(<object>given[0])
-    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(args + 3, n, None, handle),
+    stream = <object>given[0]
+    cdef uint64_t handle = stream_handle(stream)
+    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs,
+            k._pack_items(args + 3, n, None, stream if type(stream) is int else handle),
             handle, True, args + 3)
     return None
 
