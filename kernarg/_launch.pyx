@@ -1499,6 +1499,7 @@ cdef inline object _or(PyObject* value, object default):
 
 cdef tuple _KERNEL_LAUNCH_NAMES = (
     "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority")
+cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
 
 
 cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nargs,
@@ -1506,6 +1507,14 @@ cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nar
     """``Kernel.launch(grid, block, *args, stream=None, shmem=0, cluster=None,
     cooperative=False, pdl=False, priority=None)``: ``args[0:nargs]`` by position."""
     cdef PyObject* given[8]
+    if nargs >= 2 and (kwnames == NULL or (PyTuple_GET_SIZE(<object>kwnames) == 1 and
+                                           PyTuple_GET_ITEM(<object>kwnames, 0) == _STREAM)):
+        # The usual call, k.launch(grid, block, *args) with or without stream=: nothing to
+        # sort by name (a key that is not the interned "stream" takes the general path).
+        _kernel_launch(<Kernel>self, <object>args[0], <object>args[1], args + 2, nargs - 2,
+                       None if kwnames == NULL else <object>args[nargs], 0, None, False,
+                       False, None)
+        return None
     _parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
     _kernel_launch(<Kernel>self,        # the method descriptor has checked the type
                    <object>given[0], <object>given[1], args + 2, nargs - 2 if nargs > 2 else 0,
@@ -1529,8 +1538,8 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         # No launch attributes: check the dimensions straight into the launch, no objects --
         # or not at all, for the objects this kernel's last such launch checked. Code that
         # launches a kernel over and over passes the same ones (constants, cached small ints).
-        # The check's code and data are cold after the driver's last launch: on an H100 each
-        # line of them brings back costs ~6 ns (tools/probes/cold_launch.py).
+        # The check's code and data are cold after the driver's last launch, and each cache
+        # line of them that must come back cost ~6 ns on an H100 (tools/probes/cold_launch.py).
         if grid is k._last_grid and block is k._last_block and shmem is k._last_shmem:
             d = k._last_dims
         else:

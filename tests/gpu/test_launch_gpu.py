@@ -1403,6 +1403,16 @@ def test_kernel_launch_reads_each_new_grid_block_shmem_and_stream(ctx):
     got = np.frombuffer(out.read(), np.float32)
     assert got[:8].tolist() == [2.0] * 8 and not got[8:].any()
     assert filled(grid, 4, stream=None) == 8
+    # A keyword built at run time is not the interned "stream": the general path reads it.
+    zero = np.zeros(64, np.float32)
+    check(driver.cuMemcpyHtoD(out.ptr, zero.ctypes.data, zero.nbytes))
+    k.launch(grid, 4, out, 4.0, 64, **{"".join(["str", "eam"]): s1})
+    check(driver.cuStreamSynchronize(s1))
+    assert np.frombuffer(out.read(), np.float32)[:9].tolist() == [4.0] * 8 + [0.0]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'streams'"):
+        k.launch(grid, 4, out, 4.0, 64, streams=s1)
+    with pytest.raises(TypeError, match="missing required argument 'block'"):
+        k.launch(grid)
     with pytest.raises(ValueError, match="outside 0 .. 2\\*\\*64-1"):
         filled(grid, 4, stream=-1)
     for s in (s1, s2):
