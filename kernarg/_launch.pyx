@@ -1874,7 +1874,10 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
     _kernel_launch_fastcall)."""
     cdef PyObject* given[3]
     cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
-    _parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
+    if kwnames == NULL and nargs >= 3:         # the usual call: nothing to sort by name
+        given[0], given[1], given[2] = args[0], args[1], args[2]
+    else:
+        _parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
     stream = <object>given[0]
