@@ -1539,7 +1539,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         # or not at all, for the objects this kernel's last such launch checked. Code that
         # launches a kernel over and over passes the same ones (constants, cached small ints).
         # The check's code and data are cold after the driver's last launch, and each cache
-        # line of them that must come back cost ~6 ns on an H100 (tools/probes/cold_launch.py).
+        # line of them that must come back costs a few ns (tools/probes/cold_launch.py).
         if grid is k._last_grid and block is k._last_block and shmem is k._last_shmem:
             d = k._last_dims
         else:

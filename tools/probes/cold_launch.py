@@ -4,7 +4,7 @@ has evicted the caches: a deterministic model, run without a GPU, of what the H1
 Why: on the H100 (benchmarks/results/gpu-h100-80gb-hbm3-2026-11-24d, 16 arguments) a prepared
 launch took ~430 ns more than a bound one and ``Kernel.launch`` ~910 ns more, where timeit
 against tools/fakecuda gives ~160 and ~250 ns. Between two real launches the driver runs
-microseconds of its own code and data, so kernarg's code and data come back from L3 each time;
+microseconds of its own code and data, which most likely sends kernarg's back to L3 each time;
 against tools/fakecuda with ``FAKECUDA_EVICT`` set (each launch writes that many bytes and jumps
 through 64 KiB of code first) the same two gaps grow to ~360 and ~510 ns on the development VM.
 Timings of that are noisy; counts are not. This runs each launch form under callgrind's cache
@@ -12,7 +12,8 @@ simulator (I1 and D1 32 KiB, a 1 MiB last level, as a core's L2) with ``FAKECUDA
 2 MiB, collects only inside kernarg's entry point for the form and not inside the fake driver's
 launch, and reports per launch: instructions, and last-level misses for code (IL) and data (DL,
 reads and writes) -- lines that came from beyond L2. Two runs of different lengths are
-subtracted, so one-time costs drop out.
+subtracted, so one-time costs drop out. The counts say what a change removes, not what it
+saves in time: how they compared with the H100's gaps is in the README (launch tables).
 
 Run from the repository root, with kernarg built in place:
     python tools/probes/cold_launch.py [nargs ...]
