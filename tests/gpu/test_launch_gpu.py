@@ -1385,6 +1385,9 @@ def test_kernel_launch_reads_each_new_grid_block_shmem_and_stream(ctx):
     with pytest.raises(ValueError, match="shmem must be an int"):
         filled(grid, 4, shmem=-1)
     assert filled(grid, 4) == 8
+    with pytest.raises(ValueError, match=r"shmem=1048576 bytes .* at most \d+ bytes"):
+        filled(grid, 4, shmem=2**20)                    # over any GPU's opt-in limit
+    assert filled(grid, 4) == 8
     # Streams: an int handle is kept; another int, None, or a bad one are read again. A launch
     # on a stream that is capturing a graph is recorded, not run: where one lands tells which
     # stream it went to.

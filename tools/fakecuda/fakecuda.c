@@ -1303,14 +1303,18 @@ __attribute__((noinline)) static void evict_code(void) {
 #else
 static void evict_code(void) {}
 #endif
+static long evict_bytes;
+static volatile char* evict_buf;
+static void evict_init(void) {
+    const char* e = getenv("FAKECUDA_EVICT");
+    evict_bytes = e ? atol(e) : 0;
+    if (evict_bytes > 0 && !(evict_buf = calloc(1, (size_t)evict_bytes))) evict_bytes = 0;
+}
 static void evict_caches(void) {
-    static long bytes = -1;
-    static volatile char* buf;
-    if (bytes < 0) {
-        const char* e = getenv("FAKECUDA_EVICT");
-        bytes = e ? atol(e) : 0;
-        if (bytes > 0 && !(buf = calloc(1, (size_t)bytes))) bytes = 0;
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, evict_init);
+    long bytes = evict_bytes;
+    volatile char* buf = evict_buf;
     if (bytes <= 0) return;
     for (long i = 0; i < bytes; i += 64) buf[i]++;
     evict_code();
