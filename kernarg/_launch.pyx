@@ -1511,11 +1511,12 @@ cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nar
                                            PyTuple_GET_ITEM(<object>kwnames, 0) == _STREAM)):
         # The usual call, k.launch(grid, block, *args) with or without stream=: nothing to
         # sort by name (a key that is not the interned "stream" takes the general path).
-        _kernel_launch(<Kernel>self, <object>args[0], <object>args[1], args + 2, nargs - 2,
-                       None if kwnames == NULL else <object>args[nargs], 0, None, False,
-                       False, None)
-        return None
-    _parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
+        memset(given, 0, sizeof(given))
+        given[0], given[1] = args[0], args[1]
+        if kwnames != NULL:
+            given[2] = args[nargs]
+    else:
+        _parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
     _kernel_launch(<Kernel>self,        # the method descriptor has checked the type
                    <object>given[0], <object>given[1], args + 2, nargs - 2 if nargs > 2 else 0,
                    _or(given[2], None), _or(given[3], 0), _or(given[4], None),
@@ -1558,11 +1559,16 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         handle = stream_handle(stream)
         if type(stream) is int:
             k._last_stream, k._last_handle = stream, handle
-    # The packers take the handle as an int object (for DLPack producers): an int given is
-    # that object already; anything else makes one.
     return _launch(k, dims, attrs, nattrs,
-                   k._pack_items(items, n, None, stream if type(stream) is int else handle),
-                   handle, True, items)
+                   k._pack_items(items, n, None, _stream_arg(stream, handle)), handle, True,
+                   items)
+
+
+cdef inline object _stream_arg(object stream, uint64_t handle):
+    """The launch stream as the packers take it, an int object (for DLPack producers): a
+    stream given as an int is that object already (stream_handle read it as it is); anything
+    else makes one of its ``handle``."""
+    return stream if type(stream) is int else handle
 
 
 cdef inline bint _immutable_dims(object value) noexcept:
@@ -1883,7 +1889,7 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
     stream = <object>given[0]
     cdef uint64_t handle = stream_handle(stream)
     _launch(k, &cfg._d, cfg._attrs, cfg._nattrs,
-            k._pack_items(args + 3, n, None, stream if type(stream) is int else handle),
+            k._pack_items(args + 3, n, None, _stream_arg(stream, handle)),
             handle, True, args + 3)
     return None
 
