@@ -35,7 +35,7 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport kernarg_small_int, mro_find, mro_has
-from kernarg._stream cimport stream_handle
+from kernarg._stream cimport dlpack_stream, stream_handle
 
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
@@ -1360,6 +1360,8 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
     _check_dl_device(dev_type, index, obj)
     if stream is None:
         stream = stream_handle(None)
+    if stream == 0:                             # the NULL stream: never 0, which DLPack forbids
+        stream = dlpack_stream(0)
     capsule = _call_dlpack(obj, stream, index)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned "

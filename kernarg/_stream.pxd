@@ -4,3 +4,4 @@ from libc.stdint cimport uint64_t
 
 
 cdef uint64_t stream_handle(object obj) except? 0
+cdef uint64_t dlpack_stream(uint64_t handle) noexcept

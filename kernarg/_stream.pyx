@@ -92,6 +92,15 @@ cdef inline uint64_t _default_stream() except? 0:
     return _policy
 
 
+cdef uint64_t dlpack_stream(uint64_t handle) noexcept:
+    """Stream ``handle`` as DLPack's ``__dlpack__(stream=...)`` names it. Handle 0 is the NULL
+    stream, which the driver calls of cuda.bindings (and so kernarg's launches) take as the
+    process policy's default: the legacy stream (1), or the per-thread one (2) when
+    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM selects it. The DLPack specification forbids 0
+    for CUDA as ambiguous, and producers refuse it (or read it as they please)."""
+    return _policy if handle == 0 else handle
+
+
 def default_stream():
     """Return the stream handle that ``None`` means on this thread.
 

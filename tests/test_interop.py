@@ -328,6 +328,37 @@ def test_dlpack_consumer_stream_is_passed():
     assert prod.max_versions[0] == kernarg.DLPACK_MAX_VERSION
 
 
+def test_dlpack_consumer_stream_is_never_0(monkeypatch):
+    # Handle 0 is the NULL stream, which cuda.bindings' driver calls take as the default
+    # stream of its policy; the DLPack specification forbids stream=0 for CUDA as ambiguous.
+    from kernarg import _stream
+
+    class RefusesZero(DLPackProducer):
+        def __dlpack__(self, *, stream=None, max_version=None):
+            if stream == 0:
+                raise ValueError("stream=0 is ambiguous")
+            return super().__dlpack__(stream=stream, max_version=max_version)
+
+    sig = kernarg.Signature("float* p")
+    try:
+        for policy, expected in (("0", 1), ("1", 2)):
+            monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", policy)
+            assert _stream._reload_policy() == expected
+            prod = RefusesZero(PTR)
+            kernarg.pack((prod,), stream=0)
+            sig.pack((prod,), stream=0)
+            with kernarg.use_stream(0):                 # None means 0 here
+                kernarg.pack((prod,))
+            with kernarg.use_stream(0x77):              # and the policy does not touch others
+                kernarg.pack((prod,), stream=0x1234)
+                kernarg.pack((prod,))
+            assert prod.streams == [expected] * 3 + [0x1234, 0x77]
+            assert prod.exported == 5
+    finally:
+        monkeypatch.undo()
+        _stream._reload_policy()
+
+
 def test_dlpack_stream_object_is_resolved():
     class S:
         def __cuda_stream__(self):
