@@ -83,15 +83,14 @@ cdef int _pack_block(object signature, object args, object stream, int device,
     cdef BlockState st
     if signature is not None:
         t = with_defaults(<Signature>signature, tuple_items(t), PyTuple_GET_SIZE(t)) or t
-    if stream is not None:
-        stream = stream_handle(stream)
+    cdef uint64_t handle = stream_handle(stream)
     _open(block, &st, len(t))
     set_launch_device(&st, device)
     try:
         if signature is None:
-            pack_state(&st, t, stream)
+            pack_state(&st, t, handle)
         else:
-            pack_typed_state(<Signature>signature, &st, t, stream)
+            pack_typed_state(<Signature>signature, &st, t, handle)
     except BaseException:
         state_release(&st)
         raise

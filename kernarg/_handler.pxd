@@ -104,8 +104,8 @@ cdef inline tuple as_arg_tuple(object args, str who):
         return tuple(args)
     raise TypeError(f"{who}: args must be a tuple or list of kernel arguments, got "
                     f"{type(args).__name__}")
-cdef int pack_state(BlockState* st, tuple args, object stream) except -1
-cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object stream) except -1
+cdef int pack_state(BlockState* st, tuple args, uint64_t stream) except -1
+cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t stream) except -1
 cdef int state_release(BlockState* st) except -1
 cdef int block_release(ParamBlock blk) except -1
 cdef int device_ordinal(object device) except -2
@@ -141,7 +141,7 @@ cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, 
                         void* out) except -1
 cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes) except -1
 cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
-                                    object stream, int device)
+                                    uint64_t stream, int device)
 cdef ParamBlock arena_block(object keep, Py_ssize_t n)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept

@@ -567,7 +567,7 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
 
 
 cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object arg,
-                      object stream) except -1:
+                      uint64_t stream) except -1:
     cdef PtrResult r
     pointer_of(info, arg, index, stream, &r)
     state_take_pointer(st, &r, index, arg)
@@ -592,7 +592,7 @@ cdef inline void _reverse(char* p, Py_ssize_t n) noexcept:
         p[n - 1 - k] = c
 
 
-cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, object stream) except -1:
+cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, uint64_t stream) except -1:
     cdef TypeInfo* info = _lookup(arg, index)
     cdef int kind = info.kind
     cdef double d
@@ -689,12 +689,13 @@ cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes
     return 0
 
 
-cdef int pack_state(BlockState* st, tuple args, object stream) except -1:
-    """Pack ``args`` into ``st`` (fresh: nbytes 0). ``stream`` is None or a resolved handle."""
+cdef int pack_state(BlockState* st, tuple args, uint64_t stream) except -1:
+    """Pack ``args`` into ``st`` (fresh: nbytes 0). ``stream``: the launch stream's handle, which
+    DLPack producers are given (as an int, made only for them)."""
     return pack_items(st, tuple_items(args), PyTuple_GET_SIZE(args), stream)
 
 
-cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, object stream) except -1:
+cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t stream) except -1:
     """Pack the ``n`` objects at ``items`` into ``st`` (fresh: nbytes 0). The caller keeps
     them alive while this runs (a tuple's items, or a vectorcall's arguments)."""
     cdef Py_ssize_t i = 0, j, cur = 0
@@ -801,14 +802,13 @@ def pack(args, *, stream=None, device=None):
         The parameters exceed CUDA's 32,764-byte limit, or an array interface is malformed.
     """
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
-    if stream is not None:
-        stream = stream_handle(stream)
+    cdef uint64_t handle = stream_handle(stream)
     # untyped_block_items' body, inline: a call here costs more than these lines.
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
     if device is not None:
         set_launch_device(&blk.st, device_ordinal(device))
-    pack_state(&blk.st, t, stream)
+    pack_state(&blk.st, t, handle)
     return blk
 
 
@@ -844,12 +844,12 @@ cdef ParamBlock arena_block(object keep, Py_ssize_t n):
 
 
 cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
-                                    object stream, int device):
+                                    uint64_t stream, int device):
     """A new ParamBlock with the ``n`` objects at ``items`` packed untyped. ``keep`` is the
     tuple holding them (the block keeps it alive), or None where they are a call's arguments,
     alive only during the call: such a block must be released before the call returns, or
-    given ``_args = tuple(items)`` first (a launch captured into a graph). ``stream``: None or
-    a resolved handle; ``device``: the launch device's ordinal, or -1 for no device check."""
+    given ``_args = tuple(items)`` first (a launch captured into a graph). ``stream``: the
+    launch stream's handle; ``device``: the launch device's ordinal, or -1 for no device check."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, keep, n, 8 * n)
     set_launch_device(&blk.st, device)

@@ -93,7 +93,7 @@ cdef int classify(type t, TypeInfo* info) except -1
 # Called with the exception a reader of argument ``index`` left set: raises it, named (see
 # _interop.pyx). ``kind`` says what was being read.
 cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1
-cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
+cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
                     PtrResult* result, bint want_dtype=*) except -1
 cdef int release_capsule(object capsule) except -1
 # The 64-bit value of a KIND_HANDLE object (a texture or surface object), into out[0:8].

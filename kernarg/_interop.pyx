@@ -35,7 +35,7 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport kernarg_small_int, mro_find, mro_has
-from kernarg._stream cimport dlpack_stream, stream_handle
+from kernarg._stream cimport dlpack_stream
 
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
@@ -937,7 +937,7 @@ cdef int _shape_check(object shape) except -1:
     return SHAPE_OK
 
 
-cdef int _consume_cai(object obj, Py_ssize_t index, object stream, PtrResult* r,
+cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r,
                       bint want_dtype) except -1:
     try:
         cai = obj.__cuda_array_interface__
@@ -1332,7 +1332,7 @@ cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
         _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {type(exc).__name__}: {exc}")
 
 
-cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult* r) except -1:
+cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r) except -1:
     cdef DLManagedTensorVersioned* mtv
     cdef DLManagedTensor* mt
     cdef DLTensor* tensor
@@ -1358,11 +1358,9 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, object stream, PtrResult*
                         "expected "
                         "(device_type, device_id)") from None
     _check_dl_device(dev_type, index, obj)
-    if stream is None:
-        stream = stream_handle(None)
-    if stream == 0:                             # the NULL stream: never 0, which DLPack forbids
-        stream = dlpack_stream(0)
-    capsule = _call_dlpack(obj, stream, index)
+    # The launch stream as an int object, made here only: the NULL stream (handle 0) as the
+    # default stream it is, never 0, which DLPack forbids.
+    capsule = _call_dlpack(obj, dlpack_stream(stream), index)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned "
                         f"{type(capsule).__name__}, not a "
@@ -1739,7 +1737,7 @@ cdef int _jax_ordinal(object sharding, Py_ssize_t index, object obj) except -2:
     return device.id if ordinal is None else ordinal
 
 
-cdef int _jax_pointer(object obj, Py_ssize_t index, object stream, PtrResult* r,
+cdef int _jax_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r,
                       bint want_dtype) except -1:
     global _jax_last
     cdef int ordinal = -1
@@ -2069,11 +2067,11 @@ cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1:
 
 # _pointer_of called without Cython's error check, which pointer_of makes itself: a try block
 # would save and restore the thread's exception state on every call, a cost on the hot path.
-ctypedef int (*_unchecked_t)(const TypeInfo*, int, object, Py_ssize_t, object, PtrResult*,
+ctypedef int (*_unchecked_t)(const TypeInfo*, int, object, Py_ssize_t, uint64_t, PtrResult*,
                              bint) noexcept
 
 
-cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object stream,
+cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
                     PtrResult* r, bint want_dtype=False) except -1:
     """Fill ``r`` with the device address of a pointer-like argument (and its element type when
     ``want_dtype``: typed signatures check it against the pointee; untyped packing does not).
@@ -2085,7 +2083,7 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, object s
 
 
 cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
-                     object stream, PtrResult* r, bint want_dtype) except -1:
+                     uint64_t stream, PtrResult* r, bint want_dtype) except -1:
     r.ptr = 0
     r.readonly = False
     r.copied = False

@@ -1366,11 +1366,11 @@ cdef class Kernel:
         _check(err, f"cuOccupancyMaxPotentialBlockSize of kernel {self.name!r}")
         return min_grid, block
 
-    cdef ParamBlock _pack_args(self, tuple args, object stream):
+    cdef ParamBlock _pack_args(self, tuple args, uint64_t stream):
         return self._pack_items(tuple_items(args), PyTuple_GET_SIZE(args), args, stream)
 
     cdef ParamBlock _pack_items(self, PyObject** items, Py_ssize_t n, object keep,
-                                object stream):
+                                uint64_t stream):
         """A block of the ``n`` arguments at ``items``, typed when the kernel has a signature;
         ``keep``: their tuple, or None (see kernarg._handler.untyped_block_items)."""
         if self.signature is not None:
@@ -1559,16 +1559,8 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         handle = stream_handle(stream)
         if type(stream) is int:
             k._last_stream, k._last_handle = stream, handle
-    return _launch(k, dims, attrs, nattrs,
-                   k._pack_items(items, n, None, _stream_arg(stream, handle)), handle, True,
+    return _launch(k, dims, attrs, nattrs, k._pack_items(items, n, None, handle), handle, True,
                    items)
-
-
-cdef inline object _stream_arg(object stream, uint64_t handle):
-    """The launch stream as the packers take it, an int object (for DLPack producers): a
-    stream given as an int is that object already (stream_handle read it as it is); anything
-    else makes one of its ``handle``."""
-    return stream if type(stream) is int else handle
 
 
 cdef inline bint _immutable_dims(object value) noexcept:
@@ -1888,8 +1880,7 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
     cdef LaunchConfig cfg = _config_of(<object>given[1])
     stream = <object>given[0]
     cdef uint64_t handle = stream_handle(stream)
-    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs,
-            k._pack_items(args + 3, n, None, _stream_arg(stream, handle)),
+    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(args + 3, n, None, handle),
             handle, True, args + 3)
     return None
 
@@ -1951,7 +1942,6 @@ cdef class PreparedLaunch:
     cdef Kernel _kernel
     cdef readonly LaunchConfig config
     cdef readonly uint64_t stream
-    cdef object _stream_obj     # the same handle as an int object, for the packers
 
     def __cinit__(self, *args, **kwargs):
         self._vectorcall = <void*>_prepared_vectorcall
@@ -1960,7 +1950,6 @@ cdef class PreparedLaunch:
         self._kernel = kernel
         self.config = config
         self.stream = stream
-        self._stream_obj = stream
 
     def __call__(self, *args):
         _prepared_launch(self, tuple_items(args), PyTuple_GET_SIZE(args), args)
@@ -1973,7 +1962,7 @@ cdef class PreparedLaunch:
         bound._kernel = self._kernel
         bound.config = self.config
         bound.stream = self.stream
-        bound._blk = self._kernel._pack_args(args, self._stream_obj)
+        bound._blk = self._kernel._pack_args(args, self.stream)
         return bound
 
 
@@ -1991,7 +1980,7 @@ cdef inline int _prepared_launch(PreparedLaunch p, PyObject** items, Py_ssize_t 
     _check_initialised(p)
     cdef LaunchConfig cfg = p.config
     return _launch(p._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
-                   p._kernel._pack_items(items, n, keep, p._stream_obj), p.stream, True, items)
+                   p._kernel._pack_items(items, n, keep, p.stream), p.stream, True, items)
 
 
 cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf,

@@ -1,6 +1,6 @@
 # Declarations other Cython modules (kernarg._capi) cimport from kernarg._signature. ABI.
 from cpython.object cimport PyObject
-from libc.stdint cimport uint8_t, uint16_t
+from libc.stdint cimport uint8_t, uint16_t, uint64_t
 
 from kernarg._handler cimport BlockState, ParamBlock
 
@@ -45,8 +45,8 @@ cdef class Signature:
     cdef _set_defaults(self, list texts, dict evaluated=*)
 
 
-cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1
-cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device)
+cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1
+cdef ParamBlock typed_block(Signature sig, tuple t, uint64_t stream, int device)
 cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n)
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
-                                  object stream, int device)
+                                  uint64_t stream, int device)

@@ -1572,8 +1572,7 @@ cdef class Signature:
         """
         cdef tuple t = as_arg_tuple(args, "Signature.pack")
         t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
-        if stream is not None:
-            stream = stream_handle(stream)
+        cdef uint64_t handle = stream_handle(stream)
         cdef ParamBlock blk
         if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
             # typed_block's common case, inline: a call here costs more than these lines.
@@ -1581,19 +1580,20 @@ cdef class Signature:
             memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
             if device is not None:
                 set_launch_device(&blk.st, device_ordinal(device))
-            _pack_typed(self, &blk.st, tuple_items(t), self._n, stream, False)
+            _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, False)
             return blk
-        return typed_block(self, t, stream, device_ordinal(device))
+        return typed_block(self, t, handle, device_ordinal(device))
 
 
-cdef ParamBlock typed_block(Signature sig, tuple t, object stream, int device):
+cdef ParamBlock typed_block(Signature sig, tuple t, uint64_t stream, int device):
     """A new ParamBlock with ``t`` packed as ``sig``'s types, keeping ``t`` alive. ``stream``:
-    None or a handle; ``device``: the launch device's ordinal, or -1 for no device check."""
+    the launch stream's handle; ``device``: the launch device's ordinal, or -1 for no device
+    check."""
     return typed_block_items(sig, tuple_items(t), PyTuple_GET_SIZE(t), t, stream, device)
 
 
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
-                                  object stream, int device):
+                                  uint64_t stream, int device):
     """typed_block for the ``n`` objects at ``items``; ``keep`` as for
     kernarg._handler.untyped_block_items (None: the block must not outlive the call)."""
     cdef ParamBlock blk
@@ -1624,14 +1624,14 @@ cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n):
     return tuple_of(items, n) + sig._defaults[n - sig._first_default:]
 
 
-cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, object stream) except -1:
+cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1:
     """Pack ``t`` as ``sig``'s parameter types into ``st`` (fresh, room for len(t) arguments).
-    ``stream`` is None or a resolved handle."""
+    ``stream``: the launch stream's handle."""
     return _pack_typed(sig, st, tuple_items(t), PyTuple_GET_SIZE(t), stream, True)
 
 
 cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
-                            object stream, bint copy_sizes) except -1:
+                            uint64_t stream, bint copy_sizes) except -1:
     if n != sig._n:
         raise TypeError(_count_message(sig, n))
     if st.capacity < sig._nbytes:
@@ -2042,7 +2042,7 @@ cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* 
 
 
 cdef int _put_struct(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
-                     char* dst, object stream) except -1:
+                     char* dst, uint64_t stream) except -1:
     spec = sig._structs[i]
     raw = None
     if spec is None:
@@ -2085,7 +2085,7 @@ cdef dict _FIELD_CODES = {
 
 
 cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, object value,
-                     char* dst, str where, object stream) except -1:
+                     char* dst, str where, uint64_t stream) except -1:
     """Write ``value`` at ``dst`` as numpy dtype ``dt`` -- parameter ``i``'s struct, or the
     field ``where`` of it -- converting each scalar field as a parameter of its type is
     converted (ints range-checked, no float for an int, floats rounded once), never through
@@ -2171,7 +2171,7 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
 
 
 cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object spec,
-                            object value, char* dst, str where, object stream) except -1:
+                            object value, char* dst, str where, uint64_t stream) except -1:
     """Pointer field ``where`` of parameter ``i``'s struct (``spec``: the field's pointer spec,
     as _parse_c_param gives it): what a pointer parameter takes -- None, an address as an int,
     a ctypes pointer, or an array or buffer, whose producer stream and DLPack capsule the block
@@ -2406,7 +2406,7 @@ cdef bint _kind_matches(char want, int want_size, int lanes, char kind, int size
 
 
 cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
-                      char* dst, object stream, bint allow_int) except -1:
+                      char* dst, uint64_t stream, bint allow_int) except -1:
     cdef PtrResult r
     cdef TypeInfo* info
     cdef long long v
@@ -2538,7 +2538,7 @@ cdef int _small_float_code(int fmt, object value, str what, str shown) except -1
 
 
 cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, object value,
-                    char* dst, object stream) except -1:
+                    char* dst, uint64_t stream) except -1:
     cdef int code = p.code
     if code <= C_F64:
         if p.any_sign:

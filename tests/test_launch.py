@@ -297,6 +297,36 @@ def test_a_failed_prepared_launch_lets_go_of_its_arguments():
 
 
 @needs_no_driver
+def test_every_launch_path_hands_dlpack_producers_the_launch_stream():
+    # The packers take the launch stream as a handle and make the int a producer is given
+    # only for it: a stream object's handle, an int as it is, None as the default stream, and
+    # the NULL stream 0 as the default stream it is (DLPack forbids stream=0).
+    from producers import DLPackProducer
+
+    class Stream:
+        def __cuda_stream__(self):
+            return (0, 0x77)
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    untyped = kernarg.Kernel.from_handle(0x1234, name="u")
+    for stream, handle in ((Stream(), 0x77), (2**64 - 1, 2**64 - 1), (0x55, 0x55),
+                           (None, kernarg.default_stream()), (0, kernarg.default_stream())):
+        for kernel in (k, untyped):
+            producer = DLPackProducer(0x9000)
+            with pytest.raises(kernarg.NoDriverError):
+                kernel.launch(1, 32, producer, 3, stream=stream)
+            with pytest.raises(kernarg.NoDriverError):
+                kernel[1, 32, stream](producer, 3)
+            with pytest.raises(kernarg.NoDriverError):
+                kernel.prepare(1, 32, stream=stream)(producer, 3)
+            with pytest.raises(kernarg.NoDriverError):
+                kernarg.launch(stream, kernarg.LaunchConfig(1, 32), kernel, producer, 3)
+            kernel.prepare(1, 32, stream=stream).bind(producer, 3).close()
+            assert producer.streams == [handle] * 5, (stream, kernel.name)
+            assert producer.deleted == producer.exported == 5
+
+
+@needs_no_driver
 def test_every_launch_path_fills_in_default_arguments():
     # Left-out arguments with defaults are filled in before the driver is needed: every call
     # path gets as far as the driver (none here) rather than refusing the count.

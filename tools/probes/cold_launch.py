@@ -35,6 +35,22 @@ FORMS = {
     "prepared": ("*_prepared_vectorcall*", "f = _written_out('p({args})', args, p=p)"),
     "Kernel.launch": ("*_kernel_launch_fastcall*",
                       "f = _written_out('k.launch(1, 1, {args}stream=s)', args, k=k, s=s)"),
+    # kernarg.launch in cuda.core's call form, with cuda.core's objects (as the launch
+    # benchmark's drop-in row) and a stream the driver made: its handle is a heap address.
+    "kernarg.launch": ("*_launch__launch_fastcall*", """
+from cuda.bindings import driver
+from kernarg._bench import cuda_core
+from kernarg._bench_launch import _StreamRef
+core = cuda_core()
+dev = core.Device(0)
+dev.set_current()
+ck = core.Program(_kernel_source(n), "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+    "cubin").get_kernel("k")
+cs = dev.create_stream(_StreamRef(int(driver.cuStreamCreate(1)[1])))
+cfg = core.LaunchConfig(grid=1, block=1)
+f = _written_out('launch(cs, cfg, ck, {args})', args, launch=kernarg.launch, cs=cs, cfg=cfg,
+                 ck=ck)
+"""),
 }
 
 DRIVER = """
