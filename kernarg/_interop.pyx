@@ -39,6 +39,12 @@ from kernarg._stream cimport dlpack_stream
 
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
+    bint PyLong_CheckExact(PyObject* o) noexcept
+    bint PyTuple_CheckExact(PyObject* o) noexcept
+    bint PyUnicode_CheckExact(PyObject* o) noexcept
+    PyObject* Py_True
+    PyObject* Py_False
+    PyObject* Py_None
     PyObject* PyErr_Occurred() noexcept
     void PyErr_Fetch(PyObject** etype, PyObject** value, PyObject** tb) noexcept
     void PyErr_NormalizeException(PyObject** etype, PyObject** value, PyObject** tb) noexcept
@@ -995,6 +1001,52 @@ cdef enum:
 
 cdef object _ABSENT = object()        # a CUDA Array Interface field the dict pass did not find
 
+cdef int _usual_cai_values(PyObject** found, PtrResult* r) noexcept:
+    """The usual interface, read with no object made and no check that cannot pass: ``data``
+    ``(address > 0, True or False)``, ``shape`` a tuple of ints >= 0, ``typestr`` a str,
+    ``version`` 0-3 or absent, ``mask`` None or absent and ``stream`` None, absent or a handle
+    > 0 (ints below 2**60, exact types). 1 with ``r`` filled; 0 for anything else, with ``r``
+    untouched: _read_cai then reads the values one by one, and words what is wrong. ``found``
+    holds _read_cai's borrowed references, so no Python code may run here, and none does."""
+    cdef PyObject* data = found[F_DATA]
+    cdef PyObject* shape = found[F_SHAPE]
+    cdef PyObject* value
+    cdef PyObject* readonly
+    cdef long long ptr, small, handle = 0
+    cdef Py_ssize_t i
+    if data == NULL or not PyTuple_CheckExact(data) or PyTuple_GET_SIZE(<object>data) != 2:
+        return 0
+    value = PyTuple_GET_ITEM(<object>data, 0)
+    readonly = PyTuple_GET_ITEM(<object>data, 1)
+    if not PyLong_CheckExact(value) or not kernarg_small_int(value, &ptr) or ptr <= 0:
+        return 0                # a null pointer's rules (size 0) are _read_cai's
+    if readonly != Py_True and readonly != Py_False:
+        return 0
+    if shape == NULL or not PyTuple_CheckExact(shape):
+        return 0
+    for i in range(PyTuple_GET_SIZE(<object>shape)):
+        value = PyTuple_GET_ITEM(<object>shape, i)
+        if not PyLong_CheckExact(value) or not kernarg_small_int(value, &small) or small < 0:
+            return 0
+    if found[F_TYPESTR] == NULL or not PyUnicode_CheckExact(found[F_TYPESTR]):
+        return 0
+    value = found[F_VERSION]
+    if value != NULL and not (PyLong_CheckExact(value) and kernarg_small_int(value, &small)
+                              and 0 <= small <= 3):
+        return 0
+    if found[F_MASK] != NULL and found[F_MASK] != Py_None:
+        return 0
+    value = found[F_STREAM]
+    if value != NULL and value != Py_None:
+        if not PyLong_CheckExact(value) or not kernarg_small_int(value, &handle) or handle <= 0:
+            return 0            # 0 (forbidden), negative and wide handles: _read_cai's words
+    r.ptr = <uint64_t>ptr
+    r.readonly = readonly == Py_True
+    if handle > 0:
+        r.has_stream = True
+        r.stream = <uint64_t>handle
+    return 1
+
 
 cdef inline object _owned(PyObject** found, int slot):
     return <object>found[slot] if found[slot] != NULL else _ABSENT
@@ -1035,6 +1087,13 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     # Every key recognised by identity: absent fields are really absent. Otherwise (keys built
     # at run time are not interned) look the rest up the usual way.
     cdef bint complete = matched == len(cai)
+    if complete and type(cai) is dict and _usual_cai_values(found, r):
+        # The usual case, checked on the borrowed values before any code can run: ~200 fewer
+        # instructions than the reading below, written for any value (callgrind, the
+        # development VM).
+        if want_dtype:
+            _set_dtype_from_typestr(<str>found[F_TYPESTR], r)
+        return 0
     # The references PyDict_Next gave are borrowed: own every one before any code can run
     # (looking up the fields the pass did not find may, and may delete the ones it did).
     version = _owned(found, F_VERSION)

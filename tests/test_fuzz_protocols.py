@@ -142,6 +142,59 @@ def test_every_valid_cuda_array_interface_packs(cai):
     assert struct.unpack_from("<Q", bytes(block), 8)[0] == cai["data"][0]
 
 
+class _DictSubclass(dict):
+    """kernarg reads a dict subclass by its general path only, never the usual-case one."""
+
+
+def _outcome(pack, cai):
+    try:
+        block = pack((7, CAIObject(cai)))
+    except Exception as exc:
+        return type(exc), str(exc)
+    return bytes(block), block.producer_streams
+
+
+SIGNATURES = [kernarg.pack] + [kernarg.Signature(f"int n, {p}").pack for p in
+                               ("float* p", "const float* p", "const double* p", "void* p")]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(valid, interface))
+def test_the_usual_cuda_array_interface_read_agrees_with_the_general_one(cai):
+    # A plain dict whose values are all of the usual exact types is read in one C pass with
+    # nothing made (kernarg._interop._usual_cai_values); anything else, and any dict subclass,
+    # by the general reader. Same dict, same outcome: the bytes, the producer streams (for
+    # untyped and typed packing, read-only memory against a non-const pointer, element types)
+    # or the very same error.
+    for pack in SIGNATURES:
+        assert _outcome(pack, cai) == _outcome(pack, _DictSubclass(cai))
+
+
+def test_the_usual_cuda_array_interface_read_at_its_edges():
+    base = {"data": (0x7F00_0000_1000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+    edges = [{}, {"stream": None}, {"stream": 1}, {"stream": 2**60 - 1}, {"stream": 2**60},
+             {"stream": 2**64 - 1}, {"stream": 0}, {"stream": -1}, {"stream": True},
+             {"data": (2**60 - 1, True)}, {"data": (2**60, False)}, {"data": (2**64 - 1, False)},
+             {"data": (0, False), "shape": (0,)}, {"data": (0, False)}, {"data": (1, 1)},
+             {"data": [0x1000, False]}, {"shape": (True, 2)}, {"shape": [4]}, {"shape": ()},
+             {"shape": (2**60,)}, {"shape": (-1,)}, {"version": 0}, {"version": 4},
+             {"version": True}, {"mask": None}, {"mask": object()}, {"typestr": "<f8"},
+             {"typestr": b"<f4"}, {"strides": (4,)}, {"descr": [("", "<f4")]}]
+    for edge in edges:
+        cai = {**base, **edge}
+        for pack in SIGNATURES:
+            assert _outcome(pack, cai) == _outcome(pack, _DictSubclass(cai)), edge
+    # ... and what the usual read gives is right, not only the same.
+    block = kernarg.pack((CAIObject({**base, "data": (2**60 - 1, True), "stream": 2**60 - 1}),))
+    assert struct.unpack("<Q", bytes(block)) == (2**60 - 1,)
+    assert block.producer_streams == (2**60 - 1,)
+    with pytest.raises(ValueError, match="parameter 0 .*read-only"):
+        kernarg.Signature("float* p").pack((CAIObject({**base, "data": (0x1000, True)}),))
+    kernarg.Signature("const float* p").pack((CAIObject({**base, "data": (0x1000, True)}),))
+    with pytest.raises(TypeError, match="parameter 0 .*element type is f8"):
+        kernarg.Signature("const float* p").pack((CAIObject({**base, "typestr": "<f8"}),))
+
+
 small = st.one_of(st.integers(-2, 5), scalars)
 device = st.one_of(scalars, st.tuples(st.integers(-2, 20), st.integers(-3, 2**40)),
                    st.tuples(small, small), st.lists(st.integers(-1, 14), max_size=3),
