@@ -113,6 +113,22 @@ def default_stream():
 
 cdef uint64_t stream_handle(object obj) except? 0:
     """resolve_stream(obj) for Cython callers, without a Python call."""
+    cdef long long small
+    # The two usual cases (every pack and every launch resolves its stream here) take no
+    # register saves and no error-handling frame: the rest is a function of its own, called
+    # through a pointer so that the compiler does not inline it back. None: 34 -> 9
+    # instructions (callgrind).
+    if obj is None and not _open_blocks:
+        return _policy
+    if type(obj) is int and kernarg_small_int(<PyObject*>obj, &small) and small >= 0:
+        return <uint64_t>small
+    return _other_handle_fn(obj)
+
+
+ctypedef uint64_t (*_handle_fn_t)(object) except? 0
+
+
+cdef uint64_t _other_handle(object obj) except? 0:
     cdef uint64_t handle
     if obj is None:
         return _default_stream()
@@ -126,6 +142,9 @@ cdef uint64_t stream_handle(object obj) except? 0:
         raise
     except Exception as exc:
         _reading_raised(obj, exc)
+
+
+cdef _handle_fn_t _other_handle_fn = _other_handle
 
 
 cdef int _reading_raised(object obj, object exc) except -1:
