@@ -1001,6 +1001,7 @@ cdef enum:
 
 cdef object _ABSENT = object()        # a CUDA Array Interface field the dict pass did not find
 
+
 cdef int _usual_cai_values(PyObject** found, PtrResult* r) noexcept:
     """The usual interface, read with no object made and no check that cannot pass: ``data``
     ``(address > 0, True or False)``, ``shape`` a tuple of ints >= 0, ``typestr`` a str,
@@ -1088,9 +1089,9 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     # at run time are not interned) look the rest up the usual way.
     cdef bint complete = matched == len(cai)
     if complete and type(cai) is dict and _usual_cai_values(found, r):
-        # The usual case, checked on the borrowed values before any code can run: ~200 fewer
-        # instructions than the reading below, written for any value (callgrind, the
-        # development VM).
+        # The usual case, checked on the borrowed values before any code can run, instead of
+        # the reading below, written for any value. Callgrind, the development VM: kernarg's
+        # work above the producer's own call went from ~1,300 to ~940 instructions.
         if want_dtype:
             _set_dtype_from_typestr(<str>found[F_TYPESTR], r)
         return 0
