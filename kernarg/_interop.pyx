@@ -1091,7 +1091,8 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     if complete and type(cai) is dict and _usual_cai_values(found, r):
         # The usual case, checked on the borrowed values before any code can run, instead of
         # the reading below, written for any value. Callgrind, the development VM: kernarg's
-        # work above the producer's own call went from ~1,300 to ~940 instructions.
+        # own work for such an argument went from 1,113 to 940 instructions (Python 3.11),
+        # and from 1,236 to 958 (3.12).
         if want_dtype:
             _set_dtype_from_typestr(<str>found[F_TYPESTR], r)
         return 0
