@@ -85,6 +85,12 @@ def test_dlpack_stream_and_deleter_once(ext):
     prod = DLPackProducer(0x3000)
     ext.pack((prod,), 0x77)
     assert prod.streams == [0x77] and prod.exported == 1 and prod.deleted == 1
+    # The NULL stream goes to the producer as the default stream it is (DLPack forbids 0),
+    # and no stream as the default stream.
+    ext.pack((prod,), 0)
+    ext.pack((prod,), None)
+    assert prod.streams == [0x77] + [kernarg.default_stream()] * 2
+    assert prod.exported == prod.deleted == 3
 
 
 def test_held_block_keeps_references_until_release(c_ext):
