@@ -1077,7 +1077,10 @@ cdef class Kernel:
     # objects again need no second look (see _kernel_launch).
     cdef object _last_grid, _last_block, _last_shmem
     cdef Dims _last_dims
-    # ... and its last stream given as an int, with the handle read from it.
+    # ... and its last stream given as an int, with the handle read from it. stream_handle
+    # reads an int in a few instructions, but its code and data are in another module, cold
+    # after a driver launch: dropping this cache brought back ~11 more cache lines a launch
+    # (tools/probes/cold_launch.py, session 40).
     cdef object _last_stream
     cdef uint64_t _last_handle
 
@@ -1878,8 +1881,7 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
         _parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
-    stream = <object>given[0]
-    cdef uint64_t handle = stream_handle(stream)
+    cdef uint64_t handle = stream_handle(<object>given[0])
     _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(args + 3, n, None, handle),
             handle, True, args + 3)
     return None
