@@ -154,7 +154,7 @@ def _outcome(pack, cai):
     return bytes(block), block.producer_streams
 
 
-SIGNATURES = [kernarg.pack] + [kernarg.Signature(f"int n, {p}").pack for p in
+PACKERS = [kernarg.pack] + [kernarg.Signature(f"int n, {p}").pack for p in
                                ("float* p", "const float* p", "const double* p", "void* p")]
 
 
@@ -166,7 +166,7 @@ def test_the_usual_cuda_array_interface_read_agrees_with_the_general_one(cai):
     # by the general reader. Same dict, same outcome: the bytes, the producer streams (for
     # untyped and typed packing, read-only memory against a non-const pointer, element types)
     # or the very same error.
-    for pack in SIGNATURES:
+    for pack in PACKERS:
         assert _outcome(pack, cai) == _outcome(pack, _DictSubclass(cai))
 
 
@@ -182,7 +182,7 @@ def test_the_usual_cuda_array_interface_read_at_its_edges():
              {"typestr": b"<f4"}, {"strides": (4,)}, {"descr": [("", "<f4")]}]
     for edge in edges:
         cai = {**base, **edge}
-        for pack in SIGNATURES:
+        for pack in PACKERS:
             assert _outcome(pack, cai) == _outcome(pack, _DictSubclass(cai)), edge
     # ... and what the usual read gives is right, not only the same.
     block = kernarg.pack((CAIObject({**base, "data": (2**60 - 1, True), "stream": 2**60 - 1}),))
