@@ -2,10 +2,12 @@
 own protocol call: a count, run without a GPU, behind issue 3's goal that kernarg add at
 most 20% to that call.
 
-For each stand-in producer (a Python property that builds the interface dict, as CuPy's,
-numba's and JAX's do; the dicts are the ones those libraries export for a 1-D float32 array),
-callgrind counts the instructions of four loops, each run twice at different lengths so that
-one-time costs drop out:
+For each stand-in producer -- a Python property that builds the dict CuPy's or numba's
+interface gives for a 1-D float32 array (numba's own is a Python property; CuPy's is
+Cython's, but the issue's benchmark reads every library's generic path through a wrapper
+whose property is Python's, kernarg._bench_interop._CAIOnly) -- callgrind counts the
+instructions of four loops, each run twice at different lengths so that one-time costs drop
+out:
 
 - ``empty``: the loop alone;
 - ``protocol``: ``obj.__cuda_array_interface__`` (the dict built and freed): the producer's
