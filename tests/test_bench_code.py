@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import kernarg
 from kernarg import _bench, _bench_interop
 
 
@@ -30,7 +31,7 @@ def test_interop_gpu_benchmark_rows(monkeypatch, capsys):
     result = _bench_interop.run(repeat=2, target=0.0005)
     rows = {r["path"]: r for r in result["rows"]}
     assert set(rows) == {"kernarg path for the type", "generic CUDA Array Interface",
-                         "generic DLPack"}
+                         _bench_interop.GENERIC_CAI_C, "generic DLPack"}
     own = rows["kernarg path for the type"]
     assert set(own["protocol_over_kernarg"]) == {"__cuda_array_interface__", "__dlpack__"}
     assert _timed(own["__dlpack___ns"]) and _timed(own["__cuda_array_interface___ns"])
@@ -44,6 +45,13 @@ def test_interop_gpu_benchmark_rows(monkeypatch, capsys):
     assert all(row["call_overhead"] > 0 for row in rows.values())
     assert "adds_over_protocol" in rows["generic DLPack"]
     assert "adds_over_protocol" in rows["generic CUDA Array Interface"]
+    assert "adds_over_protocol" in rows[_bench_interop.GENERIC_CAI_C]
+    # Both wrappers hand kernarg the very dict of the array they wrap.
+    array = _Both()
+    for wrapper in (_bench_interop._CAIOnly(array), _bench_interop._CAIOnlyC(array)):
+        assert wrapper.__cuda_array_interface__ == array.__cuda_array_interface__
+        assert bytes(kernarg.pack((wrapper,))) == bytes(kernarg.pack((array,)))
+        assert not hasattr(wrapper, "__dlpack__")
 
 
 def test_interop_gpu_benchmark_skips_what_kernarg_refuses(monkeypatch, capsys):
