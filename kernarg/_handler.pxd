@@ -143,6 +143,7 @@ cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes
 cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
                                     uint64_t stream, int device)
 cdef ParamBlock arena_block(object keep, Py_ssize_t n)
+cdef ParamBlock block_from_state(BlockState* src, object keep)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
 cdef CacheEntry* cache_table() noexcept
 

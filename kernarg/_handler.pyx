@@ -831,6 +831,28 @@ cdef int device_ordinal(object device) except -2:
     return device
 
 
+cdef ParamBlock block_from_state(BlockState* src, object keep):
+    """A block holding what ``src`` packed, for a launch whose arguments must outlive it (a
+    CUDA graph's): ``src`` is a state over an Arena-sized area elsewhere (a launch's own, on
+    the C stack) whose arguments all lie in its area. The DLPack capsules move over: ``src``
+    has none left to release. ``keep``: the argument tuple, as for arena_block."""
+    cdef ParamBlock blk = arena_block(keep, src.nargs)
+    cdef BlockState* st = &blk.st
+    cdef Py_ssize_t i
+    memcpy(st.data, src.data, src.nbytes)
+    for i in range(src.nargs):
+        st.argv[i] = st.data + (<char*>src.argv[i] - src.data)
+    memcpy(st.sizes, src.sizes, src.nargs * sizeof(uint16_t))
+    memcpy(st.streams, src.streams, src.nstreams * sizeof(uint64_t))
+    st.nstreams = src.nstreams
+    st.nbytes = src.nbytes
+    st.check_device = src.check_device
+    st.device = src.device
+    st.capsules = src.capsules
+    src.capsules = NULL
+    return blk
+
+
 cdef ParamBlock arena_block(object keep, Py_ssize_t n):
     """A fresh block over an Arena, for n <= KERNARG_INLINE_ARGS arguments and at most
     KERNARG_INLINE_BYTES bytes, for packers that fill argv, sizes and the area themselves;

@@ -8,8 +8,8 @@ touched only in _driver_* helpers, whose failures become kernarg.CudaError.
 """
 cimport cython
 from cuda.bindings cimport cydriver
-from libc.stdint cimport uint64_t, uintptr_t
-from libc.string cimport memset
+from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+from libc.string cimport memcpy, memset
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
@@ -19,14 +19,21 @@ from libc.stdlib cimport free, malloc
 
 from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items, tuple_of
 from kernarg._handler cimport (
+    KERNARG_INLINE_ARGS,
+    KERNARG_INLINE_BYTES,
+    Arena,
+    BlockState,
     ParamBlock,
+    block_from_state,
     block_release,
     device_ordinal,
     lookup_type,
+    set_launch_device,
+    state_release,
     untyped_block_items,
 )
 from kernarg._interop cimport KIND_TENSOR_MAP, _describe
-from kernarg._signature cimport Signature, typed_block_items
+from kernarg._signature cimport Signature, pack_typed_items, typed_block_items
 from kernarg._stream cimport stream_handle
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -499,17 +506,23 @@ cdef int _check_captured_producer(uint64_t producer, uint64_t stream, Capture* c
         "forked from it)")
 
 
-cdef int _wait_for_producers(ParamBlock blk, uint64_t stream, Capture* capture) except -1:
+cdef inline int _wait_for_producers(const BlockState* st, uint64_t stream,
+                                    Capture* capture) except -1:
+    # Inline, so that a launch with no producer stream (most) makes no call.
+    if st.nstreams == 0:
+        return 0
+    return _wait_on_producers(st, stream, capture)
+
+
+cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capture) except -1:
     cdef Py_ssize_t i
     cdef uint64_t producer
-    if blk.st.nstreams == 0:
-        return 0
     if capture.active:      # refuse before enqueuing anything
-        for i in range(blk.st.nstreams):
-            if blk.st.streams[i] != stream:
-                _check_captured_producer(blk.st.streams[i], stream, capture)
-    for i in range(blk.st.nstreams):
-        producer = blk.st.streams[i]
+        for i in range(st.nstreams):
+            if st.streams[i] != stream:
+                _check_captured_producer(st.streams[i], stream, capture)
+    for i in range(st.nstreams):
+        producer = st.streams[i]
         if producer != stream:
             _wait_on(<cydriver.CUstream><uintptr_t>producer, <cydriver.CUstream><uintptr_t>stream)
     return 0
@@ -544,6 +557,80 @@ cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims
     config.numAttrs = nattrs
 
 
+cdef inline int _before_launch(Kernel k, const Dims* d, uint64_t stream,
+                               Capture* capture) except -1:
+    """What every launch checks before the driver call: a driver, the kernel's context, the
+    block and shared memory the kernel can take, cluster and cooperative limits; and whether
+    ``stream`` is capturing a graph."""
+    _ensure_driver()
+    _enter_context(k)
+    if d.threads > k._threads_ok:
+        _check_threads(k, d)
+    if d.shmem > k._shmem_ok:
+        _allow_shmem(k, d.shmem)
+    if d.cluster_blocks > 8 and not k._nonportable_ok:
+        _allow_nonportable_cluster(k)
+    if d.cooperative and d.cluster_blocks == 0:
+        _check_cooperative(k, d)
+    _capture_of(<cydriver.CUstream><uintptr_t>stream, capture)
+    return 0
+
+
+cdef inline int _pack_and_launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
+                                 unsigned int nattrs, PyObject** items, Py_ssize_t n,
+                                 object keep, uint64_t stream) except -1:
+    """Pack the ``n`` arguments at ``items`` for ``k`` and launch them on ``stream``.
+    ``keep``: their tuple, or None for a vectorcall's own arguments. Inline: a call of its own
+    cost the launches that go on to _launch ~40 instructions (tools/probes/cold_launch.py)."""
+    cdef object sig = k.signature
+    if sig is not None and (<Signature>sig)._fits_arena and n == (<Signature>sig)._n:
+        return _launch_from_stack(k, <Signature>sig, d, attrs, nattrs, items, n, keep, stream)
+    return _launch(k, d, attrs, nattrs, k._pack_items(items, n, keep, stream), stream, True,
+                   items)
+
+
+cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
+                            cydriver.CUlaunchAttribute* attrs, unsigned int nattrs,
+                            PyObject** items, Py_ssize_t n, object keep,
+                            uint64_t stream) except -1:
+    """The usual launch -- a kernel with a signature whose parameters fit an Arena, every
+    argument given -- packed into storage on the C stack instead of a ParamBlock. The driver
+    copies the parameters when it is called, so nothing need outlive the call but DLPack
+    capsules, released here after it, as _launch releases a block. No block is made and freed:
+    its code and data (the pool, the freelist, the object) no longer come back into the caches
+    at every launch (tools/probes/cold_launch.py). A launch captured into a graph gets a block
+    made of the state after the driver call, which the graph keeps (see _launch)."""
+    cdef Arena arena
+    cdef BlockState st
+    cdef Capture capture
+    cdef cydriver.CUlaunchConfig config
+    cdef cydriver.CUresult err
+    memset(&st, 0, sizeof(st))
+    st.nargs = n
+    st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
+    st.capacity = KERNARG_INLINE_BYTES
+    st.fixed = True
+    st.argv = arena.argv
+    st.sizes = arena.sizes
+    st.streams = arena.streams
+    memcpy(st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+    set_launch_device(&st, k.device)
+    try:
+        pack_typed_items(sig, &st, items, n, stream)
+        _before_launch(k, d, stream, &capture)
+        _wait_for_producers(&st, stream, &capture)
+        _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
+        with nogil:
+            err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
+        _check(err, "cuLaunchKernelEx")
+        if capture.active:
+            _keep_for_graph(capture.graph, block_from_state(
+                &st, keep if keep is not None else tuple_of(items, n)))
+    finally:
+        state_release(&st)
+    return 0
+
+
 cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                  unsigned int nattrs, ParamBlock blk, uint64_t stream,
                  bint owned=True, PyObject** borrowed=NULL) except -1:
@@ -557,18 +644,8 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     cdef Capture capture
     cdef bint kept = False
     try:
-        _ensure_driver()
-        _enter_context(k)
-        if d.threads > k._threads_ok:
-            _check_threads(k, d)
-        if d.shmem > k._shmem_ok:
-            _allow_shmem(k, d.shmem)
-        if d.cluster_blocks > 8 and not k._nonportable_ok:
-            _allow_nonportable_cluster(k)
-        if d.cooperative and d.cluster_blocks == 0:
-            _check_cooperative(k, d)
-        _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
-        _wait_for_producers(blk, stream, &capture)
+        _before_launch(k, d, stream, &capture)
+        _wait_for_producers(&blk.st, stream, &capture)
         _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
         with nogil:
             err = cydriver.cuLaunchKernelEx(&config, k._func, blk.st.argv, NULL)
@@ -1562,8 +1639,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         handle = stream_handle(stream)
         if type(stream) is int:
             k._last_stream, k._last_handle = stream, handle
-    return _launch(k, dims, attrs, nattrs, k._pack_items(items, n, None, handle), handle, True,
-                   items)
+    return _pack_and_launch(k, dims, attrs, nattrs, items, n, None, handle)
 
 
 cdef inline bint _immutable_dims(object value) noexcept:
@@ -1882,8 +1958,7 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
     cdef uint64_t handle = stream_handle(<object>given[0])
-    _launch(k, &cfg._d, cfg._attrs, cfg._nattrs, k._pack_items(args + 3, n, None, handle),
-            handle, True, args + 3)
+    _pack_and_launch(k, &cfg._d, cfg._attrs, cfg._nattrs, args + 3, n, None, handle)
     return None
 
 
@@ -1981,8 +2056,8 @@ cdef inline int _prepared_launch(PreparedLaunch p, PyObject** items, Py_ssize_t 
     their tuple, or None for a vectorcall's own arguments (a graph then gets a tuple made)."""
     _check_initialised(p)
     cdef LaunchConfig cfg = p.config
-    return _launch(p._kernel, &cfg._d, cfg._attrs, cfg._nattrs,
-                   p._kernel._pack_items(items, n, keep, p.stream), p.stream, True, items)
+    return _pack_and_launch(p._kernel, &cfg._d, cfg._attrs, cfg._nattrs, items, n, keep,
+                            p.stream)
 
 
 cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf,

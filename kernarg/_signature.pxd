@@ -46,6 +46,8 @@ cdef class Signature:
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1
+cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
+                          uint64_t stream) except -1
 cdef ParamBlock typed_block(Signature sig, tuple t, uint64_t stream, int device)
 cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n)
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,

@@ -1624,6 +1624,14 @@ cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n):
     return tuple_of(items, n) + sig._defaults[n - sig._first_default:]
 
 
+cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
+                          uint64_t stream) except -1:
+    """Pack the ``n`` arguments at ``items`` into ``st``, a fresh state over an Arena's storage
+    whose sizes column the caller has copied from ``sig._sizes`` (as typed_block_items does for
+    a block, ``sig._fits_arena`` and ``n == sig._n``)."""
+    return _pack_typed(sig, st, items, n, stream, False)
+
+
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1:
     """Pack ``t`` as ``sig``'s parameter types into ``st`` (fresh, room for len(t) arguments).
     ``stream``: the launch stream's handle."""

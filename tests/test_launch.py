@@ -297,6 +297,36 @@ def test_a_failed_prepared_launch_lets_go_of_its_arguments():
 
 
 @needs_no_driver
+def test_a_launch_whose_arguments_fail_to_pack_lets_go_of_what_it_consumed():
+    # A launch packs into storage of its own on the C stack when the kernel's signature fits
+    # an Arena, else into a ParamBlock (over 16 parameters, or no signature known). Either
+    # way a DLPack tensor consumed before an argument that fails is deleted, once, and the
+    # error names the parameter.
+    from producers import DLPackProducer
+
+    small = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="small")
+    big = kernarg.Kernel.from_handle(
+        0x1234, signature="float* out, " + ", ".join(f"int n{i}" for i in range(16)),
+        name="big")
+    untyped = kernarg.Kernel.from_handle(0x1234, name="u")
+    cases = ((small, ("x",), r"parameter 1 \('n'\) is int: expected an int, got str"),
+             (big, ("x",) + (1,) * 15, r"parameter 1 \('n0'\) is int"),
+             (untyped, (object(),), r"argument 1 \(object\): unsupported kernel argument"))
+    for kernel, bad, message in cases:
+        producer = DLPackProducer(0x9000)
+        p = kernel.prepare(1, 32, stream=0x55)
+        before = sys.getrefcount(producer)
+        with pytest.raises(TypeError, match=message):
+            p(producer, *bad)
+        with pytest.raises(TypeError, match=message):
+            kernel.launch(1, 32, producer, *bad, stream=0x55)
+        with pytest.raises(TypeError, match=message):
+            kernarg.launch(0x55, p.config, kernel, producer, *bad)
+        assert producer.exported == producer.deleted == 3, kernel.name
+        assert sys.getrefcount(producer) == before
+
+
+@needs_no_driver
 def test_every_launch_path_hands_dlpack_producers_the_launch_stream():
     # The packers take the launch stream as a handle and make the int a producer is given
     # only for it: a stream object's handle, an int as it is, None as the default stream, and
