@@ -557,11 +557,16 @@ cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims
     config.numAttrs = nattrs
 
 
-cdef inline int _before_launch(Kernel k, const Dims* d, uint64_t stream,
-                               Capture* capture) except -1:
-    """What every launch checks before the driver call: a driver, the kernel's context, the
-    block and shared memory the kernel can take, cluster and cooperative limits; and whether
-    ``stream`` is capturing a graph."""
+cdef inline int _enqueue(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
+                         unsigned int nattrs, const BlockState* st, uint64_t stream,
+                         Capture* capture) except -1:
+    """Launch what ``st`` packed, as every launch does: check for a driver, the kernel's
+    context, the block and shared memory the kernel can take, cluster and cooperative limits;
+    find whether ``stream`` is capturing a graph (``capture``); make the stream wait on the
+    producer streams; then one cuLaunchKernelEx, the GIL released around it. What the packed
+    arguments' storage becomes after it is the caller's."""
+    cdef cydriver.CUlaunchConfig config
+    cdef cydriver.CUresult err
     _ensure_driver()
     _enter_context(k)
     if d.threads > k._threads_ok:
@@ -573,7 +578,11 @@ cdef inline int _before_launch(Kernel k, const Dims* d, uint64_t stream,
     if d.cooperative and d.cluster_blocks == 0:
         _check_cooperative(k, d)
     _capture_of(<cydriver.CUstream><uintptr_t>stream, capture)
-    return 0
+    _wait_for_producers(st, stream, capture)
+    _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
+    with nogil:
+        err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
+    return _check(err, "cuLaunchKernelEx")
 
 
 cdef inline int _pack_and_launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
@@ -603,8 +612,6 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
     cdef Arena arena
     cdef BlockState st
     cdef Capture capture
-    cdef cydriver.CUlaunchConfig config
-    cdef cydriver.CUresult err
     memset(&st, 0, sizeof(st))
     st.nargs = n
     st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
@@ -617,12 +624,7 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
     set_launch_device(&st, k.device)
     try:
         pack_typed_items(sig, &st, items, n, stream)
-        _before_launch(k, d, stream, &capture)
-        _wait_for_producers(&st, stream, &capture)
-        _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
-        with nogil:
-            err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
-        _check(err, "cuLaunchKernelEx")
+        _enqueue(k, d, attrs, nattrs, &st, stream, &capture)
         if capture.active:
             _keep_for_graph(capture.graph, block_from_state(
                 &st, keep if keep is not None else tuple_of(items, n)))
@@ -639,17 +641,10 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
     the block is not ``owned`` (a BoundLaunch's, launched again later). ``borrowed``: the
     arguments ``blk`` was packed from; where the block keeps no tuple of them (a vectorcall's),
     a graph that captures the launch is given one made from these."""
-    cdef cydriver.CUlaunchConfig config
-    cdef cydriver.CUresult err
     cdef Capture capture
     cdef bint kept = False
     try:
-        _before_launch(k, d, stream, &capture)
-        _wait_for_producers(&blk.st, stream, &capture)
-        _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
-        with nogil:
-            err = cydriver.cuLaunchKernelEx(&config, k._func, blk.st.argv, NULL)
-        _check(err, "cuLaunchKernelEx")
+        _enqueue(k, d, attrs, nattrs, &blk.st, stream, &capture)
         if capture.active:
             if borrowed != NULL and blk._args is None:
                 blk._args = tuple_of(borrowed, blk.st.nargs)

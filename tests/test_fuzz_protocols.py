@@ -155,7 +155,7 @@ def _outcome(pack, cai):
 
 
 PACKERS = [kernarg.pack] + [kernarg.Signature(f"int n, {p}").pack for p in
-                               ("float* p", "const float* p", "const double* p", "void* p")]
+                            ("float* p", "const float* p", "const double* p", "void* p")]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
