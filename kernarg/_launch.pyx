@@ -1860,27 +1860,69 @@ cdef inline object _field(_ConfigFields f, int i, object config):
 
 
 cdef tuple _core_config_values(object config, object fields=None):
-    """A cuda.core LaunchConfig's fields: grid, block, cluster, shmem_size (None: 0),
-    is_cooperative (``cooperative_launch`` before cuda.core 1.0) and
-    programmatic_stream_serialization. ``fields``: the type's readers (_config_fields)."""
+    """A cuda.core LaunchConfig's fields as read: grid, block, cluster, shmem_size (None
+    means 0: _converted says so), is_cooperative (``cooperative_launch`` before cuda.core 1.0)
+    and programmatic_stream_serialization. ``fields``: the type's readers (_config_fields)."""
     cdef _ConfigFields f
     if fields is not None:
         f = <_ConfigFields>fields
         return (_field(f, 0, config), _field(f, 1, config), _field(f, 2, config),
-                _field(f, 3, config) or 0, _field(f, 4, config), _field(f, 5, config))
+                _field(f, 3, config), _field(f, 4, config), _field(f, 5, config))
     cooperative = getattr(config, "is_cooperative", None)
     if cooperative is None:
         cooperative = getattr(config, "cooperative_launch", False)
     return (config.grid, config.block, getattr(config, "cluster", None),
-            getattr(config, "shmem_size", None) or 0, cooperative,
+            getattr(config, "shmem_size", None), cooperative,
             getattr(config, "programmatic_stream_serialization", False))
 
 
-# The cuda.core config converted last: its field values (the objects read) and the result. A
-# launch loop reads the same objects from its config each time, and compares them by identity
-# here rather than hashing them for _foreign_configs. Only hashable values are kept: tuples
-# and ints cannot change, so the same objects convert the same.
-cdef tuple _last_core_values = None
+cdef extern from *:
+    """
+    /* Read `obj`'s n fields through their getters into got[] (new references): 0, or -1 with
+       the exception set and nothing held. */
+    static int kernarg_read_fields(getter *get, void **closure, PyObject *obj, PyObject **got,
+                                   int n) {
+        int i;
+        for (i = 0; i < n; i++) {
+            got[i] = get[i](obj, closure[i]);
+            if (got[i] == NULL) {
+                while (i--) Py_CLEAR(got[i]);
+                return -1;
+            }
+        }
+        return 0;
+    }
+
+    /* Whether field values a and b convert the same: one object, or two ints of one value
+       (an int field's C getter makes a new int each time above CPython's small ints). */
+    static int kernarg_same_field(PyObject *a, PyObject *b) {
+        if (a == b) return 1;
+        if (a == NULL || b == NULL || !PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
+        return PyObject_RichCompareBool(a, b, Py_EQ) == 1;    /* int == int cannot fail */
+    }
+
+    /* Drop the n references in got[] (NULL entries allowed) and clear them. */
+    static void kernarg_drop_fields(PyObject **got, int n) {
+        int i;
+        for (i = 0; i < n; i++) Py_CLEAR(got[i]);
+    }
+    """
+    int kernarg_read_fields(getter* get, void** closure, object obj, PyObject** got,
+                            int n) except -1
+    void kernarg_drop_fields(PyObject** got, int n) noexcept
+    bint kernarg_same_field(PyObject* a, PyObject* b) noexcept
+
+
+# The cuda.core config converted last, where its type's fields have C getters (cuda.core's
+# do): the type, the field values read from it (owned references) and the result. A launch
+# loop reads the same objects from its config each time (or equal ints: the getter of a C int
+# field makes a new one above 256); comparing them by identity, with no
+# tuple made of them, is ~400 instructions less a launch than hashing them for
+# _foreign_configs (tools/probes/cold_launch.py). Only hashable values are kept: tuples and
+# ints cannot change, so the same objects convert the same.
+cdef object _last_core_type = None
+cdef _ConfigFields _last_core_fields = None
+cdef PyObject* _last_core_read[6]
 cdef LaunchConfig _last_core_config = None
 
 
@@ -1897,11 +1939,27 @@ def _config_values(config, bint by_name=False):
     return _core_config_values(config, fields), fields is not None
 
 
-cdef LaunchConfig _config_of(object config):
-    global _last_core_values, _last_core_config
-    cdef Py_ssize_t i
+cdef inline LaunchConfig _config_of(object config):
+    cdef PyObject* got[6]
+    cdef int i
     if type(config) is LaunchConfig:
         return <LaunchConfig>config
+    if type(config) is _last_core_type:
+        kernarg_read_fields(_last_core_fields.get, _last_core_fields.closure, config, got, 6)
+        for i in range(6):
+            if not kernarg_same_field(got[i], _last_core_read[i]):
+                break
+        else:
+            kernarg_drop_fields(got, 6)
+            return _last_core_config
+        kernarg_drop_fields(got, 6)
+    return _convert_config(config)
+
+
+cdef LaunchConfig _convert_config(object config):
+    """_config_of for all but its own configs and the one converted last."""
+    global _last_core_type, _last_core_fields, _last_core_config
+    cdef Py_ssize_t i
     t = type(config)
     fields = _core_config_types.get(t, _core_config_types)     # the dict itself: not seen
     if fields is _core_config_types:
@@ -1910,12 +1968,6 @@ cdef LaunchConfig _config_of(object config):
                             f"cuda.core LaunchConfig, got {t.__name__}")
         fields = _core_config_types[t] = _config_fields(t)
     values = _core_config_values(config, fields)
-    if _last_core_values is not None:
-        for i in range(6):
-            if (<tuple>values)[i] is not _last_core_values[i]:
-                break
-        else:
-            return _last_core_config
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
@@ -1925,7 +1977,12 @@ cdef LaunchConfig _config_of(object config):
         if len(_foreign_configs) >= FOREIGN_CACHE_SIZE:
             _foreign_configs.clear()
         _foreign_configs[values] = cfg
-    _last_core_values, _last_core_config = values, cfg
+    if fields is not None:
+        kernarg_drop_fields(_last_core_read, 6)
+        for i in range(6):
+            _last_core_read[i] = PyTuple_GET_ITEM(values, i)
+            Py_INCREF(<object>_last_core_read[i])
+        _last_core_type, _last_core_fields, _last_core_config = t, fields, cfg
     return cfg
 
 
@@ -1933,8 +1990,8 @@ cdef LaunchConfig _converted(tuple values):
     grid, block, cluster, shmem, cooperative, pdl = values
     if cluster is not None:
         grid = _grid_in_blocks(grid, cluster)
-    return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
-                        pdl=pdl)
+    return LaunchConfig(grid, block, shmem=shmem or 0, cluster=cluster,
+                        cooperative=cooperative, pdl=pdl)
 
 
 cdef tuple _LAUNCH_NAMES = ("stream", "config", "kernel")

@@ -950,6 +950,23 @@ def test_launch_reads_a_real_cuda_core_config():
     c.cluster = (2, 1, 1)                       # the grid counts clusters now
     assert (_config_from(c).grid, _config_from(c).cluster) == ((16, 1, 1), (2, 1, 1))
     assert _config_values(c)[0] == _config_values(c, by_name=True)[0]
+    # The config converted last is found again by the identity of its fields, read each call:
+    # two configs of one type in turn are never confused, and a loop holds no more references
+    # to the fields than before it.
+    other = core.LaunchConfig(grid=3, block=(32, 2), shmem_size=256)
+    for _ in range(3):
+        assert _config_from(other).grid == (3, 1, 1)
+        assert _config_from(c).grid == (16, 1, 1)
+    grid = (5, 1, 1)
+    c.grid, c.cluster = grid, None
+    assert _config_from(c).grid == (5, 1, 1)
+    held = sys.getrefcount(grid)
+    for _ in range(100):      # shmem_size is 512: its C getter makes a new int every read
+        assert _config_from(c).grid == (5, 1, 1)
+    assert sys.getrefcount(grid) == held
+    assert _config_from(c).shmem == 512
+    c.shmem_size = 1024
+    assert _config_from(c).shmem == 1024
 
 
 def test_launch_names_what_it_cannot_take():
