@@ -833,10 +833,11 @@ cdef int device_ordinal(object device) except -2:
 
 cdef ParamBlock block_from_state(BlockState* src, object keep):
     """A block holding what ``src`` packed, for a launch whose arguments must outlive it (a
-    CUDA graph's): ``src`` is a state over an Arena-sized area elsewhere (a launch's own, on
-    the C stack) whose arguments all lie in its area. The DLPack capsules move over: ``src``
-    has none left to release. ``keep``: the argument tuple, as for arena_block."""
-    cdef ParamBlock blk = arena_block(keep, src.nargs)
+    CUDA graph's): ``src`` is a state of at most KERNARG_INLINE_ARGS arguments (a launch's
+    own, on the C stack) whose arguments all lie in its area. The DLPack capsules move over:
+    ``src`` has none left to release. ``keep``: the argument tuple, as for arena_block."""
+    cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
+    block_init(blk, keep, src.nargs, src.nbytes)      # an Arena; its area grown if need be
     cdef BlockState* st = &blk.st
     cdef Py_ssize_t i
     memcpy(st.data, src.data, src.nbytes)

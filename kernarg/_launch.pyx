@@ -28,6 +28,7 @@ from kernarg._handler cimport (
     block_release,
     device_ordinal,
     lookup_type,
+    pack_items,
     set_launch_device,
     state_release,
     untyped_block_items,
@@ -592,10 +593,46 @@ cdef inline int _pack_and_launch(Kernel k, const Dims* d, cydriver.CUlaunchAttri
     ``keep``: their tuple, or None for a vectorcall's own arguments. Inline: a call of its own
     cost the launches that go on to _launch ~40 instructions (tools/probes/cold_launch.py)."""
     cdef object sig = k.signature
-    if sig is not None and (<Signature>sig)._fits_arena and n == (<Signature>sig)._n:
-        return _launch_from_stack(k, <Signature>sig, d, attrs, nattrs, items, n, keep, stream)
+    if sig is not None:
+        if (<Signature>sig)._fits_arena and n == (<Signature>sig)._n:
+            return _launch_from_stack(k, <Signature>sig, d, attrs, nattrs, items, n, keep,
+                                      stream)
+    elif n <= KERNARG_INLINE_ARGS:
+        return _launch_from_stack(k, None, d, attrs, nattrs, items, n, keep, stream)
     return _launch(k, d, attrs, nattrs, k._pack_items(items, n, keep, stream), stream, True,
                    items)
+
+
+cdef inline void _stack_state_init(BlockState* st, Arena* arena, Py_ssize_t n,
+                                   int device) noexcept:
+    """A fresh state for ``n`` <= KERNARG_INLINE_ARGS arguments over ``arena`` (the caller's,
+    on the C stack): an area of KERNARG_INLINE_BYTES that untyped packing may move to the heap
+    (``st.heap_data``, the caller's to free after state_release)."""
+    memset(st, 0, sizeof(st[0]))
+    st.nargs = n
+    st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
+    st.capacity = KERNARG_INLINE_BYTES
+    st.argv = arena.argv
+    st.sizes = arena.sizes
+    st.streams = arena.streams
+    set_launch_device(st, device)
+
+
+def _kept_for_a_graph(tuple args, uint64_t stream=0):
+    """The block a captured launch of ``args`` (at most KERNARG_INLINE_ARGS, untyped) gives
+    the graph: packed on the C stack as the launch packs them, then block_from_state (for
+    tests)."""
+    cdef Arena arena
+    cdef BlockState st
+    if len(args) > KERNARG_INLINE_ARGS:
+        raise ValueError(f"at most {KERNARG_INLINE_ARGS} arguments")
+    _stack_state_init(&st, &arena, len(args), -1)
+    try:
+        pack_items(&st, tuple_items(args), len(args), stream)
+        return block_from_state(&st, args)
+    finally:
+        state_release(&st)
+        free(st.heap_data)
 
 
 cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
@@ -603,33 +640,36 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
                             PyObject** items, Py_ssize_t n, object keep,
                             uint64_t stream) except -1:
     """The usual launch -- a kernel with a signature whose parameters fit an Arena, every
-    argument given -- packed into storage on the C stack instead of a ParamBlock. The driver
-    copies the parameters when it is called, so nothing need outlive the call but DLPack
-    capsules, released here after it, as _launch releases a block. No block is made and freed:
-    its code and data (the pool, the freelist, the object) no longer come back into the caches
-    at every launch (tools/probes/cold_launch.py). A launch captured into a graph gets a block
-    made of the state after the driver call, which the graph keeps (see _launch)."""
+    argument given (``sig``); or up to KERNARG_INLINE_ARGS arguments packed untyped (``sig``
+    None) -- packed into storage on the C stack instead of a ParamBlock. The driver copies the
+    parameters when it is called, so nothing need outlive the call but DLPack capsules,
+    released here after it, as _launch releases a block. No block is made and freed: its code
+    and data (the pool, the freelist, the object) no longer come back into the caches at every
+    launch (tools/probes/cold_launch.py). Untyped arguments over KERNARG_INLINE_BYTES move
+    their area to the heap, as a block's would, freed here. A launch captured into a graph
+    gets a block made of the state after the driver call, which the graph keeps (see
+    _launch)."""
     cdef Arena arena
     cdef BlockState st
     cdef Capture capture
-    memset(&st, 0, sizeof(st))
-    st.nargs = n
-    st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
-    st.capacity = KERNARG_INLINE_BYTES
-    st.fixed = True
-    st.argv = arena.argv
-    st.sizes = arena.sizes
-    st.streams = arena.streams
-    memcpy(st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
-    set_launch_device(&st, k.device)
+    _stack_state_init(&st, &arena, n, k.device)
     try:
-        pack_typed_items(sig, &st, items, n, stream)
+        if sig is not None:
+            st.fixed = True
+            memcpy(st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+            pack_typed_items(sig, &st, items, n, stream)
+        else:
+            pack_items(&st, items, n, stream)
+            if k._layout is not None and not _layout_matches(&st, k._layout_c):
+                _check_layout(&st, items, k._layout, k.name)
         _enqueue(k, d, attrs, nattrs, &st, stream, &capture)
         if capture.active:
             _keep_for_graph(capture.graph, block_from_state(
                 &st, keep if keep is not None else tuple_of(items, n)))
     finally:
         state_release(&st)
+        if st.heap_data != NULL:    # untyped, past KERNARG_INLINE_BYTES (libc's free is cold)
+            free(st.heap_data)
     return 0
 
 
@@ -886,19 +926,19 @@ cdef tuple _driver_layout(cydriver.CUfunction func):
         i += 1
 
 
-cdef Py_ssize_t _first_tensor_map(ParamBlock blk):
-    """The index of the block's first tensor-map argument, or its argument count for none.
+cdef Py_ssize_t _first_tensor_map(const BlockState* st, PyObject** items):
+    """The index of the first tensor-map argument of those ``st`` packed from ``items``, or
+    their count for none (or no ``items``).
     From there on, an argument may be at another offset than the kernel's parameter only
     because kernarg's cuda.h aligns CUtensorMap to 128 (CUDA 13) and the kernel's own
     declaration to 64 (as CUDA 12's did). A launch passes every argument by its own pointer
     (kernelParams), so there the sizes are what must agree."""
     cdef Py_ssize_t j
-    args = blk.args
-    if args is not None:
-        for j in range(blk.st.nargs):
-            if lookup_type(args[j], j).kind == KIND_TENSOR_MAP:
+    if items != NULL:
+        for j in range(st.nargs):
+            if lookup_type(<object>items[j], j).kind == KIND_TENSOR_MAP:
                 return j
-    return blk.st.nargs
+    return st.nargs
 
 
 cdef int _set_layout(Kernel k, tuple layout) except -1:
@@ -909,18 +949,18 @@ cdef int _set_layout(Kernel k, tuple layout) except -1:
     return 0
 
 
-cdef inline bint _layout_matches(ParamBlock blk, bytes layout_c) noexcept:
-    """Whether every argument of ``blk`` has the size and offset of ``layout_c``'s
-    parameter (``(offset, size)`` pairs as C long longs): a launch's check of an untyped block,
-    in C. Where it is not, check_layout says what is wrong, or accepts the arguments from a
+cdef inline bint _layout_matches(const BlockState* st, bytes layout_c) noexcept:
+    """Whether every argument ``st`` packed has the size and offset of ``layout_c``'s
+    parameter (``(offset, size)`` pairs as C long longs): a launch's check of an untyped pack,
+    in C. Where it is not, _check_layout says what is wrong, or accepts the arguments from a
     tensor map on."""
     cdef const long long* lay = <const long long*>PyBytes_AS_STRING(layout_c)
     cdef Py_ssize_t i, n = PyBytes_GET_SIZE(layout_c) // (2 * sizeof(long long))
-    if blk.st.nargs != n:
+    if st.nargs != n:
         return False
     for i in range(n):
-        if (<long long>blk.st.sizes[i] != lay[2 * i + 1]
-                or <long long>(<char*>blk.st.argv[i] - blk.st.data) != lay[2 * i]):
+        if (<long long>st.sizes[i] != lay[2 * i + 1]
+                or <long long>(<char*>st.argv[i] - st.data) != lay[2 * i]):
             return False
     return True
 
@@ -930,25 +970,34 @@ def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
     ``((offset, size), ...)`` as the driver reports them. This catches the classic untyped
     mistake of a Python float (8-byte double) for a ``float`` parameter before it launches.
     Offsets from a tensor map on may differ (see _first_tensor_map)."""
+    args = blk.args
+    if args is None:
+        raise ValueError("check_layout: the block keeps no arguments (released, or a launch's)")
+    _check_layout(&blk.st, tuple_items(args), layout, name)
+
+
+cdef int _check_layout(const BlockState* st, PyObject** items, tuple layout,
+                       str name) except -1:
+    """check_layout of what ``st`` packed from the objects at ``items``."""
     cdef Py_ssize_t i, n = len(layout), moved_from = -1     # -1: not looked for yet
-    if blk.st.nargs != n:
-        raise TypeError(f"{name} takes {n} arguments, got {blk.st.nargs}")
+    if st.nargs != n:
+        raise TypeError(f"{name} takes {n} arguments, got {st.nargs}")
     for i in range(n):
         offset, size = layout[i]
-        got_size = blk.st.sizes[i]
-        got_offset = <char*>blk.st.argv[i] - blk.st.data
+        got_size = st.sizes[i]
+        got_offset = <char*>st.argv[i] - st.data
         if got_offset != offset and got_size == size:
             if moved_from < 0:
-                moved_from = _first_tensor_map(blk)
+                moved_from = _first_tensor_map(st, items)
             if i >= moved_from:
                 continue
         if got_size != size or got_offset != offset:
             raise TypeError(
-                f"{_describe(i, blk.args[i])} packs as {got_size} bytes at "
+                f"{_describe(i, <object>items[i])} packs as {got_size} bytes at "
                 f"offset {got_offset}, but {name}'s parameter {i} is {size} bytes at offset "
                 f"{offset}; pass a value of the parameter's C type (e.g. numpy.float32 or "
                 "numpy.int32 for 4 bytes) or give the kernel a signature")
-    return None
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1452,11 +1501,9 @@ cdef class Kernel:
             return typed_block_items(<Signature>self.signature, items, n, keep, stream,
                                      self.device)
         cdef ParamBlock blk = untyped_block_items(items, n, keep, stream, self.device)
-        if self._layout is not None and not _layout_matches(blk, self._layout_c):
+        if self._layout is not None and not _layout_matches(&blk.st, self._layout_c):
             try:
-                if blk._args is None:       # a vectorcall's: check_layout names them
-                    blk._args = tuple_of(items, n)
-                check_layout(blk, self._layout, self.name)
+                _check_layout(&blk.st, items, self._layout, self.name)
             except BaseException:
                 block_release(blk)
                 raise

@@ -1,5 +1,6 @@
 """The launch layer without a GPU: configuration checks, the no-driver error, and everything
 that happens before the driver call."""
+import gc
 import os
 import subprocess
 import sys
@@ -299,10 +300,12 @@ def test_a_failed_prepared_launch_lets_go_of_its_arguments():
 @needs_no_driver
 def test_a_launch_whose_arguments_fail_to_pack_lets_go_of_what_it_consumed():
     # A launch packs into storage of its own on the C stack when the kernel's signature fits
-    # an Arena, else into a ParamBlock (over 16 parameters, or no signature known). Either
-    # way a DLPack tensor consumed before an argument that fails is deleted, once, and the
-    # error names the parameter.
+    # an Arena, or when it has none and at most 16 arguments (past 256 bytes, that storage
+    # moves to the heap); else into a ParamBlock. Either way a DLPack tensor consumed before
+    # an argument that fails is deleted, once, and the error names the parameter.
     from producers import DLPackProducer
+
+    wide = np.zeros((), dtype=[("v", "u1", 300)])[()]      # 300 bytes by value
 
     small = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="small")
     big = kernarg.Kernel.from_handle(
@@ -311,7 +314,9 @@ def test_a_launch_whose_arguments_fail_to_pack_lets_go_of_what_it_consumed():
     untyped = kernarg.Kernel.from_handle(0x1234, name="u")
     cases = ((small, ("x",), r"parameter 1 \('n'\) is int: expected an int, got str"),
              (big, ("x",) + (1,) * 15, r"parameter 1 \('n0'\) is int"),
-             (untyped, (object(),), r"argument 1 \(object\): unsupported kernel argument"))
+             (untyped, (object(),), r"argument 1 \(object\): unsupported kernel argument"),
+             (untyped, (wide, object()), r"argument 2 \(object\): unsupported"),
+             (untyped, (1,) * 16 + (object(),), r"argument 17 \(object\): unsupported"))
     for kernel, bad, message in cases:
         producer = DLPackProducer(0x9000)
         p = kernel.prepare(1, 32, stream=0x55)
@@ -324,6 +329,36 @@ def test_a_launch_whose_arguments_fail_to_pack_lets_go_of_what_it_consumed():
             kernarg.launch(0x55, p.config, kernel, producer, *bad)
         assert producer.exported == producer.deleted == 3, kernel.name
         assert sys.getrefcount(producer) == before
+
+
+def test_a_captured_stack_launch_gives_the_graph_a_block_of_what_it_packed():
+    # A launch packed on the C stack and captured into a graph hands the graph a block made
+    # from that state (block_from_state): the same bytes at the same offsets as kernarg.pack
+    # makes, past the 256 bytes of an Arena too, holding the argument tuple and the DLPack
+    # tensors consumed, whose deleters run once, when the block goes.
+    from kernarg._launch import _kept_for_a_graph
+
+    from producers import DLPackProducer
+
+    wide = np.zeros((), dtype=[("v", "u1", 300)])
+    wide["v"] = (np.arange(300) * 7 + 3) % 251
+    wide = wide[()]
+    for args in ((0x1000, 2.5, np.float32(3), True), (0x1000, wide, np.int32(-7)),
+                 tuple(range(15)) + (wide,)):
+        producer = DLPackProducer(0x9000)
+        args = (producer,) + args[1:]
+        block = _kept_for_a_graph(args, 0x55)
+        packed = kernarg.pack(args)
+        assert bytes(block) == bytes(packed) and block.offsets == packed.offsets
+        assert block.args is args
+        assert producer.exported == 2 and producer.deleted == 0
+        del packed
+        assert producer.deleted == 1
+        del block
+        gc.collect()
+        assert producer.deleted == 2
+    with pytest.raises(ValueError, match="at most 16 arguments"):
+        _kept_for_a_graph(tuple(range(17)))
 
 
 @needs_no_driver

@@ -142,6 +142,35 @@ def test_bound_launches_hold_and_release_their_arguments():
     assert dlpack.exported == dlpack.deleted == 20_000
 
 
+def test_refused_stack_launches_free_what_they_packed():
+    # A launch of up to 16 untyped arguments packs them on the C stack, and past 256 bytes
+    # moves their area to the heap, as a block does. A launch refused after packing (here by
+    # the kernel's parameter layout, before any driver call) frees that area and runs the
+    # deleter of each DLPack tensor it consumed, once.
+    from collections import namedtuple
+
+    info = namedtuple("ParamInfo", "offset size")
+    core_kernel = type("Kernel", (), {
+        "__module__": "cuda.core._module", "_handle": 0x1234,
+        "arguments_info": [info(0, 8), info(8, 300), info(308, 8)]})()
+    big = np.zeros((), dtype=[("v", "u1", 300)])[()]
+    dlpack = QuietProducer(0x3000)
+    args = (dlpack, big, np.int32(1))       # parameter 2 is 8 bytes: refused
+    cfg = kernarg.LaunchConfig(1, 1)
+    before = _own_refcounts(args)
+    rss0 = _rss_bytes()
+    for _ in range(100_000):
+        try:
+            kernarg.launch(None, cfg, core_kernel, *args)
+        except TypeError as exc:
+            message = str(exc)
+    gc.collect()
+    assert "argument 2 (numpy.int32) packs as 4 bytes at offset 308" in message
+    assert _rss_bytes() - rss0 < 8 * 2**20         # 512 bytes a launch would be 51 MB
+    assert _own_refcounts(args) == before
+    assert dlpack.exported == dlpack.deleted == 100_000
+
+
 class _Device:
     def __init__(self, platform):
         self.platform, self.client = platform, type("Client", (), {"platform": "cuda"})()

@@ -1579,6 +1579,53 @@ def test_untyped_launches_are_checked_against_the_drivers_layout(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
 
 
+BIG_ECHO = r"""struct Big { unsigned char v[300]; };
+extern "C" __global__ void echo(unsigned char* out, Big b, int n) {
+    for (int i = 0; i < 300; ++i) out[8 + i] = b.v[i];      // b sits at offset 8, n at 308
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&n);
+    for (int i = 0; i < 4; ++i) out[308 + i] = p[i];
+}"""
+
+
+def test_untyped_arguments_over_the_inline_area_launch_and_are_captured(ctx):
+    # Up to 16 untyped arguments pack into storage on the C stack (no ParamBlock); past its
+    # 256 bytes the area moves to the heap, as a block's does. Launched, and captured into a
+    # graph, which then holds a block made from that state: every byte must reach the kernel.
+    import gc
+
+    typed = kernarg.Kernel.from_source(BIG_ECHO, "echo")
+    raw = kernarg.Kernel.from_handle(typed.handle, device=0)        # untyped, layout checked
+    assert raw.param_layout == ((0, 8), (8, 300), (308, 4))
+    big = np.zeros((), dtype=[("v", "u1", 300)])
+    big["v"] = (np.arange(300) * 7 + 3) % 251
+    big = big[()]
+    expected = bytes(big) + struct.pack("<i", -12345)
+    out = DeviceArray(312)
+    for launch in (lambda: raw.launch(1, 1, out, big, np.int32(-12345)),
+                   lambda: raw.prepare(1, 1)(out, big, np.int32(-12345)),
+                   lambda: kernarg.launch(None, kernarg.LaunchConfig(1, 1), raw, out, big,
+                                          np.int32(-12345))):
+        check(driver.cuMemsetD8(out.ptr, 0, 312))
+        launch()
+        assert out.read()[8:312] == expected
+    stream = int(check(driver.cuStreamCreate(1)))
+    captured = DeviceArray(312)
+    check(driver.cuMemsetD8(captured.ptr, 0, 312))
+    value = big.copy()
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, mode))
+    raw.launch(1, 1, captured, value, np.int32(-12345), stream=stream)
+    graph = check(driver.cuStreamEndCapture(stream))
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    del value
+    gc.collect()
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert captured.read()[8:312] == expected
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+
+
 def _fill_images():
     """WRITE compiled by NVRTC for this device: (PTX, CUBIN or None)."""
     import kernarg._nvrtc as nvrtc
