@@ -1963,10 +1963,11 @@ cdef extern from *:
 # The cuda.core config converted last, where its type's fields have C getters (cuda.core's
 # do): the type, the field values read from it (owned references) and the result. A launch
 # loop reads the same objects from its config each time (or equal ints: the getter of a C int
-# field makes a new one above 256); comparing them by identity, with no
-# tuple made of them, is ~400 instructions less a launch than hashing them for
-# _foreign_configs (tools/probes/cold_launch.py). Only hashable values are kept: tuples and
-# ints cannot change, so the same objects convert the same.
+# field makes a new one above 256). Comparing them so, with no tuple made of them, is ~400
+# instructions a launch less than hashing them for _foreign_configs
+# (tools/probes/cold_launch.py). Only hashable values are kept: tuples and ints cannot
+# change, so the same objects convert the same. Should dropping the old values run code that
+# launches again (a destructor), that launch finds NULL entries, which never match.
 cdef object _last_core_type = None
 cdef _ConfigFields _last_core_fields = None
 cdef PyObject* _last_core_read[6]
