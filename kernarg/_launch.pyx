@@ -578,7 +578,13 @@ cdef inline int _enqueue(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* at
         _allow_nonportable_cluster(k)
     if d.cooperative and d.cluster_blocks == 0:
         _check_cooperative(k, d)
-    _capture_of(<cydriver.CUstream><uintptr_t>stream, capture)
+    if stream != 1:
+        _capture_of(<cydriver.CUstream><uintptr_t>stream, capture)
+    else:
+        # The legacy default stream (CU_STREAM_LEGACY) never captures: cuStreamBeginCapture
+        # refuses it. No query, one driver call less for the usual stream=None; a launch on it
+        # while another stream captures fails in the driver, as after a query.
+        capture.active = False
     _wait_for_producers(st, stream, capture)
     _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
     with nogil:
