@@ -295,10 +295,16 @@ cdef int _check(cydriver.CUresult err, str what) except -1:
     raise CudaError(f"{what} failed: {name}", name, <int>err)
 
 
-cdef int _ensure_driver() except -1:
-    global _driver_state
+cdef inline int _ensure_driver() except -1:
+    # Inline, the usual case is one compare: as a call, its prologue (the slow path's frame)
+    # was ~30 instructions of every launch (tools/probes/cold_launch.py).
     if _driver_state is not None:
         return 0
+    return _init_driver()
+
+
+cdef int _init_driver() except -1:
+    global _driver_state
     cdef cydriver.CUresult err
     with _driver_lock:
         try:
@@ -673,7 +679,8 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
             _keep_for_graph(capture.graph, block_from_state(
                 &st, keep if keep is not None else tuple_of(items, n)))
     finally:
-        state_release(&st)
+        if st.capsules != NULL:     # DLPack tensors consumed (a call into _handler otherwise)
+            state_release(&st)
         if st.heap_data != NULL:    # untyped, past KERNARG_INLINE_BYTES (libc's free is cold)
             free(st.heap_data)
     return 0
