@@ -672,8 +672,7 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
             pack_typed_items(sig, &st, items, n, stream)
         else:
             pack_items(&st, items, n, stream)
-            if k._layout is not None and not _layout_matches(&st, k._layout_c):
-                _check_layout(&st, items, k._layout, k.name)
+            _check_untyped(k, &st, items)
         _enqueue(k, d, attrs, nattrs, &st, stream, &capture)
         if capture.active:
             _keep_for_graph(capture.graph, block_from_state(
@@ -976,6 +975,14 @@ cdef inline bint _layout_matches(const BlockState* st, bytes layout_c) noexcept:
                 or <long long>(<char*>st.argv[i] - st.data) != lay[2 * i]):
             return False
     return True
+
+
+cdef inline int _check_untyped(Kernel k, const BlockState* st, PyObject** items) except -1:
+    """Check what ``st`` packed untyped from ``items`` against ``k``'s parameter layout, where
+    the driver gave one: in C when it matches, else _check_layout says what is wrong."""
+    if k._layout is not None and not _layout_matches(st, k._layout_c):
+        _check_layout(st, items, k._layout, k.name)
+    return 0
 
 
 def check_layout(ParamBlock blk, tuple layout, str name="kernel"):
@@ -1514,12 +1521,11 @@ cdef class Kernel:
             return typed_block_items(<Signature>self.signature, items, n, keep, stream,
                                      self.device)
         cdef ParamBlock blk = untyped_block_items(items, n, keep, stream, self.device)
-        if self._layout is not None and not _layout_matches(&blk.st, self._layout_c):
-            try:
-                _check_layout(&blk.st, items, self._layout, self.name)
-            except BaseException:
-                block_release(blk)
-                raise
+        try:
+            _check_untyped(self, &blk.st, items)
+        except BaseException:
+            block_release(blk)
+            raise
         return blk
 
     @property
@@ -1961,6 +1967,19 @@ cdef extern from *:
         return PyObject_RichCompareBool(a, b, Py_EQ) == 1;    /* int == int cannot fail */
     }
 
+    /* A tuple of the n references in got[], which it takes over (all of them, also when it
+       cannot be made: NULL with the exception set). */
+    static PyObject *kernarg_fields_tuple(PyObject **got, int n) {
+        int i;
+        PyObject *t = PyTuple_New(n);
+        for (i = 0; i < n; i++) {
+            if (t) PyTuple_SET_ITEM(t, i, got[i]);
+            else Py_DECREF(got[i]);
+            got[i] = NULL;
+        }
+        return t;
+    }
+
     /* Drop the n references in got[] (NULL entries allowed) and clear them. */
     static void kernarg_drop_fields(PyObject **got, int n) {
         int i;
@@ -1970,6 +1989,7 @@ cdef extern from *:
     int kernarg_read_fields(getter* get, void** closure, object obj, PyObject** got,
                             int n) except -1
     void kernarg_drop_fields(PyObject** got, int n) noexcept
+    tuple kernarg_fields_tuple(PyObject** got, int n)
     bint kernarg_same_field(PyObject* a, PyObject* b) noexcept
 
 
@@ -2013,14 +2033,15 @@ cdef inline LaunchConfig _config_of(object config):
         else:
             kernarg_drop_fields(got, 6)
             return _last_core_config
-        kernarg_drop_fields(got, 6)
+        # Another config of that type (two kernels' launches in turn, say): the fields read
+        # are its values, not read again.
+        return _config_from_values(_last_core_type, _last_core_fields,
+                                   kernarg_fields_tuple(got, 6))
     return _convert_config(config)
 
 
 cdef LaunchConfig _convert_config(object config):
-    """_config_of for all but its own configs and the one converted last."""
-    global _last_core_type, _last_core_fields, _last_core_config
-    cdef Py_ssize_t i
+    """_config_of for all but its own configs and those of the type converted last."""
     t = type(config)
     fields = _core_config_types.get(t, _core_config_types)     # the dict itself: not seen
     if fields is _core_config_types:
@@ -2028,7 +2049,15 @@ cdef LaunchConfig _convert_config(object config):
             raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a "
                             f"cuda.core LaunchConfig, got {t.__name__}")
         fields = _core_config_types[t] = _config_fields(t)
-    values = _core_config_values(config, fields)
+    return _config_from_values(t, fields, _core_config_values(config, fields))
+
+
+cdef LaunchConfig _config_from_values(object t, object fields, tuple values):
+    """The config of a cuda.core config of type ``t`` whose fields read ``values``: found in
+    _foreign_configs or converted, and kept as the last (see _last_core_read) where ``t``'s
+    fields have C getters (``fields``)."""
+    global _last_core_type, _last_core_fields, _last_core_config
+    cdef Py_ssize_t i
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
