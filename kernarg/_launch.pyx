@@ -1781,36 +1781,73 @@ cdef dict _foreign_configs = {}
 cdef dict _core_config_types = {}     # type -> its _config_fields
 
 
-# The foreign kernel object launched last, for a launch loop's repeated lookups: its address
-# (no reference) and its entry of _foreign_by_object. The entry's weak reference is held here
-# too, so its callback (_forget) always runs when the object goes, and clears these before the
-# address can be reused.
-cdef PyObject* _last_foreign = NULL
-cdef tuple _last_foreign_entry = None
+cdef extern from *:
+    """
+    /* How many foreign kernels, and cuda.core configs, kernarg.launch remembers it saw last. */
+    #define KERNARG_RECENT 4
+    #if defined(__GNUC__)
+    #define KERNARG_LINE_ALIGNED __attribute__((aligned(64)))
+    #else
+    #define KERNARG_LINE_ALIGNED
+    #endif
+
+    /* A foreign kernel object remembered: its address (no reference) and its Kernel (a
+       reference borrowed from its entry, which _last_foreign_entries holds). */
+    typedef struct {
+        PyObject *object;
+        PyObject *kernel;
+    } kernarg_recent_kernel;
+    static kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+    """
+    enum: KERNARG_RECENT
+    ctypedef struct kernarg_recent_kernel:
+        PyObject* object
+        PyObject* kernel
+    kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT]
+
+
+# The KERNARG_RECENT foreign kernel objects launched last, for a launch loop's repeated lookups
+# (of one kernel, or of a few in turn): their addresses and Kernels (kernarg_recent_kernels, one
+# cache line) and their entries of _foreign_by_object, in slots filled in turn. An entry's weak
+# reference is held here too, so its callback (_forget) always runs when the object goes, and
+# clears its slot before the address can be reused.
+cdef list _last_foreign_entries = [None] * KERNARG_RECENT
+cdef int _last_foreign_next = 0
 
 
 def _forget(ref, key):
     """Weak-reference callback: drop ``_foreign_by_object[key]`` if it is still ``ref``'s."""
-    global _last_foreign, _last_foreign_entry
-    if _last_foreign_entry is not None and _last_foreign_entry[0] is ref:
-        _last_foreign = NULL
-        _last_foreign_entry = None
+    cdef int i
+    for i in range(KERNARG_RECENT):
+        entry = _last_foreign_entries[i]
+        if entry is not None and entry[0] is ref:
+            kernarg_recent_kernels[i].object = NULL
+            kernarg_recent_kernels[i].kernel = NULL
+            _last_foreign_entries[i] = None
     entry = _foreign_by_object.get(key)
     if entry is not None and entry[0] is ref:
         del _foreign_by_object[key]
 
 
 cdef Kernel _launch_kernel(object kernel):
-    global _last_foreign, _last_foreign_entry
+    global _last_foreign_next
     cdef Kernel k
+    cdef int i
     if isinstance(kernel, Kernel):
         return <Kernel>kernel
-    if <PyObject*>kernel == _last_foreign:
-        return <Kernel>_last_foreign_entry[1]
+    for i in range(KERNARG_RECENT):
+        if <PyObject*>kernel == kernarg_recent_kernels[i].object:
+            return <Kernel>kernarg_recent_kernels[i].kernel
     entry = _foreign_by_object.get(id(kernel))
     if entry is not None and (<tuple>entry)[0]() is kernel:
-        _last_foreign, _last_foreign_entry = <PyObject*>kernel, entry
-        return <Kernel>(<tuple>entry)[1]
+        k = <Kernel>(<tuple>entry)[1]
+        i = _last_foreign_next
+        _last_foreign_next = (i + 1) % KERNARG_RECENT
+        kernarg_recent_kernels[i].object = NULL         # while the old entry is dropped
+        _last_foreign_entries[i] = entry
+        kernarg_recent_kernels[i].kernel = <PyObject*>k
+        kernarg_recent_kernels[i].object = <PyObject*>kernel
+        return k
     try:
         owner, address = _kernel_address(kernel, "kernarg.launch")
     except ValueError:
@@ -1851,9 +1888,10 @@ def _kernel_for_launch(kernel):
     return _launch_kernel(kernel)
 
 
-def _last_foreign_address():
-    """The address of the foreign kernel object :func:`launch` remembers, or 0 (for tests)."""
-    return <uintptr_t>_last_foreign
+def _last_foreign_addresses():
+    """The addresses of the foreign kernel objects :func:`launch` remembers, 0 for an empty
+    slot (for tests)."""
+    return tuple(<uintptr_t>kernarg_recent_kernels[i].object for i in range(KERNARG_RECENT))
 
 
 cdef object _grid_in_blocks(object grid, object cluster):
@@ -1967,6 +2005,80 @@ cdef extern from *:
         return PyObject_RichCompareBool(a, b, Py_EQ) == 1;    /* int == int cannot fail */
     }
 
+    /* A cuda.core config remembered: the six field values read from it and the LaunchConfig
+       they convert to (owned references; all NULL in an empty slot), a cache line each. The
+       slots are in the order they were last found or filled: a launch loop of one config finds
+       it in the first, and one of a few configs in turn moves each to the front. */
+    typedef struct {
+        PyObject *read[6];
+        PyObject *config;
+        PyObject *unused;
+    } kernarg_core_slot;
+    static kernarg_core_slot kernarg_core_slots[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+
+    static inline int kernarg_same_fields(PyObject **got, PyObject **read) {
+        int i;
+        for (i = 0; i < 6; i++)
+            if (!kernarg_same_field(got[i], read[i])) return 0;
+        return 1;
+    }
+
+    /* kernarg_find_core_config past the first slot (not inlined: a launch loop of one config
+       never comes here). */
+    #if defined(__GNUC__)
+    __attribute__((noinline))
+    #endif
+    static PyObject *kernarg_scan_core_slots(PyObject **got) {
+        kernarg_core_slot found;
+        int j;
+        for (j = 1; j < KERNARG_RECENT; j++) {
+            if (kernarg_same_fields(got, kernarg_core_slots[j].read)) {
+                found = kernarg_core_slots[j];
+                memmove(&kernarg_core_slots[1], &kernarg_core_slots[0], j * sizeof(found));
+                kernarg_core_slots[0] = found;
+                return found.config;
+            }
+        }
+        return NULL;
+    }
+
+    /* The config of the slot whose field values match the six in got[] (borrowed; the slot
+       is then the first), or NULL. */
+    static inline PyObject *kernarg_find_core_config(PyObject **got) {
+        return kernarg_same_fields(got, kernarg_core_slots[0].read)
+            ? kernarg_core_slots[0].config : kernarg_scan_core_slots(got);
+    }
+
+    /* Put the six items of the tuple values and config (new references) in the first slot,
+       the others one down; the last one's are dropped, once the slots are whole (dropping
+       can run code that launches again). */
+    static void kernarg_core_slot_push(PyObject *values, PyObject *config) {
+        kernarg_core_slot old = kernarg_core_slots[KERNARG_RECENT - 1];
+        int i;
+        memmove(&kernarg_core_slots[1], &kernarg_core_slots[0],
+                (KERNARG_RECENT - 1) * sizeof(old));
+        for (i = 0; i < 6; i++) {
+            kernarg_core_slots[0].read[i] = PyTuple_GET_ITEM(values, i);
+            Py_INCREF(kernarg_core_slots[0].read[i]);
+        }
+        kernarg_core_slots[0].config = config;
+        Py_INCREF(config);
+        for (i = 0; i < 6; i++) Py_XDECREF(old.read[i]);
+        Py_XDECREF(old.config);
+    }
+
+    /* Empty the slots (as kernarg_core_slot_push, the references are dropped last). */
+    static void kernarg_core_slots_clear(void) {
+        kernarg_core_slot old[KERNARG_RECENT];
+        int i, j;
+        memcpy(old, kernarg_core_slots, sizeof(old));
+        memset(kernarg_core_slots, 0, sizeof(old));
+        for (j = 0; j < KERNARG_RECENT; j++) {
+            for (i = 0; i < 6; i++) Py_XDECREF(old[j].read[i]);
+            Py_XDECREF(old[j].config);
+        }
+    }
+
     /* A tuple of the n references in got[], which it takes over (all of them, also when it
        cannot be made: NULL with the exception set). */
     static PyObject *kernarg_fields_tuple(PyObject **got, int n) {
@@ -1991,26 +2103,46 @@ cdef extern from *:
     void kernarg_drop_fields(PyObject** got, int n) noexcept
     tuple kernarg_fields_tuple(PyObject** got, int n)
     bint kernarg_same_field(PyObject* a, PyObject* b) noexcept
+    ctypedef struct kernarg_core_slot:
+        PyObject* read[6]
+        PyObject* config
+    kernarg_core_slot kernarg_core_slots[KERNARG_RECENT]
+    PyObject* kernarg_find_core_config(PyObject** got) noexcept
+    void kernarg_core_slot_push(PyObject* values, PyObject* config) noexcept
+    void kernarg_core_slots_clear() noexcept
 
 
-# The cuda.core config converted last, where its type's fields have C getters (cuda.core's
-# do): the type, the field values read from it (owned references) and the result. A launch
-# loop reads the same objects from its config each time (or equal ints: the getter of a C int
-# field makes a new one above 256). Comparing them so, with no tuple made of them, is ~400
-# instructions a launch less than hashing them for _foreign_configs
-# (tools/probes/cold_launch.py). Only hashable values are kept: tuples and ints cannot
-# change, so the same objects convert the same. Should dropping the old values run code that
-# launches again (a destructor), that launch finds NULL entries, which never match.
+# The KERNARG_RECENT cuda.core configs converted last, where their type's fields have C
+# getters (cuda.core's do): the type, and in kernarg_core_slots, for each, the field values
+# read from a config and what they converted to. A launch loop reads the same objects from its
+# configs each time (or equal ints: the getter of a C int field makes a new one above 256), so
+# comparing them, with no tuple made of them, finds its config. That is ~400 instructions a
+# launch less than hashing them for _foreign_configs (tools/probes/cold_launch.py), and a loop
+# that launches a few kernels in turn, each with its own config, finds each of them so.
+# Only hashable values are kept: tuples and ints cannot change, so the same objects convert the
+# same. The slot found or filled last is compared first.
 cdef object _last_core_type = None
 cdef _ConfigFields _last_core_fields = None
-cdef PyObject* _last_core_read[6]
-cdef LaunchConfig _last_core_config = None
 
 
 def _config_from(config):
     """``config`` as a :class:`LaunchConfig`: itself, or a cuda.core ``LaunchConfig`` converted
     (with a cluster, cuda.core's grid counts clusters; the driver's, blocks)."""
     return _config_of(config)
+
+
+def _recent_configs():
+    """The slots of cuda.core configs remembered (see _last_core_type): for each, the field
+    values it holds (None where empty) and its config (for tests)."""
+    cdef int i, j
+    slots = []
+    for i in range(KERNARG_RECENT):
+        if kernarg_core_slots[i].config == NULL:
+            slots.append((None, None))
+        else:
+            slots.append((tuple(<object>kernarg_core_slots[i].read[j] for j in range(6)),
+                          <object>kernarg_core_slots[i].config))
+    return slots
 
 
 def _config_values(config, bint by_name=False):
@@ -2022,22 +2154,25 @@ def _config_values(config, bint by_name=False):
 
 cdef inline LaunchConfig _config_of(object config):
     cdef PyObject* got[6]
-    cdef int i
+    cdef PyObject* found
+    cdef LaunchConfig cfg
     if type(config) is LaunchConfig:
         return <LaunchConfig>config
-    if type(config) is _last_core_type:
-        kernarg_read_fields(_last_core_fields.get, _last_core_fields.closure, config, got, 6)
-        for i in range(6):
-            if not kernarg_same_field(got[i], _last_core_read[i]):
-                break
-        else:
-            kernarg_drop_fields(got, 6)
-            return _last_core_config
-        # Another config of that type (two kernels' launches in turn, say): the fields read
-        # are its values, not read again.
-        return _config_from_values(_last_core_type, _last_core_fields,
-                                   kernarg_fields_tuple(got, 6))
-    return _convert_config(config)
+    if type(config) is not _last_core_type:
+        return _convert_config(config)
+    kernarg_read_fields(_last_core_fields.get, _last_core_fields.closure, config, got, 6)
+    found = kernarg_find_core_config(got)
+    if found == NULL:
+        return _config_of_fields(got)
+    cfg = <LaunchConfig>found                   # a reference, before code can run
+    kernarg_drop_fields(got, 6)
+    return cfg
+
+
+cdef LaunchConfig _config_of_fields(PyObject** got):
+    """_config_of for a config of the type kept whose fields read ``got`` (references it takes
+    over) match no slot: they are its values, not read again."""
+    return _config_from_values(_last_core_type, _last_core_fields, kernarg_fields_tuple(got, 6))
 
 
 cdef LaunchConfig _convert_config(object config):
@@ -2054,10 +2189,9 @@ cdef LaunchConfig _convert_config(object config):
 
 cdef LaunchConfig _config_from_values(object t, object fields, tuple values):
     """The config of a cuda.core config of type ``t`` whose fields read ``values``: found in
-    _foreign_configs or converted, and kept as the last (see _last_core_read) where ``t``'s
-    fields have C getters (``fields``)."""
-    global _last_core_type, _last_core_fields, _last_core_config
-    cdef Py_ssize_t i
+    _foreign_configs or converted, and kept in the first slot of kernarg_core_slots where
+    ``t``'s fields have C getters (``fields``)."""
+    global _last_core_type, _last_core_fields
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
@@ -2068,11 +2202,11 @@ cdef LaunchConfig _config_from_values(object t, object fields, tuple values):
             _foreign_configs.clear()
         _foreign_configs[values] = cfg
     if fields is not None:
-        kernarg_drop_fields(_last_core_read, 6)
-        for i in range(6):
-            _last_core_read[i] = PyTuple_GET_ITEM(values, i)
-            Py_INCREF(<object>_last_core_read[i])
-        _last_core_type, _last_core_fields, _last_core_config = t, fields, cfg
+        if t is not _last_core_type:            # another type: the slots are forgotten
+            _last_core_type = None
+            kernarg_core_slots_clear()
+        kernarg_core_slot_push(<PyObject*>values, <PyObject*>cfg)
+        _last_core_type, _last_core_fields = t, fields
     return cfg
 
 

@@ -1004,6 +1004,59 @@ def test_launch_reads_a_real_cuda_core_config():
     assert _config_from(c).shmem == 1024
 
 
+def test_launch_remembers_a_few_cuda_core_configs_launched_in_turn():
+    """A loop that launches a few kernels in turn, each with its own cuda.core config, finds
+    each config by its fields' identity (no tuple made and hashed): kernarg remembers the
+    four found or converted last, the last first. Each is still read every call."""
+    from kernarg._launch import _config_from, _recent_configs
+
+    core = pytest.importorskip("cuda.core")
+    try:
+        configs = [core.LaunchConfig(grid=g, block=32) for g in (11, 12, 13, 14, 15)]
+    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
+        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
+    if type(configs[0]).__flags__ & (1 << 9):
+        pytest.skip("this cuda.core's LaunchConfig is a Python class: read by name, not kept")
+
+    def grids():
+        return [cfg.grid[0] if cfg is not None else None for _, cfg in _recent_configs()]
+
+    own = kernarg.LaunchConfig(1, 1)
+    four = configs[:4]
+    converted = [_config_from(c) for c in four]
+    slots = _recent_configs()
+    assert [cfg for _, cfg in slots] == converted[::-1]
+    for c, (values, cfg) in zip(four[::-1], slots, strict=True):
+        assert values[0] is c.grid and values[1] is c.block and cfg.grid == (c.grid[0], 1, 1)
+    for _ in range(3):
+        for c, cfg in zip(four, converted, strict=True):
+            assert _config_from(c) is cfg
+            assert _recent_configs()[0][1] is cfg   # found, and moved to the front
+            assert _config_from(own) is own         # kernarg's own: not a slot's
+    assert _recent_configs() == slots               # the same four, in the same order
+    assert _config_from(four[1]) is converted[1] and grids() == [12, 14, 13, 11]
+    # A config changed after it was kept is read again and goes first; the one found or
+    # converted longest ago (11) is forgotten, and converted again when it comes back.
+    four[1].grid = (21, 1, 1)
+    assert _config_from(four[1]).grid == (21, 1, 1)
+    assert grids() == [21, 12, 14, 13]
+    assert _config_from(four[2]) is converted[2] and grids() == [13, 21, 12, 14]
+    assert _config_from(four[0]).grid == (11, 1, 1) and grids() == [11, 13, 21, 12]
+    # Keeping a config's field values holds references to them; a slot refilled drops them.
+    grid = configs[4].grid
+    held = sys.getrefcount(grid)
+    assert _config_from(configs[4]).grid == (15, 1, 1)
+    assert sys.getrefcount(grid) == held + 2        # its slot, and _foreign_configs' key
+    for g in (31, 32, 33, 34):
+        _config_from(core.LaunchConfig(grid=g, block=32))
+    assert 15 not in [cfg.grid[0] for _, cfg in _recent_configs()]
+    assert sys.getrefcount(grid) == held + 1
+    # A Python class's config, read by name, is not kept: the slots stay as they are.
+    kept = _recent_configs()
+    _config_from(_core_config(grid=(2, 1, 1), block=(1, 1, 1), cluster=None, shmem_size=0))
+    assert _recent_configs() == kept
+
+
 def test_launch_names_what_it_cannot_take():
     with pytest.raises(TypeError, match="config must be a kernarg.LaunchConfig or a cuda.core "
                                         "LaunchConfig, got tuple"):
@@ -1053,7 +1106,7 @@ def _core_kernel(handle, params=None):
 
 
 def test_launch_wraps_a_foreign_kernel_once():
-    from kernarg._launch import _kernel_for_launch, _last_foreign_address
+    from kernarg._launch import _kernel_for_launch, _last_foreign_addresses
 
     own = kernarg.Kernel.from_handle(0x1234)
     assert _kernel_for_launch(own) is own
@@ -1077,12 +1130,38 @@ def test_launch_wraps_a_foreign_kernel_once():
         wrapper = _kernel_for_launch(gone)
         assert _kernel_for_launch(gone) is wrapper
         address = id(gone)
-        assert _last_foreign_address() == address
+        assert address in _last_foreign_addresses()
         del gone
-        assert _last_foreign_address() == 0
+        assert address not in _last_foreign_addresses()
         new = cls()
         # CPython's own allocator often gives the address again (ASan's never does).
         assert id(new) != address or _kernel_for_launch(new) is not wrapper
+
+
+def test_launch_remembers_a_few_foreign_kernels_launched_in_turn():
+    """Four foreign kernel objects looked up in turn are all remembered by address (a loop
+    launching a few cuda.core kernels finds each with no dict lookup); a fifth takes the
+    oldest slot, and one that goes is forgotten at once."""
+    from kernarg._launch import _kernel_for_launch, _last_foreign_addresses
+
+    cls = type(_core_kernel(0x7000, [(0, 8)]))
+    kernels = [cls() for _ in range(5)]
+    wrappers = [_kernel_for_launch(k) for k in kernels]     # wrapped: not yet remembered
+    assert len({id(w) for w in wrappers}) == 5
+    for k in kernels[:4]:
+        assert id(k) not in _last_foreign_addresses()
+    for _ in range(3):
+        for k, w in zip(kernels[:4], wrappers[:4], strict=True):
+            assert _kernel_for_launch(k) is w
+    assert sorted(_last_foreign_addresses()) == sorted(id(k) for k in kernels[:4])
+    first = _last_foreign_addresses().index(id(kernels[0]))
+    assert _kernel_for_launch(kernels[4]) is wrappers[4]
+    assert _last_foreign_addresses()[first] == id(kernels[4])
+    for k, w in zip(kernels, wrappers, strict=True):
+        assert _kernel_for_launch(k) is w
+    gone = id(kernels[2])
+    del kernels[2]
+    assert gone not in _last_foreign_addresses()
 
 
 def test_launch_checks_untyped_packs_against_a_cuda_core_kernels_parameters():

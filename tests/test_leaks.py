@@ -171,6 +171,33 @@ def test_refused_stack_launches_free_what_they_packed():
     assert dlpack.exported == dlpack.deleted == 100_000
 
 
+def test_cuda_core_configs_in_turn_hold_only_what_their_slots_hold():
+    # kernarg.launch remembers the four cuda.core configs it found or converted last, holding
+    # their field values. Six in turn miss every time: each call fills the first slot and drops
+    # the last one's references. After whole rounds, every reference taken has been dropped.
+    import pytest
+
+    from kernarg._launch import _config_from
+
+    core = pytest.importorskip("cuda.core")
+    try:
+        configs = [core.LaunchConfig(grid=g, block=(32, 2), shmem_size=1024 + g)
+                   for g in range(1, 7)]
+    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
+        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
+    fields = [(c.grid, c.block) for c in configs]
+    for c in configs:
+        _config_from(c)
+    before = [sys.getrefcount(f) for pair in fields for f in pair]
+    rss0 = _rss_bytes()
+    for _ in range(N // 6):
+        for c in configs:
+            _config_from(c)
+    assert [sys.getrefcount(f) for pair in fields for f in pair] == before
+    assert _rss_bytes() - rss0 < 8 * 2**20
+    assert [_config_from(c).shmem for c in configs] == [1024 + g for g in range(1, 7)]
+
+
 class _Device:
     def __init__(self, platform):
         self.platform, self.client = platform, type("Client", (), {"platform": "cuda"})()

@@ -51,6 +51,27 @@ cfg = core.LaunchConfig(grid=1, block=1)
 f = _written_out('launch(cs, cfg, ck, {args})', args, launch=kernarg.launch, cs=cs, cfg=cfg,
                  ck=ck)
 """),
+    # The same, launching two cuda.core kernels in turn, each with its own config (as a loop
+    # of a few kernels does): each launch finds another kernel and config than the last.
+    "kernarg.launch, 2 in turn": ("*_launch__launch_fastcall*", """
+import itertools
+from cuda.bindings import driver
+from kernarg._bench import cuda_core
+from kernarg._bench_launch import _StreamRef
+core = cuda_core()
+dev = core.Device(0)
+dev.set_current()
+def compiled():
+    return core.Program(_kernel_source(n), "c++", core.ProgramOptions(
+        arch=f"sm_{dev.arch}")).compile("cubin").get_kernel("k")
+cs = dev.create_stream(_StreamRef(int(driver.cuStreamCreate(1)[1])))
+fa = _written_out('launch(cs, cfg, ck, {args})', args, launch=kernarg.launch, cs=cs,
+                  cfg=core.LaunchConfig(grid=1, block=1), ck=compiled())
+fb = _written_out('launch(cs, cfg, ck, {args})', args, launch=kernarg.launch, cs=cs,
+                  cfg=core.LaunchConfig(grid=2, block=(32, 2)), ck=compiled())
+turn = itertools.cycle((fa, fb))
+f = lambda: next(turn)()
+"""),
 }
 
 DRIVER = """
@@ -130,9 +151,9 @@ def main(argv: list[str]) -> None:
         rows = measure(n, tuple(opts.form or FORMS), stream=opts.stream)
         print(f"{n} arguments, per launch (kernarg's entry point, the fake driver's launch "
               "left out):")
-        print(f"  {'form':16s} {'instructions':>12s} {'IL misses':>10s} {'DL misses':>10s}")
+        print(f"  {'form':26s} {'instructions':>12s} {'IL misses':>10s} {'DL misses':>10s}")
         for form, r in rows.items():
-            print(f"  {form:16s} {r['Ir']:12.0f} {r['ILmr']:10.1f} "
+            print(f"  {form:26s} {r['Ir']:12.0f} {r['ILmr']:10.1f} "
                   f"{r['DLmr'] + r['DLmw']:10.1f}")
 
 
