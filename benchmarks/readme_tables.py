@@ -74,7 +74,14 @@ def launch(section: dict) -> list[str]:
     cuda.core >= 2x kernarg.launch). The floor of the ratios is the in-process "C loop" where
     the run has one (and then cuda.core's overhead above it over kernarg.launch's is shown
     too); results recorded before it existed were taken against the C++ floor."""
-    from kernarg._bench_launch import DROP_IN, FLOOR, FLOOR_CHECKED, FLOOR_EX, contender_names
+    from kernarg._bench_launch import (
+        DROP_IN,
+        DROP_IN_IN_TURN,
+        FLOOR,
+        FLOOR_CHECKED,
+        FLOOR_EX,
+        contender_names,
+    )
 
     rows = section["rows"]
     # The floor's variants get a table of their own (below), not columns here.
@@ -90,6 +97,8 @@ def launch(section: dict) -> list[str]:
     if any("cuda_core_over_drop_in" in row for row in rows):
         ratios += [("cuda_core_over_drop_in", f"cuda.core / {DROP_IN}"),
                    ("cuda_core_overhead_over_drop_in", f"cuda.core / {DROP_IN}, above {FLOOR}")]
+    if any("cuda_core_over_drop_in_in_turn" in row for row in rows):
+        ratios.append(("cuda_core_over_drop_in_in_turn", f"cuda.core / {DROP_IN_IN_TURN}"))
     lines = ["| args | " + " | ".join(names) + " | C++ floor (own process) | "
              + " | ".join(title for _, title in ratios) + " |",
              "|---:|" + "---:|" * (len(names) + 1 + len(ratios))]

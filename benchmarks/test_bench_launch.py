@@ -4,10 +4,11 @@
 
 Every contender of `python -m kernarg bench` (kernarg.launch, prepared and bound, with plain
 arguments and with torch tensors; cuda.core, cuda.bindings, CuPy, numba-cuda) launches the same
-empty kernel with the same arguments on one stream. A round is a burst of BURST launches after an
-untimed stream synchronise, so no launch waits for the GPU: divide a round's time by BURST for
-the host cost of one launch. "C loop" is the floor: BURST cuLaunchKernel calls in one C loop.
-Compare within a group.
+empty kernel with the same arguments on one stream (cuda.core's launch and kernarg's in its call
+form also launch two such kernels in turn, each with its own config). A round is a burst of
+BURST launches after an untimed stream synchronise, so no launch waits for the GPU: divide a
+round's time by BURST for the host cost of one launch. "C loop" is the floor: BURST
+cuLaunchKernel calls in one C loop. Compare within a group.
 """
 import pytest
 
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.skipif(REASON is not None,
 CONTENDERS = (_bench_launch.FLOOR, "kernarg.launch", "kernarg prepared", "kernarg bound",
               "kernarg.launch+torch",
               "kernarg prepared+torch", "cuda.core launch", _bench_launch.DROP_IN,
+              _bench_launch.CORE_IN_TURN, _bench_launch.DROP_IN_IN_TURN,
               "cuda.bindings cuLaunchKernel",
               "CuPy RawKernel", "numba-cuda")
 _cache: dict = {}
@@ -54,7 +56,10 @@ def test_launch(benchmark, setup, nargs, contender):
     fn = _launchers(setup, nargs).get(contender)
     if fn is None:
         pytest.skip(f"{contender} is not available here (see the captured output)")
-    burst = 1 if isinstance(fn, _bench_launch.WholeBurst) else _bench_launch.BURST
+    # BURST launches a round: one call of the C loop, half as many calls of an in-turn
+    # contender (two launches each).
+    burst = (1 if isinstance(fn, _bench_launch.WholeBurst)
+             else _bench_launch.BURST // getattr(fn, "launches", 1))
 
     def launches():
         for _ in range(burst):

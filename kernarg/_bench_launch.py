@@ -73,6 +73,11 @@ def _written_out(call: str, args: tuple, **names):
 
 FLOOR = "C loop"     # the in-process floor contender (see _contenders)
 DROP_IN = "kernarg.launch(cuda.core form)"  # kernarg.launch(stream, config, kernel, *args)
+# cuda.core's launch and DROP_IN launching two kernels in turn, each with its own config, as a
+# loop of a few kernels does (the rows above launch one kernel with one config every time).
+IN_TURN = ", 2 kernels in turn"
+CORE_IN_TURN = "cuda.core launch" + IN_TURN
+DROP_IN_IN_TURN = DROP_IN + IN_TURN
 FLOOR_EX = "C loop Ex"              # the same loop calling cuLaunchKernelEx
 FLOOR_CHECKED = "C loop checked"    # ... with kernarg's per-launch checks in C
 
@@ -88,11 +93,17 @@ class WholeBurst:
         self.fn()
 
 
+def _launches(fn, count: int):
+    """``fn``, marked as making ``count`` launches a call (the in-turn contenders)."""
+    fn.launches = count
+    return fn
+
+
 def _time_bursts(fn, bursts: int, sync) -> list[float]:
     """Host ns per launch of each burst of BURST launches by ``fn``; ``sync()`` between
     bursts."""
     out = []
-    calls = 1 if isinstance(fn, WholeBurst) else BURST
+    calls = 1 if isinstance(fn, WholeBurst) else BURST // getattr(fn, "launches", 1)
     for _ in range(bursts):
         t0 = time.perf_counter_ns()
         for _ in range(calls):
@@ -181,6 +192,14 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         # what switching the import buys (issue 5's "2x cuda.core on the same arguments").
         out[DROP_IN] = _written_out("launch(cstream, cfg, ck, {args})", args,
                                     launch=kernarg.launch, cstream=cstream, cfg=cfg, ck=ck)
+        # Two kernels (two modules of the same source) in turn, each with its own config.
+        ck2 = Program(src, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+            "cubin").get_kernel("k")
+        cfg2 = LaunchConfig(grid=2, block=(32, 2))
+        turn = "launch(cstream, cfg, ck, {args}) or launch(cstream, cfg2, ck2, {args})"
+        for name, fn in ((CORE_IN_TURN, launch), (DROP_IN_IN_TURN, kernarg.launch)):
+            out[name] = _launches(_written_out(turn, args, launch=fn, cstream=cstream, cfg=cfg,
+                                               ck=ck, cfg2=cfg2, ck2=ck2), 2)
     except Exception as exc:
         print(f"[{n} args] cuda.core skipped: {type(exc).__name__}: {exc}", file=file)
     try:
@@ -393,6 +412,8 @@ def run(rounds: int = 21, bursts: int = 30, file=None) -> dict:
         for key, value in (("cuda_core_over_kernarg",
                             _ratio(times, "cuda.core launch", "kernarg.launch")),
                            ("cuda_core_over_drop_in", _ratio(times, "cuda.core launch", DROP_IN)),
+                           ("cuda_core_over_drop_in_in_turn",
+                            _ratio(times, CORE_IN_TURN, DROP_IN_IN_TURN)),
                            ("cuda_core_overhead_over_drop_in",
                             _overhead_ratio(times, "cuda.core launch", DROP_IN)),
                            ("cuda_core_overhead_over_kernarg",
@@ -427,10 +448,12 @@ def print_table(result: dict, file=None) -> None:
     rows = result["rows"]
     names = contender_names(rows)
     print(f"\nlaunch latency on {result['device']} — host ns per launch", file=file)
-    print("args".rjust(5) + "".join(f"{name[:20]:>22s}" for name in names) + "C++ floor".rjust(11),
-          file=file)
+    widths = [max(len(name), 9) + 2 for name in names]
+    print("args".rjust(5) + "".join(name.rjust(w) for name, w in zip(names, widths, strict=True))
+          + "C++ floor".rjust(11), file=file)
     for row in rows:
-        cells = "".join(f"{row.get(name + '_ns', float('nan')):22.0f}" for name in names)
+        cells = "".join(f"{row.get(name + '_ns', float('nan')):{w}.0f}"
+                        for name, w in zip(names, widths, strict=True))
         print(f"{row['nargs']:5d}{cells}{row.get('cpp_floor_ns', float('nan')):11.0f}", file=file)
     print(f"\nfloor: {FLOOR} (in-process cuLaunchKernel loop); overheads are ns above it",
           file=file)
@@ -441,6 +464,14 @@ def print_table(result: dict, file=None) -> None:
               f"{row.get('launch_over_floor', float('nan')):14.2f}"
               f"{row.get('cuda_core_over_kernarg', float('nan')):26.2f}"
               f"{row.get('cuda_core_overhead_over_kernarg', float('nan')):18.2f}", file=file)
+    if any("cuda_core_over_drop_in" in row for row in rows):
+        print(f"\ncuda.core launch over {DROP_IN} (the same call, cuda.core's objects), and "
+              "over it with two kernels in turn", file=file)
+        print("args  cuda.core/drop-in  (overheads)  2 kernels in turn", file=file)
+        for row in rows:
+            print(f"{row['nargs']:4d}{row.get('cuda_core_over_drop_in', float('nan')):19.2f}"
+                  f"{row.get('cuda_core_overhead_over_drop_in', float('nan')):13.2f}"
+                  f"{row.get('cuda_core_over_drop_in_in_turn', float('nan')):19.2f}", file=file)
     if any("checked_over_floor" in row for row in rows):
         print(f"\nabove the floor: {FLOOR_EX} (the driver's cuLaunchKernelEx), {FLOOR_CHECKED} "
               "(+ kernarg's C checks), kernarg bound over the checked loop (the Python call)",

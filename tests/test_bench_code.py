@@ -267,6 +267,21 @@ def test_readme_tables_render_gpu_results(tmp_path, capsys):
     assert "prepared / C loop" in out and "above C loop" in out
     assert ("| 16 | 2300 ns | 2150 ns | 6100 ns | 1900 ns | 2000 ns | 1.07x | 1.15x | 2.65x "
             "| 10.50x |") in out
+    # kernarg.launch in cuda.core's call form, one kernel and two in turn: their columns, and
+    # cuda.core's time over each.
+    from kernarg._bench_launch import CORE_IN_TURN, DROP_IN, DROP_IN_IN_TURN
+
+    rows[0].update({f"{DROP_IN}_ns": 2400.0, f"{CORE_IN_TURN}_ns": 6300.0,
+                    f"{DROP_IN_IN_TURN}_ns": 2500.0, "cuda_core_over_drop_in": 2.54,
+                    "cuda_core_overhead_over_drop_in": 8.4,
+                    "cuda_core_over_drop_in_in_turn": 2.52})
+    results.write_text(json.dumps({"launch": {"device": "stand-in GPU", "rows": rows}}))
+    assert module.main(["readme_tables", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert f"| C loop | {DROP_IN} | {CORE_IN_TURN} | {DROP_IN_IN_TURN} | C++ floor" in out
+    assert f"cuda.core / {DROP_IN}, above C loop | cuda.core / {DROP_IN_IN_TURN} |" in out
+    assert ("| 16 | 2300 ns | 2150 ns | 6100 ns | 1900 ns | 2400 ns | 6300 ns | 2500 ns "
+            "| 2000 ns | 1.07x | 1.15x | 2.65x | 10.50x | 2.54x | 8.40x | 2.52x |") in out
 
 
 def test_cuda_bindings_packer_contender_packs_the_typed_cases(capsys):
@@ -336,3 +351,22 @@ def test_a_whole_burst_contender_is_called_once_per_burst():
     whole = _bench_launch.WholeBurst(lambda: calls.append(1))
     assert len(_bench_launch._time_bursts(whole, 4, lambda: None)) == 4
     assert len(calls) == 4
+    # A contender making two launches a call (two kernels in turn) is called half as often.
+    calls.clear()
+    twice = _bench_launch._launches(lambda: calls.append(1), 2)
+    assert len(_bench_launch._time_bursts(twice, 3, lambda: None)) == 3
+    assert len(calls) == 3 * _bench_launch.BURST // 2
+
+
+def test_launch_table_prints_cuda_cores_time_over_its_call_form():
+    import io
+
+    from kernarg import _bench_launch
+
+    row = {"nargs": 16, "cuda_core_over_drop_in": 1.71, "cuda_core_overhead_over_drop_in": 2.05,
+           "cuda_core_over_drop_in_in_turn": 1.82, f"{_bench_launch.DROP_IN_IN_TURN}_ns": 435.0}
+    out = io.StringIO()
+    _bench_launch.print_table({"device": "stand-in", "rows": [row]}, file=out)
+    text = out.getvalue()
+    assert _bench_launch.DROP_IN_IN_TURN in text            # a column's whole name
+    assert "  16               1.71         2.05               1.82" in text
