@@ -233,3 +233,43 @@ def test_errors_in_one_thread_leave_the_others_packing(fast_switching):
                 assert bytes(block) == reference.pack(expected)[0], (seed, i)
 
     _run_threads(work)
+
+
+def test_launch_finds_each_threads_kernels_and_configs(fast_switching):
+    """kernarg.launch remembers the last few foreign kernels and cuda.core configs it saw, in
+    state every thread shares. Threads that each launch their own kernels and configs in turn
+    (more than it remembers, all told), while kernel objects die and their weak-reference
+    callbacks clear slots, always get their own: a kernel's handle, a config's grid."""
+    from kernarg._launch import _config_from, _kernel_for_launch
+
+    core = pytest.importorskip("cuda.core")
+    try:
+        core.LaunchConfig(grid=1, block=1)
+    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
+        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
+
+    class Kernel:
+        __module__ = "cuda.core._module"
+
+        def __init__(self, handle):
+            self.handle = handle
+
+        @property
+        def _handle(self):          # Python code: a switch point inside the lookup
+            return self.handle
+
+    def work(seed):
+        rng = random.Random(300 + seed)
+        configs = [core.LaunchConfig(grid=100 * seed + g, block=32) for g in range(1, 4)]
+        kernels = [Kernel((seed + 1 << 32) + (i << 24)) for i in range(3)]
+        for _ in range(ROUNDS * 4):
+            j = rng.randrange(3)
+            assert _config_from(configs[j]).grid == (100 * seed + j + 1, 1, 1)
+            assert _kernel_for_launch(kernels[j]).handle == kernels[j].handle
+            if rng.random() < 0.05:     # a kernel goes (its slot is cleared), another comes
+                kernels[j] = Kernel(kernels[j].handle + 8)
+            if rng.random() < 0.05:     # a config changes: read again, not the kept one
+                configs[j].block = (rng.choice((32, 64)), 1, 1)
+                assert _config_from(configs[j]).block == (configs[j].block[0], 1, 1)
+
+    _run_threads(work)
