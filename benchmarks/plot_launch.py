@@ -17,7 +17,7 @@ def plot(results: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from kernarg._bench_launch import FLOOR_CHECKED, FLOOR_EX, contender_names
+    from kernarg._bench_launch import FLOOR_CHECKED, FLOOR_EX, IN_TURN, contender_names
 
     launch = results["launch"]
     rows = launch["rows"]
@@ -35,6 +35,8 @@ def plot(results: dict, path: str) -> None:
                  {"color": "black"} if name == "C loop" else {})
         if name.startswith("kernarg"):
             style = {"linewidth": 2.5}
+        if name.endswith(IN_TURN):         # the same launcher as a line of its own, dotted
+            style["linestyle"] = ":"
         ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label,
                 **style)
     ax.set_xscale("symlog", base=2, linthresh=1)
