@@ -572,6 +572,42 @@ def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
     assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
 
 
+def test_cuda_core_kernels_launched_in_turn_each_get_their_own_config(ctx):
+    """kernarg.launch remembers the last few cuda.core kernels and configs: two kernels, each
+    with its own config, launched in turn (and a third config now and then) each run with
+    theirs. A config mixed up would leave part of the buffer unwritten, or write too few
+    blocks; a kernel mixed up would be refused (another parameter layout) or write wrong."""
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+
+    def compiled(src, name):
+        return core.Program(src, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+            "cubin").get_kernel(name)
+
+    fill = compiled(WRITE, "fill")
+    ids = compiled(r"""extern "C" __global__ void ids(int* out) {
+        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }""", "ids")
+    stream = dev.create_stream()
+    buf = DeviceArray(4 * 256, typestr="<f4")
+    out = DeviceArray(4 * 5 * 32, typestr="<i4")
+    fill_configs = (core.LaunchConfig(grid=2, block=128), core.LaunchConfig(grid=1, block=256))
+    for r in range(8):
+        blocks = 3 + r % 3
+        check(driver.cuMemcpyHtoD(out.ptr, np.full(5 * 32, -1, np.int32).tobytes(), out.nbytes))
+        kernarg.launch(stream, fill_configs[r % 4 == 3], fill, buf, np.float32(r),
+                       np.int32(256))
+        kernarg.launch(stream, core.LaunchConfig(grid=blocks, block=32), ids, out)
+        stream.sync()
+        assert (np.frombuffer(buf.read(), np.float32) == r).all(), r
+        got = np.frombuffer(out.read(), np.int32).reshape(5, 32)
+        assert (got[:blocks] == np.arange(blocks)[:, None]).all(), r
+        assert (got[blocks:] == -1).all(), r
+
+
 def test_cuda_core_kernels_are_checked_and_configured_as_kernargs_own(ctx):
     """cuda.core's Kernel holds a CUkernel (it loads code with cuLibraryLoadData). The driver
     launches one as a CUfunction, but its cuFunc* queries refuse it (INVALID_HANDLE; see
