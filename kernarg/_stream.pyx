@@ -23,6 +23,26 @@ cdef extern from "Python.h":
     # attribute is a function or method descriptor (CPython 3.9+).
     object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
                                      PyObject* kwnames)
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf,
+                               PyObject* kwnames)
+
+cdef extern from *:
+    """
+    /* Whether every instance of t finds each attribute where t's MRO has it: a static type
+       (its dict and its bases' cannot change), with the generic attribute lookup and no
+       instance dict. */
+    static int kernarg_fixed_attrs(PyTypeObject *t) {
+        return !PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE)
+            && t->tp_getattro == PyObject_GenericGetAttr && t->tp_dictoffset == 0;
+    }
+
+    /* Whether f, found on a type, is a method descriptor: f(obj, ...) is obj.f(...). */
+    static int kernarg_is_method_descriptor(PyObject *f) {
+        return PyType_HasFeature(Py_TYPE(f), Py_TPFLAGS_METHOD_DESCRIPTOR);
+    }
+    """
+    bint kernarg_fixed_attrs(PyTypeObject* t) noexcept
+    bint kernarg_is_method_descriptor(PyObject* f) noexcept
 
 import os
 import threading
@@ -129,7 +149,7 @@ ctypedef uint64_t (*_handle_fn_t)(object) except? 0
 
 
 cdef uint64_t _other_handle(object obj) except? 0:
-    cdef uint64_t handle
+    cdef uint64_t handle = 0         # set where _method_handle gives 1
     if obj is None:
         return _default_stream()
     if type(obj) is int:
@@ -210,18 +230,72 @@ def resolve_stream(obj):
 # The type whose __cuda_stream__ the last resolution found to be a method (a cuda.core Stream's,
 # say), or None. Only a hint of which objects to try _method_handle on: that checks the
 # attribute is still a method whenever the call fails, and hands back to _resolve if not.
+# Where the type's attributes are fixed (see _fixed_method; cuda.core's Stream's are),
+# _method_fn is the function itself, called with the object: the type's attribute lookup
+# (~80 instructions a call) is then skipped. Both change together (_resolve), with no code
+# run between.
 cdef object _method_type = None
+cdef object _method_fn = None
+
+
+cdef object _fixed_method(type t, str name):
+    """The function ``name`` of t that ``obj.name`` always binds for an instance obj of t
+    (kernarg_fixed_attrs), where it is a method descriptor; else None."""
+    if not kernarg_fixed_attrs(<PyTypeObject*>t):
+        return None
+    for base in t.__mro__:
+        fn = (<type>base).__dict__.get(name)
+        if fn is not None:
+            return fn if kernarg_is_method_descriptor(<PyObject*>fn) else None
+    return None
+
+
+def _method_way():
+    """(_method_type, _method_fn): the type whose objects' __cuda_stream__ is called as a
+    method, and the function called for it where its attributes are fixed (for tests: a
+    function left from another type would be called with objects it does not know)."""
+    return _method_type, _method_fn
+
+
+def _stream_method(t):
+    """The function stream resolution calls for objects of type ``t`` in place of their
+    ``__cuda_stream__`` attribute, or None where it looks the attribute up (for tests)."""
+    return _fixed_method(t, "__cuda_stream__")
+
+
+cdef class _FixedStream:
+    """A stream type whose attributes are fixed, as cuda.core's ``Stream`` (a static type with
+    no instance dict): resolving one calls its ``__cuda_stream__`` function directly. Its
+    method counts its calls and answers ``answer`` (raises it, if an exception) (for tests)."""
+
+    cdef public object answer
+    cdef public int calls
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.calls = 0
+
+    def __cuda_stream__(self):
+        self.calls += 1
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
 
 
 cdef int _method_handle(object obj, uint64_t* out) except -1:
-    """Call ``obj.__cuda_stream__()`` the way CPython calls a method (no bound method made) and
-    check its ``(0, handle)``: 1 with ``*out`` set. 0, having run no code of obj's, when its
+    """Call ``obj.__cuda_stream__()`` -- _method_fn with obj where it is set, else the way
+    CPython calls a method (no bound method made) -- and check its ``(0, handle)``: 1 with
+    ``*out`` set. 0, having run no code of obj's, when its
     attribute turns out not to be a method after all (gone, or a pair): _resolve decides."""
     cdef PyObject* args[1]
     cdef long long small
     args[0] = <PyObject*>obj
+    fn = _method_fn                 # held while it runs, whatever the call resolves
     try:
-        result = PyObject_VectorcallMethod("__cuda_stream__", args, 1, NULL)
+        if fn is not None:
+            result = PyObject_Vectorcall(fn, args, 1, NULL)
+        else:
+            result = PyObject_VectorcallMethod("__cuda_stream__", args, 1, NULL)
     except Exception as exc:
         # The name was missing, or not callable (a pair), or the method itself raised: only
         # the last ran obj's code, and only the last leaves a callable attribute behind.
@@ -263,7 +337,7 @@ cdef uint64_t _protocol_result(object result, str what, object obj) except? 0:
 
 cdef uint64_t _resolve(object obj) except? 0:
     # stream_handle's body for everything but None and exact ints.
-    global _method_type
+    global _method_type, _method_fn
     t = type(obj)
     if t is bool:
         raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
@@ -288,7 +362,12 @@ cdef uint64_t _resolve(object obj) except? 0:
             result, what = protocol, "__cuda_stream__"
         else:
             what = "__cuda_stream__()"
-            _method_type = t        # the next object of this type tries _method_handle
+            # The next object of this type tries _method_handle. Dropping the old references
+            # can run code: the pair is never seen half changed.
+            fn = _fixed_method(t, "__cuda_stream__")
+            _method_type = None
+            _method_fn = fn
+            _method_type = t
             try:
                 result = protocol()
             except Exception as exc:

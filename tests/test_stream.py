@@ -106,6 +106,48 @@ def test_a_method_is_called_once_per_resolve_whatever_it_does():
         kernarg.resolve_stream(CountingStream(KeyboardInterrupt()))
 
 
+def test_a_static_types_method_is_called_as_its_function():
+    """A type whose attributes cannot change (a C extension's, as cuda.core's Stream, with no
+    instance dict) has its __cuda_stream__ function called with the object, with no lookup
+    of the attribute; the results are read as ever, and the method runs once a resolve."""
+    from kernarg._stream import _FixedStream, _method_way, _stream_method
+
+    assert _stream_method(_FixedStream) is _FixedStream.__dict__["__cuda_stream__"]
+    assert _stream_method(CountingStream) is None       # a Python class: may change
+    assert _stream_method(int) is None                  # no such method
+    core = pytest.importorskip("cuda.core")
+    assert _stream_method(core.Stream) is core.Stream.__dict__["__cuda_stream__"]
+    for answer, error, message in [
+            ((0, 0x77), None, None),
+            ((0, 2**64 - 1), None, None),
+            ((1, 5), ValueError, r"__cuda_stream__\(\) version 1 is not supported"),
+            ((0, -1), ValueError, "outside"),
+            (AttributeError("inside"), TypeError, r"__cuda_stream__\(\) raised AttributeError"),
+            (RuntimeError("inside"), TypeError, r"__cuda_stream__\(\) raised RuntimeError")]:
+        for _ in range(2):          # the first sets the way up, the second takes it
+            s = _FixedStream(answer)
+            if error is None:
+                assert kernarg.resolve_stream(s) == answer[1]
+            else:
+                with pytest.raises(error, match=message):
+                    kernarg.resolve_stream(s)
+            assert s.calls == 1, answer
+    # Another type takes the way over (twice in a row: the second takes it), and hands it
+    # back: each object's own method runs, never the other type's function.
+    for i in range(3):
+        streams = [_FixedStream((0, 0x100 + i)), CountingStream((0, 0x200 + i)),
+                   CountingStream((0, 0x300 + i)), _FixedStream((0, 0x400 + i))]
+        ways = []
+        for s in streams:
+            ways.append((kernarg.resolve_stream(s), _method_way()))
+        function = _FixedStream.__dict__["__cuda_stream__"]
+        assert ways == [(0x100 + i, (_FixedStream, function)),
+                        (0x200 + i, (CountingStream, None)),
+                        (0x300 + i, (CountingStream, None)),
+                        (0x400 + i, (_FixedStream, function))]
+        assert [s.calls for s in streams] == [1, 1, 1, 1]
+
+
 def test_a_type_whose_method_changes_is_read_as_it_now_is():
     class Changing:
         def __cuda_stream__(self):
