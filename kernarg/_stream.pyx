@@ -285,8 +285,8 @@ cdef class _FixedStream:
 cdef int _method_handle(object obj, uint64_t* out) except -1:
     """Call ``obj.__cuda_stream__()`` -- _method_fn with obj where it is set, else the way
     CPython calls a method (no bound method made) -- and check its ``(0, handle)``: 1 with
-    ``*out`` set. 0, having run no code of obj's, when its
-    attribute turns out not to be a method after all (gone, or a pair): _resolve decides."""
+    ``*out`` set. 0, having run no code of obj's, when its attribute turns out not to be a
+    method after all (gone, or a pair): _resolve decides."""
     cdef PyObject* args[1]
     cdef long long small
     args[0] = <PyObject*>obj
