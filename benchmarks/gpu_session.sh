@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # Everything a GPU session does, in one command on the GPU machine (the device tool's `run`,
-# which allows 10 minutes a command):
+# which allows 10 minutes a command, 15 minutes of device time a session, start included, and
+# brings back at most 8 files from $OUT):
 #
 #   bash benchmarks/gpu_session.sh            # build, GPU tests, GPU benchmarks (~5 min)
 #   bash benchmarks/gpu_session.sh full       # ... then the CPU suite and the packing tables
 #
 # Builds kernarg in place from this tree with the machine's Python (which already has torch,
 # CuPy, JAX, numba-cuda, cuda.core, cuda.bindings, Cython and nvcc; nothing is downloaded),
-# runs tests/gpu (and again under compute-sanitizer's memcheck), then
-# `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
-# arrays), the pytest-benchmark launch suite, CuPy's adapter call by call, and the stream suite
-# (with a real cuda.core Stream), and leaves the log, a JUnit report and the
-# benchmark JSON, the plot and the README's tables (tables.md) in $OUT (default
-# /tmp/kernarg-gpu). Every step runs even if an earlier one
-# fails; the exit status is that of the first failure.
+# runs tests/gpu, then `python -m kernarg bench --gpu-only` (launch latency and foreign GPU
+# arrays), the pytest-benchmark launch suite, CuPy's adapter call by call, the stream suite
+# (with a real cuda.core Stream), and tests/gpu again under compute-sanitizer's memcheck.
+# Every step runs even if an earlier one fails; the exit status is that of the first failure.
+#
+# The whole script keeps within KERNARG_GPU_BUDGET_S seconds (default 480): each step's
+# timeout is cut to what is left, and a step that would start with under 20 s left is skipped
+# (said in the log; the exit status is then 124), so the files written so far always come
+# back. The steps run most important first.
+#
+# What it leaves in $OUT (default /tmp/kernarg-gpu), 7 files (8 with `full`): log.txt (the
+# README's tables from readme_tables.py are printed at its end), junit-gpu.xml,
+# bench-gpu.json, pytest-benchmark-launch.json, breakdown.txt, pytest-benchmark-stream.json,
+# memcheck.txt (and bench-all.json). The plot is made afterwards on the development machine:
+#   python benchmarks/plot_launch.py bench-gpu.json launch-latency.png
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kernarg-gpu}
@@ -28,9 +37,21 @@ for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
 done
 PY=${PYTHON:-python3}
 status=0
+start=$SECONDS
+budget=${KERNARG_GPU_BUDGET_S:-480}
+# step LIMIT CMD...: run CMD under `timeout`, LIMIT seconds or what is left of the budget.
 step() {
-    echo "=== $(date +%T) $* ==="
-    "$@"
+    local limit=$1
+    shift
+    local left=$((budget - (SECONDS - start)))
+    if [ "$left" -lt 20 ]; then
+        echo "=== $(date +%T) skipped, ${left}s of the ${budget}s budget left: $* ==="
+        if [ "$status" -eq 0 ]; then status=124; fi
+        return
+    fi
+    if [ "$limit" -gt "$left" ]; then limit=$left; fi
+    echo "=== $(date +%T) (limit ${limit}s) $* ==="
+    timeout "$limit" "$@"
     local rc=$?
     echo "=== $(date +%T) rc=$rc ==="
     if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=$rc; fi
@@ -41,12 +62,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 # Wheels carried in .whl/ (pip's nvidia-cuda-cccl 13.0 for the complex test: the image has no
 # CCCL headers and no network). Through "$PY -m pip": a bare `pip` may belong to another Python.
 for whl in .whl/*.whl; do
-    if [ -e "$whl" ]; then step "$PY" -m pip install -q --no-deps "$whl"; fi
+    if [ -e "$whl" ]; then step 60 "$PY" -m pip install -q --no-deps "$whl"; fi
 done
-step "$PY" setup.py -q build_ext --inplace -j "$(nproc)"
-step "$PY" -m kernarg info
-step env KERNARG_REQUIRE_GPU=1 timeout 240 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
+step 200 "$PY" setup.py -q build_ext --inplace -j "$(nproc)"
+step 30 "$PY" -m kernarg info
+step 150 env KERNARG_REQUIRE_GPU=1 "$PY" -m pytest tests/gpu -v -p no:cacheprovider -rs \
     --junitxml="$OUT/junit-gpu.xml"
+step 150 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
+step 60 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
+    --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
+step 60 bash -c '"$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
+step 45 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
+    --benchmark-json="$OUT/pytest-benchmark-stream.json"
 # compute-sanitizer's memcheck over the GPU tests: a kernel reading or writing outside the
 # memory kernarg gave it is an error. The driver's API errors are left out (the tests probe
 # devices and symbols that do not exist on purpose). JAX's tests and the 10^6-launch stress
@@ -54,23 +81,18 @@ step env KERNARG_REQUIRE_GPU=1 timeout 240 "$PY" -m pytest tests/gpu -v -p no:ca
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null \
     | head -n 1)
 if [ -n "$sanitizer" ]; then
-    step timeout 240 "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 86 \
+    step 120 "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 86 \
         --print-limit 20 --log-file "$OUT/memcheck.txt" "$PY" -m pytest tests/gpu -q \
         -p no:cacheprovider -k "not jax and not stress"
 else
     echo "no compute-sanitizer: memcheck not run"
 fi
-step timeout 240 "$PY" -m kernarg bench --gpu-only --json "$OUT/bench-gpu.json"
-step timeout 180 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
-    --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
-step bash -c 'timeout 120 "$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
-step timeout 60 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
-    --benchmark-json="$OUT/pytest-benchmark-stream.json"
-step "$PY" benchmarks/plot_launch.py "$OUT/bench-gpu.json" "$OUT/launch-latency.png"
-step bash -c '"$0" benchmarks/readme_tables.py "$1" > "$2"' "$PY" "$OUT/bench-gpu.json" \
-    "$OUT/tables.md"
-if [ "${1:-}" = full ]; then
-    step timeout 300 "$PY" -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu
-    step timeout 300 "$PY" -m kernarg bench --json "$OUT/bench-all.json"
+if [ -e "$OUT/bench-gpu.json" ]; then
+    step 30 "$PY" benchmarks/readme_tables.py "$OUT/bench-gpu.json"
 fi
+if [ "${1:-}" = full ]; then
+    step 300 "$PY" -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu
+    step 300 "$PY" -m kernarg bench --json "$OUT/bench-all.json"
+fi
+echo "=== $(date +%T) done in $((SECONDS - start))s of the ${budget}s budget, status $status ==="
 exit "$status"
