@@ -24,6 +24,11 @@ cdef extern from "_cutils.h":
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
     bint kernarg_type_name_is(PyTypeObject* t, const char* name) noexcept
     bint kernarg_static_type_in(PyTypeObject* t, const char* prefix) noexcept
+    ctypedef struct PyMethodDef:
+        pass
+    void kernarg_fastcall_def(PyMethodDef* d, const char* name, void* fn,
+                              const char* doc) noexcept
+    int kernarg_install_method(PyTypeObject* tp, PyMethodDef* d) except -1
 
 
 cdef extern from "Python.h":
@@ -38,6 +43,7 @@ cdef extern from "Python.h":
     double PyFloat_AsDouble(object) except? -1.0
     double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
     PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
+    object PyCFunction_NewEx(PyMethodDef* ml, PyObject* self, object module)
 
 
 cdef inline PyObject** tuple_items(tuple t) noexcept:
@@ -78,3 +84,33 @@ cdef inline object mro_find(type t, str module_prefix, str name):
 
 cdef inline bint mro_has(type t, str module_prefix, str name):
     return mro_find(t, module_prefix, name) is not None
+
+
+cdef inline int parse_pack_call(str func, PyObject** args, Py_ssize_t nargs, PyObject* kwnames,
+                                PyObject** given) except -1:
+    """Sort the arguments of a fastcall ``func(args, *, stream=None, device=None)`` (kernarg.pack
+    and Signature.pack, see kernarg_fastcall_def) into ``given[0:3]``: args, stream, device,
+    NULL where not given. Refuses what a def would: more than one positional argument, a
+    keyword it does not take, a value given twice, no ``args``."""
+    cdef Py_ssize_t i, j
+    cdef Py_ssize_t nkw = 0 if kwnames == NULL else len(<tuple><object>kwnames)
+    if nargs > 1:
+        raise TypeError(f"{func}() takes 1 positional argument but {nargs} were given")
+    given[0] = args[0] if nargs == 1 else NULL
+    given[1] = given[2] = NULL
+    for i in range(nkw):
+        name = (<tuple><object>kwnames)[i]
+        if name == "args":
+            j = 0
+        elif name == "stream":
+            j = 1
+        elif name == "device":
+            j = 2
+        else:
+            raise TypeError(f"{func}() got an unexpected keyword argument {name!r}")
+        if given[j] != NULL:
+            raise TypeError(f"{func}() got multiple values for argument {name!r}")
+        given[j] = args[nargs + i]
+    if given[0] == NULL:
+        raise TypeError(f"{func}() missing required argument 'args' (pos 1)")
+    return 0

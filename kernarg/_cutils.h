@@ -20,6 +20,30 @@
 #define KERNARG_NOINLINE
 #endif
 
+/* Fill def as a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (that of
+   builtins): it reads its positional arguments where the caller put them, then the keyword
+   values named by kwnames, with no tuple made and no generic keyword parser run. The first
+   lines of doc, "name(signature)\n--\n\n", are the signature inspect reads. */
+static KERNARG_MAYBE_UNUSED void kernarg_fastcall_def(PyMethodDef *def, const char *name,
+                                                      void *fn, const char *doc) {
+    def->ml_name = name;
+    def->ml_meth = (PyCFunction)(void (*)(void))fn;
+    def->ml_flags = METH_FASTCALL | METH_KEYWORDS;
+    def->ml_doc = doc;
+}
+
+/* Put def's function on tp as a method (a method descriptor in its dict, as a def in the
+   class body would be), in place of what the class body defined under that name. */
+static KERNARG_MAYBE_UNUSED int kernarg_install_method(PyTypeObject *tp, PyMethodDef *def) {
+    PyObject *descr = PyDescr_NewMethod(tp, def);
+    int r;
+    if (descr == NULL) return -1;
+    r = PyDict_SetItemString(tp->tp_dict, def->ml_name, descr);
+    Py_DECREF(descr);
+    PyType_Modified(tp);
+    return r;
+}
+
 /* Value of an exact int of at most two 30-bit digits (|x| < 2**60: small ints and device
    addresses) without a function call; 0 if it is wider (the caller then takes the general
    path). CPython 3.12+ keeps the digit count and sign in `lv_tag` (cpython/longintrepr.h: sign

@@ -64,6 +64,8 @@ MAX_PARAM_BYTES = KERNARG_MAX_PARAM_BYTES
 from kernarg._cdefs cimport (
     Py_TYPE_P,
     Py_True,
+    PyCFunction_NewEx,
+    PyMethodDef,
     PyBool_Type,
     PyFloat_AS_DOUBLE_P,
     PyFloat_AsDouble,
@@ -71,8 +73,10 @@ from kernarg._cdefs cimport (
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
     is_numpy_bool,
+    kernarg_fastcall_def,
     kernarg_int_run,
     kernarg_small_int,
+    parse_pack_call,
     tuple_items,
 )
 from cpython.number cimport PyNumber_Index
@@ -772,35 +776,24 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     return 0
 
 
-def pack(args, *, stream=None, device=None):
-    """Pack kernel arguments into one contiguous, C-aligned parameter block.
+# kernarg.pack is a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (as
+# kernarg.launch is, see _launch.pyx), not a Cython def: a def with keyword-only parameters
+# runs Cython's generic argument parser on every call, ~130 instructions (callgrind) of a
+# ~320-instruction pack of one int. The usual call, pack(args), reads its one argument where
+# the caller put it; keywords are sorted by name only when given.
 
-    Parameters
-    ----------
-    args : tuple or list
-        The kernel arguments, in order. See the README's argument table for the C type each
-        Python value becomes.
-    stream : optional
-        The consumer stream (anything :func:`kernarg.resolve_stream` accepts; None means the
-        default stream). DLPack producers receive it as ``__dlpack__(stream=...)``.
-    device : int, optional
-        The CUDA device ordinal the kernel will run on. Arrays whose producer says they live
-        on another device (DLPack ``kDLCUDA`` device id, torch, CuPy, JAX, a cuda.core
-        Buffer's memory resource or StridedMemoryView) are refused.
+cdef object _pack_fastcall(object self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    """``pack(args, *, stream=None, device=None)``: ``args[0:nargs]`` by position, then the
+    values of the keywords ``kwnames`` names."""
+    cdef PyObject* given[3]
+    if nargs == 1 and kwnames == NULL:
+        return _pack(<object>args[0], None, None)
+    parse_pack_call("pack", args, nargs, kwnames, given)
+    return _pack(<object>given[0], <object>given[1] if given[1] != NULL else None,
+                 <object>given[2] if given[2] != NULL else None)
 
-    Returns
-    -------
-    ParamBlock
 
-    Raises
-    ------
-    TypeError
-        An argument has no kernel parameter mapping (the message names its index and type).
-    OverflowError
-        An int does not fit in 64 bits.
-    ValueError
-        The parameters exceed CUDA's 32,764-byte limit, or an array interface is malformed.
-    """
+cdef inline ParamBlock _pack(object args, object stream, object device):
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
     cdef uint64_t handle = stream_handle(stream)
     # untyped_block_items' body, inline: a call here costs more than these lines.
@@ -810,6 +803,43 @@ def pack(args, *, stream=None, device=None):
         set_launch_device(&blk.st, device_ordinal(device))
     pack_state(&blk.st, t, handle)
     return blk
+
+
+cdef const char* _PACK_DOC = b"""\
+pack(args, *, stream=None, device=None)
+--
+
+Pack kernel arguments into one contiguous, C-aligned parameter block.
+
+Parameters
+----------
+args : tuple or list
+    The kernel arguments, in order. See the README's argument table for the C type each
+    Python value becomes.
+stream : optional
+    The consumer stream (anything :func:`kernarg.resolve_stream` accepts; None means the
+    default stream). DLPack producers receive it as ``__dlpack__(stream=...)``.
+device : int, optional
+    The CUDA device ordinal the kernel will run on. Arrays whose producer says they live
+    on another device (DLPack ``kDLCUDA`` device id, torch, CuPy, JAX, a cuda.core
+    Buffer's memory resource or StridedMemoryView) are refused.
+
+Returns
+-------
+ParamBlock
+
+Raises
+------
+TypeError
+    An argument has no kernel parameter mapping (the message names its index and type).
+OverflowError
+    An int does not fit in 64 bits.
+ValueError
+    The parameters exceed CUDA's 32,764-byte limit, or an array interface is malformed.
+"""
+cdef PyMethodDef _pack_def
+kernarg_fastcall_def(&_pack_def, "pack", <void*>_pack_fastcall, _PACK_DOC)
+pack = PyCFunction_NewEx(&_pack_def, NULL, __name__)
 
 
 cdef int device_ordinal(object device) except -2:

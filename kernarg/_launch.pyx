@@ -17,7 +17,16 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdlib cimport free, malloc
 
-from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, tuple_items, tuple_of
+from kernarg._cdefs cimport (
+    PyCFunction_NewEx,
+    PyMethodDef,
+    is_numpy_bool,
+    kernarg_fastcall_def,
+    kernarg_install_method,
+    kernarg_small_int,
+    tuple_items,
+    tuple_of,
+)
 from kernarg._handler cimport (
     KERNARG_INLINE_ARGS,
     KERNARG_INLINE_BYTES,
@@ -1574,32 +1583,7 @@ cdef class Kernel:
 # gets one made, see _launch's ``borrowed``). Their first lines (the "--" line ends them) are
 # the signatures ``inspect.signature`` reads.
 
-cdef extern from *:
-    """
-    static void kernarg_fastcall_def(PyMethodDef *def, const char *name, void *fn,
-                                     const char *doc) {
-        def->ml_name = name;
-        def->ml_meth = (PyCFunction)(void (*)(void))fn;
-        def->ml_flags = METH_FASTCALL | METH_KEYWORDS;
-        def->ml_doc = doc;
-    }
-
-    static int kernarg_install_method(PyTypeObject *tp, PyMethodDef *def) {
-        PyObject *descr = PyDescr_NewMethod(tp, def);
-        int r;
-        if (descr == NULL) return -1;
-        r = PyDict_SetItemString(tp->tp_dict, def->ml_name, descr);
-        Py_DECREF(descr);
-        PyType_Modified(tp);
-        return r;
-    }
-    """
-    ctypedef struct PyMethodDef:
-        pass
-    void kernarg_fastcall_def(PyMethodDef* d, const char* name, void* fn,
-                              const char* doc) noexcept
-    int kernarg_install_method(PyTypeObject* tp, PyMethodDef* d) except -1
-    object PyCFunction_NewEx(PyMethodDef* ml, PyObject* self, object module)
+cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
 
 

@@ -73,6 +73,7 @@ from kernarg._stream cimport stream_handle
 from kernarg._cdefs cimport (
     Py_None,
     Py_TYPE_P,
+    PyMethodDef,
     PyFloat_AS_DOUBLE_P,
     PyFloat_AsDouble,
     PyFloat_Type,
@@ -80,9 +81,12 @@ from kernarg._cdefs cimport (
     PyLong_Type,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
+    kernarg_fastcall_def,
+    kernarg_install_method,
     kernarg_small_int,
     kernarg_typed_int_run,
     kernarg_typed_int_run_call,
+    parse_pack_call,
     tuple_items,
     tuple_of,
 )
@@ -1556,33 +1560,62 @@ cdef class Signature:
             for t, n, d in zip(self._types, self._names, self._default_texts))
         return f"kernarg.Signature({params!r})"
 
-    def pack(self, args, *, stream=None, device=None):
-        """Pack ``args`` as this signature's parameter types.
 
-        Ints are range-checked against the declared width, floats rounded to float, double,
-        ``__half`` or ``__nv_bfloat16`` (to nearest even), vectors built from sequences, structs
-        from numpy/ctypes values, dicts or tuples, and pointers from anything
-        :func:`kernarg.pack` accepts as a pointer (plus int addresses and None), with the
-        array's element type checked against the pointee and read-only arrays refused for
-        non-const pointers. ``stream`` and ``device`` are as for :func:`kernarg.pack`.
+# Signature.pack is a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention, put on
+# the class below, as kernarg.pack is (see _handler.pyx): not a def, whose keyword-only
+# parameters cost Cython's generic argument parser on every call.
 
-        Returns
-        -------
-        ParamBlock
-        """
-        cdef tuple t = as_arg_tuple(args, "Signature.pack")
-        t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
-        cdef uint64_t handle = stream_handle(stream)
-        cdef ParamBlock blk
-        if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
-            # typed_block's common case, inline: a call here costs more than these lines.
-            blk = arena_block(t, self._n)
-            memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
-            if device is not None:
-                set_launch_device(&blk.st, device_ordinal(device))
-            _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, False)
-            return blk
-        return typed_block(self, t, handle, device_ordinal(device))
+cdef object _signature_pack_fastcall(object self, PyObject** args, Py_ssize_t nargs,
+                                     PyObject* kwnames):
+    """``Signature.pack(args, *, stream=None, device=None)``; ``self`` is a Signature (the
+    method descriptor checked it)."""
+    cdef PyObject* given[3]
+    if nargs == 1 and kwnames == NULL:
+        return _signature_pack(<Signature>self, <object>args[0], None, None)
+    parse_pack_call("Signature.pack", args, nargs, kwnames, given)
+    return _signature_pack(<Signature>self, <object>given[0],
+                           <object>given[1] if given[1] != NULL else None,
+                           <object>given[2] if given[2] != NULL else None)
+
+
+cdef inline ParamBlock _signature_pack(Signature self, object args, object stream,
+                                       object device):
+    cdef tuple t = as_arg_tuple(args, "Signature.pack")
+    t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
+    cdef uint64_t handle = stream_handle(stream)
+    cdef ParamBlock blk
+    if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
+        # typed_block's common case, inline: a call here costs more than these lines.
+        blk = arena_block(t, self._n)
+        memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+        if device is not None:
+            set_launch_device(&blk.st, device_ordinal(device))
+        _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, False)
+        return blk
+    return typed_block(self, t, handle, device_ordinal(device))
+
+
+cdef const char* _SIGNATURE_PACK_DOC = b"""\
+pack($self, args, *, stream=None, device=None)
+--
+
+Pack ``args`` as this signature's parameter types.
+
+Ints are range-checked against the declared width, floats rounded to float, double,
+``__half`` or ``__nv_bfloat16`` (to nearest even), vectors built from sequences, structs
+from numpy/ctypes values, dicts or tuples, and pointers from anything
+:func:`kernarg.pack` accepts as a pointer (plus int addresses and None), with the
+array's element type checked against the pointee and read-only arrays refused for
+non-const pointers. ``stream`` and ``device`` are as for :func:`kernarg.pack`.
+
+Returns
+-------
+ParamBlock
+"""
+cdef PyMethodDef _signature_pack_def
+kernarg_fastcall_def(&_signature_pack_def, "pack", <void*>_signature_pack_fastcall,
+                     _SIGNATURE_PACK_DOC)
+kernarg_install_method(<PyTypeObject*>Signature, &_signature_pack_def)
 
 
 cdef ParamBlock typed_block(Signature sig, tuple t, uint64_t stream, int device):

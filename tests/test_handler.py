@@ -958,3 +958,64 @@ def test_packing_inside_a_protocol_property_leaves_the_outer_pack_intact():
         assert bytes(kernarg.pack(args)) == bytes(kernarg.pack(plain))
         sig = kernarg.Signature([c_type_of(a) for a in plain])
         assert bytes(sig.pack(args)) == bytes(sig.pack(plain))
+
+
+PACKERS_BY_CALL = [
+    ("pack", lambda: kernarg.pack),
+    ("Signature.pack", lambda: kernarg.Signature("long long a, double b").pack),
+]
+
+
+@pytest.mark.parametrize("func, get", PACKERS_BY_CALL, ids=[p[0] for p in PACKERS_BY_CALL])
+def test_pack_takes_its_arguments_as_a_def_would(func, get):
+    """kernarg.pack and Signature.pack are fastcall C functions, not defs: they take args by
+    position or keyword, stream and device by keyword only, and refuse what a def would,
+    with the same messages, leaking nothing."""
+    import inspect
+    import sys
+
+    packer = get()
+    assert str(inspect.signature(packer)) == "(args, *, stream=None, device=None)"
+    expected = bytes(packer((7, 2.5)))
+    assert expected == struct.pack("<qd", 7, 2.5)
+    values = (7, 2.5)
+    stream, device = 0x1234, 0
+    before = [sys.getrefcount(v) for v in (values, stream)]
+    for _ in range(1000):
+        for block in (packer(values, stream=None), packer(args=values),
+                      packer(values, device=device, stream=stream),
+                      packer(device=None, args=list(values), stream=stream)):
+            assert bytes(block) == expected
+    del block
+    assert [sys.getrefcount(v) for v in (values, stream)] == before
+    for call, message in [
+            (lambda: packer(), rf"{func}\(\) missing required argument 'args' \(pos 1\)"),
+            (lambda: packer(stream=None), rf"{func}\(\) missing required argument 'args'"),
+            (lambda: packer(values, None),
+             rf"{func}\(\) takes 1 positional argument but 2 were given"),
+            (lambda: packer(values, strem=1),
+             rf"{func}\(\) got an unexpected keyword argument 'strem'"),
+            (lambda: packer(values, args=values),
+             rf"{func}\(\) got multiple values for argument 'args'"),
+            (lambda: packer(values, **{"stream": None, "device": 0, "x": 1}),
+             "unexpected keyword argument 'x'")]:
+        with pytest.raises(TypeError, match=message):
+            call()
+    # Each keyword reaches its parameter: the stream is resolved (once), the device checked.
+    class Stream:
+        calls = 0
+
+        def __cuda_stream__(self):
+            Stream.calls += 1
+            return (0, 5)
+
+    assert bytes(packer(values, device=0, stream=Stream())) == expected
+    assert Stream.calls == 1
+    with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
+        packer(values, stream=None, device="gpu")
+    with pytest.raises(TypeError, match="stream"):
+        packer(values, device=None, stream="s")
+    # A keyword name equal to, but not the same object as, the parameter's is taken.
+    name = "".join(["str", "eam"])
+    assert bytes(packer(values, **{name: Stream()})) == expected
+    assert Stream.calls == 2
