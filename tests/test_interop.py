@@ -12,6 +12,7 @@ import kernarg
 
 from producers import (
     CAIObject,
+    DLDevice,
     DLPackProducer,
     NoKeywordProducer,
     StreamOnlyProducer,
@@ -1019,3 +1020,44 @@ def test_texture_and_surface_objects_pack_as_their_handles():
     # Same names elsewhere are not these libraries' classes.
     with pytest.raises(TypeError, match="unsupported kernel argument"):
         kernarg.pack((_handle_stand_in("mylib", "TextureObject")(ptr=5),))
+
+
+class _TensorDeviceProducer(DLPackProducer):
+    """Exports a DLTensor whose own device is ``tensor_device``, whatever __dlpack_device__
+    says: a producer that never set it (0), or set it to the CPU, as one library's GPU arrays
+    once were exported."""
+
+    tensor_device = (0, 0)
+
+    def _fill(self, t, shape_arr):
+        super()._fill(t, shape_arr)
+        t.device = DLDevice(*self.tensor_device)
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+@pytest.mark.parametrize("tensor_device", [(0, 0), (1, 0), (2, 1)],
+                         ids=["unset", "cpu", "other-gpu"])
+def test_dlpack_device_decides_not_the_tensors_own(versioned, tensor_device):
+    """__dlpack_device__ says where the memory is (the DLPack Python specification); the device
+    written inside the exported tensor is not trusted. A CUDA array whose exporter left the
+    tensor's device unset, or wrote the CPU there, packs as the CUDA pointer it is, checked
+    against the launch device by what __dlpack_device__ said; its deleter runs once."""
+    p = _TensorDeviceProducer(0x7000, device=(2, 0), versioned=versioned, byte_offset=16)
+    p.tensor_device = tensor_device
+    block = kernarg.pack((p,), device=0)
+    assert ptr_of(block) == 0x7010
+    assert p.exported == 1 and p.deleted == 0
+    block.release()
+    assert p.deleted == 1
+    with pytest.raises(ValueError, match="device"):
+        kernarg.pack((_TensorDeviceProducer(0x7000, device=(2, 1)),), device=0)
+
+
+def test_a_cpu_dlpack_device_is_refused_before_any_export():
+    """The other way round: __dlpack_device__ says the CPU, the tensor says CUDA. Refused with
+    the CPU message, and nothing is exported (no capsule to consume and release)."""
+    p = _TensorDeviceProducer(0x7000, device=(1, 0))
+    p.tensor_device = (2, 0)
+    with pytest.raises(TypeError, match="memory is on the CPU"):
+        kernarg.pack((p,))
+    assert p.exported == 0
