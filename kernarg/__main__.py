@@ -57,7 +57,13 @@ def _info() -> int:
 def _nvrtc_line() -> bool:
     """Print which NVRTC Kernel.from_source uses and its real architectures; False if none."""
     try:
-        from kernarg._nvrtc import cache_dir, cuda_include_dir, nvrtc_version, supported_archs
+        from kernarg._nvrtc import (
+            cache_dir,
+            cccl_include_dir,
+            cuda_include_dir,
+            nvrtc_version,
+            supported_archs,
+        )
 
         major, minor = nvrtc_version()
         archs = supported_archs()
@@ -65,7 +71,8 @@ def _nvrtc_line() -> bool:
         print(f"NVRTC unavailable ({type(exc).__name__}: {exc})")
         return False
     print(f"NVRTC {major}.{minor} (machine code for sm_{archs[0]} .. sm_{archs[-1]}); "
-          f"runtime headers: {cuda_include_dir() or 'not found'}")
+          f"runtime headers: {cuda_include_dir() or 'not found'}; "
+          f"CCCL headers: {cccl_include_dir() or 'not found'}")
     print(f"compilation cache on disk: {cache_dir() or 'off'} (KERNARG_CACHE_DIR)")
     return True
 

@@ -70,20 +70,56 @@ def cuda_include_dir() -> str | None:
     return dirs[0] if dirs else None
 
 
-def cccl_include_dir(include: str | None = None) -> str | None:
-    """The CCCL headers (libcu++'s ``<cuda/std/...>``, CUB, Thrust) that go with the runtime
-    headers in ``include`` (default: :func:`cuda_include_dir`), from pip's
-    ``nvidia-cuda-cccl``: CUDA 13 puts them in ``include/cccl`` beside the runtime's (where
-    nvcc looks, and NVRTC does not), CUDA 12's wheels in ``nvidia/cuda_cccl/include`` beside
-    ``nvidia/cuda_runtime/include``. None where they are not installed."""
-    include = cuda_include_dir() if include is None else include
-    if include is None:
-        return None
+def _cccl_under(include: str) -> str | None:
+    """The CCCL headers that go with the runtime headers in ``include``: CUDA 13 puts them in
+    ``include/cccl`` (where nvcc looks, and NVRTC does not), CUDA 12's wheels in
+    ``nvidia/cuda_cccl/include`` beside ``nvidia/cuda_runtime/include``, and CUDA 12 toolkits in
+    ``include`` itself."""
     for candidate in (os.path.join(include, "cccl"),
                       os.path.join(os.path.dirname(os.path.dirname(include)), "cuda_cccl",
-                                   "include")):
+                                   "include"),
+                      include):
         if os.path.isfile(os.path.join(candidate, "cuda", "std", "version")):
             return candidate
+    return None
+
+
+# Where a CUDA toolkit is looked for after CUDA_HOME and CUDA_PATH.
+DEFAULT_TOOLKIT = "/usr/local/cuda"
+
+
+def toolkit_include_dirs() -> list[str]:
+    """The include directories of the CUDA toolkits named by ``CUDA_HOME`` and ``CUDA_PATH``,
+    then :data:`DEFAULT_TOOLKIT`, that exist (in that order, without repeats)."""
+    out = []
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), DEFAULT_TOOLKIT):
+        if root:
+            include = os.path.realpath(os.path.join(root, "include"))
+            if os.path.isdir(include) and include not in out:
+                out.append(include)
+    return out
+
+
+def cccl_include_dir(include: str | None = None) -> str | None:
+    """The CCCL headers (libcu++'s ``<cuda/std/...>``, CUB, Thrust) NVRTC is given: those that
+    go with the runtime headers in ``include`` (default: :func:`cuda_include_dir`), from pip's
+    ``nvidia-cuda-cccl``; else a CUDA toolkit's (:func:`toolkit_include_dirs`) whose major
+    version is NVRTC's, as on a machine with a toolkit and without that wheel. None where
+    neither has them."""
+    include = cuda_include_dir() if include is None else include
+    if include is not None:
+        found = _cccl_under(include)
+        if found is not None:
+            return found
+    try:
+        major = nvrtc_version()[0]
+    except Exception:
+        return None
+    for toolkit in toolkit_include_dirs():
+        if _header_major(toolkit) == major:
+            found = _cccl_under(toolkit)
+            if found is not None:
+                return found
     return None
 
 

@@ -236,7 +236,8 @@ def test_complex_class_templates_are_the_float_pairs_they_are_laid_out_as():
 
 
 @pytest.mark.skipif(cccl_include_dir() is None,
-                    reason="the CCCL headers (pip nvidia-cuda-cccl) are not installed")
+                    reason="no CCCL headers: neither pip nvidia-cuda-cccl nor a CUDA toolkit "
+                           "of NVRTC's major version")
 def test_cccl_headers_are_found_and_complex_layouts_match_nvrtc():
     # CUDA 13 keeps libcu++, CUB and Thrust under include/cccl, where NVRTC does not look:
     # kernarg passes it, so <cuda/std/...> includes compile.
@@ -254,6 +255,69 @@ extern "C" __global__ void k(char c, cuda::std::complex<float> z, char d,
                          "unsigned int", "float2*")
     assert (sig.offsets, sig.sizes, sig.nbytes) == \
         layout(parse_params(compile_to_ptx(src), "k"))
+
+
+def _fake_include(root, *, major, cccl="cccl"):
+    """An include directory that says it is CUDA ``major``'s, with CCCL's marker header under
+    ``cccl`` (a subdirectory name; "" for the directory itself; None for no CCCL)."""
+    include = root / "include"
+    include.mkdir(parents=True)
+    (include / "cuda_runtime_api.h").write_text(f"#define CUDART_VERSION {major * 1000}\n")
+    if cccl is not None:
+        std = include / cccl / "cuda" / "std"
+        std.mkdir(parents=True)
+        (std / "version").write_text("")
+    return include
+
+
+def test_cccl_headers_come_from_a_toolkit_of_nvrtcs_major_version(tmp_path, monkeypatch):
+    """Without pip's nvidia-cuda-cccl beside the runtime headers, a CUDA toolkit's CCCL
+    (CUDA_HOME, CUDA_PATH, /usr/local/cuda) is used where its major version is NVRTC's:
+    include/cccl (CUDA 13) or include itself (CUDA 12). Another major's is not."""
+    import kernarg._nvrtc as nvrtc_module
+    from kernarg._nvrtc import toolkit_include_dirs
+
+    tmp_path = tmp_path.resolve()       # toolkit_include_dirs gives real paths
+    major = nvrtc_version()[0]
+    pip_include = _fake_include(tmp_path / "pip", major=major, cccl=None)
+    new = _fake_include(tmp_path / "new", major=major)
+    old_layout = _fake_include(tmp_path / "old", major=major, cccl="")
+    other = _fake_include(tmp_path / "other", major=major - 1)
+    monkeypatch.setenv("CUDA_HOME", str(other.parent))
+    monkeypatch.setenv("CUDA_PATH", str(new.parent))
+    assert toolkit_include_dirs()[:2] == [str(other), str(new)]
+    assert cccl_include_dir(str(pip_include)) == str(new / "cccl")
+    monkeypatch.setenv("CUDA_PATH", str(old_layout.parent))
+    assert cccl_include_dir(str(pip_include)) == str(old_layout)
+    # The pip wheel's own CCCL comes first, whatever the toolkits have.
+    pip_cccl = _fake_include(tmp_path / "pip2", major=major)
+    assert cccl_include_dir(str(pip_cccl)) == str(pip_cccl / "cccl")
+    # Only another major's toolkits: none.
+    monkeypatch.setenv("CUDA_PATH", str(other.parent))
+    monkeypatch.setattr(nvrtc_module, "DEFAULT_TOOLKIT", str(tmp_path / "absent"))
+    assert toolkit_include_dirs() == [str(other)]
+    assert cccl_include_dir(str(pip_include)) is None
+
+
+def test_a_toolkits_cccl_compiles_libcu_includes(monkeypatch):
+    """The fallback end to end, where the machine has a toolkit of NVRTC's major version with
+    CCCL (this development VM's /usr/local/cuda): <cuda/std/complex> compiles with the pip
+    runtime headers' CCCL taken away."""
+    import kernarg._nvrtc as nvrtc_module
+
+    toolkits = [d for d in nvrtc_module.toolkit_include_dirs()
+                if nvrtc_module._header_major(d) == nvrtc_version()[0]
+                and nvrtc_module._cccl_under(d) is not None]
+    if not toolkits:
+        pytest.skip(f"no CUDA {nvrtc_version()[0]} toolkit with CCCL headers on this machine")
+    monkeypatch.setattr(nvrtc_module, "_cccl_under",
+                        lambda d, _f=nvrtc_module._cccl_under: _f(d) if d in toolkits else None)
+    assert nvrtc_module.cccl_include_dir() == nvrtc_module._cccl_under(toolkits[0])
+    src = """#include <cuda/std/complex>
+extern "C" __global__ void k(char c, cuda::std::complex<double> w) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("char", "double2") and sig.offsets == (0, 16)
 
 
 def test_128_bit_integers_are_laid_out_and_packed_as_nvrtc_has_them():

@@ -255,7 +255,8 @@ def test_complex_values_and_arrays_reach_the_kernel(ctx):
     from kernarg._nvrtc import cccl_include_dir
 
     if cccl_include_dir() is None:
-        pytest.skip("the CCCL headers (pip nvidia-cuda-cccl) are not installed")
+        pytest.skip("no CCCL headers: neither pip nvidia-cuda-cccl nor a CUDA toolkit of NVRTC's "
+                    "major version")
     params = [("char", "a"), ("cuda::std::complex<float>", "z"), ("cuComplex*", "p"),
               ("cuda::std::complex<double>", "w"), ("cuda::std::complex<__half>", "h")]
     source = "#include <cuda/std/complex>\n#include <cuComplex.h>\n#include <cuda_fp16.h>\n" \
