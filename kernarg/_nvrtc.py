@@ -302,6 +302,9 @@ def _cache_key(source, options, arch, name_expressions, headers):
         "nvrtc": list(nvrtc_version()),
         "include": include,
         "include_stamp": [st.st_size, st.st_mtime_ns] if st else None,
+        # The CCCL headers may come from pip or a toolkit (cccl_include_dir): which, is part of
+        # what was compiled.
+        "cccl": cccl_include_dir(include),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
     return digest, key
