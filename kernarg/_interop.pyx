@@ -1420,8 +1420,13 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResul
                         "(device_type, device_id)") from None
     _check_dl_device(dev_type, index, obj)
     # The launch stream as an int object, made here only: the NULL stream (handle 0) as the
-    # default stream it is, never 0, which DLPack forbids.
-    capsule = _call_dlpack(obj, dlpack_stream(stream), index)
+    # default stream it is, never 0, which DLPack forbids. Pinned host memory (kDLCUDAHost) is
+    # given None: the Python specification accepts only None "on CPU and other device types
+    # without streams", and producers of pinned memory hold it so (torch's __dlpack__ refuses
+    # a stream for a pinned tensor, whose device is the CPU; torch's own from_dlpack passes a
+    # stream only for CUDA and ROCm devices).
+    capsule = _call_dlpack(obj, dlpack_stream(stream) if dev_type != DL_CUDA_HOST else None,
+                           index)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned "
                         f"{type(capsule).__name__}, not a "

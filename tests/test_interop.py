@@ -1061,3 +1061,27 @@ def test_a_cpu_dlpack_device_is_refused_before_any_export():
     with pytest.raises(TypeError, match="memory is on the CPU"):
         kernarg.pack((p,))
     assert p.exported == 0
+
+
+class _TorchLikePinned(DLPackProducer):
+    """__dlpack__ as torch's is for a pinned tensor: its device is the CPU, so any stream but
+    None (or -1) is refused."""
+
+    def __dlpack__(self, *, stream=None, max_version=None):
+        if self.device[0] == 3 and stream not in (None, -1):
+            raise AssertionError("stream should be None on cpu.")
+        return super().__dlpack__(stream=stream, max_version=max_version)
+
+
+@pytest.mark.parametrize("device, expected", [((3, 0), None), ((2, 0), 0x77),
+                                              ((13, 0), 0x77)],
+                         ids=["pinned", "device", "managed"])
+def test_the_consumer_stream_goes_to_cuda_devices_not_to_pinned_memory(device, expected):
+    """DLPack's Python specification accepts only stream=None for device types without
+    streams; a pinned (kDLCUDAHost) producer gets None, a CUDA or managed one the launch
+    stream."""
+    p = _TorchLikePinned(PTR, device=device)
+    block = kernarg.pack((p,), stream=0x77)
+    assert ptr_of(block) == PTR and p.streams == [expected]
+    block.release()
+    assert p.deleted == 1
