@@ -2,7 +2,7 @@
 # internals the fast paths use. Internal: the embedding API (_capi.pxd) does not cimport this.
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
 
@@ -44,6 +44,7 @@ cdef extern from "Python.h":
     double PyFloat_AS_DOUBLE_P "PyFloat_AS_DOUBLE"(PyObject*) noexcept nogil
     PyTypeObject* Py_TYPE_P "Py_TYPE"(PyObject*) noexcept nogil
     object PyCFunction_NewEx(PyMethodDef* ml, PyObject* self, object module)
+    PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
 
 
 cdef inline PyObject** tuple_items(tuple t) noexcept:
@@ -86,31 +87,47 @@ cdef inline bint mro_has(type t, str module_prefix, str name):
     return mro_find(t, module_prefix, name) is not None
 
 
-cdef inline int parse_pack_call(str func, PyObject** args, Py_ssize_t nargs, PyObject* kwnames,
-                                PyObject** given) except -1:
-    """Sort the arguments of a fastcall ``func(args, *, stream=None, device=None)`` (kernarg.pack
-    and Signature.pack, see kernarg_fastcall_def) into ``given[0:3]``: args, stream, device,
-    NULL where not given. Refuses what a def would: more than one positional argument, a
-    keyword it does not take, a value given twice, no ``args``."""
-    cdef Py_ssize_t i, j
-    cdef Py_ssize_t nkw = 0 if kwnames == NULL else len(<tuple><object>kwnames)
-    if nargs > 1:
-        raise TypeError(f"{func}() takes 1 positional argument but {nargs} were given")
-    given[0] = args[0] if nargs == 1 else NULL
-    given[1] = given[2] = NULL
+cdef inline int parse_fastcall(str func, tuple names, Py_ssize_t npos, PyObject** args,
+                               Py_ssize_t nargs, PyObject* kwnames, PyObject** given) except -1:
+    """Put a fastcall's arguments (see kernarg_fastcall_def) by name into ``given``:
+    ``given[j]`` is the value for ``names[j]``, or NULL where the call gave none. The first
+    ``npos`` names are those of the positional parameters (``args[0:npos]``, also passable by
+    keyword), the rest are keyword-only; positional arguments after them are the caller's to
+    read (a launch's kernel arguments). Refuses, as a ``def`` would, a keyword not in
+    ``names``, a value given twice and a missing positional one."""
+    cdef Py_ssize_t i, j, m = len(names)
+    cdef Py_ssize_t nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
+    for j in range(m):
+        given[j] = args[j] if j < npos and j < nargs else NULL
     for i in range(nkw):
-        name = (<tuple><object>kwnames)[i]
-        if name == "args":
-            j = 0
-        elif name == "stream":
-            j = 1
-        elif name == "device":
-            j = 2
+        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+        for j in range(m):              # CPython interns keyword names, as Cython its strs
+            if <PyObject*>name == PyTuple_GET_ITEM(names, j):
+                break
         else:
-            raise TypeError(f"{func}() got an unexpected keyword argument {name!r}")
+            for j in range(m):
+                if name == names[j]:
+                    break
+            else:
+                raise TypeError(f"{func}() got an unexpected keyword argument {name!r}")
         if given[j] != NULL:
             raise TypeError(f"{func}() got multiple values for argument {name!r}")
         given[j] = args[nargs + i]
-    if given[0] == NULL:
-        raise TypeError(f"{func}() missing required argument 'args' (pos 1)")
+    for j in range(npos):
+        if given[j] == NULL:
+            raise TypeError(f"{func}() missing required argument {names[j]!r} (pos {j + 1})")
     return 0
+
+
+cdef inline object or_default(PyObject* value, object default):
+    """``value`` (a fastcall argument parse_fastcall found), or ``default`` where NULL."""
+    return <object>value if value != NULL else default
+
+
+cdef inline int parse_pack_call(str func, PyObject** args, Py_ssize_t nargs, PyObject* kwnames,
+                                PyObject** given) except -1:
+    """parse_fastcall for ``func(args, *, stream=None, device=None)`` (kernarg.pack and
+    Signature.pack), which takes no positional argument past ``args``."""
+    if nargs > 1:
+        raise TypeError(f"{func}() takes 1 positional argument but {nargs} were given")
+    return parse_fastcall(func, ("args", "stream", "device"), 1, args, nargs, kwnames, given)

@@ -76,6 +76,7 @@ from kernarg._cdefs cimport (
     kernarg_fastcall_def,
     kernarg_int_run,
     kernarg_small_int,
+    or_default,
     parse_pack_call,
     tuple_items,
 )
@@ -789,8 +790,8 @@ cdef object _pack_fastcall(object self, PyObject** args, Py_ssize_t nargs, PyObj
     if nargs == 1 and kwnames == NULL:
         return _pack(<object>args[0], None, None)
     parse_pack_call("pack", args, nargs, kwnames, given)
-    return _pack(<object>given[0], <object>given[1] if given[1] != NULL else None,
-                 <object>given[2] if given[2] != NULL else None)
+    return _pack(<object>given[0], or_default(given[1], None),
+                 or_default(given[2], None))
 
 
 cdef inline ParamBlock _pack(object args, object stream, object device):

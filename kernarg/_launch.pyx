@@ -24,6 +24,8 @@ from kernarg._cdefs cimport (
     kernarg_fastcall_def,
     kernarg_install_method,
     kernarg_small_int,
+    or_default,
+    parse_fastcall,
     tuple_items,
     tuple_of,
 )
@@ -1587,41 +1589,6 @@ cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
 
 
-cdef int _parse_fastcall(str func, tuple names, Py_ssize_t npos, PyObject** args,
-                         Py_ssize_t nargs, PyObject* kwnames, PyObject** given) except -1:
-    """Put a fastcall's arguments by name into ``given``: ``given[j]`` is the value for
-    ``names[j]``, or NULL where the call gave none. The first ``npos`` names are those of
-    the positional parameters (``args[0:npos]``, also passable by keyword), the rest are
-    keyword-only; the positional arguments after them are the kernel's. Refuses, as a ``def``
-    would, a keyword not in ``names``, a value given twice and a missing positional one."""
-    cdef Py_ssize_t i, j, m = len(names)
-    cdef Py_ssize_t nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
-    for j in range(m):
-        given[j] = args[j] if j < npos and j < nargs else NULL
-    for i in range(nkw):
-        name = <object>PyTuple_GET_ITEM(<object>kwnames, i)
-        for j in range(m):              # CPython interns keyword names, as Cython its strs
-            if <PyObject*>name == PyTuple_GET_ITEM(names, j):
-                break
-        else:
-            for j in range(m):
-                if name == names[j]:
-                    break
-            else:
-                raise TypeError(f"{func}() got an unexpected keyword argument {name!r}")
-        if given[j] != NULL:
-            raise TypeError(f"{func}() got multiple values for argument {name!r}")
-        given[j] = args[nargs + i]
-    for j in range(npos):
-        if given[j] == NULL:
-            raise TypeError(f"{func}() missing required argument {names[j]!r} (pos {j + 1})")
-    return 0
-
-
-cdef inline object _or(PyObject* value, object default):
-    return <object>value if value != NULL else default
-
-
 cdef tuple _KERNEL_LAUNCH_NAMES = (
     "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority")
 cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
@@ -1641,11 +1608,12 @@ cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nar
         if kwnames != NULL:
             given[2] = args[nargs]
     else:
-        _parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
+        parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
     _kernel_launch(<Kernel>self,        # the method descriptor has checked the type
                    <object>given[0], <object>given[1], args + 2, nargs - 2 if nargs > 2 else 0,
-                   _or(given[2], None), _or(given[3], 0), _or(given[4], None),
-                   _or(given[5], False), _or(given[6], False), _or(given[7], None))
+                   or_default(given[2], None), or_default(given[3], 0),
+                   or_default(given[4], None), or_default(given[5], False),
+                   or_default(given[6], False), or_default(given[7], None))
     return None
 
 
@@ -2214,7 +2182,7 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
     if kwnames == NULL and nargs >= 3:         # the usual call: nothing to sort by name
         given[0], given[1], given[2] = args[0], args[1], args[2]
     else:
-        _parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
+        parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
     cdef uint64_t handle = stream_handle(<object>given[0])

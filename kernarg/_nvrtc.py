@@ -228,9 +228,9 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     include = cuda_include_dir()
     if include is not None:
         opts.append(f"-I{include}".encode())
-        cccl = cccl_include_dir(include)
-        if cccl is not None:
-            opts.append(f"-I{cccl}".encode())
+    cccl = cccl_include_dir(include)
+    if cccl is not None and cccl != include:    # a toolkit's, or CCCL in a directory of its own
+        opts.append(f"-I{cccl}".encode())
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}".encode())
     exprs = list(name_expressions)

@@ -86,6 +86,7 @@ from kernarg._cdefs cimport (
     kernarg_small_int,
     kernarg_typed_int_run,
     kernarg_typed_int_run_call,
+    or_default,
     parse_pack_call,
     tuple_items,
     tuple_of,
@@ -1574,8 +1575,8 @@ cdef object _signature_pack_fastcall(object self, PyObject** args, Py_ssize_t na
         return _signature_pack(<Signature>self, <object>args[0], None, None)
     parse_pack_call("Signature.pack", args, nargs, kwnames, given)
     return _signature_pack(<Signature>self, <object>given[0],
-                           <object>given[1] if given[1] != NULL else None,
-                           <object>given[2] if given[2] != NULL else None)
+                           or_default(given[1], None),
+                           or_default(given[2], None))
 
 
 cdef inline ParamBlock _signature_pack(Signature self, object args, object stream,
