@@ -1411,7 +1411,7 @@ def test_kernel_launch_reads_each_new_grid_block_shmem_and_stream(ctx):
     assert filled(grid, 4) == 8
     assert filled(grid, 4) == 8                         # the same objects: kept
     assert filled((3,), 4) == 12
-    assert filled(grid, (4, 2)) == 16
+    assert filled(grid, (8, 2)) == 16                   # the kernel indexes by x alone
     dims = [2]
     assert filled(dims, 4) == 8
     dims[0] = 5                                         # a list is never kept

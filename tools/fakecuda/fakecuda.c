@@ -1427,13 +1427,15 @@ static CUresult load(uintptr_t p, void* v, size_t size, const char* kernel) {
 static CUresult run_kernel(const Node* n) {
     const Func* f = n->func;
     const char* k = f->name;
-    unsigned long long threads = (unsigned long long)n->block[0] * n->block[1] * n->block[2];
-    unsigned long long blocks = (unsigned long long)n->grid[0] * n->grid[1] * n->grid[2];
+    /* The emulated kernels index by blockIdx.x * blockDim.x + threadIdx.x (lb: threadIdx.x)
+     * alone, so the threads of a block's y and z write the same elements as its x row: the
+     * elements written are grid.x * block.x, whatever the other dimensions. */
+    unsigned long long span = (unsigned long long)n->grid[0] * n->block[0];
     uintptr_t out = f->nparams ? (uintptr_t)P(uint64_t, 0) : 0;
     CUresult e = CUDA_SUCCESS;
     if (!strcmp(k, "fill")) {                 /* (float* x, float v, int n) */
         float v = P(float, 1);
-        for (long long i = 0; !e && i < P(int, 2) && i < (long long)(threads * blocks); i++)
+        for (long long i = 0; !e && i < P(int, 2) && i < (long long)span; i++)
             e = store(out + 4 * i, &v, 4, k);
     } else if (!strcmp(k, "put") || !strcmp(k, "add")) {   /* (long long*, long long, double[, bool]) */
         long long v = P(long long, 1) + (long long)P(double, 2) + (f->nparams > 3 && P(char, 3));
@@ -1445,7 +1447,7 @@ static CUresult run_kernel(const Node* n) {
         char t = k[10];
         int scale = 2;
         sscanf(k + 11, "Li%dE", &scale);
-        for (long long i = 0; !e && i < P(int, 2) && i < (long long)(threads * blocks); i++) {
+        for (long long i = 0; !e && i < P(int, 2) && i < (long long)span; i++) {
             if (t == 'f') { float v = P(float, 1) * scale; e = store(out + 4 * i, &v, 4, k); }
             else { double v = P(double, 1) * scale; e = store(out + 8 * i, &v, 8, k); }
         }
@@ -1454,7 +1456,7 @@ static CUresult run_kernel(const Node* n) {
         uintptr_t x = (uintptr_t)*(const uint64_t*)job, y = (uintptr_t)*(const uint64_t*)(job + 8);
         int count = *(const int*)(job + 16), shift = *(const int*)(job + 24);
         float a = *(const float*)(job + 20);
-        for (long long i = 0; !e && i < count && i < (long long)(threads * blocks); i++) {
+        for (long long i = 0; !e && i < count && i < (long long)span; i++) {
             float xv, yv;
             e = load(x + 4 * i, &xv, 4, k);
             if (!e) e = load(y + 4 * i, &yv, 4, k);
@@ -1493,10 +1495,10 @@ static CUresult run_kernel(const Node* n) {
         e = load((uintptr_t)P(uint64_t, 1), &v, 4, k);
         if (!e) e = store(out, &v, 4, k);
     } else if (!strcmp(k, "ids")) {
-        for (unsigned long long b = 0; !e && b < blocks; b++)
-            for (unsigned long long t = 0; !e && t < threads; t++) {
+        for (unsigned long long b = 0; !e && b < n->grid[0]; b++)
+            for (unsigned long long t = 0; !e && t < n->block[0]; t++) {
                 int v = (int)b;
-                e = store(out + 4 * (b * threads + t), &v, 4, k);
+                e = store(out + 4 * (b * n->block[0] + t), &v, 4, k);
             }
     } else if (!strcmp(k, "dyn") || !strcmp(k, "both") || !strcmp(k, "big")) {  /* (float* out, int n) */
         int m = P(int, 1);
@@ -1509,7 +1511,7 @@ static CUresult run_kernel(const Node* n) {
                      *bias = find_global(f, "_ZN2ns4biasE"), *count = find_global(f, "launches");
         if (!coeffs || !table || !bias || !count)
             return fail(CUDA_ERROR_INVALID_IMAGE, "kernel %s: a variable is missing", k);
-        for (long long i = 0; !e && i < P(int, 1) && i < (long long)(threads * blocks); i++) {
+        for (long long i = 0; !e && i < P(int, 1) && i < (long long)span; i++) {
             int v = ((int*)table->ptr)[i % 3] * (int)((float*)coeffs->ptr)[i % 3] + *(int*)bias->ptr;
             e = store(out + 4 * i, &v, 4, k);
         }
@@ -1519,7 +1521,7 @@ static CUresult run_kernel(const Node* n) {
         out = (uintptr_t)P(uint64_t, 1);
         if (t == 0 || t > MAX_TEXTURES || !textures[t - 1].live)
             return fail(CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: texture object %llu", k, t);
-        for (long long i = 0; !e && i < P(int, 2) && i < (long long)(threads * blocks); i++) {
+        for (long long i = 0; !e && i < P(int, 2) && i < (long long)span; i++) {
             float v = 0;        /* tex1Dfetch: 0 past the end */
             if ((size_t)(4 * i + 4) <= textures[t - 1].size) e = load(textures[t - 1].ptr + 4 * i, &v, 4, k);
             if (!e) e = store(out + 4 * i, &v, 4, k);
@@ -1541,7 +1543,7 @@ static CUresult run_kernel(const Node* n) {
                 if (!e) e = store(out + 4 * (r * m.box[0] + c), &v, 4, k);
             }
     } else if (!strcmp(k, "lb")) {
-        for (unsigned long long t = 0; !e && t < threads; t++) {
+        for (unsigned long long t = 0; !e && t < n->block[0]; t++) {
             int v = (int)t;
             e = store(out + 4 * t, &v, 4, k);
         }
