@@ -59,8 +59,9 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 "$PY" -m pip list --format=freeze 2>/dev/null \
     | grep -i -E "^(cuda|torch|cupy|numba|jax|cython|numpy|ml.dtypes|hypothesis|pytest)" || true
-# Wheels carried in .whl/ (pip's nvidia-cuda-cccl 13.0 for the complex test: the image has no
-# CCCL headers and no network). Through "$PY -m pip": a bare `pip` may belong to another Python.
+# Wheels carried in .whl/, for a package the image lacks or has in another version (it has no
+# network). None is needed now: the complex test's CCCL headers come from the image's CUDA
+# toolkit. Through "$PY -m pip": a bare `pip` may belong to another Python.
 for whl in .whl/*.whl; do
     if [ -e "$whl" ]; then step 60 "$PY" -m pip install -q --no-deps "$whl"; fi
 done

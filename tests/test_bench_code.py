@@ -221,13 +221,13 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
     import json
 
     module = _script("readme_tables")
-    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-24d",
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-26",
                            "bench-gpu.json")) as f:
         result = json.load(f)
     assert result["launch"]["device"].startswith("NVIDIA H100")
     lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
     lines = [line for line in lines if line.startswith("|")]
-    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 16)
+    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 20)
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
 
