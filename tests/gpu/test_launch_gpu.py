@@ -928,6 +928,72 @@ def test_cluster_and_cooperative(ctx, ):
         assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
 
 
+PDL = r"""
+extern "C" __global__ void pdl_first(int* x, int* flag, long long spin) {
+    // Let a programmatic dependent launch start now, then wait (at most spin cycles) for it
+    // to say that it has.
+    asm volatile("griddepcontrol.launch_dependents;");
+    volatile int* f = flag;
+    int seen = 0;
+    long long t0 = clock64();
+    while (!seen && clock64() - t0 < spin) seen = *f;
+    x[0] = 41;
+    x[1] = seen != 0;
+}
+extern "C" __global__ void pdl_second(const int* x, int* flag, int* y) {
+    *(volatile int*)flag = 1;
+    asm volatile("griddepcontrol.wait;" ::: "memory");   // the first has ended, its writes seen
+    y[0] = x[0] + 1;
+}
+"""
+
+
+def _compute_capability():
+    dev = check(driver.cuDeviceGet(0))
+    a = driver.CUdevice_attribute
+    return tuple(check(driver.cuDeviceGetAttribute(attr, dev)) for attr in (
+        a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+
+
+def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx):
+    # pdl=True sets CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the second kernel may
+    # start once the first has run griddepcontrol.launch_dependents, and griddepcontrol.wait
+    # holds it until the first has ended. The first waits (~50 ms at most) for the second to
+    # set a flag: with pdl it sees it; without, the second cannot start before the first ends.
+    if _compute_capability() < (9, 0):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0 or newer")
+    first = kernarg.Kernel.from_source(PDL, "pdl_first")
+    second = kernarg.Kernel.from_source(PDL, "pdl_second")
+    stream = int(check(driver.cuStreamCreate(1)))
+    spin = 100_000_000          # clock cycles; the flag, when it can come, comes in microseconds
+    for pdl in (True, False):
+        x, flag, y = (DeviceArray(n, typestr="<i4") for n in (8, 4, 4))
+        check(driver.cuMemsetD8(flag.ptr, 0, 4))
+        check(driver.cuCtxSynchronize())        # the memset ran on the legacy default stream
+        first.launch(1, 1, x, flag, spin, stream=stream)
+        second.launch(1, 1, x, flag, y, stream=stream, pdl=pdl)
+        check(driver.cuStreamSynchronize(stream))
+        assert struct.unpack("<i", y.read()) == (42,)
+        assert struct.unpack("<ii", x.read()) == (41, int(pdl)), f"pdl={pdl}"
+    check(driver.cuStreamDestroy(stream))
+
+
+def test_launch_priority_reaches_the_driver(ctx):
+    # CU_LAUNCH_ATTRIBUTE_PRIORITY takes a stream priority of the context's range (lower numbers
+    # are higher priorities): the driver takes both ends, from Kernel.launch and a prepared
+    # launch, and the kernel runs.
+    least, greatest = check(driver.cuCtxGetStreamPriorityRange())
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    for priority in (greatest, least):
+        out = DeviceArray(4 * 32, typestr="<f4")
+        k.launch(1, 32, out, 2.0, 32, priority=priority)
+        assert np.frombuffer(out.read(), np.float32).tolist() == [2.0] * 32
+        out = DeviceArray(4 * 32, typestr="<f4")
+        k.prepare(1, 32, priority=priority)(out, 3.0, 32)
+        assert np.frombuffer(out.read(), np.float32).tolist() == [3.0] * 32
+
+
 def test_cooperative_grid_is_checked_against_co_resident_blocks(ctx):
     """A cooperative launch needs all its blocks resident at once: kernarg asks the driver's
     occupancy calculator and refuses a larger grid before launching, naming the limit."""

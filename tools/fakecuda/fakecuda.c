@@ -118,6 +118,7 @@ typedef struct { UserObject* obj; unsigned int count; } Retained;
 typedef struct {
     Func* func;
     unsigned int grid[3], block[3], shmem;
+    int pdl;                /* launched with programmatic stream serialization allowed */
     unsigned char params[4096];
 } Node;
 #define MAX_NODES 16
@@ -1350,7 +1351,7 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
         return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %u > %d allowed for %s",
                     c->sharedMemBytes, f->max_dynamic_shared, f->name);
     if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "numAttrs %u, attrs NULL", c->numAttrs);
-    int cooperative = 0;
+    int cooperative = 0, pdl = 0;
     for (unsigned int i = 0; i < c->numAttrs; i++) {
         const CUlaunchAttribute* a = &c->attrs[i];
         switch (a->id) {
@@ -1370,6 +1371,8 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
             cooperative = a->value.cooperative != 0;
             break;
         case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+            pdl = a->value.programmaticStreamSerializationAllowed != 0;
+            break;
         case CU_LAUNCH_ATTRIBUTE_PRIORITY:
             break;
         default:
@@ -1394,6 +1397,7 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
     memcpy(node.grid, g, sizeof g);
     memcpy(node.block, b, sizeof b);
     node.shmem = c->sharedMemBytes;
+    node.pdl = pdl;
     if (s->capture) {
         if (s->capture->nnodes == MAX_NODES)
             return fail(CUDA_ERROR_INVALID_VALUE, "over %d captured launches not modelled", MAX_NODES);
@@ -1542,6 +1546,18 @@ static CUresult run_kernel(const Node* n) {
                     e = load(m.address + (y + r) * m.strides[0] + 4 * (x + c), &v, 4, k);
                 if (!e) e = store(out + 4 * (r * m.box[0] + c), &v, 4, k);
             }
+    } else if (!strcmp(k, "pdl_first")) {    /* (int* x, int* flag, long long spin) */
+        int v[2] = {41, 0};                   /* x[1]: it saw no dependent start */
+        e = store(out, v, 8, k);
+    } else if (!strcmp(k, "pdl_second")) {   /* (const int* x, int* flag, int* y) */
+        int one = 1, x;
+        e = store((uintptr_t)P(uint64_t, 1), &one, 4, k);
+        if (!e) e = load(out, &x, 4, k);
+        x += 1;
+        if (!e) e = store((uintptr_t)P(uint64_t, 2), &x, 4, k);
+        /* A programmatic dependent launch starts while its primary still runs, which then sees
+         * the flag: what the GPU shows, emulated after the fact. */
+        if (!e && n->pdl) e = store(out + 4, &one, 4, k);
     } else if (!strcmp(k, "lb")) {
         for (unsigned long long t = 0; !e && t < n->block[0]; t++) {
             int v = (int)t;
