@@ -420,8 +420,11 @@ def run(rounds: int = 21, bursts: int = 30, file=None) -> dict:
                             _overhead_ratio(times, "cuda.core launch", "kernarg.launch"))):
             if value is not None:
                 row[key] = value
-        rows.append(row)
         print(row, file=file)
+        # Each round's median, kept so that other statistics can be drawn from a recorded run
+        # later (the ratios above are medians over rounds of per-round ratios).
+        row["rounds"] = {name: [round(v, 1) for v in times[name]] for name in times}
+        rows.append(row)
     result = {"benchmark": f"launch latency: host ns per launch, bursts of {BURST} (medians)",
               "device": _device_name(), "rows": rows}
     try:

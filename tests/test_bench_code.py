@@ -324,6 +324,42 @@ def test_launch_ratios_are_taken_round_by_round_against_the_in_process_floor():
     assert _bench_launch._overhead_ratio(times, "cuda.core launch", "kernarg.launch") is None
 
 
+def test_launch_run_records_each_rounds_median(monkeypatch):
+    # The recorded rows keep every round's median per contender, beside the medians and the
+    # ratios drawn from them, so that a recorded run can be read again with other statistics.
+    import io
+
+    from kernarg import _bench_launch
+
+    class StandIn:          # contenders that are Python callables: no driver, no GPU
+        stream = 0
+
+        def __init__(self, file):
+            self.sync = lambda: None
+
+        def contenders(self, n):
+            return {_bench_launch.FLOOR: lambda: None, "kernarg.launch": lambda: None,
+                    "kernarg prepared": lambda: None}
+
+    monkeypatch.setattr(_bench_launch, "Setup", StandIn)
+    monkeypatch.setattr(_bench_launch, "NARGS", (1, 4))
+    monkeypatch.setattr(_bench_launch, "_cpp_floor", lambda n, bursts, file: None)
+    monkeypatch.setattr(_bench_launch, "_device_name", lambda: "stand-in")
+    log = io.StringIO()
+    result = _bench_launch.run(rounds=3, bursts=2, file=log)
+    assert [row["nargs"] for row in result["rows"]] == [1, 4]
+    for row in result["rows"]:
+        assert set(row["rounds"]) == {_bench_launch.FLOOR, "kernarg.launch", "kernarg prepared"}
+        for name, values in row["rounds"].items():
+            assert len(values) == 3 and all(v >= 0 for v in values)
+            assert row[f"{name}_ns"] == pytest.approx(sorted(values)[1], abs=0.05)
+        assert "prepared_over_floor" in row
+    # Not a contender of the tables, and not printed with the row.
+    assert _bench_launch.contender_names(result["rows"]) == [
+        _bench_launch.FLOOR, "kernarg.launch", "kernarg prepared"]
+    assert "rounds" not in log.getvalue()
+
+
 def test_numpy_row_stack_is_restored_only_where_numpy_removed_it(monkeypatch):
     # numba-cuda's compiler needs numpy.row_stack, which numpy 2.5 removed.
     import numpy as np
