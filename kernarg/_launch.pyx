@@ -20,6 +20,7 @@ from libc.stdlib cimport free, malloc
 from kernarg._cdefs cimport (
     PyCFunction_NewEx,
     PyMethodDef,
+    PyTuple_GET_ITEM,
     is_numpy_bool,
     kernarg_fastcall_def,
     kernarg_install_method,
@@ -1584,10 +1585,6 @@ cdef class Kernel:
 # that array as a PreparedLaunch's vectorcall does (no tuple; a launch captured into a graph
 # gets one made, see _launch's ``borrowed``). Their first lines (the "--" line ends them) are
 # the signatures ``inspect.signature`` reads.
-
-cdef extern from "Python.h":
-    PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
-
 
 cdef tuple _KERNEL_LAUNCH_NAMES = (
     "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority")

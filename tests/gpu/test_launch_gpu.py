@@ -17,6 +17,15 @@ def check(result):
     return rest[0] if len(rest) == 1 else rest
 
 
+def _compute_capability():
+    """(major, minor) of device 0."""
+    dev = check(driver.cuDeviceGet(0))
+    a = driver.CUdevice_attribute
+    return tuple(check(driver.cuDeviceGetAttribute(attr, dev)) for attr in (
+        a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+
+
 @pytest.fixture(scope="module")
 def ctx():
     check(driver.cuInit(0))
@@ -913,17 +922,14 @@ def test_launch_waits_for_producer_stream(ctx):
     assert struct.unpack("<i", dst.read())[0] == 1234
 
 
-def test_cluster_and_cooperative(ctx, ):
-    dev = check(driver.cuDeviceGet(0))
-    major = check(driver.cuDeviceGetAttribute(
-        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+def test_cluster_and_cooperative(ctx):
     src = r"""extern "C" __global__ void ids(int* out) {
         out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
     k = kernarg.Kernel.from_source(src, "ids")
     out = DeviceArray(4 * 8 * 32, typestr="<i4")
     k.launch(8, 32, out, cooperative=True)
     assert np.frombuffer(out.read(), np.int32).reshape(8, 32)[:, 0].tolist() == list(range(8))
-    if major >= 9:
+    if _compute_capability() >= (9, 0):
         k.launch(8, 32, out, cluster=2)
         assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
 
@@ -946,14 +952,6 @@ extern "C" __global__ void pdl_second(const int* x, int* flag, int* y) {
     y[0] = x[0] + 1;
 }
 """
-
-
-def _compute_capability():
-    dev = check(driver.cuDeviceGet(0))
-    a = driver.CUdevice_attribute
-    return tuple(check(driver.cuDeviceGetAttribute(attr, dev)) for attr in (
-        a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-        a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
 
 
 def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx):
@@ -1272,9 +1270,7 @@ def test_cuda_bindings_tensor_map_reaches_the_kernel_by_value(ctx, align):
 def test_tma_loads_a_box_through_the_tensor_map(ctx):
     """A real TMA load (cp.async.bulk.tensor) through the tensor map kernarg passed: the box at
     column 16, row 8 arrives, and one hanging off the edge comes back zero-filled."""
-    major = check(driver.cuDeviceGetAttribute(
-        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx))
-    if major < 9:
+    if _compute_capability() < (9, 0):
         pytest.skip("the Tensor Memory Accelerator needs sm_90+")
     data, src = _tma_source()
     m = _encode_tiled(src, 64, 48)
@@ -1375,10 +1371,7 @@ def test_get_global_reads_and_writes_the_modules_variables(ctx):
 
 
 def test_non_portable_cluster_sizes_are_allowed_where_the_gpu_has_them(ctx):
-    dev = check(driver.cuDeviceGet(0))
-    major = check(driver.cuDeviceGetAttribute(
-        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
-    if major < 9:
+    if _compute_capability() < (9, 0):
         pytest.skip("thread block clusters need compute capability 9.0")
     src = r"""extern "C" __global__ void ids(int* out) {
         out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
