@@ -140,6 +140,16 @@ class _StreamRef:
         return (0, self.handle)
 
 
+def _cupy_stream(cupy, handle: int):
+    """A CuPy stream object for the raw ``handle``. CuPy 14 deprecated ``ExternalStream`` for
+    ``Stream.from_external``, which takes an object of the ``__cuda_stream__`` protocol (and keeps
+    it); older CuPy has only ``ExternalStream``."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamRef(handle))
+    return cupy.cuda.ExternalStream(handle)
+
+
 def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
     import kernarg
 
@@ -231,7 +241,7 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         import cupy
 
         raw = cupy.RawKernel(src, "k")
-        cs = cupy.cuda.ExternalStream(stream)
+        cs = _cupy_stream(cupy, stream)
         # Every parameter is 8 bytes: pass numpy 64-bit scalars, not Python ints, whose C
         # type CuPy chooses itself.
         cpargs = tuple(cupy.uint64(a) if i % 2 == 0 else cupy.int64(a)

@@ -404,3 +404,25 @@ def test_launch_table_prints_cuda_cores_time_over_its_call_form():
     text = out.getvalue()
     assert _bench_launch.DROP_IN_IN_TURN in text            # a column's whole name
     assert "  16               1.71         2.05               1.82" in text
+
+
+def test_cupy_contender_wraps_its_stream_as_each_cupy_allows():
+    # CuPy 14 deprecated ExternalStream(handle) for Stream.from_external(obj), where obj has
+    # __cuda_stream__; the CuPy contender must launch on the benchmark's stream with either.
+    from types import SimpleNamespace
+
+    from kernarg import _bench_launch
+
+    class NewStream:
+        @staticmethod
+        def from_external(obj):
+            return ("from_external", obj.__cuda_stream__())
+
+    def deprecated(handle):
+        raise AssertionError("ExternalStream called where Stream.from_external exists")
+
+    new = SimpleNamespace(cuda=SimpleNamespace(Stream=NewStream, ExternalStream=deprecated))
+    assert _bench_launch._cupy_stream(new, 0x1234) == ("from_external", (0, 0x1234))
+    old = SimpleNamespace(cuda=SimpleNamespace(Stream=type("Stream", (), {}),
+                                               ExternalStream=lambda h: ("ExternalStream", h)))
+    assert _bench_launch._cupy_stream(old, 0x1234) == ("ExternalStream", 0x1234)
