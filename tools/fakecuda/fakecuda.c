@@ -241,6 +241,18 @@ static CUresult fk_DeviceGetUuid(CUuuid* u, CUdevice d) {
     return check_device(d);
 }
 
+/* Shared memory an SM has, by compute capability (the CUDA C++ Programming Guide's table of
+ * technical specifications): 228 KiB on 9.0 and 10.x, 164 KiB on 8.0 and 8.7, 100 KiB on 8.6,
+ * 8.9 and 12.x, 64 KiB on 7.5. From 8.0 on the system reserves 1 KiB of it for each block; a
+ * block may opt into the rest. */
+static int smem_per_sm(void) {
+    if (cc == 80 || cc == 87) return 167936;
+    if (cc < 80) return 65536;
+    if (cc >= 90 && cc < 120) return 233472;
+    return 102400;
+}
+static int smem_reserved(void) { return cc >= 80 ? 1024 : 0; }
+
 static int device_attribute(CUdevice_attribute a) {
     switch (a) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
@@ -251,9 +263,9 @@ static int device_attribute(CUdevice_attribute a) {
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return cc >= 90 ? 232448 : 101376;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return cc >= 90 ? 233472 : 102400;
-    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return smem_per_sm() - smem_reserved();
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return smem_per_sm();
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return smem_reserved();
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
@@ -815,8 +827,12 @@ static int parse_cubin(const unsigned char* elf, Module* m) {
             for (int k = 0; kname && k < m->nfuncs; k++)
                 if (!strcmp(m->funcs[k].name, kname)) f = &m->funcs[k];
             if (!f) continue;
-            if (sname[4] == 's') {          /* .nv.shared.<name>: less the 1 KiB reserved */
-                f->static_shared = (int)size - (cc >= 80 && size >= 1024 ? 1024 : 0);
+            if (sname[4] == 's') {
+                /* .nv.shared.<name>: from sm_90 on, the section also counts the 1 KiB the
+                 * system reserves (a kernel of 40 KiB static has 41 KiB, one of none 1 KiB);
+                 * before sm_90 it does not (NVRTC 13's cubins). The driver reports the
+                 * kernel's own, as CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES. */
+                f->static_shared = (int)size - (cc >= 90 && size >= 1024 ? 1024 : 0);
                 continue;
             }
             for (uint64_t p = off; p < off + size;) {
@@ -1081,14 +1097,15 @@ static CUresult fk_FuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction 
     }
     return CUDA_SUCCESS;
 }
-/* Resident blocks per multiprocessor: 2048 threads, 32 blocks and 228 KiB of shared memory an
- * SM (an H100's), the model the cooperative-launch check below uses too. */
+/* Resident blocks per multiprocessor: 2048 threads, 32 blocks and the SM's shared memory
+ * (smem_per_sm: an H100's 228 KiB by default), the model the cooperative-launch check below
+ * uses too. */
 static int blocks_per_sm(const Func* f, unsigned long long threads, size_t dynamic_shared) {
     if (!threads || threads > (unsigned long long)f->max_threads) return 0;
     unsigned long long n = 2048 / threads;
     if (n > 32) n = 32;
     size_t shared = dynamic_shared + (size_t)f->static_shared;
-    if (shared && n > 233472 / shared) n = 233472 / shared;
+    if (shared && n > (size_t)smem_per_sm() / shared) n = (size_t)smem_per_sm() / shared;
     return (int)n;
 }
 static CUresult fk_OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction h, int threads,
