@@ -80,6 +80,14 @@ def _arrays(file) -> list[tuple[str, object]]:
     except Exception as exc:
         print(f"torch skipped: {exc}", file=file)
     try:
+        import torch
+
+        # A CPU tensor in pinned memory, which a kernel can read and write: torch calls it
+        # pinned only when asked (is_pinned()), which kernarg must, on every pack.
+        out.append(("pinned torch.Tensor", torch.zeros(16).pin_memory()))
+    except Exception as exc:
+        print(f"pinned torch.Tensor skipped: {exc}", file=file)
+    try:
         import cupy
 
         out.append(("cupy.ndarray", cupy.zeros(16, dtype=cupy.float32)))

@@ -1545,7 +1545,8 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
             _check_torch_view(obj, index, True, True)
         elif not _dl_dense(&tensor):
             _check_torch_view(obj, index, False, True)
-    if tensor.device.device_type == DL_CPU and _says_pinned(obj):
+    if tensor.device.device_type == DL_CPU and (
+            _torch_says_pinned(obj) if torch_tensor else _says_pinned(obj)):
         tensor.device.device_type = DL_CUDA_HOST
     _check_dl_device(tensor.device.device_type, index, obj)
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
@@ -1569,6 +1570,18 @@ cdef bint _says_pinned(object obj):
     try:
         device = obj.__dlpack_device__()
         return isinstance(device, tuple) and len(device) == 2 and device[0] == DL_CUDA_HOST
+    except Exception:
+        return False
+
+
+cdef bint _torch_says_pinned(object obj):
+    """Whether torch calls a CPU tensor's memory pinned: ``obj.is_pinned()``, the question
+    torch's own ``__dlpack_device__`` asks to say kDLCUDAHost, without the rest of that Python
+    method (its import, device object and enum: ~1.1 us of its ~1.2 us on a CPU build of torch
+    2.13). As for :func:`_says_pinned`, an answer that is not True, or a raise, refuses the
+    tensor as CPU memory."""
+    try:
+        return obj.is_pinned() is True
     except Exception:
         return False
 

@@ -82,6 +82,17 @@ def test_pinned_numpy_gpu_arrays_are_skipped_by_name_without_their_library(capsy
         assert (f"numpy over {label} skipped" in out) != any(label in a[0] for a in arrays)
 
 
+def test_pinned_torch_tensor_row_is_skipped_by_name_where_torch_cannot_pin(capsys):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    arrays = _bench_interop._arrays(sys.stdout)
+    out = capsys.readouterr().out
+    pinned = [a for label, a in arrays if label == "pinned torch.Tensor"]
+    if torch.cuda.is_available():
+        assert len(pinned) == 1 and pinned[0].is_pinned()
+    else:
+        assert pinned == [] and "pinned torch.Tensor skipped: " in out
+
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
