@@ -1618,7 +1618,7 @@ cdef int _record_current_stream(object handle, PtrResult* r) except -1:
 
 # What the adapters need from each library, looked up once, the first time an adapter runs
 # (the library is imported by then: its array is in hand).
-cdef object _torch_current_stream = None    # torch.cuda.current_stream
+cdef object _torch_stream_of = None         # device index -> torch's current stream handle
 cdef object _cupy_stream_ptr = None         # () -> CuPy's current stream handle
 cdef object _cupy_managed = None            # cupy.cuda.memory.ManagedMemory
 
@@ -1633,7 +1633,7 @@ cdef const char* _CUPY_STREAM_FN_SIGNATURE = b"intptr_t (void)"
 
 cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
     # torch without the DLPack C exchange API (before 2.10).
-    global _torch_current_stream
+    global _torch_stream_of
     cdef bint cuda = obj.is_cuda
     if not cuda:
         # A pinned CPU tensor is host memory a kernel can reach (torch's own DLPack export
@@ -1655,10 +1655,23 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
         return 0
     cdef int device = obj.get_device()
     r.device = device
-    if _torch_current_stream is None:
-        _torch_current_stream = sys.modules["torch"].cuda.current_stream
-    _record_current_stream(_torch_current_stream(device).cuda_stream, r)
+    if _torch_stream_of is None:
+        _torch_stream_of = _torch_stream_reader(sys.modules["torch"])
+    _record_current_stream(_torch_stream_of(device), r)
     return 0
+
+
+def _torch_stream_reader(torch):
+    """A function of a device index giving torch's current stream handle there, as an int.
+    ``torch._C._cuda_getCurrentRawStream`` (CUDA builds; the code torch.compile generates calls
+    it for every kernel) is one C call; ``torch.cuda.current_stream(device).cuda_stream``, the
+    public route and the fallback, builds a ``torch.cuda.Stream`` in Python for the same handle
+    (both read ``at::cuda::getCurrentCUDAStream(device)``)."""
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if callable(raw):
+        return raw
+    current_stream = torch.cuda.current_stream
+    return lambda device: current_stream(device).cuda_stream
 
 
 cdef object _torch_device_refusal(object obj, Py_ssize_t index, str where):

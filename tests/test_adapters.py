@@ -519,6 +519,70 @@ def test_cupy_current_stream(mode, expected):
     assert out.stdout.splitlines() == expected
 
 
+# How the torch adapter (torch < 2.10) reads torch's current stream: through
+# torch._C._cuda_getCurrentRawStream(device), one C call in a CUDA build of torch, else through
+# torch.cuda.current_stream(device).cuda_stream, which builds a Stream object first.
+TORCH_SCRIPT = textwrap.dedent("""
+    import sys, types
+    ns = types.SimpleNamespace
+    calls = []
+
+    def current_stream(device):
+        calls.append(("current_stream", device))
+        return ns(cuda_stream=0x770 + device)
+
+    def raw(device):
+        calls.append(("raw", device))
+        if MODE == "raw raises":
+            raise RuntimeError("CUDA error: injected")
+        return 0x990 + device
+
+    torch = types.ModuleType("torch")
+    torch.cuda = ns(current_stream=current_stream)
+    if MODE != "no raw":
+        torch._C = ns(_cuda_getCurrentRawStream=raw)
+
+    class Tensor:
+        is_cuda = True
+        def __init__(self, ptr, device):
+            self.ptr, self.device = ptr, device
+        def data_ptr(self):
+            return self.ptr
+        def get_device(self):
+            return self.device
+        def is_conj(self):
+            return False
+        def is_neg(self):
+            return False
+    Tensor.__module__ = "torch"
+    torch.Tensor = Tensor
+    sys.modules["torch"] = torch
+
+    import kernarg
+    for device in (0, 1, 0):
+        try:
+            block = kernarg.pack((1, Tensor(0x1000, device)))
+        except RuntimeError as exc:
+            print("RuntimeError:", exc)
+        else:
+            print(hex(block.producer_streams[0]), calls[-1])
+""")
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("raw", ["0x990 ('raw', 0)", "0x991 ('raw', 1)", "0x990 ('raw', 0)"]),
+    ("no raw", ["0x770 ('current_stream', 0)", "0x771 ('current_stream', 1)",
+                "0x770 ('current_stream', 0)"]),
+    ("raw raises", ["RuntimeError: argument 1 (torch.Tensor): reading the torch tensor raised "
+                    "RuntimeError: CUDA error: injected"] * 3),
+])
+def test_torch_current_stream(mode, expected):
+    out = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + TORCH_SCRIPT],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == expected
+
+
 def _pycuda_types():
     """Stand-ins for PyCUDA's pointer classes (Boost.Python classes of ``pycuda._driver``): each
     gives its device address as ``int()``/``__index__``, which is all PyCUDA's own launches use."""

@@ -765,6 +765,31 @@ def test_torch_takes_the_dlpack_c_exchange_api_when_it_has_one(ctx):
     assert block.args[0] is t
 
 
+def test_torch_adapter_reads_the_current_stream_and_the_kernel_writes_the_tensor(ctx):
+    # torch before 2.10 has no DLPack C exchange API and goes through kernarg's torch adapter;
+    # a subclass that hides the API takes that path on any torch. The adapter reads torch's
+    # current stream with torch._C._cuda_getCurrentRawStream, the handle current_stream() has.
+    torch = _torch_cuda()
+    from kernarg._interop import _torch_stream_reader
+
+    reader = _torch_stream_reader(torch)
+    assert reader is torch._C._cuda_getCurrentRawStream
+
+    class Plain(torch.Tensor):
+        __dlpack_c_exchange_api__ = None
+
+    t = torch.zeros(64, device="cuda").as_subclass(Plain)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert reader(0) == side.cuda_stream == torch.cuda.current_stream(0).cuda_stream
+        assert kernarg.pack((t,)).producer_streams == (side.cuda_stream,)
+    assert kernarg.pack((t,)).producer_streams == (torch.cuda.current_stream().cuda_stream or 1,)
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    k.launch(1, 64, t, 2.5, 64)
+    check(driver.cuCtxSynchronize())
+    assert (t == 2.5).all()
+
+
 def test_pinned_torch_tensor_is_written_by_the_kernel(ctx):
     # A pinned CPU tensor is host memory mapped for the GPU: torch's __dlpack_device__ says
     # kDLCUDAHost, while its C exchange API (2.10+) says kDLCPU, and before 2.10 kernarg's
