@@ -97,6 +97,21 @@ try:
     static_rows("torch", x)
     print("torch has __dlpack_c_exchange_api__:",
           hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
+    # The torch adapter (torch < 2.10, or a type that hides the exchange API): its stream read
+    # by each route, and the whole adapter.
+    t("torch.cuda.current_stream(0).cuda_stream",
+      lambda: torch.cuda.current_stream(0).cuda_stream)
+    t("torch._C._cuda_getCurrentRawStream(0)", lambda: torch._C._cuda_getCurrentRawStream(0))
+    t("torch is_pinned() of a pinned tensor", (lambda p: lambda: p.is_pinned())(
+        torch.zeros(16).pin_memory()))
+    t("torch __dlpack_device__() of a pinned tensor", (lambda p: lambda: p.__dlpack_device__())(
+        torch.zeros(16).pin_memory()))
+
+    class _NoExchange(torch.Tensor):
+        __dlpack_c_exchange_api__ = None
+
+    xa = x.as_subclass(_NoExchange)
+    t("kernarg.pack((torch,))  (the adapter)", lambda: kernarg.pack((xa,)))
 except Exception as exc:
     print("torch:", type(exc).__name__, exc)
 try:

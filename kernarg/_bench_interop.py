@@ -77,6 +77,14 @@ def _arrays(file) -> list[tuple[str, object]]:
         import torch
 
         out.append(("torch.Tensor", torch.zeros(16, device="cuda")))
+
+        class NoExchange(torch.Tensor):
+            # torch before 2.10, which kernarg reads through its torch adapter: a type that
+            # hides the DLPack C exchange API takes that path on any torch.
+            __dlpack_c_exchange_api__ = None
+
+        out.append(("torch.Tensor, adapter (no C exchange API)",
+                    torch.zeros(16, device="cuda").as_subclass(NoExchange)))
     except Exception as exc:
         print(f"torch skipped: {exc}", file=file)
     try:
