@@ -71,20 +71,23 @@ class _DLPackOnly:
 GENERIC_CAI_C = "generic CUDA Array Interface, C-level wrapper"
 
 
+def without_exchange_api(tensor):
+    """``tensor`` as a subclass that hides torch's DLPack C exchange API, which kernarg then
+    reads as it reads a tensor of torch before 2.10: through its torch adapter."""
+    class NoExchange(type(tensor)):
+        __dlpack_c_exchange_api__ = None
+
+    return tensor.as_subclass(NoExchange)
+
+
 def _arrays(file) -> list[tuple[str, object]]:
     out = []
     try:
         import torch
 
         out.append(("torch.Tensor", torch.zeros(16, device="cuda")))
-
-        class NoExchange(torch.Tensor):
-            # torch before 2.10, which kernarg reads through its torch adapter: a type that
-            # hides the DLPack C exchange API takes that path on any torch.
-            __dlpack_c_exchange_api__ = None
-
         out.append(("torch.Tensor, adapter (no C exchange API)",
-                    torch.zeros(16, device="cuda").as_subclass(NoExchange)))
+                    without_exchange_api(torch.zeros(16, device="cuda"))))
     except Exception as exc:
         print(f"torch skipped: {exc}", file=file)
     try:

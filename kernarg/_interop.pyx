@@ -1545,8 +1545,7 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
             _check_torch_view(obj, index, True, True)
         elif not _dl_dense(&tensor):
             _check_torch_view(obj, index, False, True)
-    if tensor.device.device_type == DL_CPU and (
-            _torch_says_pinned(obj) if torch_tensor else _says_pinned(obj)):
+    if tensor.device.device_type == DL_CPU and _says_pinned(obj, torch_tensor):
         tensor.device.device_type = DL_CUDA_HOST
     _check_dl_device(tensor.device.device_type, index, obj)
     r.ptr = <uint64_t><uintptr_t>tensor.data + tensor.byte_offset
@@ -1560,28 +1559,22 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     return 0
 
 
-cdef bint _says_pinned(object obj):
-    """Whether ``obj.__dlpack_device__()`` calls its memory pinned (kDLCUDAHost). torch's C
-    exchange API gives a pinned CPU tensor the device kDLCPU (ATen maps a device, not an
-    allocation), while its ``__dlpack_device__`` says kDLCUDAHost: a kernel can use that memory
-    (pinned host memory is mapped at the same address on the device), so the C answer kDLCPU
-    is checked against the Python one before the argument is refused. Only the refusal path
-    pays for the call; a ``__dlpack_device__`` that raises or answers oddly changes nothing."""
+cdef bint _says_pinned(object obj, bint torch_tensor):
+    """Whether the producer calls the memory of ``obj``, which its C exchange API put on the CPU
+    (kDLCPU), pinned (kDLCUDAHost). torch's C exchange API gives a pinned CPU tensor the device
+    kDLCPU (ATen maps a device, not an allocation), while its ``__dlpack_device__`` says
+    kDLCUDAHost: a kernel can use that memory (pinned host memory is mapped at the same address
+    on the device), so the C answer is checked before the argument is refused. A torch tensor
+    is asked ``is_pinned()``, the question torch's ``__dlpack_device__`` asks, without the rest
+    of that Python method (its import, device object and enum: ~1.1 us of its ~1.2 us on a CPU
+    build of torch 2.13), which a pinned tensor pays on every pack; other types are asked
+    ``__dlpack_device__()``. An answer that raises, or is not a plain yes, changes nothing:
+    the argument is refused as CPU memory."""
     try:
+        if torch_tensor:
+            return obj.is_pinned() is True
         device = obj.__dlpack_device__()
         return isinstance(device, tuple) and len(device) == 2 and device[0] == DL_CUDA_HOST
-    except Exception:
-        return False
-
-
-cdef bint _torch_says_pinned(object obj):
-    """Whether torch calls a CPU tensor's memory pinned: ``obj.is_pinned()``, the question
-    torch's own ``__dlpack_device__`` asks to say kDLCUDAHost, without the rest of that Python
-    method (its import, device object and enum: ~1.1 us of its ~1.2 us on a CPU build of torch
-    2.13). As for :func:`_says_pinned`, an answer that is not True, or a raise, refuses the
-    tensor as CPU memory."""
-    try:
-        return obj.is_pinned() is True
     except Exception:
         return False
 

@@ -770,15 +770,12 @@ def test_torch_adapter_reads_the_current_stream_and_the_kernel_writes_the_tensor
     # a subclass that hides the API takes that path on any torch. The adapter reads torch's
     # current stream with torch._C._cuda_getCurrentRawStream, the handle current_stream() has.
     torch = _torch_cuda()
+    from kernarg._bench_interop import without_exchange_api
     from kernarg._interop import _torch_stream_reader
 
     reader = _torch_stream_reader(torch)
     assert reader is torch._C._cuda_getCurrentRawStream
-
-    class Plain(torch.Tensor):
-        __dlpack_c_exchange_api__ = None
-
-    t = torch.zeros(64, device="cuda").as_subclass(Plain)
+    t = without_exchange_api(torch.zeros(64, device="cuda"))
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         assert reader(0) == side.cuda_stream == torch.cuda.current_stream(0).cuda_stream
