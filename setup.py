@@ -27,6 +27,18 @@ def _cydriver_pxd():
         return path, f.read()
 
 
+def _nvrtc_module():
+    """kernarg/_nvrtc.py, loaded from its file (it imports only the standard library), so the
+    build looks for CUDA toolkits where kernarg's NVRTC does, by one definition."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernarg", "_nvrtc.py")
+    spec = importlib.util.spec_from_file_location("_kernarg_build_nvrtc", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _bindings_major():
     from importlib.metadata import version
 
@@ -96,9 +108,9 @@ def cuda_include():
         bases = []
     roots = [d for base in bases for pattern in ("*/include", "*/*/include")
              for d in sorted(glob.glob(os.path.join(base, pattern)))]
-    # Machines with a CUDA toolkit but without the wheels (GPU images) can build from it.
-    roots += [os.path.join(r, "include") for r in
-              (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if r]
+    # Machines with a CUDA toolkit but without the wheels (GPU images) can build from it:
+    # the toolkits NVRTC's headers are looked for in, by the same rule.
+    roots += _nvrtc_module().toolkit_include_dirs()
     cuda_dirs = [d for d in roots if os.path.exists(os.path.join(d, "cuda.h"))]
     matching = [d for d in cuda_dirs if (_cuda_version(d) or (None,))[0] == major]
     # Of those, one that declares every type cydriver takes from it (see header_types).
