@@ -1180,6 +1180,42 @@ def _ctypes_dtype(t):
         return None
 
 
+_PTX_PARAM = re.compile(
+    r"(?:\.align\s+(?P<align>\d+)\s+)?"            # the parameter's alignment
+    r"\.(?P<kind>[bsuf])(?P<bits>\d+)"            # its type: .b8, .u32, .f64, ...
+    r"(?:\s+\.ptr(?:\s+\.(?:global|const|local|shared))?(?:\s+\.align\s+\d+)?)?"
+    #  ^ a pointer's attributes (its pointee's state space and alignment)
+    r"\s+(?P<name>[A-Za-z_$%][\w$%]*)"
+    r"(?:\s*\[\s*(?P<count>\d+)\s*\])?\s*")
+
+
+def _ptx_param(decl, i, entry):
+    """(kind, bits, count, align, name, text) of one PTX kernel parameter declaration (what
+    follows ``.param``): ``[.align N] .TYPE name[COUNT]``, where a .u64 or .u32 may carry a
+    pointer's attributes (``.ptr .global .align 16``), which say nothing of the parameter's own
+    layout.
+    Anything else is a ValueError naming the parameter, not a misread layout."""
+    m = _PTX_PARAM.fullmatch(decl)
+    shown = " ".join(f".param {decl}".split())
+    bits = int(m.group("bits")) if m else 0
+    count = int(m.group("count") or 1) if m else 0
+    align = int(m.group("align") or bits // 8) if m else 0
+    if m is None or bits % 8 or not 8 <= bits <= 128 or count < 1 or align < 1 or \
+            align & (align - 1) or (m.group("kind") == "f" and bits not in (16, 32, 64)):
+        raise ValueError(f"PTX entry {entry}: cannot read parameter {i}, '{shown}' (kernarg "
+                         "reads '[.align N] .TYPE name[COUNT]', TYPE one of .b/.s/.u 8-128 "
+                         "bits, .f16/.f32/.f64)")
+    if align > KERNARG_MAX_PARAM_BYTES or bits // 8 * count > KERNARG_MAX_PARAM_BYTES:
+        raise ValueError(f"PTX entry {entry}: parameter {i}, '{shown}', is larger or more "
+                         f"aligned than CUDA's limit of {KERNARG_MAX_PARAM_BYTES} bytes of "
+                         "parameters")
+    # The PTX type, without the parameter's (often mangled) name: ".align 4 .b8 [8]".
+    text = " ".join(decl[:m.start("name")].split())
+    if m.group("count"):
+        text += f" [{count}]"
+    return m.group("kind"), bits, count, align, m.group("name"), text
+
+
 def _parse_ptx_entry(ptx, kernel_name):
     entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)", ptx)}
     if not entries:
@@ -1194,32 +1230,18 @@ def _parse_ptx_entry(ptx, kernel_name):
                               f"{sorted(entries)})")
         match = entries[mangled[0]]
     body = match.group(2) if match.lastindex and match.lastindex >= 2 else ""
+    body = re.sub(r"//[^\n]*|/\*.*?\*/", " ", body, flags=re.S)     # PTX comments are C's
     specs, names = [], []
-    for decl in re.findall(r"\.param\s+([^,]*)", body):
-        tokens = decl.split()
-        align = None
-        if tokens[0] == ".align":
-            align = int(tokens[1])
-            tokens = tokens[2:]
-        kind_bits = re.fullmatch(r"\.([a-z]+)(\d+)", tokens[0])
-        kind, bits = kind_bits.group(1), int(kind_bits.group(2))
-        pname = re.match(r"[\w$]+", tokens[-1]).group(0)
-        arr = re.search(r"\[(\d+)\]", decl)
-        count = int(arr.group(1)) if arr else 1
+    for i, decl in enumerate(re.findall(r"\.param\b\s*([^,]*)", body)):
+        kind, bits, count, align, pname, text = _ptx_param(decl, i, match.group(1))
         size = bits // 8 * count
-        if align is None:
-            align = bits // 8
-        # The PTX type, without the parameter's (often mangled) name: ".align 4 .b8 [8]".
-        text = " ".join(decl.split()[:-1])
-        if arr:
-            text += f" [{count}]"
-        if arr or kind == "b":
+        if "[" in text or kind == "b":
             spec = _Spec(C_OPAQUE, size, align, text)
         elif kind == "u" and bits == 64:
             spec = _Spec(C_U64_OR_PTR, 8, 8, text)
-        elif kind == "f":
+        elif kind == "f" and bits in (32, 64):
             spec = _scalar_spec({32: "float", 64: "double"}[bits], text)
-        elif kind in ("s", "u"):
+        elif kind in ("s", "u") and bits <= 64:
             # PTX gives the width, not the C sign (NVVM declares an `int` parameter .u32):
             # accept either sign's range of that width.
             names_by_bits = {("s", 8): "signed char", ("u", 8): "unsigned char",
@@ -1227,7 +1249,7 @@ def _parse_ptx_entry(ptx, kernel_name):
                              ("u", 32): "unsigned int", ("s", 64): "long long"}
             spec = _scalar_spec(names_by_bits[(kind, bits)], text)
             spec.any_sign = True
-        else:
+        else:       # .f16, .s128/.u128: bytes of that size
             spec = _Spec(C_OPAQUE, size, align, text)
         specs.append(spec)
         names.append(pname)

@@ -148,6 +148,47 @@ def test_from_ptx_mangled_cpp_kernel_and_types():
         kernarg.Signature.from_ptx(ptx, "missing")
 
 
+
+PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
+
+
+def test_from_ptx_reads_every_declaration_form_of_the_isa():
+    # [.align N] .TYPE name[COUNT]; a pointer's attributes (.ptr, a state space, the pointee's
+    # .align) say nothing of the parameter's own layout; comments are C's; .f16, .b128 and
+    # .u128 are bytes of their size.
+    sig = kernarg.Signature.from_ptx(PTX_HEAD.format(
+        "\t.param .u64 .ptr .global .align 16 p, // .param .u8 commented_out,\n"
+        "\t.param .u32 n, /* .param .u8 nor, */ .param .align 8 .b8 s [ 12 ],\n"
+        "\t.param .f16 h, .param .b128 q, .param .u128 w, .param .f64 d"), "k")
+    assert sig.names == ("p", "n", "s", "h", "q", "w", "d")
+    assert sig.offsets == (0, 8, 16, 28, 32, 48, 64)
+    assert sig.sizes == (8, 4, 12, 2, 16, 16, 8)
+    assert sig.types[0] == ".u64 .ptr .global .align 16" and sig.types[2] == ".align 8 .b8 [12]"
+    assert bytes(sig.pack((0x1000, 5, bytes(range(12)), bytes(2), bytes(16), bytes(16),
+                           0.5)))[:28] == struct.pack("<QI4x12s", 0x1000, 5, bytes(range(12)))
+
+
+@pytest.mark.parametrize("param", [
+    ".param .pred p", ".param .u32", ".param ", ".param .u24 x", ".param .f8 x",
+    ".param .align 3 .b8 x[4]", ".param .align 0 .b8 x[4]", ".param .b8 x[0]",
+    ".param .u32 7x", ".param .u32 a b", ".param .u32 .ptr x y"])
+def test_from_ptx_refuses_a_declaration_it_cannot_read_by_naming_it(param):
+    # Malformed PTX once came back as an AttributeError or IndexError of the parser's own
+    # (found by tools/fuzz/fuzz_parse.py), or as a misread layout.
+    with pytest.raises(ValueError, match=r"PTX entry k: cannot read parameter 1, "
+                                         + re.escape(f"'{' '.join(param.split())}'")):
+        kernarg.Signature.from_ptx(PTX_HEAD.format(".param .u32 a, " + param), "k")
+
+
+@pytest.mark.parametrize("param", [".param .align 1099511627776 .b8 x[1]",
+                                   ".param .b8 x[99999999999999999999]",
+                                   ".param .align 32768 .b8 x[4]", ".param .b8 x[32765]"])
+def test_from_ptx_refuses_a_parameter_beyond_cudas_limit(param):
+    # Not an OverflowError of a C conversion: the parameter, and the limit, are named.
+    with pytest.raises(ValueError, match=r"parameter 0, .*limit of 32764 bytes"):
+        kernarg.Signature.from_ptx(PTX_HEAD.format(param), "k")
+
+
 def test_arithmetic_specifiers_in_any_order_name_the_type_the_compiler_names():
     # C and C++ let `unsigned long int` be written `long unsigned int`, `int long unsigned`…:
     # every order of the same specifiers is the same type. The compiler says which: each
