@@ -1,0 +1,249 @@
+"""Coverage-guided fuzzing of kernarg's packers (atheris + libFuzzer), for a kernarg whose C is
+built with ``-fsanitize=fuzzer-no-link,address`` (``tools/fuzz/run.sh`` builds one and runs
+this). Hypothesis (tests/test_fuzz_protocols.py) draws inputs at random; here libFuzzer keeps
+the inputs that reach new branches of kernarg's C, and AddressSanitizer stops at the first
+out-of-bounds access or use after free.
+
+Each input is decoded into an argument tuple of mixed kinds -- Python and numpy scalars of
+every width, numpy structured scalars, ctypes scalars, structures and arrays, registered
+pointer types, CUDA Array Interface objects (valid, or with fields replaced) and DLPack
+producers (any device, version and offset) -- and a signature of C parameter types. Both
+``kernarg.pack`` and ``Signature.pack`` must then either give the block a plain C packer
+(tests/reference.py) gives for the values it knows, or refuse with TypeError/ValueError/
+OverflowError/RuntimeError/BufferError naming the argument; every DLPack tensor is deleted
+exactly once.
+
+    python tools/fuzz/fuzz_pack.py [libFuzzer options, e.g. -max_total_time=600 corpus/]
+"""
+import ctypes
+import os
+import struct
+import sys
+
+import atheris
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+
+with atheris.instrument_imports(include=["kernarg"]):
+    import kernarg
+
+import numpy as np  # noqa: E402
+
+import producers  # noqa: E402
+import reference  # noqa: E402
+
+ALLOWED = (TypeError, ValueError, OverflowError, RuntimeError, BufferError)
+
+NP_TYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+            np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128,
+            np.longdouble, np.datetime64, np.timedelta64, np.bytes_]
+FIELD_FORMATS = ["i1", "u1", "i2", "<u2", "<i4", "<f4", "<i8", "<f8", "<f2", "<c8", "V3",
+                 ">i4", "S2", "2<i2", "(2,2)u1"]
+CT_TYPES = [ctypes.c_bool, ctypes.c_char, ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short,
+            ctypes.c_ushort, ctypes.c_int, ctypes.c_uint, ctypes.c_long, ctypes.c_ulong,
+            ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_float, ctypes.c_double,
+            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int8, ctypes.c_uint16, ctypes.c_wchar,
+            ctypes.c_longdouble, ctypes.c_char_p]
+C_TYPES = ["int", "unsigned int", "char", "signed char", "unsigned char", "short", "long",
+           "long long", "unsigned long long", "size_t", "bool", "float", "double", "__half",
+           "__nv_bfloat16", "float2", "float4", "int3", "double2", "char4", "void*",
+           "const float*", "float*", "const double* __restrict__", "int**", "const void*",
+           "struct { int a; char b; }", "unsigned short", "long double"]
+
+
+class Registered:
+    """A pointer-like type taught to kernarg with kernarg.register."""
+
+    def __init__(self, address):
+        self.address = address
+
+
+kernarg.register(Registered, lambda obj: obj.address)
+
+
+class Index:
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def _int(fdp):
+    return fdp.ConsumeInt(fdp.ConsumeIntInRange(1, 10))
+
+
+def _np_scalar(fdp):
+    t = NP_TYPES[fdp.ConsumeIntInRange(0, len(NP_TYPES) - 1)]
+    if t is np.datetime64 or t is np.timedelta64:
+        return t(fdp.ConsumeIntInRange(-2**40, 2**40), "ns")
+    if t is np.bytes_:
+        return np.bytes_(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 9)))
+    dtype = np.dtype(t)
+    raw = fdp.ConsumeBytes(dtype.itemsize).ljust(dtype.itemsize, b"\0")
+    return np.frombuffer(raw, dtype)[0]
+
+
+def _np_struct(fdp):
+    n = fdp.ConsumeIntInRange(1, 4)
+    fields = [(f"f{i}", FIELD_FORMATS[fdp.ConsumeIntInRange(0, len(FIELD_FORMATS) - 1)])
+              for i in range(n)]
+    try:
+        dtype = np.dtype(fields, align=fdp.ConsumeBool())
+    except (TypeError, ValueError):
+        return None
+    raw = fdp.ConsumeBytes(dtype.itemsize).ljust(dtype.itemsize, b"\0")
+    return np.frombuffer(raw, dtype)[0]
+
+
+def _ctypes_value(fdp):
+    t = CT_TYPES[fdp.ConsumeIntInRange(0, len(CT_TYPES) - 1)]
+    size = ctypes.sizeof(t)
+    raw = fdp.ConsumeBytes(size).ljust(size, b"\0")
+    shape = fdp.ConsumeIntInRange(0, 3)
+    if shape == 0 or t is ctypes.c_char_p:
+        return t.from_buffer_copy(raw)
+    if shape == 1:
+        n = fdp.ConsumeIntInRange(0, 5)
+        return (t * n).from_buffer_copy(raw * n)
+    fields = [(f"f{i}", CT_TYPES[fdp.ConsumeIntInRange(0, 15)])
+              for i in range(fdp.ConsumeIntInRange(1, 4))]
+    ns = {"_fields_": fields}
+    if fdp.ConsumeBool():
+        ns["_pack_"] = [1, 2, 4][fdp.ConsumeIntInRange(0, 2)]
+    base = ctypes.Union if shape == 3 else ctypes.Structure
+    cls = type("FuzzStruct", (base,), ns)
+    size = ctypes.sizeof(cls)
+    return cls.from_buffer_copy(fdp.ConsumeBytes(size).ljust(size, b"\0"))
+
+
+def _hostile(fdp):
+    choice = fdp.ConsumeIntInRange(0, 7)
+    return [None, _int(fdp), fdp.ConsumeFloat(), "s", b"b", object(), (1, 2),
+            [_int(fdp)]][choice]
+
+
+CAI_KEYS = ["data", "shape", "typestr", "version", "strides", "stream", "mask", "descr"]
+
+
+def _cai(fdp):
+    shape = tuple(fdp.ConsumeIntInRange(0, 4) for _ in range(fdp.ConsumeIntInRange(0, 3)))
+    d = {"data": (fdp.ConsumeIntInRange(0, 2**64 - 1), fdp.ConsumeBool()), "shape": shape,
+         "typestr": ["<f4", "|u1", "<V2", "<i8", "<f8", "<c16", "|b1"][
+             fdp.ConsumeIntInRange(0, 6)],
+         "version": fdp.ConsumeIntInRange(0, 3)}
+    if fdp.ConsumeBool():
+        d["stream"] = None if fdp.ConsumeBool() else fdp.ConsumeIntInRange(1, 2**64 - 1)
+    if fdp.ConsumeBool():
+        d["strides"] = None
+    for _ in range(fdp.ConsumeIntInRange(0, 2)):
+        key = CAI_KEYS[fdp.ConsumeIntInRange(0, len(CAI_KEYS) - 1)]
+        if fdp.ConsumeBool():
+            d.pop(key, None)
+        else:
+            d[key] = _hostile(fdp)
+    return producers.CAIObject(d)
+
+
+def _dlpack(fdp):
+    kind = fdp.ConsumeIntInRange(0, 2)
+    cls = [producers.DLPackProducer, producers.StreamOnlyProducer,
+           producers.NoKeywordProducer][kind]
+    device = ([2, 3, 13, 1, 4, 0][fdp.ConsumeIntInRange(0, 5)], fdp.ConsumeIntInRange(0, 2))
+    shape = tuple(fdp.ConsumeIntInRange(0, 5) for _ in range(fdp.ConsumeIntInRange(0, 3)))
+    p = cls(fdp.ConsumeIntInRange(0, 2**64 - 1), device=device,
+            versioned=fdp.ConsumeBool(), byte_offset=fdp.ConsumeIntInRange(0, 4096),
+            shape=shape, readonly=fdp.ConsumeBool(),
+            version=(fdp.ConsumeIntInRange(0, 2), fdp.ConsumeIntInRange(0, 5)),
+            dtype=(fdp.ConsumeIntInRange(0, 6), [8, 16, 32, 64, 7][fdp.ConsumeIntInRange(0, 4)],
+                   fdp.ConsumeIntInRange(0, 2)))
+    malformed = fdp.ConsumeIntInRange(0, 19)
+    if malformed == 0:
+        # An ndim that disagrees with the shape, within the shape array the producer made (a
+        # larger one would have kernarg read past it: the producer's bug, which no consumer
+        # can see).
+        p.ndim = fdp.ConsumeIntInRange(-2, len(shape))
+    elif malformed == 1:
+        p.null_shape = True
+    elif malformed == 2 and shape:
+        p.strides = [fdp.ConsumeIntInRange(-3, 40) for _ in shape]
+    return p
+
+
+MAKERS = [_int, lambda fdp: fdp.ConsumeFloat(), lambda fdp: fdp.ConsumeBool(),
+          lambda fdp: None, _np_scalar, _np_struct, _ctypes_value,
+          lambda fdp: complex(fdp.ConsumeFloat(), fdp.ConsumeFloat()),
+          lambda fdp: Registered(fdp.ConsumeIntInRange(0, 2**64 - 1)), _cai, _dlpack,
+          lambda fdp: Index(_int(fdp)), _hostile]
+
+
+def _address_of(value):
+    if isinstance(value, Registered):
+        return value.address
+    return None
+
+
+def _check_refusal(exc):
+    text = str(exc)
+    assert isinstance(exc, ALLOWED), repr(exc)
+    assert text.startswith(("argument ", "parameter ", "kernarg.pack", "Signature")) or \
+        "argument" in text or "parameter" in text, text
+
+
+def _known(value):
+    """Values the reference packer maps exactly as kernarg's untyped mapping does."""
+    if value is None or isinstance(value, (bool, float, complex, Registered)):
+        return True
+    if isinstance(value, int):
+        return -2**63 <= value < 2**64
+    if isinstance(value, np.generic):
+        return type(value) in reference._NP_CTYPE
+    return False
+
+
+def test_one_input(data):
+    fdp = atheris.FuzzedDataProvider(data)
+    args = tuple(MAKERS[fdp.ConsumeIntInRange(0, len(MAKERS) - 1)](fdp)
+                 for _ in range(fdp.ConsumeIntInRange(0, 8)))
+    dlpacks = [a for a in args if isinstance(a, producers.DLPackProducer)]
+    try:
+        block = kernarg.pack(args)
+    except ALLOWED as exc:
+        _check_refusal(exc)
+    else:
+        assert block.nargs == len(args)
+        assert len(bytes(block)) == block.nbytes
+        for off, size in zip(block.offsets, block.sizes, strict=True):
+            assert off + size <= block.nbytes
+        if all(_known(a) for a in args):
+            assert (bytes(block), block.offsets, block.sizes) == \
+                reference.pack(args, _address_of), args
+        block.release()
+    params = [C_TYPES[fdp.ConsumeIntInRange(0, len(C_TYPES) - 1)] for _ in args]
+    try:
+        sig = kernarg.Signature(", ".join(f"{t} p{i}" for i, t in enumerate(params)))
+    except ALLOWED:
+        sig = None
+    if sig is not None:
+        try:
+            typed = sig.pack(args)
+        except ALLOWED as exc:
+            _check_refusal(exc)
+        else:
+            assert typed.nargs == len(args)
+            for i, (t, a) in enumerate(zip(params, args, strict=True)):
+                if t == "int" and type(a) is int:
+                    assert struct.unpack_from("<i", bytes(typed), typed.offsets[i])[0] == a
+                if t == "double" and type(a) is float:
+                    got = struct.unpack_from("<d", bytes(typed), typed.offsets[i])[0]
+                    assert got == a or (got != got and a != a)
+            typed.release()
+    for p in dlpacks:
+        assert p.deleted == p.exported, (p.deleted, p.exported)
+    assert not producers.double_deletes()
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()

@@ -1,0 +1,68 @@
+"""Coverage-guided fuzzing of kernarg's text readers (atheris + libFuzzer; see fuzz_pack.py for
+the build): C parameter lists (``Signature(text)``), PTX entries (``Signature.from_ptx``) and
+kernel declarations in CUDA C++ source read against the PTX's layout (what
+``Signature.from_source`` does after NVRTC, without NVRTC). Any text must give a Signature whose
+layout is consistent, or a TypeError/ValueError/OverflowError/LookupError -- never another
+exception (an IndexError, a KeyError, a RecursionError...) or a crash.
+
+    python tools/fuzz/fuzz_parse.py [libFuzzer options, e.g. -max_total_time=600 corpus/]
+"""
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["kernarg"]):
+    import kernarg
+
+ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
+LIMIT = kernarg.MAX_PARAM_BYTES
+
+PTX = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k(
+{params}
+)
+{{
+    ret;
+}}
+"""
+# The PTX of `__global__ void k(const float* p, int n, double x, S s)` with a 12-byte S.
+PTX_KNOWN = PTX.format(params="\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .u32 k_param_1,"
+                              "\n\t.param .f64 k_param_2,\n\t.param .align 4 .b8 k_param_3[12]")
+SOURCE_PREFIX = "struct S { int a; float b; char c; };\n"
+
+
+def _consistent(sig):
+    offsets, sizes = sig.offsets, sig.sizes
+    assert len(offsets) == len(sizes)
+    end = 0
+    for off, size in zip(offsets, sizes, strict=True):
+        assert off >= end, (offsets, sizes)
+        end = off + size
+    assert end <= LIMIT
+
+
+def test_one_input(data):
+    if not data:
+        return
+    mode = data[0] % 4
+    text = data[1:].decode("utf-8", "replace")
+    try:
+        if mode == 0:
+            sig = kernarg.Signature(text)
+        elif mode == 1:
+            sig = kernarg.Signature([t for t in text.split(";")])
+        elif mode == 2:
+            sig = kernarg.Signature.from_ptx(PTX.format(params=text), "k")
+        else:
+            sig = kernarg.Signature._from_source_and_ptx(SOURCE_PREFIX + text, "k", PTX_KNOWN)
+    except ALLOWED:
+        return
+    _consistent(sig)
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
