@@ -787,6 +787,9 @@ def _default_text(str piece):
 
 
 _NOT_LITERAL = object()
+# A floating-point literal out of its own type's range (1e999, 1e39f): no value, as a literal
+# C++ does not convert has none.
+_ILL_FORMED = object()
 # A default NVRTC evaluated whose bytes kernarg does not pass back as a value (a NaN of another
 # code than the one kernarg writes): refused as _NOT_LITERAL is, with its own reason.
 _NOT_DECODED = object()
@@ -826,8 +829,24 @@ def _default_value(str text):
         return sign * int(digits, 8 if len(digits) > 1 and digits[0] == "0" else 10)
     m = _FLOAT_LITERAL.fullmatch(text)
     if m:
-        return sign * float(m[1].replace("'", ""))
+        value = float(m[1].replace("'", ""))
+        if text[-1] in "fF" and math.isfinite(value):
+            value = _rounded_to_float(value)
+        nonzero = re.search(r"[1-9]", m[1].split("e")[0].split("E")[0]) is not None
+        if math.isinf(value) or (value == 0 and nonzero):
+            # Out of its own type's range (1e999, 2e-324, 1e39f): ill-formed, NVRTC refuses
+            # it ("floating constant is out of range"), so there is no value to pass.
+            return _ILL_FORMED
+        return sign * value
     return _NOT_LITERAL
+
+
+def _rounded_to_float(double value):
+    """``value`` rounded to the nearest float (IEEE single), inf where it overflows."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 # Default arguments that are not literals (a macro, a constexpr name, an expression) are left to
@@ -979,8 +998,8 @@ cdef object _as_parameter(const Param* p, object value):
     of their own (structs, vectors) get the value as is, for the packer to judge."""
     cdef int code = p.code
     cdef object bits = 8 * p.size     # Python ints: 1 << 64 must not overflow
-    if value is _NOT_LITERAL:
-        return value
+    if value is _NOT_LITERAL or value is _ILL_FORMED:
+        return _NOT_LITERAL
     if code == C_BOOL:
         return _NOT_LITERAL if value is None else bool(value)
     if code == C_U64_OR_PTR and value is None:
@@ -1003,7 +1022,14 @@ cdef object _as_parameter(const Param* p, object value):
             value -= 1 << bits
         return value
     if code == C_F16 or code == C_BF16 or code == C_F32 or code == C_F64:
-        return _NOT_LITERAL if value is None else float(value)
+        if value is None:
+            return _NOT_LITERAL
+        value = float(value)
+        if code == C_F32 and math.isinf(_rounded_to_float(value)) and math.isfinite(value):
+            # Beyond float's range (float x = 1e39): undefined in C++. (__half and
+            # __nv_bfloat16 convert through their constructors, which round to inf.)
+            return _NOT_LITERAL
+        return value
     if code == C_POINTER:
         return None if value is None or (type(value) is int and value == 0) else _NOT_LITERAL
     return value
@@ -1843,7 +1869,7 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
         tail += f" ({_param_name(sig, j)} has the default argument {sig._default_texts[j]!r}, "
         if _default_value(sig._default_texts[j]) is not _NOT_LITERAL:
             tail += ("a literal C++ does not convert to the parameter's type, or whose "
-                     "conversion is undefined)")
+                     "conversion is undefined, or out of its own type's range)")
         elif sig._stop is _NOT_DECODED:
             tail += ("which NVRTC evaluated to bytes kernarg does not pass back exactly as a "
                      "value: an 8-, 6- or 4-bit float NaN of another code than the one "

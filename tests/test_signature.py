@@ -2461,6 +2461,45 @@ def test_pointer_fields_of_a_ctypes_struct_type_take_arrays_in_a_dict():
     assert bytes(sig.pack((_CJob(None, 7),)))[8:12] == struct.pack("<i", 7)
 
 
+
+OUT_OF_RANGE_LITERALS = ["1e999", "-1e999", "2e-324", "1.8e308", "1e39f", "7e-46f", "1e39F"]
+FLOAT_OVERFLOWS = ["1e39", "-1e39", "3.4028236e38"]
+
+
+def test_a_float_default_out_of_range_has_no_value():
+    # A floating literal out of its own type's range is ill-formed (NVRTC: "floating constant
+    # is out of range"), and a double beyond float's range converts to float undefined: none
+    # has a value, where they once passed inf or 0.0. Rounding to the edge is in range.
+    for lit in OUT_OF_RANGE_LITERALS:
+        for t in ("float", "double"):
+            assert kernarg.Signature(f"{t} x = {lit}").defaults == {}, (t, lit)
+    for lit in FLOAT_OVERFLOWS:
+        assert kernarg.Signature(f"float x = {lit}").defaults == {}, lit
+        assert kernarg.Signature(f"double x = {lit}").defaults == {0: float(lit)}, lit
+    kept = {"float x = 3.40282356e38": 3.40282356e38, "float x = 1e-50": 1e-50,
+            "float x = 1e-45f": 1.401298464324817e-45, "double x = 3e-324": 5e-324,
+            "double x = 0e999": 0.0, "double x = 0.0e-999": 0.0, "__half h = 1e6": 1e6}
+    for text, value in kept.items():
+        sig = kernarg.Signature(text)
+        assert sig.defaults == {0: value}, text
+        assert bytes(sig.pack(())) == bytes(sig.pack((value,))), text
+    with pytest.raises(TypeError, match="default argument '1e39', a literal C\\+\\+ does not "
+                                        "convert .* or out of its own type's range"):
+        kernarg.Signature("float x = 1e39").pack(())
+
+
+def test_nvrtc_agrees_that_out_of_range_float_defaults_have_no_value():
+    for lit in OUT_OF_RANGE_LITERALS:
+        with pytest.raises(NvrtcError, match="out of range"):
+            compile_to_ptx(f"__global__ void k(double x = {lit}) {{}}")
+    # A double beyond float's range compiles as a float's default, but NVRTC does not
+    # evaluate it to a constant either.
+    params = ", ".join(f"float x{i} = static_cast<double>({lit})"
+                       for i, lit in enumerate(FLOAT_OVERFLOWS))
+    sig = kernarg.Signature.from_source(f"__global__ void k({params}) {{}}", "k")
+    assert sig.defaults == {}
+
+
 def test_literal_defaults_convert_as_the_compiler_converts_them():
     # kernarg converts a literal default itself; the compiler converts the same literal hidden
     # behind a cast (no longer a literal, so NVRTC evaluates it). Both must pack alike.
