@@ -4,6 +4,7 @@
 #
 #   bash tools/fuzz/run.sh pack  [SECONDS]   # fuzz_pack.py: kernarg.pack, Signature.pack
 #   bash tools/fuzz/run.sh parse [SECONDS]   # fuzz_parse.py: Signature text, PTX, source
+#   bash tools/fuzz/run.sh launch [SECONDS]  # fuzz_launch.py: launches, against tools/fakecuda
 #
 # Default 600 s. Needs clang (Debian: apt-get install clang libclang-rt-dev) and a Python
 # with kernarg's build and test dependencies and atheris (pip install atheris). The corpus is
@@ -11,7 +12,7 @@
 # exception stops the run and is written there as crash-<hash>. Re-run one input with
 #   bash tools/fuzz/run.sh pack 0 /tmp/kernarg-fuzz/pack/crash-<hash>
 set -euo pipefail
-target=${1:?usage: run.sh pack|parse [SECONDS] [INPUT]}
+target=${1:?usage: run.sh pack|parse|launch [SECONDS] [INPUT]}
 seconds=${2:-600}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cc=$(command -v clang || command -v clang-14 || true)
@@ -27,10 +28,21 @@ flags="-fsanitize=fuzzer-no-link,address -g -O1 -fno-omit-frame-pointer"
     CFLAGS="$flags" LDFLAGS="-fsanitize=fuzzer-no-link,address" \
     python setup.py -q build_ext --inplace -j 2 >/dev/null)
 export PYTHONPATH="$build" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0
+# Under a preloaded ASan runtime NVRTC does not find libnvrtc-builtins beside itself (as in
+# .ci/sanitizers): name its directory.
+builtins=$(python -c 'import glob, os, nvidia
+hits = sorted(h for b in nvidia.__path__ for p in ("*/lib/libnvrtc-builtins.so*",
+              "*/*/lib/libnvrtc-builtins.so*") for h in glob.glob(os.path.join(b, p)))
+print(os.path.dirname(hits[0]) if hits else "")')
+export LD_LIBRARY_PATH="$builtins${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+wrap=()
+if [ "$target" = launch ]; then     # the stand-in driver in place of libcuda.so.1
+    wrap=("$root/tools/fakecuda/run.sh")
+fi
 corpus=${KERNARG_FUZZ_DIR:-/tmp/kernarg-fuzz/$target}
 mkdir -p "$corpus"
 if [ $# -ge 3 ]; then
-    exec env LD_PRELOAD="$runtime" python "$build/tools/fuzz/fuzz_$target.py" "$3"
+    exec "${wrap[@]}" env LD_PRELOAD="$runtime" python "$build/tools/fuzz/fuzz_$target.py" "$3"
 fi
-exec env LD_PRELOAD="$runtime" python "$build/tools/fuzz/fuzz_$target.py" \
+exec "${wrap[@]}" env LD_PRELOAD="$runtime" python "$build/tools/fuzz/fuzz_$target.py" \
     -max_total_time="$seconds" -max_len=512 -artifact_prefix="$corpus/" "$corpus"

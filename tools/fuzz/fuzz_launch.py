@@ -1,0 +1,147 @@
+"""Coverage-guided fuzzing of kernarg's launch front end against tools/fakecuda (the stand-in
+driver: no kernel runs, but it checks every launch's parameter block against the kernel's PTX
+layout and the configuration against the device's limits, and refuses unknown handles).
+``run.sh launch`` builds the fake driver and runs this with it.
+
+Each input gives a grid, a block, shared memory, a cluster, the cooperative/PDL/priority
+flags, a stream (None, the default-stream handles, a stream of this process, or objects of
+the stream protocols), the call form (``launch``, ``kernel[...]``, ``prepare``,
+``kernarg.launch``) and arguments of every kind (fuzz_pack's). The launch must either reach
+the driver with a block the fake driver accepts, or be refused with TypeError/ValueError/
+OverflowError/RuntimeError/BufferError (kernarg.CudaError is a RuntimeError) with a message.
+"""
+import os
+import sys
+
+import atheris
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+with atheris.instrument_imports(include=["kernarg"]):
+    import kernarg
+    from kernarg._nvrtc import compile_program
+
+import fuzz_pack  # noqa: E402
+
+ALLOWED = fuzz_pack.ALLOWED
+SOURCE = r"""
+struct S { int a; float b; char c; };
+extern "C" __global__ void k(const float* p, int n, double x, float4 v, S s, unsigned char u)
+{}
+"""
+# Typed from the source, and from the PTX alone (ints of either sign, opaque structs).
+KERNELS = [kernarg.Kernel.from_source(SOURCE, "k"),
+           kernarg.Kernel.from_ptx(compile_program(SOURCE, arch="compute_90").ptx, "k")]
+
+
+class StreamProtocol:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        return self.answer
+
+
+class TorchStyle:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def _stream_handle():
+    from cuda.bindings import driver
+
+    err, stream = driver.cuStreamCreate(0)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return int(stream)
+
+
+OWN_STREAM = _stream_handle()
+HANDLES = [1, 2, OWN_STREAM]
+
+
+def _stream(fdp):
+    choice = fdp.ConsumeIntInRange(0, 6)
+    handle = HANDLES[fdp.ConsumeIntInRange(0, len(HANDLES) - 1)]
+    if choice == 0:
+        return None
+    if choice == 1:
+        return handle
+    if choice == 2:
+        return StreamProtocol((0, handle))
+    if choice == 3:     # a malformed protocol answer: refused before any driver call
+        return StreamProtocol([(1, handle), (0,), (0, -1), (0, 2**64), None, (0, "1")][
+            fdp.ConsumeIntInRange(0, 5)])
+    if choice == 4:
+        return TorchStyle(handle)
+    if choice == 5:
+        return fdp.ConsumeIntInRange(-2, 0)    # 0 and negative handles: refused
+    # Not an int: any int in range is a handle to kernarg, and a made-up one is the caller's
+    # error, which the driver may not survive (nor does the fake one).
+    return [None, fdp.ConsumeFloat(), "s", b"b", object(), (1, 2), [handle]][
+        fdp.ConsumeIntInRange(0, 6)]
+
+
+def _dim(fdp):
+    choice = fdp.ConsumeIntInRange(0, 5)
+    if choice <= 2:
+        return fdp.ConsumeIntInRange(1, 1024)
+    if choice == 3:
+        return tuple(fdp.ConsumeIntInRange(-1, 70000) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    if choice == 4:
+        return fuzz_pack._int(fdp)
+    return fuzz_pack._hostile(fdp)
+
+
+def _args(fdp, kernel):
+    if fdp.ConsumeBool():      # arguments that fit the signature, mostly
+        typed = kernel is KERNELS[0]    # the PTX's float4 and S are opaque bytes
+        args = [fdp.ConsumeIntInRange(0, 2**64 - 1), fdp.ConsumeIntInRange(-2**31, 2**31 - 1),
+                fdp.ConsumeFloat(), (1.0, 2.0, 3.0, 4.0) if typed else bytes(16),
+                (1, 2.5, 3) if typed else bytes(12), fdp.ConsumeIntInRange(0, 255)]
+        for _ in range(max(0, fdp.ConsumeIntInRange(-4, 2))):
+            i = fdp.ConsumeIntInRange(0, len(args) - 1)
+            args[i] = fuzz_pack.MAKERS[fdp.ConsumeIntInRange(0, len(fuzz_pack.MAKERS) - 1)](fdp)
+        return tuple(args[:fdp.ConsumeIntInRange(0, len(args))] if fdp.ConsumeIntInRange(0, 7)
+                     == 0 else args)
+    return tuple(fuzz_pack.MAKERS[fdp.ConsumeIntInRange(0, len(fuzz_pack.MAKERS) - 1)](fdp)
+                 for _ in range(fdp.ConsumeIntInRange(0, 7)))
+
+
+def test_one_input(data):
+    fdp = atheris.FuzzedDataProvider(data)
+    grid, block = _dim(fdp), _dim(fdp)
+    shmem = [0, 0, fdp.ConsumeIntInRange(0, 300000), fuzz_pack._int(fdp)][
+        fdp.ConsumeIntInRange(0, 3)]
+    cluster = None if fdp.ConsumeIntInRange(0, 3) else \
+        [fdp.ConsumeIntInRange(1, 8), (fdp.ConsumeIntInRange(1, 4), 2), _dim(fdp)][
+            fdp.ConsumeIntInRange(0, 2)]
+    cooperative, pdl = fdp.ConsumeBool(), fdp.ConsumeBool()
+    priority = None if fdp.ConsumeBool() else fdp.ConsumeIntInRange(-10, 10)
+    stream = _stream(fdp)
+    form = fdp.ConsumeIntInRange(0, 3)
+    kernel = KERNELS[fdp.ConsumeIntInRange(0, 1)]
+    args = _args(fdp, kernel)
+    dlpacks = [a for a in args if isinstance(a, fuzz_pack.producers.DLPackProducer)]
+    try:
+        if form == 0:
+            kernel.launch(grid, block, *args, stream=stream, shmem=shmem, cluster=cluster,
+                          cooperative=cooperative, pdl=pdl, priority=priority)
+        elif form == 1:
+            kernel[grid, block, stream, shmem](*args)
+        elif form == 2:
+            kernel.prepare(grid, block, stream=stream, shmem=shmem, cluster=cluster,
+                           cooperative=cooperative, pdl=pdl, priority=priority)(*args)
+        else:
+            config = kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
+                                          cooperative=cooperative, pdl=pdl, priority=priority)
+            kernarg.launch(stream, config, kernel, *args)
+    except ALLOWED as exc:
+        assert str(exc), repr(exc)
+    for p in dlpacks:
+        assert p.deleted == p.exported, (p.deleted, p.exported)
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
