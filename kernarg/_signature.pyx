@@ -1219,8 +1219,7 @@ def _ptx_param(decl, i, entry):
     """(kind, bits, count, align, name, text) of one PTX kernel parameter declaration (what
     follows ``.param``): ``[.align N] .TYPE name[COUNT]``, where a .u64 or .u32 may carry a
     pointer's attributes (``.ptr .global .align 16``), which say nothing of the parameter's own
-    layout.
-    Anything else is a ValueError naming the parameter, not a misread layout."""
+    layout. Anything else is a ValueError naming the parameter, not a misread layout."""
     m = _PTX_PARAM.fullmatch(decl)
     shown = " ".join(f".param {decl}".split())
     bits = int(m.group("bits")) if m else 0
@@ -1591,9 +1590,10 @@ cdef class Signature:
         ``from_source`` has NVRTC evaluate any other constant expression (a struct's value is
         its bytes, a vector's a tuple of its lanes, an 8-, 6- or 4-bit float's the float its
         bits stand for). A default with no value (not a constant expression, not a literal in
-        a signature string, a NaN of another code than kernarg writes, or an address the
-        driver fixes when it loads the module, ``= twice`` or ``= table + 1``) is in
-        :attr:`default_texts` only, and so are those before it."""
+        a signature string, a literal C++ does not convert to the type or out of its own
+        type's range, ``float x = 1e39`` or ``1e999``, a NaN of another code than kernarg
+        writes, or an address the driver fixes when it loads the module, ``= twice`` or
+        ``= table + 1``) is in :attr:`default_texts` only, and so are those before it."""
         if self._defaults is None:
             return {}
         return {self._first_default + i: v for i, v in enumerate(self._defaults)}

@@ -178,6 +178,18 @@ MAKERS = [_int, lambda fdp: fdp.ConsumeFloat(), lambda fdp: fdp.ConsumeBool(),
           lambda fdp: Index(_int(fdp)), _hostile]
 
 
+def _param_type(fdp, arg):
+    """A parameter type for ``arg``: a random C type, or often the argument's own type where
+    it is a struct (its numpy dtype, aligned or not, or its ctypes type), so that typed struct
+    packing is reached."""
+    if isinstance(arg, np.void) and fdp.ConsumeBool():
+        return arg.dtype if fdp.ConsumeBool() else np.dtype(arg.dtype.descr, align=True) \
+            if all(name for name, *_ in arg.dtype.descr) else arg.dtype
+    if isinstance(arg, (ctypes.Structure, ctypes.Union, ctypes.Array)) and fdp.ConsumeBool():
+        return type(arg)
+    return C_TYPES[fdp.ConsumeIntInRange(0, len(C_TYPES) - 1)]
+
+
 def _address_of(value):
     if isinstance(value, Registered):
         return value.address
@@ -220,9 +232,12 @@ def test_one_input(data):
             assert (bytes(block), block.offsets, block.sizes) == \
                 reference.pack(args, _address_of), args
         block.release()
-    params = [C_TYPES[fdp.ConsumeIntInRange(0, len(C_TYPES) - 1)] for _ in args]
+    params = [_param_type(fdp, a) for a in args]
     try:
-        sig = kernarg.Signature(", ".join(f"{t} p{i}" for i, t in enumerate(params)))
+        if all(isinstance(t, str) for t in params):
+            sig = kernarg.Signature(", ".join(f"{t} p{i}" for i, t in enumerate(params)))
+        else:       # a list: C type strings, numpy dtypes and ctypes types
+            sig = kernarg.Signature(params)
     except ALLOWED:
         sig = None
     if sig is not None:
