@@ -8,7 +8,8 @@ Each input is decoded into an argument tuple of mixed kinds -- Python and numpy 
 every width, numpy structured scalars, ctypes scalars, structures and arrays, registered
 pointer types, CUDA Array Interface objects (valid, or with fields replaced) and DLPack
 producers (any device, version and offset) -- and a signature of C parameter types. Both
-``kernarg.pack`` and ``Signature.pack`` must then either give the block a plain C packer
+``kernarg.pack`` and ``Signature.pack`` (and kernarg's C API, through examples/c_extension, to
+the same bytes or the same refusal) must then either give the block a plain C packer
 (tests/reference.py) gives for the values it knows, or refuse with TypeError/ValueError/
 OverflowError/RuntimeError/BufferError naming the argument; every DLPack tensor is deleted
 exactly once.
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
 
 with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
+    from kernarg._examples import build_example
 
 import numpy as np  # noqa: E402
 
@@ -60,6 +62,11 @@ class Registered:
 
 
 kernarg.register(Registered, lambda obj: obj.address)
+
+
+# examples/c_extension, built and imported: kernarg's C API (packing into the caller's block),
+# which must agree with kernarg.pack and Signature.pack.
+C_API = build_example("c_extension", "kernarg_example")
 
 
 class Index:
@@ -203,6 +210,19 @@ def _check_refusal(exc):
         "argument" in text or "parameter" in text, text
 
 
+def _c_api_agrees(pack, call, expected):
+    """The C API gives what Python's packing gave: the same bytes, offsets and producer
+    streams, or the same refusal (class and message)."""
+    try:
+        got = pack(*call)
+    except ALLOWED as exc:
+        assert isinstance(expected, BaseException), (exc, expected)
+        assert (type(exc), str(exc)) == (type(expected), str(expected))
+        return
+    assert not isinstance(expected, BaseException), (got, expected)
+    assert got == expected, (got, expected)
+
+
 def _known(value):
     """Values the reference packer maps exactly as kernarg's untyped mapping does."""
     if value is None or isinstance(value, (bool, float, complex, Registered)):
@@ -223,7 +243,10 @@ def test_one_input(data):
         block = kernarg.pack(args)
     except ALLOWED as exc:
         _check_refusal(exc)
+        _c_api_agrees(C_API.pack, (args,), exc)
     else:
+        _c_api_agrees(C_API.pack, (args,), (bytes(block), block.offsets,
+                                            block.producer_streams))
         assert block.nargs == len(args)
         assert len(bytes(block)) == block.nbytes
         for off, size in zip(block.offsets, block.sizes, strict=True):
@@ -245,7 +268,10 @@ def test_one_input(data):
             typed = sig.pack(args)
         except ALLOWED as exc:
             _check_refusal(exc)
+            _c_api_agrees(C_API.pack_signature, (sig, args), exc)
         else:
+            _c_api_agrees(C_API.pack_signature, (sig, args), (bytes(typed), typed.offsets,
+                                                              typed.producer_streams))
             assert typed.nargs == len(args)
             for i, (t, a) in enumerate(zip(params, args, strict=True)):
                 if t == "int" and type(a) is int:
