@@ -894,12 +894,18 @@ cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
             r.ptr = <uint64_t>fast
             return 0
         address = value
+    elif type(value) is bool:
+        # An int, to Python, but no address: a producer that answers True has a bug.
+        raise TypeError(f"{_describe(index, obj)}: {source} gave bool, expected an int "
+                        "address")
     else:
+        # operator.index(): an __index__ that answers anything but an int (1.5) is refused,
+        # not truncated to a wrong address.
         try:
-            address = value.__index__()
-        except (AttributeError, TypeError):
+            address = PyNumber_Index(value)
+        except TypeError as exc:
             raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
-                            "expected an int address") from None
+                            f"expected an int address ({exc})") from None
     if not 0 <= address < 2**64:
         raise OverflowError(f"{_describe(index, obj)}: {source} gave address {address}, "
                             "outside 0 .. 2**64-1")

@@ -298,6 +298,22 @@ def test_register_pointer_type():
         kernarg.register(Handle, lambda h: "nope")
         with pytest.raises(TypeError, match="argument 0.*expected an int"):
             kernarg.pack((Handle(0),))
+        # What __index__ gives is taken (numpy ints), but only an int: an __index__ answering
+        # 1.5 was truncated to address 1. True is no address either.
+        kernarg.register(Handle, lambda h: h.addr)
+        assert bytes(kernarg.pack((Handle(np.uint64(2**63)),))) == struct.pack("<Q", 2**63)
+        assert bytes(kernarg.Signature("float* p").pack((Handle(np.int32(16)),))) == \
+            struct.pack("<Q", 16)
+
+        class FloatIndex:
+            def __index__(self):
+                return 1.5
+
+        for bad, shown in ((FloatIndex(), "FloatIndex"), (True, "bool"), (False, "bool")):
+            for pack in (kernarg.pack, kernarg.Signature("float* p").pack):
+                with pytest.raises(TypeError, match=f"argument 0 .*the registered function "
+                                                    f"gave {shown}, expected an int address"):
+                    pack((Handle(bad),))
 
         def boom(h):
             raise RuntimeError("kaboom")
