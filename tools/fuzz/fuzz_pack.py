@@ -17,6 +17,7 @@ exactly once.
     python tools/fuzz/fuzz_pack.py [libFuzzer options, e.g. -max_total_time=600 corpus/]
 """
 import ctypes
+import operator
 import os
 import struct
 import sys
@@ -125,6 +126,27 @@ def _ctypes_value(fdp):
     return cls.from_buffer_copy(fdp.ConsumeBytes(size).ljust(size, b"\0"))
 
 
+class BadIndex:
+    """An __index__ that answers something other than an int."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def _address(fdp):
+    """What a registered function answers: mostly an address, else an int out of range, a
+    numpy int, a bool, a float or a broken __index__."""
+    choice = fdp.ConsumeIntInRange(0, 9)
+    if choice <= 4:
+        return fdp.ConsumeIntInRange(0, 2**64 - 1)
+    return [_int(fdp), np.uint64(fdp.ConsumeIntInRange(0, 2**64 - 1)), fdp.ConsumeBool(),
+            fdp.ConsumeFloat(), BadIndex([1.5, "7", None, 7][fdp.ConsumeIntInRange(0, 3)])][
+        choice - 5]
+
+
 def _hostile(fdp):
     choice = fdp.ConsumeIntInRange(0, 7)
     return [None, _int(fdp), fdp.ConsumeFloat(), "s", b"b", object(), (1, 2),
@@ -181,7 +203,7 @@ def _dlpack(fdp):
 MAKERS = [_int, lambda fdp: fdp.ConsumeFloat(), lambda fdp: fdp.ConsumeBool(),
           lambda fdp: None, _np_scalar, _np_struct, _ctypes_value,
           lambda fdp: complex(fdp.ConsumeFloat(), fdp.ConsumeFloat()),
-          lambda fdp: Registered(fdp.ConsumeIntInRange(0, 2**64 - 1)), _cai, _dlpack,
+          lambda fdp: Registered(_address(fdp)), _cai, _dlpack,
           lambda fdp: Index(_int(fdp)), _hostile]
 
 
@@ -195,6 +217,18 @@ def _param_type(fdp, arg):
     if isinstance(arg, (ctypes.Structure, ctypes.Union, ctypes.Array)) and fdp.ConsumeBool():
         return type(arg)
     return C_TYPES[fdp.ConsumeIntInRange(0, len(C_TYPES) - 1)]
+
+
+def _registered_address(value):
+    """The address a registered function's answer stands for, or None where it must be
+    refused: operator.index() of it, in 0 .. 2**64-1, and not a bool."""
+    if isinstance(value, bool):
+        return None
+    try:
+        address = operator.index(value)
+    except TypeError:
+        return None
+    return address if 0 <= address < 2**64 else None
 
 
 def _address_of(value):
@@ -225,7 +259,9 @@ def _c_api_agrees(pack, call, expected):
 
 def _known(value):
     """Values the reference packer maps exactly as kernarg's untyped mapping does."""
-    if value is None or isinstance(value, (bool, float, complex, Registered)):
+    if isinstance(value, Registered):   # packs exactly when it answers an address
+        return type(value.address) is int and 0 <= value.address < 2**64
+    if value is None or isinstance(value, (bool, float, complex)):
         return True
     if isinstance(value, int):
         return -2**63 <= value < 2**64
@@ -254,6 +290,11 @@ def test_one_input(data):
         if all(_known(a) for a in args):
             assert (bytes(block), block.offsets, block.sizes) == \
                 reference.pack(args, _address_of), args
+        for i, a in enumerate(args):
+            if isinstance(a, Registered):   # an address, never what is not one
+                want = _registered_address(a.address)
+                assert want is not None, a.address
+                assert struct.unpack_from("<Q", bytes(block), block.offsets[i])[0] == want
         block.release()
     params = [_param_type(fdp, a) for a in args]
     try:
