@@ -787,8 +787,8 @@ def _default_text(str piece):
 
 
 _NOT_LITERAL = object()
-# A floating-point literal out of its own type's range (1e999, 1e39f): no value, as a literal
-# C++ does not convert has none.
+# A literal out of its own type's range (1e999, 1e39f, an integer of more than 128 bits): no
+# value, as a literal C++ does not convert has none.
 _ILL_FORMED = object()
 # A default NVRTC evaluated whose bytes kernarg does not pass back as a value (a NaN of another
 # code than the one kernarg writes): refused as _NOT_LITERAL is, with its own reason.
@@ -825,8 +825,14 @@ def _default_value(str text):
     if m:
         digits = m[1].replace("'", "")
         if digits[:2] in ("0x", "0X", "0b", "0B"):
-            return sign * int(digits, 0)
-        return sign * int(digits, 8 if len(digits) > 1 and digits[0] == "0" else 10)
+            value = int(digits, 0)
+        else:
+            value = int(digits, 8 if len(digits) > 1 and digits[0] == "0" else 10)
+        if value >> 128:
+            # Beyond 128 bits: "integer constant is too large" (NVRTC), no value. (NVRTC keeps
+            # any narrower literal exact, converting it as it converts an __int128.)
+            return _ILL_FORMED
+        return sign * value
     m = _FLOAT_LITERAL.fullmatch(text)
     if m:
         value = float(m[1].replace("'", ""))

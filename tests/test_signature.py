@@ -2462,7 +2462,8 @@ def test_pointer_fields_of_a_ctypes_struct_type_take_arrays_in_a_dict():
 
 
 
-OUT_OF_RANGE_LITERALS = ["1e999", "-1e999", "2e-324", "1.8e308", "1e39f", "7e-46f", "1e39F"]
+OUT_OF_RANGE_LITERALS = ["1e999", "-1e999", "2e-324", "1.8e308", "1e39f", "7e-46f", "1e39F",
+                         str(2**128), "9" * 400, hex(2**128)]
 FLOAT_OVERFLOWS = ["1e39", "-1e39", "3.4028236e38"]
 
 
@@ -2471,8 +2472,12 @@ def test_a_float_default_out_of_range_has_no_value():
     # is out of range"), and a double beyond float's range converts to float undefined: none
     # has a value, where they once passed inf or 0.0. Rounding to the edge is in range.
     for lit in OUT_OF_RANGE_LITERALS:
-        for t in ("float", "double"):
+        for t in ("float", "double", "int", "unsigned long long"):
             assert kernarg.Signature(f"{t} x = {lit}").defaults == {}, (t, lit)
+    # An integer literal of up to 128 bits is exact, as NVRTC keeps it (an int parameter
+    # takes it modulo 2**32, as C++ converts).
+    assert kernarg.Signature(f"double x = {2**128 - 1}").defaults == {0: float(2**128 - 1)}
+    assert kernarg.Signature(f"int x = {2**100 + 5}").defaults == {0: 5}
     for lit in FLOAT_OVERFLOWS:
         assert kernarg.Signature(f"float x = {lit}").defaults == {}, lit
         assert kernarg.Signature(f"double x = {lit}").defaults == {0: float(lit)}, lit
@@ -2490,7 +2495,7 @@ def test_a_float_default_out_of_range_has_no_value():
 
 def test_nvrtc_agrees_that_out_of_range_float_defaults_have_no_value():
     for lit in OUT_OF_RANGE_LITERALS:
-        with pytest.raises(NvrtcError, match="out of range"):
+        with pytest.raises(NvrtcError, match="out of range|too large"):
             compile_to_ptx(f"__global__ void k(double x = {lit}) {{}}")
     # A double beyond float's range compiles as a float's default, but NVRTC does not
     # evaluate it to a constant either.
