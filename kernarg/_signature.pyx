@@ -838,7 +838,7 @@ def _default_value(str text):
         value = float(m[1].replace("'", ""))
         if text[-1] in "fF" and math.isfinite(value):
             value = _rounded_to_float(value)
-        nonzero = re.search(r"[1-9]", m[1].split("e")[0].split("E")[0]) is not None
+        nonzero = re.search(r"[1-9]", re.split(r"[eE]", m[1])[0]) is not None
         if math.isinf(value) or (value == 0 and nonzero):
             # Out of its own type's range (1e999, 2e-324, 1e39f): ill-formed, NVRTC refuses
             # it ("floating constant is out of range"), so there is no value to pass.
