@@ -1,7 +1,13 @@
 """setup.py's choice of cuda.h: a header older than cuda-bindings must be refused with a message
-that says why and what to install, not left to fail as a g++ error in generated code."""
+that says why and what to install, not left to fail as a g++ error in generated code. And the
+source distribution: the sources and the tests, never C generated against one cuda-bindings."""
 import importlib.util
 import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
 
 import pytest
 
@@ -88,3 +94,42 @@ def _only_under(root):
         # Hide every other cuda.h (the wheels', a toolkit's) from cuda_include.
         return real(path) and (not str(path).endswith("cuda.h") or str(path).startswith(root))
     return exists
+
+
+# What a build writes beside the sources: Cython's C for kernarg's own modules, the driver shim
+# setup.py generates, and the files any build leaves.
+GENERATED = re.compile(r"kernarg/(_\w+\.(c|cpp|html)|_driver_compat\.pxi)$")
+
+
+def _shipped(rel):
+    parts = rel.split("/")
+    return not (GENERATED.match(rel) or rel.endswith((".so", ".o", ".pyd", ".pyc"))
+                or any(p.startswith(".") or p in ("__pycache__", "build", "dist")
+                       or p.endswith(".egg-info") for p in parts))
+
+
+def test_the_sdist_holds_the_sources_and_tests_and_no_generated_c(tmp_path):
+    # The C Cython generates names the types of the cydriver.pxd it was generated against. In
+    # an sdist it would be reused by a build whose cuda-bindings' files are older than it (pip
+    # install --no-build-isolation in an existing environment, as CUDA 12 builds are made),
+    # and fail to compile against another release's cuda.h (seen: an sdist made with 13.5
+    # built with 12.8, "CUDA_FABRIC_COPY_BATCH_OP_st does not name a type").
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".*", "build", "dist", "*.egg-info", "__pycache__"))
+    # The tree the suite runs in was built in place: its generated C is there to be left out.
+    assert (tree / "kernarg" / "_handler.c").exists()
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "out")],
+                          cwd=tree, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (sdist,) = (tmp_path / "out").glob("kernarg-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
+    assert [n for n in names if not _shipped(n) and not n.startswith("kernarg.egg-info/")] == []
+    present = {os.path.relpath(os.path.join(d, f), tree).replace(os.sep, "/")
+               for d, _, files in os.walk(tree) for f in files}
+    expected = {rel for rel in present if _shipped(rel)}
+    # The package's sources, the tests and what they build and read (examples/, README.md).
+    assert {"kernarg/_handler.pyx", "kernarg/include/kernarg.h", "tests/conftest.py",
+            "examples/c_extension/setup.py", "README.md", "MANIFEST.in"} <= expected
+    assert sorted(expected - names) == []
