@@ -253,8 +253,12 @@ cdef class LaunchConfig:
             self._attrs[self._nattrs].value.programmaticStreamSerializationAllowed = 1
             self._nattrs += 1
         if priority is not None:
-            if isinstance(priority, bool) or not isinstance(priority, int):
-                raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+            # Any int the attribute's C int holds, a numpy int too, as for the other values;
+            # the driver judges it against the context's range (cuCtxGetStreamPriorityRange).
+            priority = _index(priority, "priority")
+            if not -2**31 <= priority < 2**31:
+                raise ValueError(f"priority must be an int between -2**31 and 2**31-1 (a C "
+                                 f"int), got {priority}")
             self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY
             self._attrs[self._nattrs].value.priority = priority
             self._nattrs += 1

@@ -36,6 +36,10 @@ def test_config_normalises_dims_and_builds_attributes():
     assert c.cluster == (2, 2, 1)
     assert c.attributes == (("cluster_dimension", (2, 2, 1)), ("cooperative", 1),
                             ("programmatic_stream_serialization", 1), ("priority", -1))
+    # A priority is any int a C int holds, a numpy int as for the other values, kept as an int.
+    for given in (np.int16(-3), -2**31, 2**31 - 1):
+        c = kernarg.LaunchConfig(1, 1, priority=given)
+        assert c.attributes == (("priority", int(given)),) and type(c.priority) is int
 
 
 # Errors in grid, block and shmem: LaunchConfig and Kernel.launch (which checks them in C when no
@@ -78,6 +82,11 @@ def test_non_portable_cluster_along_one_axis_is_accepted():
     (dict(grid=(8, 8), block=1, cluster=(4, 8)), ValueError, "32 blocks; the limit is 16"),
     (dict(grid=32, block=1, cluster=32), ValueError, r"cluster\[0\] is 32; .* 1 and 16"),
     (dict(grid=1, block=1, priority="high"), TypeError, "priority"),
+    (dict(grid=1, block=1, priority=True), TypeError, "priority must be an int, got bool"),
+    (dict(grid=1, block=1, priority=1.0), TypeError, "priority must be an int, got float"),
+    (dict(grid=1, block=1, priority=2**31), ValueError,
+     r"priority must be an int between -2\*\*31 and 2\*\*31-1 .*got 2147483648"),
+    (dict(grid=1, block=1, priority=-2**31 - 1), ValueError, "priority .*got -2147483649"),
 ])
 def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
     kwargs = dict(kwargs)       # the table is shared with the next test
