@@ -1699,11 +1699,13 @@ cdef tuple _kernel_address(object handle, str who):
     if hasattr(handle, "_handle") and type(handle).__module__.startswith("cuda.core"):
         handle = handle._handle
     try:
-        if isinstance(handle, (float, complex, str, bytes, bool)) \
-                or is_numpy_bool(type(handle)):
-            raise TypeError      # int() would make a number of them (1.5 -> 1; "12" -> 12)
-        address = int(handle)
-    except (TypeError, ValueError, OverflowError):     # ValueError: int("name")
+        # An int by __index__ (an int, a numpy int, a cuda.bindings handle), not by int(),
+        # which makes a number of a float (numpy's float32 too: 1.5 -> 1), a numeric str or
+        # anything with __int__; and not a bool.
+        if isinstance(handle, bool) or is_numpy_bool(type(handle)):
+            raise TypeError
+        address = operator.index(handle)
+    except (TypeError, OverflowError):
         try:
             address = int(getattr(handle, "getPtr")()) if hasattr(handle, "getPtr") else 0
         except (TypeError, ValueError, OverflowError):

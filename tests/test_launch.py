@@ -4,6 +4,8 @@ import gc
 import os
 import subprocess
 import sys
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -864,8 +866,12 @@ def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     k = kernarg.Kernel.from_handle(CoreKernel(), signature="float* x, int n", name="saxpy")
     assert k.handle == 0x6000 and k.module_handle is None and k.device == -1
     assert repr(k) == "<kernarg.Kernel saxpy signature=kernarg.Signature('float* x, int n')>"
-    # int() would make a number of a float, a numeric str or a bool: none is a handle.
-    for bad in (object(), "saxpy", -1, 2**64, 1.5, 4096.0, "4096", True, np.True_, 1 + 0j):
+    # int() would make a number of a float (numpy's too), a numeric str, a bool or anything
+    # with __int__: none is a handle (a float32 1.0 was launched as the CUfunction at 0x1).
+    IntOnly = type("IntOnly", (), {"__int__": lambda self: 0x4000})
+    for bad in (object(), "saxpy", -1, 2**64, 1.5, 4096.0, "4096", True, np.True_, 1 + 0j,
+                np.float32(1.0), np.float16(4096), np.complex64(1), Decimal(4096),
+                Fraction(4096, 1), IntOnly(), np.array([4096])):
         with pytest.raises(ValueError, match="is not a kernel handle"):
             kernarg.Kernel.from_handle(bad)
     assert kernarg.Kernel.from_handle(np.uint64(0x7000)).handle == 0x7000
@@ -1071,7 +1077,7 @@ def test_launch_names_what_it_cannot_take():
                                         "LaunchConfig, got tuple"):
         kernarg.launch(None, (1, 1), 0x1234)
     cfg = kernarg.LaunchConfig(1, 1)
-    for bad in (object(), 0, "k"):
+    for bad in (object(), 0, "k", np.float32(1.0), Decimal(0x1234), 4660.0):
         with pytest.raises(TypeError, match="kernel must be a kernarg.Kernel, a cuda.core "
                                             f"Kernel or a CUfunction/CUkernel handle, got "
                                             f"{type(bad).__name__}"):
