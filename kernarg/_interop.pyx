@@ -2091,6 +2091,20 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
     return device
 
 
+cdef object _driver_ptr_type = None     # cuda.bindings' CUdeviceptr, once seen
+
+
+cdef bint _is_driver_ptr(object value) except -1:
+    """Whether ``value`` is a cuda.bindings ``CUdeviceptr`` (the class is remembered)."""
+    global _driver_ptr_type
+    if type(value) is _driver_ptr_type:
+        return True
+    if mro_has(type(value), "cuda.bindings", "CUdeviceptr"):
+        _driver_ptr_type = type(value)
+        return True
+    return False
+
+
 cdef int _buffer_pointer(const TypeInfo* info, object obj, Py_ssize_t index,
                          PtrResult* r) except -1:
     # cuda.core Buffer.handle is an int for some memory resources (pinned host memory) and a
@@ -2099,7 +2113,15 @@ cdef int _buffer_pointer(const TypeInfo* info, object obj, Py_ssize_t index,
     cdef getter_t mr_getter = info.mr_getter
     cdef void* mr_closure = info.mr_closure
     handle = obj.handle
-    address = None if handle is None else (handle if type(handle) is int else int(handle))
+    address = handle
+    if handle is not None and type(handle) is not int:
+        if _is_driver_ptr(handle):
+            address = int(handle)       # a CUdeviceptr has __int__ but no __index__
+        else:
+            # operator.index(), as _set_address reads it: int() would make an address of a
+            # float (4096.5 -> 4096) or a bool, which are refused, by name.
+            _set_address(handle, index, obj, "Buffer.handle", r)
+            address = r.ptr
     if not address and (getattr(obj, "is_closed", False) or getattr(obj, "size", 0)):
         # cuda.core >= 0.6 says is_closed; older ones only zero the handle (the size stays).
         # Either way a null pointer to a non-empty buffer would be silently wrong.

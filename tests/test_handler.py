@@ -8,6 +8,7 @@ import math
 import re
 import struct
 import weakref
+from decimal import Decimal
 
 import ml_dtypes
 import numpy as np
@@ -529,6 +530,37 @@ def test_buffer_handle_as_cuda_bindings_object():
 
     buf = Buffer.from_handle(driver.CUdeviceptr(0x4440_0000), 64)
     assert bytes(kernarg.pack((buf,))) == struct.pack("<Q", 0x4440_0000)
+
+
+def test_buffer_handle_is_read_as_an_index_never_truncated():
+    # A Buffer subclass's handle is read as operator.index() reads it, as every other
+    # address is: int() made address 4096 of 4096.5, and address 1 of True.
+    from cuda.core import Buffer
+
+    class OddHandle(Buffer):
+        answer = None
+
+        @property
+        def handle(self):
+            return type(self).answer
+
+    IntOnly = type("IntOnly", (), {"__int__": lambda self: 0x5000})
+    buf = OddHandle.__new__(OddHandle)     # from_handle makes a Buffer, not the subclass
+    sig = kernarg.Signature("float* p")
+    for answer in (4096.5, np.float32(4096), True, np.True_, Decimal(4096), IntOnly(), "4096"):
+        OddHandle.answer = answer
+        shown = type(answer).__name__
+        for pack in (lambda: kernarg.pack((1, buf)), lambda: sig.pack((buf,))):
+            with pytest.raises(TypeError, match=rf"argument [01] \(.*OddHandle\): "
+                                                rf"Buffer.handle gave {shown}, expected an int"):
+                pack()
+    for answer in (np.uint64(0x5000), np.int32(0x5000), 0x5000):
+        OddHandle.answer = answer
+        assert bytes(kernarg.pack((buf,))) == struct.pack("<Q", 0x5000)
+        assert bytes(sig.pack((buf,))) == struct.pack("<Q", 0x5000)
+    OddHandle.answer = 2**64
+    with pytest.raises(OverflowError, match="Buffer.handle gave address 18446744073709551616"):
+        kernarg.pack((buf,))
 
 
 def test_cuda_bindings_device_pointer_packs_its_address():
