@@ -1469,7 +1469,7 @@ cdef class Kernel:
             out[key] = value
         return out
 
-    def max_potential_block_size(self, shmem=0, int block_limit=0):
+    def max_potential_block_size(self, shmem=0, block_limit=0):
         """The block size (threads) with the highest occupancy for this kernel on its device,
         from the driver's occupancy calculator (``cuOccupancyMaxPotentialBlockSize``), and the
         smallest grid that fills the device at that occupancy.
@@ -1494,9 +1494,10 @@ cdef class Kernel:
         cdef long long fixed = 0
         cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS   # set on every path; gcc can't see it
         error = None
-        if block_limit < 0:
-            raise ValueError("Kernel.max_potential_block_size: block_limit must be >= 0 (0: "
-                             f"the kernel's own limit), got {block_limit}")
+        block_limit = _index(block_limit, "Kernel.max_potential_block_size: block_limit")
+        if not 0 <= block_limit < 2**31:
+            raise ValueError("Kernel.max_potential_block_size: block_limit must be between 0 "
+                             f"(the kernel's own limit) and 2**31-1, got {block_limit}")
         if not callable(shmem):
             fixed = _shmem_bytes(shmem)
             if fixed < 0:

@@ -463,8 +463,17 @@ def test_max_potential_block_size_checks_its_arguments_first():
     for bad in (1.5, "4", True, None):
         with pytest.raises(TypeError, match="or a function of the block size"):
             k.max_potential_block_size(bad)
-    with pytest.raises(ValueError, match="block_limit must be >= 0"):
-        k.max_potential_block_size(0, -32)
+    for bad in (-32, 2**31, 2**64):
+        with pytest.raises(ValueError, match=r"max_potential_block_size: block_limit must be "
+                                             rf"between 0 .* and 2\*\*31-1, got {bad}"):
+            k.max_potential_block_size(0, bad)
+    for bad in (1.5, "4", True, None, np.float32(64)):
+        with pytest.raises(TypeError, match="max_potential_block_size: block_limit must be an "
+                                            f"int, got {type(bad).__name__}"):
+            k.max_potential_block_size(0, bad)
+    if not HAS_DRIVER:      # a numpy int passes the checks, as for the other values
+        with pytest.raises(kernarg.NoDriverError):
+            k.max_potential_block_size(0, np.int32(64))
 
 
 def test_get_global_needs_the_kernels_module():
