@@ -1209,7 +1209,7 @@ cdef class Kernel:
     cdef cydriver.CUfunction _func
     cdef cydriver.CUcontext _ctx    # the context to launch in, or NULL: the current one
     cdef object _module
-    cdef readonly object signature
+    cdef readonly Signature signature
     cdef readonly str name
     cdef readonly int device        # the device ordinal it runs on, or -1 if not known
     # Without a signature: the driver's (offset, size) per parameter (cuFuncGetParamInfo),
@@ -1261,45 +1261,43 @@ cdef class Kernel:
         return k
 
     @classmethod
-    def from_ptx(cls, ptx, str name, *, signature=None, device=0, entry=None):
+    def from_ptx(cls, ptx, str name not None, *, signature=None, device=0, entry=None):
         """Load PTX text and get kernel ``name`` (its signature is read from the PTX).
         ``entry`` is its ``.entry`` name in the PTX when that is not ``name`` or ``name``'s
         C++ mangled form (a template instantiation's lowered name, say)."""
-        if isinstance(ptx, str):
-            ptx = ptx.encode()
-        elif not isinstance(ptx, (bytes, bytearray, memoryview)):
-            raise TypeError(f"Kernel.from_ptx: ptx must be PTX text (str or bytes), got "
-                            f"{type(ptx).__name__}")
+        text = _ptx_text(ptx, "Kernel.from_ptx")
+        sig = _signature_arg(signature, "Kernel.from_ptx")
         device = _kernel_device(device)
         cdef cydriver.CUcontext ctx = _ensure_context(device)
-        mod = _load_image(bytes(ptx) + b"\0")
+        mod = _load_image(text.encode() + b"\0")
         if entry is None:
-            entry = _entry_name(ptx.decode(), name)
-        sig = signature if signature is not None else Signature.from_ptx(ptx, entry)
+            entry = _entry_name(text, name)
+        if sig is None:
+            sig = Signature.from_ptx(text, entry)
         return Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
 
     @classmethod
-    def from_cubin(cls, cubin, str name, *, signature=None, device=0, entry=None):
+    def from_cubin(cls, cubin, str name not None, *, signature=None, device=0, entry=None):
         """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name; or give its
         mangled name as ``entry``)."""
         if not isinstance(cubin, (bytes, bytearray, memoryview)):
             hint = "; PTX text goes to Kernel.from_ptx" if isinstance(cubin, str) else ""
             raise TypeError(f"Kernel.from_cubin: cubin must be the image's bytes, got "
                             f"{type(cubin).__name__}{hint}")
+        signature = _signature_arg(signature, "Kernel.from_cubin")
         device = _kernel_device(device)
         cdef cydriver.CUcontext ctx = _ensure_context(device)
         mod = _load_image(bytes(cubin))
         cdef cydriver.CUfunction func = (<_Module>mod).function(
             name if entry is None else entry, name)
-        if signature is not None and not isinstance(signature, Signature):
-            signature = Signature(signature)
         k = Kernel._make(func, mod, signature, name, ctx, device)
         if signature is None:
             _set_layout(k, _driver_layout(func))
         return k
 
     @classmethod
-    def from_source(cls, str source, str name, options=(), *, device=0, headers=None):
+    def from_source(cls, str source not None, str name not None, options=(), *, device=0,
+                    headers=None):
         """Compile CUDA C++ with NVRTC for ``device``'s architecture and load kernel ``name``;
         its signature comes from the source.
         ``name`` may be a template instantiation (``"saxpy<float>"``) or a qualified C++ name
@@ -1323,7 +1321,8 @@ cdef class Kernel:
                                     _kernel_device(device), headers)[0]
 
     @classmethod
-    def from_source_many(cls, str source, names, options=(), *, device=0, headers=None):
+    def from_source_many(cls, str source not None, names, options=(), *, device=0,
+                         headers=None):
         """Compile ``source`` once and load the kernels ``names`` from it (plain names,
         template instantiations and qualified names alike: one NVRTC run, one module).
 
@@ -1335,7 +1334,11 @@ cdef class Kernel:
         if isinstance(names, str):
             raise TypeError("Kernel.from_source_many: names must be a sequence of kernel "
                             f"names, not one str ({names!r}); use from_source for one")
-        names = tuple(names)
+        try:
+            names = tuple(names)
+        except TypeError:
+            raise TypeError("Kernel.from_source_many: names must be a sequence of kernel names, "
+                            f"got {type(names).__name__}") from None
         for n in names:
             if not isinstance(n, str):
                 raise TypeError(f"Kernel.from_source_many: kernel names are str, got "
@@ -1355,8 +1358,7 @@ cdef class Kernel:
         cdef uintptr_t address
         cdef cydriver.CUcontext ctx = NULL
         handle, address = _kernel_address(handle, "Kernel.from_handle")
-        if signature is not None and not isinstance(signature, Signature):
-            signature = Signature(signature)
+        signature = _signature_arg(signature, "Kernel.from_handle")
         if device is not None:
             device = device_ordinal(device)
             ctx = _ensure_context(device)
@@ -1413,7 +1415,7 @@ cdef class Kernel:
             return <uintptr_t>(<_Module>self._module).handle
         return None
 
-    def get_global(self, str name):
+    def get_global(self, str name not None):
         """The address and size of the ``__device__`` or ``__constant__`` variable ``name`` of
         the kernel's module (``cuModuleGetGlobal``), to copy values to or from it. A
         namespace-scope variable may be named as in C++ (``"ns::table"``). The memory is the
@@ -1691,6 +1693,29 @@ cdef int _kernel_device(object device) except -1:
         raise TypeError("device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
                         "Device), got None")
     return ordinal
+
+
+cdef str _ptx_text(object ptx, str who):
+    """PTX given as a str or as bytes (bytes, bytearray, memoryview), as a str."""
+    if isinstance(ptx, str):
+        return ptx
+    if not isinstance(ptx, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{who}: ptx must be PTX text (str or bytes), got {type(ptx).__name__}")
+    try:
+        return bytes(ptx).decode()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{who}: ptx is not PTX text ({exc})") from None
+
+
+cdef Signature _signature_arg(object signature, str who):
+    """The ``signature=`` of a Kernel constructor: a Signature, what ``Signature()`` takes (a
+    C parameter list, or a sequence of types), or None."""
+    if signature is None or isinstance(signature, Signature):
+        return signature
+    try:
+        return Signature(signature)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise type(exc)(f"{who}: signature: {exc}") from None
 
 
 cdef tuple _kernel_address(object handle, str who):

@@ -1324,6 +1324,10 @@ cdef class Signature:
                 texts = [_default_text(p) for p in pieces]
         else:
             pairs = []
+            if isinstance(params, (bytes, bytearray)) or not hasattr(type(params), "__iter__"):
+                raise TypeError("Signature: params must be a C parameter list (a str) or a "
+                                "sequence of parameter types (C type strs, numpy dtypes, "
+                                f"ctypes types), got {type(params).__name__}")
             for i, item in enumerate(params):
                 if isinstance(item, str):
                     pairs.append(_parse_c_param(item))
@@ -1408,8 +1412,17 @@ cdef class Signature:
         ``.u64`` also accepts a pointer; and ``.b8`` arrays are opaque bytes of that size
         (bytes, ctypes or numpy values of exactly that size).
         """
-        if isinstance(ptx, (bytes, bytearray)):
-            ptx = bytes(ptx).decode()
+        if isinstance(ptx, (bytes, bytearray, memoryview)):
+            try:
+                ptx = bytes(ptx).decode()
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"Signature.from_ptx: ptx is not PTX text ({exc})") from None
+        elif not isinstance(ptx, str):
+            raise TypeError(f"Signature.from_ptx: ptx must be PTX text (str or bytes), got "
+                            f"{type(ptx).__name__}")
+        if not isinstance(kernel_name, str):
+            raise TypeError(f"Signature.from_ptx: kernel_name must be a str, got "
+                            f"{type(kernel_name).__name__}")
         specs, names = _parse_ptx_entry(ptx, kernel_name)
         cdef Signature sig = cls.__new__(cls)
         sig._build(specs, names)

@@ -39,9 +39,9 @@ def test_config_normalises_dims_and_builds_attributes():
     assert c.attributes == (("cluster_dimension", (2, 2, 1)), ("cooperative", 1),
                             ("programmatic_stream_serialization", 1), ("priority", -1))
     # A priority is any int a C int holds, a numpy int as for the other values, kept as an int.
-    for given in (np.int16(-3), -2**31, 2**31 - 1):
-        c = kernarg.LaunchConfig(1, 1, priority=given)
-        assert c.attributes == (("priority", int(given)),) and type(c.priority) is int
+    for priority in (np.int16(-3), -2**31, 2**31 - 1):
+        c = kernarg.LaunchConfig(1, 1, priority=priority)
+        assert c.attributes == (("priority", int(priority)),) and type(c.priority) is int
 
 
 # Errors in grid, block and shmem: LaunchConfig and Kernel.launch (which checks them in C when no
@@ -916,6 +916,44 @@ def test_kernel_constructors_check_their_arguments_before_the_driver():
             kernarg.Kernel.from_source(src, "k", options=options)
         with pytest.raises(TypeError, match=message):
             kernarg.Signature.from_source(src, "k", options=options)
+    # Texts and names must be str (None made an AttributeError of the compiler's code).
+    none = "'{}' has incorrect type .*got NoneType"
+    for make, message in (
+            (lambda: kernarg.Kernel.from_source(None, "k"), none.format("source")),
+            (lambda: kernarg.Kernel.from_source(src, None), none.format("name")),
+            (lambda: kernarg.Kernel.from_source_many(None, ["k"]), none.format("source")),
+            (lambda: kernarg.Kernel.from_ptx(".version 8.0", None), none.format("name")),
+            (lambda: kernarg.Kernel.from_cubin(b"\x7fELF", None), none.format("name")),
+            (lambda: kernarg.Kernel.from_source_many(src, 5), "Kernel.from_source_many: names "
+             "must be a sequence of kernel names, got int"),
+            (lambda: kernarg.Kernel.from_source_many(src, None), "names must be a sequence of "
+             "kernel names, got NoneType")):
+        with pytest.raises(TypeError, match=message):
+            make()
+    with pytest.raises(ValueError, match="Kernel.from_ptx: ptx is not PTX text .*utf-8"):
+        kernarg.Kernel.from_ptx(memoryview(b".version 8.0 \xff"), "k")
+
+
+def test_kernel_constructors_read_their_signature_before_the_driver():
+    # signature= is a Signature or what Signature() takes, read before anything is loaded:
+    # from_ptx kept a str as it was, and its first launch read the str as a Signature (a
+    # crash; seen under tools/fakecuda).
+    ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n"
+    makers = {"from_ptx": lambda sig: kernarg.Kernel.from_ptx(ptx, "k", signature=sig),
+              "from_cubin": lambda sig: kernarg.Kernel.from_cubin(b"\x7fELF", "k",
+                                                                  signature=sig),
+              "from_handle": lambda sig: kernarg.Kernel.from_handle(0x4000, signature=sig)}
+    for who, make in makers.items():
+        with pytest.raises(TypeError, match=rf"Kernel.{who}: signature: Signature: params must "
+                                            r"be a C parameter list \(a str\) .*got int"):
+            make(5)
+        with pytest.raises(ValueError, match=rf"Kernel.{who}: signature: 'struct Unknown n': "
+                                             "unknown parameter type"):
+            make("float* p, struct Unknown n")
+    k = kernarg.Kernel.from_handle(0x4000, signature="float* p")
+    assert type(k.signature) is kernarg.Signature and k.signature.types == ("float*",)
+    sig = kernarg.Signature("float* p")
+    assert kernarg.Kernel.from_handle(0x4000, signature=sig).signature is sig
 
 
 def test_options_may_be_one_str():

@@ -189,6 +189,27 @@ def test_from_ptx_refuses_a_parameter_beyond_cudas_limit(param):
         kernarg.Signature.from_ptx(PTX_HEAD.format(param), "k")
 
 
+def test_signature_constructors_name_what_they_cannot_read():
+    # Not "'int' object is not iterable" or "expected string or bytes-like object".
+    for bad in (5, None, 1.5, b"int n", np.dtype(np.int32), ctypes.c_int):
+        with pytest.raises(TypeError, match=r"Signature: params must be a C parameter list "
+                                            rf"\(a str\) .*got {type(bad).__name__}$"):
+            kernarg.Signature(bad)
+    for bad in (5, None, ["k"], np.float32(1)):
+        with pytest.raises(TypeError, match="Signature.from_ptx: ptx must be PTX text "
+                                            rf"\(str or bytes\), got {type(bad).__name__}"):
+            kernarg.Signature.from_ptx(bad, "k")
+    ptx = PTX_HEAD.format(".param .u32 n")
+    for bad in (None, b"k", ["k"], {"k": 1}):
+        with pytest.raises(TypeError, match="Signature.from_ptx: kernel_name must be a str, "
+                                            f"got {type(bad).__name__}"):
+            kernarg.Signature.from_ptx(ptx, bad)
+    with pytest.raises(ValueError, match="Signature.from_ptx: ptx is not PTX text"):
+        kernarg.Signature.from_ptx(b"\xff" + ptx.encode(), "k")
+    for text in (ptx, ptx.encode(), bytearray(ptx.encode()), memoryview(ptx.encode())):
+        assert kernarg.Signature.from_ptx(text, "k").sizes == (4,)
+
+
 def test_arithmetic_specifiers_in_any_order_name_the_type_the_compiler_names():
     # C and C++ let `unsigned long int` be written `long unsigned int`, `int long unsigned`…:
     # every order of the same specifiers is the same type. The compiler says which: each

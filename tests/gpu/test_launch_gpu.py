@@ -1775,6 +1775,13 @@ def test_from_ptx_loads_and_launches(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 1.25).all()
     with pytest.raises(LookupError, match="'nope' not found in the PTX"):
         kernarg.Kernel.from_ptx(ptx, "nope")
+    # A signature given as text is read as a Signature (it was kept as the str, which the
+    # launch then read as a Signature: a crash), and PTX may come as any bytes-like object.
+    typed = kernarg.Kernel.from_ptx(memoryview(ptx.encode()), "fill",
+                                    signature="float* out, float value, int n")
+    assert type(typed.signature) is kernarg.Signature and typed.signature.names[1] == "value"
+    typed.launch(1, 32, out, 0.5, 32)      # a Python float as the declared float
+    assert (np.frombuffer(out.read(), np.float32) == 0.5).all()
 
 
 def test_from_cubin_loads_and_launches(ctx):
