@@ -427,6 +427,8 @@ cdef class _Module:
     cdef cydriver.CUfunction function(self, str entry, str name) except NULL:
         """The kernel whose PTX entry (or symbol) is ``entry``; ``name`` is the user's."""
         cdef cydriver.CUfunction func = NULL
+        if "\0" in entry:
+            raise ValueError(f"{name!r} is not a kernel name: it holds a NUL character")
         _check(cydriver.cuModuleGetFunction(&func, self.handle, entry.encode()),
                f"cuModuleGetFunction({name!r})")
         return func

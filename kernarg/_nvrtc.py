@@ -211,6 +211,14 @@ def normalize_options(options) -> tuple:
     return options
 
 
+def _no_nul(text, what: str) -> None:
+    """ValueError naming ``what`` when ``text`` (str or bytes) holds a NUL character."""
+    at = text.find("\0" if isinstance(text, str) else b"\0")
+    if at >= 0:
+        raise ValueError(f"{what} holds a NUL character (at index {at}): NVRTC reads C strings, "
+                         "which would end there")
+
+
 def compile_program(source: str, *, options=(), arch: str | None = None,
                     name_expressions=(), name: str = "kernarg_source.cu",
                     headers=None) -> Compiled:
@@ -219,12 +227,25 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     naming ``__global__`` functions, such as ``"saxpy<float>"`` or ``"ns::kern"``, which NVRTC
     instantiates. ``headers`` maps include names to header texts the source may ``#include``
     (NVRTC's in-memory headers)."""
+    if not isinstance(source, str):
+        raise TypeError(f"source must be CUDA C++ text (a str), got {type(source).__name__}")
+    headers = normalize_headers(headers)
+    options = normalize_options(options)
+    # NVRTC reads C strings: text after a NUL would be dropped without a word.
+    _no_nul(source, "source")
+    for include, text in headers:
+        _no_nul(include, f"headers: the include name {include!r}")
+        _no_nul(text, f"headers: {include!r}")
+    for o in options:
+        _no_nul(o, f"options: {o!r}")
+    for expr in name_expressions:
+        _no_nul(expr, "the kernel name")
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:   # pragma: no cover - depends on the environment
         raise NvrtcError("NVRTC needs cuda-bindings: pip install cuda-bindings "
                          "nvidia-cuda-nvrtc nvidia-cuda-runtime") from exc
-    opts = [o.encode() if isinstance(o, str) else bytes(o) for o in normalize_options(options)]
+    opts = [o.encode() if isinstance(o, str) else bytes(o) for o in options]
     include = cuda_include_dir()
     if include is not None:
         opts.append(f"-I{include}".encode())
@@ -234,7 +255,6 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}".encode())
     exprs = list(name_expressions)
-    headers = normalize_headers(headers)
     try:
         (prog,) = _check(nvrtc.nvrtcCreateProgram(
             source.encode(), name.encode(), len(headers), [t.encode() for _, t in headers],

@@ -2677,6 +2677,8 @@ def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
     ``cubin`` is the machine code when ``arch`` is a real architecture (``"sm_90"``)."""
     from kernarg._nvrtc import compile_program
 
+    if not isinstance(kernel_name, str):
+        raise TypeError(f"the kernel name must be a str, got {type(kernel_name).__name__}")
     exprs = () if kernel_name.isidentifier() else (kernel_name,)
     compiled = compile_program(source, options=options, arch=arch, name_expressions=exprs,
                                headers=headers)

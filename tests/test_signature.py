@@ -210,6 +210,27 @@ def test_signature_constructors_name_what_they_cannot_read():
         assert kernarg.Signature.from_ptx(text, "k").sizes == (4,)
 
 
+def test_texts_for_nvrtc_are_str_without_nul_characters():
+    # NVRTC reads C strings: a NUL ended the source (then "kernel not found"), an option or a
+    # header there without a word, and a kernel name after it gave the PTX's unnamed layout.
+    src = 'extern "C" __global__ void k(float* out, int n) {}'
+    cases = [(("\0" + src, "k"), {}, "source holds a NUL character .at index 0."),
+             ((src, "k\0x"), {}, "the kernel name holds a NUL character .at index 1."),
+             ((src, "k"), dict(options=("-lineinfo\0",)), r"options: '-lineinfo\\x00' holds"),
+             ((src, "k"), dict(options=b"-DX\0"), r"options: b'-DX\\x00' holds a NUL"),
+             ((src, "k"), dict(headers={"a.h": "\0"}), "headers: 'a.h' holds a NUL character"),
+             ((src, "k"), dict(headers={"a.h\0": ""}),
+              r"headers: the include name 'a.h\\x00' holds a NUL")]
+    for args, kwargs, message in cases:
+        with pytest.raises(ValueError, match=message + ".*NVRTC reads C strings"):
+            kernarg.Signature.from_source(*args, **kwargs)
+    for args, message in (((None, "k"), r"source must be CUDA C\+\+ text .a str., got NoneType"),
+                          ((src.encode(), "k"), r"CUDA C\+\+ text .a str., got bytes"),
+                          ((src, None), "the kernel name must be a str, got NoneType")):
+        with pytest.raises(TypeError, match=message):
+            kernarg.Signature.from_source(*args)
+
+
 def test_arithmetic_specifiers_in_any_order_name_the_type_the_compiler_names():
     # C and C++ let `unsigned long int` be written `long unsigned int`, `int long unsigned`…:
     # every order of the same specifiers is the same type. The compiler says which: each
