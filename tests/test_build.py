@@ -101,6 +101,10 @@ def _only_under(root):
 GENERATED = re.compile(r"kernarg/(_\w+\.(c|cpp|html)|_driver_compat\.pxi)$")
 
 
+SHIPPED_DIRS = {"kernarg", "tests", "examples", "benchmarks", "tools", "docs"}
+SHIPPED_FILES = {"README.md", "LICENSE", "pyproject.toml", "setup.py", "MANIFEST.in"}
+
+
 def _shipped(rel):
     parts = rel.split("/")
     return not (GENERATED.match(rel) or rel.endswith((".so", ".o", ".pyd", ".pyc"))
@@ -128,7 +132,10 @@ def test_the_sdist_holds_the_sources_and_tests_and_no_generated_c(tmp_path):
     assert [n for n in names if not _shipped(n) and not n.startswith("kernarg.egg-info/")] == []
     present = {os.path.relpath(os.path.join(d, f), tree).replace(os.sep, "/")
                for d, _, files in os.walk(tree) for f in files}
-    expected = {rel for rel in present if _shipped(rel)}
+    # What the sdist is to hold: the project's files and directories (a log left at the top
+    # of a working tree is not the project's).
+    expected = {rel for rel in present if _shipped(rel) and (
+        rel.split("/", 1)[0] in SHIPPED_DIRS if "/" in rel else rel in SHIPPED_FILES)}
     # The package's sources, the tests and what they build and read (examples/, README.md).
     assert {"kernarg/_handler.pyx", "kernarg/include/kernarg.h", "tests/conftest.py",
             "examples/c_extension/setup.py", "README.md", "MANIFEST.in"} <= expected
