@@ -34,7 +34,7 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset, strcmp
 
-from kernarg._cdefs cimport kernarg_small_int, mro_find, mro_has
+from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, mro_find, mro_has
 from kernarg._stream cimport dlpack_stream
 
 cdef extern from "Python.h":
@@ -894,8 +894,9 @@ cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
             r.ptr = <uint64_t>fast
             return 0
         address = value
-    elif type(value) is bool:
-        # An int, to Python, but no address: a producer that answers True has a bug.
+    elif type(value) is bool or is_numpy_bool(type(value)):
+        # An int, to Python, but no address: a producer that answers True has a bug. (numpy
+        # 1.x lets its bool through __index__, with a warning.)
         raise TypeError(f"{_describe(index, obj)}: {source} gave bool, expected an int "
                         "address")
     else:
