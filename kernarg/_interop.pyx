@@ -897,8 +897,8 @@ cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
     elif type(value) is bool or is_numpy_bool(type(value)):
         # An int, to Python, but no address: a producer that answers True has a bug. (numpy
         # 1.x lets its bool through __index__, with a warning.)
-        raise TypeError(f"{_describe(index, obj)}: {source} gave bool, expected an int "
-                        "address")
+        raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
+                        "expected an int address")
     else:
         # operator.index(): an __index__ that answers anything but an int (1.5) is refused,
         # not truncated to a wrong address.
