@@ -46,7 +46,7 @@ from kernarg._handler cimport (
     untyped_block_items,
 )
 from kernarg._interop cimport KIND_TENSOR_MAP, _describe
-from kernarg._signature cimport Signature, pack_typed_items, typed_block_items
+from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport stream_handle
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -1267,7 +1267,7 @@ cdef class Kernel:
         """Load PTX text and get kernel ``name`` (its signature is read from the PTX).
         ``entry`` is its ``.entry`` name in the PTX when that is not ``name`` or ``name``'s
         C++ mangled form (a template instantiation's lowered name, say)."""
-        text = _ptx_text(ptx, "Kernel.from_ptx")
+        text = ptx_text(ptx, "Kernel.from_ptx")
         sig = _signature_arg(signature, "Kernel.from_ptx")
         device = _kernel_device(device)
         cdef cydriver.CUcontext ctx = _ensure_context(device)
@@ -1695,18 +1695,6 @@ cdef int _kernel_device(object device) except -1:
         raise TypeError("device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
                         "Device), got None")
     return ordinal
-
-
-cdef str _ptx_text(object ptx, str who):
-    """PTX given as a str or as bytes (bytes, bytearray, memoryview), as a str."""
-    if isinstance(ptx, str):
-        return ptx
-    if not isinstance(ptx, (bytes, bytearray, memoryview)):
-        raise TypeError(f"{who}: ptx must be PTX text (str or bytes), got {type(ptx).__name__}")
-    try:
-        return bytes(ptx).decode()
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{who}: ptx is not PTX text ({exc})") from None
 
 
 cdef Signature _signature_arg(object signature, str who):

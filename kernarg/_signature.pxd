@@ -45,6 +45,7 @@ cdef class Signature:
     cdef _set_defaults(self, list texts, dict evaluated=*)
 
 
+cdef str ptx_text(object ptx, str who)
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1
 cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
                           uint64_t stream) except -1

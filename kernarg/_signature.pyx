@@ -1247,6 +1247,19 @@ def _ptx_param(decl, i, entry):
     return m.group("kind"), bits, count, align, m.group("name"), text
 
 
+cdef str ptx_text(object ptx, str who):
+    """PTX given as a str or as bytes (bytes, bytearray, memoryview), as a str; ``who`` names
+    the caller in the refusals."""
+    if isinstance(ptx, str):
+        return ptx
+    if not isinstance(ptx, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{who}: ptx must be PTX text (str or bytes), got {type(ptx).__name__}")
+    try:
+        return bytes(ptx).decode()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{who}: ptx is not PTX text ({exc})") from None
+
+
 def _parse_ptx_entry(ptx, kernel_name):
     entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)", ptx)}
     if not entries:
@@ -1412,14 +1425,7 @@ cdef class Signature:
         ``.u64`` also accepts a pointer; and ``.b8`` arrays are opaque bytes of that size
         (bytes, ctypes or numpy values of exactly that size).
         """
-        if isinstance(ptx, (bytes, bytearray, memoryview)):
-            try:
-                ptx = bytes(ptx).decode()
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"Signature.from_ptx: ptx is not PTX text ({exc})") from None
-        elif not isinstance(ptx, str):
-            raise TypeError(f"Signature.from_ptx: ptx must be PTX text (str or bytes), got "
-                            f"{type(ptx).__name__}")
+        ptx = ptx_text(ptx, "Signature.from_ptx")
         if not isinstance(kernel_name, str):
             raise TypeError(f"Signature.from_ptx: kernel_name must be a str, got "
                             f"{type(kernel_name).__name__}")
