@@ -404,6 +404,11 @@ cdef class ParamBlock:
         return (f"<kernarg.ParamBlock nargs={self.st.nargs} nbytes={self.st.nbytes} "
                 f"offsets={self.offsets}>")
 
+    def __reduce__(self):
+        raise TypeError("a kernarg.ParamBlock cannot be pickled or copied: it holds addresses "
+                        "that are valid in this process only, and the references that keep "
+                        "them valid; pack the arguments again where they are needed")
+
 
 cdef int block_release(ParamBlock blk) except -1:
     blk._args = None

@@ -284,6 +284,30 @@ cdef class LaunchConfig:
         return (f"LaunchConfig(grid={self.grid}, block={self.block}, shmem={self.shmem}, "
                 f"attributes={self.attributes})")
 
+    # A LaunchConfig is a value: equal to another of the same fields, hashable by them, and
+    # pickled (and copied) as the arguments that build it again, checked again there.
+
+    cdef tuple _fields(self):
+        return (self.grid, self.block, self.shmem, self.cluster, self.cooperative, self.pdl,
+                self.priority)
+
+    def __eq__(self, other):
+        if not isinstance(other, LaunchConfig):
+            return NotImplemented
+        return self._fields() == (<LaunchConfig>other)._fields()
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __reduce__(self):
+        return (_launch_config, self._fields())
+
+
+def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority):
+    """A pickled LaunchConfig, made again from its fields."""
+    return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+                        pdl=pdl, priority=priority)
+
 
 # ---------------------------------------------------------------------------------------------
 # Driver access. Every call goes through _check; a missing driver becomes NoDriverError.
@@ -1131,8 +1155,13 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
         mod = _load_image(compiled.cubin if compiled.cubin is not None
                           else compiled.ptx.encode() + b"\0")
         _loaded_modules[(key, ctx_id)] = mod
-    return [Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
-            for name, entry, sig in found]
+    recipe = ("source", source, options, headers)
+    kernels = []
+    for name, entry, sig in found:
+        k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
+        k._recipe = recipe
+        kernels.append(k)
+    return kernels
 
 
 # The driver's attributes of a kernel that Kernel.attributes reports, by the names cuda.h
@@ -1242,6 +1271,9 @@ cdef class Kernel:
     # (tools/probes/cold_launch.py, session 40).
     cdef object _last_stream
     cdef uint64_t _last_handle
+    # What loads it again in another process, for pickle: ("source", source, options,
+    # headers), ("ptx", text, entry) or ("cubin", image, entry); None from a handle.
+    cdef tuple _recipe
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
@@ -1276,7 +1308,9 @@ cdef class Kernel:
             entry = _entry_name(text, name)
         if sig is None:
             sig = Signature.from_ptx(text, entry)
-        return Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
+        k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
+        k._recipe = ("ptx", text, entry)
+        return k
 
     @classmethod
     def from_cubin(cls, cubin, str name not None, *, signature=None, device=0, entry=None):
@@ -1289,12 +1323,14 @@ cdef class Kernel:
         signature = _signature_arg(signature, "Kernel.from_cubin")
         device = _kernel_device(device)
         cdef cydriver.CUcontext ctx = _ensure_context(device)
-        mod = _load_image(bytes(cubin))
+        image = bytes(cubin)
+        mod = _load_image(image)
         cdef cydriver.CUfunction func = (<_Module>mod).function(
             name if entry is None else entry, name)
         k = Kernel._make(func, mod, signature, name, ctx, device)
         if signature is None:
             _set_layout(k, _driver_layout(func))
+        k._recipe = ("cubin", image, entry)
         return k
 
     @classmethod
@@ -1581,6 +1617,37 @@ cdef class Kernel:
 
     def __repr__(self):
         return f"<kernarg.Kernel {self.name} signature={self.signature!r}>"
+
+    def __reduce__(self):
+        # Pickled as its code: unpickling loads it again, on the device of the same ordinal
+        # in that process (from_source compiles it for that device's architecture, or finds
+        # it in the cache), as CuPy's RawKernel does. A handle means nothing in another
+        # process, and from_handle has no code.
+        if self._recipe is None:
+            raise TypeError(f"kernarg.Kernel {self.name!r} cannot be pickled: it wraps a "
+                            "function handle (Kernel.from_handle), which is valid in this "
+                            "process only, and kernarg has no code to load it again from; "
+                            "pickle the source, PTX or cubin it came from instead")
+        return (_unpickle_kernel, (self._recipe, self.name, self.signature, self.device))
+
+    # One kernel's code cannot change: a copy is the kernel itself, not a second load.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def _unpickle_kernel(tuple recipe, str name, signature, int device):
+    """A pickled Kernel (see Kernel.__reduce__), loaded again from its code."""
+    kind = recipe[0]
+    if kind == "source":
+        return Kernel.from_source(recipe[1], name, recipe[2], device=device, headers=recipe[3])
+    if kind == "ptx":
+        return Kernel.from_ptx(recipe[1], name, signature=signature, device=device,
+                               entry=recipe[2])
+    return Kernel.from_cubin(recipe[1], name, signature=signature, device=device,
+                             entry=recipe[2])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2289,6 +2356,11 @@ cdef class PreparedLaunch:
         bound._blk = self._kernel._pack_args(args, self.stream)
         return bound
 
+    def __reduce__(self):
+        raise TypeError("a kernarg.PreparedLaunch cannot be pickled or copied: it "
+                        "launches on a stream handle of this process; pickle its kernel and "
+                        "config, and prepare again where they are needed")
+
 
 cdef inline int _check_initialised(PreparedLaunch p) except -1:
     if p._kernel is None:
@@ -2378,6 +2450,12 @@ cdef class BoundLaunch:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    def __reduce__(self):
+        raise TypeError("a kernarg.BoundLaunch cannot be pickled or copied: it holds packed "
+                        "arguments (addresses valid in this process only) and a stream handle; "
+                        "pickle its kernel and config, and prepare and bind again where they "
+                        "are needed")
 
 
 C_LOOP_PLAIN = 0        # cuLaunchKernel alone: the floor

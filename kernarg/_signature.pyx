@@ -1634,6 +1634,50 @@ cdef class Signature:
             for t, n, d in zip(self._types, self._names, self._default_texts))
         return f"kernarg.Signature({params!r})"
 
+    def __reduce__(self):
+        # Pickled (and copied) as what was read to lay it out: per parameter, the fields of
+        # its _Spec, then the names and the defaults as read. What made it (a C text, dtypes,
+        # PTX, a source NVRTC compiled) is not read again: the unpickled signature is this
+        # one even where its maker is not at hand (no NVRTC, a dtype's module), and a struct
+        # given as a ctypes type is pickled by reference, as pickle pickles classes.
+        cdef Py_ssize_t i
+        cdef Param* p
+        specs = []
+        for i in range(self._n):
+            p = &self._params[i]
+            specs.append((p.code, p.size, p.align, self._types[i], p.elem, p.count,
+                          _pointee_kind(p.pointee_kind), p.pointee_size, bool(p.is_const),
+                          self._structs[i], self._records[i], bool(p.any_sign)))
+        return (_unpickle_signature,
+                (tuple(specs), self._names, self._default_texts, self._defaults,
+                 self._first_default, self._defaults_compiled, _STOPS.index(self._stop)))
+
+
+# What Signature._stop may be, by its index in a pickle.
+_STOPS = (None, _NOT_LITERAL, _NOT_DECODED, _ADDRESS)
+
+
+cdef str _pointee_kind(char kind):
+    """Param.pointee_kind as its spec's kind (the inverse of _pointee_char)."""
+    return "c8" if kind == ord("c") else (chr(kind) if kind else "")
+
+
+def _unpickle_signature(tuple specs, tuple names, tuple default_texts, defaults,
+                        Py_ssize_t first_default, bint defaults_compiled, int stop):
+    """A pickled Signature (see Signature.__reduce__), laid out again from its specs."""
+    cdef Signature sig = Signature.__new__(Signature)
+    sig._build([_Spec(code, size, align, text, elem=elem, count=count, pointee_kind=kind,
+                      pointee_size=psize, is_const=const, struct=struct, record=record,
+                      any_sign=any_sign)
+                for (code, size, align, text, elem, count, kind, psize, const, struct, record,
+                     any_sign) in specs], list(names))
+    sig._default_texts = default_texts
+    sig._defaults = defaults
+    sig._first_default = first_default
+    sig._defaults_compiled = defaults_compiled
+    sig._stop = _STOPS[stop]
+    return sig
+
 
 # Signature.pack is a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention, put on
 # the class below, as kernarg.pack is (see _handler.pyx): not a def, whose keyword-only

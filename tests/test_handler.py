@@ -694,6 +694,23 @@ def test_param_block_repr():
                                               "offsets=(0, 8)>"
 
 
+def test_param_block_refuses_pickle_and_copy_by_saying_why():
+    # Its bytes hold addresses valid in this process, kept valid by the references it holds:
+    # a pickle or copy of them would be a block of dangling pointers.
+    import copy
+    import pickle
+
+    from producers import CAIObject, cai
+
+    b = kernarg.pack((CAIObject(cai(0x1000)), 1))
+    for how in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="^a kernarg.ParamBlock cannot be pickled or copied: "
+                                            "it holds addresses that are valid in this process "
+                                            "only"):
+            how(b)
+    assert b.args is not None and b.nargs == 2
+
+
 def test_zero_size_structured_scalar_is_refused():
     empty = np.zeros(1, dtype=np.dtype([]))[0]
     with pytest.raises(TypeError, match=r"argument 1 \(numpy\.void\): a zero-size value cannot "

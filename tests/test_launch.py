@@ -44,6 +44,38 @@ def test_config_normalises_dims_and_builds_attributes():
         assert c.attributes == (("priority", int(priority)),) and type(c.priority) is int
 
 
+def test_a_config_is_a_value_that_pickles_and_copies():
+    # Equal (and hashed alike) where every field is, whatever spelling made it; pickled and
+    # copied as its fields, made and checked again, attributes and all.
+    import copy
+    import pickle
+
+    configs = [kernarg.LaunchConfig(8, (32, 4)),
+               kernarg.LaunchConfig((4, 2), 128, shmem=4096, cluster=(2, 2), cooperative=True,
+                                    pdl=True, priority=np.int16(-1))]
+    assert configs[0] == kernarg.LaunchConfig((8, 1, 1), np.array([32, 4, 1]).tolist())
+    assert hash(configs[0]) == hash(kernarg.LaunchConfig((8, 1), (32, 4, 1)))
+    assert configs[0] != configs[1] and configs[0] != (8, (32, 4)) and configs[0] != None  # noqa
+    # One field apart: each differs from the plain config and from the others.
+    apart = [kernarg.LaunchConfig(8, (32, 4), **field)
+             for field in (dict(shmem=1), dict(shmem=2), dict(cluster=2), dict(cluster=4),
+                           dict(cooperative=True), dict(pdl=True), dict(priority=0),
+                           dict(priority=1))] + [kernarg.LaunchConfig(4, (32, 4)),
+                                                 kernarg.LaunchConfig(8, (4, 32))]
+    assert len(set(apart + configs[:1])) == len(apart) + 1
+    assert all(a != b for i, a in enumerate(apart) for b in apart[i + 1:] + configs[:1])
+    assert len({configs[0], kernarg.LaunchConfig(8, (32, 4)), configs[1]}) == 2
+    for c in configs:
+        for again in [pickle.loads(pickle.dumps(c, protocol))
+                      for protocol in range(pickle.HIGHEST_PROTOCOL + 1)] + \
+                [copy.copy(c), copy.deepcopy(c)]:
+            assert type(again) is kernarg.LaunchConfig and again == c
+            assert (again.grid, again.block, again.shmem, again.cluster, again.cooperative,
+                    again.pdl, again.priority, again.attributes, repr(again)) == \
+                (c.grid, c.block, c.shmem, c.cluster, c.cooperative, c.pdl, c.priority,
+                 c.attributes, repr(c))
+
+
 # Errors in grid, block and shmem: LaunchConfig and Kernel.launch (which checks them in C when no
 # launch attribute is asked for) must raise the same ones.
 DIMS_ERRORS = [

@@ -2568,3 +2568,89 @@ def test_literal_defaults_convert_as_the_compiler_converts_them():
     assert sigs[1].default_texts[0] == "static_cast<decltype(-1)>(-1)"
     assert sigs[0].defaults.keys() == sigs[1].defaults.keys() == set(range(len(cases)))
     assert bytes(sigs[0].pack(())) == bytes(sigs[1].pack(()))
+
+
+PICKLE_DEFAULTS_SOURCE = """#define N 1024
+namespace ns {
+constexpr float A = 0.25f;
+struct Pair { int a; double b; };
+extern "C" __global__ void k(float* p, int n = N, float a = 2 * A, Pair q = Pair{3, 2.5},
+                             float4 v = float4{1, 2, 3, 4}) {}
+}
+"""
+
+
+def _pickle_cases():
+    """(signature, arguments it packs, arguments it refuses) of each way one is made."""
+    arr = CAIObject(cai(0x1000, typestr="<f4", stream=0x55))
+    return [
+        (kernarg.Signature("float* out, const double* x, char* c, float2 v, __half h = 1.5, "
+                           "int n = N, int m = 4"),
+         (arr, 0x2000, None, (1.0, 2.0), 0.5, 9), (arr, 0x2000, None, (1.0, 2.0), 0.5)),
+        (kernarg.Signature([NESTED, FLAT, CNested, CPair, "long long"]),
+         ({"a": 1, "inner": (2.5, 3), "z": 4}, (1, 2.0, 3), bytes(ctypes.sizeof(CNested)),
+          CPair(b"x", 1.5, 2), 2**40),
+         ({"a": 1, "nope": 2}, (1, 2.0, 3), bytes(ctypes.sizeof(CNested)), CPair(), 0)),
+        (kernarg.Signature([_CJob]), ({"x": arr, "n": 2, "spare": [None, 0x30]},),
+         ({"x": CAIObject(cai(0x1000, typestr="<i4")), "n": 2},)),
+        (kernarg.Signature.from_ptx(compile_ptx('extern "C" __global__ void k(int a, '
+                                                'unsigned b, float* p) {}'), "k"),
+         (-1, 2**32 - 1, 0x3000), (2**32, 0, 0)),
+        (kernarg.Signature.from_source(STRUCT_SOURCE, "k"),
+         ({"x": 0x1000, "n": 3, "in": [(1, 2.0), {"d": 3.0}]}, (1, 2), 5, {"c": 1}, (2, True)),
+         ({"n": 1.5}, (0, 0), 0, (0,), (0, False))),
+        (kernarg.Signature.from_source(PICKLE_DEFAULTS_SOURCE, "k"), (None,), ()),
+        (kernarg.Signature.from_source('__device__ float table[4]; extern "C" __global__ '
+                                       'void k(int n, const float* t = table + 1) {}', "k"),
+         (1, None), (1,)),
+        (kernarg.Signature("int n, unsigned char c = 7"), (1,), (1, 256)),
+    ]
+
+
+def _outcome(sig, args):
+    try:
+        block = sig.pack(args)
+    except Exception as exc:
+        return type(exc), str(exc)
+    return bytes(block), block.producer_streams
+
+
+@pytest.mark.parametrize("how", ["pickle", "copy", "deepcopy"])
+def test_a_signature_pickles_and_copies_as_the_same_layout_and_packer(how, monkeypatch):
+    # A Signature pickles as what was read to lay it out, not as what it was read from: the
+    # copy lays out, packs and refuses exactly as the original does, with the same defaults
+    # (NVRTC's evaluations too) and the same reason where a default stops the others, and is
+    # made again without the compiler.
+    import copy
+    import pickle
+
+    import kernarg._nvrtc as nvrtc
+
+    cases = _pickle_cases()
+    monkeypatch.setattr(nvrtc, "compile_program", lambda *a, **kw: pytest.fail("compiled"))
+    protocols = range(2, pickle.HIGHEST_PROTOCOL + 1)
+    for sig, good, bad in cases:
+        if how == "pickle":
+            again = [pickle.loads(pickle.dumps(sig, protocol)) for protocol in protocols]
+        else:
+            again = [getattr(copy, how)(sig)]
+        for other in again:
+            assert type(other) is type(sig) and other is not sig
+            for name in ("offsets", "sizes", "alignments", "nbytes", "names", "types",
+                         "records", "defaults", "default_texts"):
+                assert getattr(other, name) == getattr(sig, name), (sig, name)
+            assert repr(other) == repr(sig) and len(other) == len(sig)
+            assert _outcome(other, good) == _outcome(sig, good)
+            assert isinstance(_outcome(sig, good)[0], bytes), sig
+            assert _outcome(other, bad) == _outcome(sig, bad)
+            assert not isinstance(_outcome(sig, bad)[0], bytes), sig
+    # What the cases above stand for, checked on one copy each.
+    first = pickle.loads(pickle.dumps(cases[0][0]))
+    with pytest.raises(TypeError, match=r"default argument 'N', which kernarg cannot evaluate"):
+        first.pack(cases[0][2])
+    assert pickle.loads(pickle.dumps(cases[5][0])).defaults[2] == 0.5     # 2 * A, by NVRTC
+    with pytest.raises(TypeError, match=r"'table \+ 1', which NVRTC evaluated to the address"):
+        pickle.loads(pickle.dumps(cases[6][0])).pack(cases[6][2])
+    assert pickle.loads(pickle.dumps(cases[3][0])).pack((-1, 2**32 - 1, 0))     # either sign
+    records = pickle.loads(pickle.dumps(cases[2][0])).records[0]
+    assert records.names == ("x", "n", "spare") and records.fields["x"][0].metadata

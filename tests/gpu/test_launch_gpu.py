@@ -1818,6 +1818,84 @@ def test_from_source_loads_ptx_when_nvrtc_cannot_target_the_device(ctx, monkeypa
     assert (np.frombuffer(out.read(), np.float32) == 4.5).all()
 
 
+PICKLED_FILL = r"""#include "real.h"
+extern "C" __global__ void fill(real* x, real v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"""
+
+UNPICKLE_AND_LAUNCH = r"""
+import ctypes, pickle, sys
+import numpy as np
+from cuda.bindings import driver
+with open(sys.argv[1], "rb") as f:
+    kernels = pickle.load(f)        # loads each kernel again, in this process's context
+err, ptr = driver.cuMemAlloc(4 * 32)
+assert err == driver.CUresult.CUDA_SUCCESS, err
+for i, k in enumerate(kernels):
+    k.launch(1, 32, int(ptr), np.float32(i + 0.5), np.int32(32))
+    host = np.zeros(32, np.float32)
+    assert driver.cuCtxSynchronize()[0] == driver.CUresult.CUDA_SUCCESS
+    assert driver.cuMemcpyDtoH(host.ctypes.data, ptr, 4 * 32)[0] == \
+        driver.CUresult.CUDA_SUCCESS
+    print(k.name, sorted(set(host.tolist())))
+"""
+
+
+def test_kernels_pickle_as_their_code_and_load_again(ctx, tmp_path):
+    """A Kernel pickles as the source (with its options and headers), PTX or cubin it came
+    from: unpickling loads it again, here and in a new process, and it launches there."""
+    import copy
+    import pickle
+    import subprocess
+    import sys
+
+    ptx, cubin = _fill_images()
+    made = [kernarg.Kernel.from_source(PICKLED_FILL, "fill", ("-DUNUSED=1",),
+                                       headers={"real.h": "typedef float real;"}),
+            _jit_or_skip(lambda: kernarg.Kernel.from_ptx(
+                ptx, "fill", signature="float* out, float value, int n"))]
+    if cubin is not None:
+        made.append(kernarg.Kernel.from_cubin(cubin, "fill"))    # untyped: the driver's layout
+    out = DeviceArray(4 * 32, typestr="<f4")
+    for i, k in enumerate(made):
+        assert copy.copy(k) is k and copy.deepcopy(k) is k      # a copy would load it again
+        again = pickle.loads(pickle.dumps(k))
+        assert again is not k and again.handle != 0
+        assert (again.name, again.device, again.param_layout) == \
+            (k.name, k.device, k.param_layout)
+        assert repr(again.signature) == repr(k.signature)
+        again.launch(1, 32, out, np.float32(i + 0.25), np.int32(32))
+        assert (np.frombuffer(out.read(), np.float32) == i + 0.25).all()
+    assert made[0].signature.types[:2] == ("float*", "float")     # real.h read again
+    assert made[1].signature.names == ("out", "value", "n")
+    path = tmp_path / "kernels.pickle"
+    path.write_bytes(pickle.dumps(made))
+    run = subprocess.run([sys.executable, "-c", UNPICKLE_AND_LAUNCH, str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"fill [{i + 0.5}]" for i in range(len(made))]
+
+
+def test_what_holds_this_process_s_handles_refuses_pickle_by_name(ctx):
+    """A kernel from a handle has no code to load again; a prepared or bound launch holds a
+    stream handle (and packed addresses): each refuses pickle, and copy, saying so."""
+    import copy
+    import pickle
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    wrapped = kernarg.Kernel.from_handle(k.handle, name="wrapped")
+    with pytest.raises(TypeError, match="'wrapped' cannot be pickled: it wraps a function "
+                                        "handle \\(Kernel.from_handle\\)"):
+        pickle.dumps(wrapped)
+    assert copy.copy(wrapped) is wrapped
+    prepared = k.prepare(1, 32)
+    bound = prepared.bind(DeviceArray(4 * 32, typestr="<f4"), 1.0, 32)
+    for obj, what in ((prepared, "PreparedLaunch"), (bound, "BoundLaunch")):
+        for how in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match=f"a kernarg.{what} cannot be pickled or copied"):
+                how(obj)
+    bound.close()
+
+
 def test_launch_from_a_thread_with_no_current_context(ctx):
     """A new thread has no current CUDA context: the launch makes the kernel's current."""
     import threading
