@@ -433,3 +433,8 @@ cdef class use_stream:
             self._stack = None
             _open_blocks -= 1
         return False
+
+    def __reduce__(self):
+        # A copy (or pickle) is a new block for the same stream object, not yet open: Cython's
+        # own copy shared the open block's stack, so leaving the copy left the block itself.
+        return (use_stream, (self._stream,))

@@ -347,6 +347,31 @@ def test_use_stream_block_cannot_be_entered_twice_and_unwinds_on_errors():
     assert kernarg.default_stream() == _stream._POLICY_DEFAULT
 
 
+def test_a_copy_of_a_use_stream_block_is_a_new_block_not_yet_open():
+    # Cython's own copy of an open block shared its stack: leaving the copy popped the
+    # block's entry (the outer stream became the default inside the block), and leaving
+    # the block itself then raised IndexError.
+    import copy
+    import pickle
+
+    block = kernarg.use_stream(0x50)
+    with kernarg.use_stream(0x40):
+        with block:
+            copies = [copy.copy(block), copy.deepcopy(block), pickle.loads(pickle.dumps(block))]
+            for c in copies:
+                assert type(c) is kernarg.use_stream and c is not block
+                c.__exit__(None, None, None)          # not open: leaves nothing
+                assert kernarg.default_stream() == 0x50
+                with c as handle:                     # a block of its own, for the stream
+                    assert handle == 0x50 and kernarg.default_stream() == 0x50
+                assert kernarg.default_stream() == 0x50
+        assert kernarg.default_stream() == 0x40
+    assert kernarg.default_stream() == _stream._POLICY_DEFAULT
+    torch_like = copy.copy(kernarg.use_stream(TorchLike()))
+    with torch_like as handle:
+        assert handle == 0x1000
+
+
 def test_a_method_result_whose_reading_raises_is_said_so_either_way():
     # A tuple subclass whose len() raises: the same TypeError whether the method is called the
     # general way (first) or the method-call way (second).
