@@ -1274,6 +1274,8 @@ cdef class Kernel:
     # What loads it again in another process, for pickle: ("source", source, options,
     # headers), ("ptx", text, entry) or ("cubin", image, entry); None from a handle.
     cdef tuple _recipe
+    # Weak references (a WeakKeyDictionary of kernels, a cache that must not keep one alive).
+    cdef object __weakref__
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")

@@ -1896,6 +1896,19 @@ def test_what_holds_this_process_s_handles_refuses_pickle_by_name(ctx):
     bound.close()
 
 
+def test_a_kernel_can_be_weakly_referenced(ctx):
+    import gc
+    import weakref
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    seen = weakref.WeakKeyDictionary({k: "fill"})
+    ref = weakref.ref(k)
+    assert ref() is k and seen[k] == "fill"
+    del k
+    gc.collect()
+    assert ref() is None and len(seen) == 0
+
+
 def test_launch_from_a_thread_with_no_current_context(ctx):
     """A new thread has no current CUDA context: the launch makes the kernel's current."""
     import threading
