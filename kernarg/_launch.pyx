@@ -53,6 +53,7 @@ include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings bein
 
 import array
 import operator
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -314,6 +315,10 @@ def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority):
 
 cdef object _driver_state = None
 _driver_lock = threading.Lock()
+# Set in the child of a fork() made after this process initialised CUDA: the driver does not
+# support CUDA in such a child (a call may fail, hang or crash), so kernarg refuses before it
+# calls the driver there, as PyTorch and CuPy do (see _after_fork_in_child).
+cdef bint _forked_after_init = False
 
 
 cdef str _error_name(cydriver.CUresult err):
@@ -346,6 +351,13 @@ cdef inline int _ensure_driver() except -1:
 cdef int _init_driver() except -1:
     global _driver_state
     cdef cydriver.CUresult err
+    if _forked_after_init:
+        raise CudaError("CUDA cannot be used in this process: it was forked (os.fork, or "
+                        "multiprocessing's 'fork' start method, the default on Linux before "
+                        "Python 3.14) from a process that had initialised CUDA, which the driver "
+                        "does not support; start workers with the 'spawn' or 'forkserver' "
+                        "method (multiprocessing.get_context('spawn')), to which kernels, "
+                        "signatures and launch configurations pickle")
     with _driver_lock:
         try:
             err = cydriver.cuInit(0)
@@ -357,6 +369,22 @@ cdef int _init_driver() except -1:
         _check(err, "cuInit")
         _driver_state = True
     return 0
+
+
+def _after_fork_in_child():
+    """In the child of a fork: refuse CUDA where the parent had initialised it, and make the
+    module's locks again (another thread of the parent may have held one at the fork, and
+    would never release it here)."""
+    global _driver_state, _forked_after_init, _driver_lock, _shmem_fn_lock
+    if _driver_state is not None:
+        _driver_state = None        # so that the next driver call goes to _init_driver
+        _forked_after_init = True
+    _driver_lock = threading.Lock()
+    _shmem_fn_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 cdef cydriver.CUdevice _device(int device) except? -1:
@@ -458,7 +486,8 @@ cdef class _Module:
         return func
 
     def __dealloc__(self):
-        if self.handle != NULL:
+        # Not in a forked child: its copy of the parent's driver state must not be touched.
+        if self.handle != NULL and not _forked_after_init:
             try:
                 cydriver.cuModuleUnload(self.handle)
             except Exception:

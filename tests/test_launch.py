@@ -312,6 +312,61 @@ def test_an_uninitialised_prepared_launch_is_refused_not_a_crash():
             call()
 
 
+FORK_WITHOUT_INIT = r"""
+import os
+import kernarg
+pid = os.fork()
+if pid == 0:
+    code = 0
+    try:
+        kernarg.Kernel.from_handle(0x1234, name="k").launch(1, 1)
+        code = 5
+    except kernarg.NoDriverError as exc:
+        code = 4 if "forked" in str(exc) else 3
+    if bytes(kernarg.pack((1,)))[:1] != b"\x01":
+        code = 6
+    os._exit(code)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@needs_no_driver
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_before_cuda_was_initialised_is_left_alone():
+    # kernarg refuses CUDA in a child forked after the parent initialised it (tests/gpu); a
+    # parent that never did leaves its children free to: here, with no driver, the child's
+    # launch is the usual NoDriverError, and it packs.
+    run = subprocess.run([sys.executable, "-c", FORK_WITHOUT_INIT], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["3"], (run.stdout, run.stderr)
+
+
+def test_a_kernel_from_a_handle_refuses_pickle_and_is_its_own_copy():
+    # A handle means nothing in another process, and kernarg has none of the function's
+    # code; a copy is the kernel itself. (Kernels with code pickle: tests/gpu.)
+    import copy
+    import pickle
+    import weakref
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    with pytest.raises(TypeError, match="^kernarg.Kernel 'k' cannot be pickled: it wraps a "
+                                        "function handle \\(Kernel.from_handle\\), which is "
+                                        "valid in this process only"):
+        pickle.dumps(k)
+    assert copy.copy(k) is k and copy.deepcopy([k])[0] is k
+    ref = weakref.ref(k)
+    p = k.prepare(1, 32)
+    for how in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="^a kernarg.PreparedLaunch cannot be pickled or "
+                                            "copied: it launches on a stream handle of this "
+                                            "process"):
+            how(p)
+    del k, p
+    gc.collect()
+    assert ref() is None
+
+
 @needs_no_driver
 def test_a_failed_prepared_launch_lets_go_of_its_arguments():
     # The block packed from a vectorcall's arguments holds no tuple of them: it borrows them

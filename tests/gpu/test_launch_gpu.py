@@ -1909,6 +1909,49 @@ def test_a_kernel_can_be_weakly_referenced(ctx):
     assert ref() is None and len(seen) == 0
 
 
+FORK_AFTER_INIT = r"""
+import gc, os, sys
+import numpy as np
+import kernarg
+WRITE = sys.argv[1]
+k = kernarg.Kernel.from_source(WRITE, "fill")      # CUDA initialised here, in the parent
+pid = os.fork()
+if pid == 0:
+    code = 0
+    try:
+        k.launch(1, 32, None, np.float32(1), np.int32(0))
+        code = 5
+    except kernarg.CudaError as exc:
+        code = 3 if "it was forked" in str(exc) and "'spawn'" in str(exc) else 4
+    try:
+        kernarg.Kernel.from_source(WRITE, "fill")
+        code = 6
+    except kernarg.CudaError as exc:
+        code = code if "it was forked" in str(exc) else 7
+    if bytes(kernarg.pack((1, 2.0)))[:1] != b"\x01":      # packing needs no driver
+        code = 8
+    del k
+    gc.collect()                    # its module is not unloaded through the parent's driver
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+k.launch(1, 32, None, np.float32(1), np.int32(0))   # the parent's CUDA is untouched
+print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_child_forked_after_cuda_was_initialised_is_refused_cuda(ctx):
+    """CUDA does not work in a process forked from one that had initialised it (calls may
+    fail, hang or crash): kernarg refuses there, before calling the driver, and says what to
+    do; packing still works, and the parent is untouched."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", FORK_AFTER_INIT, WRITE],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["child", "3"], (run.stdout, run.stderr)
+
+
 def test_launch_from_a_thread_with_no_current_context(ctx):
     """A new thread has no current CUDA context: the launch makes the kernel's current."""
     import threading
