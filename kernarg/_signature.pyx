@@ -1667,9 +1667,9 @@ def _unpickle_signature(tuple specs, tuple names, tuple default_texts, defaults,
     """A pickled Signature (see Signature.__reduce__), laid out again from its specs."""
     cdef Signature sig = Signature.__new__(Signature)
     sig._build([_Spec(code, size, align, text, elem=elem, count=count, pointee_kind=kind,
-                      pointee_size=psize, is_const=const, struct=struct, record=record,
+                      pointee_size=psize, is_const=const, struct=layout, record=record,
                       any_sign=any_sign)
-                for (code, size, align, text, elem, count, kind, psize, const, struct, record,
+                for (code, size, align, text, elem, count, kind, psize, const, layout, record,
                      any_sign) in specs], list(names))
     sig._default_texts = default_texts
     sig._defaults = defaults
