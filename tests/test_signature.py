@@ -2,6 +2,7 @@
 import ctypes
 import itertools
 import math
+import pickle
 import random
 import re
 import struct
@@ -1312,10 +1313,13 @@ def test_typed_values_match_reference_encoder(case):
     for t, v in zip(types, values, strict=True):
         raw, align = _ref_encode(t, v)
         out += bytes(-len(out) % align) + raw
-    block = kernarg.Signature(types).pack(tuple(values))
+    sig = kernarg.Signature(types)
+    block = sig.pack(tuple(values))
     assert bytes(block) == bytes(out)
     argv = (ctypes.c_void_p * len(types)).from_address(block.ptr)
-    assert [p - block.data_ptr for p in argv] == list(kernarg.Signature(types).offsets)
+    assert [p - block.data_ptr for p in argv] == list(sig.offsets)
+    # A pickled copy packs the same bytes.
+    assert bytes(pickle.loads(pickle.dumps(sig)).pack(tuple(values))) == bytes(out)
 
 
 def test_numpy_and_other_number_types_convert():
@@ -2622,7 +2626,6 @@ def test_a_signature_pickles_and_copies_as_the_same_layout_and_packer(how, monke
     # (NVRTC's evaluations too) and the same reason where a default stops the others, and is
     # made again without the compiler.
     import copy
-    import pickle
 
     import kernarg._nvrtc as nvrtc
 
