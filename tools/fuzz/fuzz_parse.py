@@ -3,10 +3,12 @@ the build): C parameter lists (``Signature(text)``), PTX entries (``Signature.fr
 kernel declarations in CUDA C++ source read against the PTX's layout (what
 ``Signature.from_source`` does after NVRTC, without NVRTC). Any text must give a Signature whose
 layout is consistent, or a TypeError/ValueError/OverflowError/LookupError -- never another
-exception (an IndexError, a KeyError, a RecursionError...) or a crash.
+exception (an IndexError, a KeyError, a RecursionError...) or a crash; and it pickles as the
+same Signature.
 
     python tools/fuzz/fuzz_parse.py [libFuzzer options, e.g. -max_total_time=600 corpus/]
 """
+import pickle
 import sys
 
 import atheris
@@ -61,6 +63,12 @@ def test_one_input(data):
     except ALLOWED:
         return
     _consistent(sig)
+    # A pickled copy is the same signature (Signature.__reduce__ writes what was read).
+    again = pickle.loads(pickle.dumps(sig))
+    assert (again.offsets, again.sizes, again.alignments, again.types, again.names,
+            again.default_texts, repr(again.defaults), repr(again)) == \
+        (sig.offsets, sig.sizes, sig.alignments, sig.types, sig.names, sig.default_texts,
+         repr(sig.defaults), repr(sig))
 
 
 if __name__ == "__main__":
