@@ -183,7 +183,8 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
 
 @cython.final
 cdef class LaunchConfig:
-    """A validated launch configuration (no driver needed to build one).
+    """A validated launch configuration (no driver needed to build one). A value: equal,
+    hashed, pickled and copied by its fields.
 
     Parameters
     ----------
@@ -1264,6 +1265,10 @@ cdef class Kernel:
     Create one with :meth:`from_source` (or :meth:`from_source_many`), :meth:`from_ptx`,
     :meth:`from_cubin` or :meth:`from_handle`. When the kernel's :class:`Signature` is known,
     arguments are packed as its parameter types and their number is checked.
+
+    A kernel pickles as the code it was loaded from (source with its options and headers, PTX
+    or cubin) and is loaded again where it is unpickled, on the device of the same ordinal;
+    one from a handle refuses. A copy of a kernel is the kernel itself.
     """
 
     cdef cydriver.CUfunction _func

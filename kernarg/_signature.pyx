@@ -1317,6 +1317,8 @@ cdef class Signature:
     >>> sig.offsets
     (0, 8, 16, 20)
     >>> block = sig.pack((out, x, 2.0, 1024))   # alpha packed as float, n as int
+
+    A signature pickles (and copies) as its layout, names and defaults, as read.
     """
 
     def __cinit__(self):
