@@ -1675,15 +1675,22 @@ cdef class Kernel:
 
 
 def _unpickle_kernel(tuple recipe, str name, signature, int device):
-    """A pickled Kernel (see Kernel.__reduce__), loaded again from its code."""
+    """A pickled Kernel (see Kernel.__reduce__), loaded again from its code. A driver failure
+    says it happened unpickling the kernel (the traceback of a worker that unpickles its task
+    shows little else)."""
     kind = recipe[0]
-    if kind == "source":
-        return Kernel.from_source(recipe[1], name, recipe[2], device=device, headers=recipe[3])
-    if kind == "ptx":
-        return Kernel.from_ptx(recipe[1], name, signature=signature, device=device,
-                               entry=recipe[2])
-    return Kernel.from_cubin(recipe[1], name, signature=signature, device=device,
-                             entry=recipe[2])
+    try:
+        if kind == "source":
+            return Kernel.from_source(recipe[1], name, recipe[2], device=device,
+                                      headers=recipe[3])
+        if kind == "ptx":
+            return Kernel.from_ptx(recipe[1], name, signature=signature, device=device,
+                                   entry=recipe[2])
+        return Kernel.from_cubin(recipe[1], name, signature=signature, device=device,
+                                 entry=recipe[2])
+    except CudaError as exc:
+        raise type(exc)(f"unpickling kernarg.Kernel {name!r} (from {kind}, device={device}): "
+                        f"{exc}", exc.name, exc.code) from exc
 
 
 # ---------------------------------------------------------------------------------------------
