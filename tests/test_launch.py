@@ -342,6 +342,25 @@ def test_a_child_forked_before_cuda_was_initialised_is_left_alone():
     assert run.stdout.split() == ["3"], (run.stdout, run.stderr)
 
 
+@needs_no_driver
+@pytest.mark.parametrize("recipe", [
+    ("source", 'extern "C" __global__ void k(int* p) {}', ("-DX=1",), (("a.h", "int x;"),)),
+    ("ptx", ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{ ret; }\n",
+     None),
+    ("cubin", b"\x7fELF", "k")], ids=["source", "ptx", "cubin"])
+def test_unpickling_a_kernel_without_a_driver_says_it_was_unpickling(recipe):
+    # A pickled kernel is loaded again by the constructor of its kind of code (tests/gpu
+    # launches them); where that fails in the driver, the error says it was unpickling.
+    from kernarg._launch import _unpickle_kernel
+
+    with pytest.raises(kernarg.NoDriverError,
+                       match=f"^unpickling kernarg.Kernel 'k' \\(from {recipe[0]}, device=0\\): "
+                             "no CUDA driver/GPU found") as info:
+        _unpickle_kernel(recipe, "k", kernarg.Signature("int* p") if recipe[0] == "ptx" else None,
+                         0)
+    assert isinstance(info.value.__cause__, kernarg.NoDriverError)
+
+
 def test_a_kernel_from_a_handle_refuses_pickle_and_is_its_own_copy():
     # A handle means nothing in another process, and kernarg has none of the function's
     # code; a copy is the kernel itself. (Kernels with code pickle: tests/gpu.)
