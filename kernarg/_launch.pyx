@@ -304,6 +304,20 @@ cdef class LaunchConfig:
     def __reduce__(self):
         return (_launch_config, self._fields())
 
+    def __replace__(self, **changes):
+        """``copy.replace(config, shmem=4096)`` (Python 3.13+): this configuration with the
+        fields named changed, checked again as a new one is."""
+        fields = dict(zip(_CONFIG_FIELDS, self._fields()))
+        for name in changes:
+            if name not in fields:
+                raise TypeError(f"LaunchConfig has no field {name!r} (its fields: "
+                                f"{', '.join(_CONFIG_FIELDS)})")
+        fields.update(changes)
+        return _launch_config(*fields.values())
+
+
+_CONFIG_FIELDS = ("grid", "block", "shmem", "cluster", "cooperative", "pdl", "priority")
+
 
 def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority):
     """A pickled LaunchConfig, made again from its fields."""

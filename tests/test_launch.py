@@ -76,6 +76,28 @@ def test_a_config_is_a_value_that_pickles_and_copies():
                  c.attributes, repr(c))
 
 
+
+def test_a_config_with_fields_replaced_is_checked_again():
+    # copy.replace (Python 3.13+) calls __replace__: the other fields kept, the new ones
+    # checked as LaunchConfig checks them.
+    import copy
+
+    c = kernarg.LaunchConfig((4, 2), 128, shmem=16, cluster=(2, 2), pdl=True, priority=-1)
+    more = c.__replace__(shmem=4096, priority=None)
+    assert more == kernarg.LaunchConfig((4, 2), 128, shmem=4096, cluster=(2, 2), pdl=True)
+    assert c.shmem == 16 and c.priority == -1                  # the original is unchanged
+    assert c.__replace__() == c
+    with pytest.raises(ValueError, match=r"grid \(3, 2, 1\) is not a multiple of cluster"):
+        c.__replace__(grid=(3, 2))
+    with pytest.raises(TypeError, match="LaunchConfig has no field 'stream' \\(its fields: "
+                                        "grid, block, shmem, cluster, cooperative, pdl, "
+                                        "priority\\)"):
+        c.__replace__(stream=5)
+    if hasattr(copy, "replace"):
+        assert copy.replace(c, block=64) == kernarg.LaunchConfig(
+            (4, 2), 64, shmem=16, cluster=(2, 2), pdl=True, priority=-1)
+
+
 # Errors in grid, block and shmem: LaunchConfig and Kernel.launch (which checks them in C when no
 # launch attribute is asked for) must raise the same ones.
 DIMS_ERRORS = [
