@@ -1320,7 +1320,8 @@ cdef class Kernel:
     cdef object _last_stream
     cdef uint64_t _last_handle
     # What loads it again in another process, for pickle: ("source", source, options,
-    # headers), ("ptx", text, entry) or ("cubin", image, entry); None from a handle.
+    # headers), ("ptx", text, entry, signature) or ("cubin", image, entry, signature) -- the
+    # arguments of the constructor -- or None from a handle.
     cdef tuple _recipe
     # Weak references (a WeakKeyDictionary of kernels, a cache that must not keep one alive).
     cdef object __weakref__
@@ -1359,7 +1360,7 @@ cdef class Kernel:
         if sig is None:
             sig = Signature.from_ptx(text, entry)
         k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
-        k._recipe = ("ptx", text, entry)
+        k._recipe = ("ptx", text, entry, sig)
         return k
 
     @classmethod
@@ -1380,7 +1381,7 @@ cdef class Kernel:
         k = Kernel._make(func, mod, signature, name, ctx, device)
         if signature is None:
             _set_layout(k, _driver_layout(func))
-        k._recipe = ("cubin", image, entry)
+        k._recipe = ("cubin", image, entry, signature)
         return k
 
     @classmethod
@@ -1678,7 +1679,7 @@ cdef class Kernel:
                             "function handle (Kernel.from_handle), which is valid in this "
                             "process only, and kernarg has no code to load it again from; "
                             "pickle the source, PTX or cubin it came from instead")
-        return (_unpickle_kernel, (self._recipe, self.name, self.signature, self.device))
+        return (_unpickle_kernel, (self._recipe, self.name, self.device))
 
     # One kernel's code cannot change: a copy is the kernel itself, not a second load.
     def __copy__(self):
@@ -1688,20 +1689,16 @@ cdef class Kernel:
         return self
 
 
-def _unpickle_kernel(tuple recipe, str name, signature, int device):
+def _unpickle_kernel(tuple recipe, str name, int device):
     """A pickled Kernel (see Kernel.__reduce__), loaded again from its code. A driver failure
     says it happened unpickling the kernel (the traceback of a worker that unpickles its task
     shows little else)."""
-    kind = recipe[0]
+    kind, code, *rest = recipe
     try:
         if kind == "source":
-            return Kernel.from_source(recipe[1], name, recipe[2], device=device,
-                                      headers=recipe[3])
-        if kind == "ptx":
-            return Kernel.from_ptx(recipe[1], name, signature=signature, device=device,
-                                   entry=recipe[2])
-        return Kernel.from_cubin(recipe[1], name, signature=signature, device=device,
-                                 entry=recipe[2])
+            return Kernel.from_source(code, name, rest[0], device=device, headers=rest[1])
+        load = Kernel.from_ptx if kind == "ptx" else Kernel.from_cubin
+        return load(code, name, signature=rest[1], device=device, entry=rest[0])
     except CudaError as exc:
         raise type(exc)(f"unpickling kernarg.Kernel {name!r} (from {kind}, device={device}): "
                         f"{exc}", exc.name, exc.code) from exc

@@ -368,8 +368,8 @@ def test_a_child_forked_before_cuda_was_initialised_is_left_alone():
 @pytest.mark.parametrize("recipe", [
     ("source", 'extern "C" __global__ void k(int* p) {}', ("-DX=1",), (("a.h", "int x;"),)),
     ("ptx", ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{ ret; }\n",
-     None),
-    ("cubin", b"\x7fELF", "k")], ids=["source", "ptx", "cubin"])
+     None, kernarg.Signature("int* p")),
+    ("cubin", b"\x7fELF", "k", None)], ids=["source", "ptx", "cubin"])
 def test_unpickling_a_kernel_without_a_driver_says_it_was_unpickling(recipe):
     # A pickled kernel is loaded again by the constructor of its kind of code (tests/gpu
     # launches them); where that fails in the driver, the error says it was unpickling.
@@ -378,8 +378,7 @@ def test_unpickling_a_kernel_without_a_driver_says_it_was_unpickling(recipe):
     with pytest.raises(kernarg.NoDriverError,
                        match=f"^unpickling kernarg.Kernel 'k' \\(from {recipe[0]}, device=0\\): "
                              "no CUDA driver/GPU found") as info:
-        _unpickle_kernel(recipe, "k", kernarg.Signature("int* p") if recipe[0] == "ptx" else None,
-                         0)
+        _unpickle_kernel(recipe, "k", 0)
     assert isinstance(info.value.__cause__, kernarg.NoDriverError)
 
 

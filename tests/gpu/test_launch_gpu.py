@@ -1868,11 +1868,11 @@ def test_kernels_pickle_as_their_code_and_load_again(ctx, tmp_path):
     assert made[0].signature.types[:2] == ("float*", "float")     # real.h read again
     assert made[1].signature.names == ("out", "value", "n")
     # Unpickled where the device is missing: the driver's refusal, saying it was unpickling.
-    recipe, name, signature, _ = made[1].__reduce__()[1]
+    recipe, name, _ = made[1].__reduce__()[1]
     with pytest.raises(kernarg.CudaError, match="^unpickling kernarg.Kernel 'fill' \\(from "
                                                 "ptx, device=999\\): device=999: no such CUDA "
                                                 "device"):
-        made[1].__reduce__()[0](recipe, name, signature, 999)
+        made[1].__reduce__()[0](recipe, name, 999)
     path = tmp_path / "kernels.pickle"
     path.write_bytes(pickle.dumps(made))
     run = subprocess.run([sys.executable, "-c", UNPICKLE_AND_LAUNCH, str(path)],
