@@ -384,10 +384,14 @@ def test_unpickling_a_kernel_without_a_driver_says_it_was_unpickling(recipe):
 
 def test_a_kernel_from_a_handle_refuses_pickle_and_is_its_own_copy():
     # A handle means nothing in another process, and kernarg has none of the function's
-    # code; a copy is the kernel itself. (Kernels with code pickle: tests/gpu.)
+    # code; a copy is the kernel itself. A prepared or bound launch holds a stream handle (and
+    # packed addresses): each refuses pickle, and copy, saying so. (Kernels with code pickle:
+    # tests/gpu.)
     import copy
     import pickle
     import weakref
+
+    from producers import CAIObject, cai
 
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
     with pytest.raises(TypeError, match="^kernarg.Kernel 'k' cannot be pickled: it wraps a "
@@ -396,15 +400,22 @@ def test_a_kernel_from_a_handle_refuses_pickle_and_is_its_own_copy():
         pickle.dumps(k)
     assert copy.copy(k) is k and copy.deepcopy([k])[0] is k
     ref = weakref.ref(k)
+    seen = weakref.WeakKeyDictionary({k: "k"})
+    assert seen[k] == "k"
     p = k.prepare(1, 32)
-    for how in (pickle.dumps, copy.copy, copy.deepcopy):
-        with pytest.raises(TypeError, match="^a kernarg.PreparedLaunch cannot be pickled or "
-                                            "copied: it launches on a stream handle of this "
-                                            "process"):
-            how(p)
-    del k, p
+    bound = p.bind(CAIObject(cai(0x1000, typestr="<f4")), 32)
+    for obj, what in ((p, "PreparedLaunch"), (bound, "BoundLaunch")):
+        for how in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match=f"^a kernarg.{what} cannot be pickled or copied"):
+                how(obj)
+    with pytest.raises(TypeError, match="^a kernarg.PreparedLaunch cannot be pickled or "
+                                        "copied: it launches on a stream handle of this "
+                                        "process"):
+        pickle.dumps(p)
+    bound.close()
+    del k, p, bound, obj
     gc.collect()
-    assert ref() is None
+    assert ref() is None and len(seen) == 0
 
 
 @needs_no_driver

@@ -1881,40 +1881,6 @@ def test_kernels_pickle_as_their_code_and_load_again(ctx, tmp_path):
     assert run.stdout.splitlines() == [f"fill [{i + 0.5}]" for i in range(len(made))]
 
 
-def test_what_holds_this_process_s_handles_refuses_pickle_by_name(ctx):
-    """A kernel from a handle has no code to load again; a prepared or bound launch holds a
-    stream handle (and packed addresses): each refuses pickle, and copy, saying so."""
-    import copy
-    import pickle
-
-    k = kernarg.Kernel.from_source(WRITE, "fill")
-    wrapped = kernarg.Kernel.from_handle(k.handle, name="wrapped")
-    with pytest.raises(TypeError, match="'wrapped' cannot be pickled: it wraps a function "
-                                        "handle \\(Kernel.from_handle\\)"):
-        pickle.dumps(wrapped)
-    assert copy.copy(wrapped) is wrapped
-    prepared = k.prepare(1, 32)
-    bound = prepared.bind(DeviceArray(4 * 32, typestr="<f4"), 1.0, 32)
-    for obj, what in ((prepared, "PreparedLaunch"), (bound, "BoundLaunch")):
-        for how in (pickle.dumps, copy.copy, copy.deepcopy):
-            with pytest.raises(TypeError, match=f"a kernarg.{what} cannot be pickled or copied"):
-                how(obj)
-    bound.close()
-
-
-def test_a_kernel_can_be_weakly_referenced(ctx):
-    import gc
-    import weakref
-
-    k = kernarg.Kernel.from_source(WRITE, "fill")
-    seen = weakref.WeakKeyDictionary({k: "fill"})
-    ref = weakref.ref(k)
-    assert ref() is k and seen[k] == "fill"
-    del k
-    gc.collect()
-    assert ref() is None and len(seen) == 0
-
-
 FORK_AFTER_INIT = r"""
 import gc, os, sys
 import numpy as np
