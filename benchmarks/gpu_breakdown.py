@@ -106,9 +106,17 @@ try:
         torch.zeros(16).pin_memory()))
     t("torch __dlpack_device__() of a pinned tensor", (lambda p: lambda: p.__dlpack_device__())(
         torch.zeros(16).pin_memory()))
-    from kernarg._bench_interop import without_exchange_api
+    # On a plain tensor with torch.Tensor's exchange API hidden (as torch < 2.10 is read), and
+    # on a subclass, where every method call goes through torch's __torch_function__.
+    from kernarg._bench_interop import torch_exchange_api_hidden, without_exchange_api
+    with torch_exchange_api_hidden():
+        t("kernarg.pack((torch,))  (the adapter)", lambda: kernarg.pack((x,)))
+        t("torch is_cuda, the adapter's first read", lambda: x.is_cuda)
+        t("torch is_conj()", lambda: x.is_conj())
+        t("torch get_device()", lambda: x.get_device())
     xa = without_exchange_api(x)
-    t("kernarg.pack((torch,))  (the adapter)", lambda: kernarg.pack((xa,)))
+    t("kernarg.pack((torch subclass,))  (the adapter)", lambda: kernarg.pack((xa,)))
+    t("torch subclass data_ptr()", lambda: xa.data_ptr())
 except Exception as exc:
     print("torch:", type(exc).__name__, exc)
 try:

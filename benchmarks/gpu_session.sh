@@ -78,13 +78,15 @@ step 45 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
 # compute-sanitizer's memcheck over the GPU tests: a kernel reading or writing outside the
 # memory kernarg gave it is an error. The driver's API errors are left out (the tests probe
 # devices and symbols that do not exist on purpose). JAX's tests and the 10^6-launch stress
-# loop are left out for time.
+# loop are left out for time, and the programmatic-dependent-launch test: it needs its two
+# kernels to run side by side, which they did not under memcheck (2026-11-27, the second never
+# started before the first ended; the same test passed in the run above).
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null \
     | head -n 1)
 if [ -n "$sanitizer" ]; then
     step 120 "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 86 \
         --print-limit 20 --log-file "$OUT/memcheck.txt" "$PY" -m pytest tests/gpu -q \
-        -p no:cacheprovider -k "not jax and not stress"
+        -p no:cacheprovider -k "not jax and not stress and not programmatic_dependent"
 else
     echo "no compute-sanitizer: memcheck not run"
 fi

@@ -1,5 +1,6 @@
 """The benchmark code itself runs (tiny repeats, CPU stand-ins for GPU arrays), so the GPU
 session that measures with it does not spend its time on Python errors. No timing is asserted."""
+import contextlib
 import importlib.util
 import math
 import os
@@ -91,6 +92,56 @@ def test_pinned_torch_tensor_row_is_skipped_by_name_where_torch_cannot_pin(capsy
         assert len(pinned) == 1 and pinned[0].is_pinned()
     else:
         assert pinned == [] and "pinned torch.Tensor skipped: " in out
+
+
+
+def test_torch_adapter_row_reads_plain_tensors_with_the_exchange_api_hidden(capsys):
+    # torch before 2.10 is read through kernarg's torch adapter. The benchmark measures that on
+    # a plain tensor, with torch.Tensor's DLPack C exchange API hidden for the row (a subclass
+    # would add torch's __torch_function__ to every call the adapter makes), and puts it back.
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    before = torch.Tensor.__dict__.get("__dlpack_c_exchange_api__")
+    cpu = torch.zeros(4)        # refused either way; the refusal says which path read it
+    exchange = r"\(DLPack device kDLCPU\)$" if before is not None else r"\(torch device cpu\)$"
+    for hidden in (False, True, False):     # kernarg has classified torch.Tensor before each
+        context = _bench_interop.torch_exchange_api_hidden if hidden else contextlib.nullcontext
+        with context(), pytest.raises(TypeError, match=r"\(torch device cpu\)$" if hidden
+                                      else exchange):
+            kernarg.pack((cpu,))
+    assert torch.Tensor.__dict__.get("__dlpack_c_exchange_api__") is before
+    arrays = dict(_bench_interop._arrays(sys.stdout))
+    if torch.cuda.is_available():
+        assert type(arrays[_bench_interop.TORCH_ADAPTER]) is torch.Tensor
+    capsys.readouterr()
+
+
+def test_torch_exchange_api_hidden_leaves_a_torch_without_one_as_it_was(monkeypatch):
+    import types
+
+    class Tensor:
+        pass
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
+    with _bench_interop.torch_exchange_api_hidden():
+        assert Tensor.__dlpack_c_exchange_api__ is None
+    assert "__dlpack_c_exchange_api__" not in Tensor.__dict__
+
+
+def test_interop_rows_are_measured_inside_their_context(monkeypatch):
+    entered = []
+
+    @contextlib.contextmanager
+    def context():
+        entered.append("in")
+        yield
+        entered.append("out")
+
+    monkeypatch.setattr(_bench_interop, "_arrays", lambda file: [
+        ("with context", _Both()), ("without", _Both())])
+    monkeypatch.setitem(_bench_interop._CONTEXTS, "with context", context)
+    rows = _bench_interop.run(repeat=1, target=0.0005)["rows"]
+    assert entered == ["in", "out"]
+    assert [r["library"] for r in rows].count("with context") == 4
 
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
