@@ -283,15 +283,37 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
     import json
 
     module = _script("readme_tables")
-    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-26",
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-27",
                            "bench-gpu.json")) as f:
         result = json.load(f)
     assert result["launch"]["device"].startswith("NVIDIA H100")
     lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
     lines = [line for line in lines if line.startswith("|")]
-    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 20)
+    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 26)
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
+
+
+
+def test_readme_torch_adapter_table_matches_its_committed_run():
+    # The README's small table of torch's three paths is read off the torch-adapter rerun.
+    import json
+
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-27",
+                           "torch-adapter", "interop-torch.json")) as f:
+        rows = {r["library"]: r for r in json.load(f)["rows"]
+                if r["path"] == "kernarg path for the type"}
+    readme = _readme()
+    for label, shown in (("torch.Tensor", "DLPack C exchange API (torch 2.10+)"),
+                         (_bench_interop.TORCH_ADAPTER, "adapter, plain tensor (torch < 2.10)"),
+                         ("torch.Tensor subclass, adapter (no C exchange API)",
+                          "adapter, tensor subclass")):
+        row = rows[label]
+        ratios = row["protocol_over_kernarg"]
+        line = (f"| {shown} | {row['kernarg_ns']:.0f} (typed: {row['typed_ns']:.0f}) | "
+                f"{row['__cuda_array_interface___ns']:.0f} ns | {row['__dlpack___ns']:.0f} ns | "
+                f"{ratios['__cuda_array_interface__']:.1f}x, {ratios['__dlpack__']:.1f}x |")
+        assert line in readme
 
 
 def test_readme_tables_render_gpu_results(tmp_path, capsys):
