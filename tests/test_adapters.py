@@ -235,6 +235,11 @@ SCRIPT = STAND_INS + textwrap.dedent("""
     typed = sig.pack((Tensor(0x1000, 0), ndarray(0x2000, 0), DeviceNDArray(0x3000), 4))
     assert ptrs(typed)[:3] == [0x1000, 0x2000, 0x3000]
     raises(TypeError, "'a'", lambda: sig.pack((Tensor(0x1000, 0, "int32"), None, None, 4)))
+    # kernarg remembers each torch dtype object's element type (a bounded number of them;
+    # these stand-ins make a new dtype object per tensor): past the bound, still checked.
+    for _ in range(80):
+        raises(TypeError, "'a'", lambda: sig.pack((Tensor(0x1000, 0, "int32"), None, None, 4)))
+        assert ptrs(sig.pack((Tensor(0x1000, 0), None, None, 4)))[0] == 0x1000
     raises(TypeError, "'b'", lambda: sig.pack((None, ndarray(0x2000, 0, "float64"), None, 4)))
     raises(TypeError, "'c'", lambda: sig.pack((None, None, DeviceNDArray(0x3000, 0, "i2"), 4)))
 
