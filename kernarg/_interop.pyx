@@ -1611,8 +1611,24 @@ cdef inline void _record_stream_handle(uint64_t h, PtrResult* r) noexcept:
     r.stream = h if h != 0 else 1   # handle 0 is the legacy default stream
 
 
-cdef int _record_current_stream(object handle, PtrResult* r) except -1:
-    _record_stream_handle(<uint64_t>int(handle), r)
+cdef int _record_current_stream(object handle, PtrResult* r, str source) except -1:
+    """Record the stream handle a library gave (``source`` says whose, for errors): an int, or
+    an object with ``__index__``, in 0 .. 2**64-1. A bool, a float or a string is refused, not
+    read by int() as another stream (1.5 as the legacy default stream 1)."""
+    cdef long long fast
+    if type(handle) is int and kernarg_small_int(<PyObject*>handle, &fast) and fast >= 0:
+        _record_stream_handle(<uint64_t>fast, r)
+        return 0
+    if type(handle) is bool or is_numpy_bool(type(handle)):
+        raise TypeError(f"{source} is {type(handle).__name__}, expected an int stream handle")
+    try:
+        number = PyNumber_Index(handle)
+    except TypeError:
+        raise TypeError(f"{source} is {type(handle).__name__}, expected an int stream "
+                        "handle") from None
+    if not 0 <= number < 2**64:
+        raise OverflowError(f"{source} is {number}, outside 0 .. 2**64-1")
+    _record_stream_handle(<uint64_t>number, r)
     return 0
 
 
@@ -1656,7 +1672,7 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     r.device = device
     if _torch_stream_of is None:
         _torch_stream_of = _torch_stream_reader(sys.modules["torch"])
-    _record_current_stream(_torch_stream_of(device), r)
+    _record_current_stream(_torch_stream_of(device), r, "torch's current stream")
     return 0
 
 
@@ -1737,7 +1753,7 @@ cdef int _cupy_call_stream_fn(intptr_t* handle) except -1:
 cdef int _cupy_record_stream(object obj, Py_ssize_t index, PtrResult* r) except -1:
     cdef intptr_t handle = 0
     if _cupy_stream_fn == NULL:
-        return _record_current_stream(_cupy_stream_ptr(), r)
+        return _record_current_stream(_cupy_stream_ptr(), r, "CuPy's current stream")
     try:
         _cupy_call_stream_fn(&handle)
     except Exception as exc:
@@ -1794,7 +1810,8 @@ cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     stream = getattr(obj, "stream", 0)
     if stream:
         handle = stream.handle
-        _record_current_stream(getattr(handle, "value", handle) or 0, r)
+        _record_current_stream(getattr(handle, "value", handle) or 0, r,
+                               "the array's stream handle")
     return 0
 
 

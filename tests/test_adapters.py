@@ -536,10 +536,14 @@ TORCH_SCRIPT = textwrap.dedent("""
         calls.append(("current_stream", device))
         return ns(cuda_stream=0x770 + device)
 
+    ODD = [1.5, -1, True, 2**64, "7", None, __import__("numpy").uint64(0x995), 2**63, 0]
+
     def raw(device):
         calls.append(("raw", device))
         if MODE == "raw raises":
             raise RuntimeError("CUDA error: injected")
+        if MODE == "odd answers":
+            return ODD[len(calls) - 1]
         return 0x990 + device
 
     torch = types.ModuleType("torch")
@@ -564,11 +568,11 @@ TORCH_SCRIPT = textwrap.dedent("""
     sys.modules["torch"] = torch
 
     import kernarg
-    for device in (0, 1, 0):
+    for device in (0, 1, 0) if MODE != "odd answers" else [0] * len(ODD):
         try:
             block = kernarg.pack((1, Tensor(0x1000, device)))
-        except RuntimeError as exc:
-            print("RuntimeError:", exc)
+        except (RuntimeError, TypeError, OverflowError) as exc:
+            print(f"{type(exc).__name__}:", exc)
         else:
             print(hex(block.producer_streams[0]), calls[-1])
 """)
@@ -580,6 +584,19 @@ TORCH_SCRIPT = textwrap.dedent("""
                 "0x770 ('current_stream', 0)"]),
     ("raw raises", ["RuntimeError: argument 1 (torch.Tensor): reading the torch tensor raised "
                     "RuntimeError: CUDA error: injected"] * 3),
+    # A stream handle is an int (or an __index__) in 0 .. 2**64-1: anything else is refused
+    # naming the argument, not read by int() as another stream (1.5 as stream 1). Handle 0 is
+    # the legacy default stream, recorded as 1.
+    ("odd answers", [
+        f"{cls}: argument 1 (torch.Tensor): reading the torch tensor raised {cls}: torch's "
+        f"current stream is {what}" for cls, what in [
+            ("TypeError", "float, expected an int stream handle"),
+            ("OverflowError", "-1, outside 0 .. 2**64-1"),
+            ("TypeError", "bool, expected an int stream handle"),
+            ("OverflowError", "18446744073709551616, outside 0 .. 2**64-1"),
+            ("TypeError", "str, expected an int stream handle"),
+            ("TypeError", "NoneType, expected an int stream handle")]]
+        + ["0x995 ('raw', 0)", "0x8000000000000000 ('raw', 0)", "0x1 ('raw', 0)"]),
 ])
 def test_torch_current_stream(mode, expected):
     out = subprocess.run([sys.executable, "-c", f"MODE = {mode!r}\n" + TORCH_SCRIPT],
