@@ -723,3 +723,115 @@ def test_library_types_are_recognised_by_their_python_names():
     assert _interop._mro_find(Renamed, "pycuda", "Before") is None
     assert _interop._mro_find(Dotted, "torch", "torch.Tensor") is Dotted
     assert _interop._mro_find(Dotted, "torch", "Tensor") is None
+
+
+# A property of the torch adapter (torch before 2.10), whatever each read answers: a bool, an
+# int of any size, a float, a string, None, an object, or a value whose every use raises. The
+# tensor packs with the address data_ptr() gave, and, on CUDA, torch's current stream recorded
+# for the launch to wait on; or it is refused with an exception that names the argument.
+TORCH_PROPERTY_SCRIPT = textwrap.dedent("""
+    import struct, sys, types
+    import numpy as np
+    from hypothesis import given, settings, strategies as st
+
+    class Raises:
+        def __bool__(self): raise RuntimeError("bool of a broken value")
+        def __index__(self): raise RuntimeError("index of a broken value")
+        def __int__(self): raise RuntimeError("int of a broken value")
+        def __str__(self): raise RuntimeError("str of a broken value")
+        __hash__ = object.__hash__
+
+    STREAM = [0]
+    torch = types.ModuleType("torch")
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: STREAM[0])
+
+    class Dtype:
+        def __init__(self, name): self.name = name
+        def __str__(self): return "torch." + self.name
+
+    class Tensor:
+        def __init__(self, reads):
+            self.reads = reads
+        def _give(self, name):
+            value = self.reads[name]
+            if isinstance(value, Exception):
+                raise value
+            return value
+        is_cuda = property(lambda self: self._give("is_cuda"))
+        device = property(lambda self: self._give("device"))
+        dtype = property(lambda self: self._give("dtype"))
+        def is_pinned(self): return self._give("is_pinned")
+        def data_ptr(self): return self._give("data_ptr")
+        def get_device(self): return self._give("get_device")
+        def is_conj(self): return self._give("is_conj")
+        def is_neg(self): return self._give("is_neg")
+    Tensor.__module__ = "torch"
+    torch.Tensor = Tensor
+    sys.modules["torch"] = torch
+    import kernarg
+
+    odd = st.one_of(st.none(), st.booleans(), st.integers(-2**65, 2**65), st.floats(),
+                    st.text(max_size=3), st.builds(Raises), st.builds(object),
+                    st.just(np.True_), st.builds(np.uint64, st.integers(0, 2**64 - 1)),
+                    st.just(KeyError("injected")))
+    address = st.integers(0, 2**64 - 1)
+    READS = {"is_cuda", "device", "dtype", "is_pinned", "data_ptr", "get_device", "is_conj",
+             "is_neg"}
+    # The usual answers, then at most two of them replaced by odd ones.
+    usual = st.fixed_dictionaries({
+        "is_cuda": st.sampled_from([True, True, False]),
+        "device": st.sampled_from(["cuda:0", "cpu", "cpu", "meta", "mps:0"]),
+        "dtype": st.builds(Dtype, st.sampled_from(["float32", "int8", "qint8"])),
+        "is_pinned": st.sampled_from([True, True, False]),
+        "data_ptr": address,
+        "get_device": st.integers(-1, 3),
+        "is_conj": st.sampled_from([False] * 7 + [True]),
+        "is_neg": st.sampled_from([False] * 7 + [True]),
+    })
+    reads = st.builds(lambda u, o: {**u, **o}, usual,
+                      st.dictionaries(st.sampled_from(sorted(READS)), odd, max_size=2))
+
+    def truth(value):
+        return bool(value) if not isinstance(value, (Raises, Exception)) else None
+
+    checked = {"packed": 0, "refused": 0}
+
+    @settings(max_examples=int(sys.argv[1]), deadline=None, database=None)
+    @given(reads, st.one_of(address, address, address, odd), st.booleans())
+    def test(reads, stream, typed):
+        STREAM[0] = stream
+        t = Tensor(reads)
+        pack = kernarg.Signature("int n, const void* p").pack if typed else kernarg.pack
+        try:
+            block = pack((7, t))
+        except (TypeError, ValueError, OverflowError, RuntimeError, KeyError) as exc:
+            checked["refused"] += 1
+            named = "parameter 1 ('p'): argument 1 (torch.Tensor)" if typed else \\
+                "argument 1 (torch.Tensor)"
+            text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+            assert text.startswith(named), (reads, stream, exc)   # (str() quotes a KeyError)
+            return
+        checked["packed"] += 1
+        cuda = truth(reads["is_cuda"])
+        assert cuda or truth(reads["is_pinned"]), reads
+        assert truth(reads["is_conj"]) is False and truth(reads["is_neg"]) is False, reads
+        ptr = reads["data_ptr"]
+        assert type(ptr) is int or isinstance(ptr, np.integer) and ptr.dtype != np.bool_, reads
+        assert struct.unpack_from("<Q", bytes(block), block.offsets[1])[0] == int(ptr)
+        if cuda:
+            assert type(stream) is int or isinstance(stream, np.uint64), (reads, stream)
+            assert block.producer_streams == (int(stream) or 1,), (stream, block)
+        else:
+            assert block.producer_streams == ()
+
+    test()
+    print(checked["packed"] > 50 and checked["refused"] > 50, checked)
+""")
+
+
+def test_any_torch_tensor_packs_its_address_and_stream_or_is_refused_by_name():
+    pytest.importorskip("hypothesis")
+    out = subprocess.run([sys.executable, "-c", TORCH_PROPERTY_SCRIPT, "400"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("True "), out.stdout
