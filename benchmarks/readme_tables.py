@@ -9,6 +9,7 @@ A file with packing rows gives the packing tables; one with a "launch" section (
 "interop_gpu") gives the launch-latency and foreign-GPU-array tables.
 """
 import json
+import statistics
 import sys
 
 DASH = "–"
@@ -114,10 +115,36 @@ def launch(section: dict) -> list[str]:
         lines += [f"| {row['nargs']} | {_x(row.get('ex_over_floor'))} | "
                   f"{_x(row.get('checked_over_floor'))} | {_x(row.get('bound_over_checked'))} |"
                   for row in rows]
+    lines += _spread(rows, FLOOR)
     extras = section.get("launch_extras_ns")
     if extras:
         lines += ["", "Each launch also pays: " + ", ".join(
             f"{name} {ns:.0f} ns" for name, ns in extras.items()) + "."]
+    return lines
+
+
+SPREAD = ("kernarg prepared", "kernarg.launch", "kernarg bound", "cuda.core launch")
+
+
+def _spread(rows: list[dict], floor: str) -> list[str]:
+    """How much the ratios to the floor move between rounds: for the main contenders, the
+    median of the per-round ratios (the ratio columns above) and the lowest and highest, from
+    the times each round recorded (runs from 2026-11-27 on; none before)."""
+    if not rows or not all(floor in row.get("rounds", {}) for row in rows):
+        return []
+    shown = [name for name in SPREAD if all(name in row["rounds"] for row in rows)]
+    count = len(rows[0]["rounds"][floor])
+    lines = ["", f"Each contender's time over {floor}'s, round by round: the median of the "
+             f"{count} rounds' ratios [the lowest – the highest]:", "",
+             "| args | " + " | ".join(f"{name} / {floor}" for name in shown) + " |",
+             "|---:|" + "---:|" * len(shown)]
+    for row in rows:
+        cells = []
+        for name in shown:
+            ratios = sorted(t / f for t, f in zip(row["rounds"][name], row["rounds"][floor],
+                                                  strict=True))
+            cells.append(f"{statistics.median(ratios):.2f}x [{ratios[0]:.2f}–{ratios[-1]:.2f}]")
+        lines.append(f"| {row['nargs']} | " + " | ".join(cells) + " |")
     return lines
 
 

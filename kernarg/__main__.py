@@ -103,6 +103,8 @@ def main(argv=None) -> int:
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     bench.add_argument("--gpu-only", action="store_true",
                        help="only the GPU parts: launch latency and foreign GPU arrays")
+    bench.add_argument("--rounds", type=_positive_int, metavar="N",
+                       help="rounds of the launch-latency benchmark (default 7, 3 with --quick)")
     sub.add_parser("info", help="driver, devices, versions, default-stream policy")
     args = parser.parse_args(argv)
     if args.command == "info":
@@ -114,6 +116,16 @@ def main(argv=None) -> int:
     else:
         result = _bench.run(quick=args.quick, json_path=args.json)
     return _gpu_benchmarks(result, args)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
 
 
 def _gpu_benchmarks(result, args) -> int:
@@ -132,7 +144,8 @@ def _gpu_benchmarks(result, args) -> int:
     try:
         from kernarg import _bench_launch
 
-        result["launch"] = _bench_launch.run(rounds=3 if args.quick else 7)
+        rounds = args.rounds or (3 if args.quick else 7)
+        result["launch"] = _bench_launch.run(rounds=rounds)
         _bench_launch.print_table(result["launch"])
     except Exception:   # never let the GPU part take the packing results down with it
         print("\nlaunch latency: failed")

@@ -279,7 +279,8 @@ def test_readme_tables_match_the_committed_benchmark_results():
 
 def test_readme_gpu_tables_match_the_committed_gpu_results():
     # The README's H100 tables are readme_tables.py's rendering of the committed bench-gpu.json
-    # of the latest run, row for row: the launch table and its split, and the interop table.
+    # of the latest run, row for row: the launch table, its split and the spread of its ratios
+    # between rounds, and the interop table.
     import json
 
     module = _script("readme_tables")
@@ -289,7 +290,7 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
     assert result["launch"]["device"].startswith("NVIDIA H100")
     lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
     lines = [line for line in lines if line.startswith("|")]
-    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 26)
+    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 5) + (2 + 26)
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
 
@@ -510,3 +511,43 @@ def test_cupy_contender_wraps_its_stream_as_each_cupy_allows():
     old = SimpleNamespace(cuda=SimpleNamespace(Stream=type("Stream", (), {}),
                                                ExternalStream=lambda h: ("ExternalStream", h)))
     assert _bench_launch._cupy_stream(old, 0x1234) == ("ExternalStream", 0x1234)
+
+
+@pytest.mark.parametrize("argv, rounds", [([], 7), (["--quick"], 3), (["--rounds", "13"], 13),
+                                          (["--quick", "--rounds", "2"], 2)])
+def test_bench_runs_the_launch_benchmark_for_the_rounds_asked(monkeypatch, argv, rounds):
+    # `python -m kernarg bench --rounds N`: the GPU session asks for more rounds than the main
+    # job's 7, to see how far the ratios move between rounds. (A driver is made to answer.)
+    from cuda.bindings import driver
+
+    from kernarg import __main__ as cli
+    from kernarg import _bench_launch
+
+    asked = []
+    monkeypatch.setattr(driver, "cuInit", lambda flags: (driver.CUresult.CUDA_SUCCESS,))
+    monkeypatch.setattr(_bench_launch, "run", lambda rounds: asked.append(rounds) or {})
+    monkeypatch.setattr(_bench_launch, "print_table", lambda result: None)
+    monkeypatch.setattr(_bench_interop, "run", lambda repeat: {"rows": []})
+    assert cli.main(["bench", "--gpu-only", *argv]) == 0
+    assert asked == [rounds]
+
+
+@pytest.mark.parametrize("value, message", [("0", "must be 1 or more, got 0"),
+                                            ("x", "expected a whole number, got 'x'")])
+def test_bench_refuses_rounds_that_are_not_a_positive_whole_number(capsys, value, message):
+    from kernarg import __main__ as cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "--rounds", value])
+    assert exc.value.code == 2
+    assert f"argument --rounds: {message}" in capsys.readouterr().err
+
+
+def test_readme_tables_show_how_far_each_ratio_moves_between_rounds():
+    module = _script("readme_tables")
+    rounds = {"C loop": [100.0, 200.0, 100.0], "kernarg prepared": [110.0, 300.0, 120.0],
+              "kernarg.launch": [130.0, 260.0, 140.0]}
+    lines = module._spread([{"nargs": 16, "rounds": rounds}], "C loop")
+    assert lines[3] == "| args | kernarg prepared / C loop | kernarg.launch / C loop |"
+    assert lines[5] == "| 16 | 1.20x [1.10–1.50] | 1.30x [1.30–1.40] |"
+    assert module._spread([{"nargs": 16}], "C loop") == []    # runs before rounds were kept
