@@ -71,8 +71,10 @@ step 150 env KERNARG_REQUIRE_GPU=1 "$PY" -m pytest tests/gpu -v -p no:cacheprovi
     --junitxml="$OUT/junit-gpu.xml"
 # 21 rounds of the launch benchmark, not the main job's 7: at 16 arguments the per-round ratios
 # to the floor spread from 0.98x to 1.48x over 7 rounds on 2026-11-27 (readme_tables.py shows
-# the spread). A round costs ~2.5 s, most of it numba-cuda's launches.
-step 200 "$PY" -m kernarg bench --gpu-only --rounds 21 --json "$OUT/bench-gpu.json"
+# the spread). A round launches for ~2.2 s on that host (46 s for 21, most of it numba-cuda's),
+# and the step ran 143 s with 7: 260 s leaves room for a host twice as slow. The JSON is
+# written at the end, so a step cut short by its timeout leaves none.
+step 260 "$PY" -m kernarg bench --gpu-only --rounds 21 --json "$OUT/bench-gpu.json"
 step 60 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
 step 60 bash -c '"$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
