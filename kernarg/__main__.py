@@ -151,6 +151,9 @@ def _gpu_benchmarks(result, args) -> int:
         print("\nlaunch latency: failed")
         traceback.print_exc()
         failed = 1
+    # Written now as well as at the end: a run stopped during the next part (a time limit's
+    # kill, which runs no Python cleanup) keeps what is measured so far.
+    _write_json(result, args.json)
     try:
         from kernarg import _bench_interop
 
@@ -159,12 +162,16 @@ def _gpu_benchmarks(result, args) -> int:
         print("\nforeign GPU arrays: failed")
         traceback.print_exc()
         failed = 1
-    if args.json:
+    _write_json(result, args.json)
+    return failed
+
+
+def _write_json(result: dict, path) -> None:
+    if path:
         import json
 
-        with open(args.json, "w") as f:
+        with open(path, "w") as f:
             json.dump(result, f, indent=2)
-    return failed
 
 
 if __name__ == "__main__":

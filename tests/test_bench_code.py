@@ -551,3 +551,25 @@ def test_readme_tables_show_how_far_each_ratio_moves_between_rounds():
     assert lines[3] == "| args | kernarg prepared / C loop | kernarg.launch / C loop |"
     assert lines[5] == "| 16 | 1.20x [1.10–1.50] | 1.30x [1.30–1.40] |"
     assert module._spread([{"nargs": 16}], "C loop") == []    # runs before rounds were kept
+
+
+def test_bench_writes_the_launch_results_before_the_next_part_runs(monkeypatch, tmp_path):
+    # A GPU session's time limit kills the bench without cleanup: what was measured before the
+    # foreign-array part must already be in the JSON file when that part runs.
+    import json
+
+    from cuda.bindings import driver
+
+    from kernarg import __main__ as cli
+    from kernarg import _bench_launch
+
+    path = tmp_path / "bench.json"
+    seen = []
+    monkeypatch.setattr(driver, "cuInit", lambda flags: (driver.CUresult.CUDA_SUCCESS,))
+    monkeypatch.setattr(_bench_launch, "run", lambda rounds: {"rows": [{"nargs": 0}]})
+    monkeypatch.setattr(_bench_launch, "print_table", lambda result: None)
+    monkeypatch.setattr(_bench_interop, "run", lambda repeat: seen.append(
+        json.loads(path.read_text())) or {"rows": []})
+    assert cli.main(["bench", "--gpu-only", "--json", str(path)]) == 0
+    assert seen[0]["launch"] == {"rows": [{"nargs": 0}]} and "interop_gpu" not in seen[0]
+    assert json.loads(path.read_text())["interop_gpu"] == {"rows": []}
