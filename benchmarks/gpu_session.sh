@@ -73,7 +73,8 @@ step 150 env KERNARG_REQUIRE_GPU=1 "$PY" -m pytest tests/gpu -v -p no:cacheprovi
 # to the floor spread from 0.98x to 1.48x over 7 rounds on 2026-11-27 (readme_tables.py shows
 # the spread). A round launches for ~2.2 s on that host (46 s for 21, most of it numba-cuda's),
 # and the step ran 143 s with 7: 260 s leaves room for a host twice as slow. The JSON is
-# written at the end, so a step cut short by its timeout leaves none.
+# written after the launch part and again at the end, so a step cut short during the
+# foreign-array part still leaves the launch results.
 step 260 "$PY" -m kernarg bench --gpu-only --rounds 21 --json "$OUT/bench-gpu.json"
 step 60 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
