@@ -1220,29 +1220,42 @@ cdef tuple _numpy_dtype_kind(object dtype):
 # its dtype alive, so `is` cannot match a new object at a freed one's address.
 cdef tuple _dtype_last = (None, 0, 0)
 cdef dict _dtype_kinds = {}
+cdef dict _torch_dtype_kinds = {}       # torch.dtype objects (kernarg's torch adapter)
+
+ctypedef tuple (*_kind_of_t)(object)
+
+
+cdef tuple _dtype_entry(object dtype, dict kinds, _kind_of_t kind_of):
+    """(dtype, kind, size) of ``dtype`` from ``kinds``, its cache, where ``kind_of`` put it the
+    first time (at most 256 dtypes are kept; an unhashable one is asked every time)."""
+    try:
+        found = kinds.get(dtype)
+    except TypeError:                                       # unhashable: not a dtype
+        found = None
+    if found is None:
+        found = (dtype,) + kind_of(dtype)
+        try:
+            if len(kinds) >= 256:
+                kinds.clear()
+            kinds[dtype] = found
+        except TypeError:
+            pass
+    return <tuple>found
+
+
+cdef inline int _set_dtype_entry(tuple entry, PtrResult* r) noexcept:
+    r.dtype_kind = <char><long>(<object>PyTuple_GET_ITEM(entry, 1))
+    r.dtype_size = <int><long>(<object>PyTuple_GET_ITEM(entry, 2))
+    return 0
 
 
 cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
     global _dtype_last
     cdef tuple entry = _dtype_last
     if <object>PyTuple_GET_ITEM(entry, 0) is not dtype:
-        try:
-            found = _dtype_kinds.get(dtype)
-        except TypeError:                                   # unhashable: not a dtype
-            found = None
-        if found is None:
-            found = (dtype,) + _numpy_dtype_kind(dtype)
-            try:
-                if len(_dtype_kinds) >= 256:
-                    _dtype_kinds.clear()
-                _dtype_kinds[dtype] = found
-            except TypeError:
-                pass
-        entry = <tuple>found
+        entry = _dtype_entry(dtype, _dtype_kinds, _numpy_dtype_kind)
         _dtype_last = entry
-    r.dtype_kind = <char><long>(<object>PyTuple_GET_ITEM(entry, 1))
-    r.dtype_size = <int><long>(<object>PyTuple_GET_ITEM(entry, 2))
-    return 0
+    return _set_dtype_entry(entry, r)
 
 
 # The 8-, 6- and 4-bit float formats (DLPack 1.1's codes 7-17, torch's and ml_dtypes' dtype
@@ -1664,8 +1677,7 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     _check_torch_view(obj, index, True, True)
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
     if want_dtype:
-        code = _torch_dtype_code(obj.dtype)
-        r.dtype_kind, r.dtype_size = code >> 8, code & 0xff
+        _set_dtype_entry(_dtype_entry(obj.dtype, _torch_dtype_kinds, _torch_dtype_kind), r)
     if not cuda:
         return 0
     cdef int device = obj.get_device()
@@ -1676,28 +1688,11 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     return 0
 
 
-# torch.dtype -> (kind letter << 8) | size, 0 for a dtype whose elements are not checked. A
-# torch dtype is one object per type (torch.float32 is torch.float), hashed by identity, so
-# this is one dict lookup, where reading it from str(dtype) cost ~110 ns on the development VM.
-# Bounded: an object that is not torch's (a stand-in) may make a new dtype per tensor.
-cdef dict _torch_dtype_codes = {}
-
-
-cdef int _torch_dtype_code(object dtype) except -1:
-    try:
-        code = _torch_dtype_codes.get(dtype)
-    except TypeError:       # an unhashable stand-in
-        code = None
-    if code is not None:
-        return code
+cdef tuple _torch_dtype_kind(object dtype):
+    """(kind, size) of a torch dtype, read from its name (torch.float32 -> "float32"); kind 0:
+    unknown. Read once per dtype object (_dtype_entry): str() of it cost ~110 ns a pack."""
     kind = _TORCH_KINDS.get(str(dtype).rpartition(".")[2])
-    cdef int value = 0 if kind is None else (ord(kind[0]) << 8) | kind[1]
-    if len(_torch_dtype_codes) < 64:
-        try:
-            _torch_dtype_codes[dtype] = value
-        except TypeError:
-            pass
-    return value
+    return (0, 0) if kind is None else (ord(kind[0]), kind[1])
 
 
 def _torch_stream_reader(torch):
