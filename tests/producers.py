@@ -254,3 +254,67 @@ def exchange_type(*, version=(1, 3), work_stream=0x5000, capsule_name=b"dlpack_e
         "fail_tensor": False,
     })
     return cls
+
+
+class TorchTensor:
+    """A torch tensor as kernarg's torch adapter (torch before 2.10, no DLPack C exchange API)
+    reads one: each read it makes -- ``is_cuda``, ``device``, ``dtype``, ``is_pinned()``,
+    ``data_ptr()``, ``get_device()``, ``is_conj()``, ``is_neg()`` -- answers ``reads[name]``, or
+    raises it where it is an exception. Named torch.Tensor: kernarg knows torch's type by its
+    module and name."""
+
+    def __init__(self, reads: dict):
+        self.reads = reads
+
+    def _give(self, name):
+        value = self.reads[name]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    is_cuda = property(lambda self: self._give("is_cuda"))
+    device = property(lambda self: self._give("device"))
+    dtype = property(lambda self: self._give("dtype"))
+
+    def is_pinned(self):
+        return self._give("is_pinned")
+
+    def data_ptr(self):
+        return self._give("data_ptr")
+
+    def get_device(self):
+        return self._give("get_device")
+
+    def is_conj(self):
+        return self._give("is_conj")
+
+    def is_neg(self):
+        return self._give("is_neg")
+
+
+TorchTensor.__module__ = "torch"
+TorchTensor.__name__ = TorchTensor.__qualname__ = "Tensor"
+
+
+class TorchDtype:
+    """A torch dtype: kernarg reads its element type from str(), ``torch.<name>``."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+def install_torch(current_stream):
+    """``sys.modules["torch"]``: a module whose Tensor is TorchTensor and whose
+    ``_C._cuda_getCurrentRawStream(device)`` is ``current_stream(device)``. For a process where
+    kernarg's torch adapter has not run yet: it looks torch's stream reader up once."""
+    import sys
+    import types
+
+    torch = types.ModuleType("torch")
+    torch.Tensor = TorchTensor
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=current_stream)
+    sys.modules["torch"] = torch
+    return torch

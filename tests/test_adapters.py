@@ -5,6 +5,7 @@ stand-ins that have exactly the attributes each adapter reads, as those librarie
 The real libraries need a GPU (tests/gpu runs them); these catch mistakes in the adapters'
 own code. They run in a subprocess: the stand-ins take the libraries' module names, and the
 adapters remember what they looked up in a library the first time."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -730,7 +731,7 @@ def test_library_types_are_recognised_by_their_python_names():
 # tensor packs with the address data_ptr() gave, and, on CUDA, torch's current stream recorded
 # for the launch to wait on; or it is refused with an exception that names the argument.
 TORCH_PROPERTY_SCRIPT = textwrap.dedent("""
-    import struct, sys, types
+    import struct, sys
     import numpy as np
     from hypothesis import given, settings, strategies as st
 
@@ -741,33 +742,11 @@ TORCH_PROPERTY_SCRIPT = textwrap.dedent("""
         def __str__(self): raise RuntimeError("str of a broken value")
         __hash__ = object.__hash__
 
+    sys.path.insert(0, sys.argv[2])
+    from producers import TorchDtype as Dtype, TorchTensor as Tensor, install_torch
+
     STREAM = [0]
-    torch = types.ModuleType("torch")
-    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: STREAM[0])
-
-    class Dtype:
-        def __init__(self, name): self.name = name
-        def __str__(self): return "torch." + self.name
-
-    class Tensor:
-        def __init__(self, reads):
-            self.reads = reads
-        def _give(self, name):
-            value = self.reads[name]
-            if isinstance(value, Exception):
-                raise value
-            return value
-        is_cuda = property(lambda self: self._give("is_cuda"))
-        device = property(lambda self: self._give("device"))
-        dtype = property(lambda self: self._give("dtype"))
-        def is_pinned(self): return self._give("is_pinned")
-        def data_ptr(self): return self._give("data_ptr")
-        def get_device(self): return self._give("get_device")
-        def is_conj(self): return self._give("is_conj")
-        def is_neg(self): return self._give("is_neg")
-    Tensor.__module__ = "torch"
-    torch.Tensor = Tensor
-    sys.modules["torch"] = torch
+    install_torch(lambda device: STREAM[0])
     import kernarg
 
     odd = st.one_of(st.none(), st.booleans(), st.integers(-2**65, 2**65), st.floats(),
@@ -831,7 +810,8 @@ TORCH_PROPERTY_SCRIPT = textwrap.dedent("""
 
 def test_any_torch_tensor_packs_its_address_and_stream_or_is_refused_by_name():
     pytest.importorskip("hypothesis")
-    out = subprocess.run([sys.executable, "-c", TORCH_PROPERTY_SCRIPT, "400"],
+    out = subprocess.run([sys.executable, "-c", TORCH_PROPERTY_SCRIPT, "400",
+                          os.path.dirname(os.path.abspath(__file__))],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("True "), out.stdout

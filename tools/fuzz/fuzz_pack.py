@@ -23,7 +23,6 @@ import operator
 import os
 import struct
 import sys
-import types
 
 import atheris
 
@@ -201,86 +200,40 @@ class TorchStream:
     answer = 0
 
 
-class TorchDtype:
-    def __init__(self, name):
-        self.name = name
-
-    def __str__(self):
-        return "torch." + self.name
-
-
 # One object per dtype, as torch has; an input may also make a new one (kernarg keeps a bounded
 # number of dtype objects' element types).
-TORCH_DTYPES = [TorchDtype(n) for n in ("float32", "float16", "int32", "uint8", "bfloat16",
-                                        "complex64", "bool", "quint8", "float8_e4m3fn")]
+TORCH_DTYPES = [producers.TorchDtype(n) for n in (
+    "float32", "float16", "int32", "uint8", "bfloat16", "complex64", "bool", "quint8",
+    "float8_e4m3fn")]
 
 
-class Tensor:
+def _tensor(fdp):
     """A torch tensor as kernarg's torch adapter (torch before 2.10) reads one: whether it is on
     CUDA, its device, whether it is pinned, its address, device index, element type and lazy
     conjugate/negative bits -- each fuzzed, an answer of any type, or a read that raises."""
+    def answer(usual):
+        choice = fdp.ConsumeIntInRange(0, 15)
+        if choice == 0:
+            return RuntimeError("injected")
+        return _hostile(fdp) if choice == 1 else usual
 
-    def __init__(self, fdp):
-        def answer(usual):
-            choice = fdp.ConsumeIntInRange(0, 15)
-            if choice == 0:
-                return RuntimeError("injected")
-            return _hostile(fdp) if choice == 1 else usual
-
-        self.cuda = answer(fdp.ConsumeBool())
-        self.where = "cuda:0" if self.cuda is True else [
-            "cpu", "meta", "mps:0", "cuda:1"][fdp.ConsumeIntInRange(0, 3)]
-        self.pinned = answer(fdp.ConsumeBool())
-        self.ptr = _address(fdp)
-        self.index = answer(fdp.ConsumeIntInRange(-1, 3))
-        self.conj = answer(fdp.ConsumeIntInRange(0, 7) == 0)
-        self.neg = answer(fdp.ConsumeIntInRange(0, 7) == 0)
-        choice = fdp.ConsumeIntInRange(0, len(TORCH_DTYPES))
-        self._dtype = TORCH_DTYPES[choice] if choice < len(TORCH_DTYPES) else TorchDtype(
-            ["float64", "int8", "no such type"][fdp.ConsumeIntInRange(0, 2)])
-
-    @staticmethod
-    def _give(value):
-        if isinstance(value, BaseException):
-            raise value
-        return value
-
-    @property
-    def is_cuda(self):
-        return self._give(self.cuda)
-
-    @property
-    def device(self):
-        return self.where
-
-    @property
-    def dtype(self):
-        return self._dtype
-
-    def is_pinned(self):
-        return self._give(self.pinned)
-
-    def data_ptr(self):
-        return self.ptr
-
-    def get_device(self):
-        return self._give(self.index)
-
-    def is_conj(self):
-        return self._give(self.conj)
-
-    def is_neg(self):
-        return self._give(self.neg)
+    cuda = answer(fdp.ConsumeBool())
+    reads = {"is_cuda": cuda,
+             "device": "cuda:0" if cuda is True else [
+                 "cpu", "meta", "mps:0", "cuda:1"][fdp.ConsumeIntInRange(0, 3)],
+             "is_pinned": answer(fdp.ConsumeBool()),
+             "data_ptr": _address(fdp),
+             "get_device": answer(fdp.ConsumeIntInRange(-1, 3)),
+             "is_conj": answer(fdp.ConsumeIntInRange(0, 7) == 0),
+             "is_neg": answer(fdp.ConsumeIntInRange(0, 7) == 0)}
+    choice = fdp.ConsumeIntInRange(0, len(TORCH_DTYPES))
+    reads["dtype"] = TORCH_DTYPES[choice] if choice < len(TORCH_DTYPES) else \
+        producers.TorchDtype(["float64", "int8", "no such type"][fdp.ConsumeIntInRange(0, 2)])
+    return producers.TorchTensor(reads)
 
 
-Tensor.__module__ = "torch"
-Tensor.__qualname__ = Tensor.__name__ = "Tensor"
 if "torch" not in sys.modules:      # a stand-in only where the real torch is not loaded
-    _torch = types.ModuleType("torch")
-    _torch.Tensor = Tensor
-    _torch._C = types.SimpleNamespace(
-        _cuda_getCurrentRawStream=lambda device: TorchStream.answer)
-    sys.modules["torch"] = _torch
+    producers.install_torch(lambda device: TorchStream.answer)
 
 
 def _stream_answer(fdp):
@@ -293,11 +246,12 @@ def _stream_answer(fdp):
 def _tensor_checks(t, i, block):
     """What a tensor kernarg packed must have been: on CUDA or pinned, no lazy bit, its own
     address, and on CUDA torch's current stream recorded for the launch to wait on."""
-    cuda = bool(t.cuda)
-    assert cuda or bool(t.pinned), (t.cuda, t.pinned)
-    assert not bool(t.conj) and not bool(t.neg), (t.conj, t.neg)
-    want = _registered_address(t.ptr)
-    assert want is not None, t.ptr
+    reads = t.reads
+    cuda = bool(reads["is_cuda"])
+    assert cuda or bool(reads["is_pinned"]), reads
+    assert not bool(reads["is_conj"]) and not bool(reads["is_neg"]), reads
+    want = _registered_address(reads["data_ptr"])
+    assert want is not None, reads
     assert struct.unpack_from("<Q", bytes(block), block.offsets[i])[0] == want
     if cuda:
         stream = _registered_address(TorchStream.answer)
@@ -309,7 +263,7 @@ MAKERS = [_int, lambda fdp: fdp.ConsumeFloat(), lambda fdp: fdp.ConsumeBool(),
           lambda fdp: None, _np_scalar, _np_struct, _ctypes_value,
           lambda fdp: complex(fdp.ConsumeFloat(), fdp.ConsumeFloat()),
           lambda fdp: Registered(_address(fdp)), _cai, _dlpack,
-          lambda fdp: Index(_int(fdp)), _hostile, Tensor]
+          lambda fdp: Index(_int(fdp)), _hostile, _tensor]
 
 
 def _param_type(fdp, arg):
@@ -402,7 +356,7 @@ def test_one_input(data):
                 want = _registered_address(a.address)
                 assert want is not None, a.address
                 assert struct.unpack_from("<Q", bytes(block), block.offsets[i])[0] == want
-            elif isinstance(a, Tensor):
+            elif isinstance(a, producers.TorchTensor):
                 _tensor_checks(a, i, block)
         block.release()
     params = [_param_type(fdp, a) for a in args]
@@ -424,7 +378,7 @@ def test_one_input(data):
                                                               typed.producer_streams))
             assert typed.nargs == len(args)
             for i, (t, a) in enumerate(zip(params, args, strict=True)):
-                if isinstance(a, Tensor) and isinstance(t, str) and "*" in t:
+                if isinstance(a, producers.TorchTensor) and isinstance(t, str) and "*" in t:
                     _tensor_checks(a, i, typed)
                 if t == "int" and type(a) is int:
                     assert struct.unpack_from("<i", bytes(typed), typed.offsets[i])[0] == a
