@@ -419,18 +419,75 @@ cdef cydriver.CUdevice _device(int device) except? -1:
     return dev
 
 
-cdef cydriver.CUcontext _ensure_context(int device) except NULL:
-    """Make ``device``'s primary context current (if this thread has another) and return it."""
-    cdef cydriver.CUcontext current = NULL, primary = NULL
+cdef cydriver.CUcontext _primary_context(int device) except NULL:
+    """``device``'s primary context (retained; current nowhere new: see _enter)."""
+    cdef cydriver.CUcontext primary = NULL
     cdef cydriver.CUdevice dev
     _ensure_driver()
-    _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
     dev = _device(device)
     _check(cydriver.cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain")
-    if current != primary:
-        _check(cydriver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
     # The retain is balanced by the process lifetime: primary contexts are shared.
     return primary
+
+
+# A kernarg call that needs a kernel's context leaves the thread's current context as it found
+# it. The runtime and the libraries built on it (torch, CuPy, JAX) take the current context's
+# device as the thread's current device, so a launch on device 1 that left device 1's context
+# current would send their next allocation or kernel there. A thread with no context keeps the
+# one kernarg made current, as the runtime's first call leaves one.
+cdef inline int _enter(cydriver.CUcontext ctx) except -1:
+    """Make ``ctx`` current for one call. 1 when it was pushed over another context, which the
+    caller must pop (_leave), also when the call fails; else 0: ``ctx`` was current already,
+    or the thread had none and keeps ``ctx``."""
+    cdef cydriver.CUcontext current
+    _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
+    if current == ctx:
+        return 0
+    if current == NULL:
+        _check(cydriver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        return 0
+    _check(cydriver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+    return 1
+
+
+cdef int _leave(int pushed) except -1:
+    """Give back the context _enter pushed over (``pushed``: what _enter returned)."""
+    cdef cydriver.CUcontext popped
+    if pushed:
+        _check(cydriver.cuCtxPopCurrent(&popped), "cuCtxPopCurrent")
+    return 0
+
+
+cdef int _leave_after_error(int pushed) noexcept:
+    """_leave while an exception propagates: that exception is the one to report."""
+    cdef cydriver.CUcontext popped
+    if pushed:
+        cydriver.cuCtxPopCurrent(&popped)
+    return 0
+
+
+@cython.final
+cdef class _InContext:
+    """``with _in_context(ctx):`` runs its body with ``ctx`` current (_enter), and gives the
+    thread's context back after it, whether it raised or not; NULL: whatever is current."""
+    cdef cydriver.CUcontext ctx
+    cdef int pushed
+
+    def __enter__(self):
+        self.pushed = _enter(self.ctx) if self.ctx != NULL else 0
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            _leave(self.pushed)
+        else:
+            _leave_after_error(self.pushed)
+        return False
+
+
+cdef _InContext _in_context(cydriver.CUcontext ctx):
+    cdef _InContext c = _InContext.__new__(_InContext)
+    c.ctx = ctx
+    return c
 
 
 cdef extern from "<time.h>" nogil:
@@ -457,14 +514,14 @@ def _launch_extras_ns(stream=None, int n=100000, int device=0):
     cdef cydriver.CUstream s = <cydriver.CUstream><uintptr_t>stream_handle(stream)
     cdef double t0, t1, t2, t3
     cdef int _i
-    _ensure_context(device)
-    t0 = _now_ns()
-    for _i in range(n):
-        cydriver.cuCtxGetCurrent(&current)
-    t1 = _now_ns()
-    for _i in range(n):
-        _capture_of(s, &capture)
-    t2 = _now_ns()
+    with _in_context(_primary_context(device)):
+        t0 = _now_ns()
+        for _i in range(n):
+            cydriver.cuCtxGetCurrent(&current)
+        t1 = _now_ns()
+        for _i in range(n):
+            _capture_of(s, &capture)
+        t2 = _now_ns()
     for _i in range(n):
         with nogil:
             pass
@@ -621,16 +678,6 @@ cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capt
     return 0
 
 
-cdef inline int _enter_context(Kernel k) except -1:
-    """Make the kernel's context current in this thread, if it has one and another is."""
-    cdef cydriver.CUcontext current
-    if k._ctx != NULL:
-        _check(cydriver.cuCtxGetCurrent(&current), "cuCtxGetCurrent")
-        if current != k._ctx:
-            _check(cydriver.cuCtxSetCurrent(k._ctx), "cuCtxSetCurrent")
-    return 0
-
-
 cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims* d,
                                      cydriver.CUstream stream,
                                      cydriver.CUlaunchAttribute* attrs,
@@ -653,15 +700,36 @@ cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims
 cdef inline int _enqueue(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                          unsigned int nattrs, const BlockState* st, uint64_t stream,
                          Capture* capture) except -1:
-    """Launch what ``st`` packed, as every launch does: check for a driver, the kernel's
-    context, the block and shared memory the kernel can take, cluster and cooperative limits;
-    find whether ``stream`` is capturing a graph (``capture``); make the stream wait on the
-    producer streams; then one cuLaunchKernelEx, the GIL released around it. What the packed
-    arguments' storage becomes after it is the caller's."""
+    """Launch what ``st`` packed, as every launch does: check for a driver, enter the
+    kernel's context (see _enter), then _enqueue_here. What the packed arguments' storage
+    becomes after it is the caller's."""
+    _ensure_driver()
+    if k._ctx != NULL and _enter(k._ctx):
+        return _enqueue_pushed(k, d, attrs, nattrs, st, stream, capture)
+    return _enqueue_here(k, d, attrs, nattrs, st, stream, capture)
+
+
+cdef int _enqueue_pushed(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
+                         unsigned int nattrs, const BlockState* st, uint64_t stream,
+                         Capture* capture) except -1:
+    """_enqueue_here in the kernel's context, pushed over the thread's: popped after."""
+    try:
+        _enqueue_here(k, d, attrs, nattrs, st, stream, capture)
+    except BaseException:
+        _leave_after_error(1)
+        raise
+    return _leave(1)
+
+
+cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
+                              unsigned int nattrs, const BlockState* st, uint64_t stream,
+                              Capture* capture) except -1:
+    """Launch what ``st`` packed in the current context: check the block and shared memory
+    the kernel can take, cluster and cooperative limits; find whether ``stream`` is capturing
+    a graph (``capture``); make the stream wait on the producer streams; then one
+    cuLaunchKernelEx, the GIL released around it."""
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
-    _ensure_driver()
-    _enter_context(k)
     if d.threads > k._threads_ok:
         _check_threads(k, d)
     if d.shmem > k._shmem_ok:
@@ -1190,21 +1258,22 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
 
     cdef unsigned long long ctx_id = 0
     headers = normalize_headers(headers)        # checked before the driver is asked
-    cdef cydriver.CUcontext ctx = _ensure_context(device)
+    cdef cydriver.CUcontext ctx = _primary_context(device)
     key, compiled = _compile_for(source, names, options, device_arch(device), headers)
     found = [(name, *compiled.kernel(name)) for name in names]    # every name, before loading
     _check(cydriver.cuCtxGetId(ctx, &ctx_id), "cuCtxGetId")
-    mod = _loaded_modules.get((key, ctx_id))
-    if mod is None:
-        mod = _load_image(compiled.cubin if compiled.cubin is not None
-                          else compiled.ptx.encode() + b"\0")
-        _loaded_modules[(key, ctx_id)] = mod
     recipe = ("source", source, options, headers)
     kernels = []
-    for name, entry, sig in found:
-        k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
-        k._recipe = recipe
-        kernels.append(k)
+    with _in_context(ctx):
+        mod = _loaded_modules.get((key, ctx_id))
+        if mod is None:
+            mod = _load_image(compiled.cubin if compiled.cubin is not None
+                              else compiled.ptx.encode() + b"\0")
+            _loaded_modules[(key, ctx_id)] = mod
+        for name, entry, sig in found:
+            k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
+            k._recipe = recipe
+            kernels.append(k)
     return kernels
 
 
@@ -1353,13 +1422,14 @@ cdef class Kernel:
         text = ptx_text(ptx, "Kernel.from_ptx")
         sig = _signature_arg(signature, "Kernel.from_ptx")
         device = _kernel_device(device)
-        cdef cydriver.CUcontext ctx = _ensure_context(device)
-        mod = _load_image(text.encode() + b"\0")
-        if entry is None:
-            entry = _entry_name(text, name)
-        if sig is None:
-            sig = Signature.from_ptx(text, entry)
-        k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
+        cdef cydriver.CUcontext ctx = _primary_context(device)
+        with _in_context(ctx):
+            mod = _load_image(text.encode() + b"\0")
+            if entry is None:
+                entry = _entry_name(text, name)
+            if sig is None:
+                sig = Signature.from_ptx(text, entry)
+            k = Kernel._make((<_Module>mod).function(entry, name), mod, sig, name, ctx, device)
         k._recipe = ("ptx", text, entry, sig)
         return k
 
@@ -1373,14 +1443,15 @@ cdef class Kernel:
                             f"{type(cubin).__name__}{hint}")
         signature = _signature_arg(signature, "Kernel.from_cubin")
         device = _kernel_device(device)
-        cdef cydriver.CUcontext ctx = _ensure_context(device)
+        cdef cydriver.CUcontext ctx = _primary_context(device)
+        cdef cydriver.CUfunction func
         image = bytes(cubin)
-        mod = _load_image(image)
-        cdef cydriver.CUfunction func = (<_Module>mod).function(
-            name if entry is None else entry, name)
-        k = Kernel._make(func, mod, signature, name, ctx, device)
-        if signature is None:
-            _set_layout(k, _driver_layout(func))
+        with _in_context(ctx):
+            mod = _load_image(image)
+            func = (<_Module>mod).function(name if entry is None else entry, name)
+            k = Kernel._make(func, mod, signature, name, ctx, device)
+            if signature is None:
+                _set_layout(k, _driver_layout(func))
         k._recipe = ("cubin", image, entry, signature)
         return k
 
@@ -1440,9 +1511,10 @@ cdef class Kernel:
     def from_handle(cls, handle, *, signature=None, str name="<handle>", device=None):
         """Wrap an existing CUfunction or CUkernel (int, cuda.bindings object, or cuda.core
         Kernel). The
-        caller keeps its module loaded. With ``device``, launches switch to that device's
-        primary context (where the function must have been loaded) and check arrays against
-        it; without, they run in whatever context is current. Without ``signature``, packing
+        caller keeps its module loaded. With ``device``, launches run in that device's
+        primary context (where the function must have been loaded), the thread's own current
+        context given back after each, and check arrays against it; without, they run in
+        whatever context is current. Without ``signature``, packing
         is untyped."""
         cdef uintptr_t address
         cdef cydriver.CUcontext ctx = NULL
@@ -1450,11 +1522,12 @@ cdef class Kernel:
         signature = _signature_arg(signature, "Kernel.from_handle")
         if device is not None:
             device = device_ordinal(device)
-            ctx = _ensure_context(device)
+            ctx = _primary_context(device)
         k = Kernel._make(<cydriver.CUfunction>address, handle, signature, name, ctx,
                          -1 if device is None else device)
         if signature is None and device is not None:
-            _set_layout(k, _driver_layout(k._func))
+            with _in_context(ctx):
+                _set_layout(k, _driver_layout(k._func))
         return k
 
     @property
@@ -1474,8 +1547,8 @@ cdef class Kernel:
         cdef Dims d
         _fill_config(&d, 1, block, shmem)
         _ensure_driver()
-        _enter_context(self)
-        return _cooperative_limit(self, d.threads, d.shmem, True)
+        with _in_context(self._ctx):
+            return _cooperative_limit(self, d.threads, d.shmem, True)
 
     def max_active_blocks_per_sm(self, block, shmem=0):
         """How many blocks of shape ``block`` (with ``shmem`` bytes of dynamic shared memory)
@@ -1489,10 +1562,10 @@ cdef class Kernel:
         cdef int per_sm = 0
         _fill_config(&d, 1, block, shmem)
         _ensure_driver()
-        _enter_context(self)
-        _check(cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, self._func, <int>d.threads, d.shmem),
-            f"cuOccupancyMaxActiveBlocksPerMultiprocessor of kernel {self.name!r}")
+        with _in_context(self._ctx):
+            _check(cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &per_sm, self._func, <int>d.threads, d.shmem),
+                f"cuOccupancyMaxActiveBlocksPerMultiprocessor of kernel {self.name!r}")
         return per_sm
 
     @property
@@ -1526,12 +1599,12 @@ cdef class Kernel:
         if not name or "\0" in name:
             raise ValueError(f"Kernel.get_global: {name!r} is not a variable name")
         _ensure_driver()
-        _enter_context(self)
         cdef cydriver.CUmodule mod = (<_Module>self._module).handle
-        err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, name.encode())
         mangled = _mangled_variable(name)
-        if err == cydriver.CUDA_ERROR_NOT_FOUND and mangled is not None:
-            err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, mangled.encode())
+        with _in_context(self._ctx):
+            err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, name.encode())
+            if err == cydriver.CUDA_ERROR_NOT_FOUND and mangled is not None:
+                err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, mangled.encode())
         if err == cydriver.CUDA_ERROR_NOT_FOUND:
             raise CudaError(
                 f"Kernel.get_global({name!r}): kernel {self.name!r}'s module has no "
@@ -1550,14 +1623,16 @@ cdef class Kernel:
         may ask for now; kernarg raises it when a launch asks for more, see ``shmem``),
         ``ptx_version`` and ``binary_version`` (major * 10 + minor)."""
         cdef int value = 0
+        cdef cydriver.CUfunction f
         _ensure_driver()
-        _enter_context(self)
-        cdef cydriver.CUfunction f = _queryable(self._func)
         out = {}
-        for key, attr in _FUNC_ATTRIBUTES:
-            _check(cydriver.cuFuncGetAttribute(&value, <cydriver.CUfunction_attribute>attr, f),
-                   f"cuFuncGetAttribute({key}) of kernel {self.name!r}")
-            out[key] = value
+        with _in_context(self._ctx):
+            f = _queryable(self._func)
+            for key, attr in _FUNC_ATTRIBUTES:
+                _check(cydriver.cuFuncGetAttribute(&value, <cydriver.CUfunction_attribute>attr,
+                                                   f),
+                       f"cuFuncGetAttribute({key}) of kernel {self.name!r}")
+                out[key] = value
         return out
 
     def max_potential_block_size(self, shmem=0, block_limit=0):
@@ -1599,20 +1674,20 @@ cdef class Kernel:
                     "memory a block needs (an int from 0 to 2**32-1) or a function of the block "
                     f"size giving them, got {shmem!r}")
         _ensure_driver()
-        _enter_context(self)
-        if not callable(shmem):
-            err = cydriver.cuOccupancyMaxPotentialBlockSize(&min_grid, &block, self._func, NULL,
-                                                            <size_t>fixed, block_limit)
-        else:
-            with _shmem_fn_lock:
-                saved = (_shmem_fn, _shmem_fn_error)
-                _shmem_fn, _shmem_fn_error = shmem, None
-                try:
-                    err = cydriver.cuOccupancyMaxPotentialBlockSize(
-                        &min_grid, &block, self._func, _call_shmem_fn, 0, block_limit)
-                    error = _shmem_fn_error
-                finally:
-                    _shmem_fn, _shmem_fn_error = saved
+        with _in_context(self._ctx):
+            if not callable(shmem):
+                err = cydriver.cuOccupancyMaxPotentialBlockSize(&min_grid, &block, self._func,
+                                                                NULL, <size_t>fixed, block_limit)
+            else:
+                with _shmem_fn_lock:
+                    saved = (_shmem_fn, _shmem_fn_error)
+                    _shmem_fn, _shmem_fn_error = shmem, None
+                    try:
+                        err = cydriver.cuOccupancyMaxPotentialBlockSize(
+                            &min_grid, &block, self._func, _call_shmem_fn, 0, block_limit)
+                        error = _shmem_fn_error
+                    finally:
+                        _shmem_fn, _shmem_fn_error = saved
         if error is not None:
             raise error
         _check(err, f"cuOccupancyMaxPotentialBlockSize of kernel {self.name!r}")
@@ -2544,34 +2619,34 @@ def _c_launch_loop(BoundLaunch bound, Py_ssize_t count, int variant=C_LOOP_PLAIN
     cdef Capture capture
     cdef Py_ssize_t _i
     _ensure_driver()
-    _enter_context(bound._kernel)
-    _fill_launch_config(&config, d, s, NULL, 0)
-    if variant == C_LOOP_PLAIN:
-        with nogil:
-            for _i in range(count):
-                err = cydriver.cuLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
-                                              d.block[1], d.block[2], d.shmem, s, argv, NULL)
-                if err != cydriver.CUDA_SUCCESS:
-                    break
-        _check(err, "cuLaunchKernel")
-    elif variant == C_LOOP_EX:
-        with nogil:
-            for _i in range(count):
-                err = cydriver.cuLaunchKernelEx(&config, f, argv, NULL)
-                if err != cydriver.CUDA_SUCCESS:
-                    break
-        _check(err, "cuLaunchKernelEx")
-    else:
-        for _i in range(count):
-            err = cydriver.cuCtxGetCurrent(&current)
-            if err != cydriver.CUDA_SUCCESS:
-                break
-            _capture_of(s, &capture)
+    with _in_context(bound._kernel._ctx):
+        _fill_launch_config(&config, d, s, NULL, 0)
+        if variant == C_LOOP_PLAIN:
             with nogil:
-                err = cydriver.cuLaunchKernelEx(&config, f, argv, NULL)
-            if err != cydriver.CUDA_SUCCESS:
-                break
-        _check(err, "cuLaunchKernelEx")
+                for _i in range(count):
+                    err = cydriver.cuLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
+                                                  d.block[1], d.block[2], d.shmem, s, argv, NULL)
+                    if err != cydriver.CUDA_SUCCESS:
+                        break
+            _check(err, "cuLaunchKernel")
+        elif variant == C_LOOP_EX:
+            with nogil:
+                for _i in range(count):
+                    err = cydriver.cuLaunchKernelEx(&config, f, argv, NULL)
+                    if err != cydriver.CUDA_SUCCESS:
+                        break
+            _check(err, "cuLaunchKernelEx")
+        else:
+            for _i in range(count):
+                err = cydriver.cuCtxGetCurrent(&current)
+                if err != cydriver.CUDA_SUCCESS:
+                    break
+                _capture_of(s, &capture)
+                with nogil:
+                    err = cydriver.cuLaunchKernelEx(&config, f, argv, NULL)
+                if err != cydriver.CUDA_SUCCESS:
+                    break
+            _check(err, "cuLaunchKernelEx")
 
 
 def _entry_name(str ptx, str name):

@@ -1944,6 +1944,77 @@ def test_launch_from_a_thread_with_no_current_context(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 5.5).all()
 
 
+def _create_context(dev):
+    """A context of the thread's own on ``dev`` (cuCtxCreate), made current over the one it
+    had. cuda-bindings 13 takes creation parameters first, 12 does not."""
+    try:
+        return check(driver.cuCtxCreate(None, 0, dev))
+    except TypeError:
+        return check(driver.cuCtxCreate(0, dev))
+
+
+def _current():
+    return int(check(driver.cuCtxGetCurrent()))
+
+
+def test_kernarg_gives_the_thread_its_context_back(ctx):
+    """A kernel runs in the context it was loaded in, and the thread keeps the context it had:
+    the runtime, torch and CuPy read the current context as the current device, so leaving the
+    kernel's current would send their next work to the kernel's device. Here a context of the
+    thread's own on device 0 stands in for another device's (test_launch_on_another_gpu_...
+    has two GPUs); loading, launches, a refused launch and the queries all give it back."""
+    k = kernarg.Kernel.from_source(WRITE, "fill")          # in device 0's primary context
+    out = DeviceArray(4 * 32, typestr="<f4")
+    primary = _current()
+    mine = _create_context(ctx)
+    try:
+        assert _current() == int(mine) != primary
+        k.launch(1, 32, out, 4.5, 32)
+        assert _current() == int(mine)
+        kernarg.Kernel.from_source(WRITE + "\n// another module", "fill")
+        assert _current() == int(mine)
+        with pytest.raises(ValueError, match=r"shmem=1048576 bytes .* at most \d+ bytes"):
+            k.launch(1, 32, out, 1.0, 32, shmem=2**20)          # refused in the kernel's context
+        assert _current() == int(mine)
+        assert k.attributes["max_threads_per_block"] > 0
+        assert k.max_active_blocks_per_sm(32) > 0
+        assert k.max_cooperative_blocks(32) > 0
+        assert k.max_potential_block_size()[1] > 0
+        assert _current() == int(mine)
+    finally:
+        check(driver.cuCtxDestroy(mine))
+    assert _current() == primary
+    assert (np.frombuffer(out.read(), np.float32) == 4.5).all()
+
+
+def test_launch_on_another_gpu_leaves_the_current_device(ctx):
+    count = check(driver.cuDeviceGetCount())
+    if count < 2:
+        pytest.skip(f"needs two GPUs, this machine has {count}")
+    device0 = _current()
+    k1 = kernarg.Kernel.from_source(WRITE, "fill", device=1)
+    assert _current() == device0
+    ctx1 = check(driver.cuDevicePrimaryCtxRetain(check(driver.cuDeviceGet(1))))
+    check(driver.cuCtxPushCurrent(ctx1))
+    try:
+        out = DeviceArray(4 * 64, typestr="<f4")          # on device 1
+        stream1 = int(check(driver.cuStreamCreate(1)))
+    finally:
+        check(driver.cuCtxPopCurrent())
+    k1.launch(1, 64, out, 6.5, 64, stream=stream1)
+    assert _current() == device0 and int(check(driver.cuCtxGetDevice())) == 0
+    k1.launch(1, 64, out, 7.5, 64)        # the legacy default stream: device 1's
+    assert _current() == device0
+    check(driver.cuCtxPushCurrent(ctx1))
+    try:
+        assert (np.frombuffer(out.read(), np.float32) == 7.5).all()
+        check(driver.cuStreamDestroy(stream1))
+        del out                                           # freed in its own context
+    finally:
+        check(driver.cuCtxPopCurrent())
+    driver.cuDevicePrimaryCtxRelease(check(driver.cuDeviceGet(1)))
+
+
 def test_array_on_another_gpu_is_refused():
     count = check(driver.cuDeviceGetCount())
     if count < 2:

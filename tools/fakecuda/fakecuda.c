@@ -4,7 +4,7 @@
  * does is check every call kernarg (and the tests around it) makes the way the driver would,
  * as far as this file models it:
  *
- *   - contexts (primary, current per thread, push/pop), streams (0, legacy 0x1, per-thread
+ *   - contexts (primary and created, current per thread, push/pop), streams (0, legacy 0x1, per-thread
  *     0x2, created), events, stream capture (begin/end, capture info, joining a capture by
  *     waiting on an event recorded in it, refusing a wait on an event from outside it), graphs,
  *     graph execs and user objects (destroy callbacks run on a thread of their own, as the
@@ -75,7 +75,7 @@ static int cc = 90;
 enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ, M_LINK,
        M_KERNEL };
 
-typedef struct { int magic; int device; int retained; } Ctx;
+typedef struct { int magic; int device; int retained; unsigned long long id; } Ctx;
 static Ctx primary[MAX_DEVICES];
 
 typedef struct Graph Graph;
@@ -202,7 +202,11 @@ static CUresult fk_Init(unsigned int flags) {
     s = getenv("FAKECUDA_DEVICES");
     if (s) n_devices = atoi(s);
     if (n_devices > MAX_DEVICES) n_devices = MAX_DEVICES;
-    for (int i = 0; i < n_devices; i++) { primary[i].magic = M_CTX; primary[i].device = i; }
+    for (int i = 0; i < n_devices; i++) {
+        primary[i].magic = M_CTX;
+        primary[i].device = i;
+        primary[i].id = (unsigned long long)i + 1;
+    }
     initialised = 1;
     return CUDA_SUCCESS;
 }
@@ -367,7 +371,43 @@ static CUresult fk_CtxGetFlags(unsigned int* f) { *f = 0; return CUDA_SUCCESS; }
 static CUresult fk_CtxGetId(CUcontext c, unsigned long long* id) {
     Ctx* x = c ? (Ctx*)c : current();
     if (!x) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxGetId without a context");
-    *id = (unsigned long long)x->device + 1;
+    *id = x->id;
+    return CUDA_SUCCESS;
+}
+/* A context of its own (cuCtxCreate), pushed on this thread's stack as the driver does.
+ * Destroyed contexts are leaked (magic 0), as modules are. */
+static unsigned long long next_ctx_id = 1000;
+static CUresult ctx_create(CUcontext* out, CUdevice d) {
+    CUresult e = need_init();
+    if (e || (e = check_device(d))) return e;
+    if (ctx_depth == 32) return fail(CUDA_ERROR_INVALID_VALUE, "context stack full");
+    Ctx* x = calloc(1, sizeof *x);
+    if (!x) return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuCtxCreate");
+    x->magic = M_CTX;
+    x->device = d;
+    x->id = __atomic_fetch_add(&next_ctx_id, 1, __ATOMIC_SEQ_CST);
+    ctx_stack[ctx_depth++] = x;
+    *out = (CUcontext)x;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_CtxCreate_v2(CUcontext* out, unsigned int flags, CUdevice d) {
+    return ctx_create(out, d);
+}
+static CUresult fk_CtxCreate_v4(CUcontext* out, void* params, unsigned int flags, CUdevice d) {
+    if (params) return fail(CUDA_ERROR_INVALID_VALUE, "cuCtxCreate: ctxCreateParams not modelled");
+    return ctx_create(out, d);
+}
+static CUresult fk_CtxDestroy(CUcontext c) {
+    CUresult e = check_ctx(c);
+    if (e) return e;
+    Ctx* x = (Ctx*)c;
+    if (x >= primary && x < primary + MAX_DEVICES)
+        return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxDestroy of a primary context");
+    int kept = 0;                 /* off this thread's stack wherever it is */
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] != x) ctx_stack[kept++] = ctx_stack[i];
+    ctx_depth = kept;
+    x->magic = 0;
     return CUDA_SUCCESS;
 }
 
@@ -1743,7 +1783,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(Init), F(DriverGetVersion), F(DeviceGetCount), F(DeviceGet), F(DeviceGetName),
     F(DeviceTotalMem), F(DeviceGetUuid), F(DeviceGetAttribute), F(DevicePrimaryCtxRetain),
     F(DevicePrimaryCtxRelease), F(DevicePrimaryCtxGetState), F(CtxGetCurrent), F(CtxSetCurrent),
-    F(CtxPushCurrent), F(CtxPopCurrent), F(CtxGetDevice), F(CtxSynchronize), F(CtxGetApiVersion),
+    F(CtxPushCurrent), F(CtxPopCurrent), F(CtxDestroy), F(CtxGetDevice), F(CtxSynchronize), F(CtxGetApiVersion),
     F(CtxGetFlags), F(CtxGetStreamPriorityRange), F(CtxGetId), F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
     F(StreamGetCtx), F(StreamSynchronize), F(StreamQuery), F(StreamGetPriority), F(StreamGetFlags),
     F(StreamGetId), F(StreamBeginCapture), F(StreamEndCapture), F(StreamIsCapturing),
@@ -1776,6 +1816,8 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         *pfn = version >= 12030 ? (void*)fk_StreamGetCaptureInfo_v3 : (void*)fk_StreamGetCaptureInfo_v2;
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v2")) *pfn = (void*)fk_StreamGetCaptureInfo_v2;
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v3")) *pfn = (void*)fk_StreamGetCaptureInfo_v3;
+    else if (!strcmp(symbol, "cuCtxCreate"))             /* the ABI changed in 12.5 */
+        *pfn = version >= 12050 ? (void*)fk_CtxCreate_v4 : (void*)fk_CtxCreate_v2;
     else
         for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
             const char* n = table[i].name;
