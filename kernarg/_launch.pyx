@@ -546,6 +546,7 @@ def device_arch(int device=0):
 cdef class _Module:
     """Owns a loaded CUmodule; unloaded when the last Kernel using it goes away."""
     cdef cydriver.CUmodule handle
+    cdef cydriver.CUcontext ctx     # the context it was loaded in
     cdef object __weakref__     # Kernel.from_source's modules are found again through weakrefs
 
     cdef cydriver.CUfunction function(self, str entry, str name) except NULL:
@@ -559,16 +560,26 @@ cdef class _Module:
 
     def __dealloc__(self):
         # Not in a forked child: its copy of the parent's driver state must not be touched.
-        if self.handle != NULL and not _forked_after_init:
-            try:
-                cydriver.cuModuleUnload(self.handle)
-            except Exception:
-                pass
+        # The driver unloads a module "from the current context": its own is pushed for it
+        # when another is current (kernarg gives threads their contexts back, see _enter).
+        # Errors are dropped: at exit the driver may be gone.
+        cdef cydriver.CUcontext current = NULL, popped
+        if self.handle == NULL or _forked_after_init:
+            return
+        if cydriver.cuCtxGetCurrent(&current) == cydriver.CUDA_SUCCESS \
+                and current != self.ctx and self.ctx != NULL \
+                and cydriver.cuCtxPushCurrent(self.ctx) == cydriver.CUDA_SUCCESS:
+            cydriver.cuModuleUnload(self.handle)
+            cydriver.cuCtxPopCurrent(&popped)
+        else:
+            cydriver.cuModuleUnload(self.handle)
 
 
 cdef _Module _load_image(bytes image):
+    """Load ``image`` in the current context."""
     cdef _Module mod = _Module.__new__(_Module)
     _check(cydriver.cuModuleLoadData(&mod.handle, <const char*>image), "cuModuleLoadData")
+    _check(cydriver.cuCtxGetCurrent(&mod.ctx), "cuCtxGetCurrent")
     return mod
 
 

@@ -1071,6 +1071,9 @@ static CUresult fk_LinkDestroy(CUlinkState h) {
 static CUresult fk_ModuleUnload(CUmodule h) {
     Module* m = (Module*)h;
     if (!m || m->magic != M_MODULE) return fail(CUDA_ERROR_INVALID_HANDLE, "module %p", (void*)h);
+    /* The driver "unloads a module from the current context"; a library (ctx NULL) is any one's */
+    if (m->ctx && m->ctx != current())
+        return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleUnload of a module of another context");
     for (int i = 0; i < m->nfuncs; i++) m->funcs[i].magic = 0;
     /* Its variables go (an address kept past the unload is no allocation any more). */
     for (int i = 0; i < m->nglobals; i++) free_mem(m->globals[i].ptr);
