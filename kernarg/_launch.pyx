@@ -760,6 +760,45 @@ cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribut
     _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
     with nogil:
         err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
+    if err != cydriver.CUDA_SUCCESS:
+        _launch_failed(k, err, stream)
+    return 0
+
+
+cdef int _context_device(cydriver.CUcontext ctx) noexcept:
+    """The device ordinal of ``ctx``, or -1 where the driver does not say."""
+    cdef cydriver.CUcontext popped
+    cdef cydriver.CUdevice dev = -1
+    if cydriver.cuCtxPushCurrent(ctx) != cydriver.CUDA_SUCCESS:
+        return -1
+    if cydriver.cuCtxGetDevice(&dev) != cydriver.CUDA_SUCCESS:
+        dev = -1
+    cydriver.cuCtxPopCurrent(&popped)
+    return <int>dev
+
+
+cdef int _launch_failed(Kernel k, cydriver.CUresult err, uint64_t stream) except -1:
+    """Raise the CudaError of a failed launch. A stream of another context than the launch's
+    (another device's: torch's current stream of device 0 for a kernel on device 1, say) is the
+    commonest cause, which the driver reports only as an invalid handle: said in words."""
+    cdef cydriver.CUcontext current = NULL, owner = NULL
+    cdef int theirs, ours
+    if stream > 2 \
+            and cydriver.cuCtxGetCurrent(&current) == cydriver.CUDA_SUCCESS \
+            and cydriver.cuStreamGetCtx(<cydriver.CUstream><uintptr_t>stream, &owner) \
+            == cydriver.CUDA_SUCCESS \
+            and owner != NULL and current != NULL and owner != current:
+        name = _error_name(err)
+        theirs = _context_device(owner)
+        ours = _context_device(current)
+        if theirs != ours:
+            why = (f"stream {stream:#x} is device {theirs}'s, and kernel {k.name!r} runs on "
+                   f"device {ours}: launch it on a stream of device {ours}, or load the "
+                   f"kernel for device {theirs} (device={theirs})")
+        else:
+            why = (f"stream {stream:#x} belongs to another context on device {ours} than "
+                   f"the one kernel {k.name!r} runs in: launch it on a stream of that context")
+        raise CudaError(f"cuLaunchKernelEx failed: {name}: {why}", name, <int>err)
     return _check(err, "cuLaunchKernelEx")
 
 

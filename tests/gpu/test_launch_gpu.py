@@ -1981,6 +1981,15 @@ def test_kernarg_gives_the_thread_its_context_back(ctx):
         assert k.max_cooperative_blocks(32) > 0
         assert k.max_potential_block_size()[1] > 0
         assert _current() == int(mine)
+        # A stream of the thread's context is not the kernel's: the driver says only "invalid
+        # handle", kernarg says whose the stream is.
+        theirs = int(check(driver.cuStreamCreate(1)))
+        with pytest.raises(kernarg.CudaError,
+                           match=rf"stream {theirs:#x} belongs to another context on device 0 "
+                                 r"than the one kernel 'fill' runs in"):
+            k.launch(1, 32, out, 1.0, 32, stream=theirs)
+        assert _current() == int(mine)
+        check(driver.cuStreamDestroy(theirs))
     finally:
         check(driver.cuCtxDestroy(mine))
     assert _current() == primary
@@ -2003,6 +2012,12 @@ def test_launch_on_another_gpu_leaves_the_current_device(ctx):
         check(driver.cuCtxPopCurrent())
     k1.launch(1, 64, out, 6.5, 64, stream=stream1)
     assert _current() == device0 and int(check(driver.cuCtxGetDevice())) == 0
+    stream0 = int(check(driver.cuStreamCreate(1)))
+    with pytest.raises(kernarg.CudaError, match=rf"stream {stream0:#x} is device 0's, and kernel "
+                                                r"'fill' runs on device 1: launch it on a stream "
+                                                r"of device 1, or load the kernel for device 0"):
+        k1.launch(1, 64, out, 1.0, 64, stream=stream0)
+    check(driver.cuStreamDestroy(stream0))
     k1.launch(1, 64, out, 7.5, 64)        # the legacy default stream: device 1's
     assert _current() == device0
     check(driver.cuCtxPushCurrent(ctx1))
