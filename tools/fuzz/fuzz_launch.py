@@ -9,6 +9,8 @@ the stream protocols), the call form (``launch``, ``kernel[...]``, ``prepare``,
 ``kernarg.launch``) and arguments of every kind (fuzz_pack's). The launch must either reach
 the driver with a block the fake driver accepts, or be refused with TypeError/ValueError/
 OverflowError/RuntimeError/BufferError (kernarg.CudaError is a RuntimeError) with a message.
+Some inputs launch while a context of the process's own is current, over the kernels' (device
+0's primary); launched or refused, the thread's current context must be the one it had.
 """
 import os
 import sys
@@ -56,8 +58,33 @@ def _stream_handle():
     return int(stream)
 
 
+def _own_context():
+    """A context of this process's own on device 0 (cuda-bindings 13's cuCtxCreate takes
+    creation parameters first, 12's not), and a stream of it; the primary is current after."""
+    from cuda.bindings import driver
+
+    try:
+        err, ctx = driver.cuCtxCreate(None, 0, 0)
+    except TypeError:
+        err, ctx = driver.cuCtxCreate(0, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    stream = _stream_handle()
+    err, _ = driver.cuCtxPopCurrent()
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return ctx, stream
+
+
+def _current():
+    from cuda.bindings import driver
+
+    err, ctx = driver.cuCtxGetCurrent()
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return int(ctx)
+
+
 OWN_STREAM = _stream_handle()
-HANDLES = [1, 2, OWN_STREAM]
+OWN_CONTEXT, OTHER_STREAM = _own_context()     # a stream no kernel here can launch on
+HANDLES = [1, 2, OWN_STREAM, OTHER_STREAM]
 
 
 def _stream(fdp):
@@ -137,6 +164,12 @@ def test_one_input(data):
     kernel = KERNELS[fdp.ConsumeIntInRange(0, 1)]
     args = _known_producer_streams(_args(fdp, kernel))
     dlpacks = [a for a in args if isinstance(a, fuzz_pack.producers.DLPackProducer)]
+    over_own = fdp.ConsumeBool()
+    if over_own:
+        from cuda.bindings import driver
+
+        driver.cuCtxPushCurrent(OWN_CONTEXT)
+    before = _current()
     try:
         if form == 0:
             kernel.launch(grid, block, *args, stream=stream, shmem=shmem, cluster=cluster,
@@ -152,6 +185,9 @@ def test_one_input(data):
             kernarg.launch(stream, config, kernel, *args)
     except ALLOWED as exc:
         assert str(exc), repr(exc)
+    assert _current() == before, (hex(_current()), hex(before))
+    if over_own:
+        driver.cuCtxPopCurrent()
     for p in dlpacks:
         assert p.deleted == p.exported, (p.deleted, p.exported)
 
