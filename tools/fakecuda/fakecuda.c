@@ -4,8 +4,8 @@
  * does is check every call kernarg (and the tests around it) makes the way the driver would,
  * as far as this file models it:
  *
- *   - contexts (primary and created, current per thread, push/pop), streams (0, legacy 0x1, per-thread
- *     0x2, created), events, stream capture (begin/end, capture info, joining a capture by
+ *   - contexts (primary and created, current per thread, push/pop), streams (0, legacy 0x1,
+ *     per-thread 0x2, created), events, stream capture (begin/end, capture info, joining a capture by
  *     waiting on an event recorded in it, refusing a wait on an event from outside it), graphs,
  *     graph execs and user objects (destroy callbacks run on a thread of their own, as the
  *     driver runs them);
@@ -1786,8 +1786,9 @@ static const struct { const char* name; void* fn; } table[] = {
     F(Init), F(DriverGetVersion), F(DeviceGetCount), F(DeviceGet), F(DeviceGetName),
     F(DeviceTotalMem), F(DeviceGetUuid), F(DeviceGetAttribute), F(DevicePrimaryCtxRetain),
     F(DevicePrimaryCtxRelease), F(DevicePrimaryCtxGetState), F(CtxGetCurrent), F(CtxSetCurrent),
-    F(CtxPushCurrent), F(CtxPopCurrent), F(CtxDestroy), F(CtxGetDevice), F(CtxSynchronize), F(CtxGetApiVersion),
-    F(CtxGetFlags), F(CtxGetStreamPriorityRange), F(CtxGetId), F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
+    F(CtxPushCurrent), F(CtxPopCurrent), F(CtxDestroy), F(CtxGetDevice), F(CtxSynchronize),
+    F(CtxGetApiVersion), F(CtxGetFlags), F(CtxGetStreamPriorityRange), F(CtxGetId),
+    F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
     F(StreamGetCtx), F(StreamSynchronize), F(StreamQuery), F(StreamGetPriority), F(StreamGetFlags),
     F(StreamGetId), F(StreamBeginCapture), F(StreamEndCapture), F(StreamIsCapturing),
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
