@@ -1792,7 +1792,8 @@ cdef class Kernel:
         return self.prepare(grid, block, stream=stream, shmem=shmem)
 
     def __repr__(self):
-        return f"<kernarg.Kernel {self.name} signature={self.signature!r}>"
+        where = f" on device {self.device}" if self.device >= 0 else ""
+        return f"<kernarg.Kernel {self.name}{where} signature={self.signature!r}>"
 
     def __reduce__(self):
         # Pickled as its code: unpickling loads it again, on the device of the same ordinal

@@ -2003,6 +2003,8 @@ def test_launch_on_another_gpu_leaves_the_current_device(ctx):
     device0 = _current()
     k1 = kernarg.Kernel.from_source(WRITE, "fill", device=1)
     assert _current() == device0
+    assert repr(k1) == ("<kernarg.Kernel fill on device 1 signature="
+                        "kernarg.Signature('float* x, float v, int n')>")
     ctx1 = check(driver.cuDevicePrimaryCtxRetain(check(driver.cuDeviceGet(1))))
     check(driver.cuCtxPushCurrent(ctx1))
     try:
