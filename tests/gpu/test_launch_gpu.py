@@ -1964,6 +1964,7 @@ def test_kernarg_gives_the_thread_its_context_back(ctx):
     thread's own on device 0 stands in for another device's (test_launch_on_another_gpu_...
     has two GPUs); loading, launches, a refused launch and the queries all give it back."""
     k = kernarg.Kernel.from_source(WRITE, "fill")          # in device 0's primary context
+    assert repr(k).startswith("<kernarg.Kernel fill on device 0 signature=")
     out = DeviceArray(4 * 32, typestr="<f4")
     primary = _current()
     mine = _create_context(ctx)
