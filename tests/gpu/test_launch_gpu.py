@@ -1997,6 +1997,42 @@ def test_kernarg_gives_the_thread_its_context_back(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 4.5).all()
 
 
+def test_threads_each_keep_their_own_context(ctx):
+    """Threads that each have a context of their own current launch one kernel (in device 0's
+    primary context) many times at once; the GIL passes between them while a launch has the
+    kernel's context pushed. Each thread ends with its own context current and every launch
+    lands."""
+    import threading
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    outs = [DeviceArray(4 * 32, typestr="<f4") for _ in range(4)]
+    errors, seen = [], {}
+
+    def body(i):
+        try:
+            mine = _create_context(ctx)
+            try:
+                for j in range(200):
+                    k.launch(1, 32, outs[i], float(i * 1000 + j), 32)
+                    if _current() != int(mine):
+                        raise AssertionError(f"thread {i}: launch {j} left another context")
+                seen[i] = _current() == int(mine)
+            finally:
+                check(driver.cuCtxDestroy(mine))
+        except BaseException as exc:        # reported by the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert seen == {0: True, 1: True, 2: True, 3: True}
+    for i, out in enumerate(outs):
+        assert (np.frombuffer(out.read(), np.float32) == i * 1000 + 199).all()
+
+
 def test_launch_on_another_gpu_leaves_the_current_device(ctx):
     count = check(driver.cuDeviceGetCount())
     if count < 2:
