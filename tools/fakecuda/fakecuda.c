@@ -124,6 +124,7 @@ typedef struct {
 #define MAX_NODES 16
 struct Graph {
     int magic;
+    int invalidated;        /* a capture into it met a prohibited call (see unsafe_call) */
     int nnodes;
     Node nodes[MAX_NODES];
     Retained retained[64];
@@ -138,6 +139,44 @@ static __thread int ctx_depth = 0;
 static Ctx* current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
 
 static unsigned long long next_capture_id = 1;
+
+/* Capture modes (cuStreamBeginCapture's, and each thread's own, cuThreadExchangeStreamCaptureMode):
+ * while a capture begun in GLOBAL mode is under way in any thread, or one not begun RELAXED in
+ * this thread, a thread of GLOBAL mode may make no "potentially unsafe" call (THREAD_LOCAL: only
+ * this thread's capture counts; RELAXED: none do). Such a call fails, and invalidates the
+ * captures it would have disturbed: cuStreamEndCapture then reports
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. Of the calls the driver counts as unsafe, the fake
+ * models cuModuleUnload's. */
+#define MAX_CAPTURES 64
+static Graph* active_captures[MAX_CAPTURES];    /* under `lock` */
+static int active_modes[MAX_CAPTURES];
+static __thread int own_captures = 0;           /* this thread's, not begun RELAXED */
+static __thread int thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static void release_retained(Graph* g);
+static CUresult fk_ThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+    if (!mode) return fail(CUDA_ERROR_INVALID_VALUE, "cuThreadExchangeStreamCaptureMode(NULL)");
+    int previous = thread_mode;
+    thread_mode = (int)*mode;
+    *mode = (CUstreamCaptureMode)previous;
+    return CUDA_SUCCESS;
+}
+/* CUDA_SUCCESS if this thread may make a potentially unsafe call now; else fail, invalidating
+ * the captures in the way. */
+static CUresult unsafe_call(const char* what) {
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+    int prohibited = own_captures > 0, global = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (active_captures[i] && active_modes[i] == CU_STREAM_CAPTURE_MODE_GLOBAL) global = 1;
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && global) prohibited = 1;
+    if (prohibited)
+        for (int i = 0; i < MAX_CAPTURES; i++)
+            if (active_captures[i]) active_captures[i]->invalidated = 1;
+    pthread_mutex_unlock(&lock);
+    if (!prohibited) return CUDA_SUCCESS;
+    return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                "%s during a stream capture, in capture mode %d", what, thread_mode);
+}
 
 /* ------------------------------------------------------------------ memory */
 typedef struct Alloc { uintptr_t base; size_t size; int type; int device; struct Alloc* next; } Alloc;
@@ -479,12 +518,20 @@ static CUresult fk_StreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     Stream* s;
     CUresult e = get_stream(h, &s, "cuStreamBeginCapture");
     if (e) return e;
-    (void)mode;
     if ((uintptr_t)h <= 2) return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "capture on a default stream");
     if (s->capture) return fail(CUDA_ERROR_ILLEGAL_STATE, "already capturing");
     s->capture = calloc(1, sizeof(Graph));
     s->capture->magic = M_GRAPH;
     s->capture_id = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (!active_captures[i]) {
+            active_captures[i] = s->capture;
+            active_modes[i] = (int)mode;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) own_captures++;
     return CUDA_SUCCESS;
 }
 static CUresult fk_StreamEndCapture(CUstream h, CUgraph* g) {
@@ -492,6 +539,24 @@ static CUresult fk_StreamEndCapture(CUstream h, CUgraph* g) {
     CUresult e = get_stream(h, &s, "cuStreamEndCapture");
     if (e) return e;
     if (!s->capture) return fail(CUDA_ERROR_ILLEGAL_STATE, "not capturing");
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (active_captures[i] == s->capture) {
+            active_captures[i] = NULL;
+            mode = active_modes[i];
+        }
+    pthread_mutex_unlock(&lock);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED && own_captures > 0) own_captures--;
+    if (s->capture->invalidated) {
+        Graph* dead = s->capture;
+        s->capture = NULL;
+        release_retained(dead);
+        free(dead);
+        *g = NULL;
+        return fail(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated by a "
+                    "prohibited call made while it was under way");
+    }
     *g = (CUgraph)s->capture;
     /* Streams that joined this capture leave it too (the driver requires them rejoined; the
      * fake does not model unjoined streams). */
@@ -680,7 +745,12 @@ static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     Stream* s;
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
     CUresult e = get_stream(sh, &s, "cuGraphLaunch");
-    for (int i = 0; !e && i < x->snapshot.nnodes; i++) e = run_kernel(&x->snapshot.nodes[i]);
+    for (int i = 0; !e && i < x->snapshot.nnodes; i++)
+        /* A node whose module has been unloaded since: the kernel's code is gone. */
+        e = x->snapshot.nodes[i].func->magic != M_FUNC
+            ? fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphLaunch: node %d's kernel %s was unloaded "
+                   "with its module", i, x->snapshot.nodes[i].func->name)
+            : run_kernel(&x->snapshot.nodes[i]);
     return e;
 }
 static void release_retained(Graph* g) {
@@ -1074,6 +1144,8 @@ static CUresult fk_ModuleUnload(CUmodule h) {
     /* The driver "unloads a module from the current context"; a library (ctx NULL) is any one's */
     if (m->ctx && m->ctx != current())
         return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleUnload of a module of another context");
+    CUresult e = unsafe_call("cuModuleUnload");
+    if (e) return e;
     for (int i = 0; i < m->nfuncs; i++) m->funcs[i].magic = 0;
     /* Its variables go (an address kept past the unload is no allocation any more). */
     for (int i = 0; i < m->nglobals; i++) free_mem(m->globals[i].ptr);
@@ -1765,6 +1837,7 @@ static const struct { CUresult code; const char* name; } error_names[] = {
     {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"},
     {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE"},
     {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
     {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"},
     {CUDA_ERROR_INVALID_CLUSTER_SIZE, "CUDA_ERROR_INVALID_CLUSTER_SIZE"},
 };
@@ -1791,6 +1864,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(StreamCreate), F(StreamCreateWithPriority), F(StreamDestroy),
     F(StreamGetCtx), F(StreamSynchronize), F(StreamQuery), F(StreamGetPriority), F(StreamGetFlags),
     F(StreamGetId), F(StreamBeginCapture), F(StreamEndCapture), F(StreamIsCapturing),
+    F(ThreadExchangeStreamCaptureMode),
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
     F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
