@@ -569,10 +569,25 @@ cdef class _Module:
         if cydriver.cuCtxGetCurrent(&current) == cydriver.CUDA_SUCCESS \
                 and current != self.ctx and self.ctx != NULL \
                 and cydriver.cuCtxPushCurrent(self.ctx) == cydriver.CUDA_SUCCESS:
-            cydriver.cuModuleUnload(self.handle)
+            _unload(self.handle)
             cydriver.cuCtxPopCurrent(&popped)
         else:
-            cydriver.cuModuleUnload(self.handle)
+            _unload(self.handle)
+
+
+cdef void _unload(cydriver.CUmodule handle) noexcept:
+    """cuModuleUnload, allowed while a stream captures. The last reference to a kernel can go
+    at any time -- the garbage collector runs where it will -- and so during another stream's
+    capture, where the driver counts an unload as a potentially unsafe call: in the default
+    capture mode it refuses it and invalidates the capture (NVIDIA/warp#401 met this). No graph
+    needs the module (a graph that captured one of its kernels holds the kernel, see
+    _keep_for_graph), so the thread's capture mode is relaxed for the call and given back."""
+    cdef cydriver.CUstreamCaptureMode mode = cydriver.CU_STREAM_CAPTURE_MODE_RELAXED
+    if cydriver.cuThreadExchangeStreamCaptureMode(&mode) != cydriver.CUDA_SUCCESS:
+        cydriver.cuModuleUnload(handle)
+        return
+    cydriver.cuModuleUnload(handle)
+    cydriver.cuThreadExchangeStreamCaptureMode(&mode)
 
 
 cdef _Module _load_image(bytes image):
@@ -880,7 +895,7 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
         _enqueue(k, d, attrs, nattrs, &st, stream, &capture)
         if capture.active:
             _keep_for_graph(capture.graph, block_from_state(
-                &st, keep if keep is not None else tuple_of(items, n)))
+                &st, keep if keep is not None else tuple_of(items, n)), k)
     finally:
         if st.capsules != NULL:     # DLPack tensors consumed (a call into _handler otherwise)
             state_release(&st)
@@ -904,7 +919,7 @@ cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
         if capture.active:
             if borrowed != NULL and blk._args is None:
                 blk._args = tuple_of(borrowed, blk.st.nargs)
-            kept = _keep_for_graph(capture.graph, blk)
+            kept = _keep_for_graph(capture.graph, blk, k)
     finally:
         if owned and not kept:
             block_release(blk)
@@ -1045,11 +1060,14 @@ cdef int _allow_shmem(Kernel k, unsigned int shmem) except -1:
 
 
 # ---------------------------------------------------------------------------------------------
-# Graph capture: a captured launch keeps its arguments alive as long as the graph does.
+# Graph capture: a captured launch keeps its arguments and its kernel alive as long as the
+# graph does.
 #
 # The driver copies the parameter bytes into the graph node, but the arrays they point to (and
-# DLPack tensors, whose deleters must not run early) must outlive every replay. A captured
-# launch therefore hands its ParamBlock to a CUDA user object owned by the graph. The driver
+# DLPack tensors, whose deleters must not run early) must outlive every replay, and so must the
+# kernel's code: a Kernel unloads its module when it goes (NVIDIA/warp#782 is a graph replaying
+# a kernel whose module had gone). A captured launch therefore hands its ParamBlock and its
+# Kernel to a CUDA user object owned by the graph. The driver
 # runs the user object's destructor on a thread of its own, where taking the GIL could deadlock
 # against a thread that holds it while destroying the graph; so the destructor only pushes the
 # block onto a lock-free stack and asks the interpreter (Py_AddPendingCall, callable without
@@ -1099,18 +1117,19 @@ cdef void _keep_destroyed(void* data) noexcept nogil:
     Py_AddPendingCall(_drain_released, NULL)
 
 
-cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk) except -1:
-    """Make ``graph``, being captured, own a reference to ``blk``. Returns 1 (the caller must
-    not release the block)."""
+cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk, Kernel k) except -1:
+    """Make ``graph``, being captured, own a reference to ``blk`` and to the kernel ``k`` it
+    launches. Returns 1 (the caller must not release the block)."""
     cdef cydriver.CUuserObject obj
     cdef cydriver.CUresult err
     cdef kernarg_keep* node
     _drain_released(NULL)
+    kept = (blk, k)
     node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
     if node == NULL:
         raise MemoryError()
-    Py_INCREF(blk)
-    node.obj = <PyObject*>blk
+    Py_INCREF(kept)
+    node.obj = <PyObject*>kept
     node.next = NULL
     err = cydriver.cuUserObjectCreate(&obj, node, _keep_destroyed, 1,
                                       cydriver.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)

@@ -1577,6 +1577,68 @@ def test_captured_launch_keeps_its_arguments_until_the_graph_is_gone(ctx):
         exe, graph, lambda: alive() is None and alive2() is None and dl.deleted == 1)
 
 
+def test_a_captured_launch_keeps_its_kernel_loaded(ctx):
+    # A graph replays the kernel's code, so the kernel's module must stay loaded as long as the
+    # graph, though the Kernel object is gone (NVIDIA/warp#782: modules unloaded under a graph
+    # that had captured their kernels). A source of its own: its module is no other kernel's.
+    import gc
+    import weakref
+
+    k = kernarg.Kernel.from_source(WRITE + "\n// kept by a graph\n", "fill")
+    gone = weakref.ref(k)
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, mode))
+    k.launch(1, 32, out, 4.5, 32, stream=stream)
+    k.prepare(1, 16, stream=stream)(out, 5.5, 32)
+    graph = check(driver.cuStreamEndCapture(stream))
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    del k
+    gc.collect()
+    assert gone() is not None, "the graph let go of the kernel it replays"
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert np.frombuffer(out.read(), np.float32).tolist() == [5.5] * 16 + [4.5] * 16
+    assert _destroy_graph_and_wait(exe, graph, lambda: gone() is None)
+    check(driver.cuStreamDestroy(stream))
+
+
+def test_a_kernel_collected_during_a_capture_leaves_the_capture_valid(ctx):
+    # The last reference to a kernel can go while another stream captures (the garbage
+    # collector runs anywhere). Unloading its module there is a call the driver prohibits in
+    # the default (global) capture mode: refused, it would invalidate the capture
+    # (NVIDIA/warp#401). kernarg relaxes the thread's capture mode for the unload alone.
+    import gc
+    import weakref
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    other = kernarg.Kernel.from_source(WRITE + "\n// collected during a capture\n", "fill")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    other.launch(1, 32, out, 1.0, 32)
+    check(driver.cuCtxSynchronize())
+    gone = weakref.ref(other)
+    stream = int(check(driver.cuStreamCreate(1)))
+    global_mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, global_mode))
+    try:
+        k.launch(1, 32, out, 2.5, 32, stream=stream)
+        del other
+        gc.collect()
+        assert gone() is None
+    finally:
+        graph = check(driver.cuStreamEndCapture(stream))
+    # The thread's own capture mode is given back after the unload.
+    assert check(driver.cuThreadExchangeStreamCaptureMode(global_mode)) == global_mode
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert (np.frombuffer(out.read(), np.float32) == 2.5).all()
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
 def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
     """cuda.core's launch takes a GraphBuilder for its stream (it has __cuda_stream__, the
     stream it captures), so kernarg.launch in that call form does too, and so does stream=.
