@@ -1639,6 +1639,24 @@ def test_a_kernel_collected_during_a_capture_leaves_the_capture_valid(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def test_loading_a_kernel_during_a_capture_says_to_load_it_before(ctx):
+    # The driver loads no code while a stream captures in the default mode, and the refused
+    # call invalidates the capture (rewarped#24 is Warp's users meeting it): the CudaError keeps
+    # the driver's name and says what to do instead.
+    stream = int(check(driver.cuStreamCreate(1)))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(stream, mode))
+    try:
+        with pytest.raises(kernarg.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: a "
+                           "stream is capturing a CUDA graph.*before beginning the capture") as e:
+            kernarg.Kernel.from_source(WRITE + "\n// loaded during a capture\n", "fill")
+        assert e.value.name == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"
+    finally:
+        err, graph = driver.cuStreamEndCapture(stream)
+    assert err == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    check(driver.cuStreamDestroy(stream))
+
+
 def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
     """cuda.core's launch takes a GraphBuilder for its stream (it has __cuda_stream__, the
     stream it captures), so kernarg.launch in that call form does too, and so does stream=.

@@ -146,7 +146,8 @@ static unsigned long long next_capture_id = 1;
  * this thread's capture counts; RELAXED: none do). Such a call fails, and invalidates the
  * captures it would have disturbed: cuStreamEndCapture then reports
  * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. Of the calls the driver counts as unsafe, the fake
- * models cuModuleUnload's. */
+ * models cuModuleLoadData(Ex)'s and cuModuleUnload's (Warp's users met both: rewarped#24,
+ * mujoco_warp#425). */
 #define MAX_CAPTURES 64
 static Graph* active_captures[MAX_CAPTURES];    /* under `lock` */
 static int active_modes[MAX_CAPTURES];
@@ -1026,6 +1027,8 @@ static int parse_cubin_globals(const unsigned char* elf, Module* m) {
 
 static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context");
+    CUresult e = unsafe_call("cuModuleLoadData");
+    if (e) return e;
     Module* m = calloc(1, sizeof *m);
     m->magic = M_MODULE;
     m->ctx = current();
