@@ -6,7 +6,8 @@
  *
  *   - contexts (primary and created, current per thread, push/pop), streams (0, legacy 0x1,
  *     per-thread 0x2, created), events, stream capture (begin/end, capture info, joining a capture by
- *     waiting on an event recorded in it, refusing a wait on an event from outside it), graphs,
+ *     waiting on an event recorded in it, refusing a wait on an event from outside it; capture
+ *     modes, and the module loads and unloads a capture prohibits), graphs,
  *     graph execs and user objects (destroy callbacks run on a thread of their own, as the
  *     driver runs them);
  *   - "device" memory (host memory, so memcpy/memset work), pinned and managed memory;
