@@ -24,7 +24,14 @@ __version__ = "0.1.0"
 # raise the ImportError when used. (Not a module __getattr__: CPython 3.11 does not specialise
 # attribute loads on a module that has one, which would slow every `kernarg.pack(...)` call.)
 try:
-    from kernarg._launch import BoundLaunch, Kernel, LaunchConfig, PreparedLaunch, launch
+    from kernarg._launch import (
+        BoundLaunch,
+        Kernel,
+        KernelNode,
+        LaunchConfig,
+        PreparedLaunch,
+        launch,
+    )
 except ImportError as _exc:
     _launch_error = (f"kernarg._launch failed to import ({_exc}); check that cuda-bindings "
                      "matches the one kernarg was built with")
@@ -40,6 +47,7 @@ except ImportError as _exc:
     LaunchConfig = _Unavailable("LaunchConfig", (), {})
     PreparedLaunch = _Unavailable("PreparedLaunch", (), {})
     BoundLaunch = _Unavailable("BoundLaunch", (), {})
+    KernelNode = _Unavailable("KernelNode", (), {})
 
     def launch(stream, config, kernel, *args):
         raise ImportError(f"kernarg.launch is unavailable: {_launch_error}")
@@ -50,6 +58,7 @@ __all__ = [
     "CudaError",
     "DLPACK_MAX_VERSION",
     "Kernel",
+    "KernelNode",
     "LaunchConfig",
     "LEGACY_DEFAULT_STREAM",
     "MAX_PARAM_BYTES",

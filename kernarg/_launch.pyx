@@ -61,7 +61,7 @@ from collections import OrderedDict
 from kernarg._errors import CudaError, NoDriverError
 from kernarg._nvrtc import normalize_options
 
-__all__ = ["BoundLaunch", "Kernel", "LaunchConfig", "PreparedLaunch", "launch"]
+__all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
 
 cdef enum:
     MAX_ATTRS = 4
@@ -1129,11 +1129,19 @@ cdef void _keep_destroyed(void* data) noexcept nogil:
 cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk, Kernel k) except -1:
     """Make ``graph``, being captured, own a reference to ``blk`` and to the kernel ``k`` it
     launches. Returns 1 (the caller must not release the block)."""
+    _graph_keeps(graph, (blk, k), "a captured launch's")
+    return 1
+
+
+cdef cydriver.CUuserObject _graph_keeps(cydriver.CUgraph graph, object kept,
+                                        str whose) except NULL:
+    """Make ``graph`` own a reference to ``kept``, through a CUDA user object whose one
+    reference the graph holds, and which is returned (``cuGraphReleaseUserObject`` lets go of
+    it). ``whose``: what is kept, for an error message."""
     cdef cydriver.CUuserObject obj
     cdef cydriver.CUresult err
     cdef kernarg_keep* node
     _drain_released(NULL)
-    kept = (blk, k)
     node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
     if node == NULL:
         raise MemoryError()
@@ -1145,12 +1153,12 @@ cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk, Kernel k) excep
     if err != cydriver.CUDA_SUCCESS:
         Py_XDECREF(node.obj)
         free(node)
-        _check(err, "cuUserObjectCreate (keeping a captured launch's arguments alive)")
+        _check(err, f"cuUserObjectCreate (keeping {whose} arguments alive)")
     err = cydriver.cuGraphRetainUserObject(graph, obj, 1, cydriver.CU_GRAPH_USER_OBJECT_MOVE)
     if err != cydriver.CUDA_SUCCESS:
         cydriver.cuUserObjectRelease(obj, 1)    # runs _keep_destroyed: the node goes back
-        _check(err, "cuGraphRetainUserObject (keeping a captured launch's arguments alive)")
-    return 1
+        _check(err, f"cuGraphRetainUserObject (keeping {whose} arguments alive)")
+    return obj
 
 
 cdef tuple _driver_layout(cydriver.CUfunction func):
@@ -1807,6 +1815,49 @@ cdef class Kernel:
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                            pdl=pdl, priority=priority)
         return PreparedLaunch(self, cfg, stream_handle(stream))
+
+    def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None):
+        """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
+        (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
+
+        ``graph``: a ``CUgraph`` as an int or a cuda.bindings handle, or a cuda.core
+        ``GraphDefinition``. ``after``: nodes of that graph -- KernelNodes, ``CUgraphNode``s (int
+        or cuda.bindings) or cuda.core graph nodes. ``stream``: the stream the graph will be
+        launched on (default: the default stream): as for a launch, it is made to wait for the
+        arguments' producer streams, and DLPack producers are given it. The graph keeps the
+        arguments and the kernel alive until it is destroyed, as a captured launch does."""
+        cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem)
+        cdef uintptr_t g = _graph_address(graph, "graph")
+        cdef list deps = _node_addresses(after)
+        cdef uint64_t s = stream_handle(stream)
+        cdef Py_ssize_t i, n = len(deps)
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
+        cdef cydriver.CUgraphNode node = NULL
+        cdef cydriver.CUgraphNode* dep_c = NULL
+        cdef cydriver.CUuserObject kept = NULL
+        cdef cydriver.CUresult err
+        _ensure_driver()
+        if n:
+            dep_c = <cydriver.CUgraphNode*>malloc(n * sizeof(cydriver.CUgraphNode))
+            if dep_c == NULL:
+                raise MemoryError()
+        try:
+            for i in range(n):
+                dep_c[i] = <cydriver.CUgraphNode><uintptr_t>deps[i]
+            with _in_context(self._ctx):
+                blk = _node_params(self, cfg, args, s, &p)
+                try:
+                    kept = _graph_keeps(<cydriver.CUgraph>g, (blk, self), "a kernel node's")
+                except BaseException:
+                    block_release(blk)
+                    raise
+                err = cydriver.cuGraphAddKernelNode(&node, <cydriver.CUgraph>g, dep_c, n, &p)
+                if err != cydriver.CUDA_SUCCESS:
+                    cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
+                    _check(err, f"cuGraphAddKernelNode (kernel {self.name!r})")
+        finally:
+            free(dep_c)
+        return KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, kept, graph)
 
     def __getitem__(self, config):
         """``kernel[grid, block]``, ``[grid, block, stream]``, ``[grid, block, stream, shmem]``.
@@ -2664,6 +2715,185 @@ cdef class BoundLaunch:
                         "arguments (addresses valid in this process only) and a stream handle; "
                         "pickle its kernel and config, and prepare and bind again where they "
                         "are needed")
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs built node by node: Kernel.graph_node adds a kernel node to a CUDA graph, and a
+# KernelNode sets its arguments again, in its graph or in a graph instantiated from it (what a
+# graph replayed in a loop with new arrays each time needs, without capturing it again).
+
+cdef uintptr_t _graph_address(object obj, str what) except 0:
+    """The address of the driver graph object (CUgraph, CUgraphNode, CUgraphExec) ``obj`` is: an
+    int, a cuda.bindings handle, a KernelNode (its node), or a cuda.core object whose ``handle``
+    is one of these (GraphDefinition, GraphNode, Graph)."""
+    value = obj
+    if isinstance(value, KernelNode):
+        return <uintptr_t>(<KernelNode>value)._node
+    if type(value).__module__.startswith("cuda.core") and hasattr(value, "handle"):
+        value = value.handle
+    if type(value) is not int:
+        if not type(value).__module__.startswith("cuda.bindings"):
+            raise TypeError(f"{what} must be an int handle, a cuda.bindings handle or a cuda.core "
+                            f"graph object, got {type(obj).__name__}")
+        try:
+            value = int(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{what}: {type(obj).__name__} is not a handle ({exc})") from None
+    if not 0 < value < 2**64:
+        raise ValueError(f"{what} must be a non-null handle below 2**64, got {value:#x}"
+                         if value >= 0 else f"{what} must be a handle, got {value}")
+    return <uintptr_t>value
+
+
+cdef list _node_addresses(object after):
+    """The node addresses of ``after``: a node, or a list or tuple of nodes (see
+    _graph_address), None or () for none."""
+    if after is None:
+        return []
+    if not isinstance(after, (list, tuple)):
+        after = (after,)
+    return [_graph_address(node, f"after[{i}]") for i, node in enumerate(after)]
+
+
+cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t stream,
+                             cydriver.CUDA_KERNEL_NODE_PARAMS* p):
+    """Pack ``args`` for a kernel node of ``k`` with ``cfg``, in the kernel's context (the
+    caller's to enter), and fill ``p``; make ``stream`` wait for the producer streams, as a
+    launch on it would. The block is the caller's to keep or release."""
+    cdef const Dims* d = &cfg._d
+    cdef Capture capture
+    if d.threads > k._threads_ok:
+        _check_threads(k, d)
+    if d.shmem > k._shmem_ok:
+        _allow_shmem(k, d.shmem)
+    cdef ParamBlock blk = k._pack_args(args, stream)
+    try:
+        if stream != 1:
+            _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
+        else:
+            capture.active = False
+        _wait_for_producers(&blk.st, stream, &capture)
+        memset(p, 0, sizeof(p[0]))
+        # A CUkernel (a cuda.core Kernel's) as its CUfunction in this context: kernel nodes
+        # take a CUfunction in ``func``.
+        p.func = _queryable(k._func)
+        p.gridDimX = d.grid[0]
+        p.gridDimY = d.grid[1]
+        p.gridDimZ = d.grid[2]
+        p.blockDimX = d.block[0]
+        p.blockDimY = d.block[1]
+        p.blockDimZ = d.block[2]
+        p.sharedMemBytes = d.shmem
+        p.kernelParams = blk.st.argv
+    except BaseException:
+        block_release(blk)
+        raise
+    return blk
+
+
+@cython.final
+cdef class KernelNode:
+    """A kernel node of a CUDA graph, from :meth:`Kernel.graph_node`.
+
+    ``set_args`` gives the node new arguments in its graph (graphs instantiated after see them);
+    ``set_exec_args`` gives them to the node in one instantiated graph (its next launches see
+    them), the way to replay a graph with other arrays without building it again. Either packs
+    as a launch does, typed by the kernel's signature, and makes ``stream`` (the stream the graph
+    will be launched on) wait for the arguments' producers."""
+
+    cdef readonly Kernel kernel
+    cdef readonly LaunchConfig config
+    cdef cydriver.CUgraph _graph
+    cdef cydriver.CUgraphNode _node
+    cdef cydriver.CUuserObject _kept    # the graph's reference to the node's arguments
+    cdef object _owner                  # the graph object given (a cuda.core GraphDefinition)
+    cdef dict _exec_blocks              # graph exec address -> the block last set in it
+
+    def __init__(self):
+        raise TypeError("KernelNode objects come from Kernel.graph_node(...)")
+
+    @staticmethod
+    cdef KernelNode _make(Kernel k, LaunchConfig cfg, cydriver.CUgraph graph,
+                          cydriver.CUgraphNode node, cydriver.CUuserObject kept, object owner):
+        cdef KernelNode self = KernelNode.__new__(KernelNode)
+        self.kernel = k
+        self.config = cfg
+        self._graph = graph
+        self._node = node
+        self._kept = kept
+        self._owner = owner if not isinstance(owner, int) else None
+        self._exec_blocks = {}
+        return self
+
+    @property
+    def handle(self):
+        """The ``CUgraphNode``, as an int."""
+        return <uintptr_t>self._node
+
+    @property
+    def graph(self):
+        """The ``CUgraph`` the node is in, as an int."""
+        return <uintptr_t>self._graph
+
+    def set_args(self, *args, stream=None):
+        """Give the node ``args`` in its graph (``cuGraphKernelNodeSetParams``): graphs
+        instantiated from it afterwards launch them; those instantiated before keep theirs. The
+        graph keeps the new arguments alive, and lets go of the old ones (a graph instantiated
+        before holds its own reference to them)."""
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
+        cdef cydriver.CUuserObject kept, old
+        cdef cydriver.CUresult err
+        cdef uint64_t s = stream_handle(stream)
+        cdef Kernel k = self.kernel
+        _ensure_driver()
+        with _in_context(k._ctx):
+            blk = _node_params(k, self.config, args, s, &p)
+            try:
+                kept = _graph_keeps(self._graph, (blk, k), "a kernel node's")
+            except BaseException:
+                block_release(blk)
+                raise
+            err = cydriver.cuGraphKernelNodeSetParams(self._node, &p)
+            if err != cydriver.CUDA_SUCCESS:
+                cydriver.cuGraphReleaseUserObject(self._graph, kept, 1)
+                _check(err, f"cuGraphKernelNodeSetParams (kernel {k.name!r})")
+            old = self._kept
+            self._kept = kept
+            _check(cydriver.cuGraphReleaseUserObject(self._graph, old, 1),
+                   "cuGraphReleaseUserObject (the node's previous arguments)")
+
+    def set_exec_args(self, graph_exec, *args, stream=None):
+        """Give the node ``args`` in ``graph_exec``, a graph instantiated from the node's graph
+        (``cuGraphExecKernelNodeSetParams``; an int, a cuda.bindings ``CUgraphExec`` or a
+        cuda.core ``Graph``): its next launches launch them. The node keeps the arguments last
+        set in each instantiated graph alive until they are set again there or the node is
+        gone; as for any launch, arrays must stay valid until the launches that use them end."""
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
+        cdef cydriver.CUresult err
+        cdef uintptr_t x = _graph_address(graph_exec, "graph_exec")
+        cdef uint64_t s = stream_handle(stream)
+        cdef Kernel k = self.kernel
+        _ensure_driver()
+        with _in_context(k._ctx):
+            blk = _node_params(k, self.config, args, s, &p)
+            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>x, self._node,
+                                                          &p)
+            if err != cydriver.CUDA_SUCCESS:
+                block_release(blk)
+                _check(err, f"cuGraphExecKernelNodeSetParams (kernel {k.name!r})")
+        old = self._exec_blocks.get(x)
+        self._exec_blocks[x] = blk
+        if old is not None:
+            block_release(<ParamBlock>old)
+
+    def __repr__(self):
+        return (f"<kernarg.KernelNode {self.kernel.name} node={<uintptr_t>self._node:#x} "
+                f"graph={<uintptr_t>self._graph:#x} grid={self.config.grid} "
+                f"block={self.config.block}>")
+
+    def __reduce__(self):
+        raise TypeError("a kernarg.KernelNode cannot be pickled or copied: it is a node of a "
+                        "CUDA graph of this process")
 
 
 C_LOOP_PLAIN = 0        # cuLaunchKernel alone: the floor

@@ -1393,3 +1393,39 @@ def test_launch_without_a_driver_is_a_cuda_error():
         kernarg.launch(None, cfg, kernarg.Kernel.from_handle(0x1234), np.float32(1))
     with pytest.raises(kernarg.NoDriverError):      # the layout matches: on to the driver
         kernarg.launch(None, cfg, _core_kernel(0x6400, [(0, 8), (8, 4)]), None, np.float32(1))
+
+
+@pytest.mark.parametrize("call, exc, fragment", [
+    (lambda k: k.graph_node("g", 1, 1), TypeError, "graph must be an int handle, a "
+     "cuda.bindings handle or a cuda.core graph object, got str"),
+    (lambda k: k.graph_node(True, 1, 1), TypeError, "graph must be .* got bool"),
+    (lambda k: k.graph_node(1.5, 1, 1), TypeError, "graph must be .* got float"),
+    (lambda k: k.graph_node(0, 1, 1), ValueError, "graph must be a non-null handle"),
+    (lambda k: k.graph_node(-4, 1, 1), ValueError, "graph must be a handle, got -4"),
+    (lambda k: k.graph_node(2**64, 1, 1), ValueError, "graph must be a non-null handle below"),
+    (lambda k: k.graph_node(0x99, 1, 1, after=[0x98, "n"]), TypeError, r"after\[1\] must be"),
+    (lambda k: k.graph_node(0x99, 1, 1, after=0), ValueError, r"after\[0\] must be a non-null"),
+    (lambda k: k.graph_node(0x99, 0, 1), ValueError, r"grid\[0\] is 0"),
+    (lambda k: k.graph_node(0x99, 1, 1, shmem=-1), ValueError, "shmem must be an int"),
+    (lambda k: k.graph_node(0x99, 1, 1, stream="s"), TypeError, "stream"),
+    (lambda k: k.graph_node(0x99, 1, 1, cluster=2), TypeError, "unexpected keyword"),
+])
+def test_graph_node_checks_its_arguments_before_the_driver(call, exc, fragment):
+    # Every value is checked, with a message that names it, before anything reaches the
+    # driver: the same errors with and without one.
+    k = kernarg.Kernel.from_handle(0x1234, name="k")
+    with pytest.raises(exc, match=fragment):
+        call(k)
+
+
+@needs_no_driver
+def test_graph_node_without_a_driver_says_so():
+    k = kernarg.Kernel.from_handle(0x1234, name="k")
+    with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
+        k.graph_node(0x99, 1, 1, 7)
+
+
+def test_kernel_nodes_come_from_graph_node_only():
+    with pytest.raises(TypeError, match="KernelNode objects come from Kernel.graph_node"):
+        kernarg.KernelNode()
+    assert "KernelNode" in kernarg.__all__ and kernarg.KernelNode.__module__ == "kernarg._launch"

@@ -2,6 +2,7 @@
 cooperative and captured launches; foreign arrays from every library present; a stress loop."""
 import ctypes
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -1655,6 +1656,147 @@ def test_loading_a_kernel_during_a_capture_says_to_load_it_before(ctx):
         err, graph = driver.cuStreamEndCapture(stream)
     assert err == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
     check(driver.cuStreamDestroy(stream))
+
+
+def _floats(arr):
+    return np.frombuffer(arr.read(), np.float32).tolist()
+
+
+def test_graph_nodes_are_added_and_given_new_arguments(ctx):
+    # A graph built node by node: two kernel nodes, the second after the first. set_exec_args
+    # changes what one instantiated graph launches; set_args changes the graph itself, which
+    # the graphs instantiated before do not see.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    a, b, c = (DeviceArray(4 * 32, typestr="<f4") for _ in range(3))
+    first = k.graph_node(graph, 1, 32, a, 1.5, 32)
+    second = k.graph_node(int(graph), (1,), (16,), b, 2.5, 32, after=[first])
+    assert isinstance(first, kernarg.KernelNode) and first.graph == int(graph)
+    assert first.handle != second.handle and second.config.block == (16, 1, 1)
+    assert first.kernel is k and "fill" in repr(first)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(a) == [1.5] * 32 and _floats(b) == [2.5] * 16 + [0.0] * 16
+    first.set_exec_args(exe, c, 3.5, 32, stream=stream)      # this exec only
+    second.set_args(b, 4.5, 32)                              # the graph only
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(c) == [3.5] * 32 and _floats(b)[:16] == [2.5] * 16
+    exe2 = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe2, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(b)[:16] == [4.5] * 16
+    # The kernel's signature types the arguments and counts them, as a launch does.
+    with pytest.raises(TypeError, match="3 arguments"):
+        k.graph_node(graph, 1, 32, a, 1.0)
+    with pytest.raises(TypeError, match="3 arguments"):
+        first.set_exec_args(exe, a)
+    with pytest.raises(ValueError, match=r"block\[0\] is 2048"):
+        k.graph_node(graph, 1, 2048, a, 1.0, 32)
+    for x in (exe, exe2):
+        check(driver.cuGraphExecDestroy(x))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
+def test_graph_nodes_keep_their_arguments_and_kernel_while_the_graph_needs_them(ctx):
+    import gc
+    import weakref
+
+    k = kernarg.Kernel.from_source(WRITE + "\n// a graph node's\n", "fill")
+    kernel_alive = weakref.ref(k)
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    alive = weakref.ref(out)
+    node = k.graph_node(graph, 1, 32, out, 6.5, 32)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    del out, k, node
+    gc.collect()
+    assert alive() is not None and kernel_alive() is not None
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(alive()) == [6.5] * 32
+    assert _destroy_graph_and_wait(
+        exe, graph, lambda: alive() is None and kernel_alive() is None)
+
+    # set_args: the graph lets go of the old arguments (no instantiated graph holds them).
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    old, new = DeviceArray(4 * 32, typestr="<f4"), DeviceArray(4 * 32, typestr="<f4")
+    old_alive, new_alive = weakref.ref(old), weakref.ref(new)
+    node = k.graph_node(graph, 1, 32, old, 1.0, 32)
+    node.set_args(new, 2.0, 32)
+    del old, new
+    for _ in range(100):
+        _run_pending_calls()
+        gc.collect()
+        if old_alive() is None:
+            break
+        time.sleep(0.01)
+    assert old_alive() is None and new_alive() is not None
+    # set_exec_args: the node keeps what it set in each exec until it is set again there.
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    third = DeviceArray(4 * 32, typestr="<f4")
+    third_alive = weakref.ref(third)
+    node.set_exec_args(exe, third, 3.0, 32)
+    del third
+    gc.collect()
+    assert third_alive() is not None
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(third_alive()) == [3.0] * 32
+    node.set_exec_args(exe, new_alive(), 4.0, 32)
+    gc.collect()
+    assert third_alive() is None
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
+def test_graph_node_orders_the_launch_stream_after_the_producers(ctx):
+    # As a launch does: the stream the graph will be launched on waits for the CUDA Array
+    # Interface producer stream, which still has ~0.1 s of work pending.
+    k_slow = kernarg.Kernel.from_source(SPIN_WRITE, "slow_write")
+    k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
+    producer = int(check(driver.cuStreamCreate(1)))       # non-blocking
+    consumer = int(check(driver.cuStreamCreate(1)))
+    src = DeviceArray(4, stream=producer, typestr="<i4")
+    dst = DeviceArray(4, typestr="<i4")
+    graph = check(driver.cuGraphCreate(0))
+    k_slow.launch(1, 1, src, 200_000_000, stream=producer)
+    k_copy.graph_node(graph, 1, 1, dst, src, stream=consumer)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, consumer))
+    check(driver.cuStreamSynchronize(consumer))
+    assert struct.unpack("<i", dst.read())[0] == 1234
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+
+
+def test_graph_node_takes_cuda_core_graphs_and_nodes(ctx):
+    core = pytest.importorskip("cuda.core")
+    graph_mod = pytest.importorskip("cuda.core.graph")
+    if not hasattr(graph_mod, "GraphDefinition"):
+        pytest.skip(f"cuda.core {core.__version__} has no GraphDefinition")
+    core.Device(0).set_current()
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    definition = graph_mod.GraphDefinition()
+    stream = int(check(driver.cuStreamCreate(1)))
+    a, b = DeviceArray(4 * 32, typestr="<f4"), DeviceArray(4 * 32, typestr="<f4")
+    empty = definition.empty()                          # a cuda.core node, as a dependency
+    first = k.graph_node(definition, 1, 32, a, 7.5, 32, after=empty)
+    k.graph_node(definition, 1, 32, b, 8.5, 32, after=(first, empty))
+    exe = definition.instantiate()
+    check(driver.cuGraphLaunch(exe.handle, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(a) == [7.5] * 32 and _floats(b) == [8.5] * 32
+    first.set_exec_args(exe, a, 9.5, 32)                # a cuda.core Graph as the exec
+    check(driver.cuGraphLaunch(exe.handle, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(a) == [9.5] * 32 and _floats(b) == [8.5] * 32
 
 
 def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):

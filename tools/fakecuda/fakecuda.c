@@ -74,7 +74,7 @@ static int cc = 90;
 
 /* ------------------------------------------------------------------ objects */
 enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC, M_UOBJ, M_LINK,
-       M_KERNEL };
+       M_KERNEL, M_NODE };
 
 typedef struct { int magic; int device; int retained; unsigned long long id; } Ctx;
 static Ctx primary[MAX_DEVICES];
@@ -115,8 +115,12 @@ typedef struct {
 } UserObject;
 
 typedef struct { UserObject* obj; unsigned int count; } Retained;
-/* A captured launch: the driver copies the parameter values into the node. */
-typedef struct {
+/* A captured launch, or a kernel node added to a graph: the driver copies the parameter values
+ * into the node. A node added by cuGraphAddKernelNode has magic M_NODE and its graph, and its
+ * handle is its address in the graph's array. */
+typedef struct Node {
+    int magic;
+    struct Graph* graph;
     Func* func;
     unsigned int grid[3], block[3], shmem;
     int pdl;                /* launched with programmatic stream serialization allowed */
@@ -133,7 +137,7 @@ struct Graph {
 };
 /* An instantiated graph: a snapshot of its nodes, holding its own references to the
  * graph's user objects. */
-typedef struct { int magic; unsigned int id; Graph snapshot; } Exec;
+typedef struct { int magic; unsigned int id; Graph* source; Graph snapshot; } Exec;
 
 static __thread Ctx* ctx_stack[32];
 static __thread int ctx_depth = 0;
@@ -706,6 +710,7 @@ static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long 
     Exec* x = malloc(sizeof *x);
     x->magic = M_EXEC;
     x->id = __atomic_fetch_add(&next_exec_id, 1, __ATOMIC_SEQ_CST);
+    x->source = g;
     x->snapshot = *g;
     for (int i = 0; i < g->nretained; i++)
         if (g->retained[i].count)
@@ -748,8 +753,10 @@ static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
     CUresult e = get_stream(sh, &s, "cuGraphLaunch");
     for (int i = 0; !e && i < x->snapshot.nnodes; i++)
-        /* A node whose module has been unloaded since: the kernel's code is gone. */
-        e = x->snapshot.nodes[i].func->magic != M_FUNC
+        /* An empty node runs nothing. A node whose module has been unloaded since: the
+         * kernel's code is gone. */
+        e = !x->snapshot.nodes[i].func ? CUDA_SUCCESS
+            : x->snapshot.nodes[i].func->magic != M_FUNC
             ? fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphLaunch: node %d's kernel %s was unloaded "
                    "with its module", i, x->snapshot.nodes[i].func->name)
             : run_kernel(&x->snapshot.nodes[i]);
@@ -1456,18 +1463,10 @@ static void evict_caches(void) {
     for (long i = 0; i < bytes; i += 64) buf[i]++;
     evict_code();
 }
-static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
-    Func* f;
-    Stream* s;
-    evict_caches();
-    CUresult e = get_launchable(h, &f, "launch");
-    if (e) return e;
-    Ctx* ctx = current();
-    if (!ctx) return fail(CUDA_ERROR_INVALID_CONTEXT, "launch without a current context");
-    if (((Module*)f->module)->ctx && ((Module*)f->module)->ctx != ctx)
-        return fail(CUDA_ERROR_INVALID_HANDLE, "kernel %s belongs to another context", f->name);
-    if ((e = get_stream(c->hStream, &s, "launch"))) return e;
-    if (s->ctx != ctx) return fail(CUDA_ERROR_INVALID_HANDLE, "the stream belongs to another context");
+/* The node a launch of `f` with config `c` (its stream aside) and `params` makes, checked as a
+ * launch is: what a launch runs or a capture records, and what a kernel node holds. */
+static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void** extra,
+                          Node* out) {
     unsigned int g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
     unsigned int b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
     static const CUdevice_attribute glim[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
@@ -1520,20 +1519,40 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
         return fail(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative grid too large");
     if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "extra is not modelled");
     if (f->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams NULL for %d parameters", f->nparams);
-    size_t total = 0;
-    static __thread Node node;
+    Node* node = out;
+    memset(node->params, 0, sizeof node->params);
     for (int i = 0; i < f->nparams; i++) {
         if (!params[i]) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams[%d] is NULL", i);
-        if (f->offset[i] + f->size[i] > sizeof node.params)
+        if (f->offset[i] + f->size[i] > sizeof node->params)
             return fail(CUDA_ERROR_INVALID_VALUE, "parameters over 4 KiB not modelled");
-        memcpy(node.params + f->offset[i], params[i], f->size[i]);   /* reads every byte */
-        total = f->offset[i] + f->size[i];
+        memcpy(node->params + f->offset[i], params[i], f->size[i]);   /* reads every byte */
     }
-    node.func = f;
-    memcpy(node.grid, g, sizeof g);
-    memcpy(node.block, b, sizeof b);
-    node.shmem = c->sharedMemBytes;
-    node.pdl = pdl;
+    node->func = f;
+    memcpy(node->grid, g, sizeof g);
+    memcpy(node->block, b, sizeof b);
+    node->shmem = c->sharedMemBytes;
+    node->pdl = pdl;
+    return CUDA_SUCCESS;
+}
+static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
+    Func* f;
+    Stream* s;
+    evict_caches();
+    CUresult e = get_launchable(h, &f, "launch");
+    if (e) return e;
+    Ctx* ctx = current();
+    if (!ctx) return fail(CUDA_ERROR_INVALID_CONTEXT, "launch without a current context");
+    if (((Module*)f->module)->ctx && ((Module*)f->module)->ctx != ctx)
+        return fail(CUDA_ERROR_INVALID_HANDLE, "kernel %s belongs to another context", f->name);
+    if ((e = get_stream(c->hStream, &s, "launch"))) return e;
+    if (s->ctx != ctx) return fail(CUDA_ERROR_INVALID_HANDLE, "the stream belongs to another context");
+    static __thread Node node;
+    if ((e = make_node(c, f, params, extra, &node))) return e;
+    node.magic = 0;
+    node.graph = NULL;
+    const unsigned int* g = node.grid;
+    const unsigned int* b = node.block;
+    size_t total = f->nparams ? (size_t)f->offset[f->nparams - 1] + f->size[f->nparams - 1] : 0;
     if (s->capture) {
         if (s->capture->nnodes == MAX_NODES)
             return fail(CUDA_ERROR_INVALID_VALUE, "over %d captured launches not modelled", MAX_NODES);
@@ -1703,6 +1722,118 @@ static CUresult run_kernel(const Node* n) {
     return e;
 }
 
+/* Graphs built node by node (cuGraphCreate, cuGraphAddKernelNode), and a kernel node's parameters
+ * set again in its graph or in a graph instantiated from it. Nodes run in the order they were
+ * added, each after its dependencies (which must be earlier nodes of the same graph). */
+static CUresult fk_GraphCreate(CUgraph* out, unsigned int flags) {
+    if (!out || flags) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphCreate(flags=%u)", flags);
+    Graph* g = calloc(1, sizeof *g);
+    g->magic = M_GRAPH;
+    *out = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+static CUresult get_node(CUgraphNode h, Node** out, const char* what) {
+    Node* n = (Node*)h;
+    if (!n || n->magic != M_NODE || !n->graph || n->graph->magic != M_GRAPH)
+        return fail(CUDA_ERROR_INVALID_VALUE, "%s: node %p", what, (void*)h);
+    *out = n;
+    return CUDA_SUCCESS;
+}
+/* The node CUDA_KERNEL_NODE_PARAMS describe, checked as a launch of them would be. */
+static CUresult node_from_params(const CUDA_KERNEL_NODE_PARAMS* p, Node* out, const char* what) {
+    Func* f;
+    if (!p) return fail(CUDA_ERROR_INVALID_VALUE, "%s: no parameters", what);
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "%s without a current context", what);
+    if (!p->func) return fail(CUDA_ERROR_INVALID_VALUE, "%s: func is NULL (kern is not modelled)", what);
+    if (p->ctx) return fail(CUDA_ERROR_INVALID_VALUE, "%s: ctx is not modelled", what);
+    CUresult e = get_func(p->func, &f, what);     /* a CUfunction: a CUkernel is refused */
+    if (e) return e;
+    CUlaunchConfig c;
+    memset(&c, 0, sizeof c);
+    c.gridDimX = p->gridDimX;
+    c.gridDimY = p->gridDimY;
+    c.gridDimZ = p->gridDimZ;
+    c.blockDimX = p->blockDimX;
+    c.blockDimY = p->blockDimY;
+    c.blockDimZ = p->blockDimZ;
+    c.sharedMemBytes = p->sharedMemBytes;
+    return make_node(&c, f, p->kernelParams, p->extra, out);
+}
+static CUresult fk_GraphAddKernelNode(CUgraphNode* out, CUgraph gh, const CUgraphNode* deps,
+                                      size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    if (!out || (ndeps && !deps)) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddKernelNode");
+    for (size_t i = 0; i < ndeps; i++) {
+        Node* d;
+        CUresult e = get_node(deps[i], &d, "cuGraphAddKernelNode dependency");
+        if (e) return e;
+        if (d->graph != g)
+            return fail(CUDA_ERROR_INVALID_VALUE, "dependency %zu is a node of another graph", i);
+    }
+    if (g->nnodes == MAX_NODES)
+        return fail(CUDA_ERROR_INVALID_VALUE, "over %d nodes a graph not modelled", MAX_NODES);
+    Node node;
+    CUresult e = node_from_params(p, &node, "cuGraphAddKernelNode");
+    if (e) return e;
+    node.magic = M_NODE;
+    node.graph = g;
+    g->nodes[g->nnodes] = node;
+    *out = (CUgraphNode)&g->nodes[g->nnodes++];
+    trace("graph %p: kernel node %d, %s", (void*)g, g->nnodes - 1, node.func->name);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphAddEmptyNode(CUgraphNode* out, CUgraph gh, const CUgraphNode* deps,
+                                     size_t ndeps) {
+    /* A node that runs nothing (cuda.core's GraphDefinition.empty()): func NULL. */
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    if (!out || (ndeps && !deps)) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddEmptyNode");
+    for (size_t i = 0; i < ndeps; i++) {
+        Node* d;
+        CUresult e = get_node(deps[i], &d, "cuGraphAddEmptyNode dependency");
+        if (e) return e;
+    }
+    if (g->nnodes == MAX_NODES)
+        return fail(CUDA_ERROR_INVALID_VALUE, "over %d nodes a graph not modelled", MAX_NODES);
+    Node* n = &g->nodes[g->nnodes++];
+    memset(n, 0, sizeof *n);
+    n->magic = M_NODE;
+    n->graph = g;
+    *out = (CUgraphNode)n;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS* p) {
+    Node* n;
+    Node node;
+    CUresult e = get_node(h, &n, "cuGraphKernelNodeSetParams");
+    if (!e) e = node_from_params(p, &node, "cuGraphKernelNodeSetParams");
+    if (e) return e;
+    node.magic = M_NODE;
+    node.graph = n->graph;
+    *n = node;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
+                                                const CUDA_KERNEL_NODE_PARAMS* p) {
+    Exec* x = (Exec*)xh;
+    Node* n;
+    Node node;
+    if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)xh);
+    CUresult e = get_node(h, &n, "cuGraphExecKernelNodeSetParams");
+    if (e) return e;
+    if (n->graph != x->source)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: the node is not "
+                    "of the graph this exec was instantiated from");
+    if ((e = node_from_params(p, &node, "cuGraphExecKernelNodeSetParams"))) return e;
+    if (((Module*)node.func->module)->ctx != ((Module*)n->func->module)->ctx)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: a kernel of "
+                    "another context than the node's");
+    node.magic = M_NODE;
+    node.graph = n->graph;
+    x->snapshot.nodes[n - n->graph->nodes] = node;
+    return CUDA_SUCCESS;
+}
 static CUresult fk_LaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** x) {
     if (!c) return fail(CUDA_ERROR_INVALID_VALUE, "config NULL");
     return launch(c, f, p, x);
@@ -1872,7 +2003,9 @@ static const struct { const char* name; void* fn; } table[] = {
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
     F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
-    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy),
+    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy), F(GraphCreate),
+    F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
+    F(GraphExecKernelNodeSetParams),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
     F(OccupancyMaxActiveBlocksPerMultiprocessor), F(OccupancyMaxPotentialBlockSize),
