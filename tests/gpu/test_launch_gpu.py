@@ -1797,6 +1797,17 @@ def test_graph_node_takes_cuda_core_graphs_and_nodes(ctx):
     check(driver.cuGraphLaunch(exe.handle, stream))
     check(driver.cuStreamSynchronize(stream))
     assert _floats(a) == [9.5] * 32 and _floats(b) == [8.5] * 32
+    # A cuda.core Kernel holds a CUkernel: its node takes the CUfunction of the context.
+    dev = core.Device(0)
+    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("fill")
+    wrapped = kernarg.Kernel.from_handle(ck, signature="float* x, float v, int n", device=0)
+    definition2 = graph_mod.GraphDefinition()
+    wrapped.graph_node(definition2, 1, 32, a, 10.5, 32)
+    exe2 = definition2.instantiate()
+    check(driver.cuGraphLaunch(exe2.handle, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(a) == [10.5] * 32
 
 
 def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
