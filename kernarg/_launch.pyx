@@ -1835,6 +1835,7 @@ cdef class Kernel:
         cdef cydriver.CUgraphNode node = NULL
         cdef cydriver.CUgraphNode* dep_c = NULL
         cdef cydriver.CUuserObject kept = NULL
+        cdef cydriver.CUfunction func
         cdef cydriver.CUresult err
         _ensure_driver()
         if n:
@@ -1845,7 +1846,10 @@ cdef class Kernel:
             for i in range(n):
                 dep_c[i] = <cydriver.CUgraphNode><uintptr_t>deps[i]
             with _in_context(self._ctx):
-                blk = _node_params(self, cfg, args, s, &p)
+                # A CUkernel (a cuda.core Kernel's) as its CUfunction in this context: a kernel
+                # node takes a CUfunction in ``func``. Found once; the node's updates reuse it.
+                func = _queryable(self._func)
+                blk = _node_params(self, cfg, args, s, func, &p)
                 try:
                     kept = _graph_keeps(<cydriver.CUgraph>g, (blk, self), "a kernel node's")
                 except BaseException:
@@ -1857,7 +1861,7 @@ cdef class Kernel:
                     _check(err, f"cuGraphAddKernelNode (kernel {self.name!r})")
         finally:
             free(dep_c)
-        return KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, kept, graph)
+        return KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, func, kept, graph)
 
     def __getitem__(self, config):
         """``kernel[grid, block]``, ``[grid, block, stream]``, ``[grid, block, stream, shmem]``.
@@ -2756,10 +2760,11 @@ cdef list _node_addresses(object after):
 
 
 cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t stream,
-                             cydriver.CUDA_KERNEL_NODE_PARAMS* p):
+                             cydriver.CUfunction func, cydriver.CUDA_KERNEL_NODE_PARAMS* p):
     """Pack ``args`` for a kernel node of ``k`` with ``cfg``, in the kernel's context (the
-    caller's to enter), and fill ``p``; make ``stream`` wait for the producer streams, as a
-    launch on it would. The block is the caller's to keep or release."""
+    caller's to enter), and fill ``p`` for ``func`` (the kernel's CUfunction there, see
+    _queryable); make ``stream`` wait for the producer streams, as a launch on it would. The
+    block is the caller's to keep or release."""
     cdef const Dims* d = &cfg._d
     cdef Capture capture
     if d.threads > k._threads_ok:
@@ -2774,9 +2779,7 @@ cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t st
             capture.active = False
         _wait_for_producers(&blk.st, stream, &capture)
         memset(p, 0, sizeof(p[0]))
-        # A CUkernel (a cuda.core Kernel's) as its CUfunction in this context: kernel nodes
-        # take a CUfunction in ``func``.
-        p.func = _queryable(k._func)
+        p.func = func
         p.gridDimX = d.grid[0]
         p.gridDimY = d.grid[1]
         p.gridDimZ = d.grid[2]
@@ -2805,6 +2808,7 @@ cdef class KernelNode:
     cdef readonly LaunchConfig config
     cdef cydriver.CUgraph _graph
     cdef cydriver.CUgraphNode _node
+    cdef cydriver.CUfunction _func      # the kernel's CUfunction in its context
     cdef cydriver.CUuserObject _kept    # the graph's reference to the node's arguments
     cdef object _owner                  # the graph object given (a cuda.core GraphDefinition)
     cdef dict _exec_blocks              # graph exec address -> the block last set in it
@@ -2814,12 +2818,14 @@ cdef class KernelNode:
 
     @staticmethod
     cdef KernelNode _make(Kernel k, LaunchConfig cfg, cydriver.CUgraph graph,
-                          cydriver.CUgraphNode node, cydriver.CUuserObject kept, object owner):
+                          cydriver.CUgraphNode node, cydriver.CUfunction func,
+                          cydriver.CUuserObject kept, object owner):
         cdef KernelNode self = KernelNode.__new__(KernelNode)
         self.kernel = k
         self.config = cfg
         self._graph = graph
         self._node = node
+        self._func = func
         self._kept = kept
         self._owner = owner if not isinstance(owner, int) else None
         self._exec_blocks = {}
@@ -2847,7 +2853,7 @@ cdef class KernelNode:
         cdef Kernel k = self.kernel
         _ensure_driver()
         with _in_context(k._ctx):
-            blk = _node_params(k, self.config, args, s, &p)
+            blk = _node_params(k, self.config, args, s, self._func, &p)
             try:
                 kept = _graph_keeps(self._graph, (blk, k), "a kernel node's")
             except BaseException:
@@ -2875,7 +2881,7 @@ cdef class KernelNode:
         cdef Kernel k = self.kernel
         _ensure_driver()
         with _in_context(k._ctx):
-            blk = _node_params(k, self.config, args, s, &p)
+            blk = _node_params(k, self.config, args, s, self._func, &p)
             err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>x, self._node,
                                                           &p)
             if err != cydriver.CUDA_SUCCESS:
