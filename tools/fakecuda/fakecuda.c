@@ -695,11 +695,14 @@ static CUresult fk_GraphRetainUserObject(CUgraph gh, CUuserObject h, unsigned in
     Graph* g = (Graph*)gh;
     UserObject* u = (UserObject*)h;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
-    if (!u || u->magic != M_UOBJ || !count || g->nretained == 64)
+    int slot = 0;       /* a slot released to 0 is taken again (a node's arguments set anew) */
+    while (slot < g->nretained && g->retained[slot].count) slot++;
+    if (!u || u->magic != M_UOBJ || !count || slot == 64)
         return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphRetainUserObject(%p, %u)", (void*)h, count);
     if (flags != CU_GRAPH_USER_OBJECT_MOVE) __atomic_add_fetch(&u->refs, (int)count, __ATOMIC_SEQ_CST);
-    g->retained[g->nretained].obj = u;
-    g->retained[g->nretained++].count = count;
+    g->retained[slot].obj = u;
+    g->retained[slot].count = count;
+    if (slot == g->nretained) g->nretained++;
     return CUDA_SUCCESS;
 }
 static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long long flags) {
@@ -1744,10 +1747,14 @@ static CUresult node_from_params(const CUDA_KERNEL_NODE_PARAMS* p, Node* out, co
     Func* f;
     if (!p) return fail(CUDA_ERROR_INVALID_VALUE, "%s: no parameters", what);
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "%s without a current context", what);
-    if (!p->func) return fail(CUDA_ERROR_INVALID_VALUE, "%s: func is NULL (kern is not modelled)", what);
-    if (p->ctx) return fail(CUDA_ERROR_INVALID_VALUE, "%s: ctx is not modelled", what);
-    CUresult e = get_func(p->func, &f, what);     /* a CUfunction: a CUkernel is refused */
+    /* func, a CUfunction (a CUkernel there is refused); or, where func is NULL, kern, a
+     * CUkernel (cuda.core's), run in ctx or the current context. */
+    CUresult e = p->func ? get_func(p->func, &f, what)
+               : p->kern ? get_kernel(p->kern, &f, what)
+               : fail(CUDA_ERROR_INVALID_VALUE, "%s: func and kern are NULL", what);
     if (e) return e;
+    if (p->ctx && ((Ctx*)p->ctx)->magic != M_CTX)
+        return fail(CUDA_ERROR_INVALID_CONTEXT, "%s: ctx %p", what, (void*)p->ctx);
     CUlaunchConfig c;
     memset(&c, 0, sizeof c);
     c.gridDimX = p->gridDimX;
@@ -1833,6 +1840,13 @@ static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
     node.graph = n->graph;
     x->snapshot.nodes[n - n->graph->nodes] = node;
     return CUDA_SUCCESS;
+}
+static CUresult fk_GraphExecNodeSetParams(CUgraphExec xh, CUgraphNode h, CUgraphNodeParams* p) {
+    /* The generic form (what cuda.core's ExecutableKernelNode.update calls): kernel nodes only.
+     * CUDA_KERNEL_NODE_PARAMS_v3 is laid out as the v2 the rest of this file reads. */
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecNodeSetParams: only kernel nodes are modelled");
+    return fk_GraphExecKernelNodeSetParams(xh, h, (const CUDA_KERNEL_NODE_PARAMS*)&p->kernel);
 }
 static CUresult fk_LaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** x) {
     if (!c) return fail(CUDA_ERROR_INVALID_VALUE, "config NULL");
@@ -2005,7 +2019,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
     F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
-    F(GraphExecKernelNodeSetParams),
+    F(GraphExecKernelNodeSetParams), F(GraphExecNodeSetParams),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
     F(OccupancyMaxActiveBlocksPerMultiprocessor), F(OccupancyMaxPotentialBlockSize),
