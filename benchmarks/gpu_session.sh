@@ -79,6 +79,8 @@ step 260 "$PY" -m kernarg bench --gpu-only --rounds 21 --json "$OUT/bench-gpu.js
 step 60 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
     --benchmark-group-by=param:nargs --benchmark-json="$OUT/pytest-benchmark-launch.json"
 step 60 bash -c '"$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
+# Kernel nodes' argument updates against cuda.core's (session 52): into the log, no file more.
+step 30 "$PY" benchmarks/graph_nodes.py
 step 45 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
     --benchmark-json="$OUT/pytest-benchmark-stream.json"
 # compute-sanitizer's memcheck over the GPU tests: a kernel reading or writing outside the
