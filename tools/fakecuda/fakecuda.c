@@ -1766,22 +1766,31 @@ static CUresult node_from_params(const CUDA_KERNEL_NODE_PARAMS* p, Node* out, co
     c.sharedMemBytes = p->sharedMemBytes;
     return make_node(&c, f, p->kernelParams, p->extra, out);
 }
-static CUresult fk_GraphAddKernelNode(CUgraphNode* out, CUgraph gh, const CUgraphNode* deps,
-                                      size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
+/* What adding any node checks: the graph, the out pointer, that each dependency is a node of
+ * that graph, and room for one node more. */
+static CUresult check_add(CUgraph gh, CUgraphNode* out, const CUgraphNode* deps, size_t ndeps,
+                          const char* what) {
     Graph* g = (Graph*)gh;
-    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
-    if (!out || (ndeps && !deps)) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddKernelNode");
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "%s: graph %p", what, (void*)gh);
+    if (!out || (ndeps && !deps)) return fail(CUDA_ERROR_INVALID_VALUE, "%s", what);
     for (size_t i = 0; i < ndeps; i++) {
         Node* d;
-        CUresult e = get_node(deps[i], &d, "cuGraphAddKernelNode dependency");
+        CUresult e = get_node(deps[i], &d, what);
         if (e) return e;
         if (d->graph != g)
-            return fail(CUDA_ERROR_INVALID_VALUE, "dependency %zu is a node of another graph", i);
+            return fail(CUDA_ERROR_INVALID_VALUE, "%s: dependency %zu is a node of another graph",
+                        what, i);
     }
     if (g->nnodes == MAX_NODES)
         return fail(CUDA_ERROR_INVALID_VALUE, "over %d nodes a graph not modelled", MAX_NODES);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphAddKernelNode(CUgraphNode* out, CUgraph gh, const CUgraphNode* deps,
+                                      size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
+    Graph* g = (Graph*)gh;
     Node node;
-    CUresult e = node_from_params(p, &node, "cuGraphAddKernelNode");
+    CUresult e = check_add(gh, out, deps, ndeps, "cuGraphAddKernelNode");
+    if (!e) e = node_from_params(p, &node, "cuGraphAddKernelNode");
     if (e) return e;
     node.magic = M_NODE;
     node.graph = g;
@@ -1794,15 +1803,8 @@ static CUresult fk_GraphAddEmptyNode(CUgraphNode* out, CUgraph gh, const CUgraph
                                      size_t ndeps) {
     /* A node that runs nothing (cuda.core's GraphDefinition.empty()): func NULL. */
     Graph* g = (Graph*)gh;
-    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
-    if (!out || (ndeps && !deps)) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddEmptyNode");
-    for (size_t i = 0; i < ndeps; i++) {
-        Node* d;
-        CUresult e = get_node(deps[i], &d, "cuGraphAddEmptyNode dependency");
-        if (e) return e;
-    }
-    if (g->nnodes == MAX_NODES)
-        return fail(CUDA_ERROR_INVALID_VALUE, "over %d nodes a graph not modelled", MAX_NODES);
+    CUresult e = check_add(gh, out, deps, ndeps, "cuGraphAddEmptyNode");
+    if (e) return e;
     Node* n = &g->nodes[g->nnodes++];
     memset(n, 0, sizeof *n);
     n->magic = M_NODE;

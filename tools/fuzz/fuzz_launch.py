@@ -6,7 +6,9 @@ layout and the configuration against the device's limits, and refuses unknown ha
 Each input gives a grid, a block, shared memory, a cluster, the cooperative/PDL/priority
 flags, a stream (None, the default-stream handles, a stream of this process, or objects of
 the stream protocols), the call form (``launch``, ``kernel[...]``, ``prepare``,
-``kernarg.launch``) and arguments of every kind (fuzz_pack's). The launch must either reach
+``kernarg.launch``, or a kernel node: ``graph_node`` into a graph of its own, then
+``set_args`` or ``set_exec_args`` with a second set of arguments) and arguments of every kind
+(fuzz_pack's). The launch must either reach
 the driver with a block the fake driver accepts, or be refused with TypeError/ValueError/
 OverflowError/RuntimeError/BufferError (kernarg.CudaError is a RuntimeError) with a message.
 Some inputs launch while a context of the process's own is current, over the kernels' (device
@@ -160,7 +162,7 @@ def test_one_input(data):
     cooperative, pdl = fdp.ConsumeBool(), fdp.ConsumeBool()
     priority = None if fdp.ConsumeBool() else fdp.ConsumeIntInRange(-10, 10)
     stream = _stream(fdp)
-    form = fdp.ConsumeIntInRange(0, 3)
+    form = fdp.ConsumeIntInRange(0, 5)
     kernel = KERNELS[fdp.ConsumeIntInRange(0, 1)]
     args = _known_producer_streams(_args(fdp, kernel))
     dlpacks = [a for a in args if isinstance(a, fuzz_pack.producers.DLPackProducer)]
@@ -179,17 +181,49 @@ def test_one_input(data):
         elif form == 2:
             kernel.prepare(grid, block, stream=stream, shmem=shmem, cluster=cluster,
                            cooperative=cooperative, pdl=pdl, priority=priority)(*args)
-        else:
+        elif form == 3:
             config = kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
                                           cooperative=cooperative, pdl=pdl, priority=priority)
             kernarg.launch(stream, config, kernel, *args)
+        else:
+            more = _known_producer_streams(_args(fdp, kernel))
+            dlpacks += [a for a in more if isinstance(a, fuzz_pack.producers.DLPackProducer)]
+            _graph_node(kernel, grid, block, shmem, stream, args, more, form == 5)
     except ALLOWED as exc:
         assert str(exc), repr(exc)
     assert _current() == before, (hex(_current()), hex(before))
     if over_own:
         driver.cuCtxPopCurrent()
     for p in dlpacks:
-        assert p.deleted == p.exported, (p.deleted, p.exported)
+        # A graph releases what it kept from the driver's thread, through a pending call: its
+        # DLPack tensors may still be on their way back when the input ends.
+        if form < 4:
+            assert p.deleted == p.exported, (p.deleted, p.exported)
+        else:
+            assert p.deleted <= p.exported, (p.deleted, p.exported)
+
+
+def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec):
+    """A kernel node of a graph of its own, given ``more`` afterwards: in the graph, or in a
+    graph instantiated from it; everything is destroyed again, whatever was refused."""
+    from cuda.bindings import driver
+
+    err, graph = driver.cuGraphCreate(0)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    exe = None
+    try:
+        node = kernel.graph_node(graph, grid, block, *args, shmem=shmem, stream=stream)
+        assert node.graph == int(graph) and node.handle
+        if in_exec:
+            err, exe = driver.cuGraphInstantiate(graph, 0)
+            assert err == driver.CUresult.CUDA_SUCCESS, err
+            node.set_exec_args(exe, *more, stream=stream)
+        else:
+            node.set_args(*more, stream=stream)
+    finally:
+        if exe is not None:
+            driver.cuGraphExecDestroy(exe)
+        driver.cuGraphDestroy(graph)
 
 
 if __name__ == "__main__":
