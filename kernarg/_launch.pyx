@@ -352,6 +352,13 @@ cdef int _check(cydriver.CUresult err, str what) except -1:
     name = _error_name(err)
     if err == cydriver.CUDA_ERROR_NO_DEVICE:
         raise NoDriverError(f"{what}: no CUDA GPU found ({name})", name, <int>err)
+    if err == cydriver.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+        # A call the driver refuses while a stream captures a graph (in the default capture
+        # mode): loading code, retaining a context ... The refusal costs the capture.
+        raise CudaError(f"{what} failed: {name}: a stream is capturing a CUDA graph, and the "
+                        "driver refuses this call during a capture (that capture is now "
+                        "invalidated): make it before beginning the capture -- load or compile "
+                        "kernels (Kernel.from_source, from_ptx, from_cubin) first", name, <int>err)
     raise CudaError(f"{what} failed: {name}", name, <int>err)
 
 
@@ -593,16 +600,7 @@ cdef void _unload(cydriver.CUmodule handle) noexcept:
 cdef _Module _load_image(bytes image):
     """Load ``image`` in the current context."""
     cdef _Module mod = _Module.__new__(_Module)
-    cdef cydriver.CUresult err = cydriver.cuModuleLoadData(&mod.handle, <const char*>image)
-    if err == cydriver.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
-        # Loading code is a call the driver refuses while a stream captures a graph (in the
-        # default capture mode), and the refusal costs the capture.
-        name = _error_name(err)
-        raise CudaError(f"cuModuleLoadData failed: {name}: a stream is capturing a CUDA graph, "
-                        "and the driver loads no code during a capture (that capture is now "
-                        "invalidated): load or compile the kernel (Kernel.from_source, "
-                        "from_ptx, from_cubin) before beginning the capture", name, <int>err)
-    _check(err, "cuModuleLoadData")
+    _check(cydriver.cuModuleLoadData(&mod.handle, <const char*>image), "cuModuleLoadData")
     _check(cydriver.cuCtxGetCurrent(&mod.ctx), "cuCtxGetCurrent")
     return mod
 
