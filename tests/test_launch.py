@@ -1418,11 +1418,30 @@ def test_graph_node_checks_its_arguments_before_the_driver(call, exc, fragment):
         call(k)
 
 
+class _CoreGraphObject:
+    """Stands in for a cuda.core graph object: its ``handle`` is what kernarg reads."""
+    __module__ = "cuda.core.graph"
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
 @needs_no_driver
 def test_graph_node_without_a_driver_says_so():
+    # Every accepted form of the graph and of its nodes passes the checks, and the call then
+    # needs the driver.
+    from cuda.bindings import driver
+
     k = kernarg.Kernel.from_handle(0x1234, name="k")
-    with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
-        k.graph_node(0x99, 1, 1, 7)
+    for graph, after in [(0x99, ()), (driver.CUgraph(0x99), [driver.CUgraphNode(0x98)]),
+                         (_CoreGraphObject(0x99), _CoreGraphObject(driver.CUgraphNode(0x98))),
+                         (_CoreGraphObject(driver.CUgraph(0x99)), None)]:
+        with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
+            k.graph_node(graph, 1, 1, 7, after=after)
+    with pytest.raises(ValueError, match="graph must be a non-null handle"):
+        k.graph_node(driver.CUgraph(), 1, 1)
+    with pytest.raises(TypeError, match="graph must be .* got _CoreGraphObject"):
+        k.graph_node(_CoreGraphObject("nope"), 1, 1)
 
 
 def test_kernel_nodes_come_from_graph_node_only():
