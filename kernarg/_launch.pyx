@@ -754,15 +754,12 @@ cdef int _enqueue_pushed(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* at
     return _leave(1)
 
 
-cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
-                              unsigned int nattrs, const BlockState* st, uint64_t stream,
-                              Capture* capture) except -1:
-    """Launch what ``st`` packed in the current context: check the block and shared memory
-    the kernel can take, cluster and cooperative limits; find whether ``stream`` is capturing
-    a graph (``capture``); make the stream wait on the producer streams; then one
-    cuLaunchKernelEx, the GIL released around it."""
-    cdef cydriver.CUlaunchConfig config
-    cdef cydriver.CUresult err
+cdef inline int _ready_to_enqueue(Kernel k, const Dims* d, const BlockState* st,
+                                  uint64_t stream, Capture* capture) except -1:
+    """What comes before enqueuing ``k`` with ``d`` on ``stream`` (a launch, or a graph's kernel
+    node whose graph will run there), in the kernel's context: check the block and shared
+    memory the kernel can take, cluster and cooperative limits; find whether ``stream`` is
+    capturing a graph (``capture``); make the stream wait on ``st``'s producer streams."""
     if d.threads > k._threads_ok:
         _check_threads(k, d)
     if d.shmem > k._shmem_ok:
@@ -778,7 +775,17 @@ cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribut
         # refuses it. No query, one driver call less for the usual stream=None; a launch on it
         # while another stream captures fails in the driver, as after a query.
         capture.active = False
-    _wait_for_producers(st, stream, capture)
+    return _wait_for_producers(st, stream, capture)
+
+
+cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
+                              unsigned int nattrs, const BlockState* st, uint64_t stream,
+                              Capture* capture) except -1:
+    """Launch what ``st`` packed in the current context: _ready_to_enqueue, then one
+    cuLaunchKernelEx, the GIL released around it."""
+    cdef cydriver.CUlaunchConfig config
+    cdef cydriver.CUresult err
+    _ready_to_enqueue(k, d, st, stream, capture)
     _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
     with nogil:
         err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
@@ -1848,11 +1855,7 @@ cdef class Kernel:
                 # node takes a CUfunction in ``func``. Found once; the node's updates reuse it.
                 func = _queryable(self._func)
                 blk = _node_params(self, cfg, args, s, func, &p)
-                try:
-                    kept = _graph_keeps(<cydriver.CUgraph>g, (blk, self), "a kernel node's")
-                except BaseException:
-                    block_release(blk)
-                    raise
+                kept = _node_kept(<cydriver.CUgraph>g, blk, self)
                 err = cydriver.cuGraphAddKernelNode(&node, <cydriver.CUgraph>g, dep_c, n, &p)
                 if err != cydriver.CUDA_SUCCESS:
                     cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
@@ -2765,17 +2768,9 @@ cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t st
     block is the caller's to keep or release."""
     cdef const Dims* d = &cfg._d
     cdef Capture capture
-    if d.threads > k._threads_ok:
-        _check_threads(k, d)
-    if d.shmem > k._shmem_ok:
-        _allow_shmem(k, d.shmem)
     cdef ParamBlock blk = k._pack_args(args, stream)
     try:
-        if stream != 1:
-            _capture_of(<cydriver.CUstream><uintptr_t>stream, &capture)
-        else:
-            capture.active = False
-        _wait_for_producers(&blk.st, stream, &capture)
+        _ready_to_enqueue(k, d, &blk.st, stream, &capture)
         memset(p, 0, sizeof(p[0]))
         p.func = func
         p.gridDimX = d.grid[0]
@@ -2790,6 +2785,17 @@ cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t st
         block_release(blk)
         raise
     return blk
+
+
+cdef cydriver.CUuserObject _node_kept(cydriver.CUgraph graph, ParamBlock blk,
+                                      Kernel k) except NULL:
+    """_graph_keeps of a kernel node's block and kernel; where that fails, the block is
+    released."""
+    try:
+        return _graph_keeps(graph, (blk, k), "a kernel node's")
+    except BaseException:
+        block_release(blk)
+        raise
 
 
 @cython.final
@@ -2852,11 +2858,7 @@ cdef class KernelNode:
         _ensure_driver()
         with _in_context(k._ctx):
             blk = _node_params(k, self.config, args, s, self._func, &p)
-            try:
-                kept = _graph_keeps(self._graph, (blk, k), "a kernel node's")
-            except BaseException:
-                block_release(blk)
-                raise
+            kept = _node_kept(self._graph, blk, k)
             err = cydriver.cuGraphKernelNodeSetParams(self._node, &p)
             if err != cydriver.CUDA_SUCCESS:
                 cydriver.cuGraphReleaseUserObject(self._graph, kept, 1)

@@ -1523,7 +1523,6 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
     if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "extra is not modelled");
     if (f->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams NULL for %d parameters", f->nparams);
     Node* node = out;
-    memset(node->params, 0, sizeof node->params);
     for (int i = 0; i < f->nparams; i++) {
         if (!params[i]) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams[%d] is NULL", i);
         if (f->offset[i] + f->size[i] > sizeof node->params)
