@@ -353,8 +353,10 @@ cdef int _check(cydriver.CUresult err, str what) except -1:
     if err == cydriver.CUDA_ERROR_NO_DEVICE:
         raise NoDriverError(f"{what}: no CUDA GPU found ({name})", name, <int>err)
     if err == cydriver.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
-        # A call the driver refuses while a stream captures a graph (in the default capture
-        # mode): loading code, retaining a context ... The refusal costs the capture.
+        # A call the driver refuses while a stream captures a graph (in the global and
+        # thread-local capture modes): allocating, synchronous copies, unloading code (which
+        # kernarg's _unload relaxes), loading code before CUDA 13.0 (the 13.0 driver loads;
+        # tools/probes/capture_calls.py) ... The refusal costs the capture.
         raise CudaError(f"{what} failed: {name}: a stream is capturing a CUDA graph, and the "
                         "driver refuses this call during a capture (that capture is now "
                         "invalidated): make it before beginning the capture -- load or compile "

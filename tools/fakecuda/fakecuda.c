@@ -188,11 +188,16 @@ static CUresult unsafe_call(const char* what) {
 typedef struct Alloc { uintptr_t base; size_t size; int type; int device; struct Alloc* next; } Alloc;
 static Alloc* allocs = NULL;
 
-static void* alloc_mem(size_t size, int type) {
+/* cuMemAlloc's memory holds whatever was there before, not zeros (a test on an H100 read an
+ * earlier test's values from it): fresh allocations are filled with FRESH_BYTE, so that a test
+ * relying on zeros it never wrote fails here too. Module variables start zeroed, as in the
+ * driver. */
+#define FRESH_BYTE 0xA5
+static void* alloc_mem_filled(size_t size, int type, int fill) {
     size_t rounded = (size + 255) / 256 * 256;
     void* p = aligned_alloc(256, rounded ? rounded : 256);
     if (!p) return NULL;
-    memset(p, 0, rounded ? rounded : 256);
+    memset(p, fill, rounded ? rounded : 256);
     Alloc* a = malloc(sizeof *a);
     a->base = (uintptr_t)p;
     a->size = size;
@@ -204,6 +209,7 @@ static void* alloc_mem(size_t size, int type) {
     pthread_mutex_unlock(&lock);
     return p;
 }
+static void* alloc_mem(size_t size, int type) { return alloc_mem_filled(size, type, FRESH_BYTE); }
 
 static Alloc* find_alloc(uintptr_t p) {
     Alloc* a;
@@ -803,7 +809,7 @@ static Global* add_global(Module* m, const char* name, size_t len, size_t size) 
     Global* g = &m->globals[m->nglobals++];
     snprintf(g->name, sizeof g->name, "%.*s", (int)len, name);
     g->size = size;
-    g->ptr = (uintptr_t)alloc_mem(size, CU_MEMORYTYPE_DEVICE);
+    g->ptr = (uintptr_t)alloc_mem_filled(size, CU_MEMORYTYPE_DEVICE, 0);
     return g;
 }
 
@@ -1038,8 +1044,14 @@ static int parse_cubin_globals(const unsigned char* elf, Module* m) {
 
 static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context");
-    CUresult e = unsafe_call("cuModuleLoadData");
-    if (e) return e;
+    /* The CUDA 13.0 driver loads code during a capture in every mode (an H100, 2026-11-27,
+     * tools/probes/capture_calls.py); older ones refused it as a potentially unsafe call
+     * (rewarped#24), which FAKECUDA_REFUSE_LOADS_IN_CAPTURE=1 models, read on each load. */
+    const char* refuse = getenv("FAKECUDA_REFUSE_LOADS_IN_CAPTURE");
+    if (refuse && atoi(refuse)) {
+        CUresult e = unsafe_call("cuModuleLoadData");
+        if (e) return e;
+    }
     Module* m = calloc(1, sizeof *m);
     m->magic = M_MODULE;
     m->ctx = current();
@@ -1158,6 +1170,7 @@ static CUresult fk_ModuleUnload(CUmodule h) {
     /* The driver "unloads a module from the current context"; a library (ctx NULL) is any one's */
     if (m->ctx && m->ctx != current())
         return fail(CUDA_ERROR_INVALID_CONTEXT, "cuModuleUnload of a module of another context");
+    /* Refused in global and thread-local capture modes by the 13.0 driver as well (same probe). */
     CUresult e = unsafe_call("cuModuleUnload");
     if (e) return e;
     for (int i = 0; i < m->nfuncs; i++) m->funcs[i].magic = 0;
@@ -1864,10 +1877,20 @@ static CUresult fk_LaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
 static CUresult fk_MemAlloc(CUdeviceptr* p, size_t n) {
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAlloc without a context");
     if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
+    /* Refused during a capture in global and thread-local modes, as by the driver (probe). */
+    CUresult e = unsafe_call("cuMemAlloc");
+    if (e) return e;
     *p = (CUdeviceptr)(uintptr_t)alloc_mem(n, CU_MEMORYTYPE_DEVICE);
     return *p ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
 }
-static CUresult fk_MemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) { (void)s; return fk_MemAlloc(p, n); }
+/* Allowed during a capture (it is the graph's allocation node there; this one allocates now). */
+static CUresult fk_MemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) {
+    (void)s;
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAllocAsync without a context");
+    if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAllocAsync of 0 bytes");
+    *p = (CUdeviceptr)(uintptr_t)alloc_mem(n, CU_MEMORYTYPE_DEVICE);
+    return *p ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+}
 static CUresult fk_MemAllocManaged(CUdeviceptr* p, size_t n, unsigned int flags) {
     (void)flags;
     CUresult e = fk_MemAlloc(p, n);
