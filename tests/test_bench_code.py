@@ -284,13 +284,13 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
     import json
 
     module = _script("readme_tables")
-    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-27",
+    with open(os.path.join(ROOT, "benchmarks", "results", "gpu-h100-80gb-hbm3-2026-11-27b",
                            "bench-gpu.json")) as f:
         result = json.load(f)
     assert result["launch"]["device"].startswith("NVIDIA H100")
     lines = module.launch(result["launch"]) + module.interop_gpu(result["interop_gpu"])
     lines = [line for line in lines if line.startswith("|")]
-    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 5) + (2 + 26)
+    assert len(lines) == (2 + 5) + (2 + 5) + (2 + 5) + (2 + 30)
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
 
