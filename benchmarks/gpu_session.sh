@@ -81,6 +81,9 @@ step 60 "$PY" -m pytest benchmarks/test_bench_launch.py -q -p no:cacheprovider \
 step 60 bash -c '"$0" benchmarks/gpu_breakdown.py > "$1"' "$PY" "$OUT/breakdown.txt"
 # Kernel nodes' argument updates against cuda.core's (session 52): into the log, no file more.
 step 30 "$PY" benchmarks/graph_nodes.py
+# What this driver refuses while a stream captures (session 53): into the log. tools/fakecuda
+# models the 13.0 driver's answers; a driver that answers otherwise shows here first.
+step 30 "$PY" tools/probes/capture_calls.py
 step 45 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
     --benchmark-json="$OUT/pytest-benchmark-stream.json"
 # compute-sanitizer's memcheck over the GPU tests: a kernel reading or writing outside the
