@@ -113,8 +113,8 @@ def relaxed_unload(mod):
 
 
 def unload_case(label, mode, handle, call, during):
-    """case() with during(handle) as what runs in the capture; the module is let go of after
-    (unloaded, where the call in the capture did not)."""
+    """case() with during(handle) as what runs in the capture. The GetFunction row's module is
+    unloaded after; a module whose unload was refused stays loaded until the process ends."""
     def run():
         r = during(handle)
         return r[1] if call == "" else f"{call} {name(r)}"
