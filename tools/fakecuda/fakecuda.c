@@ -1874,22 +1874,21 @@ static CUresult fk_LaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
 }
 
 /* ------------------------------------------------------------------ memory API */
-static CUresult fk_MemAlloc(CUdeviceptr* p, size_t n) {
-    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAlloc without a context");
-    if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
-    /* Refused during a capture in global and thread-local modes, as by the driver (probe). */
-    CUresult e = unsafe_call("cuMemAlloc");
+/* cuMemAlloc is refused during a capture in the global and thread-local modes, as by the
+ * driver (tools/probes/capture_calls.py); cuMemAllocAsync is allowed (a graph's allocation
+ * node there; this one allocates now). */
+static CUresult mem_alloc(CUdeviceptr* p, size_t n, int in_capture_ok, const char* what) {
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "%s without a context", what);
+    if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "%s of 0 bytes", what);
+    CUresult e = in_capture_ok ? CUDA_SUCCESS : unsafe_call(what);
     if (e) return e;
     *p = (CUdeviceptr)(uintptr_t)alloc_mem(n, CU_MEMORYTYPE_DEVICE);
     return *p ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
 }
-/* Allowed during a capture (it is the graph's allocation node there; this one allocates now). */
+static CUresult fk_MemAlloc(CUdeviceptr* p, size_t n) { return mem_alloc(p, n, 0, "cuMemAlloc"); }
 static CUresult fk_MemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) {
     (void)s;
-    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAllocAsync without a context");
-    if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAllocAsync of 0 bytes");
-    *p = (CUdeviceptr)(uintptr_t)alloc_mem(n, CU_MEMORYTYPE_DEVICE);
-    return *p ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+    return mem_alloc(p, n, 1, "cuMemAllocAsync");
 }
 static CUresult fk_MemAllocManaged(CUdeviceptr* p, size_t n, unsigned int flags) {
     (void)flags;

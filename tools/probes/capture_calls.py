@@ -71,25 +71,14 @@ def main():
         case("cuMemAlloc (a prohibited call: the control)", mode,
              lambda: name(d.cuMemAlloc(256)))
 
-        def load_module():
-            r = d.cuModuleLoadData(PTX)
-            out = "cuModuleLoadData " + name(r)
-            if name(r) == "CUDA_SUCCESS":
-                g = d.cuModuleGetFunction(r[1], b"noop")
-                out += ", GetFunction " + name(g)
-                out += ", Unload " + name(d.cuModuleUnload(r[1]))
-            return out
-        case("cuModuleLoadData (+GetFunction, Unload) during", mode, load_module)
-
-        def load_library():
-            r = d.cuLibraryLoadData(PTX, None, None, 0, None, None, 0)
-            out = "cuLibraryLoadData " + name(r)
-            if name(r) == "CUDA_SUCCESS":
-                k = d.cuLibraryGetKernel(r[1], b"noop")
-                out += ", GetKernel " + name(k)
-                out += ", Unload " + name(d.cuLibraryUnload(r[1]))
-            return out
-        case("cuLibraryLoadData (+GetKernel, Unload) during", mode, load_library)
+        case("cuModuleLoadData (+GetFunction, Unload) during", mode,
+             lambda: load_and_unload(d.cuModuleLoadData, "cuModuleLoadData",
+                                     d.cuModuleGetFunction, "GetFunction", d.cuModuleUnload))
+        case("cuLibraryLoadData (+GetKernel, Unload) during", mode,
+             lambda: load_and_unload(lambda ptx: d.cuLibraryLoadData(ptx, None, None, 0, None,
+                                                                     None, 0),
+                                     "cuLibraryLoadData", d.cuLibraryGetKernel, "GetKernel",
+                                     d.cuLibraryUnload))
 
         for launch_first in (True, False):
             how = "launched" if launch_first else "never launched"
@@ -102,6 +91,16 @@ def main():
                     loaded("library", True), "cuLibraryUnload", d.cuLibraryUnload)
         unload_case("cuModuleUnload in relaxed mode (kernarg's _unload)", mode,
                     loaded("module", True), "", relaxed_unload)
+
+
+def load_and_unload(load, load_name, get, get_name, unload):
+    """Load PTX, then (where it loaded) look up its kernel and unload it: what each did."""
+    r = load(PTX)
+    out = f"{load_name} {name(r)}"
+    if name(r) == "CUDA_SUCCESS":
+        out += f", {get_name} {name(get(r[1], b'noop'))}"
+        out += f", Unload {name(unload(r[1]))}"
+    return out
 
 
 def relaxed_unload(mod):
