@@ -1559,8 +1559,9 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     if torch_tensor:
         # Only a complex tensor can carry the conjugate bit; the negative bit comes from .imag
         # of a conjugated one, a view whose strides skip every other element, which no view
-        # operation but as_strided makes dense (the one gap, in the README). A dense real
-        # tensor of two or more elements (most arguments) needs no Python call.
+        # operation but as_strided makes dense (the one gap, in the README's foreign-array
+        # rules). A dense real tensor of two or more elements (most arguments) needs no Python
+        # call.
         if tensor.dtype.code == DL_COMPLEX:
             _check_torch_view(obj, index, True, True)
         elif not _dl_dense(&tensor):
