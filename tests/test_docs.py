@@ -49,7 +49,11 @@ def test_a_broken_link_is_found(tmp_path):
 @pytest.mark.parametrize("doc", DOCS)
 def test_relative_links_resolve(doc):
     assert links(doc), f"{doc} has no relative links: is the pattern still right?"
-    broken = []
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        text = FENCE.sub("", f.read())
+    # A target broken over two lines (a wrapped link) is no link at all to a Markdown reader.
+    broken = [f"{m.group(1)!r}: white space in the target"
+              for m in re.finditer(r"\]\(([^)]*\s[^)]*)\)", text)]
     for link in links(doc):
         path, _, name = link.partition("#")
         target = os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), path)) if path \
