@@ -2232,6 +2232,24 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t
     return name_raised(kind, obj, index)
 
 
+cdef int _has_array_protocol(object obj) except -1:
+    return hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")
+
+
+ctypedef int (*_unchecked_probe_t)(object) noexcept
+
+
+cdef int has_array_protocol(object obj, Py_ssize_t index) except -1:
+    """Whether a KIND_PROBE argument answers one of the array protocols itself: the question
+    _pointer_of asks such an argument, for a typed pointer parameter to ask first (it takes ints
+    and ctypes pointers too). A lookup that raises other than AttributeError is named as
+    pointer_of names it."""
+    cdef int found = (<_unchecked_probe_t>_has_array_protocol)(obj)
+    if found != -1:
+        return found
+    return name_raised(KIND_PROBE, obj, index)
+
+
 cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
                      uint64_t stream, PtrResult* r, bint want_dtype) except -1:
     r.ptr = 0

@@ -40,6 +40,7 @@ from kernarg._interop cimport (
     KIND_HANDLE,
     KIND_INLINE,
     KIND_POINTER,
+    KIND_PROBE,
     KIND_TENSOR_MAP,
     PtrResult,
     MrCache,
@@ -50,6 +51,7 @@ from kernarg._interop cimport (
     mr_cache,
     handle_value,
     name_raised,
+    has_array_protocol,
     pointer_of,
     tensor_map_source,
 )
@@ -2356,7 +2358,9 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
         address = number
     else:
         info = lookup_type(value, i)
-        if info.kind <= KIND_POINTER:
+        if info.kind == KIND_PROBE and has_array_protocol(value, i):
+            info = lookup_type(value, i)    # the probe ran Python code: read the slot again
+        elif info.kind <= KIND_POINTER:
             label = _field_label(sig, i, where, spec)
             raise TypeError(f"{label} is a pointer: expected an array, buffer or address, got "
                             f"{type(value).__name__}")
@@ -2584,7 +2588,11 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                                 "0 .. 2**64-1")
     else:
         info = lookup_type(value, i)
-        if info.kind <= KIND_POINTER:
+        if info.kind == KIND_PROBE and has_array_protocol(value, i):
+            # An array protocol of the object's own (an instance attribute), as untyped packing
+            # takes it; the probe ran Python code, so the cache slot is read again.
+            info = lookup_type(value, i)
+        elif info.kind <= KIND_POINTER:
             if allow_int and (info.kind == KIND_HANDLE
                               or hasattr(value, "__index__") and not isinstance(value, float)):
                 return _put_int(sig, C_U64, i, value, dst)

@@ -2087,6 +2087,72 @@ def test_dlpack_flags_refuse_a_non_const_pointer(flag, fragment):
     assert const_ok.deleted == 1 and refused.deleted == 1
 
 
+class _OwnProtocols:
+    """An object whose array protocols are its own attributes, set on the instance (a wrapper
+    that copies another array's interface, a test double): its type has neither, so kernarg
+    asks each instance."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+class _RaisingLookup:
+    def __getattr__(self, name):
+        raise RuntimeError(f"no {name} today")
+
+
+def test_typed_pointer_takes_protocols_set_on_the_instance():
+    # Untyped packing took these and typed packing refused them as "expected an array" until
+    # session 54: a typed pointer must take what an untyped one takes, and check it.
+    import gc
+
+    sig = kernarg.Signature("float* out, const float* x, int n")
+    out = _OwnProtocols(__cuda_array_interface__=cai(0x1000, stream=7))
+    producer = DLPackProducer(0x2000)
+    x = _OwnProtocols(__dlpack__=producer.__dlpack__, __dlpack_device__=producer.__dlpack_device__)
+    block = sig.pack((out, x, 4))
+    assert (ptr_of(block, 0), ptr_of(block, 1)) == (0x1000, 0x2000)
+    assert block.producer_streams == (7,)
+    assert bytes(kernarg.pack((out, x, 4))) == bytes(block)[:16] + (4).to_bytes(8, "little")
+    # ... and checks them as it checks any array: element type, and const.
+    wrong_type = _OwnProtocols(__cuda_array_interface__=cai(0x1000, typestr="<i4"))
+    with pytest.raises(TypeError, match=r"parameter 0 \('out'\) is float\* but the array's "
+                                        r"element type is i4"):
+        sig.pack((wrong_type, x, 4))
+    read_only = _OwnProtocols(__cuda_array_interface__=cai(0x1000, readonly=True))
+    with pytest.raises(ValueError, match=r"parameter 0 \('out'\).*read-only"):
+        sig.pack((read_only, x, 4))
+    sig.pack((out, read_only, 4))      # const float*: taken
+    # A struct's pointer field takes it too.
+
+    class Job(ctypes.Structure):
+        _fields_ = [("p", ctypes.POINTER(ctypes.c_float)), ("n", ctypes.c_int)]
+
+    job = kernarg.Signature([Job]).pack(({"p": out, "n": 2},))
+    assert ptr_of(job) == 0x1000 and job.producer_streams == (7,)
+    with pytest.raises(TypeError, match=r"parameter 0, field p .*element type is i4"):
+        kernarg.Signature([Job]).pack(({"p": wrong_type, "n": 2},))
+    del block, job
+    gc.collect()
+    assert producer.deleted == producer.exported > 0
+
+
+def test_typed_pointer_refuses_an_object_with_no_protocol_by_parameter():
+    sig = kernarg.Signature("float* out")
+    for value in (object(), _OwnProtocols(ptr=0x1000)):
+        with pytest.raises(TypeError, match=r"parameter 0 \('out'\) is a pointer \(float\*\): "
+                                            r"expected an array, buffer or address, got "):
+            sig.pack((value,))
+    # A lookup that raises is the object's own error, named as untyped packing names it.
+    with pytest.raises(RuntimeError, match=r"parameter 0 \('out'\): argument 0 \(.*"
+                                           r"_RaisingLookup\): reading the argument raised "
+                                           r"RuntimeError: no __cuda_array_interface__ today"):
+        sig.pack((_RaisingLookup(),))
+    with pytest.raises(RuntimeError, match=r"^argument 0 \(.*_RaisingLookup\): reading the "
+                                           r"argument raised RuntimeError"):
+        kernarg.pack((_RaisingLookup(),))
+
+
 def test_signature_properties():
     sig = kernarg.Signature("float* __restrict__ out, const float* x, int n")
     assert len(sig) == 3 and sig.names == ("out", "x", "n")
