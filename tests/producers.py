@@ -177,6 +177,14 @@ class CAIObject:
         return self._interface
 
 
+class InstanceCAI:
+    """The interface as an attribute of the instance, its type having none (a wrapper that
+    copies another array's interface): kernarg asks each such instance."""
+
+    def __init__(self, interface):
+        self.__cuda_array_interface__ = interface
+
+
 def ptr_of(block, i=0):
     """The pointer packed for argument ``i`` of a ParamBlock, read from its bytes."""
     return struct.unpack_from("<Q", bytes(block), block.offsets[i])[0]

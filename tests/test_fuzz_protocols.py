@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import kernarg
 
-from producers import CAIObject, DLPackProducer
+from producers import CAIObject, DLPackProducer, InstanceCAI
 
 # kernarg's own refusals; a hostile value's own exception (re-raised with the argument named)
 # keeps its class.
@@ -113,9 +113,11 @@ def _packs_or_names_the_argument(pack, cai, where):
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(interface)
-def test_any_cuda_array_interface(cai):
-    obj = CAIObject(cai)
+@given(interface, st.sampled_from([CAIObject, InstanceCAI]))
+def test_any_cuda_array_interface(cai, holder):
+    # The interface as the type's property, or as an attribute of the instance (which cannot
+    # raise when read, so an exception stays a property's).
+    obj = (CAIObject if isinstance(cai, BaseException) else holder)(cai)
     block = _packs_or_names_the_argument(lambda: kernarg.pack((7, obj)), cai, "argument 1 (")
     if block is not None:
         stream = cai.get("stream")
@@ -124,6 +126,18 @@ def test_any_cuda_array_interface(cai):
     sig = kernarg.Signature("int n, const float* p")
     _packs_or_names_the_argument(lambda: sig.pack((7, obj)), cai,
                                  ("argument 1 (", "parameter 1 ('p')"))
+    if holder is InstanceCAI and not isinstance(cai, BaseException):
+        # Where the interface lives changes nothing: the same bytes, or the same refusal.
+        for pack in (kernarg.pack, sig.pack):
+            assert _holder_outcome(pack, obj) == _holder_outcome(pack, CAIObject(cai))
+
+
+def _holder_outcome(pack, obj):
+    try:
+        block = pack((7, obj))
+    except ALLOWED as exc:
+        return type(exc), str(exc).replace(type(obj).__name__, "<holder>")
+    return bytes(block), block.producer_streams
 
 
 @settings(max_examples=300, deadline=None)
