@@ -5,6 +5,7 @@ Construction (parsing, layout) runs once and may be slow; ``Signature.pack`` run
 plan: one C struct per parameter with its code, offset and size, so packing does no parsing.
 """
 cimport cython
+from cpython.buffer cimport PyObject_CheckBuffer
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_SIZE
@@ -64,8 +65,8 @@ import struct
 import numpy as np
 
 from kernarg._interop import (
-    CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE, ctypes_fields,
-    ctypes_pointer_fields, ctypes_problem, record_problem, swapped_scalar,
+    _ON_CPU, CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE,
+    ctypes_fields, ctypes_pointer_fields, ctypes_problem, record_problem, swapped_scalar,
 )
 
 __all__ = ["Signature"]
@@ -2333,6 +2334,16 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
     return 0
 
 
+cdef str _pointer_refusal(object value):
+    """Why a pointer parameter or field refuses ``value``: an object that exports memory through
+    the buffer protocol (bytes, bytearray, memoryview, array.array, a ctypes array) is host
+    memory, said as untyped packing says it; a scalar or anything else is not an array."""
+    name = type(value).__name__
+    if PyObject_CheckBuffer(value) and not isinstance(value, (ctypes._SimpleCData, np.generic)):
+        return f"{name} is host memory, which a kernel cannot read ({_ON_CPU})"
+    return f"expected an array, buffer or address, got {name}"
+
+
 cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object spec,
                             object value, char* dst, str where, uint64_t stream) except -1:
     """Pointer field ``where`` of parameter ``i``'s struct (``spec``: the field's pointer spec,
@@ -2362,8 +2373,7 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
             info = lookup_type(value, i)    # the probe ran Python code: read the slot again
         elif info.kind <= KIND_POINTER:
             label = _field_label(sig, i, where, spec)
-            raise TypeError(f"{label} is a pointer: expected an array, buffer or address, got "
-                            f"{type(value).__name__}")
+            raise TypeError(f"{label} is a pointer: " + _pointer_refusal(value))
         try:
             pointer_of(info, value, i, stream, &r, True)
             state_take_pointer(st, &r, i, value)
@@ -2615,8 +2625,8 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                 address = number
                 memcpy(dst, &address, 8)
                 return 0
-            raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): expected an "
-                            f"array, buffer or address, got {type(value).__name__}")
+            raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): "
+                            + _pointer_refusal(value))
         pointer_of(info, value, i, stream, &r, p.code == C_POINTER)
         state_take_pointer(st, &r, i, value)
         if p.code == C_POINTER:

@@ -2153,6 +2153,34 @@ def test_typed_pointer_refuses_an_object_with_no_protocol_by_parameter():
         kernarg.pack((_RaisingLookup(),))
 
 
+def test_typed_pointer_calls_host_memory_host_memory():
+    # bytes, bytearray, memoryview, array.array and ctypes arrays are buffers of host memory:
+    # a pointer parameter or field says so, as untyped packing does, rather than asking for "an
+    # array, buffer or address". Scalars (numpy's and ctypes' export a buffer too) are no array.
+    import array
+
+    class Job(ctypes.Structure):
+        _fields_ = [("p", ctypes.POINTER(ctypes.c_float))]
+
+    cpu = r"is host memory, which a kernel cannot read \(the memory is on the CPU; "
+    for value in (b"ab", bytearray(4), memoryview(b"abcd"), array.array("f", [1.0]),
+                  (ctypes.c_float * 2)()):
+        name = type(value).__name__
+        with pytest.raises(TypeError, match=r"parameter 0 \('p'\) is a pointer \(const float\*\): "
+                                            + name + " " + cpu):
+            kernarg.Signature("const float* p").pack((value,))
+        with pytest.raises(TypeError, match=r"parameter 0, field p .* is a pointer: " + name
+                                            + " " + cpu):
+            kernarg.Signature([Job]).pack(({"p": value},))
+        if not isinstance(value, ctypes.Array):     # untyped, a ctypes array is a value
+            with pytest.raises(TypeError, match=r"argument 0 .*the memory is on the CPU"):
+                kernarg.pack((value,))
+    for value in (np.float32(1), ctypes.c_float(1), "s"):
+        with pytest.raises(TypeError, match=r"expected an array, buffer or address, got "
+                                            + type(value).__name__):
+            kernarg.Signature("const float* p").pack((value,))
+
+
 def test_signature_properties():
     sig = kernarg.Signature("float* __restrict__ out, const float* x, int n")
     assert len(sig) == 3 and sig.names == ("out", "x", "n")
