@@ -166,7 +166,8 @@ def _cai(fdp):
             d.pop(key, None)
         else:
             d[key] = _hostile(fdp)
-    return producers.CAIObject(d)
+    # The interface as the type's property, or as an attribute of the instance.
+    return (producers.InstanceCAI if fdp.ConsumeBool() else producers.CAIObject)(d)
 
 
 def _dlpack(fdp):
