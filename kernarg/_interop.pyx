@@ -2232,8 +2232,19 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t
     return name_raised(kind, obj, index)
 
 
+cdef int _has_attr(object obj, str name) except -1:
+    """``hasattr``, raising any exception but AttributeError. Not Cython's hasattr: Cython 3.0
+    compiles that to a lookup that clears every exception (as Python 2's hasattr did), so a
+    ``__getattr__`` that raised read as "no such attribute" there and raised under Cython 3.1."""
+    try:
+        getattr(obj, name)
+    except AttributeError:
+        return 0
+    return 1
+
+
 cdef int _has_array_protocol(object obj) except -1:
-    return hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")
+    return _has_attr(obj, "__cuda_array_interface__") or _has_attr(obj, "__dlpack__")
 
 
 ctypedef int (*_unchecked_probe_t)(object) noexcept
@@ -2299,8 +2310,8 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
     if kind == KIND_DLPACK:
         return _consume_dlpack(obj, index, stream, r)
     # KIND_PROBE: the protocols may be instance attributes rather than on the type.
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _has_attr(obj, "__cuda_array_interface__"):
         return _consume_cai(obj, index, stream, r, want_dtype)
-    if hasattr(obj, "__dlpack__"):
+    if _has_attr(obj, "__dlpack__"):
         return _consume_dlpack(obj, index, stream, r)
     return _unsupported(index, obj)
