@@ -2235,7 +2235,8 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t
 cdef int _has_attr(object obj, str name) except -1:
     """``hasattr``, raising any exception but AttributeError. Not Cython's hasattr: Cython 3.0
     compiles that to a lookup that clears every exception (as Python 2's hasattr did), so a
-    ``__getattr__`` that raised read as "no such attribute" there and raised under Cython 3.1."""
+    ``__getattr__`` that raised read as "no such attribute" there (CI's lower-bounds build) and
+    raised under Cython 3.3."""
     try:
         getattr(obj, name)
     except AttributeError:
