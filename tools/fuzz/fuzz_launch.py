@@ -143,8 +143,13 @@ def _known_producer_streams(args):
     error, which the driver may not survive (nor does the fake one: a SEGV in cuStreamGetCtx,
     found by this fuzzer). Refused values (0, negative, too large, not ints) stay as made."""
     for a in args:
-        cai = getattr(a, "_interface", None)
-        if isinstance(a, fuzz_pack.producers.CAIObject) and isinstance(cai, dict):
+        if isinstance(a, fuzz_pack.producers.CAIObject):
+            cai = a._interface
+        elif isinstance(a, fuzz_pack.producers.InstanceCAI):   # the interface on the instance
+            cai = a.__dict__.get("__cuda_array_interface__")
+        else:
+            continue
+        if isinstance(cai, dict):
             stream = cai.get("stream")
             if type(stream) is int and 1 <= stream < 2**64:
                 cai["stream"] = HANDLES[stream % len(HANDLES)]
