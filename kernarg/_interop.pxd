@@ -95,10 +95,10 @@ cdef int classify(type t, TypeInfo* info) except -1
 cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
                     PtrResult* result, bint want_dtype=*) except -1
-# For a KIND_PROBE argument: 1 if the object itself answers __cuda_array_interface__ or
-# __dlpack__ (an instance attribute, a __getattr__), which pointer_of then consumes; else 0.
-# An exception other than AttributeError names the argument, as pointer_of's do.
-cdef int has_array_protocol(object obj, Py_ssize_t index) except -1
+# For a KIND_PROBE argument: KIND_CAI or KIND_DLPACK where the object itself answers that
+# protocol (an instance attribute, a __getattr__), else KIND_PROBE. An exception other than
+# AttributeError names the argument, as pointer_of's do.
+cdef int probed_kind(object obj, Py_ssize_t index) except -1
 cdef int release_capsule(object capsule) except -1
 # The 64-bit value of a KIND_HANDLE object (a texture or surface object), into out[0:8].
 cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,

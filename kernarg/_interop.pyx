@@ -2244,21 +2244,26 @@ cdef int _has_attr(object obj, str name) except -1:
     return 1
 
 
-cdef int _has_array_protocol(object obj) except -1:
-    return _has_attr(obj, "__cuda_array_interface__") or _has_attr(obj, "__dlpack__")
+cdef int _probed_kind(object obj) except -1:
+    if _has_attr(obj, "__cuda_array_interface__"):
+        return KIND_CAI
+    if _has_attr(obj, "__dlpack__"):
+        return KIND_DLPACK
+    return KIND_PROBE
 
 
 ctypedef int (*_unchecked_probe_t)(object) noexcept
 
 
-cdef int has_array_protocol(object obj, Py_ssize_t index) except -1:
-    """Whether a KIND_PROBE argument answers one of the array protocols itself: the question
-    _pointer_of asks such an argument, for a typed pointer parameter to ask first (it takes ints
-    and ctypes pointers too). A lookup that raises other than AttributeError is named as
-    pointer_of names it."""
-    cdef int found = (<_unchecked_probe_t>_has_array_protocol)(obj)
-    if found != -1:
-        return found
+cdef int probed_kind(object obj, Py_ssize_t index) except -1:
+    """What a KIND_PROBE argument is: KIND_CAI or KIND_DLPACK where the object itself answers
+    that protocol (an instance attribute, a __getattr__), else KIND_PROBE (no array).
+    _pointer_of asks it of such an argument; a typed pointer parameter asks it first (it takes
+    ints and ctypes pointers too) and hands pointer_of the kind found, so the object is asked
+    once. A lookup that raises other than AttributeError is named as pointer_of names it."""
+    cdef int kind = (<_unchecked_probe_t>_probed_kind)(obj)
+    if kind != -1:
+        return kind
     return name_raised(KIND_PROBE, obj, index)
 
 
@@ -2306,13 +2311,11 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
     if kind == KIND_PYCUDA:
         return _address_from(int, obj, index, "int() of the PyCUDA pointer",
                              "int() of the PyCUDA pointer", r)
+    if kind == KIND_PROBE:
+        # The protocols may be instance attributes rather than on the type.
+        kind = _probed_kind(obj)
     if kind == KIND_CAI:
         return _consume_cai(obj, index, stream, r, want_dtype)
     if kind == KIND_DLPACK:
-        return _consume_dlpack(obj, index, stream, r)
-    # KIND_PROBE: the protocols may be instance attributes rather than on the type.
-    if _has_attr(obj, "__cuda_array_interface__"):
-        return _consume_cai(obj, index, stream, r, want_dtype)
-    if _has_attr(obj, "__dlpack__"):
         return _consume_dlpack(obj, index, stream, r)
     return _unsupported(index, obj)

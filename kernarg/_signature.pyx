@@ -52,8 +52,8 @@ from kernarg._interop cimport (
     mr_cache,
     handle_value,
     name_raised,
-    has_array_protocol,
     pointer_of,
+    probed_kind,
     tensor_map_source,
 )
 
@@ -2334,6 +2334,19 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
     return 0
 
 
+cdef inline TypeInfo* _pointer_info(object value, Py_ssize_t i, TypeInfo* probed) except NULL:
+    """How a pointer parameter or field reads ``value``: its type's TypeInfo, or, for a type
+    whose instances kernarg asks (KIND_PROBE), ``probed`` with the kind of the array protocol
+    the object answers itself, as untyped packing takes it (KIND_PROBE still: none). The
+    object is asked once; pointer_of is then given that kind."""
+    cdef TypeInfo* info = lookup_type(value, i)
+    if info.kind != KIND_PROBE:
+        return info
+    memset(probed, 0, sizeof(TypeInfo))
+    probed.kind = probed_kind(value, i)
+    return probed
+
+
 cdef str _pointer_refusal(object value):
     """Why a pointer parameter or field refuses ``value``: an object that exports memory through
     the buffer protocol (bytes, bytearray, memoryview, array.array, a ctypes array) is host
@@ -2353,6 +2366,7 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
     against the field's type."""
     cdef PtrResult r
     cdef TypeInfo* info
+    cdef TypeInfo probed     # _pointer_info's answer for a type kernarg probes
     cdef uint64_t address
     if value is None:
         address = 0
@@ -2368,10 +2382,8 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
             raise OverflowError(f"{label} is a pointer: {number} is outside 0 .. 2**64-1")
         address = number
     else:
-        info = lookup_type(value, i)
-        if info.kind == KIND_PROBE and has_array_protocol(value, i):
-            info = lookup_type(value, i)    # the probe ran Python code: read the slot again
-        elif info.kind <= KIND_POINTER:
+        info = _pointer_info(value, i, &probed)
+        if info.kind <= KIND_POINTER:
             label = _field_label(sig, i, where, spec)
             raise TypeError(f"{label} is a pointer: " + _pointer_refusal(value))
         try:
@@ -2584,6 +2596,7 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                       char* dst, uint64_t stream, bint allow_int) except -1:
     cdef PtrResult r
     cdef TypeInfo* info
+    cdef TypeInfo probed     # _pointer_info's answer for a type kernarg probes
     cdef long long v
     cdef uint64_t address
     if value is None:
@@ -2597,12 +2610,8 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
             raise OverflowError(f"{_param_name(sig, i)} is a pointer: {value} is outside "
                                 "0 .. 2**64-1")
     else:
-        info = lookup_type(value, i)
-        if info.kind == KIND_PROBE and has_array_protocol(value, i):
-            # An array protocol of the object's own (an instance attribute), as untyped packing
-            # takes it; the probe ran Python code, so the cache slot is read again.
-            info = lookup_type(value, i)
-        elif info.kind <= KIND_POINTER:
+        info = _pointer_info(value, i, &probed)
+        if info.kind <= KIND_POINTER:
             if allow_int and (info.kind == KIND_HANDLE
                               or hasattr(value, "__index__") and not isinstance(value, float)):
                 return _put_int(sig, C_U64, i, value, dst)
