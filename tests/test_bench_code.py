@@ -437,7 +437,9 @@ def test_launch_run_records_each_rounds_median(monkeypatch):
         assert set(row["rounds"]) == {_bench_launch.FLOOR, "kernarg.launch", "kernarg prepared"}
         for name, values in row["rounds"].items():
             assert len(values) == 3 and all(v >= 0 for v in values)
-            assert row[f"{name}_ns"] == pytest.approx(sorted(values)[1], abs=0.05)
+            # Recorded to 0.1 ns: a median of 24.45 may be kept as 24.4, off by 0.05 and a
+            # rounding error of the float, so the tolerance is a little over half a step.
+            assert row[f"{name}_ns"] == pytest.approx(sorted(values)[1], abs=0.0501)
         assert "prepared_over_floor" in row
     # Not a contender of the tables, and not printed with the row.
     assert _bench_launch.contender_names(result["rows"]) == [
