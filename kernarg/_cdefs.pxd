@@ -131,3 +131,25 @@ cdef inline int parse_pack_call(str func, PyObject** args, Py_ssize_t nargs, PyO
     if nargs > 1:
         raise TypeError(f"{func}() takes 1 positional argument but {nargs} were given")
     return parse_fastcall(func, ("args", "stream", "device"), 1, args, nargs, kwnames, given)
+
+
+cdef inline str shown_value(object value, bint as_repr=False):
+    """``value`` as an error message shows it: its str (its repr where ``as_repr``), but an int
+    of over 256 bits is named by its size ("an int of 16,610 bits"), in a tuple or list as
+    well. str() of an int of over 4,300 digits raises ValueError (sys.set_int_max_str_digits),
+    which would replace the error being raised, and no one reads a wall of digits. A value
+    whose str or repr raises is named by its type."""
+    cdef Py_ssize_t bits
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = value.bit_length()
+        if bits > 256:
+            return f"{'a negative' if value < 0 else 'an'} int of {bits:,} bits"
+    elif as_repr and type(value) is tuple:
+        return "(" + ", ".join([shown_value(x, True) for x in <tuple>value]) + \
+            ("," if len(<tuple>value) == 1 else "") + ")"
+    elif as_repr and type(value) is list:
+        return "[" + ", ".join([shown_value(x, True) for x in <list>value]) + "]"
+    try:
+        return repr(value) if as_repr else str(value)
+    except Exception:
+        return f"a {type(value).__name__} whose {'repr' if as_repr else 'str'} raised"

@@ -78,6 +78,7 @@ from kernarg._cdefs cimport (
     kernarg_small_int,
     or_default,
     parse_pack_call,
+    shown_value,
     tuple_items,
 )
 from cpython.number cimport PyNumber_Index
@@ -530,7 +531,7 @@ cdef int _put_big_int(BlockState* st, Py_ssize_t index, object arg) except -1:
         u = arg
         memcpy(_reserve(st, index, 8, 8), &u, 8)
         return 0
-    raise OverflowError(f"argument {index} (int): {arg} does not fit in 64 bits "
+    raise OverflowError(f"argument {index} (int): {shown_value(arg)} does not fit in 64 bits "
                         "(kernarg packs -2**63 .. 2**63-1 as long long, "
                         "2**63 .. 2**64-1 as unsigned long long)")
 
@@ -864,7 +865,7 @@ cdef int device_ordinal(object device) except -2:
             pass
     if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < 2**31:
         raise TypeError(f"device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
-                        f"Device), got {device!r}")
+                        f"Device), got {shown_value(device, True)}")
     return device
 
 

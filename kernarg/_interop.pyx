@@ -34,7 +34,9 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset, strcmp
 
-from kernarg._cdefs cimport is_numpy_bool, kernarg_small_int, mro_find, mro_has
+from kernarg._cdefs cimport (
+    is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
+)
 from kernarg._stream cimport dlpack_stream
 
 cdef extern from "Python.h":
@@ -341,7 +343,7 @@ cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
                       f"raised {type(exc).__name__}: {exc}")
     if not 0 <= value < 2**64:
         raise OverflowError(f"{_describe(index, obj)}: {what} of the texture/surface object "
-                            f"gave {value}, outside 0 .. 2**64-1")
+                            f"gave {shown_value(value)}, outside 0 .. 2**64-1")
     if value == 0 and source == HANDLE_ATTR:
         raise ValueError(f"{_describe(index, obj)}: the texture/surface object is closed (its "
                          "handle is 0)")
@@ -456,7 +458,7 @@ cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, vo
                           f"{type(exc).__name__}: {exc}")
         if not 0 < address < 2**64:
             raise ValueError(f"{_describe(index, obj)}: getPtr() of the tensor map gave "
-                             f"{address}, not an address")
+                             f"{shown_value(address)}, not an address")
         src = <char*><uintptr_t>address
     else:
         src = <char*>data_ptr(obj)
@@ -908,8 +910,8 @@ cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
             raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
                             f"expected an int address ({exc})") from None
     if not 0 <= address < 2**64:
-        raise OverflowError(f"{_describe(index, obj)}: {source} gave address {address}, "
-                            "outside 0 .. 2**64-1")
+        raise OverflowError(f"{_describe(index, obj)}: {source} gave address "
+                            f"{shown_value(address)}, outside 0 .. 2**64-1")
     r.ptr = <uint64_t>address
     return 0
 
@@ -1117,8 +1119,8 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     typestr = _field(cai, typestr, "typestr", complete, None)
     mask = _field(cai, mask, "mask", complete, None)
     stream = _field(cai, stream, "stream", complete, None)
-    if type(version) is not int or not 0 <= <long>version <= 3:
-        raise ValueError(f"{_cai(index, obj)} version {version!r} is not "
+    if type(version) is not int or not 0 <= version <= 3:
+        raise ValueError(f"{_cai(index, obj)} version {shown_value(version, True)} is not "
                          "supported (kernarg reads versions 0-3)")
     if type(data) is tuple and PyTuple_GET_SIZE(data) == 2 \
             and type(<object>PyTuple_GET_ITEM(data, 0)) is int:
@@ -1127,13 +1129,13 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     elif (not isinstance(data, (tuple, list)) or len(data) != 2
             or not isinstance(data[0], int) or isinstance(data[0], bool)):
         raise TypeError(f"{_cai(index, obj)}['data'] must be a (pointer: int, "
-                        f"readonly: bool) tuple, got {data!r}")
+                        f"readonly: bool) tuple, got {shown_value(data, True)}")
     else:
         ptr, readonly = data[0], data[1]
     shape_is = _shape_check(shape)
     if shape_is == SHAPE_NOT_INTS:
         raise TypeError(f"{_cai(index, obj)}['shape'] must be a tuple of ints, "
-                        f"got {shape!r}")
+                        f"got {shown_value(shape, True)}")
     if shape_is == SHAPE_NEGATIVE:
         raise ValueError(f"{_cai(index, obj)}['shape'] {tuple(shape)} has a negative "
                          "extent; no array has one")
@@ -1169,7 +1171,7 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
             raise ValueError(f"{_cai(index, obj)}['stream'] is 0, which the "
                              "specification forbids (use 1 for the legacy default stream)")
         if not 0 < stream < 2**64:
-            raise ValueError(f"{_cai(index, obj)}['stream'] {stream} is not a "
+            raise ValueError(f"{_cai(index, obj)}['stream'] is {shown_value(stream)}, not a "
                              "valid stream handle")
         r.has_stream = True
         r.stream = <uint64_t>stream
@@ -1435,7 +1437,8 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResul
         dev_type = device[0]
         dev_id = device[1]
     except Exception:
-        raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned {device!r}, "
+        raise TypeError(f"{_describe(index, obj)}: __dlpack_device__() returned "
+                        f"{shown_value(device, True)}, "
                         "expected "
                         "(device_type, device_id)") from None
     _check_dl_device(dev_type, index, obj)
@@ -1641,7 +1644,7 @@ cdef int _record_current_stream(object handle, PtrResult* r, str source) except 
         raise TypeError(f"{source} is {type(handle).__name__}, expected an int stream "
                         "handle") from None
     if not 0 <= number < 2**64:
-        raise OverflowError(f"{source} is {number}, outside 0 .. 2**64-1")
+        raise OverflowError(f"{source} is {shown_value(number)}, outside 0 .. 2**64-1")
     _record_stream_handle(<uint64_t>number, r)
     return 0
 

@@ -27,6 +27,7 @@ from kernarg._cdefs cimport (
     kernarg_small_int,
     or_default,
     parse_fastcall,
+    shown_value,
     tuple_items,
     tuple_of,
 )
@@ -107,7 +108,8 @@ def _dims(value, str what, limits):
     """Normalise a grid/block/cluster value to a 3-tuple of positive ints within ``limits``."""
     if isinstance(value, (tuple, list)):
         if not 1 <= len(value) <= 3:
-            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, "
+                            f"got {shown_value(value, True)}")
         dims = tuple(value) + (1,) * (3 - len(value))
     elif _is_bool(value):
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got bool")
@@ -116,11 +118,12 @@ def _dims(value, str what, limits):
             dims = (_index(value, what), 1, 1)
         except TypeError:
             raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, "
-                            f"got {value!r}") from None
+                            f"got {shown_value(value, True)}") from None
     dims = tuple(_index(d, f"{what}[{axis}]") for axis, d in enumerate(dims))
     for axis, (d, limit) in enumerate(zip(dims, limits)):
         if not 1 <= d <= limit:
-            raise ValueError(f"{what}[{axis}] is {d}; it must be between 1 and {limit}")
+            raise ValueError(f"{what}[{axis}] is {shown_value(d)}; it must be between 1 and "
+                             f"{limit}")
     return dims
 
 
@@ -176,7 +179,8 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
         except TypeError:
             value = None
         if value is None or not 0 <= value < 2**32:
-            raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, got {shmem!r}")
+            raise ValueError(f"shmem must be an int between 0 and 2**32-1 bytes, "
+                             f"got {shown_value(shmem, True)}")
         d.shmem = <unsigned int>value
     return 0
 
@@ -260,7 +264,7 @@ cdef class LaunchConfig:
             priority = _index(priority, "priority")
             if not -2**31 <= priority < 2**31:
                 raise ValueError(f"priority must be an int between -2**31 and 2**31-1 (a C "
-                                 f"int), got {priority}")
+                                 f"int), got {shown_value(priority)}")
             self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY
             self._attrs[self._nattrs].value.priority = priority
             self._nattrs += 1
@@ -1404,7 +1408,8 @@ cdef size_t _call_shmem_fn(int block) noexcept with gil:
         n = _shmem_bytes(value)
         if n < 0:
             raise ValueError(
-                f"Kernel.max_potential_block_size: shmem({block}) returned {value!r}; it must "
+                f"Kernel.max_potential_block_size: shmem({block}) returned "
+                f"{shown_value(value, True)}; it must "
                 "give the bytes of dynamic shared memory a block of that many threads needs, "
                 "an int from 0 to 2**32-1")
         return n
@@ -1595,7 +1600,7 @@ cdef class Kernel:
         for n in names:
             if not isinstance(n, str):
                 raise TypeError(f"Kernel.from_source_many: kernel names are str, got "
-                                f"{type(n).__name__} ({n!r})")
+                                f"{type(n).__name__} ({shown_value(n, True)})")
         kernels = _kernels_from_source(source, names, normalize_options(options),
                                        _kernel_device(device), headers)
         return dict(zip(names, kernels))
@@ -1765,7 +1770,7 @@ cdef class Kernel:
                 raise kind(
                     "Kernel.max_potential_block_size: shmem must be the bytes of dynamic shared "
                     "memory a block needs (an int from 0 to 2**32-1) or a function of the block "
-                    f"size giving them, got {shmem!r}")
+                    f"size giving them, got {shown_value(shmem, True)}")
         _ensure_driver()
         with _in_context(self._ctx):
             if not callable(shmem):
@@ -2060,7 +2065,7 @@ cdef tuple _kernel_address(object handle, str who):
         except (TypeError, ValueError, OverflowError):
             address = 0
     if address == 0:
-        raise ValueError(f"{who}: {handle!r} is not a kernel handle")
+        raise ValueError(f"{who}: {shown_value(handle, True)} is not a kernel handle")
     return handle, address
 
 
@@ -2747,8 +2752,10 @@ cdef uintptr_t _graph_address(object obj, str what) except 0:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{what}: {type(obj).__name__} is not a handle ({exc})") from None
     if not 0 < value < 2**64:
-        raise ValueError(f"{what} must be a non-null handle below 2**64, got {value:#x}"
-                         if value >= 0 else f"{what} must be a handle, got {value}")
+        if value < 0:
+            raise ValueError(f"{what} must be a handle, got {shown_value(value)}")
+        raise ValueError(f"{what} must be a non-null handle below 2**64, got "
+                         + (f"{value:#x}" if value < 2**256 else shown_value(value)))
     return <uintptr_t>value
 
 

@@ -91,6 +91,7 @@ from kernarg._cdefs cimport (
     kernarg_typed_int_run_call,
     or_default,
     parse_pack_call,
+    shown_value,
     tuple_items,
     tuple_of,
 )
@@ -829,6 +830,10 @@ def _default_value(str text):
         digits = m[1].replace("'", "")
         if digits[:2] in ("0x", "0X", "0b", "0B"):
             value = int(digits, 0)
+        elif digits[0] != "0" and len(digits) > 39:
+            # Past 2**128 (39 digits), as below; and int() of over 4,300 decimal digits
+            # raises (sys.set_int_max_str_digits).
+            return _ILL_FORMED
         else:
             value = int(digits, 8 if len(digits) > 1 and digits[0] == "0" else 10)
         if value >> 128:
@@ -1150,9 +1155,9 @@ def _spec_from_object(obj):
                      record=_ctypes_record(obj))
     try:
         dtype = np.dtype(obj)
-    except TypeError:
-        raise TypeError(f"cannot use {obj!r} as a parameter type; expected a C type string, "
-                        "a numpy dtype or a ctypes type") from None
+    except (TypeError, ValueError):     # ValueError: numpy's message of a huge int, say
+        raise TypeError(f"cannot use {shown_value(obj, True)} as a parameter type; expected a "
+                        "C type string, a numpy dtype or a ctypes type") from None
     if dtype.fields is not None:
         _refuse(record_problem(dtype, str(dtype)))
         return _Spec(C_STRUCT, dtype.itemsize, dtype.alignment, str(dtype), struct=dtype,
@@ -1224,6 +1229,15 @@ _PTX_PARAM = re.compile(
     r"(?:\s*\[\s*(?P<count>\d+)\s*\])?\s*")
 
 
+def _ptx_number(digits, absent):
+    """The decimal ``digits`` of a PTX parameter declaration as an int, ``absent`` where there
+    are none. Past 18 digits, 2**62: as far past every width, count and alignment the checks
+    take, and a power of two, as an alignment must be (int() of over 4,300 digits raises)."""
+    if digits is None:
+        return absent
+    return int(digits) if len(digits) <= 18 else 1 << 62
+
+
 def _ptx_param(decl, i, entry):
     """(kind, bits, count, align, name, text) of one PTX kernel parameter declaration (what
     follows ``.param``): ``[.align N] .TYPE name[COUNT]``, where a .u64 or .u32 may carry a
@@ -1231,9 +1245,9 @@ def _ptx_param(decl, i, entry):
     layout. Anything else is a ValueError naming the parameter, not a misread layout."""
     m = _PTX_PARAM.fullmatch(decl)
     shown = " ".join(f".param {decl}".split())
-    bits = int(m.group("bits")) if m else 0
-    count = int(m.group("count") or 1) if m else 0
-    align = int(m.group("align") or bits // 8) if m else 0
+    bits = _ptx_number(m.group("bits"), 0) if m else 0
+    count = _ptx_number(m.group("count"), 1) if m else 0
+    align = _ptx_number(m.group("align"), bits // 8) if m else 0
     if m is None or bits % 8 or not 8 <= bits <= 128 or count < 1 or align < 1 or \
             align & (align - 1) or (m.group("kind") == "f" and bits not in (16, 32, 64)):
         raise ValueError(f"PTX entry {entry}: cannot read parameter {i}, '{shown}' (kernarg "
@@ -1355,7 +1369,7 @@ cdef class Signature:
                     pairs.append((_spec_from_object(item), None))
                     texts.append(None)
                 except (TypeError, ValueError) as exc:
-                    raise type(exc)(f"parameter {i} ({item!r}): {exc}") from None
+                    raise type(exc)(f"parameter {i} ({shown_value(item, True)}): {exc}") from None
         self._build([p[0] for p in pairs], [p[1] for p in pairs])
         self._set_defaults(texts)
 
@@ -2038,8 +2052,8 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
                 memcpy(dst, &u, 8)
                 return 0
             lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
-            raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is "
-                                f"outside {lo} .. {hi}")
+            raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
+                                f"{shown_value(value)} is outside {lo} .. {hi}")
     if not (_INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0)):
         lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
         raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {v} is "
@@ -2075,7 +2089,7 @@ cdef int _put_int128(Signature sig, int code, Py_ssize_t i, object value, char* 
     value = _integer(value, f"{_param_name(sig, i)} is {shown}")
     lo, hi = _INT128_RANGE[code]
     if not lo <= value <= hi:
-        raise OverflowError(f"{_param_name(sig, i)} is {shown}: {value} is outside "
+        raise OverflowError(f"{_param_name(sig, i)} is {shown}: {shown_value(value)} is outside "
                             f"{lo} .. {hi}")
     raw = int.to_bytes(value, 16, "little", signed=code == C_I128)
     memcpy(dst, <char*>raw, 16)
@@ -2093,7 +2107,8 @@ cdef int _put_int_any_sign(Signature sig, int code, Py_ssize_t i, object value,
     lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
     if not lo <= value <= hi:
         raise OverflowError(f"{_param_name(sig, i)} is {'an' if bits == 8 else 'a'} {bits}-bit "
-                            f"integer ({sig._types[i]}): {value} is outside {lo} .. {hi}")
+                            f"integer ({sig._types[i]}): {shown_value(value)} is outside "
+                            f"{lo} .. {hi}")
     u = <uint64_t>(value & 0xFFFFFFFFFFFFFFFF)
     memcpy(dst, &u, size)                 # hosts are little-endian: the low bytes
     return 0
@@ -2156,8 +2171,8 @@ cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* d
             raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected a real "
                             f"number, got {type(value).__name__}") from None
         except OverflowError:
-            raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {value} is too "
-                                "large for a double") from None
+            raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
+                                f"{shown_value(value)} is too large for a double") from None
     _store_float(code, d, dst)
     return 0
 
@@ -2379,7 +2394,8 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
         number = int(value)     # numpy 1.x compares a uint64 with 2**64 as floats
         if not 0 <= number < 2**64:
             label = _field_label(sig, i, where, spec)
-            raise OverflowError(f"{label} is a pointer: {number} is outside 0 .. 2**64-1")
+            raise OverflowError(f"{label} is a pointer: {shown_value(number)} is outside "
+                                "0 .. 2**64-1")
         address = number
     else:
         info = _pointer_info(value, i, &probed)
@@ -2489,8 +2505,8 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
         mismatch = _ctypes_mismatch(obj, key, given, f"[{key}]" if type(key) is int else key)
         if mismatch is not None:
             where, given, got = mismatch
-            raise OverflowError(f"{_param_name(sig, i)}, {where}: {given} does not fit "
-                                f"(ctypes stores {got})")
+            raise OverflowError(f"{_param_name(sig, i)}, {where}: {shown_value(given)} does not "
+                                f"fit (ctypes stores {got})")
     _refuse_held_pointers(sig, i, obj, "")
     return bytes(memoryview(obj).cast("B"))
 
@@ -2607,8 +2623,8 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
         elif 0 <= value < 2**64:
             address = value
         else:
-            raise OverflowError(f"{_param_name(sig, i)} is a pointer: {value} is outside "
-                                "0 .. 2**64-1")
+            raise OverflowError(f"{_param_name(sig, i)} is a pointer: {shown_value(value)} is "
+                                "outside 0 .. 2**64-1")
     else:
         info = _pointer_info(value, i, &probed)
         if info.kind <= KIND_POINTER:
@@ -2629,8 +2645,8 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                 # so that arrays do not pay for the isinstance.
                 number = int(value)
                 if not 0 <= number < 2**64:
-                    raise OverflowError(f"{_param_name(sig, i)} is a pointer: {number} is "
-                                        "outside 0 .. 2**64-1")
+                    raise OverflowError(f"{_param_name(sig, i)} is a pointer: "
+                                        f"{shown_value(number)} is outside 0 .. 2**64-1")
                 address = number
                 memcpy(dst, &address, 8)
                 return 0
@@ -2719,7 +2735,7 @@ cdef int _small_float_code(int fmt, object value, str what, str shown) except -1
         if code is not None:
             return code | sign
         problem = "it is not one of the format's values"
-    raise ValueError(f"{what} is {shown}: {value!r} cannot be passed exactly "
+    raise ValueError(f"{what} is {shown}: {shown_value(value, True)} cannot be passed exactly "
                      f"({problem}); kernarg does not round into 8-, 6- or 4-bit formats: "
                      f"round it first (ml_dtypes.{ml_name}(x) rounds to nearest even; "
                      f"CUDA's conversions saturate), or declare it float")

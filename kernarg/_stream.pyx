@@ -14,6 +14,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from kernarg._cdefs cimport (
     is_numpy_bool, kernarg_small_int, kernarg_static_type_in, kernarg_type_name_is, mro_has,
+    shown_value,
 )
 
 cdef extern from "Python.h":
@@ -187,7 +188,8 @@ cdef inline uint64_t _int_handle(object handle, object source) except? 0:
         PyErr_Clear()       # OverflowError: negative, or 2**64 or more
         if isinstance(source, type):
             source = f"{source.__module__}.{source.__name__}"
-        raise ValueError(f"stream handle {handle} from {source} is outside 0 .. 2**64-1")
+        raise ValueError(f"stream handle from {source} is {shown_value(handle)}, outside "
+                         "0 .. 2**64-1")
     return value
 
 
@@ -324,12 +326,14 @@ cdef uint64_t _protocol_result(object result, str what, object obj) except? 0:
     # The handle in what obj's `what` (its __cuda_stream__, called or held) gave: (0, handle).
     if not isinstance(result, tuple) or len(result) != 2:
         raise ValueError(
-            f"stream {type(obj).__name__}: {what} returned {result!r}, expected (0, handle)"
+            f"stream {type(obj).__name__}: {what} returned {shown_value(result, True)}, "
+            "expected (0, handle)"
         )
     version = result[0]
     if type(version) is not int or version != 0:
         raise ValueError(
-            f"stream {type(obj).__name__}: {what} version {version!r} is not supported "
+            f"stream {type(obj).__name__}: {what} version {shown_value(version, True)} is not "
+            "supported "
             "(expected 0)"
         )
     return _handle_of(result[1], what, obj)

@@ -172,7 +172,8 @@ def test_from_ptx_reads_every_declaration_form_of_the_isa():
 @pytest.mark.parametrize("param", [
     ".param .pred p", ".param .u32", ".param ", ".param .u24 x", ".param .f8 x",
     ".param .align 3 .b8 x[4]", ".param .align 0 .b8 x[4]", ".param .b8 x[0]",
-    ".param .u32 7x", ".param .u32 a b", ".param .u32 .ptr x y"])
+    ".param .u32 7x", ".param .u32 a b", ".param .u32 .ptr x y",
+    pytest.param(".param .b" + "9" * 5000 + " x", id="5000-digit width")])
 def test_from_ptx_refuses_a_declaration_it_cannot_read_by_naming_it(param):
     # Malformed PTX once came back as an AttributeError or IndexError of the parser's own
     # (found by tools/fuzz/fuzz_parse.py), or as a misread layout.
@@ -183,7 +184,12 @@ def test_from_ptx_refuses_a_declaration_it_cannot_read_by_naming_it(param):
 
 @pytest.mark.parametrize("param", [".param .align 1099511627776 .b8 x[1]",
                                    ".param .b8 x[99999999999999999999]",
-                                   ".param .align 32768 .b8 x[4]", ".param .b8 x[32765]"])
+                                   ".param .align 32768 .b8 x[4]", ".param .b8 x[32765]",
+                                   # past the 4,300 digits int() reads
+                                   pytest.param(".param .b8 x[" + "9" * 5000 + "]",
+                                                id="5000-digit count"),
+                                   pytest.param(".param .align 1" + "0" * 5000 + " .b8 x[1]",
+                                                id="5001-digit alignment")])
 def test_from_ptx_refuses_a_parameter_beyond_cudas_limit(param):
     # Not an OverflowError of a C conversion: the parameter, and the limit, are named.
     with pytest.raises(ValueError, match=r"parameter 0, .*limit of 32764 bytes"):
@@ -2603,7 +2609,9 @@ def test_pointer_fields_of_a_ctypes_struct_type_take_arrays_in_a_dict():
 
 
 OUT_OF_RANGE_LITERALS = ["1e999", "-1e999", "2e-324", "1.8e308", "1e39f", "7e-46f", "1e39F",
-                         str(2**128), "9" * 400, hex(2**128)]
+                         str(2**128), "9" * 400, hex(2**128),
+                         # Past the 4,300 digits Python's int() reads (sys.set_int_max_str_digits)
+                         "9" * 5000, "0x" + "f" * 5000]
 FLOAT_OVERFLOWS = ["1e39", "-1e39", "3.4028236e38"]
 
 

@@ -82,7 +82,14 @@ class Index:
         return self.value
 
 
+# An int past the 4,300 digits str() prints (sys.set_int_max_str_digits): a refusal must name
+# it without printing it.
+HUGE = 10**4400
+
+
 def _int(fdp):
+    if fdp.ConsumeIntInRange(0, 31) == 0:
+        return (1 if fdp.ConsumeBool() else -1) * HUGE + fdp.ConsumeInt(2)
     return fdp.ConsumeInt(fdp.ConsumeIntInRange(1, 10))
 
 
