@@ -1137,11 +1137,11 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
         raise TypeError(f"{_cai(index, obj)}['shape'] must be a tuple of ints, "
                         f"got {shown_value(shape, True)}")
     if shape_is == SHAPE_NEGATIVE:
-        raise ValueError(f"{_cai(index, obj)}['shape'] {tuple(shape)} has a negative "
-                         "extent; no array has one")
+        raise ValueError(f"{_cai(index, obj)}['shape'] {shown_value(tuple(shape), True)} has "
+                         "a negative extent; no array has one")
     if type(typestr) is not str:
         raise TypeError(f"{_cai(index, obj)}['typestr'] must be a str, "
-                        f"got {typestr!r}")
+                        f"got {shown_value(typestr, True)}")
     if mask is not None:
         raise ValueError(f"{_describe(index, obj)}: masked CUDA arrays "
                          "(__cuda_array_interface__['mask'] is not "
@@ -1155,7 +1155,7 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
                 break
         else:
             raise ValueError(f"{_cai(index, obj)} has a null data pointer for a "
-                             f"non-empty array of shape {tuple(shape)}")
+                             f"non-empty array of shape {shown_value(tuple(shape), True)}")
     _set_address(ptr, index, obj, "__cuda_array_interface__['data'][0]", r)
     r.readonly = bool(readonly)
     if stream is not None:
