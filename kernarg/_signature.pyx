@@ -1155,7 +1155,7 @@ def _spec_from_object(obj):
                      record=_ctypes_record(obj))
     try:
         dtype = np.dtype(obj)
-    except (TypeError, ValueError):     # ValueError: numpy's message of a huge int, say
+    except Exception:       # numpy's TypeError, or what writing its message raised
         raise TypeError(f"cannot use {shown_value(obj, True)} as a parameter type; expected a "
                         "C type string, a numpy dtype or a ctypes type") from None
     if dtype.fields is not None:
@@ -2289,8 +2289,8 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
         for key, item in pairs:
             field = dt.fields.get(key) if isinstance(key, str) else None
             if field is None:
-                raise TypeError(f"{_param_name(sig, i)}: {what} has no field {key!r} "
-                                f"(its fields: {', '.join(dt.names)})")
+                raise TypeError(f"{_param_name(sig, i)}: {what} has no field "
+                                f"{shown_value(key, True)} (its fields: {', '.join(dt.names)})")
             _put_record(sig, st, i, field[0], item, dst + <Py_ssize_t>field[1],
                         f"{where}.{key}" if where else key, stream)
         return 0
@@ -2336,7 +2336,9 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
     elif dt.kind == "S":
         if not isinstance(value, (bytes, bytearray)) or len(value) > dt.itemsize:
             raise TypeError(f"{_param_name(sig, i)}: {what} is {dt.itemsize} bytes (char): "
-                            f"expected bytes of at most that length, got {value!r}")
+                            "expected bytes of at most that length, got " +
+                            (f"{len(value)} bytes" if isinstance(value, (bytes, bytearray))
+                             else type(value).__name__))
         raw = bytes(value)
         memcpy(dst, <char*>raw, len(raw))
     elif dt.name in _SMALL_FORMAT_OF_DTYPE:
@@ -2487,7 +2489,8 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
     elif isinstance(value, dict):
         for key in value:
             if not isinstance(key, str) or type(getattr(spec, key, None)) is not _CFIELD:
-                raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} has no field {key!r}")
+                raise TypeError(f"{_param_name(sig, i)}: {spec.__name__} has no field "
+                                f"{shown_value(key, True)}")
         items = list(value.items())
     else:
         names = [f[0] for f in spec._fields_]

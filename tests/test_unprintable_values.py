@@ -1,11 +1,14 @@
-"""An int too large to print, given where kernarg takes an int.
+"""Values an error message cannot print, given where kernarg refuses them.
 
 Python refuses ``str()`` of an int of over 4,300 decimal digits (``sys.set_int_max_str_digits``)
 with a ValueError. An error message that formats such an int raised that ValueError instead of
 the error it was building, which then named neither the argument nor the limit. Every refusal
-below must be the usual one, naming what was given by its size."""
+below must be the usual one, naming what was given by its size. Likewise a value whose
+``repr`` raises: the refusal names it by its type."""
+import ctypes
 import sys
 
+import numpy as np
 import pytest
 
 import kernarg
@@ -134,3 +137,49 @@ def test_ints_below_256_bits_are_shown_in_full():
         kernarg.pack((-2**100,))
     with pytest.raises(OverflowError, match="an int of 257 bits"):
         kernarg.pack((2**256,))
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("repr of a hostile value")
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return 1
+
+
+class _CStruct(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_int)]
+
+
+UNPRINTABLE = [
+    ("numpy struct's field name", lambda: kernarg.Signature(
+        [np.dtype([("a", np.int32)], align=True)]).pack(({_BadRepr(): 1},)), TypeError,
+     "parameter 0: a struct ({'names': ['a']"),
+    ("ctypes struct's field name", lambda: kernarg.Signature([_CStruct]).pack(({_BadRepr(): 1},)),
+     TypeError, "parameter 0: a struct (_CStruct) has no field a _BadRepr whose repr raised"),
+    ("char field", lambda: kernarg.Signature([np.dtype([("s", "S2")])]).pack(((_BadRepr(),),)),
+     TypeError, "field s is 2 bytes (char): expected bytes of at most that length, got _BadRepr"),
+    ("Signature parameter type", lambda: kernarg.Signature([_BadRepr()]), TypeError,
+     "cannot use a _BadRepr whose repr raised as a parameter type"),
+    ("grid", lambda: kernarg.LaunchConfig(grid=(1, 1, 1, _BadRepr()), block=1), TypeError,
+     "got (1, 1, 1, a _BadRepr whose repr raised)"),
+    ("__cuda_stream__", lambda: kernarg.resolve_stream(_StreamProtocol(_BadRepr())), ValueError,
+     "__cuda_stream__() returned a _BadRepr whose repr raised, expected (0, handle)"),
+    ("CUDA Array Interface shape", lambda: kernarg.pack((_CAI(shape=(_BadRepr(),)),)),
+     TypeError, "['shape'] must be a tuple of ints, got (a _BadRepr whose repr raised,)"),
+]
+
+
+@pytest.mark.parametrize("call, exc_type, text", [c[1:] for c in UNPRINTABLE],
+                         ids=[c[0] for c in UNPRINTABLE])
+def test_a_value_whose_repr_raises_is_refused_by_its_type(call, exc_type, text):
+    with pytest.raises(exc_type) as info:
+        call()
+    assert text in str(info.value)
+
+
+def test_a_long_bytes_value_is_shown_by_its_length():
+    with pytest.raises(TypeError, match=r"at most that length, got 100000 bytes$"):
+        kernarg.Signature([np.dtype([("s", "S2")])]).pack(((b"x" * 100000,),))
