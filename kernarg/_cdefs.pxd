@@ -153,3 +153,13 @@ cdef inline str shown_value(object value, bint as_repr=False):
         return repr(value) if as_repr else str(value)
     except Exception:
         return f"a {type(value).__name__} whose {'repr' if as_repr else 'str'} raised"
+
+
+cdef inline str exc_text(object exc):
+    """``str(exc)`` for a message that quotes another exception, or "(its str() raised)": an
+    exception whose ``__str__`` raises (a hostile or broken library's) must not replace the
+    error being raised with its own."""
+    try:
+        return str(exc)
+    except Exception:
+        return "(its str() raised)"

@@ -72,6 +72,7 @@ from kernarg._cdefs cimport (
     PyFloat_Type,
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
+    exc_text,
     is_numpy_bool,
     kernarg_fastcall_def,
     kernarg_int_run,
@@ -124,7 +125,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
         try:
             classify(<type>tp, &info)
         except TypeError as exc:
-            raise TypeError(f"argument {index} ({_type_name(<type>tp)}): {exc}") from None
+            raise TypeError(f"argument {index} ({_type_name(<type>tp)}): {exc_text(exc)}") from None
         if len(_classified) >= CLASSIFIED_LIMIT:
             _clear_cache()
         _classified[<type>tp] = (info.kind, info.size, info.align, info.offset,

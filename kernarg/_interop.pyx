@@ -35,7 +35,7 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport (
-    is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
+    exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
 )
 from kernarg._stream cimport dlpack_stream
 
@@ -192,9 +192,12 @@ cdef str _describe(Py_ssize_t index, object obj):
 
 
 cdef _reraise(object exc, str message):
-    """Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built)."""
+    """Raise ``message`` with the exception class of ``exc`` (TypeError if it cannot be built,
+    or if its ``__str__`` would not give the message back)."""
     try:
         new = type(exc)(message)
+        if type(exc).__str__ is not BaseException.__str__:
+            str(new)
     except Exception:
         new = TypeError(message)
     raise new from exc
@@ -340,7 +343,7 @@ cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
             value = PyNumber_Index(value)
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: {what} of the texture/surface object "
-                      f"raised {type(exc).__name__}: {exc}")
+                      f"raised {type(exc).__name__}: {exc_text(exc)}")
     if not 0 <= value < 2**64:
         raise OverflowError(f"{_describe(index, obj)}: {what} of the texture/surface object "
                             f"gave {shown_value(value)}, outside 0 .. 2**64-1")
@@ -455,7 +458,7 @@ cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, vo
                 address = PyNumber_Index(address)
         except Exception as exc:
             _reraise(exc, f"{_describe(index, obj)}: getPtr() of the tensor map raised "
-                          f"{type(exc).__name__}: {exc}")
+                          f"{type(exc).__name__}: {exc_text(exc)}")
         if not 0 < address < 2**64:
             raise ValueError(f"{_describe(index, obj)}: getPtr() of the tensor map gave "
                              f"{shown_value(address)}, not an address")
@@ -908,7 +911,7 @@ cdef int _set_address(object value, Py_ssize_t index, object obj, str source,
             address = PyNumber_Index(value)
         except TypeError as exc:
             raise TypeError(f"{_describe(index, obj)}: {source} gave {type(value).__name__}, "
-                            f"expected an int address ({exc})") from None
+                            f"expected an int address ({exc_text(exc)})") from None
     if not 0 <= address < 2**64:
         raise OverflowError(f"{_describe(index, obj)}: {source} gave address "
                             f"{shown_value(address)}, outside 0 .. 2**64-1")
@@ -965,7 +968,7 @@ cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
                 and getattr(type(obj), "__dlpack_device__", None) is not None:
             return _consume_dlpack(obj, index, stream, r)
         _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     if not isinstance(cai, dict):
         raise TypeError(f"{_cai(index, obj)} is "
                         f"{type(cai).__name__}, not a dict")
@@ -974,9 +977,10 @@ cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
     except Exception as exc:
         # kernarg's own messages name the argument already; anything else came from a value in
         # the dict (a readonly flag whose bool() raises, an int subclass's __eq__ ...).
-        if str(exc).startswith(_describe(index, obj)):
+        if exc_text(exc).startswith(_describe(index, obj)):
             raise
-        _reraise(exc, f"{_cai(index, obj)} could not be read: {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_cai(index, obj)} could not be read: {type(exc).__name__}: "
+                      f"{exc_text(exc)}")
 
 
 # The CUDA Array Interface keys, interned: dicts built from literals use these very objects,
@@ -1357,7 +1361,8 @@ cdef bint _torch_bit(object obj, Py_ssize_t index, str name) except -1:
     try:
         return bool(method())
     except Exception as exc:    # a tensor subclass's __torch_function__, say
-        _reraise(exc, f"{_describe(index, obj)}: {name}() raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, obj)}: {name}() raised {type(exc).__name__}: "
+                      f"{exc_text(exc)}")
 
 
 # DLDataTypeCode -> kind letter: kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle (none), kDLBfloat,
@@ -1412,7 +1417,8 @@ cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
             except TypeError:
                 return _dlpack_vcall(obj, stream, None)
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {type(exc).__name__}: "
+                      f"{exc_text(exc)}")
 
 
 cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r) except -1:
@@ -1432,7 +1438,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResul
                             "can take them; launch outside the traced function, or call the "
                             "kernel through jax.ffi") from exc
         _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     try:
         dev_type = device[0]
         dev_id = device[1]
@@ -1539,7 +1545,7 @@ cdef int _exchange_failed(Py_ssize_t index, object obj, str function,
     if error is None:
         raise RuntimeError(f"{what} failed without setting an exception")
     # Keep the first line: C++ producers append a whole backtrace (it stays in __cause__).
-    first = str(error).partition("\n")[0]
+    first = exc_text(error).partition("\n")[0]
     _reraise(error, f"{what} raised {type(error).__name__}: {first}")
     return -1
 
@@ -1757,7 +1763,7 @@ cdef int _cupy_record_stream(object obj, Py_ssize_t index, PtrResult* r) except 
         _cupy_call_stream_fn(&handle)
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: CuPy's current stream could not be read: "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     _record_stream_handle(<uint64_t>handle, r)
     return 0
 
@@ -1884,17 +1890,17 @@ cdef int _jax_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
         # A JAX whose arrays or devices lack what is read above: its protocols decide.
         return _consume_dlpack(obj, index, stream, r)
     except Exception as exc:
-        if str(exc).startswith(_describe(index, obj)):      # kernarg's own refusals
+        if exc_text(exc).startswith(_describe(index, obj)):      # kernarg's own refusals
             raise
         _reraise(exc, f"{_describe(index, obj)}: reading the JAX array's sharding raised "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     # _address_from's call-and-name, written out: through it, the method would cost a Python
     # function call more per argument.
     try:
         address = obj.unsafe_buffer_pointer()
     except Exception as exc:        # a deleted or donated array, for one
         _reraise(exc, f"{_describe(index, obj)}: unsafe_buffer_pointer() raised "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     _set_address(address, index, obj, "unsafe_buffer_pointer()", r)
     r.readonly = True               # JAX arrays are immutable (its CAI says read-only too)
     r.device = ordinal
@@ -2004,7 +2010,7 @@ cdef int _array_memory(object arr, Py_ssize_t index) except -1:
     except Exception as exc:
         _reraise(exc, f"{_describe(index, arr)}: asking the {_type_name(type(owner))} that "
                       f"holds the array's memory whether it is pinned raised "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     return DL_CPU
 
 
@@ -2041,7 +2047,7 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
         PyObject_GetBuffer(obj, &view, PyBUF_STRIDES)
     except Exception as exc:    # an ndarray subclass's own __buffer__ (Python >= 3.12)
         _reraise(exc, f"{_describe(index, obj)}: the array's buffer could not be read: "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     r.ptr = <uint64_t><uintptr_t>view.buf
     r.readonly = view.readonly
     PyBuffer_Release(&view)
@@ -2058,7 +2064,8 @@ cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str so
     try:
         address = fn(obj)
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: {what} raised {type(exc).__name__}: {exc}")
+        _reraise(exc, f"{_describe(index, obj)}: {what} raised {type(exc).__name__}: "
+                      f"{exc_text(exc)}")
     return _set_address(address, index, obj, source, r)
 
 
@@ -2093,7 +2100,7 @@ cdef int _mr_device(object mr, Py_ssize_t index, object buf) except -2:
             else mr.device_id
     except Exception as exc:        # a property, or the truth of what it gave, raised
         _reraise(exc, f"{_describe(index, buf)}: reading its memory resource "
-                      f"({type(mr).__name__}) raised {type(exc).__name__}: {exc}")
+                      f"({type(mr).__name__}) raised {type(exc).__name__}: {exc_text(exc)}")
     if not device_ok:
         raise TypeError(f"{_describe(index, buf)}: {_ON_CPU} (its memory resource, "
                         f"{type(mr).__name__}, is not device accessible)")
@@ -2112,7 +2119,7 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
             mr = getattr(buf, "memory_resource", None)
     except Exception as exc:        # a memory_resource property (a subclass's) that raised
         _reraise(exc, f"{_describe(index, buf)}: reading its memory_resource raised "
-                      f"{type(exc).__name__}: {exc}")
+                      f"{type(exc).__name__}: {exc_text(exc)}")
     if mr is None:
         # Buffer.from_handle without a resource: where the memory is would take a driver query
         # (cuPointerGetAttributes), and packing never needs a driver. The caller vouched for

@@ -21,6 +21,7 @@ from kernarg._cdefs cimport (
     PyCFunction_NewEx,
     PyMethodDef,
     PyTuple_GET_ITEM,
+    exc_text,
     is_numpy_bool,
     kernarg_fastcall_def,
     kernarg_install_method,
@@ -2750,7 +2751,8 @@ cdef uintptr_t _graph_address(object obj, str what) except 0:
         try:
             value = int(value)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{what}: {type(obj).__name__} is not a handle ({exc})") from None
+            raise TypeError(f"{what}: {type(obj).__name__} is not a handle "
+                            f"({exc_text(exc)})") from None
     if not 0 < value < 2**64:
         if value < 0:
             raise ValueError(f"{what} must be a handle, got {shown_value(value)}")

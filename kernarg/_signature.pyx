@@ -82,6 +82,7 @@ from kernarg._cdefs cimport (
     PyFloat_Type,
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
+    exc_text,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
     kernarg_fastcall_def,
@@ -1369,7 +1370,8 @@ cdef class Signature:
                     pairs.append((_spec_from_object(item), None))
                     texts.append(None)
                 except (TypeError, ValueError) as exc:
-                    raise type(exc)(f"parameter {i} ({shown_value(item, True)}): {exc}") from None
+                    raise type(exc)(f"parameter {i} ({shown_value(item, True)}): "
+                                    f"{exc_text(exc)}") from None
         self._build([p[0] for p in pairs], [p[1] for p in pairs])
         self._set_defaults(texts)
 
@@ -1982,7 +1984,7 @@ cdef int _name_the_parameter(Signature sig, Py_ssize_t i, object exc) except -1:
     (the array consumers', which know only the index) start with the argument: those get the
     parameter's name in front, keeping the exception itself and its traceback."""
     name = _param_name(sig, i)
-    message = str(exc)
+    message = exc_text(exc)
     if message.startswith(name):
         raise exc
     args = exc.args
@@ -2458,7 +2460,7 @@ cdef int _put_part(Signature sig, Py_ssize_t i, int code, object value, char* ds
         return _put_scalar(sig, code, i, value, dst)
     except (TypeError, OverflowError) as exc:
         prefix = f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
-        message = str(exc)
+        message = exc_text(exc)
         if not message.startswith(prefix):
             raise
         part = (f"element {where} of {sig._types[i]}" if type(where) is int
@@ -2503,7 +2505,7 @@ cdef bytes _ctypes_built(Signature sig, Py_ssize_t i, object spec, object value)
         obj = (spec(*[given for _, given in items]) if issubclass(spec, ctypes.Array)
                else spec(**dict(items)))
     except Exception as exc:        # ctypes' own refusal (a float for an int field, ...)
-        _reraise(exc, f"{_param_name(sig, i)}: {spec.__name__}: {exc}")
+        _reraise(exc, f"{_param_name(sig, i)}: {spec.__name__}: {exc_text(exc)}")
     for key, given in items:
         mismatch = _ctypes_mismatch(obj, key, given, f"[{key}]" if type(key) is int else key)
         if mismatch is not None:

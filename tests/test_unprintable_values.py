@@ -183,3 +183,45 @@ def test_a_value_whose_repr_raises_is_refused_by_its_type(call, exc_type, text):
 def test_a_long_bytes_value_is_shown_by_its_length():
     with pytest.raises(TypeError, match=r"at most that length, got 100000 bytes$"):
         kernarg.Signature([np.dtype([("s", "S2")])]).pack(((b"x" * 100000,),))
+
+
+class _UnprintableError(Exception):
+    def __str__(self):
+        raise RuntimeError("str of a hostile exception")
+
+
+class _IndexRaises:
+    def __index__(self):
+        raise _UnprintableError()
+
+
+class _InterfaceRaises:
+    @property
+    def __cuda_array_interface__(self):
+        raise _UnprintableError()
+
+
+class _AddressRaises:
+    pass
+
+
+kernarg.register(_AddressRaises, lambda obj: (_ for _ in ()).throw(_UnprintableError()))
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda: kernarg.Signature("int n").pack((_IndexRaises(),)), "parameter 0 ('n'): "),
+    (lambda: kernarg.Signature("int2 v").pack(((1, _IndexRaises()),)), "parameter 0 ('v'): "),
+    (lambda: kernarg.pack((_InterfaceRaises(),)),
+     "argument 0 (test_unprintable_values._InterfaceRaises): reading __cuda_array_interface__ "),
+    (lambda: kernarg.Signature("float* p").pack((_InterfaceRaises(),)),
+     "parameter 0 ('p'): argument 0 ("),
+    (lambda: kernarg.pack((_AddressRaises(),)), "argument 0 (test_unprintable_values._Address"),
+], ids=["typed int", "vector lane", "CUDA Array Interface", "typed pointer", "registered type"])
+def test_an_exception_whose_str_raises_is_named_all_the_same(call, named):
+    # The library's exception cannot be raised again with the message (its __str__ would hide
+    # it): a TypeError says which argument and which exception class, chaining the original.
+    with pytest.raises(TypeError) as info:
+        call()
+    message = str(info.value)
+    assert message.startswith(named) and "_UnprintableError: (its str() raised)" in message
+    assert type(info.value.__cause__) is _UnprintableError
