@@ -46,6 +46,29 @@ class Raises:
         raise RuntimeError("getitem of a broken value")
 
 
+class UnprintableError(RuntimeError):
+    """An exception whose __str__ raises, as a broken library's might."""
+
+    def __str__(self):
+        raise RuntimeError("str of an unprintable exception")
+
+
+class RaisesUnprintable(Raises):
+    """Raises, with exceptions whose messages cannot be read."""
+
+    def __index__(self):
+        raise UnprintableError()
+
+    def __bool__(self):
+        raise UnprintableError()
+
+    def __iter__(self):
+        raise UnprintableError()
+
+    def __len__(self):
+        raise UnprintableError()
+
+
 class HostileInt(int):
     def __eq__(self, other):
         raise RuntimeError("== of a hostile int")
@@ -58,7 +81,8 @@ class HostileInt(int):
 huge = st.sampled_from([10**4400, -(10**4400) - 1])
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(),
                     st.text(max_size=4), st.binary(max_size=4), st.builds(Raises),
-                    st.builds(object), st.builds(HostileInt, st.integers(-1, 2)), huge)
+                    st.builds(object), st.builds(HostileInt, st.integers(-1, 2)), huge,
+                    st.builds(RaisesUnprintable))
 ints = st.one_of(st.integers(-(2**66), 2**66), huge)
 pointers = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 2**64 - 1, 0x7F00_0000_1000]))
 shapes = st.lists(st.integers(0, 4), max_size=3).map(tuple)
@@ -376,7 +400,7 @@ PARAM_TYPES = ["int", "float", "double", "__half", "__nv_bfloat16", "int4", "flo
                "unsigned char", "long long", "unsigned long long", "bool", "const float*",
                "void*", "size_t", "int8_t", "double4_32a", "half2", "cudaTextureObject_t",
                "__int128", "unsigned __int128", "char16_t"]
-typed_values = st.one_of(library_handles, huge,
+typed_values = st.one_of(library_handles, huge, st.builds(RaisesUnprintable),
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3),
     st.builds(Raises), st.builds(HostileInt, st.integers(-1, 2)),
     st.builds(HostileCompare, st.integers(0, 10)), st.tuples(st.integers(-300, 300)),
