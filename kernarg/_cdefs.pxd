@@ -163,3 +163,8 @@ cdef inline str exc_text(object exc):
         return str(exc)
     except Exception:
         return "(its str() raised)"
+
+
+cdef inline str exc_quoted(object exc):
+    """``exc`` as a message quotes it: its class and its text, as exc_text reads it."""
+    return f"{type(exc).__name__}: {exc_text(exc)}"

@@ -35,7 +35,7 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport (
-    exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
+    exc_quoted, exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
 )
 from kernarg._stream cimport dlpack_stream
 
@@ -343,7 +343,7 @@ cdef int handle_value(const TypeInfo* info, object obj, Py_ssize_t index,
             value = PyNumber_Index(value)
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: {what} of the texture/surface object "
-                      f"raised {type(exc).__name__}: {exc_text(exc)}")
+                      f"raised {exc_quoted(exc)}")
     if not 0 <= value < 2**64:
         raise OverflowError(f"{_describe(index, obj)}: {what} of the texture/surface object "
                             f"gave {shown_value(value)}, outside 0 .. 2**64-1")
@@ -458,7 +458,7 @@ cdef int tensor_map_value(const TypeInfo* info, object obj, Py_ssize_t index, vo
                 address = PyNumber_Index(address)
         except Exception as exc:
             _reraise(exc, f"{_describe(index, obj)}: getPtr() of the tensor map raised "
-                          f"{type(exc).__name__}: {exc_text(exc)}")
+                          f"{exc_quoted(exc)}")
         if not 0 < address < 2**64:
             raise ValueError(f"{_describe(index, obj)}: getPtr() of the tensor map gave "
                              f"{shown_value(address)}, not an address")
@@ -968,7 +968,7 @@ cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
                 and getattr(type(obj), "__dlpack_device__", None) is not None:
             return _consume_dlpack(obj, index, stream, r)
         _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     if not isinstance(cai, dict):
         raise TypeError(f"{_cai(index, obj)} is "
                         f"{type(cai).__name__}, not a dict")
@@ -979,8 +979,7 @@ cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
         # the dict (a readonly flag whose bool() raises, an int subclass's __eq__ ...).
         if exc_text(exc).startswith(_describe(index, obj)):
             raise
-        _reraise(exc, f"{_cai(index, obj)} could not be read: {type(exc).__name__}: "
-                      f"{exc_text(exc)}")
+        _reraise(exc, f"{_cai(index, obj)} could not be read: {exc_quoted(exc)}")
 
 
 # The CUDA Array Interface keys, interned: dicts built from literals use these very objects,
@@ -1361,8 +1360,7 @@ cdef bint _torch_bit(object obj, Py_ssize_t index, str name) except -1:
     try:
         return bool(method())
     except Exception as exc:    # a tensor subclass's __torch_function__, say
-        _reraise(exc, f"{_describe(index, obj)}: {name}() raised {type(exc).__name__}: "
-                      f"{exc_text(exc)}")
+        _reraise(exc, f"{_describe(index, obj)}: {name}() raised {exc_quoted(exc)}")
 
 
 # DLDataTypeCode -> kind letter: kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle (none), kDLBfloat,
@@ -1417,8 +1415,7 @@ cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
             except TypeError:
                 return _dlpack_vcall(obj, stream, None)
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {type(exc).__name__}: "
-                      f"{exc_text(exc)}")
+        _reraise(exc, f"{_describe(index, obj)}: __dlpack__() raised {exc_quoted(exc)}")
 
 
 cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r) except -1:
@@ -1438,7 +1435,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResul
                             "can take them; launch outside the traced function, or call the "
                             "kernel through jax.ffi") from exc
         _reraise(exc, f"{_describe(index, obj)}: __dlpack_device__() raised "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     try:
         dev_type = device[0]
         dev_id = device[1]
@@ -1763,7 +1760,7 @@ cdef int _cupy_record_stream(object obj, Py_ssize_t index, PtrResult* r) except 
         _cupy_call_stream_fn(&handle)
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: CuPy's current stream could not be read: "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     _record_stream_handle(<uint64_t>handle, r)
     return 0
 
@@ -1893,14 +1890,14 @@ cdef int _jax_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
         if exc_text(exc).startswith(_describe(index, obj)):      # kernarg's own refusals
             raise
         _reraise(exc, f"{_describe(index, obj)}: reading the JAX array's sharding raised "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     # _address_from's call-and-name, written out: through it, the method would cost a Python
     # function call more per argument.
     try:
         address = obj.unsafe_buffer_pointer()
     except Exception as exc:        # a deleted or donated array, for one
         _reraise(exc, f"{_describe(index, obj)}: unsafe_buffer_pointer() raised "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     _set_address(address, index, obj, "unsafe_buffer_pointer()", r)
     r.readonly = True               # JAX arrays are immutable (its CAI says read-only too)
     r.device = ordinal
@@ -2010,7 +2007,7 @@ cdef int _array_memory(object arr, Py_ssize_t index) except -1:
     except Exception as exc:
         _reraise(exc, f"{_describe(index, arr)}: asking the {_type_name(type(owner))} that "
                       f"holds the array's memory whether it is pinned raised "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     return DL_CPU
 
 
@@ -2047,7 +2044,7 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
         PyObject_GetBuffer(obj, &view, PyBUF_STRIDES)
     except Exception as exc:    # an ndarray subclass's own __buffer__ (Python >= 3.12)
         _reraise(exc, f"{_describe(index, obj)}: the array's buffer could not be read: "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     r.ptr = <uint64_t><uintptr_t>view.buf
     r.readonly = view.readonly
     PyBuffer_Release(&view)
@@ -2064,8 +2061,7 @@ cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str so
     try:
         address = fn(obj)
     except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: {what} raised {type(exc).__name__}: "
-                      f"{exc_text(exc)}")
+        _reraise(exc, f"{_describe(index, obj)}: {what} raised {exc_quoted(exc)}")
     return _set_address(address, index, obj, source, r)
 
 
@@ -2100,7 +2096,7 @@ cdef int _mr_device(object mr, Py_ssize_t index, object buf) except -2:
             else mr.device_id
     except Exception as exc:        # a property, or the truth of what it gave, raised
         _reraise(exc, f"{_describe(index, buf)}: reading its memory resource "
-                      f"({type(mr).__name__}) raised {type(exc).__name__}: {exc_text(exc)}")
+                      f"({type(mr).__name__}) raised {exc_quoted(exc)}")
     if not device_ok:
         raise TypeError(f"{_describe(index, buf)}: {_ON_CPU} (its memory resource, "
                         f"{type(mr).__name__}, is not device accessible)")
@@ -2119,7 +2115,7 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
             mr = getattr(buf, "memory_resource", None)
     except Exception as exc:        # a memory_resource property (a subclass's) that raised
         _reraise(exc, f"{_describe(index, buf)}: reading its memory_resource raised "
-                      f"{type(exc).__name__}: {exc_text(exc)}")
+                      f"{exc_quoted(exc)}")
     if mr is None:
         # Buffer.from_handle without a resource: where the memory is would take a driver query
         # (cuPointerGetAttributes), and packing never needs a driver. The caller vouched for

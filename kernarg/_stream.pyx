@@ -333,8 +333,7 @@ cdef uint64_t _protocol_result(object result, str what, object obj) except? 0:
     if type(version) is not int or version != 0:
         raise ValueError(
             f"stream {type(obj).__name__}: {what} version {shown_value(version, True)} is not "
-            "supported "
-            "(expected 0)"
+            "supported (expected 0)"
         )
     return _handle_of(result[1], what, obj)
 
