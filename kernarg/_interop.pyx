@@ -30,7 +30,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport (
-    int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+    int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t, UINT64_MAX,
 )
 from libc.string cimport memcpy, memset, strcmp
 
@@ -1303,8 +1303,9 @@ cdef int _check_dl_device(int dev_type, Py_ssize_t index, object obj,
 
 
 cdef const char* _dl_shape_fault(DLTensor* tensor) noexcept:
-    """What makes the tensor's shape malformed, or NULL: a negative ndim, no shape array for
-    ndim > 0, a negative extent, or a null data pointer for a tensor that is not empty."""
+    """What makes the tensor malformed, or NULL: a negative ndim, no shape array for ndim > 0,
+    a negative extent, a null data pointer for a tensor that is not empty, or a byte_offset that
+    carries the data pointer past 2**64 (the sum would wrap to a wrong address)."""
     cdef int32_t i
     cdef bint empty = False
     if tensor.ndim < 0:
@@ -1318,6 +1319,8 @@ cdef const char* _dl_shape_fault(DLTensor* tensor) noexcept:
             empty = True
     if tensor.data == NULL and not empty:
         return "a null data pointer but is not empty"
+    if tensor.byte_offset > UINT64_MAX - <uint64_t><uintptr_t>tensor.data:
+        return "a byte_offset that carries its data pointer past 2**64"
     return NULL
 
 

@@ -580,6 +580,19 @@ def test_dlpack_malformed_shape_is_refused_and_released(versioned, malformed, fa
     assert len(double_deletes()) == deletes
 
 
+@pytest.mark.parametrize("versioned", [True, False])
+def test_dlpack_byte_offset_past_2_64_is_refused_and_released(versioned):
+    # data + byte_offset would wrap to a small, wrong address (0x6000 here): never packed.
+    prod = DLPackProducer(0x7000, versioned=versioned, byte_offset=2**64 - 0x1000)
+    with pytest.raises(ValueError, match="argument 0 .*DLPack tensor has a byte_offset that "
+                                         "carries its data pointer past 2\\*\\*64"):
+        kernarg.pack((prod,))
+    assert prod.deleted == 1
+    # The last address there is stays packable.
+    prod = DLPackProducer(0x7000, versioned=versioned, byte_offset=2**64 - 1 - 0x7000)
+    assert ptr_of(kernarg.pack((prod,))) == 2**64 - 1
+
+
 def test_dlpack_zero_dim_tensor_needs_no_shape():
     # A 0-d tensor (ndim 0) may carry a null shape pointer: there is nothing to read.
     prod = DLPackProducer(PTR, shape=())
@@ -885,6 +898,14 @@ def test_exchange_api_null_data():
     y.null_shape = True
     with pytest.raises(ValueError, match="argument 0.*with ndim > 0 but no shape"):
         kernarg.pack((y,))
+
+
+def test_exchange_api_byte_offset_past_2_64_is_refused():
+    cls = exchange_type()
+    with pytest.raises(ValueError, match="argument 0.*exchange API gave a tensor with a "
+                                         "byte_offset that carries its data pointer past"):
+        kernarg.pack((cls(0x7000, byte_offset=2**64 - 0x1000),))
+    assert ptr_of(kernarg.pack((cls(0x7000, byte_offset=2**64 - 1 - 0x7000),))) == 2**64 - 1
 
 
 @pytest.mark.parametrize("kwargs", [

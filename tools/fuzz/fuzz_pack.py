@@ -177,6 +177,13 @@ def _cai(fdp):
     return (producers.InstanceCAI if fdp.ConsumeBool() else producers.CAIObject)(d)
 
 
+def _byte_offset(fdp):
+    """Mostly a small offset; one in eight near 2**64, where data + byte_offset may wrap."""
+    if fdp.ConsumeIntInRange(0, 7) == 0:
+        return 2**64 - fdp.ConsumeIntInRange(1, 2**16)
+    return fdp.ConsumeIntInRange(0, 4096)
+
+
 def _dlpack(fdp):
     kind = fdp.ConsumeIntInRange(0, 2)
     cls = [producers.DLPackProducer, producers.StreamOnlyProducer,
@@ -184,7 +191,7 @@ def _dlpack(fdp):
     device = ([2, 3, 13, 1, 4, 0][fdp.ConsumeIntInRange(0, 5)], fdp.ConsumeIntInRange(0, 2))
     shape = tuple(fdp.ConsumeIntInRange(0, 5) for _ in range(fdp.ConsumeIntInRange(0, 3)))
     p = cls(fdp.ConsumeIntInRange(0, 2**64 - 1), device=device,
-            versioned=fdp.ConsumeBool(), byte_offset=fdp.ConsumeIntInRange(0, 4096),
+            versioned=fdp.ConsumeBool(), byte_offset=_byte_offset(fdp),
             shape=shape, readonly=fdp.ConsumeBool(),
             version=(fdp.ConsumeIntInRange(0, 2), fdp.ConsumeIntInRange(0, 5)),
             dtype=(fdp.ConsumeIntInRange(0, 6), [8, 16, 32, 64, 7][fdp.ConsumeIntInRange(0, 4)],
@@ -366,6 +373,10 @@ def test_one_input(data):
                 assert struct.unpack_from("<Q", bytes(block), block.offsets[i])[0] == want
             elif isinstance(a, producers.TorchTensor):
                 _tensor_checks(a, i, block)
+            elif isinstance(a, producers.DLPackProducer):   # data + byte_offset, unwrapped
+                want = a.address + a.byte_offset
+                assert want < 2**64, (a.address, a.byte_offset)
+                assert struct.unpack_from("<Q", bytes(block), block.offsets[i])[0] == want
         block.release()
     params = [_param_type(fdp, a) for a in args]
     try:
