@@ -519,6 +519,31 @@ def _array_pointer(text, m):
     return spec, m["name"]
 
 
+# What a declaration may hold besides identifiers, `*`, `&`, parentheses and whitespace: an
+# `__align__(N)`, array extents (read by _array_as_pointer and _ARRAY_POINTER), template
+# argument lists (innermost first; an opaque pointer's type reads them).
+_ALIGN_PART = re.compile(r"(?:__align__|alignas)\s*\(\s*\d+\s*\)")
+_EXTENT_PART = re.compile(r"\[[^\[\]]*\]")
+_TEMPLATE_PART = re.compile(r"<[^<>]*>")
+_IDENTIFIER_PART = re.compile(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
+_STRAY = re.compile(r"[^\s*&()]+")
+
+
+def _stray_part(str plain):
+    """The first run of characters in the declaration ``plain`` (no comments, attributes or
+    default) that no part of a declaration accounts for (``5`` in ``int 5 n``, ``;``, ``@``,
+    ``...``, a lone ``:``), or None. The tokens _parse_c_param reads skip every other
+    character, so without this check ``int; n`` would read as ``int n``."""
+    rest = _EXTENT_PART.sub(" ", _ALIGN_PART.sub(" ", plain))
+    while "<" in rest:
+        less = _TEMPLATE_PART.sub(" ", rest)
+        if less == rest:
+            break
+        rest = less
+    m = _STRAY.search(_IDENTIFIER_PART.sub(" ", rest))
+    return None if m is None else m[0]
+
+
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
     text = _without_default(text)
@@ -526,6 +551,12 @@ def _parse_c_param(text):
     if plain is None:
         raise ValueError(f"{text.strip()!r}: an attribute is not closed")
     m = _FUNCTION_POINTER.fullmatch(plain.strip())
+    # A function pointer's parameter list is a prototype's (it may end in `...`): only the
+    # return type and the declarator are checked for stray characters.
+    stray = _stray_part(plain if m is None else m["head"] + m["ptr"])
+    if stray is not None:
+        raise ValueError(f"{text.strip()!r}: {stray!r} has no place in a parameter "
+                         "declaration")
     if m is not None:
         # An address as any pointer is (an int, None, ...); the function's type says nothing
         # kernarg can check against an array, so like void* it takes any.
@@ -574,6 +605,8 @@ def _parse_c_param(text):
         # `unsigned int signed`: no type C has).
         base = _canonical(" ".join(words[:-1]))
         name = words[-1]
+    if base is not None and ("<" in plain or ">" in plain):
+        base = None     # `int<float> n`, `int <5> n`: no type kernarg names takes arguments
     if base is None and stars:
         return _opaque_pointer(text, plain, tokens, is_const)
     if base is None:
@@ -646,11 +679,13 @@ def _opaque_pointer(text, plain, tokens, is_const):
     head = _TYPE_WORDS.sub(" ", plain[:plain.index("*")])
     type_text = " ".join(head.split())
     if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text) \
-            or _SPECIFIERS.issuperset(type_text.split()):
+            or _SPECIFIERS.issuperset(type_text.split()) \
+            or ("<" in type_text and _canonical(type_text.partition("<")[0].strip())):
         # Stray words after the name (`Foo* a b`), an unclosed function pointer
         # (`int (*f)(int`): not a pointer declaration. A whole function pointer is
         # _FUNCTION_POINTER's, matched before this. Arithmetic specifiers that _canonical
-        # found no type for (`int int*`, `signed unsigned*`) name none.
+        # found no type for (`int int*`, `signed unsigned*`) name none, nor does a type
+        # kernarg names given template arguments (`float<2>*`).
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
     return (_pointer_spec(type_text, tokens.count("*"), is_const),
@@ -1348,7 +1383,9 @@ cdef class Signature:
     def __init__(self, params):
         texts = []
         if isinstance(params, str):
-            body = params.strip()
+            # Comments first, as the preprocessor removes them: a comment's `*`s and words are
+            # not the declaration's, and its commas do not split it.
+            body = _without_comments(params, refuse_unclosed=True).strip()
             if body in ("", "void"):
                 pairs = []
             else:
@@ -1363,6 +1400,7 @@ cdef class Signature:
                                 f"ctypes types), got {type(params).__name__}")
             for i, item in enumerate(params):
                 if isinstance(item, str):
+                    item = _without_comments(item, refuse_unclosed=True)
                     pairs.append(_parse_c_param(item))
                     texts.append(_default_text(item))
                     continue
@@ -2850,14 +2888,17 @@ cdef Signature _new_signature(type cls, list specs, list names):
     return sig
 
 
-def _without_comments(source, bint same_length=False, bint blank_literals=False):
+def _without_comments(source, bint same_length=False, bint blank_literals=False,
+                      bint refuse_unclosed=False):
     """``source`` with each ``//`` and ``/* */`` comment replaced by a space, as the
     preprocessor does (a comment in a parameter list would add its words and ``*``s to the
     declaration); comment markers inside string and character literals are left alone, and a
     ``'`` inside a number is C++14's digit separator. ``same_length``: each character of a
     comment becomes a space (its newlines kept), so that an index in the result is one in
     ``source``. ``blank_literals``: so does each character inside a string or character
-    literal (its quotes kept): brackets in them are not the program's."""
+    literal (its quotes kept): brackets in them are not the program's. ``refuse_unclosed``:
+    a ``/*`` comment that is not closed is a ValueError (the preprocessor's error), not a
+    comment to the end."""
     if "/" not in source and not blank_literals:
         return source
     out = []
@@ -2873,6 +2914,8 @@ def _without_comments(source, bint same_length=False, bint blank_literals=False)
                     i += 2 if source[i] == "\\" else 1     # a \ newline continues it
             else:
                 end = source.find("*/", i + 2)
+                if end < 0 and refuse_unclosed:
+                    raise ValueError(f"{source.strip()!r}: a /* comment is not closed")
                 i = n if end < 0 else end + 2
             out.append(re.sub(r"[^\n]", " ", source[start:i]) if same_length else " ")
             start = i

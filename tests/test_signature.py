@@ -1181,6 +1181,63 @@ def test_parse_errors(bad, fragment):
         kernarg.Signature(bad)
 
 
+@pytest.mark.parametrize("bad, stray", [
+    ("int; n", ";"), ("int n;", ";"), ("int 5 n", "5"), ("int@ n", "@"), ("float - x", "-"),
+    ("float*+ p", "+"), ("int #n", "#"), ("int ~n", "~"), ("int {n}", "{"), ("int n : 3", ":"),
+    ("int n...", "..."), ("int ...", "..."), ("int\\ n", "\\"), ("int@ (*f)(int)", "@"),
+    ("float* p, int? n", "?"),
+])
+def test_stray_characters_are_refused(bad, stray):
+    # The declaration's tokens skip every other character: each of these used to be read as
+    # the declaration without it (`int; n` as `int n`, `int ...` as an unnamed int).
+    piece = bad.split(", ")[-1]
+    with pytest.raises(ValueError, match=re.escape(f"{piece!r}: {stray!r} has no place in a "
+                                                   "parameter declaration")):
+        kernarg.Signature(bad)
+    with pytest.raises(ValueError, match="has no place"):
+        kernarg.Signature([piece])
+
+
+@pytest.mark.parametrize("bad", ["int<<>> n", "int <5> n", "int<float> n", "int<5>* p",
+                                 "float <2>* p"])
+def test_template_arguments_on_a_type_kernarg_names_are_refused(bad):
+    with pytest.raises(ValueError, match=re.escape(f"{bad!r}: unknown parameter type")):
+        kernarg.Signature(bad)
+
+
+@pytest.mark.parametrize("text, types, names", [
+    ("Foo<Bar<Baz<int>>>* p", ("Foo<Bar<Baz<int>>>*",), ("p",)),
+    ("std::array<float, 4>* p", ("std::array<float, 4>*",), ("p",)),
+    ("int (*f)(const char*, ...)", ("int (*)(const char*, ...)",), ("f",)),
+    ("__align__(8) int n", ("int",), ("n",)),
+    ("int (n), float (*rows)[4]", ("int", "float (*)[4]"), ("n", "rows")),
+])
+def test_declarations_with_punctuation_of_their_own_still_parse(text, types, names):
+    sig = kernarg.Signature(text)
+    assert (sig.types, sig.names) == (types, names)
+
+
+def test_comments_in_a_parameter_list_are_removed_before_it_is_read():
+    # A comment's `*`s used to be read as the declaration's: `float* /* out */ p` was float***,
+    # a pointer whose elements kernarg no longer checked.
+    sig = kernarg.Signature("float* /* out */ p, int /* count */ n // the length")
+    assert (sig.types, sig.names) == (("float*", "int"), ("p", "n"))
+    # A comment's commas do not split the list.
+    sig = kernarg.Signature("float* out /* a, b */, int n")
+    assert (sig.types, sig.names) == (("float*", "int"), ("out", "n"))
+    with pytest.raises(TypeError, match=r"parameter 0 \('out'\) .*element type is i4"):
+        sig.pack((CAIObject(cai(0x1000, typestr="<i4")), 1))
+    sig = kernarg.Signature(["float* /* x */", "int // n"])
+    assert sig.types == ("float*", "int")
+    # A default argument's comment is not part of its value.
+    sig = kernarg.Signature("int n = 3 /* three */")
+    assert sig.default_texts == ("3",)
+    assert bytes(sig.pack(())) == struct.pack("<i", 3)
+    for bad in ("int n /* never closed", ["int /* never closed"]):
+        with pytest.raises(ValueError, match="a /\\* comment is not closed"):
+            kernarg.Signature(bad)
+
+
 # ------------------------------------------------------------------------------------------
 # Values
 
