@@ -544,9 +544,97 @@ def _stray_part(str plain):
     return None if m is None else m[0]
 
 
+def _unbalanced(str plain):
+    """What is wrong with the parentheses and brackets of ``plain``, or None."""
+    closing = []
+    for ch in plain:
+        if ch == "(" or ch == "[":
+            closing.append(")" if ch == "(" else "]")
+        elif ch == ")" or ch == "]":
+            if not closing or closing.pop() != ch:
+                return f"{ch!r} closes nothing"
+    return None if not closing else f"a {'(' if closing[-1] == ')' else '['!r} is not closed"
+
+
+# C++'s keywords (C++20's, with CUDA's and GCC's own type words): none names a parameter, and
+# the ones that are no part of a type (`return`, `operator`, `template`) are in no declaration
+# kernarg reads.
+_CXX_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
+    char16_t char32_t class compl concept const consteval constexpr constinit const_cast
+    continue co_await co_return co_yield decltype default delete do double dynamic_cast else
+    enum explicit export extern false float for friend goto if inline int long mutable
+    namespace new noexcept not not_eq nullptr operator or or_eq private protected public
+    register reinterpret_cast requires return short signed sizeof static static_assert
+    static_cast struct switch template this thread_local throw true try typedef typeid
+    typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+    __int128 __restrict__ __restrict __grid_constant__ __global__ __device__ __host__
+    __shared__ __constant__ __managed__
+""".split())
+# The keywords a parameter's type is spelled with (its specifiers, qualifiers and elaborated
+# type specifiers); every other keyword is refused where a declaration has it.
+_TYPE_KEYWORDS = _SPECIFIERS | _QUALIFIERS | frozenset((
+    "bool", "void", "float", "wchar_t", "char8_t", "char16_t", "char32_t", "struct", "class",
+    "union", "enum", "typename"))
+# A type that is no struct: an elaborated type specifier (`struct int`) cannot name it.
+_FUNDAMENTAL = ((frozenset(_SCALARS) - {"__half", "__nv_bfloat16"}) | {"void"}
+                | frozenset(_WIDE_INTS))
+_ELABORATED = frozenset(("struct", "class", "union", "enum"))
+_RESTRICT = frozenset(("__restrict__", "__restrict", "restrict"))
+# The names kernarg knows that CUDA's headers declare with typedef (`struct half2` names no
+# type); CUtensorMap_st and dim3 are struct tags.
+_TYPEDEF_NAMES = ((frozenset(_ALIASES) - {"CUtensorMap_st", "dim3"})
+                  | {"half2", "nv_bfloat162", "CUtensorMap"})
+
+
+def _keyword_refusal(str text, words, name, bint type_name=False):
+    """The refusal of a declaration (``text``) that uses a C++ keyword as its ``name`` or among
+    its type's ``words`` where no type has it (``type_name``: where ``words`` name a type of
+    the source's own, which no keyword is part of), or None."""
+    for w in words:
+        if w in _CXX_KEYWORDS and (type_name or w not in _TYPE_KEYWORDS):
+            return ValueError(f"{text.strip()!r}: {w!r} is a C++ keyword, not part of a "
+                              "parameter declaration")
+    if name is not None and name in _CXX_KEYWORDS:
+        return ValueError(f"{text.strip()!r}: {name!r} is a C++ keyword, not a parameter name")
+    return None
+
+
+def _after_name_refusal(str text, str name):
+    return ValueError(f"{text.strip()!r}: something follows the name {name!r}; a parameter "
+                      "declaration ends with its name (`const T* const name`)")
+
+
+_INNERMOST_GROUP = re.compile(r"\(([^()]*)\)")
+
+
+def _function_type(str plain):
+    """Whether ``plain`` (no function pointer, attributes or default) declares a parameter of
+    function type, which C adjusts to a pointer to that function: a parenthesized part that is
+    a parameter list, empty or holding a type word (``int ()``, ``signed(int)``), not a
+    declarator (``int (n)``, ``float (*rows)[4]``). A list after a parenthesized declarator,
+    ``int (&f)(int)``, is a reference's or a pointer's, which the caller reads or refuses."""
+    plain = _ALIGN_PART.sub(" ", plain)
+    for m in _INNERMOST_GROUP.finditer(plain):
+        if plain[:m.start()].rstrip().endswith(")"):
+            continue
+        inner = m[1].strip()
+        if not inner or ("*" not in inner and "&" not in inner and all(
+                w in _QUALIFIERS for w in _IDENTIFIER_PART.findall(inner))):
+            return True     # `int ()`, `__half (const)`: a list, of nothing or of no type
+        for w in _IDENTIFIER_PART.findall(inner):
+            if w not in _QUALIFIERS and (w in _CXX_KEYWORDS or _canonical(w) is not None):
+                return True
+    return False
+
+
 def _parse_c_param(text):
     """Parse one C parameter declaration; return (spec, name)."""
-    text = _without_default(text)
+    declaration, default = _split_default(text)
+    if default is None and len(declaration) < len(text):
+        raise ValueError(f"{text.strip()!r}: nothing follows '=', where a default argument "
+                         "would be")
+    text = declaration
     plain = _without_attributes(text)
     if plain is None:
         raise ValueError(f"{text.strip()!r}: an attribute is not closed")
@@ -557,6 +645,18 @@ def _parse_c_param(text):
     if stray is not None:
         raise ValueError(f"{text.strip()!r}: {stray!r} has no place in a parameter "
                          "declaration")
+    unbalanced = _unbalanced(plain)
+    if unbalanced is not None:
+        raise ValueError(f"{text.strip()!r}: {unbalanced}")
+    if m is None and "(" in plain and _function_type(plain):
+        raise ValueError(f"{text.strip()!r}: a parameter of function type, which C adjusts "
+                         "to a pointer to the function; write the pointer, `R (*name)(args)`")
+    bare = _ALIGN_PART.sub(" ", plain) if "(" in plain else plain
+    if m is None and "(" in bare and "[" not in bare and not bare.rstrip().endswith(")"):
+        # `char (*) Foo`: a parenthesized declarator ends the declaration (arrays and
+        # functions after it are _ARRAY_POINTER's and _FUNCTION_POINTER's).
+        raise ValueError(f"{text.strip()!r}: something follows the parenthesized declarator; "
+                         "a parameter declaration ends with it (`int (*p)`)")
     if m is not None:
         # An address as any pointer is (an int, None, ...); the function's type says nothing
         # kernarg can check against an array, so like void* it takes any.
@@ -569,8 +669,11 @@ def _parse_c_param(text):
         m = _ARRAY_POINTER.fullmatch(plain.strip())
         if m is not None:
             return _array_pointer(text, m)
+    cdef bint array = False
     if "[" in plain:
-        plain = _array_as_pointer(plain)
+        adjusted = _array_as_pointer(plain)
+        array = adjusted != plain
+        plain = adjusted
     tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
     if "&" in tokens:
         # An lvalue reference is passed as the address it binds to, as a pointer is: the memory
@@ -578,15 +681,38 @@ def _parse_c_param(text):
         refusal = _reference_refusal(plain, tokens)
         if refusal is not None:
             raise ValueError(f"{text.strip()!r}: {refusal}")
-        spec, name = _parse_c_param(plain.replace("&", "*"))
+        try:
+            spec, name = _parse_c_param(plain.replace("&", "*"))
+        except ValueError as exc:
+            # The message quotes the pointer declaration made up here: quote the user's.
+            raise ValueError(f"{text.strip()!r}: {str(exc).split(': ', 1)[-1]}") from None
+        if re.fullmatch(r"(?:const )?void\*", spec.text):
+            raise ValueError(f"{text.strip()!r}: there are no references to void; use void* "
+                             "for untyped memory")
         spec.text = spec.text[:-1] + "&"      # the last level, shown as declared
         return spec, name
     if "[" in tokens:
         raise ValueError(f"{text.strip()!r}: an array parameter kernarg cannot read; use a "
                          "pointer")
+    for i, tok in enumerate(tokens):
+        if tok in _ELABORATED and (i + 1 == len(tokens) or not _IDENTIFIER_PART.fullmatch(
+                tokens[i + 1]) or tokens[i + 1] in _CXX_KEYWORDS):
+            # `struct const Foo*`, `struct *`: the name of the type comes next.
+            raise ValueError(f"{text.strip()!r}: {tok!r} is not followed by the name of a "
+                             "type")
+        if tok in _ELABORATED and tokens[i + 1] in _TYPEDEF_NAMES:
+            raise ValueError(f"{text.strip()!r}: {tokens[i + 1]!r} is a typedef, which "
+                             f"{tok!r} cannot name")
+        if tok in _RESTRICT and "*" not in tokens[:i]:
+            # `const float __restrict__ x` (a `*` left out?), `__restrict__ float* p`: the
+            # qualifier of a pointer, on what is not one.
+            raise ValueError(f"{text.strip()!r}: {tok} qualifies a pointer; write it after "
+                             "the `*`, as in `const float* __restrict__ x`")
     stars = tokens.count("*")
     is_const = False
     words = []
+    cdef Py_ssize_t last_word_at = -1, type_end_at = -1
+    word_at = []
     for i, tok in enumerate(tokens):
         if tok == "*":
             continue
@@ -598,6 +724,8 @@ def _parse_c_param(text):
         if tok in _QUALIFIERS or tok in ("struct", "__align__"):
             continue
         words.append(tok)
+        word_at.append(i)
+        last_word_at = i
     name = None
     base = _canonical(" ".join(words))
     if base is None and len(words) > 1 and words[-1] not in _SPECIFIERS:
@@ -607,6 +735,32 @@ def _parse_c_param(text):
         name = words[-1]
     if base is not None and ("<" in plain or ">" in plain):
         base = None     # `int<float> n`, `int <5> n`: no type kernarg names takes arguments
+    if base in _FUNDAMENTAL and _ELABORATED.intersection(tokens):
+        base = None     # `struct int`: a struct, class, union or enum is not a built-in type
+    if base is not None and ("enum" in tokens or "union" in tokens):
+        base = None     # `enum float2`: the types kernarg names that are no scalar are structs
+    if base is not None or not stars:
+        refusal = _keyword_refusal(text, words, name)
+        if refusal is not None:
+            raise refusal
+    if base is not None:
+        # Where the type's words end: before the name, if there is one.
+        type_end_at = word_at[-2] if name is not None else word_at[-1]
+        if "struct" in tokens and tokens.index("struct") > word_at[0]:
+            raise ValueError(f"{text.strip()!r}: 'struct' after the type it would name")
+        if name is not None and "::" in name:
+            raise ValueError(f"{text.strip()!r}: a parameter's name is not qualified "
+                             f"({name!r})")
+    if base is not None and name is not None and last_word_at < len(tokens) - 1:
+        # `int n*`, `float x uint3 *`, `int n const`: the name ends the declaration.
+        raise _after_name_refusal(text, name)
+    if base is not None and stars and type_end_at > tokens.index("*"):
+        # `* int p`, `unsigned* char`: the type comes first, then the declarator's `*`s.
+        raise ValueError(f"{text.strip()!r}: a '*' before the end of the type; write the type "
+                         "first, as in `T* name`")
+    if array and base == "void" and stars == 1:
+        raise ValueError(f"{text.strip()!r}: there are no arrays of void; use void* for "
+                         "untyped memory")
     if base is None and stars:
         return _opaque_pointer(text, plain, tokens, is_const)
     if base is None:
@@ -655,9 +809,14 @@ def _array_as_pointer(plain):
     m = _ARRAY_DECLARATOR.fullmatch(plain.strip())
     if m is None:
         return plain
+    dims = [d.strip() for d in re.findall(r"\[([^\[\]]*)\]", m["dims"])]
+    if any(not d for d in dims[1:]) or any(re.fullmatch(r"0+|0[xX]0+", d) for d in dims):
+        # `int x[4][]`: only the first extent may be left out; `int x[0]`: no array is
+        # empty. Refused after, as an array kernarg cannot read.
+        return plain
     head, last = m["head"], m["last"]
     words = head.split()
-    if _QUALIFIER_WORDS.fullmatch(head) \
+    if last in _QUALIFIERS or _QUALIFIER_WORDS.fullmatch(head) \
             or _canonical(" ".join([w for w in words if w not in _QUALIFIERS] + [last])):
         return f"{head}{last} *"                # no name: `int [4]`, `unsigned int [2]`
     return f"{head} *{last}"
@@ -665,6 +824,11 @@ def _array_as_pointer(plain):
 
 _TYPE_WORDS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|"
                          r"__grid_constant__|struct|class|union|enum)\b|__align__\s*\(\s*\d+\s*\)")
+
+
+_HEAD_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict|"
+                              r"__grid_constant__)\b|__align__\s*\(\s*\d+\s*\)")
+_ELABORATED_HEAD = re.compile(r"\s*(?:(struct|class|union|enum|typename)\b)?(.*?)\s*", re.S)
 
 
 def _opaque_pointer(text, plain, tokens, is_const):
@@ -676,20 +840,53 @@ def _opaque_pointer(text, plain, tokens, is_const):
     messages quote ``text``, as written."""
     last_star = len(tokens) - 1 - tokens[::-1].index("*")
     after = [t for t in tokens[last_star + 1:] if t not in _QUALIFIERS]
-    head = _TYPE_WORDS.sub(" ", plain[:plain.index("*")])
-    type_text = " ".join(head.split())
-    if len(after) > 1 or not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*", type_text) \
-            or _SPECIFIERS.issuperset(type_text.split()) \
-            or ("<" in type_text and _canonical(type_text.partition("<")[0].strip())):
+    # The type: its qualifiers aside, one name (template arguments and all), after at most one
+    # elaborated type specifier; `typename Box<T>::type*`, in a template's source, is shown so.
+    head = _HEAD_QUALIFIERS.sub(" ", plain[:plain.index("*")])
+    m = _ELABORATED_HEAD.fullmatch(head)
+    type_text = " ".join(m[2].split())
+    if m[1] in ("enum", "union") and _canonical(m[2].strip()) is not None:
+        # `enum float2*`: the types kernarg names that are no scalar are structs.
+        raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
+                         "ctypes type for structs")
+    if m[1] == "typename":
+        type_text = "typename " + type_text
+        if "::" not in type_text:
+            raise ValueError(f"{text.strip()!r}: 'typename' names a member of a class or "
+                             "namespace (`typename A::type`), and this name is not one")
+    name_only = m[2].strip()
+    while "<" in name_only:
+        shorter = _TEMPLATE_PART.sub("", name_only)
+        if shorter == name_only:
+            break
+        name_only = shorter
+    if len(after) > 1 or not re.fullmatch(r"(?:::)?[A-Za-z_][\w:<>,\s]*", m[2].strip()) \
+            or not re.fullmatch(r"(?:::)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*", name_only) \
+            or _SPECIFIERS.issuperset(name_only.split()) \
+            or ("<" in m[2] and _canonical(m[2].partition("<")[0].strip())) \
+            or _canonical(name_only) in _FUNDAMENTAL \
+            or "<" in plain[plain.index("*"):] or ">" in plain[plain.index("*"):]:
         # Stray words after the name (`Foo* a b`), an unclosed function pointer
         # (`int (*f)(int`): not a pointer declaration. A whole function pointer is
         # _FUNCTION_POINTER's, matched before this. Arithmetic specifiers that _canonical
         # found no type for (`int int*`, `signed unsigned*`) name none, nor does a type
-        # kernarg names given template arguments (`float<2>*`).
+        # kernarg names given template arguments (`float<2>*`) or an elaborated specifier
+        # (`typename bool*`). The type is one name, its template arguments aside, and those
+        # come before the `*`s (`p short*`, `Foo Bar*`, `Foo* p<int>` name no type).
         raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
                          "ctypes type for structs")
-    return (_pointer_spec(type_text, tokens.count("*"), is_const),
-            after[0] if after else None)
+    name = after[0] if after else None
+    refusal = _keyword_refusal(text, re.findall(r"[A-Za-z_]\w*", name_only), name, True)
+    if refusal is None and name is not None and tokens[-1] != name:
+        refusal = _after_name_refusal(text, name)
+    if refusal is not None:
+        raise refusal
+    between = [t for t in tokens[tokens.index("*"):last_star] if t != "*" and t not in _QUALIFIERS]
+    if between or (name is not None and "::" in name):
+        # `Foo* Bar* p`: a word among the `*`s; `Foo* ::ns::p`: a qualified name.
+        raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
+                         "ctypes type for structs")
+    return _pointer_spec(type_text, tokens.count("*"), is_const), name
 
 
 def _pointer_spec(base, stars, is_const):
