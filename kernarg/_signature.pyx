@@ -61,6 +61,7 @@ import ctypes
 import math
 import re
 import struct
+import warnings
 
 import numpy as np
 
@@ -626,6 +627,20 @@ def _function_type(str plain):
             if w not in _QUALIFIERS and (w in _CXX_KEYWORDS or _canonical(w) is not None):
                 return True
     return False
+
+
+def _dtype_hint(str text):
+    """For a str in a list of parameter types that is no C declaration but names a numpy dtype
+    (``'<f4'``, ``'float32'``): how to pass that dtype; else None."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # numpy's deprecated aliases ('a') warn
+            dtype = np.dtype(text)
+    except Exception:
+        return None
+    if dtype.kind not in "biufc":
+        return None
+    return f"for the numpy dtype {text!r}, pass np.dtype({text!r}) ({dtype})"
 
 
 def _parse_c_param(text):
@@ -1598,7 +1613,13 @@ cdef class Signature:
             for i, item in enumerate(params):
                 if isinstance(item, str):
                     item = _without_comments(item, refuse_unclosed=True)
-                    pairs.append(_parse_c_param(item))
+                    try:
+                        pairs.append(_parse_c_param(item))
+                    except ValueError as exc:
+                        hint = _dtype_hint(item)
+                        if hint is None:
+                            raise
+                        raise ValueError(f"{exc_text(exc)}; {hint}") from None
                     texts.append(_default_text(item))
                     continue
                 try:

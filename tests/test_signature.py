@@ -1241,6 +1241,20 @@ def test_declarations_nvrtc_refuses_are_refused(bad, fragment):
         kernarg.Signature(bad)
 
 
+@pytest.mark.parametrize("text, shown", [("<f4", "float32"), ("float32", "float32"),
+                                         ("i8", "int64"), ("complex64", "complex64")])
+def test_a_numpy_dtype_string_in_a_type_list_gets_a_hint(text, shown):
+    # A list of parameter types takes C type strs and numpy dtypes; a dtype's str is neither.
+    with pytest.raises(ValueError, match=re.escape(f"for the numpy dtype {text!r}, pass "
+                                                   f"np.dtype({text!r}) ({shown})")):
+        kernarg.Signature([text])
+    assert kernarg.Signature([np.dtype(text)]).sizes == (np.dtype(text).itemsize,)
+    for not_numeric in ("a", "U4", "Foo f"):       # no hint where the dtype would not do
+        with pytest.raises(ValueError) as info:
+            kernarg.Signature([not_numeric])
+        assert "numpy dtype '" not in str(info.value)
+
+
 @pytest.mark.parametrize("bad", ["int<<>> n", "int <5> n", "int<float> n", "int<5>* p",
                                  "float <2>* p"])
 def test_template_arguments_on_a_type_kernarg_names_are_refused(bad):
