@@ -3290,7 +3290,7 @@ _ALIGN_SPEC = r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)*"
 _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
                           rf"({_ALIGN_SPEC})\{{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<[^;{}]*>\s*$")
-_ALIGN_VALUE = re.compile(r"\(\s*(\d+)\s*\)")
+_ALIGN_ITEM = re.compile(r"(__align__|alignas)\s*\(\s*(\d+)\s*\)")
 # A member declaration kernarg does not lay out: a bitfield or access specifier (a lone `:`),
 # a function, constructor or attribute (`(`), a reference, a destructor, and members that are
 # no data of each object.
@@ -3366,8 +3366,9 @@ class _SourceStructs:
         return self.layouts[name]
 
     def _lay_out(self, name, body, explicit_align):
+        """``explicit_align``: (at least, exactly or 0), as _struct_definitions reads it."""
         names, formats, offsets = [], [], []
-        size, align = 0, explicit_align
+        size, align = 0, explicit_align[0]
         for member in body.split(";"):
             if not member.strip():
                 continue
@@ -3388,6 +3389,8 @@ class _SourceStructs:
                 align = max(align, falign)
         if not names:
             return None
+        if explicit_align[1]:
+            align = explicit_align[1]
         size = (size + align - 1) // align * align
         try:
             return np.dtype({"names": names, "formats": formats, "offsets": offsets,
@@ -3459,8 +3462,15 @@ def _struct_definitions(text):
         names = [m[3]] if m[3] else []
         if m[1] and after[2]:
             names.append(after[2])
-        align = max([int(a) for a in _ALIGN_VALUE.findall(m[2] + m[4])], default=1)
-        yield opening, align, text[opening + 1:closing], names
+        specs = _ALIGN_ITEM.findall(m[2] + m[4])
+        exact = {int(n) for keyword, n in specs if keyword == "__align__"}
+        if len(exact) > 1 or (exact and len(exact) < len(specs)):
+            continue    # alignments that disagree: NVRTC refuses the definition
+        # NVRTC gives a struct __align__(N) exactly the alignment N, lower than its members'
+        # too (its members keep their offsets; its size is rounded to N); alignas(N) may only
+        # raise it (lower is an error).
+        at_least = max([int(n) for _, n in specs], default=1)
+        yield opening, (at_least, exact.pop() if exact else 0), text[opening + 1:closing], names
 
 
 _AFTER_BODY = re.compile(r"\s*(?:(__attribute__|__align__|alignas)|([A-Za-z_]\w*)\s*;)?")

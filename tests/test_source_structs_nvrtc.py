@@ -1,0 +1,138 @@
+"""Differential check of how ``Signature.from_source`` lays out the structs a kernel's source
+defines against NVRTC: for every struct parameter kernarg lays out field by field (its
+``records`` entry), each field's offset, and the struct's size and alignment, must be the
+compiler's (read from a ``__device__`` array of ``offsetof``/``sizeof``/``alignof`` values in
+the PTX). A struct kernarg cannot lay out stays opaque bytes (its record None), which is always
+safe; a wrong offset would put a dict's values in the wrong bytes without a word.
+
+The structs are drawn at random: scalar, vector, pointer and array fields, several declarators
+per member, structs nested by value, explicit alignment, typedefs and comments."""
+import random
+import re
+import struct
+
+import pytest
+
+import kernarg
+from kernarg._nvrtc import NvrtcError
+
+from nvrtc_oracle import compile_ptx
+
+PRELUDE = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\ntypedef float real;\n"
+           "typedef int index_t;\ntypedef unsigned long size_t;\n")
+FIELD_TYPES = (
+    "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned",
+    "long", "long long", "unsigned long long", "float", "double", "bool", "__half", "real",
+    "index_t", "float2", "int4", "double2", "char3", "short2", "uint3", "longlong2", "half2",
+    "float*", "const int*", "void*", "double* const", "char4", "long2", "ushort4", "double3",
+    "__nv_bfloat16", "size_t",
+)
+
+
+def _struct(rng, i, defined, tags):
+    members = []
+    for k in range(rng.randint(1, 6)):
+        base = rng.choice(FIELD_TYPES + tuple(defined) * 2)
+        if base in tags and rng.random() < 0.5:
+            base = "struct " + base
+        decls = []
+        for j in range(1 if "*" in base else rng.choice((1, 1, 1, 2, 3))):
+            name = f"m{k}_{j}"
+            if j and rng.random() < 0.3 and "*" not in base:
+                name = "*" + name           # `int a, *p;`
+            if rng.random() < 0.2:
+                name += f"[{rng.randint(1, 4)}]"
+            decls.append(name)
+        comment = rng.choice(("", "", " /* a, b; c */", " // one\n"))
+        members.append(f"    {base} {', '.join(decls)};{comment}")
+    # NVRTC gives a struct __align__(N) exactly the alignment N, lower than its members' too.
+    align = rng.choice(("", "", "", "__align__(16) ", "__align__(8) ", "__align__(4) ",
+                        "__align__(2) ", "__align__(1) ", "alignas(32) "))
+    name = f"S{i}"
+    if rng.random() < 0.25:     # a typedef of an unnamed struct: no tag to name
+        return f"typedef struct {align}{{\n" + "\n".join(members) + f"\n}} {name};\n", name
+    tags.add(name)
+    return f"struct {align}{name} {{\n" + "\n".join(members) + "\n};\n", name
+
+
+def _fields(record):
+    return list(record.names)
+
+
+def _source(rng, count):
+    defined, parts, tags = [], [PRELUDE], set()
+    for i in range(count):
+        text, name = _struct(rng, i, defined, tags)
+        parts.append(text)
+        defined.append(name)
+    return "".join(parts), defined
+
+
+def _compiler_layouts(source, names, sig):
+    """name -> (offsets of the fields kernarg named, size, alignment), as NVRTC says."""
+    tables = []
+    for i, name in enumerate(names):
+        record = sig.records[i]
+        fields = _fields(record) if record is not None else []
+        values = [f"__builtin_offsetof({name}, {f})" for f in fields]
+        values += [f"sizeof({name})", f"alignof({name})"]
+        tables.append(f'extern "C" __device__ const unsigned long long t{i}[] = '
+                      f'{{{", ".join(values)}}};\n')
+    ptx = compile_ptx(source + "".join(tables))
+    out = {}
+    for i, name in enumerate(names):
+        m = re.search(rf"\.b8 t{i}\[(\d+)\](?: = \{{([^}}]*)\}})?;", ptx)
+        raw = bytes(int(v) for v in m[2].split(",")) if m[2] else b""
+        raw = raw.ljust(int(m[1]), b"\0")
+        values = struct.unpack(f"<{len(raw) // 8}Q", raw)
+        out[name] = (values[:-2], values[-2], values[-1])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
+    rng = random.Random(seed)
+    laid_out = 0
+    for _ in range(5):
+        source, names = _source(rng, 8)
+        params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
+        full = source + f'extern "C" __global__ void k({params}) {{}}\n'
+        try:
+            sig = kernarg.Signature.from_source(full, "k")
+        except NvrtcError as exc:     # structs of arrays of structs: past CUDA's 32764 bytes
+            assert "parameter space overflowed" in str(exc)
+            continue
+        compiler = _compiler_layouts(full, names, sig)
+        for i, name in enumerate(names):
+            offsets, size, align = compiler[name]
+            # (The parameter's own size is the PTX's, which can exceed sizeof: NVRTC passes a
+            # struct __align__(N) below its members' alignment in a parameter rounded up to
+            # that alignment. kernarg then finds the sizes differ and keeps the bytes opaque.)
+            record = sig.records[i]
+            if record is None:
+                continue
+            laid_out += 1
+            mine = tuple(record.fields[f][1] for f in _fields(record))
+            assert (mine, record.itemsize, record.metadata["align"]) == (offsets, size, align), \
+                (name, full)
+    assert laid_out >= 10      # most drawn structs are ones kernarg lays out
+
+
+def test_a_struct_aligned_below_its_members_is_laid_out_with_that_alignment():
+    # NVRTC gives a struct __align__(N) exactly the alignment N, even below its members'; a
+    # struct holding one places it at a multiple of N. kernarg used N only where it raised the
+    # alignment, so here it put `inner` at 16 where the compiler puts it at 8: a dict's values
+    # for `inner` went into the wrong bytes of a struct whose size and alignment were right.
+    source = PRELUDE + """
+struct Wide { float2 a; longlong2 b; };
+struct __align__(8) Low { char3 c; Wide w; };
+struct __align__(16) Outer { char3 c; Low inner; };
+extern "C" __global__ void k(Outer o) {}
+"""
+    sig = kernarg.Signature.from_source(source, "k")
+    record = sig.records[0]
+    assert record is not None
+    assert [record.fields[f][1] for f in record.names] == [0, 8]
+    inner = record.fields["inner"][0]
+    assert (inner.itemsize, inner.metadata["align"]) == (48, 8)
+    assert _compiler_layouts(source, ["Outer"], sig)["Outer"] == ((0, 8), 64, 16)
