@@ -61,3 +61,25 @@ def kernels_layout(decls: dict[str, list[str]], prelude: str = "") -> dict[str, 
         src.append(f'extern "C" __global__ void {name}({params}) {{}}')
     ptx = compile_ptx("\n".join(src))
     return {name: layout(parse_params(ptx, name)) for name in decls}
+
+
+def field_offsets(source: str, structs: dict[str, list[str]]) -> dict[tuple[str, str], int]:
+    """{(struct name, field): offset} as NVRTC lays ``structs`` (name -> field names) out in
+    ``source``, read from the PTX of device variables initialised with each field's address
+    (`generic(probe)+8`): an oracle any NVRTC gives (CUDA 12's has no __builtin_offsetof)."""
+    lines, keys = [], {}
+    for k, name in enumerate(structs):
+        # In a union with a constexpr constructor: constant-initialised, as a __device__
+        # variable must be, whatever member initialisers the struct has.
+        lines.append(f"union kernarg_u{k} {{ {name} s; char c; "
+                     f"constexpr kernarg_u{k}() : c(0) {{}} }};"
+                     f"__device__ kernarg_u{k} kernarg_probe{k};")
+        for j, field in enumerate(structs[name]):
+            lines.append(f"__device__ void* kernarg_off{k}_{j} = "
+                         f"(void*)&kernarg_probe{k}.s.{field};")
+            keys[(k, j)] = (name, field)
+    ptx = compile_ptx(source + "\n".join(lines))
+    found = re.findall(r"\.u64 kernarg_off(\d+)_(\d+) = generic\(kernarg_probe\d+\)(?:\+(\d+))?;",
+                       ptx)
+    assert len(found) == len(keys)
+    return {keys[(int(k), int(j))]: int(offset or 0) for k, j, offset in found}

@@ -16,7 +16,7 @@ import pytest
 import kernarg
 from kernarg._nvrtc import NvrtcError
 
-from nvrtc_oracle import compile_ptx
+from nvrtc_oracle import compile_ptx, field_offsets
 
 PRELUDE = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\ntypedef float real;\n"
            "typedef int index_t;\ntypedef unsigned long size_t;\n")
@@ -69,24 +69,21 @@ def _source(rng, count):
 
 
 def _compiler_layouts(source, names, sig):
-    """name -> (offsets of the fields kernarg named, size, alignment), as NVRTC says."""
-    tables = []
-    for i, name in enumerate(names):
-        record = sig.records[i]
-        fields = _fields(record) if record is not None else []
-        values = [f"__builtin_offsetof({name}, {f})" for f in fields]
-        values += [f"sizeof({name})", f"alignof({name})"]
-        tables.append(f'extern "C" __device__ const unsigned long long t{i}[] = '
-                      f'{{{", ".join(values)}}};\n')
-    ptx = compile_ptx(source + "".join(tables))
-    out = {}
-    for i, name in enumerate(names):
-        m = re.search(rf"\.b8 t{i}\[(\d+)\](?: = \{{([^}}]*)\}})?;", ptx)
-        raw = bytes(int(v) for v in m[2].split(",")) if m[2] else b""
-        raw = raw.ljust(int(m[1]), b"\0")
-        values = struct.unpack(f"<{len(raw) // 8}Q", raw)
-        out[name] = (values[:-2], values[-2], values[-1])
-    return out
+    """name -> (offsets of the fields kernarg named, size, alignment), as NVRTC says: sizes and
+    alignments from a ``__device__`` array of ``sizeof``/``alignof`` values in the PTX, offsets
+    from field addresses (nvrtc_oracle.field_offsets; CUDA 12's NVRTC has no offsetof)."""
+    fields = {name: _fields(sig.records[i]) if sig.records[i] is not None else []
+              for i, name in enumerate(names)}
+    values = [f"sizeof({name}), alignof({name})" for name in names]
+    table = ('extern "C" __device__ const unsigned long long kernarg_t[] = '
+             f'{{{", ".join(values)}}};\n')
+    ptx = compile_ptx(source + table)
+    m = re.search(r"\.b8 kernarg_t\[(\d+)\](?: = \{([^}]*)\})?;", ptx)
+    raw = (bytes(int(v) for v in m[2].split(",")) if m[2] else b"").ljust(int(m[1]), b"\0")
+    sizes = struct.unpack(f"<{len(raw) // 8}Q", raw)
+    offsets = field_offsets(source, {n: f for n, f in fields.items() if f})
+    return {name: (tuple(offsets[(name, f)] for f in fields[name]), sizes[2 * i],
+                   sizes[2 * i + 1]) for i, name in enumerate(names)}
 
 
 @pytest.mark.parametrize("seed", range(6))
