@@ -7,6 +7,7 @@ plan: one C struct per parameter with its code, offset and size, so packing does
 cimport cython
 from cpython.buffer cimport PyObject_CheckBuffer
 from cpython.number cimport PyNumber_Index
+from cpython.long cimport PyLong_Check
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_SIZE
 
@@ -1088,6 +1089,12 @@ def _default_value(str text):
             # Beyond 128 bits: "integer constant is too large" (NVRTC), no value. (NVRTC keeps
             # any narrower literal exact, converting it as it converts an __int128.)
             return _ILL_FORMED
+        if sign < 0:
+            # Minus applies to the literal's own type: an unsigned one wraps (-1u is
+            # 4294967295, and stays so in a long long or a double).
+            width = _unsigned_width(text[m.end(1):], digits[:1] in "123456789", value)
+            if width:
+                return -value % (1 << width)
         return sign * value
     m = _FLOAT_LITERAL.fullmatch(text)
     if m:
@@ -1101,6 +1108,28 @@ def _default_value(str text):
             return _ILL_FORMED
         return sign * value
     return _NOT_LITERAL
+
+
+def _unsigned_width(str suffix, bint decimal, value):
+    """The width of an integer literal's type (C++'s rules for a literal's type, on LP64, where
+    int is 32 bits and long and long long 64) if that type is unsigned, else 0: the first of
+    the suffix's candidate types that holds ``value``. A decimal literal without ``u`` is
+    signed; a hexadecimal, octal or binary one may be unsigned (0x80000000 is an unsigned
+    int). Past 64 bits NVRTC uses __int128, then unsigned __int128."""
+    suffix = suffix.lower()
+    longs = suffix.count("l")
+    if "u" in suffix:
+        candidates = [(32, True), (64, True)]
+    elif decimal:
+        candidates = [(32, False), (64, False)]
+    else:
+        candidates = [(32, False), (32, True), (64, False), (64, True)]
+    if longs:
+        candidates = [c for c in candidates if c[0] == 64]
+    for width, unsigned in candidates:
+        if value >> (width if unsigned else width - 1) == 0:
+            return width if unsigned else 0
+    return 128 if "u" in suffix or value >> 127 else 0
 
 
 def _rounded_to_float(double value):
@@ -1286,6 +1315,8 @@ cdef object _as_parameter(const Param* p, object value):
     if code == C_F16 or code == C_BF16 or code == C_F32 or code == C_F64:
         if value is None:
             return _NOT_LITERAL
+        if type(value) is int:
+            value = _rounded_int(value, _significand_bits(code))
         value = float(value)
         if code == C_F32 and math.isinf(_rounded_to_float(value)) and math.isfinite(value):
             # Beyond float's range (float x = 1e39): undefined in C++. (__half and
@@ -2160,7 +2191,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     _store_float(code, d, dst)
                     i += 1
                     continue
-                elif got == 2 and code >= C_F16:
+                elif got == 2 and code >= C_F16 and (code == C_F64 or -(1 << 53) <= v <= 1 << 53):
+                    # (Past 2**53 the general path rounds the int once, to the format.)
                     _store_float(code, <double>v, dst)
                     i += 1
                     continue
@@ -2418,11 +2450,34 @@ cdef double _real_number(object value) except? -1.0:
         return PyFloat_AsDouble(number)
 
 
+cdef inline int _significand_bits(int code) noexcept:
+    return 24 if code == C_F32 else 11 if code == C_F16 else 8 if code == C_BF16 else 53
+
+
+def _rounded_int(n, int bits):
+    """The int ``n`` rounded to ``bits`` significant bits (to nearest, ties to even): as C++
+    converts an integer to a floating type of that significand, in one step. Through a double
+    first, an int past 2**53 would be rounded twice (9223371761976868863 to a float: once to
+    9223371761976868864.0, a tie, then down, where the exact value rounds up)."""
+    m = -n if n < 0 else n
+    excess = m.bit_length() - bits      # a Python int: the shifts below are Python's
+    if excess <= 0:
+        return n
+    q = m >> excess
+    r = m - (q << excess)
+    half = 1 << (excess - 1)
+    if r > half or (r == half and q & 1):
+        q += 1
+    return q << excess if n >= 0 else -(q << excess)
+
+
 cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
     cdef double d
     if Py_TYPE_P(<PyObject*>value) == &PyFloat_Type:
         d = PyFloat_AS_DOUBLE_P(<PyObject*>value)
     else:
+        if code != C_F64 and (PyLong_Check(value) or isinstance(value, np.integer)):
+            value = _rounded_int(int(value), _significand_bits(code))
         try:
             d = _real_number(value)
         except TypeError:

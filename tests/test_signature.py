@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import kernarg
 from kernarg._nvrtc import NvrtcError, cccl_include_dir, compile_to_ptx, nvrtc_version
 
-from nvrtc_oracle import compile_ptx, kernels_layout, layout, parse_params
+from nvrtc_oracle import compile_ptx, field_offsets, kernels_layout, layout, parse_params
 from producers import CAIObject, DLPackProducer, cai, ptr_of
 
 SCALARS = ["bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
@@ -2537,25 +2537,8 @@ def _struct_fields(dt, name, found):
 
 
 def _compiler_offsets(source, structs):
-    """{(struct name, field): offset} as NVRTC lays ``structs`` out, read from the PTX of
-    device variables initialised with each field's address (`generic(probe)+8`): an oracle
-    any NVRTC gives (CUDA 12's has no __builtin_offsetof)."""
-    lines, keys = [], {}
-    for k, name in enumerate(structs):
-        # In a union with a constexpr constructor: constant-initialised, as a __device__
-        # variable must be, whatever member initialisers the struct has.
-        lines.append(f"union kernarg_u{k} {{ {name} s; char c; "
-                     f"constexpr kernarg_u{k}() : c(0) {{}} }};"
-                     f"__device__ kernarg_u{k} kernarg_probe{k};")
-        for j, field in enumerate(structs[name].names):
-            lines.append(f"__device__ void* kernarg_off{k}_{j} = "
-                         f"(void*)&kernarg_probe{k}.s.{field};")
-            keys[(k, j)] = (name, field)
-    ptx = compile_ptx(source + "\n".join(lines))
-    found = re.findall(r"\.u64 kernarg_off(\d+)_(\d+) = generic\(kernarg_probe\d+\)(?:\+(\d+))?;",
-                       ptx)
-    assert len(found) == len(keys)
-    return {keys[(int(k), int(j))]: int(offset or 0) for k, j, offset in found}
+    """{(struct name, field): offset} as NVRTC lays ``structs`` (name -> record) out."""
+    return field_offsets(source, {name: list(rec.names) for name, rec in structs.items()})
 
 
 def test_from_source_reads_the_structs_the_source_defines():
@@ -2765,6 +2748,46 @@ def test_nvrtc_agrees_that_out_of_range_float_defaults_have_no_value():
                        for i, lit in enumerate(FLOAT_OVERFLOWS))
     sig = kernarg.Signature.from_source(f"__global__ void k({params}) {{}}", "k")
     assert sig.defaults == {}
+
+
+@pytest.mark.parametrize("value", [
+    9223371761976868863,            # 2**63 - 2**38 - 1: just below a tie of floats
+    -9223371761976868863, 2**64 - 1, 2**60 + 2**36 + 1, 16777217, 2**53 + 1, 2**63 - 1,
+])
+def test_an_int_past_2_53_is_rounded_once_to_a_float(value):
+    # C++ converts an integer to float in one rounding. Through a double first, an int past
+    # 2**53 was rounded twice: 2**63 - 2**38 - 1 became the tie 2**63 - 2**38, then 2**63,
+    # where the exact value rounds down to 2**63 - 2**39.
+    want = np.float32(np.int64(value) if value < 2**63 else np.uint64(value)).tobytes()
+    sig = kernarg.Signature("float x, float2 v")
+    kinds = [value, np.int64(value) if -2**63 <= value < 2**63 else np.uint64(value)]
+    for arg in kinds:
+        block = bytes(sig.pack((arg, (arg, 0.0))))
+        assert (block[0:4], block[8:12]) == (want, want), arg
+    assert bytes(kernarg.Signature(f"float x = {value}").pack(())) == want
+    record = np.dtype([("f", np.float32)])
+    assert bytes(kernarg.Signature([record]).pack(({"f": value},))) == want
+
+
+def test_an_int_is_rounded_once_to_bfloat16():
+    # 2**60 + 2**52 + 1 is just past half a bfloat16 step above 2**60: up to 2**60 + 2**53
+    # (0x5d81). Through a double (2**60 + 2**52, a tie) it went down to 2**60 (0x5d80).
+    value = 2**60 + 2**52 + 1
+    for arg in (value, np.int64(value)):
+        assert bytes(kernarg.Signature("__nv_bfloat16 x").pack((arg,))) == b"\x81\x5d"
+
+
+@pytest.mark.parametrize("text, want", [
+    ("long long x = -1u", 4294967295), ("long long x = -0x80000000", 2147483648),
+    ("unsigned long long x = -0Xffffffff", 1), ("long x = - 11U", 4294967285),
+    ("double x = -1ul", 2.0**64 - 1), ("long long x = -2147483648", -2147483648),
+    ("long long x = -0x7fffffff", -2147483647), ("long long x = (-1u)", 4294967295),
+    ("int x = -1u", -1), ("long long x = -1ll", -1), ("long long x = -020000000000", 2**31),
+    ("long long x = -0b1", -1), ("unsigned long long x = -1ull", 2**64 - 1),
+])
+def test_minus_applies_to_an_unsigned_literal_in_its_own_type(text, want):
+    # -1u is unsigned int 4294967295, whatever it then converts to (kernarg read it as -1).
+    assert kernarg.Signature(text).defaults[0] == want
 
 
 def test_literal_defaults_convert_as_the_compiler_converts_them():
