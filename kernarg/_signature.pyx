@@ -674,6 +674,11 @@ def _parse_c_param(text):
         raise ValueError(f"{text.strip()!r}: something follows the parenthesized declarator; "
                          "a parameter declaration ends with it (`int (*p)`)")
     if m is not None:
+        try:
+            _parse_c_param(m["head"] + "*")     # the return type must be a type
+        except ValueError:
+            raise ValueError(f"{text.strip()!r}: unknown return type {m['head'].strip()!r}; "
+                             "write a function pointer as `R (*name)(args)`") from None
         # An address as any pointer is (an int, None, ...); the function's type says nothing
         # kernarg can check against an array, so like void* it takes any.
         shown = (f"{' '.join(m['head'].split())} ({' '.join(m['ptr'].split())})"
@@ -725,6 +730,10 @@ def _parse_c_param(text):
             raise ValueError(f"{text.strip()!r}: {tok} qualifies a pointer; write it after "
                              "the `*`, as in `const float* __restrict__ x`")
     stars = tokens.count("*")
+    if "__grid_constant__" in tokens and "const" not in (
+            tokens[len(tokens) - tokens[::-1].index("*"):] if stars else tokens):
+        raise ValueError(f"{text.strip()!r}: a __grid_constant__ parameter must be const "
+                         "itself (`__grid_constant__ const T name`, `T* const name`)")
     is_const = False
     words = []
     cdef Py_ssize_t last_word_at = -1, type_end_at = -1

@@ -30,7 +30,8 @@ POOL = (
     "int", "unsigned", "long", "short", "char", "signed", "float", "double", "bool", "void",
     "float2", "uint3", "__half", "size_t", "Foo", "x", "n", "Box<int>", "Box<float, 2>",
     "ns::Bar", "half2", "long long", "wchar_t", "char16_t", "dim3", "const", "volatile",
-    "__restrict__", "__restrict", "restrict", "struct", "class", "typename",
+    "__restrict__", "__restrict", "restrict", "__grid_constant__", "struct", "class",
+    "typename",
     # declarator parts
     "*", "*", "*", "&", "&&", "[4]", "[]", "[2][3]", "[0]", "[1]", "(", ")", "(*", "(&",
     "(int)", ")(", "<int>", "<5>",
@@ -55,6 +56,10 @@ def _accepted(texts):
             assert str(exc), text
             continue
         if any(d is not None for d in sig.default_texts):
+            continue
+        if re.search(r"\(\s*(?:x|n|Foo)\s*\)", text):
+            # `int (x)` declares a parameter named x, unless x is a type, as it is here: then
+            # a function's (a pointer, 8 bytes). Which one, a parameter list alone cannot say.
             continue
         out.append((text, sig))
     return out

@@ -1235,6 +1235,10 @@ def test_stray_characters_are_refused(bad, stray):
     ("int x[4][]", "an array parameter kernarg cannot read"),                      # int*
     ("int x[0]", "an array parameter kernarg cannot read"),                        # int*
     ("bool =", "nothing follows '=', where a default argument would be"),          # bool
+    ("__grid_constant__ int x", "a __grid_constant__ parameter must be const itself"),
+    ("__grid_constant__ const float* p", "a __grid_constant__ parameter must be const"),
+    ("dim3 return dim3 (*)()", "unknown return type 'dim3 return dim3'"),     # a pointer
+    ("int int (*f)(int)", "unknown return type 'int int'"),
 ])
 def test_declarations_nvrtc_refuses_are_refused(bad, fragment):
     with pytest.raises(ValueError, match=re.escape(f"{bad!r}: {fragment}")):
