@@ -489,6 +489,10 @@ def _declarator(str shown, name):
     return f"{m['head']} ({m['ptr']}{'' if m['ptr'][-1] in '*&' else ' '}{name}){m['tail']}"
 
 
+_ZERO_EXTENT = re.compile(r"\s*(?:0+|0[xX]0+)\s*")
+_BRACKETED = re.compile(r"\[([^\[\]]*)\]")
+
+
 def _array_pointer(text, m):
     """The parameter ``text``, matched by _ARRAY_POINTER as ``m``: the address of an array,
     whose elements are ``m['head']``, as a pointer to those elements takes (``float (*rows)[4]``
@@ -503,7 +507,10 @@ def _array_pointer(text, m):
                          "reference as `T& name` or `T*& name`, or use a pointer")
     dims = re.findall(r"\[([^\[\]]*)\]", m["tail"])
     for i, dim in enumerate(dims):
-        if not re.fullmatch(r"\s*(?:[1-9]\d*|0[xX][0-9a-fA-F]+)\s*", dim) \
+        if _ZERO_EXTENT.fullmatch(dim):
+            raise ValueError(f"{text.strip()!r}: an array extent of 0 ([{dim.strip()}]); no "
+                             "array is empty")
+        if not re.fullmatch(r"\s*(?:[1-9]\d*|0[xX]0*[1-9a-fA-F][0-9a-fA-F]*)\s*", dim) \
                 and not (i == 0 and not dim.strip()):
             raise ValueError(f"{text.strip()!r}: an array extent kernarg cannot read "
                              f"([{dim.strip()}]); write it as a number")
@@ -713,6 +720,11 @@ def _parse_c_param(text):
         spec.text = spec.text[:-1] + "&"      # the last level, shown as declared
         return spec, name
     if "[" in tokens:
+        zero = next((m for m in _BRACKETED.finditer(plain) if _ZERO_EXTENT.fullmatch(m[1])),
+                    None)
+        if zero is not None:
+            raise ValueError(f"{text.strip()!r}: an array extent of 0 ([{zero[1].strip()}]); "
+                             "no array is empty")
         raise ValueError(f"{text.strip()!r}: an array parameter kernarg cannot read; use a "
                          "pointer")
     for i, tok in enumerate(tokens):

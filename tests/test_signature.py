@@ -1233,7 +1233,9 @@ def test_stray_characters_are_refused(bad, stray):
     ("void x[4]", "there are no arrays of void"),                                  # void*
     ("void& r", "there are no references to void"),
     ("int x[4][]", "an array parameter kernarg cannot read"),                      # int*
-    ("int x[0]", "an array parameter kernarg cannot read"),                        # int*
+    ("int x[0]", "an array extent of 0 ([0]); no array is empty"),                # int*
+    ("int x[4][0x0]", "an array extent of 0 ([0x0]); no array is empty"),
+    ("float (*rows)[0x0]", "an array extent of 0 ([0x0]); no array is empty"),
     ("bool =", "nothing follows '=', where a default argument would be"),          # bool
     ("__grid_constant__ int x", "a __grid_constant__ parameter must be const itself"),
     ("__grid_constant__ const float* p", "a __grid_constant__ parameter must be const"),
