@@ -63,6 +63,7 @@ import math
 import re
 import struct
 import warnings
+from fractions import Fraction
 
 import numpy as np
 
@@ -1121,7 +1122,7 @@ def _default_value(str text):
     if m:
         value = float(m[1].replace("'", ""))
         if text[-1] in "fF" and math.isfinite(value):
-            value = _rounded_to_float(value)
+            value = _decimal_to_float(m[1].replace("'", ""), value)
         nonzero = re.search(r"[1-9]", re.split(r"[eE]", m[1])[0]) is not None
         if math.isinf(value) or (value == 0 and nonzero):
             # Out of its own type's range (1e999, 2e-324, 1e39f): ill-formed, NVRTC refuses
@@ -1151,6 +1152,23 @@ def _unsigned_width(str suffix, bint decimal, value):
         if value >> (width if unsigned else width - 1) == 0:
             return width if unsigned else 0
     return 128 if "u" in suffix or value >> 127 else 0
+
+
+def _decimal_to_float(str digits, double nearest):
+    """The float (IEEE single) nearest the decimal ``digits``, whose nearest double is
+    ``nearest``, as C++ reads a literal `1.5f`: rounded once. Rounding the double instead rounds
+    twice, and differs where the double is a tie between two floats but the decimal is not
+    (1.0000000596046447753906251f is 1.0000001192092896, not 1.0)."""
+    cdef double f = _rounded_to_float(nearest)
+    if f == nearest or not math.isfinite(f):
+        return f
+    other = float(np.nextafter(np.float32(f), np.float32(math.copysign(math.inf, nearest - f))))
+    if nearest - f != other - nearest:
+        return f                        # not a tie: the double's rounding is the decimal's
+    exact = Fraction(digits)
+    if exact == Fraction(nearest):
+        return f                        # a true tie, which _rounded_to_float broke to even
+    return other if (exact > Fraction(nearest)) == (other > f) else f
 
 
 def _rounded_to_float(double value):

@@ -8,7 +8,9 @@ integers with every suffix, digit separators, signs and parentheses, floating li
 exponents and suffixes, character literals, and the booleans; the parameter types are every
 scalar type."""
 import random
+from decimal import Decimal, getcontext
 
+import numpy as np
 import pytest
 
 import kernarg
@@ -16,6 +18,7 @@ import kernarg
 TYPES = ("bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
          "unsigned", "long", "unsigned long", "long long", "unsigned long long", "float",
          "double")
+getcontext().prec = 60      # exact midpoints of floats, and a nudge 30 digits down
 INT_SUFFIXES = ("", "", "", "u", "U", "l", "L", "ul", "lu", "UL", "ll", "LL", "ull", "llu",
                 "uLL")
 
@@ -50,9 +53,21 @@ def _int_literal(rng):
     return text + suffix
 
 
+def _near_a_float_tie(rng):
+    """A decimal float literal a hair from (or at) the midpoint of two adjacent floats: read
+    through a double first, it would be rounded twice."""
+    f = np.float32(rng.uniform(0.5, 1e6))
+    g = np.nextafter(f, np.float32(np.inf))
+    middle = (Decimal(float(f)) + Decimal(float(g))) / 2
+    nudge = Decimal(rng.choice((-1, 0, 1))) * Decimal(10) ** -rng.randint(20, 30)
+    return f"{middle + nudge:f}f"
+
+
 def _float_literal(rng, small):
     if small:   # for an integer parameter: out of its range, the conversion is undefined
         return f"{rng.randint(0, 99)}.{rng.randint(0, 999):03d}" + rng.choice(("", "f"))
+    if rng.random() < 0.3:
+        return _near_a_float_tie(rng)
     mantissa = f"{rng.randint(0, 99999)}.{rng.randint(0, 999):03d}"
     if rng.random() < 0.5:
         mantissa += f"e{rng.randint(-30, 30)}"

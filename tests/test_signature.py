@@ -2783,6 +2783,20 @@ def test_an_int_is_rounded_once_to_bfloat16():
         assert bytes(kernarg.Signature("__nv_bfloat16 x").pack((arg,))) == b"\x81\x5d"
 
 
+@pytest.mark.parametrize("literal, want", [
+    ("1.0000000596046447753906251f", 1 + 2**-23),     # a hair above a tie: up
+    ("1.0000000596046447753906249f", 1.0),            # a hair below: down
+    ("1.000000059604644775390625f", 1.0),             # the tie itself: to even
+    ("-1.0000000596046447753906251f", -(1 + 2**-23)),
+    ("1.00000017881393432617187500001f", 1 + 2**-22),
+])
+def test_a_float_literal_is_rounded_once_to_float(literal, want):
+    # C++ reads 1.5f from its decimal digits to a float in one rounding; through the nearest
+    # double first (here exactly a tie between two floats), the first case came out 1.0.
+    for t in ("float", "double"):
+        assert kernarg.Signature(f"{t} x = {literal}").defaults[0] == want
+
+
 @pytest.mark.parametrize("text, want", [
     ("long long x = -1u", 4294967295), ("long long x = -0x80000000", 2147483648),
     ("unsigned long long x = -0Xffffffff", 1), ("long x = - 11U", 4294967285),
