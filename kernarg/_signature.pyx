@@ -506,7 +506,7 @@ def _array_pointer(text, m):
     if "&" in levels[:-1]:
         raise ValueError(f"{text.strip()!r}: a reference kernarg cannot read; write a "
                          "reference as `T& name` or `T*& name`, or use a pointer")
-    dims = re.findall(r"\[([^\[\]]*)\]", m["tail"])
+    dims = _BRACKETED.findall(m["tail"])
     for i, dim in enumerate(dims):
         if _ZERO_EXTENT.fullmatch(dim):
             raise ValueError(f"{text.strip()!r}: an array extent of 0 ([{dim.strip()}]); no "
@@ -533,7 +533,6 @@ def _array_pointer(text, m):
 # `__align__(N)`, array extents (read by _array_as_pointer and _ARRAY_POINTER), template
 # argument lists (innermost first; an opaque pointer's type reads them).
 _ALIGN_PART = re.compile(r"(?:__align__|alignas)\s*\(\s*\d+\s*\)")
-_EXTENT_PART = re.compile(r"\[[^\[\]]*\]")
 _TEMPLATE_PART = re.compile(r"<[^<>]*>")
 _IDENTIFIER_PART = re.compile(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 _STRAY = re.compile(r"[^\s*&()]+")
@@ -544,7 +543,7 @@ def _stray_part(str plain):
     default) that no part of a declaration accounts for (``5`` in ``int 5 n``, ``;``, ``@``,
     ``...``, a lone ``:``), or None. The tokens _parse_c_param reads skip every other
     character, so without this check ``int; n`` would read as ``int n``."""
-    rest = _EXTENT_PART.sub(" ", _ALIGN_PART.sub(" ", plain))
+    rest = _BRACKETED.sub(" ", _ALIGN_PART.sub(" ", plain))
     while "<" in rest:
         less = _TEMPLATE_PART.sub(" ", rest)
         if less == rest:
@@ -847,8 +846,8 @@ def _array_as_pointer(plain):
     m = _ARRAY_DECLARATOR.fullmatch(plain.strip())
     if m is None:
         return plain
-    dims = [d.strip() for d in re.findall(r"\[([^\[\]]*)\]", m["dims"])]
-    if any(not d for d in dims[1:]) or any(re.fullmatch(r"0+|0[xX]0+", d) for d in dims):
+    dims = [d.strip() for d in _BRACKETED.findall(m["dims"])]
+    if any(not d for d in dims[1:]) or any(_ZERO_EXTENT.fullmatch(d) for d in dims):
         # `int x[4][]`: only the first extent may be left out; `int x[0]`: no array is
         # empty. Refused after, as an array kernarg cannot read.
         return plain
@@ -2206,6 +2205,11 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                         _store_int(dst, v, p.size)
                         i += 1
                         continue
+                elif C_F16 <= code <= C_F64 and -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE:
+                    # Exact in a double, so narrowing it is the one rounding C makes.
+                    _store_float(code, <double>v, dst)
+                    i += 1
+                    continue
         elif tp == &PyFloat_Type:
             if code == C_F32:
                 f32 = <float>PyFloat_AS_DOUBLE_P(item)
@@ -2230,7 +2234,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     _store_float(code, d, dst)
                     i += 1
                     continue
-                elif got == 2 and code >= C_F16 and (code == C_F64 or -(1 << 53) <= v <= 1 << 53):
+                elif got == 2 and code >= C_F16 and (
+                        code == C_F64 or -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
                     # (Past 2**53 the general path rounds the int once, to the format.)
                     _store_float(code, <double>v, dst)
                     i += 1
@@ -2489,6 +2494,11 @@ cdef double _real_number(object value) except? -1.0:
         return PyFloat_AsDouble(number)
 
 
+# Ints up to 2**53 in magnitude are exact in a double: converting one to any float format
+# through a double rounds once.
+cdef long long _EXACT_IN_DOUBLE = 1LL << 53
+
+
 cdef inline int _significand_bits(int code) noexcept:
     return 24 if code == C_F32 else 11 if code == C_F16 else 8 if code == C_BF16 else 53
 
@@ -2512,10 +2522,13 @@ def _rounded_int(n, int bits):
 
 cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
     cdef double d
+    cdef long long v
     if Py_TYPE_P(<PyObject*>value) == &PyFloat_Type:
         d = PyFloat_AS_DOUBLE_P(<PyObject*>value)
     else:
-        if code != C_F64 and (PyLong_Check(value) or isinstance(value, np.integer)):
+        if code != C_F64 and (PyLong_Check(value) or isinstance(value, np.integer)) and not (
+                PyLong_Check(value) and kernarg_small_int(<PyObject*>value, &v)
+                and -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
             value = _rounded_int(int(value), _significand_bits(code))
         try:
             d = _real_number(value)
