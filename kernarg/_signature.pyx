@@ -618,12 +618,12 @@ _INNERMOST_GROUP = re.compile(r"\(([^()]*)\)")
 
 
 def _function_type(str plain):
-    """Whether ``plain`` (no function pointer, attributes or default) declares a parameter of
-    function type, which C adjusts to a pointer to that function: a parenthesized part that is
-    a parameter list, empty or holding a type word (``int ()``, ``signed(int)``), not a
-    declarator (``int (n)``, ``float (*rows)[4]``). A list after a parenthesized declarator,
-    ``int (&f)(int)``, is a reference's or a pointer's, which the caller reads or refuses."""
-    plain = _ALIGN_PART.sub(" ", plain)
+    """Whether ``plain`` (no function pointer, attributes, ``__align__`` or default) declares
+    a parameter of function type, which C adjusts to a pointer to that function: a
+    parenthesized part that is a parameter list, empty or holding a type word (``int ()``,
+    ``signed(int)``), not a declarator (``int (n)``, ``float (*rows)[4]``). A list after a
+    parenthesized declarator, ``int (&f)(int)``, is a reference's or a pointer's, which the
+    caller reads or refuses."""
     for m in _INNERMOST_GROUP.finditer(plain):
         if plain[:m.start()].rstrip().endswith(")"):
             continue
@@ -671,10 +671,10 @@ def _parse_c_param(text):
     unbalanced = _unbalanced(plain)
     if unbalanced is not None:
         raise ValueError(f"{text.strip()!r}: {unbalanced}")
-    if m is None and "(" in plain and _function_type(plain):
+    bare = _ALIGN_PART.sub(" ", plain) if "(" in plain else plain
+    if m is None and "(" in bare and _function_type(bare):
         raise ValueError(f"{text.strip()!r}: a parameter of function type, which C adjusts "
                          "to a pointer to the function; write the pointer, `R (*name)(args)`")
-    bare = _ALIGN_PART.sub(" ", plain) if "(" in plain else plain
     if m is None and "(" in bare and "[" not in bare and not bare.rstrip().endswith(")"):
         # `char (*) Foo`: a parenthesized declarator ends the declaration (arrays and
         # functions after it are _ARRAY_POINTER's and _FUNCTION_POINTER's).
@@ -2520,15 +2520,23 @@ def _rounded_int(n, int bits):
     return q << excess if n >= 0 else -(q << excess)
 
 
+cdef inline bint _int_past_a_double(object value):
+    """Whether ``value`` is an int (or numpy integer) that converting through a double might
+    round: any numpy integer here (the fast paths took the small ones), a Python int past
+    2**53."""
+    cdef long long v
+    if PyLong_Check(value):
+        return not (kernarg_small_int(<PyObject*>value, &v)
+                    and -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE)
+    return isinstance(value, np.integer)
+
+
 cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* dst) except -1:
     cdef double d
-    cdef long long v
     if Py_TYPE_P(<PyObject*>value) == &PyFloat_Type:
         d = PyFloat_AS_DOUBLE_P(<PyObject*>value)
     else:
-        if code != C_F64 and (PyLong_Check(value) or isinstance(value, np.integer)) and not (
-                PyLong_Check(value) and kernarg_small_int(<PyObject*>value, &v)
-                and -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
+        if code != C_F64 and _int_past_a_double(value):
             value = _rounded_int(int(value), _significand_bits(code))
         try:
             d = _real_number(value)

@@ -115,7 +115,6 @@ def test_the_pool_still_finds_what_kernarg_used_to_accept():
     # them all. A pool that no longer draws such texts would make the differential test weak.
     for text in ("int; n", "unsigned* char", "* int", "int n const", "struct int", "int float",
                  "short (*", "unsigned )", "template *", "int n ...", "bool ="):
-        assert all(re.escape(t) for t in text.split())
         with pytest.raises(ValueError):
             kernarg.Signature(text)
         assert isinstance(_nvrtc_layout(text), str), text
