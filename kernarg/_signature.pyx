@@ -253,17 +253,37 @@ cdef inline bint _inline_number(PyObject* item, TypeInfo* info, double* d, long 
     return 0
 
 
+# CUDA's vector type names. Only the 4-vectors of 8-byte elements have the explicitly aligned
+# variants (CUDA 13's vector_types.h: long4_16a ... double4_32a); `float4_32a` is no type.
+_VECTOR_NAME = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])"
+                          r"|(u?long|u?longlong|double)(4)(_16a|_32a)")
+_NO_ALIGNED_VARIANT = re.compile(r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)"
+                                 r"[1-4]_(?:16|32)a")
+
+
+def _unknown_type(text, type_name=None):
+    """The refusal of a parameter whose type kernarg does not know; for a made-up aligned
+    vector (`float4_16a`), which aligned vectors there are."""
+    hint = "pass a numpy dtype or a ctypes type for structs"
+    if type_name is not None and _NO_ALIGNED_VARIANT.fullmatch(type_name):
+        hint = ("CUDA has _16a and _32a variants only of long4, ulong4, longlong4, ulonglong4 "
+                "and double4")
+    return ValueError(f"{text.strip()!r}: unknown parameter type; {hint}")
+
+
 def _vector_type(name):
     """(base scalar name, count, align) for a CUDA vector type name, or None."""
     if name == "half2" or name == "__half2":
         return "__half", 2, 4
     if name in ("__nv_bfloat162", "nv_bfloat162", "bfloat162"):
         return "__nv_bfloat16", 2, 4
-    m = re.fullmatch(r"(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])(_16a|_32a)?",
-                     name)
+    m = _VECTOR_NAME.fullmatch(name)
     if m is None:
         return None
-    base, count, suffix = _VECTOR_BASES[m.group(1)], int(m.group(2)), m.group(3)
+    if m.group(1) is not None:
+        base, count, suffix = _VECTOR_BASES[m.group(1)], int(m.group(2)), None
+    else:
+        base, count, suffix = _VECTOR_BASES[m.group(3)], 4, m.group(5)
     size = _SCALARS[base][1]
     if suffix == "_32a":
         align = 32
@@ -801,8 +821,7 @@ def _parse_c_param(text):
     if base is None and stars:
         return _opaque_pointer(text, plain, tokens, is_const)
     if base is None:
-        raise ValueError(f"{text.strip()!r}: unknown parameter type; pass a numpy dtype or a "
-                         "ctypes type for structs")
+        raise _unknown_type(text, words[0] if words else None)
     if stars:
         return _pointer_spec(base, stars, is_const), name
     if base == "void":

@@ -13,7 +13,7 @@ import re
 import pytest
 
 import kernarg
-from kernarg._nvrtc import NvrtcError, compile_to_ptx
+from kernarg._nvrtc import NvrtcError, compile_to_ptx, nvrtc_version
 
 from nvrtc_oracle import layout, parse_params
 
@@ -108,6 +108,34 @@ def test_valid_declarations_are_accepted_with_nvrtcs_layout(text):
     # The other side of the differential test: declarations that are C++ stay accepted.
     sig = kernarg.Signature(text)
     assert _nvrtc_layout(text) == (sig.offsets, sig.sizes, sig.nbytes)
+
+
+VECTOR_NAMES = [f"{base}{count}{suffix}"
+                for base in ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
+                             "longlong", "ulonglong", "float", "double")
+                for count in (1, 2, 3, 4) for suffix in ("", "_16a", "_32a")]
+
+
+def test_every_vector_name_is_a_type_exactly_when_nvrtc_has_it():
+    # kernarg once read any `<base><n>_16a`/`_32a` as an aligned vector; CUDA 13 has those
+    # variants only of long4, ulong4, longlong4, ulonglong4 and double4 (`float4_32a` was
+    # laid out at 32 bytes' alignment, and is no type). CUDA 12 has none of them.
+    cuda13 = nvrtc_version() >= (13, 0)
+    for name in VECTOR_NAMES:
+        text = f"char c, {name} v"
+        theirs = _nvrtc_layout(text)
+        try:
+            sig = kernarg.Signature(text)
+        except ValueError as exc:
+            assert isinstance(theirs, str), (name, str(exc))
+            assert "unknown parameter type" in str(exc), name
+            if name.endswith("a"):
+                assert "only of long4, ulong4, longlong4, ulonglong4 and double4" in str(exc)
+            continue
+        if not cuda13 and name.endswith("a"):
+            assert isinstance(theirs, str)      # CUDA 13's names, which kernarg knows anyway
+            continue
+        assert theirs == (sig.offsets, sig.sizes, sig.nbytes), name
 
 
 def test_the_pool_still_finds_what_kernarg_used_to_accept():
