@@ -67,6 +67,11 @@ cdef struct TypeInfo:
     bint torch_tensor
 
 
+cdef enum:
+    DTYPE_BIG_ENDIAN = 62   # '>'
+    DTYPE_OTHER = 63        # '?'
+
+
 cdef struct PtrResult:
     uint64_t ptr
     bint readonly
@@ -76,8 +81,12 @@ cdef struct PtrResult:
     bint has_stream     # a CUDA Array Interface producer exported a stream to wait on
     uint64_t stream
     PyObject* capsule   # new reference to a consumed ("used_") DLPack capsule, or NULL
-    # Element type if the producer said: numpy kind ('f','i','u','b','c'; 'B' bfloat16) and
-    # size in bytes; kind 0 when unknown.
+    # Element type if the producer said: numpy kind ('f','i','u','b','c'; 'B' bfloat16; the
+    # small float formats' letters, SMALL_FLOAT_KINDS) and size in bytes; kind 0 when unknown.
+    # DTYPE_BIG_ENDIAN: multi-byte elements in big-endian order, which no kernel reads as its
+    # pointee; DTYPE_OTHER: a type no pointee names (datetime, strings, objects, or a CUDA
+    # Array Interface typestr kernarg cannot read). Both match only pointers that take any
+    # memory (void*, structs).
     char dtype_kind
     int dtype_size
     # CUDA device ordinal the memory lives on, where the producer said so cheaply (DLPack

@@ -1182,25 +1182,34 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
 
 
 cdef int _set_dtype_from_typestr(str typestr, PtrResult* r) except -1:
-    # "<f4", "|u1", "<V2" ...: kind letter then size in bytes, in ASCII digits (numpy's
-    # typestrs are ASCII), 4 at most, which keeps the size in range. Anything else leaves the
-    # dtype unknown. Read in place: slicing the str and int() of the slice cost a typed pack of
-    # an array more than the rest of the interface's reading (~100 ns on the development VM).
+    # "<f4", "|u1", "<V2" ...: the byte order ('<', '>', '|' or '='), the kind letter, then the
+    # size in bytes in ASCII digits (numpy's typestrs are ASCII), 4 at most, which keeps the
+    # size in range. Big-endian elements of more than a byte are DTYPE_BIG_ENDIAN; other
+    # kinds ("<M8[ns]", "|S4", "|O8") and typestrs not of this form DTYPE_OTHER: a typed
+    # pointer to a type kernarg names refuses both, as it refuses a wrong kind. Read in place:
+    # slicing the str and int() of the slice cost a typed pack of an array more than the rest
+    # of the interface's reading (~100 ns on the development VM).
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(typestr), i
-    cdef Py_UCS4 kind
+    cdef Py_UCS4 kind, order
     cdef int size = 0, digit
+    r.dtype_kind = DTYPE_OTHER
+    r.dtype_size = 0
     if not 3 <= n <= 6:
         return 0
+    order = PyUnicode_READ_CHAR(typestr, 0)
     kind = PyUnicode_READ_CHAR(typestr, 1)
-    if kind not in "fiubcV":
+    if order not in "<>|=" or kind not in "fiubcV":
         return 0
     for i in range(2, n):
         digit = <int>PyUnicode_READ_CHAR(typestr, i) - 48      # '0'
         if not 0 <= digit <= 9:
             return 0
         size = size * 10 + digit
-    r.dtype_kind = <char>kind
     r.dtype_size = size
+    if order == ">" and size > 1 and kind != "V":
+        r.dtype_kind = DTYPE_BIG_ENDIAN
+    else:
+        r.dtype_kind = <char>kind
     return 0
 
 
@@ -1210,8 +1219,12 @@ cdef tuple _numpy_dtype_kind(object dtype):
         name = dtype.name
         if name == "bfloat16":
             return ord("B"), 2
+        if dtype.kind in "fiubc" and dtype.byteorder == ">" and dtype.itemsize > 1:
+            return DTYPE_BIG_ENDIAN, dtype.itemsize
         if dtype.kind in "fiubc":
             return ord(dtype.kind), dtype.itemsize
+        if dtype.kind in "mMOSU":   # datetimes, timedeltas, objects, strings: no C pointee
+            return DTYPE_OTHER, dtype.itemsize
         if name in SMALL_FLOAT_KINDS:                       # ml_dtypes' float8 ... float4
             return ord(SMALL_FLOAT_KINDS[name]), 1
     except AttributeError:

@@ -38,6 +38,8 @@ from kernarg._handler cimport (
     lookup_type,
 )
 from kernarg._interop cimport (
+    DTYPE_BIG_ENDIAN,
+    DTYPE_OTHER,
     KIND_BUFFER,
     KIND_HANDLE,
     KIND_INLINE,
@@ -2813,10 +2815,8 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
         if r.dtype_kind != 0 and not _kind_matches(_pointee_char(spec.pointee_kind),
                                                    spec.pointee_size, spec.count,
                                                    r.dtype_kind, r.dtype_size):
-            got = (_KIND_NAMES.get(r.dtype_kind)
-                   or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
             raise TypeError(f"{_field_label(sig, i, where, spec)}: the array's element type "
-                            f"is {got}")
+                            f"is {_element_type(r.dtype_kind, r.dtype_size)}")
         address = r.ptr
     memcpy(dst, &address, 8)
     return 0
@@ -2982,6 +2982,19 @@ cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
     return 0
 
 
+cdef str _element_type(char kind, int size):
+    """An array's element type, as a refusal of it names it."""
+    if kind == DTYPE_BIG_ENDIAN:
+        return (f"big-endian ({size}-byte elements), which a kernel would read byte-swapped: "
+                "convert the array to little-endian first (numpy: "
+                "a.astype(a.dtype.newbyteorder('<')))")
+    if kind == DTYPE_OTHER:
+        return ("one no C pointee names (a datetime, string or object dtype, or a CUDA Array "
+                "Interface typestr not of the form '<f4'); declare the parameter void* to "
+                "pass it as untyped memory")
+    return _KIND_NAMES.get(kind) or f"{chr(kind)}{size} (numpy kind/size)"
+
+
 cdef char _pointee_char(str kind):
     """A spec's pointee kind ('f', 'c8' for plain char, '' for any) as Param.pointee_kind."""
     return ord("c") if kind == "c8" else (ord(kind) if kind else 0)
@@ -3068,10 +3081,8 @@ cdef int _check_pointee(Signature sig, Param* p, Py_ssize_t i, object value,
         return 0
     if not _kind_matches(p.pointee_kind, p.pointee_size, p.count, r.dtype_kind,
                          r.dtype_size):
-        got = (_KIND_NAMES.get(r.dtype_kind)
-               or f"{chr(r.dtype_kind)}{r.dtype_size} (numpy kind/size)")
         raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]} but the array's element "
-                        f"type is {got}")
+                        f"type is {_element_type(r.dtype_kind, r.dtype_size)}")
     return 0
 
 

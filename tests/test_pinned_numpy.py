@@ -176,6 +176,28 @@ def test_pinned_array_under_a_signature_checks_element_type_and_writability():
     assert ptr_of(kernarg.Signature("const float* x").pack((readonly,))) == address(arr)
 
 
+def test_pinned_big_endian_or_datetime_array_is_refused_for_a_typed_pointer():
+    # A kernel reads its pointee in the GPU's byte order: a '>f4' array passed to float* was
+    # read byte-swapped without a word (numpy's kind and size matched). Datetimes and strings
+    # have no C pointee either. Untyped packing and void* take both, as untyped memory.
+    memory = CUPY_PINNED(64)
+    swapped = np.frombuffer(memory, np.dtype(">f4"))
+    dates = np.frombuffer(memory, np.dtype("<M8[ns]"))
+    for array, pointee, what in ((swapped, "float", "big-endian"),
+                                 (swapped, "unsigned char", "big-endian"),
+                                 (dates, "long long", "one no C pointee names")):
+        with pytest.raises(TypeError, match=rf"parameter 0 \('p'\) is {pointee}\* but the "
+                                            rf"array's element type is {what}"):
+            kernarg.Signature(f"{pointee}* p").pack((array,))
+        assert ptr_of(kernarg.Signature("void* p").pack((array,))) == address(array)
+        assert ptr_of(kernarg.pack((array,))) == address(array)
+    # One-byte elements have no byte order: '>i1' is '|i1'.
+    assert ptr_of(kernarg.Signature("signed char* p").pack(
+        (np.frombuffer(memory, np.dtype(">i1")),))) == address(swapped)
+    little = np.frombuffer(memory, np.dtype("<f4"))
+    assert ptr_of(kernarg.Signature("float* p").pack((little,))) == address(swapped)
+
+
 def test_pinned_0d_array_packs_as_a_pointer_and_pageable_one_hints_at_its_value():
     arr = np.frombuffer(CUPY_PINNED(4), np.float32).reshape(())
     assert ptr_of(kernarg.pack((arr,))) == address(arr)

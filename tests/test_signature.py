@@ -1911,6 +1911,39 @@ def test_void_typestr_matches_any_pointee_of_its_size():
             kernarg.Signature(decl).pack((array,))
 
 
+@pytest.mark.parametrize("typestr, what", [
+    (">f4", "big-endian"), (">c8", "big-endian"), (">i8", "big-endian"),
+    ("f4", "one no C pointee names"), ("<F4", "one no C pointee names"),
+    ("<M8[ns]", "one no C pointee names"), ("|S4", "one no C pointee names"),
+    ("|O8", "one no C pointee names"), ("<f 4", "one no C pointee names"),
+])
+def test_typestr_no_pointee_matches_is_refused_for_a_typed_pointer(typestr, what):
+    """A big-endian typestr ('>f4') is read byte-swapped by a kernel, and a typestr of another
+    kind, or not of the form '<f4', names no C type. kernarg took both for any pointee, as if
+    the producer had said no type: now a typed pointer to a type kernarg names refuses them,
+    and void*, pointers to structs and untyped packing take them as untyped memory."""
+    array = CAIObject(cai(0x10, typestr=typestr))
+    for decl in ("float* p", "const float2* p", "long long* p", "char* p"):
+        with pytest.raises(TypeError, match=rf"'p'\) is {re.escape(decl[:-2])} but the array's "
+                                            rf"element type is {what}"):
+            kernarg.Signature(decl).pack((array,))
+    for decl in ("void* p", "const void* p", "struct Foo* p", "float** p"):
+        assert bytes(kernarg.Signature(decl).pack((array,))) == struct.pack("<Q", 0x10)
+    assert bytes(kernarg.pack((array,))) == struct.pack("<Q", 0x10)
+
+
+def test_byte_order_matters_only_past_one_byte():
+    for typestr in ("<f4", "=f4", "|f4"):
+        assert bytes(kernarg.Signature("float* p").pack((CAIObject(cai(0x10, typestr=typestr)),))) \
+            == struct.pack("<Q", 0x10)
+    for typestr in (">i1", "|i1", "<i1"):
+        assert bytes(kernarg.Signature("signed char* p").pack(
+            (CAIObject(cai(0x10, typestr=typestr)),))) == struct.pack("<Q", 0x10)
+    # Raw bytes ('V') have no byte order either: matched by size, whatever it says.
+    assert bytes(kernarg.Signature("__half* p").pack((CAIObject(cai(0x10, typestr=">V2")),))) \
+        == struct.pack("<Q", 0x10)
+
+
 def test_a_producers_own_exception_keeps_its_type_and_traceback():
     class Failing:
         @property

@@ -160,8 +160,8 @@ CAI_KEYS = ["data", "shape", "typestr", "version", "strides", "stream", "mask", 
 def _cai(fdp):
     shape = tuple(fdp.ConsumeIntInRange(0, 4) for _ in range(fdp.ConsumeIntInRange(0, 3)))
     d = {"data": (fdp.ConsumeIntInRange(0, 2**64 - 1), fdp.ConsumeBool()), "shape": shape,
-         "typestr": ["<f4", "|u1", "<V2", "<i8", "<f8", "<c16", "|b1"][
-             fdp.ConsumeIntInRange(0, 6)],
+         "typestr": ["<f4", "|u1", "<V2", "<i8", "<f8", "<c16", "|b1", ">f4", ">i1", "=f4",
+                     "<M8[ns]", "f4", "|S4"][fdp.ConsumeIntInRange(0, 12)],
          "version": fdp.ConsumeIntInRange(0, 3)}
     if fdp.ConsumeBool():
         d["stream"] = None if fdp.ConsumeBool() else fdp.ConsumeIntInRange(1, 2**64 - 1)
