@@ -1392,13 +1392,23 @@ cdef const char* _DL_SMALL_FLOAT_LETTERS = _DL_SMALL_FLOATS
 
 
 cdef int _dl_dtype(DLTensor* tensor, PtrResult* r) noexcept:
+    # Element kind and size for the typed pointer check. A dtype of several lanes (float32 x2)
+    # is no C scalar: kernarg counted its lanes into the size, and so matched double* to
+    # float32 x2. That, an opaque handle, sub-byte ints and codes past DLPack 1.1's are
+    # DTYPE_OTHER: only pointers that take any memory take them.
     cdef uint8_t code = tensor.dtype.code
-    if tensor.dtype.bits % 8 == 0 and code <= 6 and code != 3:
+    if tensor.dtype.lanes != 1:
+        r.dtype_kind = DTYPE_OTHER
+        r.dtype_size = 0
+    elif tensor.dtype.bits % 8 == 0 and tensor.dtype.bits != 0 and code <= 6 and code != 3:
         r.dtype_kind = _DL_KIND_LETTERS[code]
-        r.dtype_size = tensor.dtype.bits // 8 * tensor.dtype.lanes
+        r.dtype_size = tensor.dtype.bits // 8
     elif 7 <= code <= 17:
         r.dtype_kind = _DL_SMALL_FLOAT_LETTERS[code - 7]
         r.dtype_size = 1
+    else:
+        r.dtype_kind = DTYPE_OTHER
+        r.dtype_size = 0
     return 0
 
 

@@ -2989,9 +2989,10 @@ cdef str _element_type(char kind, int size):
                 "convert the array to little-endian first (numpy: "
                 "a.astype(a.dtype.newbyteorder('<')))")
     if kind == DTYPE_OTHER:
-        return ("one no C pointee names (a datetime, string or object dtype, or a CUDA Array "
-                "Interface typestr not of the form '<f4'); declare the parameter void* to "
-                "pass it as untyped memory")
+        return ("one no C pointee names (a datetime, string or object dtype, a CUDA Array "
+                "Interface typestr not of the form '<f4', or a DLPack dtype of several lanes, "
+                "of sub-byte ints or an opaque handle); declare the parameter void* to pass "
+                "it as untyped memory")
     return _KIND_NAMES.get(kind) or f"{chr(kind)}{size} (numpy kind/size)"
 
 

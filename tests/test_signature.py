@@ -1932,6 +1932,20 @@ def test_typestr_no_pointee_matches_is_refused_for_a_typed_pointer(typestr, what
     assert bytes(kernarg.pack((array,))) == struct.pack("<Q", 0x10)
 
 
+@pytest.mark.parametrize("dtype", [(2, 32, 2), (0, 4, 1), (3, 64, 1), (1, 1, 1), (20, 8, 1),
+                                   (2, 0, 1)],
+                         ids=["float32x2", "int4", "opaque", "uint1", "code20", "float0"])
+def test_dlpack_dtype_no_c_scalar_names_is_refused_for_a_typed_pointer(dtype):
+    """A DLPack dtype of two float32 lanes had its lanes counted into the size, and passed for
+    double*; sub-byte ints, opaque handles and unknown codes passed for any pointee."""
+    for decl in ("float* p", "double* p", "float2* p", "signed char* p", "const bool* p"):
+        with pytest.raises(TypeError, match=r"element type is one no C pointee names"):
+            kernarg.Signature(decl).pack((DLPackProducer(0x1000, device=(2, 0), dtype=dtype),))
+    block = kernarg.Signature("void* p").pack((DLPackProducer(0x1000, device=(2, 0),
+                                                              dtype=dtype),))
+    assert bytes(block) == struct.pack("<Q", 0x1000)
+
+
 def test_byte_order_matters_only_past_one_byte():
     for typestr in ("<f4", "=f4", "|f4"):
         assert bytes(kernarg.Signature("float* p").pack((CAIObject(cai(0x10, typestr=typestr)),))) \
