@@ -1291,7 +1291,7 @@ _TORCH_KINDS = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2),
                 "bfloat16": ("B", 2), "int8": ("i", 1), "uint8": ("u", 1), "int16": ("i", 2),
                 "int32": ("i", 4), "int64": ("i", 8), "bool": ("b", 1), "uint16": ("u", 2),
                 "uint32": ("u", 4), "uint64": ("u", 8), "complex64": ("c", 8),
-                "complex128": ("c", 16),
+                "complex128": ("c", 16), "complex32": ("c", 4),
                 **{name: (kind, 1) for name, kind in SMALL_FLOAT_KINDS.items()}}
 
 
@@ -1722,10 +1722,11 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
 
 
 cdef tuple _torch_dtype_kind(object dtype):
-    """(kind, size) of a torch dtype, read from its name (torch.float32 -> "float32"); kind 0:
-    unknown. Read once per dtype object (_dtype_entry): str() of it cost ~110 ns a pack."""
+    """(kind, size) of a torch dtype, read from its name (torch.float32 -> "float32"); a dtype
+    no C scalar names (quantized, sub-byte, bits) DTYPE_OTHER: only pointers that take any
+    memory take it. Read once per dtype object (_dtype_entry): str() of it cost ~110 ns a pack."""
     kind = _TORCH_KINDS.get(str(dtype).rpartition(".")[2])
-    return (0, 0) if kind is None else (ord(kind[0]), kind[1])
+    return (DTYPE_OTHER, 0) if kind is None else (ord(kind[0]), kind[1])
 
 
 def _torch_stream_reader(torch):

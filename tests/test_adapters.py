@@ -236,6 +236,17 @@ SCRIPT = STAND_INS + textwrap.dedent("""
     typed = sig.pack((Tensor(0x1000, 0), ndarray(0x2000, 0), DeviceNDArray(0x3000), 4))
     assert ptrs(typed)[:3] == [0x1000, 0x2000, 0x3000]
     raises(TypeError, "'a'", lambda: sig.pack((Tensor(0x1000, 0, "int32"), None, None, 4)))
+    # torch dtypes no C scalar names (quantized, sub-byte) passed for any pointee; now only
+    # void* and struct pointers take them. complex32 is a pair of halves, as half2.
+    for name in ("quint8", "qint32", "uint4", "bits16"):
+        raises(TypeError, "('p') is signed char* but the array's element type is one no C "
+               "pointee names", lambda: kernarg.Signature("signed char* p").pack(
+                   (Tensor(0x1000, 0, name),)))
+        assert ptrs(kernarg.Signature("void* p").pack((Tensor(0x1000, 0, name),))) == [0x1000]
+    assert ptrs(kernarg.Signature("half2* p").pack((Tensor(0x1000, 0, "complex32"),))) == [
+        0x1000]
+    raises(TypeError, "('p') is float* but the array's element type is c4",
+           lambda: kernarg.Signature("float* p").pack((Tensor(0x1000, 0, "complex32"),)))
     # kernarg remembers each torch dtype object's element type (a bounded number of them;
     # these stand-ins make a new dtype object per tensor): past the bound, still checked.
     for _ in range(80):
@@ -357,6 +368,11 @@ SCRIPT = STAND_INS + textwrap.dedent("""
             other = "int" if ctype != "int" else "float"
             raises(TypeError, f"('p') is const {other}* but the array's element type",
                    lambda: kernarg.Signature(f"const {other}* p").pack((a,)))
+    # A big-endian dtype is read byte-swapped by a kernel: refused for a typed pointer.
+    swapped = ArrayImpl(0x7000, gpu0, np.dtype(">f4"))
+    raises(TypeError, "('p') is const float* but the array's element type is big-endian",
+           lambda: kernarg.Signature("const float* p").pack((swapped,)))
+    assert ptrs(kernarg.Signature("const void* p").pack((swapped,))) == [0x7000]
     for i in range(300):                    # structured dtypes: no element kind, any pointee
         a = ArrayImpl(0x7000, gpu0, np.dtype([(f"f{i}", "<f4")]))
         assert ptrs(kernarg.Signature("const float* p").pack((a,))) == [0x7000]

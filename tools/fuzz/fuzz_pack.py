@@ -56,6 +56,11 @@ C_TYPES = ["int", "unsigned int", "char", "signed char", "unsigned char", "short
            "const float*", "float*", "const double* __restrict__", "int**", "const void*",
            "struct { int a; char b; }", "unsigned short", "long double"]
 
+# The CUDA Array Interface typestrs a typed pointer to a float or a double may take.
+_F4 = {"<f4", "|f4", "=f4", "<V4", "|V4", ">V4", "=V4"}
+_F8 = {"<f8", "|f8", "=f8", "<V8", "|V8", ">V8", "=V8"}
+POINTEE_TYPESTRS = {"const float*": _F4, "float*": _F4, "const double* __restrict__": _F8}
+
 
 class Registered:
     """A pointer-like type taught to kernarg with kernarg.register."""
@@ -399,6 +404,12 @@ def test_one_input(data):
             for i, (t, a) in enumerate(zip(params, args, strict=True)):
                 if isinstance(a, producers.TorchTensor) and isinstance(t, str) and "*" in t:
                     _tensor_checks(a, i, typed)
+                if t in POINTEE_TYPESTRS and isinstance(
+                        a, (producers.CAIObject, producers.InstanceCAI)):
+                    # A typed pointer took the array: its typestr names the pointee, in the
+                    # GPU's byte order (or is raw bytes of its size).
+                    typestr = a.__cuda_array_interface__.get("typestr")
+                    assert typestr in POINTEE_TYPESTRS[t], (t, typestr)
                 if t == "int" and type(a) is int:
                     assert struct.unpack_from("<i", bytes(typed), typed.offsets[i])[0] == a
                 if t == "double" and type(a) is float:
