@@ -2592,20 +2592,31 @@ cdef Py_ssize_t _scalar_size(int code):
     return 8
 
 
+cdef str _lanes_refusal(object value, Py_ssize_t count, str what):
+    """Why ``value`` is not the ``count`` lanes of a vector (a tuple, list or 1-d numpy array
+    of that length), or None where it is."""
+    if not isinstance(value, (tuple, list, np.ndarray)):
+        return (f"expected a sequence of {count} {what}, got {type(value).__name__}: pass a "
+                "tuple, a list or a 1-d numpy array")
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        return (f"expected a sequence of {count} {what}, got a {value.ndim}-d numpy array of "
+                f"shape {value.shape}")
+    if len(value) != count:
+        return f"expected {count} elements, got {len(value)}"
+    return None
+
+
 cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* dst) except -1:
     cdef Py_ssize_t k, step = _scalar_size(p.elem)
     if p.count == 2 and p.elem >= C_F16 and isinstance(value, (complex, np.complexfloating)):
         # A pair of floats is a complex number's layout (cuComplex is float2; libcu++'s
         # complex<__half> is laid out as half2, complex<__nv_bfloat16> as __nv_bfloat162).
         value = (value.real, value.imag)
-    if not isinstance(value, (tuple, list, np.ndarray)):
-        if p.count == 1:
-            return _put_scalar(sig, p.elem, i, value, dst)
-        raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected a sequence of "
-                        f"{p.count} numbers, got {type(value).__name__}")
-    if len(value) != p.count:
-        raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: expected {p.count} "
-                        f"elements, got {len(value)}")
+    if p.count == 1 and not isinstance(value, (tuple, list, np.ndarray)):
+        return _put_scalar(sig, p.elem, i, value, dst)
+    refusal = _lanes_refusal(value, p.count, "numbers")
+    if refusal is not None:
+        raise TypeError(f"{_param_name(sig, i)} is {sig._types[i]}: {refusal}")
     for k in range(p.count):
         item = value[k]
         if isinstance(item, np.generic):
@@ -2696,6 +2707,9 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
             return 0
         if not isinstance(value, (tuple, list, np.ndarray)):
             return _put_ctypes_part(sig, i, dt, value, dst, what, "a sequence")
+        if isinstance(value, np.ndarray) and value.ndim != len(shape):
+            raise TypeError(f"{_param_name(sig, i)}: {what} is an array of shape {shape}, got "
+                            f"a numpy array of shape {value.shape}")
         n = shape[0]
         if len(value) != n:
             raise TypeError(f"{_param_name(sig, i)}: {what} has {n} elements, got "
@@ -3099,9 +3113,9 @@ cdef int _put_small_float(Signature sig, Param* p, Py_ssize_t i, object value,
     if p.count == 1:
         word = <uint32_t>_small_float_code(p.elem, value, _param_name(sig, i), shown)
     else:
-        if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != p.count:
-            raise TypeError(f"{_param_name(sig, i)} is {shown}: expected a sequence of "
-                            f"{p.count} values, got {type(value).__name__}")
+        refusal = _lanes_refusal(value, p.count, "values")
+        if refusal is not None:
+            raise TypeError(f"{_param_name(sig, i)} is {shown}: {refusal}")
         for k in range(p.count):
             word |= <uint32_t>_small_float_code(
                 p.elem, value[k], f"{_param_name(sig, i)}[{k}]", shown) << (bits * k)

@@ -1946,6 +1946,33 @@ def test_dlpack_dtype_no_c_scalar_names_is_refused_for_a_typed_pointer(dtype):
     assert bytes(block) == struct.pack("<Q", 0x1000)
 
 
+@pytest.mark.parametrize("decl, n", [("float4 v", 4), ("float2 v", 2), ("__nv_fp8x2_e4m3 v", 2)])
+def test_a_vector_from_a_value_of_the_wrong_shape_is_refused_by_name(decl, n):
+    # A 0-d array gave "TypeError: len() of unsized object" (numpy's words, not kernarg's);
+    # a range, which is a sequence of numbers, "expected a sequence of 4 numbers, got range".
+    sig = kernarg.Signature(decl)
+    for value, says in ((np.array(1.0), "got a 0-d numpy array of shape ()"),
+                        (np.zeros((1, n)), f"got a 2-d numpy array of shape (1, {n})"),
+                        (range(n), "got range: pass a tuple, a list or a 1-d numpy array"),
+                        ([0] * (n + 1), f"expected {n} elements, got {n + 1}")):
+        with pytest.raises(TypeError, match=rf"^parameter 0 \('v'\) is {re.escape(decl[:-2])}: "
+                                            rf".*{re.escape(says)}$"):
+            sig.pack((value,))
+    assert len(bytes(sig.pack((np.zeros(n, np.float32),)))) == sig.nbytes
+
+
+def test_a_struct_array_field_from_an_array_of_another_shape_is_refused_by_name():
+    sig = kernarg.Signature.from_source(
+        'struct P { float2 v; float m[2][3]; };\nextern "C" __global__ void k(P p) {}', "k")
+    for field, value, says in (("v", np.array(1.0), "shape (2,), got a numpy array of shape ()"),
+                               ("m", np.zeros(6), "shape (2, 3), got a numpy array of shape (6,)")):
+        with pytest.raises(TypeError, match=rf"^parameter 0 \('p'\): field {field} is an array "
+                                            rf"of {re.escape(says)}$"):
+            sig.pack(({field: value},))
+    assert bytes(sig.pack(({"m": np.arange(6.0).reshape(2, 3)},)))[8:32] == \
+        np.arange(6, dtype=np.float32).tobytes()
+
+
 def test_byte_order_matters_only_past_one_byte():
     for typestr in ("<f4", "=f4", "|f4"):
         assert bytes(kernarg.Signature("float* p").pack((CAIObject(cai(0x10, typestr=typestr)),))) \
