@@ -2976,13 +2976,8 @@ def _c_launch_loop(BoundLaunch bound, Py_ssize_t count, int variant=C_LOOP_PLAIN
 
 
 def _entry_name(str ptx, str name):
-    """The PTX entry for ``name``: itself, or its C++ mangled form."""
+    """The PTX entry for ``name``: itself, or its C++ mangled form (_signature.ptx_entry_name)."""
     import re
 
-    entries = re.findall(r"\.entry\s+([\w$]+)", ptx)
-    if name in entries:
-        return name
-    mangled = [e for e in entries if e.startswith(f"_Z{len(name)}{name}")]
-    if len(mangled) == 1:
-        return mangled[0]
-    raise LookupError(f"kernel {name!r} not found in the PTX (entries: {entries})")
+    from kernarg._signature import ptx_entry_name
+    return ptx_entry_name(re.findall(r"\.entry\s+([\w$]+)", ptx), name)

@@ -1615,19 +1615,57 @@ cdef str ptx_text(object ptx, str who):
         raise ValueError(f"{who}: ptx is not PTX text ({exc})") from None
 
 
+def _nested_name(entry):
+    """The qualified name a C++ mangled entry of a function in a namespace or class stands for
+    (`_ZN2ns1fEf` -> 'ns::f'), or None where it is not that simple (templates, std::
+    abbreviations, a function at namespace scope)."""
+    if not entry.startswith("_ZN"):
+        return None
+    parts, i = [], 3
+    while i < len(entry) and entry[i].isdigit():
+        j = i
+        while j < len(entry) and entry[j].isdigit():
+            j += 1
+        n = int(entry[i:j])
+        if n == 0 or j + n > len(entry):
+            return None
+        parts.append(entry[j:j + n])
+        i = j + n
+    return "::".join(parts) if parts and entry[i:i + 1] == "E" else None
+
+
+def ptx_entry_name(entries, str name):
+    """The ``.entry`` among ``entries`` (the names a PTX module defines) for kernel ``name``:
+    itself, or the C++ mangled form of a function of that name, unqualified (`_Z1fPf`) or in
+    a namespace or class (`ns::f`: `_ZN2ns1fE...`). LookupError, listing the entries, where
+    there is none or more than one (overloads: name the entry itself)."""
+    if name in entries:
+        return name
+    parts = [part.strip() for part in name.strip().removeprefix("::").split("::")]
+    if all(re.fullmatch(r"[A-Za-z_]\w*", part) for part in parts):
+        prefix = (f"_Z{len(parts[0])}{parts[0]}" if len(parts) == 1 else
+                  "_ZN" + "".join(f"{len(part)}{part}" for part in parts) + "E")
+        mangled = [entry for entry in entries if entry.startswith(prefix)]
+        if len(mangled) == 1:
+            return mangled[0]
+        if mangled:
+            raise LookupError(f"kernel {name!r} is overloaded in the PTX ({sorted(mangled)}): "
+                              "name the .entry itself")
+    hint = ""
+    if len(parts) == 1:
+        qualified = sorted({q for q in map(_nested_name, entries)
+                            if q is not None and q.rpartition("::")[2] == parts[0]})
+        if qualified:
+            hint = f"; did you mean {' or '.join(map(repr, qualified))}?"
+    raise LookupError(f"kernel {name!r} not found in the PTX (entries: {sorted(entries)})"
+                      f"{hint}")
+
+
 def _parse_ptx_entry(ptx, kernel_name):
     entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)", ptx)}
     if not entries:
         entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(\s*\)", ptx)}
-    if kernel_name in entries:
-        match = entries[kernel_name]
-    else:
-        mangled = [n for n in entries if re.match(rf"_Z\d+{re.escape(kernel_name)}\w*", n)
-                   and n.startswith(f"_Z{len(kernel_name)}{kernel_name}")]
-        if len(mangled) != 1:
-            raise LookupError(f"kernel {kernel_name!r} not found in the PTX (entries: "
-                              f"{sorted(entries)})")
-        match = entries[mangled[0]]
+    match = entries[ptx_entry_name(entries, kernel_name)]
     body = match.group(2) if match.lastindex and match.lastindex >= 2 else ""
     body = re.sub(r"//[^\n]*|/\*.*?\*/", " ", body, flags=re.S)     # PTX comments are C's
     specs, names = [], []

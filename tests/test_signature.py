@@ -149,6 +149,32 @@ def test_from_ptx_mangled_cpp_kernel_and_types():
         kernarg.Signature.from_ptx(ptx, "missing")
 
 
+def test_from_ptx_finds_kernels_in_namespaces_by_their_qualified_names():
+    # A kernel in a namespace has a nested mangled name (_ZN2ns1fEf): kernarg found only
+    # kernels at namespace scope by their own names, and `ns::f` was "not found".
+    ptx = compile_ptx("namespace ns { __global__ void f(float x) {}\n"
+                      "  namespace in { __global__ void g(int n, double d) {} } }\n"
+                      "namespace other { __global__ void f(int x) {} }\n"
+                      "__global__ void over(int) {}\n__global__ void over(float) {}\n")
+    assert kernarg.Signature.from_ptx(ptx, "ns::f").sizes == (4,)
+    assert kernarg.Signature.from_ptx(ptx, "::ns::in::g").sizes == (4, 8)
+    assert bytes(kernarg.Signature.from_ptx(ptx, "other::f").pack((7,))) == struct.pack("<i", 7)
+    # The unqualified name of a kernel in a namespace says which ones it could be.
+    with pytest.raises(LookupError, match=r"kernel 'f' not found in the PTX .*; did you mean "
+                                          r"'ns::f' or 'other::f'\?$"):
+        kernarg.Signature.from_ptx(ptx, "f")
+    with pytest.raises(LookupError, match=r"did you mean 'ns::in::g'\?$"):
+        kernarg.Signature.from_ptx(ptx, "g")
+    # Overloads have one entry each: the name alone is ambiguous, and the refusal says so.
+    with pytest.raises(LookupError, match=r"kernel 'over' is overloaded in the PTX "
+                                          r"\(\['_Z4overf', '_Z4overi'\]\): name the \.entry "
+                                          r"itself"):
+        kernarg.Signature.from_ptx(ptx, "over")
+    assert kernarg.Signature.from_ptx(ptx, "_Z4overf").sizes == (4,)
+    with pytest.raises(LookupError, match=r"kernel 'in::g' not found"):
+        kernarg.Signature.from_ptx(ptx, "in::g")
+
+
 
 PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
 
