@@ -1616,9 +1616,9 @@ cdef str ptx_text(object ptx, str who):
 
 
 def _nested_name(entry):
-    """The qualified name a C++ mangled entry of a function in a namespace or class stands for
-    (`_ZN2ns1fEf` -> 'ns::f'), or None where it is not that simple (templates, std::
-    abbreviations, a function at namespace scope)."""
+    """The qualified name a C++ mangled entry of a kernel in a namespace stands for
+    (`_ZN2ns1fEf` -> 'ns::f'; `_ZN2ns4axpyIfEE...` -> 'ns::axpy'), or None where it is not
+    that simple (std:: abbreviations, a kernel in the global namespace)."""
     if not entry.startswith("_ZN"):
         return None
     parts, i = [], 3
@@ -1631,21 +1631,25 @@ def _nested_name(entry):
             return None
         parts.append(entry[j:j + n])
         i = j + n
-    return "::".join(parts) if parts and entry[i:i + 1] == "E" else None
+    return "::".join(parts) if parts and entry[i:i + 1] in ("E", "I") else None
 
 
 def ptx_entry_name(entries, str name):
     """The ``.entry`` among ``entries`` (the names a PTX module defines) for kernel ``name``:
-    itself, or the C++ mangled form of a function of that name, unqualified (`_Z1fPf`) or in
-    a namespace or class (`ns::f`: `_ZN2ns1fE...`). LookupError, listing the entries, where
-    there is none or more than one (overloads: name the entry itself)."""
+    itself, or the C++ mangled form of a kernel of that name, in the global namespace
+    (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`) or another (`ns::f`: `_ZN2ns1fE...`, `_ZN2ns4axpyIfEE...`).
+    LookupError, listing the entries, where there is none or more than one (overloads and
+    template instantiations: name the entry itself)."""
     if name in entries:
         return name
     parts = [part.strip() for part in name.strip().removeprefix("::").split("::")]
     if all(re.fullmatch(r"[A-Za-z_]\w*", part) for part in parts):
-        prefix = (f"_Z{len(parts[0])}{parts[0]}" if len(parts) == 1 else
-                  "_ZN" + "".join(f"{len(part)}{part}" for part in parts) + "E")
-        mangled = [entry for entry in entries if entry.startswith(prefix)]
+        if len(parts) == 1:
+            prefix, follows = f"_Z{len(parts[0])}{parts[0]}", None
+        else:   # the nested name ends with E, or goes on with its template arguments (I...E)
+            prefix, follows = "_ZN" + "".join(f"{len(part)}{part}" for part in parts), "EI"
+        mangled = [entry for entry in entries if entry.startswith(prefix) and (
+            follows is None or entry[len(prefix):len(prefix) + 1] in tuple(follows))]
         if len(mangled) == 1:
             return mangled[0]
         if mangled:

@@ -173,6 +173,12 @@ def test_from_ptx_finds_kernels_in_namespaces_by_their_qualified_names():
     assert kernarg.Signature.from_ptx(ptx, "_Z4overf").sizes == (4,)
     with pytest.raises(LookupError, match=r"kernel 'in::g' not found"):
         kernarg.Signature.from_ptx(ptx, "in::g")
+    # A template's one instantiation in a namespace, as one at global scope is found.
+    ptx = compile_ptx("namespace ns { template <class T> __global__ void axpy(T* x, T a) {}\n"
+                      "template __global__ void axpy<float>(float*, float); }\n")
+    assert kernarg.Signature.from_ptx(ptx, "ns::axpy").sizes == (8, 4)
+    with pytest.raises(LookupError, match=r"did you mean 'ns::axpy'\?$"):
+        kernarg.Signature.from_ptx(ptx, "axpy")
 
 
 
