@@ -1,7 +1,8 @@
 """Coverage-guided fuzzing of kernarg's text readers (atheris + libFuzzer; see fuzz_pack.py for
 the build): C parameter lists (``Signature(text)``), PTX entries (``Signature.from_ptx``) and
 kernel declarations in CUDA C++ source read against the PTX's layout (what
-``Signature.from_source`` does after NVRTC, without NVRTC). Any text must give a Signature whose
+``Signature.from_source`` does after NVRTC, without NVRTC), and the lookup of a kernel's name
+among a module's entries, mangled or not. Any text must give a Signature whose
 layout is consistent, or a TypeError/ValueError/OverflowError/LookupError -- never another
 exception (an IndexError, a KeyError, a RecursionError...) or a crash; and it pickles as the
 same Signature.
@@ -15,6 +16,7 @@ import atheris
 
 with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
+    from kernarg._signature import ptx_entry_name
 
 ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
 LIMIT = kernarg.MAX_PARAM_BYTES
@@ -49,8 +51,20 @@ def _consistent(sig):
 def test_one_input(data):
     if not data:
         return
-    mode = data[0] % 4
+    mode = data[0] % 5
     text = data[1:].decode("utf-8", "replace")
+    if mode == 4:
+        # A kernel name looked up among a PTX module's entries (C++ mangled or not): one of
+        # them, or a LookupError naming the kernel.
+        name, _, rest = text.partition("\n")
+        entries = rest.split()
+        try:
+            found = ptx_entry_name(entries, name)
+        except LookupError as exc:
+            assert repr(name) in str(exc), exc
+            return
+        assert found in entries, (found, entries)
+        return
     try:
         if mode == 0:
             sig = kernarg.Signature(text)
