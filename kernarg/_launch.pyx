@@ -1349,6 +1349,14 @@ def _source_cache_get(key, build):
     return value
 
 
+cdef int _check_kernel_name(object name) except -1:
+    if not isinstance(name, str):
+        raise TypeError(f"a kernel name must be a str, got {type(name).__name__}")
+    if not name.strip():
+        raise ValueError(f"a kernel name must name a kernel, got {name!r}")
+    return 0
+
+
 cdef list _kernels_from_source(str source, tuple names, tuple options, int device,
                                object headers):
     """Kernel.from_source(_many): one cached compilation, one module per context."""
@@ -1356,6 +1364,8 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
 
     cdef unsigned long long ctx_id = 0
     headers = normalize_headers(headers)        # checked before the driver is asked
+    for name in names:
+        _check_kernel_name(name)
     cdef cydriver.CUcontext ctx = _primary_context(device)
     key, compiled = _compile_for(source, names, options, device_arch(device), headers)
     found = [(name, *compiled.kernel(name)) for name in names]    # every name, before loading

@@ -3237,6 +3237,8 @@ def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
 
     if not isinstance(kernel_name, str):
         raise TypeError(f"the kernel name must be a str, got {type(kernel_name).__name__}")
+    if not kernel_name.strip():
+        raise ValueError(f"the kernel name must name a kernel, got {kernel_name!r}")
     exprs = () if kernel_name.isidentifier() else (kernel_name,)
     compiled = compile_program(source, options=options, arch=arch, name_expressions=exprs,
                                headers=headers)

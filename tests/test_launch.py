@@ -1000,6 +1000,18 @@ def test_from_source_many_refuses_a_str_or_non_str_names():
         kernarg.Kernel.from_source_many(MULTI, ["plain", 3])
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_kernel_name_is_refused_before_nvrtc_or_the_driver(name):
+    # It reached NVRTC as a name expression, whose error ("expected an expression" in
+    # __nv_name_map) named no kernel.
+    with pytest.raises(ValueError, match=rf"must name a kernel, got {name!r}$"):
+        kernarg.Kernel.from_source(MULTI, name)
+    with pytest.raises(ValueError, match=rf"must name a kernel, got {name!r}$"):
+        kernarg.Kernel.from_source_many(MULTI, ["plain", name])
+    with pytest.raises(ValueError, match=rf"must name a kernel, got {name!r}$"):
+        kernarg.Signature.from_source(MULTI, name)
+
+
 def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     """Without a device nothing touches the driver: the handle is only read."""
     class GetPtrOnly:               # a handle object that has no __int__, only getPtr()
