@@ -1544,8 +1544,9 @@ cdef class Kernel:
 
     @classmethod
     def from_cubin(cls, cubin, str name not None, *, signature=None, device=0, entry=None):
-        """Load a cubin/fatbin image and get kernel ``name`` (extern "C" name; or give its
-        mangled name as ``entry``)."""
+        """Load a cubin/fatbin image and get kernel ``name``: its symbol, or a C++ kernel's
+        name (``scale``, ``ns::f``) where the image's symbol table has one kernel of that
+        name (uncompressed images); else give the mangled name as ``entry``."""
         if not isinstance(cubin, (bytes, bytearray, memoryview)):
             hint = "; PTX text goes to Kernel.from_ptx" if isinstance(cubin, str) else ""
             raise TypeError(f"Kernel.from_cubin: cubin must be the image's bytes, got "
@@ -1555,6 +1556,8 @@ cdef class Kernel:
         cdef cydriver.CUcontext ctx = _primary_context(device)
         cdef cydriver.CUfunction func
         image = bytes(cubin)
+        if entry is None:
+            entry = _cubin_entry(image, name)
         with _in_context(ctx):
             mod = _load_image(image)
             func = (<_Module>mod).function(name if entry is None else entry, name)
@@ -2983,6 +2986,24 @@ def _c_launch_loop(BoundLaunch bound, Py_ssize_t count, int variant=C_LOOP_PLAIN
                 if err != cydriver.CUDA_SUCCESS:
                     break
             _check(err, "cuLaunchKernelEx")
+
+
+def _cubin_entry(bytes image, str name):
+    """The symbol of kernel ``name`` in a cubin or fatbin: ``name`` itself, or the mangled name
+    of the one C++ kernel it names (_signature.ptx_entry_name) among the kernels the image's
+    ELF symbol tables list. A name the tables do not have is refused there, listing them (and
+    which qualified names it could mean); where no table could be read (a compressed fatbin),
+    the driver is asked for ``name`` as it is."""
+    from kernarg._images import cubin_entry_names
+    from kernarg._signature import ptx_entry_name
+
+    entries = cubin_entry_names(image)
+    if entries is None or name in entries:
+        return name
+    try:
+        return ptx_entry_name(entries, name)
+    except LookupError as exc:
+        raise LookupError(str(exc).replace("in the PTX", "in the image's symbols", 1)) from None
 
 
 def _entry_name(str ptx, str name):

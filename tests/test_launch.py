@@ -1460,3 +1460,59 @@ def test_kernel_nodes_come_from_graph_node_only():
     with pytest.raises(TypeError, match="KernelNode objects come from Kernel.graph_node"):
         kernarg.KernelNode()
     assert "KernelNode" in kernarg.__all__ and kernarg.KernelNode.__module__ == "kernarg._launch"
+
+
+CUBIN_SOURCE = """
+namespace ns { __global__ void fill(float* x, float v) { x[threadIdx.x] = v; } }
+namespace other { __global__ void fill(int* x) {} }
+extern "C" __global__ void plain(int n) {}
+__global__ void scale(float* x) {}
+__global__ void over(int) {}
+__global__ void over(float) {}
+__device__ __noinline__ float twice(float x) { return 2 * x; }
+__global__ void calls(float* x) { x[0] = twice(x[0]); }
+"""
+
+
+def _cubin(source=CUBIN_SOURCE):
+    from kernarg._nvrtc import compile_program
+    return compile_program(source, arch="sm_75").cubin
+
+
+def test_a_cubins_kernels_are_read_from_its_symbol_table():
+    # Kernels are the entry-point function symbols; a device function (twice, inlined or not)
+    # is not one.
+    from kernarg._images import cubin_entry_names
+
+    cubin = _cubin()
+    assert sorted(cubin_entry_names(cubin)) == sorted(
+        ["_ZN2ns4fillEPff", "_ZN5other4fillEPi", "plain", "_Z5scalePf", "_Z4overi",
+         "_Z4overf", "_Z5callsPf"])
+    # In a fatbin, after its own headers: every uncompressed cubin's kernels, once.
+    assert cubin_entry_names(b"\x50\xed\x55\xba" + bytes(60) + cubin + bytes(8) + cubin) == \
+        sorted(set(cubin_entry_names(cubin)))
+    # Not an image, cut short, or a section table that points past its end: nothing read.
+    for image in (b"", b"\x7fELF", cubin[:100], cubin[:len(cubin) // 2], bytes(64),
+                  b"\x7fELF\x01\x01" + cubin[6:], b"\x7fELF\x02\x02" + cubin[6:]):
+        assert cubin_entry_names(image) is None, image[:8]
+
+
+def test_from_cubin_finds_a_cpp_kernel_by_its_name_before_loading():
+    from kernarg._launch import _cubin_entry
+
+    cubin = _cubin()
+    assert _cubin_entry(cubin, "ns::fill") == "_ZN2ns4fillEPff"
+    assert _cubin_entry(cubin, "::other::fill") == "_ZN5other4fillEPi"
+    assert _cubin_entry(cubin, "scale") == "_Z5scalePf"
+    assert _cubin_entry(cubin, "plain") == "plain"
+    assert _cubin_entry(cubin, "_Z4overf") == "_Z4overf"
+    with pytest.raises(LookupError, match=r"kernel 'fill' not found in the image's symbols .*; "
+                                          r"did you mean 'ns::fill' or 'other::fill'\?$"):
+        _cubin_entry(cubin, "fill")
+    with pytest.raises(LookupError, match=r"kernel 'over' is overloaded"):
+        _cubin_entry(cubin, "over")
+    with pytest.raises(LookupError, match=r"kernel 'twice' not found in the image's symbols"):
+        _cubin_entry(cubin, "twice")
+    # An image whose symbols cannot be read (compressed, say): the driver is asked for the
+    # name as given.
+    assert _cubin_entry(b"\x50\xed\x55\xba" + bytes(100), "ns::fill") == "ns::fill"

@@ -2060,9 +2060,34 @@ def test_from_cubin_loads_and_launches(ctx):
     typed = kernarg.Kernel.from_cubin(cubin, "fill", signature="float* x, float v, int n")
     typed.launch(1, 32, out, 3.75, 32)
     assert (np.frombuffer(out.read(), np.float32) == 3.75).all()
-    # Driver failures are CudaErrors with the driver's error name.
-    with pytest.raises(kernarg.CudaError, match="cuModuleGetFunction\\('nope'\\).*NOT_FOUND"):
+    # A name the image's symbol table lacks is refused before the driver is asked, listing
+    # its kernels; an entry given as such goes to the driver, whose failures are CudaErrors
+    # with the driver's error name.
+    with pytest.raises(LookupError, match=r"kernel 'nope' not found in the image's symbols "
+                                          r"\(entries: \['fill'\]\)"):
         kernarg.Kernel.from_cubin(cubin, "nope")
+    with pytest.raises(kernarg.CudaError, match="cuModuleGetFunction\\('nope'\\).*NOT_FOUND"):
+        kernarg.Kernel.from_cubin(cubin, "nope", entry="nope")
+
+
+def test_from_cubin_finds_a_kernel_in_a_namespace_by_its_cpp_name(ctx):
+    # nvcc and NVRTC name a C++ kernel's symbol by its mangled name; from_cubin needed it as
+    # `entry` until session 57.
+    import kernarg._nvrtc as nvrtc
+    from kernarg._launch import device_arch
+
+    cc = int(device_arch(0)[len("compute_"):])
+    source = ("namespace ns {\n" + WRITE.replace('extern "C" ', "") + "\n}\n"
+              "namespace other { __global__ void fill(int* x) {} }\n")
+    cubin = nvrtc.compile_program(source, arch=nvrtc.target_arch(cc)).cubin
+    if cubin is None:
+        pytest.skip("this NVRTC cannot make machine code for the device")
+    k = kernarg.Kernel.from_cubin(cubin, "ns::fill", signature="float* x, float v, int n")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 6.25, 32)
+    assert (np.frombuffer(out.read(), np.float32) == 6.25).all()
+    with pytest.raises(LookupError, match=r"did you mean 'ns::fill' or 'other::fill'\?$"):
+        kernarg.Kernel.from_cubin(cubin, "fill")
 
 
 def test_from_source_loads_ptx_when_nvrtc_cannot_target_the_device(ctx, monkeypatch,

@@ -1598,16 +1598,36 @@ static CUresult load(uintptr_t p, void* v, size_t size, const char* kernel) {
     memcpy(v, (void*)p, size);
     return CUDA_SUCCESS;
 }
+/* A kernel's own name: its symbol, or for a C++ kernel in a namespace (a nested mangled
+ * name, _ZN2ns4fillEPffi) its name within it ("fill"), which `fill` is emulated by. */
+static const char* emulated_name(const char* sym, char* buf, size_t cap) {
+    if (strncmp(sym, "_ZN", 3)) return sym;
+    const char* p = sym + 3;
+    const char* last = NULL;
+    long len = 0;
+    while (*p >= '0' && *p <= '9') {
+        char* end;
+        len = strtol(p, &end, 10);
+        if (len <= 0 || (size_t)len >= cap || strlen(end) < (size_t)len) return sym;
+        last = end;
+        p = end + len;
+    }
+    if (!last || (*p != 'E' && *p != 'I')) return sym;
+    snprintf(buf, cap, "%.*s", (int)len, last);
+    return buf;
+}
 static CUresult run_kernel(const Node* n) {
     const Func* f = n->func;
     const char* k = f->name;
+    char buf[sizeof f->name];
+    const char* own = emulated_name(k, buf, sizeof buf);
     /* The emulated kernels index by blockIdx.x * blockDim.x + threadIdx.x (lb: threadIdx.x)
      * alone, so the threads of a block's y and z write the same elements as its x row: the
      * elements written are grid.x * block.x, whatever the other dimensions. */
     unsigned long long span = (unsigned long long)n->grid[0] * n->block[0];
     uintptr_t out = f->nparams ? (uintptr_t)P(uint64_t, 0) : 0;
     CUresult e = CUDA_SUCCESS;
-    if (!strcmp(k, "fill")) {                 /* (float* x, float v, int n) */
+    if (!strcmp(own, "fill")) {               /* (float* x, float v, int n), ns::fill too */
         float v = P(float, 1);
         for (long long i = 0; !e && i < P(int, 2) && i < (long long)span; i++)
             e = store(out + 4 * i, &v, 4, k);
