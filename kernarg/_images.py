@@ -41,7 +41,7 @@ def _elf_entries(image: bytes, start: int) -> list[str] | None:
                 end = image.index(b"\0", strings + st_name)
                 names.append(image[strings + st_name:end].decode("ascii"))
         return names
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+    except (struct.error, IndexError, ValueError, OverflowError, UnicodeDecodeError):
         return None
 
 
