@@ -1553,11 +1553,11 @@ cdef class Kernel:
                             f"{type(cubin).__name__}{hint}")
         signature = _signature_arg(signature, "Kernel.from_cubin")
         device = _kernel_device(device)
+        image = bytes(cubin)
+        if entry is None:       # read from the image, before the driver is asked
+            entry = _cubin_entry(image, name)
         cdef cydriver.CUcontext ctx = _primary_context(device)
         cdef cydriver.CUfunction func
-        image = bytes(cubin)
-        if entry is None:
-            entry = _cubin_entry(image, name)
         with _in_context(ctx):
             mod = _load_image(image)
             func = (<_Module>mod).function(name if entry is None else entry, name)

@@ -1518,3 +1518,6 @@ def test_from_cubin_finds_a_cpp_kernel_by_its_name_before_loading():
     # An image whose symbols cannot be read (compressed, say): the driver is asked for the
     # name as given.
     assert _cubin_entry(b"\x50\xed\x55\xba" + bytes(100), "ns::fill") == "ns::fill"
+    # Kernel.from_cubin reads the table before the driver is asked (here: there is none).
+    with pytest.raises(LookupError, match=r"did you mean 'ns::fill' or 'other::fill'\?$"):
+        kernarg.Kernel.from_cubin(cubin, "fill")
