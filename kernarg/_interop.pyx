@@ -1219,9 +1219,9 @@ cdef tuple _numpy_dtype_kind(object dtype):
         name = dtype.name
         if name == "bfloat16":
             return ord("B"), 2
-        if dtype.kind in "fiubc" and dtype.byteorder == ">" and dtype.itemsize > 1:
-            return DTYPE_BIG_ENDIAN, dtype.itemsize
         if dtype.kind in "fiubc":
+            if dtype.byteorder == ">" and dtype.itemsize > 1:
+                return DTYPE_BIG_ENDIAN, dtype.itemsize
             return ord(dtype.kind), dtype.itemsize
         if dtype.kind in "mMOSU":   # datetimes, timedeltas, objects, strings: no C pointee
             return DTYPE_OTHER, dtype.itemsize

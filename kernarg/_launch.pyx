@@ -62,6 +62,7 @@ from collections import OrderedDict
 
 from kernarg._errors import CudaError, NoDriverError
 from kernarg._nvrtc import normalize_options
+from kernarg._signature import check_kernel_name
 
 __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
 
@@ -1349,14 +1350,6 @@ def _source_cache_get(key, build):
     return value
 
 
-cdef int _check_kernel_name(object name) except -1:
-    if not isinstance(name, str):
-        raise TypeError(f"a kernel name must be a str, got {type(name).__name__}")
-    if not name.strip():
-        raise ValueError(f"a kernel name must name a kernel, got {name!r}")
-    return 0
-
-
 cdef list _kernels_from_source(str source, tuple names, tuple options, int device,
                                object headers):
     """Kernel.from_source(_many): one cached compilation, one module per context."""
@@ -1365,7 +1358,7 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
     cdef unsigned long long ctx_id = 0
     headers = normalize_headers(headers)        # checked before the driver is asked
     for name in names:
-        _check_kernel_name(name)
+        check_kernel_name(name)
     cdef cydriver.CUcontext ctx = _primary_context(device)
     key, compiled = _compile_for(source, names, options, device_arch(device), headers)
     found = [(name, *compiled.kernel(name)) for name in names]    # every name, before loading
@@ -3000,10 +2993,7 @@ def _cubin_entry(bytes image, str name):
     entries = cubin_entry_names(image)
     if entries is None or name in entries:
         return name
-    try:
-        return ptx_entry_name(entries, name)
-    except LookupError as exc:
-        raise LookupError(str(exc).replace("in the PTX", "in the image's symbols", 1)) from None
+    return ptx_entry_name(entries, name, "the image's symbols")
 
 
 def _entry_name(str ptx, str name):

@@ -257,10 +257,9 @@ cdef inline bint _inline_number(PyObject* item, TypeInfo* info, double* d, long 
 
 # CUDA's vector type names. Only the 4-vectors of 8-byte elements have the explicitly aligned
 # variants (CUDA 13's vector_types.h: long4_16a ... double4_32a); `float4_32a` is no type.
-_VECTOR_NAME = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])"
+_VECTOR_NAME = re.compile(rf"({'|'.join(_VECTOR_BASES)})([1-4])"
                           r"|(u?long|u?longlong|double)(4)(_16a|_32a)")
-_NO_ALIGNED_VARIANT = re.compile(r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)"
-                                 r"[1-4]_(?:16|32)a")
+_NO_ALIGNED_VARIANT = re.compile(rf"(?:{'|'.join(_VECTOR_BASES)})[1-4]_(?:16|32)a")
 
 
 def _unknown_type(text, type_name=None):
@@ -1634,34 +1633,33 @@ def _nested_name(entry):
     return "::".join(parts) if parts and entry[i:i + 1] in ("E", "I") else None
 
 
-def ptx_entry_name(entries, str name):
-    """The ``.entry`` among ``entries`` (the names a PTX module defines) for kernel ``name``:
-    itself, or the C++ mangled form of a kernel of that name, in the global namespace
-    (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`) or another (`ns::f`: `_ZN2ns1fE...`, `_ZN2ns4axpyIfEE...`).
-    LookupError, listing the entries, where there is none or more than one (overloads and
-    template instantiations: name the entry itself)."""
+def ptx_entry_name(entries, str name, str where="the PTX"):
+    """The ``.entry`` among ``entries`` (the names a PTX module defines; a cubin's symbols) for
+    kernel ``name``: itself, or the C++ mangled form of a kernel of that name, in the global
+    namespace (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`) or another (`ns::f`: `_ZN2ns1fE...`,
+    `_ZN2ns4axpyIfEE...`). LookupError, naming ``where`` and listing the entries, where there
+    is none or more than one (overloads and template instantiations: name the entry itself)."""
     if name in entries:
         return name
     parts = [part.strip() for part in name.strip().removeprefix("::").split("::")]
     if all(re.fullmatch(r"[A-Za-z_]\w*", part) for part in parts):
+        qualified = "::".join(parts)
         if len(parts) == 1:
-            prefix, follows = f"_Z{len(parts[0])}{parts[0]}", None
-        else:   # the nested name ends with E, or goes on with its template arguments (I...E)
-            prefix, follows = "_ZN" + "".join(f"{len(part)}{part}" for part in parts), "EI"
-        mangled = [entry for entry in entries if entry.startswith(prefix) and (
-            follows is None or entry[len(prefix):len(prefix) + 1] in tuple(follows))]
+            mangled = [e for e in entries if e.startswith(f"_Z{len(qualified)}{qualified}")]
+        else:
+            mangled = [e for e in entries if _nested_name(e) == qualified]
         if len(mangled) == 1:
             return mangled[0]
         if mangled:
-            raise LookupError(f"kernel {name!r} is overloaded in the PTX ({sorted(mangled)}): "
+            raise LookupError(f"kernel {name!r} is overloaded in {where} ({sorted(mangled)}): "
                               "name the .entry itself")
     hint = ""
     if len(parts) == 1:
-        qualified = sorted({q for q in map(_nested_name, entries)
-                            if q is not None and q.rpartition("::")[2] == parts[0]})
-        if qualified:
-            hint = f"; did you mean {' or '.join(map(repr, qualified))}?"
-    raise LookupError(f"kernel {name!r} not found in the PTX (entries: {sorted(entries)})"
+        candidates = sorted({q for q in map(_nested_name, entries)
+                             if q is not None and q.rpartition("::")[2] == parts[0]})
+        if candidates:
+            hint = f"; did you mean {' or '.join(map(repr, candidates))}?"
+    raise LookupError(f"kernel {name!r} not found in {where} (entries: {sorted(entries)})"
                       f"{hint}")
 
 
@@ -3228,6 +3226,15 @@ cdef int _put_typed(Signature sig, BlockState* st, Param* p, Py_ssize_t i, objec
     return _put_opaque(sig, p, st, i, value, dst)
 
 
+def check_kernel_name(name):
+    """Refuse a kernel name that is no str, or names nothing (before NVRTC, which would read
+    an empty name expression as a syntax error)."""
+    if not isinstance(name, str):
+        raise TypeError(f"the kernel name must be a str, got {type(name).__name__}")
+    if not name.strip():
+        raise ValueError(f"the kernel name must name a kernel, got {name!r}")
+
+
 def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
     """Compile ``source`` with NVRTC: ``(ptx, entry, cubin)``. ``entry`` is the lowered PTX
     name NVRTC gave ``kernel_name`` when it is a C++ name expression (a template instantiation
@@ -3235,10 +3242,7 @@ def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
     ``cubin`` is the machine code when ``arch`` is a real architecture (``"sm_90"``)."""
     from kernarg._nvrtc import compile_program
 
-    if not isinstance(kernel_name, str):
-        raise TypeError(f"the kernel name must be a str, got {type(kernel_name).__name__}")
-    if not kernel_name.strip():
-        raise ValueError(f"the kernel name must name a kernel, got {kernel_name!r}")
+    check_kernel_name(kernel_name)
     exprs = () if kernel_name.isidentifier() else (kernel_name,)
     compiled = compile_program(source, options=options, arch=arch, name_expressions=exprs,
                                headers=headers)
