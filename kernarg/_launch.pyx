@@ -1313,28 +1313,61 @@ class _Compiled:
         return got
 
 
-def _compile_for(str source, tuple names, tuple options, str arch, tuple headers=()):
+def _compile_for(str source, tuple names, tuple options, str arch, tuple headers=(),
+                 device=None):
     """``(key, _Compiled)``: the cached compilation of ``source`` for ``arch``
-    (``"compute_90"``; compiled to its machine code when this NVRTC knows it) that holds the
-    kernels ``names``. Plain names (``extern "C"`` or C++ function names) need nothing from
-    NVRTC but the program, so all of one source's share one run; template instantiations and
-    qualified names are name expressions NVRTC instantiates, so the run is keyed by them.
-    ``headers``: in-memory headers as normalize_headers gives them, part of the key; the
-    kernels' declarations are looked for in them too."""
-    from kernarg._nvrtc import compile_program_cached, declaration_text, target_arch
+    (``"compute_90"``, the device's; compiled to its machine code when this NVRTC knows it)
+    that holds the kernels ``names``. Plain names (``extern "C"`` or C++ function names) need
+    nothing from NVRTC but the program, so all of one source's share one run; template
+    instantiations and qualified names are name expressions NVRTC instantiates, so the run is
+    keyed by them. ``headers``: in-memory headers as normalize_headers gives them, part of the
+    key; the kernels' declarations are looked for in them too. An architecture the options
+    name (``-arch=sm_90a``, for the features of one GPU) is compiled for instead, when the
+    device can load what it makes; ``device`` (its ordinal) is for the message when not."""
+    from kernarg._nvrtc import (compile_program_cached, declaration_text, split_arch_option,
+                                target_arch)
     from kernarg._signature import _evaluator
 
     exprs = tuple(sorted({n for n in names if not n.isidentifier()}))
     key = (source, options, arch, exprs, headers)
+    cc = int(arch[len("compute_"):])
+    named, without = split_arch_option(options)
+    if named is None:
+        target = target_arch(cc)
+    else:
+        _check_named_arch(named, cc, device)
+        target, options = named, without
 
     def build():
         c = compile_program_cached(source, options=options, name_expressions=exprs,
-                                   arch=target_arch(int(arch[len("compute_"):])),
-                                   headers=headers)
+                                   arch=target, headers=headers)
         return _Compiled(declaration_text(source, headers), c.ptx, c.cubin, c.lowered,
-                         _evaluator(source, options, arch, headers))
+                         _evaluator(source, options, target, headers))
 
     return key, _source_cache_get(key, build)
+
+
+def _check_named_arch(str named, int cc, device):
+    """ValueError unless a device of compute capability ``cc`` (90 for 9.0) loads what NVRTC
+    makes for the architecture ``named`` in from_source's options."""
+    from kernarg._nvrtc import arch_runs_on
+
+    major, minor = divmod(cc, 10)
+    runs = arch_runs_on(named, (major, minor))
+    if runs:
+        return
+    if runs is None:
+        raise ValueError(
+            f"options: the architecture {named!r} is not one whose code from_source can load: "
+            "name sm_XY, sm_XYa or sm_XYf (machine code), or compute_XY, compute_XYa or "
+            "compute_XYf (PTX), such as 'sm_90a'")
+    who = "the device" if device is None else f"device {device}"
+    # Architecture-specific targets begin with sm_90a.
+    such_as = f"'sm_{cc}' or 'sm_{cc}a'" if cc >= 90 else f"'sm_{cc}'"
+    raise ValueError(
+        f"options: the architecture {named!r} makes code that {who} (compute capability "
+        f"{major}.{minor}) cannot load; name one it runs, such as {such_as}, or leave it "
+        "out: from_source compiles for the device's own architecture")
 
 
 def _source_cache_get(key, build):
@@ -1353,14 +1386,15 @@ def _source_cache_get(key, build):
 cdef list _kernels_from_source(str source, tuple names, tuple options, int device,
                                object headers):
     """Kernel.from_source(_many): one cached compilation, one module per context."""
-    from kernarg._nvrtc import normalize_headers
+    from kernarg._nvrtc import normalize_headers, split_arch_option
 
     cdef unsigned long long ctx_id = 0
     headers = normalize_headers(headers)        # checked before the driver is asked
+    split_arch_option(options)
     for name in names:
         check_kernel_name(name)
     cdef cydriver.CUcontext ctx = _primary_context(device)
-    key, compiled = _compile_for(source, names, options, device_arch(device), headers)
+    key, compiled = _compile_for(source, names, options, device_arch(device), headers, device)
     found = [(name, *compiled.kernel(name)) for name in names]    # every name, before loading
     _check(cydriver.cuCtxGetId(ctx, &ctx_id), "cuCtxGetId")
     recipe = ("source", source, options, headers)
@@ -1581,7 +1615,11 @@ cdef class Kernel:
         (CUDA's minor-version compatibility).
 
         ``headers`` maps include names to header texts the source may ``#include`` (NVRTC's
-        in-memory headers, part of the cache key); a kernel declared in one is found there."""
+        in-memory headers, part of the cache key); a kernel declared in one is found there.
+
+        An architecture in ``options`` (``"-arch=sm_90a"``: the features of one GPU, such as
+        Hopper's wgmma) is compiled for instead of the device's own, when the device can load
+        what it makes; else, or when the options name two, a ValueError."""
         return _kernels_from_source(source, (name,), normalize_options(options),
                                     _kernel_device(device), headers)[0]
 

@@ -14,10 +14,10 @@ import tempfile
 import warnings
 from typing import NamedTuple
 
-__all__ = ["CACHE_DIR_ENV", "Compiled", "NvrtcError", "cache_dir", "compile_program",
-           "compile_program_cached", "compile_to_ptx", "cuda_include_dir", "declaration_text",
-           "normalize_headers",
-           "nvrtc_version", "supported_archs", "target_arch"]
+__all__ = ["CACHE_DIR_ENV", "Compiled", "NvrtcError", "arch_runs_on", "cache_dir",
+           "compile_program", "compile_program_cached", "compile_to_ptx", "cuda_include_dir",
+           "declaration_text", "normalize_headers", "nvrtc_version", "split_arch_option",
+           "supported_archs", "target_arch"]
 
 CACHE_DIR_ENV = "KERNARG_CACHE_DIR"
 _CACHE_FORMAT = 1
@@ -211,6 +211,72 @@ def normalize_options(options) -> tuple:
     return options
 
 
+_ARCH_FLAGS = ("-arch", "--gpu-architecture")
+
+
+def split_arch_option(options: tuple) -> tuple[str | None, tuple]:
+    """The target architecture ``options`` name, and ``options`` without it: ``-arch=sm_90a``,
+    ``--gpu-architecture=sm_90a``, or either flag followed by the value as the next option.
+    ``(None, options)`` when none is named. NVRTC would take the last of several; two that
+    differ are a ValueError here, as one of them would be dropped without a word."""
+    named, rest = [], []
+    i = 0
+    while i < len(options):
+        o = options[i]
+        text = o.decode("latin-1") if isinstance(o, bytes) else o
+        flag, eq, value = text.partition("=")
+        if flag.strip() in _ARCH_FLAGS:
+            if not eq:
+                if i + 1 == len(options):
+                    raise ValueError(f"options: {o!r} is the last option: it must be followed "
+                                     "by an architecture, such as 'sm_90a'")
+                i += 1
+                value = options[i]
+                value = value.decode("latin-1") if isinstance(value, bytes) else value
+            value = value.strip()
+            named.append((text if eq else f"{text} {value}", value))
+        else:
+            rest.append(o)
+        i += 1
+    if not named:
+        return None, options
+    if len({value for _, value in named}) > 1:
+        raise ValueError("options name more than one target architecture ("
+                         + ", ".join(repr(shown) for shown, _ in named)
+                         + "): NVRTC would compile for the last alone; give one")
+    return named[-1][1], tuple(rest)
+
+
+def _arch_parts(arch: str):
+    """``'sm_90a'`` -> ``('sm', 9, 0, 'a')``; None for what is not ``sm_`` or ``compute_``,
+    a number, and an optional ``a`` (architecture-specific) or ``f`` (family-specific)."""
+    import re
+
+    m = re.fullmatch(r"(sm|compute)_(\d{2,3})([af]?)", arch)
+    if m is None:
+        return None
+    number = int(m.group(2))
+    return m.group(1), number // 10, number % 10, m.group(3)
+
+
+def arch_runs_on(arch: str, cc: tuple[int, int]) -> bool | None:
+    """Whether code NVRTC makes for ``arch`` loads on a device of compute capability ``cc``
+    (``(9, 0)``), by CUDA's compatibility rules; None when ``arch`` is not a form kernarg
+    knows. Machine code (``sm_XY``) runs on the same major version, minor ``Y`` or later;
+    PTX (``compute_XY``) on ``X.Y`` and every later version, which JIT-compile it.
+    Architecture-specific targets (``sm_90a``, ``compute_90a``) run on ``X.Y`` alone; family
+    targets (``sm_100f``) on their family: the same major version, minor ``Y`` or later."""
+    parts = _arch_parts(arch)
+    if parts is None:
+        return None
+    kind, major, minor, suffix = parts
+    if suffix == "a":
+        return cc == (major, minor)
+    if suffix == "f" or kind == "sm":
+        return cc[0] == major and cc[1] >= minor
+    return cc >= (major, minor)
+
+
 def _no_nul(text, what: str) -> None:
     """ValueError naming ``what`` when ``text`` (str or bytes) holds a NUL character."""
     at = text.find("\0" if isinstance(text, str) else b"\0")
@@ -226,11 +292,21 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
     and give the lowered (mangled) name of each of ``name_expressions`` -- C++ expressions
     naming ``__global__`` functions, such as ``"saxpy<float>"`` or ``"ns::kern"``, which NVRTC
     instantiates. ``headers`` maps include names to header texts the source may ``#include``
-    (NVRTC's in-memory headers)."""
+    (NVRTC's in-memory headers). An architecture named in ``options`` (``-arch=sm_90a``) is
+    the target, as ``arch`` is, and a real one gives machine code too; naming one there and a
+    different one in ``arch`` is a ValueError."""
     if not isinstance(source, str):
         raise TypeError(f"source must be CUDA C++ text (a str), got {type(source).__name__}")
     headers = normalize_headers(headers)
     options = normalize_options(options)
+    named, without = split_arch_option(options)
+    if named is not None:
+        # The machine code is asked for when the target is a real architecture: the one the
+        # options name decides it, as it decides what NVRTC compiles for.
+        if arch is not None and arch != named:
+            raise ValueError(f"options name the architecture {named!r} and arch is {arch!r}: "
+                             "give one")
+        arch, options = named, without
     # NVRTC reads C strings: text after a NUL would be dropped without a word.
     _no_nul(source, "source")
     for include, text in headers:

@@ -1390,6 +1390,11 @@ def _evaluator(str source, options, arch, headers):
     """What from_source gives _from_source_and_ptx for the default arguments that are not
     literals: ``(source, compile)``, ``compile(text)`` giving the PTX of ``text`` compiled as
     ``source`` was (options, headers, architecture; PTX only)."""
+    from kernarg._nvrtc import normalize_options, split_arch_option
+
+    named, without = split_arch_option(normalize_options(options))
+    if named is not None:       # the target (compile_program refused one that differs)
+        arch, options = named, without
     if isinstance(arch, str) and arch.startswith("sm_"):
         arch = "compute_" + arch[len("sm_"):]
 

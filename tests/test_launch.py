@@ -2,6 +2,7 @@
 that happens before the driver call."""
 import gc
 import os
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -1010,6 +1011,127 @@ def test_an_empty_kernel_name_is_refused_before_nvrtc_or_the_driver(name):
         kernarg.Kernel.from_source_many(MULTI, ["plain", name])
     with pytest.raises(ValueError, match=rf"must name a kernel, got {name!r}$"):
         kernarg.Signature.from_source(MULTI, name)
+
+
+ARCH_SPECIFIC = r"""
+#if defined(__CUDA_ARCH_SPECIFIC__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ARCH_VALUE 2
+#else
+#define ARCH_VALUE 1
+#endif
+__device__ int arch_specific = ARCH_VALUE;
+extern "C" __global__ void arch_value(int* out, int v = ARCH_VALUE + 40) { out[0] = v; }
+"""
+
+
+@pytest.mark.parametrize("options", [("-arch=sm_90a",), ("--gpu-architecture=sm_90a",),
+                                     ("-arch", "sm_90a"), (b"--gpu-architecture", b"sm_90a"),
+                                     ("-lineinfo", "-arch=sm_90a ", "-arch=sm_90a")])
+def test_from_source_compiles_for_the_architecture_the_options_name(nvrtc_runs, options):
+    """Kernel.from_source's compile step, for a device of compute capability 9.0: an
+    architecture in the options (sm_90a, for features of that GPU alone: wgmma, setmaxnreg) is
+    what NVRTC compiles for, and its machine code is what is loaded; the default arguments
+    are evaluated for it too. It was overridden by the device's plain sm_90, appended after
+    it, so such a kernel compiled without its architecture's features, or not at all."""
+    from kernarg import _launch
+
+    _, compiled = _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), options, "compute_90")
+    assert re.search(r"^\.target sm_90a$", compiled.ptx, re.M)
+    assert compiled.cubin is not None and compiled.cubin[:4] == b"\x7fELF"
+    assert re.search(r"arch_specific = 2;", compiled.ptx)
+    assert compiled.kernel("arch_value")[1].defaults == {1: 42}
+    # PTX of that architecture, for the driver to compile.
+    _, ptx_only = _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), ("-arch=compute_90a",),
+                                       "compute_90")
+    assert ptx_only.cubin is None and re.search(r"arch_specific = 2;", ptx_only.ptx)
+    # Without one: the device's own, sm_90.
+    _, plain = _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), ("-lineinfo",), "compute_90")
+    assert re.search(r"^\.target sm_90$", plain.ptx, re.M) and plain.cubin is not None
+    assert re.search(r"arch_specific = 1;", plain.ptx)
+    assert plain.kernel("arch_value")[1].defaults == {1: 41}
+
+
+@pytest.mark.parametrize("arch, device, message", [
+    ("compute_90", 0, r"'sm_80' makes code that device 0 \(compute capability 9\.0\) cannot "
+                      r"load; name one it runs, such as 'sm_90' or 'sm_90a', or leave it out"),
+    ("compute_100", 1, r"'sm_80' makes code that device 1 \(compute capability 10\.0\)"),
+    ("compute_75", None, r"'sm_80' makes code that the device \(compute capability 7\.5\) "
+                         r"cannot load; name one it runs, such as 'sm_75', or"),
+])
+def test_an_architecture_the_device_cannot_load_is_refused_before_nvrtc(nvrtc_runs, arch,
+                                                                       device, message):
+    from kernarg import _launch
+
+    with pytest.raises(ValueError, match=message):
+        _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), ("-arch=sm_80",), arch, (), device)
+    with pytest.raises(ValueError, match="'lto_90' is not one whose code from_source can load"):
+        _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), ("-arch=lto_90",), arch)
+    assert nvrtc_runs == []
+    # Machine code of an earlier minor version of the same major one loads, as PTX of any
+    # earlier version does.
+    _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), ("-arch=sm_80",), "compute_86")
+    _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), ("-arch=compute_75",), "compute_90")
+    assert len(nvrtc_runs) == 2
+
+
+@pytest.mark.parametrize("options, message", [
+    (("-arch=sm_90", "--gpu-architecture=sm_90a"),
+     r"more than one target architecture \('-arch=sm_90', '--gpu-architecture=sm_90a'\): "
+     "NVRTC would compile for the last alone"),
+    (("-lineinfo", "-arch"), "'-arch' is the last option: it must be followed by an arch"),
+])
+def test_unclear_architecture_options_are_refused_before_the_driver(options, message):
+    # NVRTC takes the last of two architectures without a word.
+    with pytest.raises(ValueError, match=message):
+        kernarg.Kernel.from_source(ARCH_SPECIFIC, "arch_value", options)
+    with pytest.raises(ValueError, match=message):
+        kernarg.Kernel.from_source_many(ARCH_SPECIFIC, ["arch_value"], options)
+
+
+@pytest.mark.parametrize("arch, cc, runs", [
+    ("sm_90", (9, 0), True), ("sm_90", (9, 1), True), ("sm_80", (8, 6), True),
+    ("sm_86", (8, 0), False), ("sm_80", (9, 0), False), ("sm_90", (10, 0), False),
+    ("sm_90a", (9, 0), True), ("sm_100a", (10, 3), False), ("compute_90a", (9, 0), True),
+    ("compute_90a", (10, 0), False),
+    ("sm_100f", (10, 0), True), ("sm_100f", (10, 3), True), ("sm_103f", (10, 0), False),
+    ("sm_100f", (12, 0), False), ("compute_120f", (12, 1), True),
+    ("compute_75", (7, 5), True), ("compute_75", (12, 1), True), ("compute_90", (8, 9), False),
+    ("lto_90", (9, 0), None), ("sm_90b", (9, 0), None), ("native", (9, 0), None),
+    ("sm_9", (9, 0), None),
+])
+def test_arch_runs_on_follows_cudas_compatibility_rules(arch, cc, runs):
+    from kernarg._nvrtc import arch_runs_on
+
+    assert arch_runs_on(arch, cc) is runs
+
+
+def test_split_arch_option_reads_each_form_nvrtc_takes():
+    from kernarg._nvrtc import split_arch_option
+
+    assert split_arch_option(()) == (None, ())
+    assert split_arch_option(("-lineinfo",)) == (None, ("-lineinfo",))
+    assert split_arch_option(("-arch=sm_90a", "-lineinfo")) == ("sm_90a", ("-lineinfo",))
+    assert split_arch_option(("-G", "-arch", "sm_90a", "-lineinfo")) == \
+        ("sm_90a", ("-G", "-lineinfo"))
+    assert split_arch_option((b"--gpu-architecture=compute_90",)) == ("compute_90", ())
+    # The same one twice is one; options that only begin alike are other options.
+    assert split_arch_option(("-arch=sm_90", "-arch=sm_90")) == ("sm_90", ())
+    assert split_arch_option(("-arch-ls",)) == (None, ("-arch-ls",))
+
+
+def test_compile_program_gives_machine_code_for_an_architecture_in_the_options():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg._nvrtc import compile_program
+
+    src = 'extern "C" __global__ void k(int* p) { p[0] = 1; }'
+    c = compile_program(src, options=("-arch=sm_90a",))
+    assert c.cubin is not None and re.search(r"^\.target sm_90a$", c.ptx, re.M)
+    assert compile_program(src, options=("-arch=sm_90",), arch="sm_90").cubin is not None
+    with pytest.raises(ValueError, match="options name the architecture 'sm_90a' and arch is "
+                                         "'sm_90': give one"):
+        compile_program(src, options=("-arch=sm_90a",), arch="sm_90")
+    sig = kernarg.Signature.from_source(ARCH_SPECIFIC, "arch_value", ("-arch=sm_90a",))
+    assert sig.defaults == {1: 42}
 
 
 def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():

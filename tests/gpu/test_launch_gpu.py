@@ -299,6 +299,44 @@ def test_from_source_compiles_once_per_source_options_and_arch(ctx, nvrtc_calls)
     assert len(calls) == 2
 
 
+ARCH_SPECIFIC = r"""
+#if defined(__CUDA_ARCH_SPECIFIC__) || defined(FEATURES_OF_THIS_GPU)
+#define ARCH_VALUE 2
+#else
+#define ARCH_VALUE 1
+#endif
+__device__ int arch_specific = ARCH_VALUE;
+extern "C" __global__ void arch_value(int* out, int v = ARCH_VALUE + 40) { out[0] = v; }
+"""
+
+
+def test_from_source_loads_code_for_the_architecture_the_options_name(ctx):
+    """options=("-arch=sm_90a",) on an H100: the kernel is compiled with that GPU's own
+    features (here a macro NVRTC defines only for them) and loads; the device's plain sm_90
+    used to be appended after it, and won."""
+    major, minor = _compute_capability()
+    if (major, minor) < (9, 0):
+        pytest.skip("architecture-specific targets begin with sm_90a (compute capability 9.0)")
+    cc = 10 * major + minor
+    src = ARCH_SPECIFIC.replace("FEATURES_OF_THIS_GPU", f"__CUDA_ARCH_FEAT_SM{cc}_ALL")
+    out = DeviceArray(4, typestr="<i4")
+    for arch in (f"sm_{cc}a", f"compute_{cc}a"):        # machine code, and PTX the driver JITs
+        k = kernarg.Kernel.from_source(src, "arch_value", options=(f"-arch={arch}",))
+        ptr, nbytes = k.get_global("arch_specific")
+        host = np.zeros(1, np.int32)
+        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, nbytes))
+        assert host.tolist() == [2], arch
+        assert k.signature.defaults == {1: 42}
+        k.launch(1, 1, out)
+        assert np.frombuffer(out.read(), np.int32).tolist() == [42], arch
+    plain = kernarg.Kernel.from_source(src, "arch_value")
+    plain.launch(1, 1, out)
+    assert np.frombuffer(out.read(), np.int32).tolist() == [41]
+    with pytest.raises(ValueError, match=rf"'sm_75' makes code that device 0 \(compute "
+                                         rf"capability {major}\.{minor}\) cannot load"):
+        kernarg.Kernel.from_source(src, "arch_value", options=("-arch=sm_75",))
+
+
 def test_kernels_of_one_source_share_its_compilation_and_module(ctx, nvrtc_calls):
     import gc
 

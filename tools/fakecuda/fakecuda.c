@@ -1748,6 +1748,9 @@ static CUresult run_kernel(const Node* n) {
         /* A programmatic dependent launch starts while its primary still runs, which then sees
          * the flag: what the GPU shows, emulated after the fact. */
         if (!e && n->pdl) e = store(out + 4, &one, 4, k);
+    } else if (!strcmp(k, "arch_value")) {   /* (int* out, int v) */
+        int v = P(int, 1);
+        e = store(out, &v, 4, k);
     } else if (!strcmp(k, "lb")) {
         for (unsigned long long t = 0; !e && t < n->block[0]; t++) {
             int v = (int)t;
