@@ -346,6 +346,13 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
         (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
         buf = b" " * size
         _check(nvrtc.nvrtcGetPTX(prog, buf))
+        ptx = buf.rstrip(b"\x00").decode()
+        if not ptx.strip():
+            # -dlto: NVRTC's output is LTO IR (nvrtcGetLTOIR), and its PTX and CUBIN empty.
+            lto = [o for o in opts if o.startswith((b"-dlto", b"--dlink-time-opt"))]
+            raise NvrtcError("NVRTC compiled the source but gave no PTX" + (
+                f": {lto[0].decode(errors='replace')!r} asks for link-time optimisation IR, "
+                "which no module load takes; leave it out" if lto else ""))
         cubin = None
         if arch is not None and arch.startswith("sm_"):
             (size,) = _check(nvrtc.nvrtcGetCUBINSize(prog))
@@ -359,7 +366,7 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
                 raise NvrtcError(f"{exc}: {expr!r} does not name a __global__ function of "
                                  "the source") from None
             lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
-        return Compiled(buf.rstrip(b"\x00").decode(), cubin, lowered)
+        return Compiled(ptx, cubin, lowered)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

@@ -1134,6 +1134,18 @@ def test_compile_program_gives_machine_code_for_an_architecture_in_the_options()
     assert sig.defaults == {1: 42}
 
 
+@pytest.mark.parametrize("option", ["-dlto", "--dlink-time-opt"])
+def test_options_that_make_no_ptx_are_named(option):
+    # With -dlto NVRTC gives LTO IR, and empty PTX and CUBIN: from_source said the kernel was
+    # "not found in the PTX (entries: [])".
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg import _launch
+
+    with pytest.raises(kernarg.NvrtcError, match=rf"gave no PTX: '{option}' asks for link-time "
+                                                 "optimisation IR, which no module load takes"):
+        _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), (option,), "compute_90")
+
+
 def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     """Without a device nothing touches the driver: the handle is only read."""
     class GetPtrOnly:               # a handle object that has no __int__, only getPtr()
