@@ -123,6 +123,13 @@ def cccl_include_dir(include: str | None = None) -> str | None:
     return None
 
 
+def _out_buffer(size: int) -> bytearray:
+    """Memory for NVRTC to write ``size`` bytes of output into. A bytearray: a bytes object
+    is immutable, and CPython shares the one-byte ones, so ``b" " * 1`` written into (an empty
+    log or PTX is one NUL byte) would change the b" " of the whole interpreter."""
+    return bytearray(size)
+
+
 def _check(result, prog=None):
     from cuda.bindings import nvrtc
 
@@ -131,9 +138,9 @@ def _check(result, prog=None):
         log = ""
         if prog is not None:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            buf = b" " * size
+            buf = _out_buffer(size)
             nvrtc.nvrtcGetProgramLog(prog, buf)
-            log = buf.rstrip(b"\x00").decode(errors="replace")
+            log = bytes(buf).rstrip(b"\x00").decode(errors="replace")
         raise NvrtcError(f"NVRTC: {err.name}", log)
     return result[1:]
 
@@ -344,9 +351,9 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
             _check(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), prog)
         _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog)
         (size,) = _check(nvrtc.nvrtcGetPTXSize(prog))
-        buf = b" " * size
+        buf = _out_buffer(size)
         _check(nvrtc.nvrtcGetPTX(prog, buf))
-        ptx = buf.rstrip(b"\x00").decode()
+        ptx = bytes(buf).rstrip(b"\x00").decode()
         if not ptx.strip():
             # -dlto: NVRTC's output is LTO IR (nvrtcGetLTOIR), and its PTX and CUBIN empty.
             lto = [o for o in opts if o.startswith((b"-dlto", b"--dlink-time-opt"))]
@@ -356,8 +363,9 @@ def compile_program(source: str, *, options=(), arch: str | None = None,
         cubin = None
         if arch is not None and arch.startswith("sm_"):
             (size,) = _check(nvrtc.nvrtcGetCUBINSize(prog))
-            cubin = b" " * size
-            _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
+            buf = _out_buffer(size)
+            _check(nvrtc.nvrtcGetCUBIN(prog, buf))
+            cubin = bytes(buf)
         lowered = {}
         for expr in exprs:
             try:

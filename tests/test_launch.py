@@ -1146,6 +1146,19 @@ def test_options_that_make_no_ptx_are_named(option):
         _launch._compile_for(ARCH_SPECIFIC, ("arch_value",), (option,), "compute_90")
 
 
+def test_nvrtc_writes_its_output_into_memory_of_its_own():
+    # The PTX was fetched into b" " * size: with -dlto its size is 1 (a NUL), and CPython's
+    # one-byte bytes are shared, so NVRTC wrote a NUL into the interpreter's b" ".
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg._nvrtc import compile_program
+
+    try:
+        compile_program('extern "C" __global__ void k() {}', options=("-dlto",))
+    except kernarg.NvrtcError:
+        pass
+    assert bytes([0x20])[0] == 0x20
+
+
 def test_from_handle_takes_ints_handle_objects_and_cuda_core_kernels():
     """Without a device nothing touches the driver: the handle is only read."""
     class GetPtrOnly:               # a handle object that has no __int__, only getPtr()
