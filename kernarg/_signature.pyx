@@ -1622,7 +1622,9 @@ cdef str ptx_text(object ptx, str who):
 def _nested_name(entry):
     """The qualified name a C++ mangled entry of a kernel in a namespace stands for
     (`_ZN2ns1fEf` -> 'ns::f'; `_ZN2ns4axpyIfEE...` -> 'ns::axpy'), or None where it is not
-    that simple (std:: abbreviations, a kernel in the global namespace)."""
+    that simple (std:: abbreviations, a kernel in the global namespace). An anonymous
+    namespace (`_GLOBAL__N_...` in the mangled name) is left out, as C++ code leaves it out:
+    `namespace { __global__ void f(); }` is 'f'."""
     if not entry.startswith("_ZN"):
         return None
     parts, i = [], 3
@@ -1633,7 +1635,8 @@ def _nested_name(entry):
         n = int(entry[i:j])
         if n == 0 or j + n > len(entry):
             return None
-        parts.append(entry[j:j + n])
+        if not entry.startswith("_GLOBAL__N", j):
+            parts.append(entry[j:j + n])
         i = j + n
     return "::".join(parts) if parts and entry[i:i + 1] in ("E", "I") else None
 
@@ -1641,18 +1644,18 @@ def _nested_name(entry):
 def ptx_entry_name(entries, str name, str where="the PTX"):
     """The ``.entry`` among ``entries`` (the names a PTX module defines; a cubin's symbols) for
     kernel ``name``: itself, or the C++ mangled form of a kernel of that name, in the global
-    namespace (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`) or another (`ns::f`: `_ZN2ns1fE...`,
-    `_ZN2ns4axpyIfEE...`). LookupError, naming ``where`` and listing the entries, where there
-    is none or more than one (overloads and template instantiations: name the entry itself)."""
+    namespace (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`), an anonymous one, or another (`ns::f`:
+    `_ZN2ns1fE...`, `_ZN2ns4axpyIfEE...`). LookupError, naming ``where`` and listing the
+    entries, where there is none or more than one (overloads and template instantiations:
+    name the entry itself)."""
     if name in entries:
         return name
     parts = [part.strip() for part in name.strip().removeprefix("::").split("::")]
     if all(re.fullmatch(r"[A-Za-z_]\w*", part) for part in parts):
         qualified = "::".join(parts)
-        if len(parts) == 1:
-            mangled = [e for e in entries if e.startswith(f"_Z{len(qualified)}{qualified}")]
-        else:
-            mangled = [e for e in entries if _nested_name(e) == qualified]
+        prefix = f"_Z{len(qualified)}{qualified}" if len(parts) == 1 else None
+        mangled = [e for e in entries
+                   if _nested_name(e) == qualified or prefix and e.startswith(prefix)]
         if len(mangled) == 1:
             return mangled[0]
         if mangled:

@@ -181,6 +181,26 @@ def test_from_ptx_finds_kernels_in_namespaces_by_their_qualified_names():
         kernarg.Signature.from_ptx(ptx, "axpy")
 
 
+def test_kernels_in_anonymous_namespaces_are_found_by_the_names_code_gives_them():
+    # NVRTC mangles an anonymous namespace as _GLOBAL__N__<a hash of the source>: `k` in one
+    # was "not found", with a hint naming that namespace, which changes with every edit.
+    ptx = compile_ptx("namespace { __global__ void k(float* p, int n) {} }\n"
+                      "namespace a { namespace { __global__ void g(double d) {} } }\n")
+    assert kernarg.Signature.from_ptx(ptx, "k").sizes == (8, 4)
+    assert kernarg.Signature.from_ptx(ptx, "a::g").sizes == (8,)
+    sig = kernarg.Signature.from_source("namespace { __global__ void k(float* p, int n) {} }",
+                                        "k")
+    assert (sig.types, sig.names) == (("float*", "int"), ("p", "n"))
+    with pytest.raises(LookupError, match=r"kernel 'g' not found in the PTX .*; did you mean "
+                                          r"'a::g'\?$"):
+        kernarg.Signature.from_ptx(ptx, "g")
+    # One of the same name outside it makes the name ambiguous, as an overload does.
+    ptx = compile_ptx("namespace { __global__ void k(float* p) {} }\n"
+                      "__global__ void k(int* p) {}\n")
+    with pytest.raises(LookupError, match=r"kernel 'k' is overloaded in the PTX"):
+        kernarg.Signature.from_ptx(ptx, "k")
+
+
 
 PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
 
