@@ -1,24 +1,38 @@
-"""The kernels a CUDA machine-code image defines, read from its ELF symbol table.
+"""The kernels and variables a CUDA machine-code image defines, read from its ELF symbol table.
 
 A cubin is an ELF64 file. Each kernel is a function symbol (``STT_FUNC``) marked as an entry
 point in its ``st_other`` byte (``STO_CUDA_ENTRY``, 0x10), named as its ``.entry`` is in the
-PTX it came from: C++ kernels by their mangled names (``_ZN2ns1fEf``). A fatbin holds cubins
-(and PTX) after its own headers; uncompressed cubins are found in it by their ELF magic, and
-compressed ones not at all. Only names are read: nothing here decides what the driver loads.
+PTX it came from: C++ kernels by their mangled names (``_ZN2ns1fEf``). Each ``__device__``
+or ``__constant__`` variable is a data symbol (``STT_OBJECT``), named as in the PTX. A fatbin
+holds cubins (and PTX) after its own headers; uncompressed cubins are found in it by their
+ELF magic, and compressed ones not at all. Only names are read: nothing here decides what
+the driver loads.
 """
+import re
 import struct
 
-__all__ = ["cubin_entry_names"]
+__all__ = ["cubin_entry_names", "cubin_variable_names", "image_variable_names"]
 
 _ELF_MAGIC = b"\x7fELF"
+_FATBIN_MAGIC = b"\x50\xed\x55\xba"     # 0xBA55ED50, little-endian
 _SHT_SYMTAB = 2
+_STT_OBJECT = 1
 _STT_FUNC = 2
 _STO_CUDA_ENTRY = 0x10
 
 
-def _elf_entries(image: bytes, start: int) -> list[str] | None:
-    """The kernel names of the ELF64 little-endian file at ``start`` in ``image``, or None
-    where it is not one or is cut short."""
+def _wanted_entry(st_info: int, st_other: int) -> bool:
+    return st_info & 0xF == _STT_FUNC and bool(st_other & _STO_CUDA_ENTRY)
+
+
+def _wanted_variable(st_info: int, st_other: int) -> bool:
+    return st_info & 0xF == _STT_OBJECT
+
+
+def _elf_entries(image: bytes, start: int, wanted=_wanted_entry) -> list[str] | None:
+    """The names of the symbols ``wanted(st_info, st_other)`` picks (by default the kernels)
+    of the ELF64 little-endian file at ``start`` in ``image``, or None where it is not one or
+    is cut short."""
     try:
         if image[start + 4] != 2 or image[start + 5] != 1:    # ELFCLASS64, ELFDATA2LSB
             return None
@@ -36,7 +50,7 @@ def _elf_entries(image: bytes, start: int) -> list[str] | None:
             for k in range(size // 24):
                 st_name, st_info, st_other = struct.unpack_from("<IBB", image,
                                                                 start + offset + 24 * k)
-                if st_info & 0xF != _STT_FUNC or not st_other & _STO_CUDA_ENTRY:
+                if not wanted(st_info, st_other):
                     continue
                 end = image.index(b"\0", strings + st_name)
                 names.append(image[strings + st_name:end].decode("ascii"))
@@ -45,13 +59,39 @@ def _elf_entries(image: bytes, start: int) -> list[str] | None:
         return None
 
 
-def cubin_entry_names(image: bytes) -> list[str] | None:
+def cubin_entry_names(image: bytes, wanted=_wanted_entry) -> list[str] | None:
     """The kernels (entry symbols) of a cubin, or of the uncompressed cubins in a fatbin; None
     where none could be read (not an image, compressed, or malformed)."""
     if image[:4] == _ELF_MAGIC:
-        return _elf_entries(image, 0) or None
+        return _elf_entries(image, 0, wanted) or None
     names, at = [], image.find(_ELF_MAGIC)
     while at >= 0:
-        names += _elf_entries(image, at) or []
+        names += _elf_entries(image, at, wanted) or []
         at = image.find(_ELF_MAGIC, at + 4)
     return sorted(set(names)) or None
+
+
+def cubin_variable_names(image: bytes) -> list[str] | None:
+    """The ``__device__`` and ``__constant__`` variables (data symbols) of a cubin, or of the
+    uncompressed cubins in a fatbin; None where none could be read."""
+    return cubin_entry_names(image, _wanted_variable)
+
+
+# A module-scope variable in PTX: optional linkage directives, then the state space, then the
+# type and attributes, the name, and any array extents, before an initializer or the end.
+_PTX_VARIABLE = re.compile(
+    r"^[ \t]*(?:\.(?:visible|extern|weak|common)[ \t]+)*\.(?:global|const)[ \t]"
+    r"[^;=\n]*?([A-Za-z_$%][\w$]*)[ \t]*(?:\[[^\]\n]*\][ \t]*)*[=;]", re.M)
+
+
+def image_variable_names(image: bytes) -> list[str] | None:
+    """The ``__device__`` and ``__constant__`` variables of an image cuModuleLoadData took: a
+    cubin or fatbin (their symbols), or PTX text (its ``.global`` and ``.const``
+    declarations); None where none could be read."""
+    if image[:4] in (_ELF_MAGIC, _FATBIN_MAGIC):
+        return cubin_variable_names(image)
+    try:
+        text = image.rstrip(b"\0").decode()
+    except UnicodeDecodeError:
+        return None
+    return sorted(set(_PTX_VARIABLE.findall(text))) or None

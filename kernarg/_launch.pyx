@@ -562,6 +562,7 @@ cdef class _Module:
     """Owns a loaded CUmodule; unloaded when the last Kernel using it goes away."""
     cdef cydriver.CUmodule handle
     cdef cydriver.CUcontext ctx     # the context it was loaded in
+    cdef object image               # the bytes loaded (get_global reads its variables' names)
     cdef object __weakref__     # Kernel.from_source's modules are found again through weakrefs
 
     cdef cydriver.CUfunction function(self, str entry, str name) except NULL:
@@ -610,6 +611,7 @@ cdef _Module _load_image(bytes image):
     cdef _Module mod = _Module.__new__(_Module)
     _check(cydriver.cuModuleLoadData(&mod.handle, <const char*>image), "cuModuleLoadData")
     _check(cydriver.cuCtxGetCurrent(&mod.ctx), "cuCtxGetCurrent")
+    mod.image = image
     return mod
 
 
@@ -1478,6 +1480,20 @@ def _mangled_variable(str name):
     return "_ZN" + "".join(f"{len(p)}{p}" for p in parts) + "E"
 
 
+def _variable_symbol(image, str name):
+    """The one variable symbol of ``image`` (the bytes a module was loaded from) whose C++ name
+    is ``name`` with its anonymous namespaces and NVRTC's _INTERNAL_ prefix left out; None
+    where there is not exactly one, or the image cannot be read."""
+    from kernarg._images import image_variable_names
+    from kernarg._signature import _nested_name
+
+    if not isinstance(image, bytes):
+        return None
+    wanted = name.strip().removeprefix("::")
+    found = [v for v in image_variable_names(image) or () if _nested_name(v) == wanted]
+    return found[0] if len(found) == 1 else None
+
+
 cdef class Kernel:
     """A loaded CUDA kernel: launch it with Python arguments.
 
@@ -1723,8 +1739,9 @@ cdef class Kernel:
     def get_global(self, str name not None):
         """The address and size of the ``__device__`` or ``__constant__`` variable ``name`` of
         the kernel's module (``cuModuleGetGlobal``), to copy values to or from it. A
-        namespace-scope variable may be named as in C++ (``"ns::table"``). The memory is the
-        module's: it is valid while the kernel (which keeps the module loaded) lives.
+        namespace-scope variable may be named as in C++ (``"ns::table"``), one in an anonymous
+        namespace or of internal linkage (``static``) too. The memory is the module's: it is
+        valid while the kernel (which keeps the module loaded) lives.
 
         Returns
         -------
@@ -1748,6 +1765,12 @@ cdef class Kernel:
             err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, name.encode())
             if err == cydriver.CUDA_ERROR_NOT_FOUND and mangled is not None:
                 err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, mangled.encode())
+            if err == cydriver.CUDA_ERROR_NOT_FOUND:
+                # Internal linkage in a namespace, or an anonymous one: the symbol's name has
+                # a prefix made from the source (_ZN..._INTERNAL_...2ns1xE), found in the image.
+                symbol = _variable_symbol((<_Module>self._module).image, name)
+                if symbol is not None:
+                    err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, symbol.encode())
         if err == cydriver.CUDA_ERROR_NOT_FOUND:
             raise CudaError(
                 f"Kernel.get_global({name!r}): kernel {self.name!r}'s module has no "

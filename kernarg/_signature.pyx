@@ -1624,7 +1624,9 @@ def _nested_name(entry):
     (`_ZN2ns1fEf` -> 'ns::f'; `_ZN2ns4axpyIfEE...` -> 'ns::axpy'), or None where it is not
     that simple (std:: abbreviations, a kernel in the global namespace). An anonymous
     namespace (`_GLOBAL__N_...` in the mangled name) is left out, as C++ code leaves it out:
-    `namespace { __global__ void f(); }` is 'f'."""
+    `namespace { __global__ void f(); }` is 'f'; so is the `_INTERNAL_...` prefix NVRTC gives a
+    variable of internal linkage in a namespace (`namespace ns { static __device__ int x; }`
+    is 'ns::x')."""
     if not entry.startswith("_ZN"):
         return None
     parts, i = [], 3
@@ -1635,7 +1637,7 @@ def _nested_name(entry):
         n = int(entry[i:j])
         if n == 0 or j + n > len(entry):
             return None
-        if not entry.startswith("_GLOBAL__N", j):
+        if not entry.startswith(("_GLOBAL__N", "_INTERNAL_"), j):
             parts.append(entry[j:j + n])
         i = j + n
     return "::".join(parts) if parts and entry[i:i + 1] in ("E", "I") else None

@@ -1646,6 +1646,44 @@ def test_a_cubins_kernels_are_read_from_its_symbol_table():
         assert cubin_entry_names(image) is None, image[:8]
 
 
+VARIABLES_SOURCE = r"""
+static __constant__ float coeffs[3];
+static __device__ int count = 4;
+namespace { __device__ int anon = 5; }
+namespace ns { static __device__ int hidden = 6; __device__ int shown = 1;
+               namespace { __device__ int deep[2] = {2, 3}; } }
+extern "C" __global__ void k(float* p) { p[0] = coeffs[0] + count + anon + ns::hidden
+                                                + ns::shown + ns::deep[1]; }
+"""
+
+
+def test_get_global_finds_variables_of_internal_linkage_by_their_cpp_names():
+    """Kernel.get_global's lookup in the module's image (run here on NVRTC's PTX and cubin):
+    NVRTC names a variable in an anonymous namespace, or of internal linkage in a namespace,
+    with a prefix made from the source (_ZN48_INTERNAL_..._GLOBAL__N_...4anonE), which
+    cuModuleGetGlobal was asked for by no name a user can write."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg._images import image_variable_names
+    from kernarg._launch import _variable_symbol
+    from kernarg._nvrtc import compile_program
+
+    compiled = compile_program(VARIABLES_SOURCE, arch="sm_90")
+    ptx = compiled.ptx.encode() + b"\0"           # as from_ptx loads it
+    for image in (ptx, compiled.cubin):
+        names = image_variable_names(image)
+        assert {"coeffs", "count", "_ZN2ns5shownE"} <= set(names), names
+        found = {n: _variable_symbol(image, n)
+                 for n in ("anon", "ns::hidden", "::ns::hidden", "ns::deep")}
+        assert all(s in names and "_INTERNAL_" in s for s in found.values()), found
+        assert found["anon"].endswith("4anonE") and found["ns::deep"].endswith("4deepE")
+        assert found["ns::hidden"] == found["::ns::hidden"]
+        # What cuModuleGetGlobal finds by itself, and what is not there, are not looked up.
+        for name in ("count", "deep", "hidden", "ns::nope", ""):
+            assert _variable_symbol(image, name) is None, name
+    assert image_variable_names(b"\xff\xfe") is None and image_variable_names(b"") is None
+    assert _variable_symbol(None, "anon") is None
+
+
 def test_from_cubin_finds_a_cpp_kernel_by_its_name_before_loading():
     from kernarg._launch import _cubin_entry
 

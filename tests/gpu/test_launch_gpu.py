@@ -1432,6 +1432,35 @@ def test_get_global_reads_and_writes_the_modules_variables(ctx):
         kernarg.Kernel.from_handle(k.handle).get_global("coeffs")
 
 
+INTERNAL_GLOBALS = r"""
+static __device__ int count = 4;
+namespace { __device__ int anon = 5; }
+namespace ns { static __device__ int hidden[2] = {6, 7}; }
+extern "C" __global__ void use_internal(int* out) { out[0] = count + anon + ns::hidden[1]; }
+"""
+
+
+@pytest.mark.parametrize("load", ["source", "ptx"])
+def test_get_global_reads_variables_of_internal_linkage(ctx, load):
+    # NVRTC names them with a prefix made from the source; get_global("anon") and
+    # get_global("ns::hidden") said the module had no such variable.
+    if load == "source":
+        k = kernarg.Kernel.from_source(INTERNAL_GLOBALS, "use_internal")
+    else:
+        from kernarg._launch import device_arch
+        from kernarg._nvrtc import compile_to_ptx
+
+        ptx = compile_to_ptx(INTERNAL_GLOBALS, arch=device_arch(0))
+        k = kernarg.Kernel.from_ptx(ptx, "use_internal")
+    for name, want in (("count", [4]), ("anon", [5]), ("ns::hidden", [6, 7])):
+        ptr, nbytes = k.get_global(name)
+        host = np.zeros(nbytes // 4, np.int32)
+        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, nbytes))
+        assert host.tolist() == want, name
+    with pytest.raises(kernarg.CudaError, match="no __device__ or __constant__ variable 'hidden'"):
+        k.get_global("hidden")
+
+
 def test_non_portable_cluster_sizes_are_allowed_where_the_gpu_has_them(ctx):
     if _compute_capability() < (9, 0):
         pytest.skip("thread block clusters need compute capability 9.0")

@@ -16,7 +16,7 @@ import atheris
 
 with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
-    from kernarg._images import cubin_entry_names
+    from kernarg._images import cubin_entry_names, image_variable_names
     from kernarg._signature import ptx_entry_name
 
 ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
@@ -57,8 +57,11 @@ def test_one_input(data):
     if mode == 4:
         # A kernel name looked up among a PTX module's entries (C++ mangled or not): one of
         # them, or a LookupError naming the kernel. And the bytes as a cubin or fatbin whose
-        # symbol table is read: its kernels' names, or None.
+        # symbol table is read: its kernels' names, or None; and as a module image (cubin,
+        # fatbin or PTX) whose variables' names are read, or None.
         names = cubin_entry_names(b"\x7fELF" + data[1:] if data[0] & 8 else data[1:])
+        assert names is None or (names and all(isinstance(n, str) for n in names)), names
+        names = image_variable_names(b"\x7fELF" + data[1:] if data[0] & 16 else data[1:])
         assert names is None or (names and all(isinstance(n, str) for n in names)), names
         name, _, rest = text.partition("\n")
         entries = rest.split()
