@@ -1643,6 +1643,21 @@ def _nested_name(entry):
     return "::".join(parts) if parts and entry[i:i + 1] in ("E", "I") else None
 
 
+def _cpp_name(entry):
+    """The name C++ code gives the kernel whose entry (or symbol) is ``entry``: ``ns::f`` for
+    `_ZN2ns1fEf`, ``f`` for `_Z1fPf`, else the entry itself."""
+    nested = _nested_name(entry)
+    if nested is not None:
+        return nested
+    m = re.match(r"_Z(\d+)", entry)
+    if m is not None:
+        n = int(m.group(1))
+        own = entry[m.end():m.end() + n]
+        if n and len(own) == n:
+            return own
+    return entry
+
+
 def ptx_entry_name(entries, str name, str where="the PTX"):
     """The ``.entry`` among ``entries`` (the names a PTX module defines; a cubin's symbols) for
     kernel ``name``: itself, or the C++ mangled form of a kernel of that name, in the global
@@ -1669,6 +1684,15 @@ def ptx_entry_name(entries, str name, str where="the PTX"):
                              if q is not None and q.rpartition("::")[2] == parts[0]})
         if candidates:
             hint = f"; did you mean {' or '.join(map(repr, candidates))}?"
+    if not hint:
+        # A slip of the keyboard: the C++ names of the entries closest to the one given.
+        import difflib
+
+        names = sorted({_cpp_name(e) for e in entries})
+        close = difflib.get_close_matches(name.strip(), names, n=3, cutoff=0.75)
+        close += [n for n in names if n.lower() == name.strip().lower() and n not in close]
+        if close:
+            hint = f"; did you mean {' or '.join(map(repr, close))}?"
     raise LookupError(f"kernel {name!r} not found in {where} (entries: {sorted(entries)})"
                       f"{hint}")
 
@@ -1889,6 +1913,14 @@ cdef class Signature:
                                            + re.escape(name) + r"\s*\(", source):
                 raise LookupError(f"{exc}; {name!r} is a template: name an instantiation, such "
                                   f"as '{name}<float>'") from None
+            # What comes before each `name(` since the last ; { or }: a declaration's
+            # specifiers, or a statement's start.
+            heads = [set(re.findall(r"\w+", m.group(1))) for m in re.finditer(
+                r"(?:^|[;{}])([^;{}]*?)(?<![\w:.])" + re.escape(name) + r"\s*\(", source)]
+            if (entry is None and any("__device__" in h for h in heads)
+                    and not any("__global__" in h for h in heads)):
+                raise LookupError(f"{exc}; {name!r} is a __device__ function, which a kernel "
+                                  "calls; only __global__ functions are launched") from None
             raise
         try:
             decls = _find_declarations(source, kernel_name)

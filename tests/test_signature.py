@@ -201,6 +201,43 @@ def test_kernels_in_anonymous_namespaces_are_found_by_the_names_code_gives_them(
         kernarg.Signature.from_ptx(ptx, "k")
 
 
+@pytest.mark.parametrize("name, entries, hint", [
+    ("sxapy", ["saxpy", "_Z4axpyPf"], "did you mean 'saxpy'?"),
+    ("Saxpy", ["saxpy"], "did you mean 'saxpy'?"),
+    ("SAXPY", ["saxpy"], "did you mean 'saxpy'?"),
+    ("axpi", ["_Z4axpyPf"], "did you mean 'axpy'?"),
+    ("ns::fil", ["_ZN2ns4fillEPf"], "did you mean 'ns::fill'?"),
+])
+def test_a_name_that_is_not_found_gets_the_closest_kernel_names(name, entries, hint):
+    from kernarg._signature import ptx_entry_name
+
+    with pytest.raises(LookupError, match=rf"kernel {name!r} not found in the PTX \(entries: "
+                                          rf".*\); {re.escape(hint)}$"):
+        ptx_entry_name(entries, name)
+
+
+def test_a_name_far_from_every_kernel_gets_no_hint():
+    from kernarg._signature import ptx_entry_name
+
+    with pytest.raises(LookupError, match=r"^kernel 'zzz' not found in the PTX "
+                                          r"\(entries: \['saxpy'\]\)$"):
+        ptx_entry_name(["saxpy"], "zzz")
+
+
+@pytest.mark.parametrize("source", [
+    "__device__ void k(float* p) {}",
+    "static __host__ __device__ inline float k(float x) { return x; }",
+    "template <class T> __device__ T k(T x) { return x; }",
+    '__device__ float k(float);\nextern "C" __global__ void g(float* p) { p[0] = k(1.f); }\n'
+    "__device__ float k(float x) { return x; }",
+])
+def test_a_device_function_named_as_the_kernel_is_refused_saying_so(source):
+    # It was "not found in the PTX (entries: [])", leaving the user to find out why.
+    with pytest.raises(LookupError, match=r"'k' is a __device__ function, which a kernel calls; "
+                                          r"only __global__ functions are launched$"):
+        kernarg.Signature.from_source(source, "k")
+
+
 
 PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
 
