@@ -606,9 +606,50 @@ cdef void _unload(cydriver.CUmodule handle) noexcept:
     cydriver.cuThreadExchangeStreamCaptureMode(&mode)
 
 
+cdef bint _relocatable(bytes image):
+    """Whether ``image`` is a relocatable cubin (ELF type ET_REL: NVRTC's output with
+    ``-rdc=true`` or ``-dc``, nvcc's with ``-dc``), which the driver loads only once linked."""
+    return len(image) >= 18 and image[:4] == b"\x7fELF" and image[16] == 1 and image[17] == 0
+
+
+cdef bytes _linked(bytes image):
+    """``image``, a relocatable cubin, linked by the driver's JIT linker into one it loads.
+    A symbol nothing defines is a CudaError quoting the linker's log."""
+    cdef cydriver.CUlinkState state = NULL
+    cdef void* out = NULL
+    cdef size_t size = 0
+    cdef char log[4096]
+    cdef cydriver.CUjit_option opts[2]
+    cdef void* values[2]
+    cdef cydriver.CUresult err
+    log[0] = 0
+    opts[0] = cydriver.CU_JIT_ERROR_LOG_BUFFER
+    values[0] = <void*>log
+    opts[1] = cydriver.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+    values[1] = <void*><uintptr_t>sizeof(log)
+    _check(cydriver.cuLinkCreate(2, opts, values, &state), "cuLinkCreate")
+    try:
+        err = cydriver.cuLinkAddData(state, cydriver.CU_JIT_INPUT_CUBIN,
+                                     <void*><const char*>image, len(image),
+                                     b"relocatable cubin", 0, NULL, NULL)
+        if err == cydriver.CUDA_SUCCESS:
+            err = cydriver.cuLinkComplete(state, &out, &size)
+        if err != cydriver.CUDA_SUCCESS:
+            log[sizeof(log) - 1] = 0
+            text = (<bytes>log).decode(errors="replace").strip()
+            name = _error_name(err)
+            raise CudaError(f"linking the relocatable cubin (compiled with -rdc=true or -dc) "
+                            f"failed: {name}" + (f": {text}" if text else ""), name, <int>err)
+        return (<const char*>out)[:size]      # a copy: the link state owns `out`
+    finally:
+        cydriver.cuLinkDestroy(state)
+
+
 cdef _Module _load_image(bytes image):
-    """Load ``image`` in the current context."""
+    """Load ``image`` in the current context (linked first, when it is relocatable)."""
     cdef _Module mod = _Module.__new__(_Module)
+    if _relocatable(image):
+        image = _linked(image)
     _check(cydriver.cuModuleLoadData(&mod.handle, <const char*>image), "cuModuleLoadData")
     _check(cydriver.cuCtxGetCurrent(&mod.ctx), "cuCtxGetCurrent")
     mod.image = image

@@ -337,6 +337,39 @@ def test_from_source_loads_code_for_the_architecture_the_options_name(ctx):
         kernarg.Kernel.from_source(src, "arch_value", options=("-arch=sm_75",))
 
 
+RELOCATABLE = r"""
+__device__ int offset = 40;
+extern "C" __global__ void rdc_value(int* out, int v) { out[0] = v + offset; }
+"""
+
+
+@pytest.mark.parametrize("option", ["-rdc=true", "-dc"])
+def test_relocatable_device_code_is_linked_before_it_loads(ctx, option):
+    """NVRTC's cubin with -rdc=true is relocatable (ELF ET_REL), which a module load refuses
+    (CUDA_ERROR_INVALID_IMAGE): kernarg links it with the driver's JIT linker first, for
+    from_source and from_cubin alike; a symbol defined nowhere fails the link, quoting it."""
+    from kernarg._launch import device_arch
+    from kernarg._nvrtc import compile_program, supported_archs
+
+    cc = int(device_arch(0)[len("compute_"):])
+    if cc not in supported_archs():
+        pytest.skip(f"this NVRTC makes no machine code for sm_{cc}")
+    out = DeviceArray(4, typestr="<i4")
+    k = kernarg.Kernel.from_source(RELOCATABLE, "rdc_value", options=(option,))
+    k.launch(1, 1, out, 2)
+    assert np.frombuffer(out.read(), np.int32).tolist() == [42]
+    assert k.get_global("offset")[1] == 4
+    cubin = compile_program(RELOCATABLE, options=(option,), arch=f"sm_{cc}").cubin
+    assert cubin[16] == 1                                # ET_REL
+    k = kernarg.Kernel.from_cubin(cubin, "rdc_value")
+    k.launch(1, 1, out, np.int32(1))
+    assert np.frombuffer(out.read(), np.int32).tolist() == [41]
+    undefined = RELOCATABLE.replace("__device__ int offset = 40;", "extern __device__ int offset;")
+    with pytest.raises(kernarg.CudaError, match=r"linking the relocatable cubin \(compiled with "
+                                                r"-rdc=true or -dc\) failed: .*offset"):
+        kernarg.Kernel.from_source(undefined, "rdc_value", options=(option,))
+
+
 def test_kernels_of_one_source_share_its_compilation_and_module(ctx, nvrtc_calls):
     import gc
 

@@ -1052,13 +1052,18 @@ static CUresult fk_ModuleLoadData(CUmodule* out, const void* image) {
         CUresult e = unsafe_call("cuModuleLoadData");
         if (e) return e;
     }
+    const unsigned char* img = image;
+    int is_elf = memcmp(img, "\x7f" "ELF", 4) == 0;
+    /* A relocatable cubin (ET_REL: -rdc=true, -dc) must be linked first: the driver refuses
+     * it as an image (CUDA_ERROR_INVALID_IMAGE, as intel/llvm#8690 met with ptxas -c output). */
+    if (is_elf && img[16] == 1 && img[17] == 0)
+        return fail(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: a relocatable cubin (ET_REL) "
+                    "is loaded only once linked");
     Module* m = calloc(1, sizeof *m);
     m->magic = M_MODULE;
     m->ctx = current();
     m->funcs = calloc(MAX_FUNCS, sizeof(Func));
     m->globals = calloc(MAX_GLOBALS, sizeof(Global));
-    const unsigned char* img = image;
-    int is_elf = memcmp(img, "\x7f" "ELF", 4) == 0;
     int rc = is_elf ? parse_cubin(img, m) : parse_ptx(image, m);
     if (!rc) rc = is_elf ? parse_cubin_globals(img, m) : parse_ptx_globals(image, m);
     if (rc || !m->nfuncs) {
@@ -1091,7 +1096,7 @@ static CUresult fk_ModuleLoadDataEx(CUmodule* out, const void* image, unsigned i
 /* The JIT linker (numba-cuda links its PTX through it): PTX inputs are concatenated, and the
  * "cubin" cuLinkComplete hands back is that text, which cuModuleLoadData parses as PTX. A CUBIN
  * input must come alone and is handed back as it is. Other input kinds are refused. */
-typedef struct { int magic; char* data; size_t size; int cubin; } Link;
+typedef struct { int magic; char* data; size_t size; int cubin; char* log; size_t log_size; } Link;
 #define MAX_LINK_BYTES ((size_t)64 << 20)
 static CUresult get_link(CUlinkState h, Link** out, const char* what) {
     Link* l = (Link*)h;
@@ -1100,10 +1105,13 @@ static CUresult get_link(CUlinkState h, Link** out, const char* what) {
     return CUDA_SUCCESS;
 }
 static CUresult fk_LinkCreate(unsigned int n, CUjit_option* o, void** v, CUlinkState* out) {
-    (void)n; (void)o; (void)v;
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuLinkCreate without a context");
     Link* l = calloc(1, sizeof *l);
     l->magic = M_LINK;
+    for (unsigned int i = 0; i < n; i++) {      /* where the error log goes, if anywhere */
+        if (o[i] == CU_JIT_ERROR_LOG_BUFFER) l->log = v[i];
+        else if (o[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) l->log_size = (size_t)(uintptr_t)v[i];
+    }
     *out = (CUlinkState)l;
     return CUDA_SUCCESS;
 }
@@ -1151,6 +1159,48 @@ static CUresult fk_LinkComplete(CUlinkState h, void** image, size_t* size) {
     CUresult e = get_link(h, &l, "cuLinkComplete");
     if (e) return e;
     if (!l->size) return fail(CUDA_ERROR_INVALID_VALUE, "cuLinkComplete: nothing was added");
+    /* Linked, a relocatable cubin is an executable one (ET_EXEC), whose variables are plain
+     * data symbols (STT_OBJECT) where the relocatable one marks them 13 (STT_LOPROC). */
+    if (l->cubin && l->size > 0x40 && !memcmp(l->data, "\x7f" "ELF", 4) && l->data[16] == 1) {
+        unsigned char* elf = (unsigned char*)l->data;
+        uint64_t shoff;
+        uint16_t shentsize, shnum;
+        memcpy(&shoff, elf + 0x28, 8);
+        memcpy(&shentsize, elf + 0x3a, 2);
+        memcpy(&shnum, elf + 0x3c, 2);
+        for (int i = 0; shentsize >= 0x40 && i < shnum; i++) {
+            uint64_t sh = shoff + (uint64_t)i * shentsize, off, size, entsize;
+            uint32_t type;
+            if (sh + 0x40 > l->size) break;
+            memcpy(&type, elf + sh + 4, 4);
+            memcpy(&off, elf + sh + 0x18, 8);
+            memcpy(&size, elf + sh + 0x20, 8);
+            memcpy(&entsize, elf + sh + 0x38, 8);
+            if (type != 2 || entsize < 24 || off > l->size || size > l->size - off) continue;
+            uint32_t link;
+            uint64_t stroff = 0;
+            memcpy(&link, elf + sh + 0x28, 4);
+            if (link < shnum && shoff + (uint64_t)link * shentsize + 0x20 <= l->size)
+                memcpy(&stroff, elf + shoff + (uint64_t)link * shentsize + 0x18, 8);
+            for (uint64_t at = off; at + entsize <= off + size; at += entsize) {
+                uint16_t shndx;
+                uint32_t name;
+                memcpy(&shndx, elf + at + 6, 2);
+                memcpy(&name, elf + at, 4);
+                if ((elf[at + 4] & 0xf) == 13 && shndx != 0) elf[at + 4] = (elf[at + 4] & 0xf0) | 1;
+                /* A global symbol defined nowhere (the only input is this cubin): nvlink's
+                 * "Undefined reference". Which CUresult the driver gives is not known here. */
+                if (shndx == 0 && elf[at + 4] >> 4 == 1 && name && stroff + name < l->size) {
+                    const char* sym = (const char*)elf + stroff + name;
+                    if (l->log && l->log_size)
+                        snprintf(l->log, l->log_size, "error   : Undefined reference to '%.*s' "
+                                 "in 'relocatable cubin'", (int)strnlen(sym, 256), sym);
+                    return fail(CUDA_ERROR_INVALID_IMAGE, "cuLinkComplete: undefined %s", sym);
+                }
+            }
+        }
+        elf[16] = 2;
+    }
     *image = l->data;
     *size = l->size + !l->cubin;     /* PTX text with its NUL, as a loader expects */
     return CUDA_SUCCESS;
@@ -1750,6 +1800,11 @@ static CUresult run_kernel(const Node* n) {
         if (!e && n->pdl) e = store(out + 4, &one, 4, k);
     } else if (!strcmp(k, "arch_value")) {   /* (int* out, int v) */
         int v = P(int, 1);
+        e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "rdc_value")) {    /* (int* out, int v): v + __device__ int offset */
+        const Global* offset = find_global(f, "offset");
+        if (!offset) return fail(CUDA_ERROR_INVALID_IMAGE, "kernel %s: no variable offset", k);
+        int v = P(int, 1) + *(int*)offset->ptr;
         e = store(out, &v, 4, k);
     } else if (!strcmp(k, "lb")) {
         for (unsigned long long t = 0; !e && t < n->block[0]; t++) {
