@@ -852,12 +852,12 @@ pack = PyCFunction_NewEx(&_pack_def, NULL, __name__)
 
 
 cdef int device_ordinal(object device) except -2:
-    """``device`` (None, a CUDA device ordinal: an int or numpy integer, or a cuda.core
-    ``Device``) as an int; -1 for None."""
+    """``device`` (None, a CUDA device ordinal: an int or numpy integer, a cuda.core or CuPy
+    ``Device``, or a torch ``device`` of type cuda with an index) as an int; -1 for None."""
     if device is None:
         return -1
-    if type(device).__name__ == "Device" and type(device).__module__.startswith("cuda.core"):
-        device = getattr(device, "device_id", device)
+    if type(device) is not int:
+        device = _library_device(device)
     if not isinstance(device, int) and not is_numpy_bool(type(device)) \
             and hasattr(type(device), "__index__"):
         try:
@@ -865,8 +865,32 @@ cdef int device_ordinal(object device) except -2:
         except TypeError:       # a numpy array that is not 0-d, say: refused below
             pass
     if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < 2**31:
-        raise TypeError(f"device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
-                        f"Device), got {shown_value(device, True)}")
+        raise TypeError(f"device must be a CUDA device ordinal (an int >= 0, a cuda.core or "
+                        f"CuPy Device, or a torch.device('cuda:N')), got "
+                        f"{shown_value(device, True)}")
+    return device
+
+
+cdef object _library_device(object device):
+    """The ordinal a library's device object stands for (recognised by its type's module and
+    name, importing nothing), or ``device`` itself."""
+    name = type(device).__name__
+    module = getattr(type(device), "__module__", None)
+    if not isinstance(module, str):     # a class may set anything there
+        return device
+    if name == "Device" and module.startswith("cuda.core"):
+        return getattr(device, "device_id", device)
+    if name == "Device" and module.startswith("cupy"):
+        return getattr(device, "id", device)
+    if name == "device" and module == "torch":
+        kind, index = getattr(device, "type", None), getattr(device, "index", None)
+        if kind != "cuda":
+            raise TypeError(f"device must be a CUDA device; {device!r} is not one")
+        if index is None:
+            # torch reads it as its current device, which kernarg does not ask torch for.
+            raise ValueError(f"device {device!r} names no GPU: give its index, as in "
+                             "torch.device('cuda:0'), or pass the ordinal")
+        return index
     return device
 
 

@@ -2136,11 +2136,12 @@ kernarg_install_method(<PyTypeObject*>Kernel, &_kernel_launch_def)
 
 
 cdef int _kernel_device(object device) except -1:
-    """The device a Kernel constructor loads on: an ordinal, or a cuda.core Device."""
+    """The device a Kernel constructor loads on: an ordinal, or a library's device object
+    (device_ordinal)."""
     cdef int ordinal = device_ordinal(device)
     if ordinal < 0:
-        raise TypeError("device must be a CUDA device ordinal (an int >= 0, or a cuda.core "
-                        "Device), got None")
+        raise TypeError("device must be a CUDA device ordinal (an int >= 0, a cuda.core or "
+                        "CuPy Device, or a torch.device('cuda:N')), got None")
     return ordinal
 
 

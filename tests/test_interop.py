@@ -656,12 +656,47 @@ def test_device_must_be_an_ordinal(bad):
         kernarg.Signature("int").pack((1,), device=bad)
 
 
-def test_device_may_be_a_numpy_integer_or_a_cuda_core_device():
+class TorchDevice:
+    """Stands for torch.device: recognised, as kernarg recognises it, by module and name."""
+    def __init__(self, kind, index=None):
+        self.type, self.index = kind, index
+
+    def __repr__(self):
+        return f"device(type={self.type!r}" + (f", index={self.index})" if self.index is not
+                                               None else ")")
+
+
+TorchDevice.__module__, TorchDevice.__name__ = "torch", "device"
+
+
+def test_device_may_be_a_numpy_integer_or_a_library_device():
     core_device = type("Device", (), {"__module__": "cuda.core._device", "device_id": 2})()
-    for device in (np.int64(2), np.array(2), core_device):
+    cupy_device = type("Device", (), {"__module__": "cupy.cuda.device", "id": 2})()
+    for device in (np.int64(2), np.array(2), core_device, cupy_device, TorchDevice("cuda", 2)):
         assert ptr_of(kernarg.pack((DLPackProducer(PTR, device=(2, 2)),), device=device)) == PTR
         with pytest.raises(ValueError, match="on CUDA device 3, but the kernel runs on device 2"):
             kernarg.pack((DLPackProducer(PTR, device=(2, 3)),), device=device)
+
+
+def test_a_torch_device_must_name_one_gpu():
+    # torch.device('cuda') means torch's current device, which kernarg does not ask torch for.
+    with pytest.raises(ValueError, match=r"device device\(type='cuda'\) names no GPU: give its "
+                                         r"index, as in torch.device\('cuda:0'\)"):
+        kernarg.pack((1,), device=TorchDevice("cuda"))
+    with pytest.raises(TypeError, match=r"device must be a CUDA device; "
+                                        r"device\(type='cpu'\) is not one"):
+        kernarg.Signature("int").pack((1,), device=TorchDevice("cpu"))
+    with pytest.raises(TypeError, match="device must be a CUDA device"):
+        kernarg.Kernel.from_source('extern "C" __global__ void k() {}', "k",
+                                   device=TorchDevice("meta"))
+
+
+def test_a_real_torch_device_is_read_as_its_index():
+    torch = pytest.importorskip("torch")
+    for device in ("cpu", "cuda"):
+        with pytest.raises((TypeError, ValueError), match="device"):
+            kernarg.pack((1,), device=torch.device(device))
+    assert kernarg.pack((1,), device=torch.device("cuda:1")) is not None
 
 
 # ------------------------------------------------------------------------------------------

@@ -1193,7 +1193,8 @@ def test_kernel_constructors_check_their_arguments_before_the_driver():
                      lambda d: kernarg.Kernel.from_ptx(".version 8.0", "k", device=d),
                      lambda d: kernarg.Kernel.from_cubin(b"\x7fELF", "k", device=d)):
             with pytest.raises(TypeError, match="device must be a CUDA device ordinal "
-                               r"\(an int >= 0, or a cuda.core Device\), got "):
+                               r"\(an int >= 0, a cuda.core or CuPy Device, or a "
+                               r"torch.device\('cuda:N'\)\), got "):
                 make(bad)
         if bad is not None:
             with pytest.raises(TypeError, match="device must be a CUDA device ordinal"):
