@@ -1433,7 +1433,7 @@ cdef list _kernels_from_source(str source, tuple names, tuple options, int devic
 
     cdef unsigned long long ctx_id = 0
     headers = normalize_headers(headers)        # checked before the driver is asked
-    split_arch_option(options)
+    split_arch_option(options)                  # so are the architecture options
     for name in names:
         check_kernel_name(name)
     cdef cydriver.CUcontext ctx = _primary_context(device)

@@ -10,6 +10,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import tempfile
 import warnings
 from typing import NamedTuple
@@ -40,8 +41,6 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 def _header_major(include_dir: str) -> int | None:
-    import re
-
     try:
         with open(os.path.join(include_dir, "cuda_runtime_api.h"), errors="replace") as f:
             m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
@@ -257,8 +256,6 @@ def split_arch_option(options: tuple) -> tuple[str | None, tuple]:
 def _arch_parts(arch: str):
     """``'sm_90a'`` -> ``('sm', 9, 0, 'a')``; None for what is not ``sm_`` or ``compute_``,
     a number, and an optional ``a`` (architecture-specific) or ``f`` (family-specific)."""
-    import re
-
     m = re.fullmatch(r"(sm|compute)_(\d{2,3})([af]?)", arch)
     if m is None:
         return None
