@@ -1119,6 +1119,38 @@ def test_split_arch_option_reads_each_form_nvrtc_takes():
     assert split_arch_option(("-arch-ls",)) == (None, ("-arch-ls",))
 
 
+_OPTION_WORDS = ["-arch", "--gpu-architecture", "-arch=sm_90", "-arch=sm_90a", "sm_90",
+                 "sm_90a", "--gpu-architecture=compute_90", "-lineinfo", "-G", "-arch-x",
+                 b"-arch", b"sm_90", b"-arch=sm_90", "-arch=", "--gpu-architecture= sm_90"]
+
+
+@given(st.lists(st.sampled_from(_OPTION_WORDS), max_size=6))
+@settings(max_examples=400, deadline=None)
+def test_split_arch_option_keeps_every_other_option_in_order(options):
+    from kernarg._nvrtc import split_arch_option
+
+    def text(o):
+        return o.decode() if isinstance(o, bytes) else o
+
+    options = tuple(options)
+    try:
+        named, rest = split_arch_option(options)
+    except ValueError as exc:
+        # Two different architectures, or a flag with nothing after it.
+        assert "more than one target architecture" in str(exc) or "is the last option" in str(exc)
+        return
+    arch_like = [o for o in options if text(o).partition("=")[0] in ("-arch",
+                                                                     "--gpu-architecture")]
+    if named is None:
+        assert rest == options and not arch_like
+    else:
+        assert arch_like and all(text(o).partition("=")[0] not in ("-arch", "--gpu-architecture")
+                                 for o in rest)
+        assert len(rest) <= len(options) - len(arch_like)
+        remaining = iter(options)                   # the others, in order: a subsequence
+        assert all(any(o is p for p in remaining) for o in rest)
+
+
 def test_compile_program_gives_machine_code_for_an_architecture_in_the_options():
     pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
     from kernarg._nvrtc import compile_program
