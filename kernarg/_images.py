@@ -78,10 +78,12 @@ def cubin_variable_names(image: bytes) -> list[str] | None:
 
 
 # A module-scope variable in PTX: optional linkage directives, then the state space, then the
-# type and attributes, the name, and any array extents, before an initializer or the end.
+# type and attributes, the name, and any array extents, before an initializer or the end. The
+# name starts where no word goes on (else a long name with nothing after it is tried from each
+# of its characters: quadratic).
 _PTX_VARIABLE = re.compile(
     r"^[ \t]*(?:\.(?:visible|extern|weak|common)[ \t]+)*\.(?:global|const)[ \t]"
-    r"[^;=\n]*?([A-Za-z_$%][\w$]*)[ \t]*(?:\[[^\]\n]*\][ \t]*)*[=;]", re.M)
+    r"[^;=\n]*?(?<![\w$%])([A-Za-z_$%][\w$]*)[ \t]*(?:\[[^\]\n]*\][ \t]*)*[=;]", re.M)
 
 
 def image_variable_names(image: bytes) -> list[str] | None:
