@@ -1909,16 +1909,21 @@ cdef class Signature:
             ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name)[0]
         except LookupError as exc:
             name = _split_kernel_name(kernel_name)[0]
-            if entry is None and re.search(r"\btemplate\s*<[^;{}]*__global__[^;{}]*\b"
-                                           + re.escape(name) + r"\s*\(", source):
-                raise LookupError(f"{exc}; {name!r} is a template: name an instantiation, such "
-                                  f"as '{name}<float>'") from None
+            if entry is not None:
+                raise
             # What comes before each `name(` since the last ; { or }: a declaration's
-            # specifiers, or a statement's start.
-            heads = [set(re.findall(r"\w+", m.group(1))) for m in re.finditer(
-                r"(?:^|[;{}])([^;{}]*?)(?<![\w:.])" + re.escape(name) + r"\s*\(", source)]
-            if (entry is None and any("__device__" in h for h in heads)
-                    and not any("__global__" in h for h in heads)):
+            # specifiers, or a statement's start (one pass: linear in the source).
+            heads = [m.group(1) for m in re.finditer(
+                r"(?:^|[;{}])([^;{}]*?)(?<!\w)" + re.escape(name) + r"\s*\(", source)]
+            for head in heads:
+                template = re.search(r"\btemplate\s*<", head)
+                if template is not None and "__global__" in head[template.end():]:
+                    raise LookupError(f"{exc}; {name!r} is a template: name an instantiation, "
+                                      f"such as '{name}<float>'") from None
+            words = [set(re.findall(r"\w+", h)) for h in heads
+                     if not h.rstrip().endswith((":", "."))]    # not ns::name(, x.name(
+            if (any("__device__" in w for w in words)
+                    and not any("__global__" in w for w in words)):
                 raise LookupError(f"{exc}; {name!r} is a __device__ function, which a kernel "
                                   "calls; only __global__ functions are launched") from None
             raise
@@ -3424,7 +3429,10 @@ cdef bint _in_number(str source, Py_ssize_t i):
 
 # typedef float real;  /  using real = float;  (scalars and vectors only: no pointers, arrays,
 # templates or functions)
-_TYPEDEF = re.compile(r"\btypedef\s+([^;{}()\[\]*&<>=]+?)\s+([A-Za-z_]\w*)\s*;")
+# (The type does not run into another `typedef`: else each of many in one statement would be
+# read to its end, quadratic in their number.)
+_TYPEDEF = re.compile(r"\btypedef\s+((?:(?!\btypedef\b)[^;{}()\[\]*&<>=])+?)\s+"
+                      r"([A-Za-z_]\w*)\s*;")
 _USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]*&<>=]+?)\s*;")
 
 
@@ -3793,7 +3801,9 @@ def _kernel_declarations(str plain, str kernel_name):
     that namespace, where there are any."""
     name = _split_kernel_name(kernel_name)[0]
     out = []
-    for m in re.finditer(r"__global__[^;{]*?\b" + re.escape(name) + r"\s*\(", plain):
+    # The declaration does not run into another `__global__` (quadratic in their number).
+    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?\b" + re.escape(name) + r"\s*\(",
+                         plain):
         j = _closing(plain, m.end(), "(", ")")
         if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")

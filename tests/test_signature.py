@@ -238,6 +238,20 @@ def test_a_device_function_named_as_the_kernel_is_refused_saying_so(source):
         kernarg.Signature.from_source(source, "k")
 
 
+@pytest.mark.parametrize("filler", ["template <__global__ ", "__global__ ", "typedef a ",
+                                    "typedef struct "])
+def test_declaration_search_reads_a_long_run_of_keywords_once(filler):
+    # Many of these in one statement were each read to its end: the template hint cubic in
+    # their number (400 took 2.5 s), the declaration and typedef searches quadratic.
+    ptx = compile_ptx('extern "C" __global__ void k(float* p, int n) {}')
+    kernel = '\nextern "C" __global__ void k(float* p, int n) {}\n'
+    for source in (filler * 2000 + kernel, kernel + filler * 2000):
+        sig = kernarg.Signature._from_source_and_ptx(source, "k", ptx)
+        assert sig.types == ("float*", "int")
+    with pytest.raises(LookupError, match="not found in the PTX"):
+        kernarg.Signature._from_source_and_ptx(filler * 2000, "q", ptx)
+
+
 
 PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
 
