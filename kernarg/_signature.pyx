@@ -1015,11 +1015,14 @@ cdef list _items(str text, bint without_defaults):
     default argument (after an ``=`` outside brackets) ``<`` and ``>`` are comparisons, not
     brackets: ``int n = (1 < 2)``."""
     parts = []
-    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0, default_at = -1
+    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0, default_at = -1, passed = 0
+    cdef Py_ssize_t separator = -1
     while i < n:
         ch = text[i]
-        if ch == '"' or (ch == "'" and not _in_number(text, i)):
-            i = _past_literal(text, i)
+        if ch == "'" and _in_number(text, i, passed, separator):
+            separator = i
+        elif ch == '"' or ch == "'":
+            i = passed = _past_literal(text, i)
             continue
         if ch in "([{" or (ch == "<" and default_at < 0):
             depth += 1
@@ -3376,9 +3379,14 @@ def _without_comments(source, bint same_length=False, bint blank_literals=False,
         return source
     out = []
     i, n, start = 0, len(source), 0
+    cdef Py_ssize_t passed = 0         # the end of the last literal or comment
+    cdef Py_ssize_t separator = -1     # the last digit separator
     while i < n:
         ch = source[i]
-        if ch == "/" and i + 1 < n and source[i + 1] in "/*":
+        if ch == "'" and _in_number(source, i, passed, separator):
+            separator = i
+            i += 1
+        elif ch == "/" and i + 1 < n and source[i + 1] in "/*":
             out.append(source[start:i])
             start = i
             if source[i + 1] == "/":
@@ -3391,9 +3399,9 @@ def _without_comments(source, bint same_length=False, bint blank_literals=False,
                     raise ValueError(f"{source.strip()!r}: a /* comment is not closed")
                 i = n if end < 0 else end + 2
             out.append(re.sub(r"[^\n]", " ", source[start:i]) if same_length else " ")
-            start = i
-        elif ch == '"' or (ch == "'" and not _in_number(source, i)):
-            end = _past_literal(source, i)
+            start = passed = i
+        elif ch == '"' or ch == "'":
+            end = passed = _past_literal(source, i)
             if blank_literals:
                 inner = min(end, len(source))
                 if source[inner - 1] == ch and inner - 1 > i:
@@ -3419,11 +3427,17 @@ cdef Py_ssize_t _past_literal(str source, Py_ssize_t i):
     return i + 1
 
 
-cdef bint _in_number(str source, Py_ssize_t i):
-    # The token before source[i] starts with a digit: 1'000'000, 0xFF'FF.
+cdef bint _in_number(str source, Py_ssize_t i, Py_ssize_t lo=0, Py_ssize_t separator=-1):
+    # The token before source[i] starts with a digit: 1'000'000, 0xFF'FF. ``lo``: where the
+    # walk back may stop, the end of the last literal passed (its closing quote is no
+    # separator); ``separator``: the last ' found to be one, whose token this is too if the
+    # walk reaches it. (Without them, a walk over 'a''a''a'... or 1'0'1'0'... would cross
+    # them all: quadratic in their number.)
     cdef Py_ssize_t j = i
-    while j > 0 and (source[j - 1].isalnum() or source[j - 1] in "_'"):
+    while j > lo and (source[j - 1].isalnum() or source[j - 1] in "_'"):
         j -= 1
+        if j == separator:
+            return True
     return j < i and source[j].isdigit()
 
 
@@ -3463,28 +3477,36 @@ def _namespace_scope(source):
     kernel's parameter list. String and character literals are skipped over."""
     out = []
     frames = []         # for each open brace: whether it opens a namespace (or extern "C")
+    cdef Py_ssize_t others = 0          # how many of them do not: inside one, nothing is kept
+    cdef Py_ssize_t passed = 0          # the end of the last literal
+    cdef Py_ssize_t separator = -1      # the last digit separator
     i, n, start = 0, len(source), 0
     while i < n:
         ch = source[i]
-        if ch == '"' or (ch == "'" and not _in_number(source, i)):
-            i = _past_literal(source, i)
+        if ch == "'" and _in_number(source, i, passed, separator):
+            separator = i
+            i += 1
+        elif ch == '"' or ch == "'":
+            i = passed = _past_literal(source, i)
         elif ch == "{":
-            if all(frames):
+            if not others:
                 out.append(source[start:i])
-            frames.append(all(frames) and
-                          _NAMESPACE_OPENING.search(source, max(0, i - 200), i) is not None)
+            opens = not others and _NAMESPACE_OPENING.search(source, max(0, i - 200),
+                                                             i) is not None
+            frames.append(opens)
+            others += not opens
             i += 1
             start = i
         elif ch == "}" and frames:
-            if all(frames):
+            if not others:
                 out.append(source[start:i])
-            frames.pop()
+            others -= not frames.pop()
             out.append(";")         # what was before the brace ends there
             i += 1
             start = i
         else:
             i += 1
-    if all(frames):
+    if not others:
         out.append(source[start:])
     return " ".join(out)
 
@@ -3741,20 +3763,28 @@ def _namespace_braces(text):
     function, struct or class): where a struct defined is one a kernel's parameter names."""
     found = set()
     frames = []         # for each open brace: whether it is a namespace's (or extern "C")
+    cdef Py_ssize_t others = 0          # how many of them are not
+    cdef Py_ssize_t passed = 0          # the end of the last literal
+    cdef Py_ssize_t separator = -1      # the last digit separator
     m = _BRACE_OR_QUOTE.search(text)
     while m is not None:
         i = m.start()
         ch = text[i]
-        if ch == '"' or (ch == "'" and not _in_number(text, i)):
-            m = _BRACE_OR_QUOTE.search(text, _past_literal(text, i))
+        if ch == "'" and _in_number(text, i, passed, separator):
+            separator = i
+        elif ch == '"' or ch == "'":
+            passed = _past_literal(text, i)
+            m = _BRACE_OR_QUOTE.search(text, passed)
             continue
         if ch == "{":
-            if all(frames):
+            if not others:
                 found.add(i)
-            frames.append(all(frames) and
-                          _NAMESPACE_OPENING.search(text, max(0, i - 200), i) is not None)
+            opens = not others and _NAMESPACE_OPENING.search(text, max(0, i - 200),
+                                                             i) is not None
+            frames.append(opens)
+            others += not opens
         elif ch == "}" and frames:
-            frames.pop()
+            others -= not frames.pop()
         m = _BRACE_OR_QUOTE.search(text, i + 1)
     return found
 
