@@ -44,5 +44,12 @@ mkdir -p "$corpus"
 if [ $# -ge 3 ]; then
     exec "${wrap[@]}" env LD_PRELOAD="$runtime" python "$build/tools/fuzz/fuzz_$target.py" "$3"
 fi
+# KERNARG_FUZZ_MAX_LEN (default 512) and KERNARG_FUZZ_TIMEOUT (seconds an input may take,
+# default libFuzzer's 1200): longer inputs and a short timeout hunt for inputs whose cost
+# grows faster than their length (a timeout is written as timeout-<hash>); with a longer
+# MAX_LEN, inputs may be that long from the start (-len_control=0).
+len_control=()
+[ -n "${KERNARG_FUZZ_MAX_LEN:-}" ] && len_control=(-len_control=0)
 exec "${wrap[@]}" env LD_PRELOAD="$runtime" python "$build/tools/fuzz/fuzz_$target.py" \
-    -max_total_time="$seconds" -max_len=512 -artifact_prefix="$corpus/" "$corpus"
+    -max_total_time="$seconds" -max_len="${KERNARG_FUZZ_MAX_LEN:-512}" "${len_control[@]}" \
+    -timeout="${KERNARG_FUZZ_TIMEOUT:-1200}" -artifact_prefix="$corpus/" "$corpus"
