@@ -38,8 +38,9 @@ def _elf_entries(image: bytes, start: int, wanted=_wanted_entry) -> list[str] | 
             return None
         shoff, = struct.unpack_from("<Q", image, start + 0x28)
         shentsize, shnum = struct.unpack_from("<HH", image, start + 0x3A)
-        if shentsize < 64:
-            return None
+        if shentsize < 64 or start + shoff + shnum * shentsize > len(image):
+            return None     # (checked first: a table read entry by entry to where it is cut
+                            # short costs each of many stray ELF magics in a fatbin as much)
         sections = [struct.unpack_from("<IIQQQQIIQQ", image, start + shoff + i * shentsize)
                     for i in range(shnum)]
         names = []

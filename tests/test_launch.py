@@ -1677,6 +1677,14 @@ def test_a_cubins_kernels_are_read_from_its_symbol_table():
     for image in (b"", b"\x7fELF", cubin[:100], cubin[:len(cubin) // 2], bytes(64), far,
                   b"\x7fELF\x01\x01" + cubin[6:], b"\x7fELF\x02\x02" + cubin[6:]):
         assert cubin_entry_names(image) is None, image[:8]
+    # Many stray ELF headers in a fatbin, each claiming a section table past the end: each was
+    # read entry by entry to where it ran out (quadratic in the image's size), now refused at
+    # once; the real cubin after them is still read.
+    stray = bytearray(64)
+    stray[:6] = b"\x7fELF\x02\x01"
+    stray[0x3A:0x3E] = (64).to_bytes(2, "little") + (65535).to_bytes(2, "little")
+    image = b"\x50\xed\x55\xba" + bytes(stray) * 4000 + cubin
+    assert cubin_entry_names(image) == sorted(set(cubin_entry_names(cubin)))
 
 
 VARIABLES_SOURCE = r"""
