@@ -29,10 +29,21 @@ def _wanted_variable(st_info: int, st_other: int) -> bool:
     return st_info & 0xF == _STT_OBJECT
 
 
-def _elf_entries(image: bytes, start: int, wanted=_wanted_entry) -> list[str] | None:
+# The longest symbol name read (a C++ template kernel's mangled name can run to thousands of
+# characters; an image with a longer one is read as unreadable, and the driver asked instead).
+_MAX_NAME = 1 << 16
+
+
+def _elf_entries(image: bytes, start: int, wanted=_wanted_entry,
+                 budget: list | None = None) -> list[str] | None:
     """The names of the symbols ``wanted(st_info, st_other)`` picks (by default the kernels)
     of the ELF64 little-endian file at ``start`` in ``image``, or None where it is not one or
-    is cut short."""
+    is cut short. ``budget``: a one-item list, the symbol entries left to read in the whole
+    image; the tables of a well-formed one do not overlap, so they hold no more than
+    ``len(image) // 24`` entries in all, and tables that claim more (each the whole image
+    again) are not read: the cost stays linear in the image's size."""
+    if budget is None:
+        budget = [len(image) // 24]
     try:
         if image[start + 4] != 2 or image[start + 5] != 1:    # ELFCLASS64, ELFDATA2LSB
             return None
@@ -48,12 +59,17 @@ def _elf_entries(image: bytes, start: int, wanted=_wanted_entry) -> list[str] | 
             if kind != _SHT_SYMTAB or entsize != 24 or link >= shnum:
                 continue
             strings = start + sections[link][4]
+            if size // 24 > budget[0]:
+                return None
+            budget[0] -= size // 24
             for k in range(size // 24):
                 st_name, st_info, st_other = struct.unpack_from("<IBB", image,
                                                                 start + offset + 24 * k)
                 if not wanted(st_info, st_other):
                     continue
-                end = image.index(b"\0", strings + st_name)
+                end = image.find(b"\0", strings + st_name, strings + st_name + _MAX_NAME)
+                if end < 0:
+                    return None
                 names.append(image[strings + st_name:end].decode("ascii"))
         return names
     except (struct.error, IndexError, ValueError, OverflowError, UnicodeDecodeError):
@@ -65,9 +81,9 @@ def cubin_entry_names(image: bytes, wanted=_wanted_entry) -> list[str] | None:
     where none could be read (not an image, compressed, or malformed)."""
     if image[:4] == _ELF_MAGIC:
         return _elf_entries(image, 0, wanted) or None
-    names, at = [], image.find(_ELF_MAGIC)
+    names, at, budget = [], image.find(_ELF_MAGIC), [len(image) // 24]
     while at >= 0:
-        names += _elf_entries(image, at, wanted) or []
+        names += _elf_entries(image, at, wanted, budget) or []
         at = image.find(_ELF_MAGIC, at + 4)
     return sorted(set(names)) or None
 
