@@ -1725,6 +1725,35 @@ def test_get_global_finds_variables_of_internal_linkage_by_their_cpp_names():
     assert _variable_symbol(None, "anon") is None
 
 
+def test_a_modules_variables_read_from_its_ptx_are_those_of_its_cubin():
+    # Differential: the PTX declarations' names (a regex over .global/.const lines) against
+    # the machine code's data symbols, for variables of many kinds, initialised or not.
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg._images import image_variable_names
+    from kernarg._nvrtc import compile_program
+
+    src = r"""#include <cuda_fp16.h>
+    __constant__ float4 c4[2] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+    __device__ __half h;
+    __device__ double d[2][3];
+    __device__ int* p = nullptr;
+    __device__ unsigned long long big = 123456789012345ULL;
+    __managed__ int man;
+    namespace { __constant__ char msg[] = "hello;=[]"; }
+    struct S { int a; float b; };
+    __device__ S s = {1, 2.0f};
+    template <class T> __device__ T tv = T(3);
+    template __device__ float tv<float>;
+    extern "C" __global__ void k(float* o) {
+        o[0] = c4[0].x + (float)h + d[0][0] + *p + big + man + msg[0] + s.b + tv<float>; }
+    """
+    compiled = compile_program(src, arch="sm_90")
+    from_ptx = image_variable_names(compiled.ptx.encode() + b"\0")
+    from_cubin = [n for n in image_variable_names(compiled.cubin) if not n.startswith(".nv.")]
+    assert from_ptx == sorted(from_cubin)
+    assert {"c4", "h", "d", "p", "big", "man", "s", "_Z2tvIfE"} <= set(from_ptx)
+
+
 def test_from_cubin_finds_a_cpp_kernel_by_its_name_before_loading():
     from kernarg._launch import _cubin_entry
 
