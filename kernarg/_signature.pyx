@@ -673,7 +673,45 @@ def _dtype_hint(str text):
 
 
 def _parse_c_param(text):
-    """Parse one C parameter declaration; return (spec, name)."""
+    """Parse one C parameter declaration; return (spec, name). In stages: the declaration as a
+    whole (_declaration_text: its default, attributes, stray characters, brackets, function
+    types), a function pointer (_function_pointer_param), an array adjusted to the pointer it
+    is, a reference (_reference_param), then its tokens (_check_tokens) and what its words
+    name (_spec_of_words)."""
+    text, plain, m = _declaration_text(text)
+    if m is not None:
+        return _function_pointer_param(text, m)
+    if "complex" in plain:
+        plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
+    if "(" in plain and "[" in plain:
+        m = _ARRAY_POINTER.fullmatch(plain.strip())
+        if m is not None:
+            return _array_pointer(text, m)
+    cdef bint array = False
+    if "[" in plain:
+        adjusted = _array_as_pointer(plain)
+        array = adjusted != plain
+        plain = adjusted
+    tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
+    if "&" in tokens:
+        return _reference_param(text, plain, tokens)
+    if "[" in tokens:
+        zero = next((m for m in _BRACKETED.finditer(plain) if _ZERO_EXTENT.fullmatch(m[1])),
+                    None)
+        if zero is not None:
+            raise ValueError(f"{text.strip()!r}: an array extent of 0 ([{zero[1].strip()}]); "
+                             "no array is empty")
+        raise ValueError(f"{text.strip()!r}: an array parameter kernarg cannot read; use a "
+                         "pointer")
+    _check_tokens(text, tokens)
+    return _spec_of_words(text, plain, tokens, array)
+
+
+def _declaration_text(text):
+    """``(text, plain, m)``: the declaration without its default argument, the same without
+    attributes, and its _FUNCTION_POINTER match or None; ValueError for what no parameter
+    declaration is as a whole (an empty default, an open attribute, stray characters,
+    unbalanced brackets, a function type, something after a parenthesized declarator)."""
     declaration, default = _split_default(text)
     if default is None and len(declaration) < len(text):
         raise ValueError(f"{text.strip()!r}: nothing follows '=', where a default argument "
@@ -701,53 +739,46 @@ def _parse_c_param(text):
         # functions after it are _ARRAY_POINTER's and _FUNCTION_POINTER's).
         raise ValueError(f"{text.strip()!r}: something follows the parenthesized declarator; "
                          "a parameter declaration ends with it (`int (*p)`)")
-    if m is not None:
-        try:
-            _parse_c_param(m["head"] + "*")     # the return type must be a type
-        except ValueError:
-            raise ValueError(f"{text.strip()!r}: unknown return type {m['head'].strip()!r}; "
-                             "write a function pointer as `R (*name)(args)`") from None
-        # An address as any pointer is (an int, None, ...); the function's type says nothing
-        # kernarg can check against an array, so like void* it takes any.
-        shown = (f"{' '.join(m['head'].split())} ({' '.join(m['ptr'].split())})"
-                 f"{' '.join(m['tail'].split())}")
-        return _Spec(C_POINTER, 8, 8, shown, pointee_kind="", pointee_size=0), m["name"]
-    if "complex" in plain:
-        plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
-    if "(" in plain and "[" in plain:
-        m = _ARRAY_POINTER.fullmatch(plain.strip())
-        if m is not None:
-            return _array_pointer(text, m)
-    cdef bint array = False
-    if "[" in plain:
-        adjusted = _array_as_pointer(plain)
-        array = adjusted != plain
-        plain = adjusted
-    tokens = re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[|\]", plain)
-    if "&" in tokens:
-        # An lvalue reference is passed as the address it binds to, as a pointer is: the memory
-        # must be the kernel's to reach. NVRTC refuses rvalue references as kernel parameters.
-        refusal = _reference_refusal(plain, tokens)
-        if refusal is not None:
-            raise ValueError(f"{text.strip()!r}: {refusal}")
-        try:
-            spec, name = _parse_c_param(plain.replace("&", "*"))
-        except ValueError as exc:
-            # The message quotes the pointer declaration made up here: quote the user's.
-            raise ValueError(f"{text.strip()!r}: {str(exc).split(': ', 1)[-1]}") from None
-        if re.fullmatch(r"(?:const )?void\*", spec.text):
-            raise ValueError(f"{text.strip()!r}: there are no references to void; use void* "
-                             "for untyped memory")
-        spec.text = spec.text[:-1] + "&"      # the last level, shown as declared
-        return spec, name
-    if "[" in tokens:
-        zero = next((m for m in _BRACKETED.finditer(plain) if _ZERO_EXTENT.fullmatch(m[1])),
-                    None)
-        if zero is not None:
-            raise ValueError(f"{text.strip()!r}: an array extent of 0 ([{zero[1].strip()}]); "
-                             "no array is empty")
-        raise ValueError(f"{text.strip()!r}: an array parameter kernarg cannot read; use a "
-                         "pointer")
+    return text, plain, m
+
+
+def _function_pointer_param(text, m):
+    """The (spec, name) of a function pointer parameter, ``m`` its _FUNCTION_POINTER match."""
+    try:
+        _parse_c_param(m["head"] + "*")     # the return type must be a type
+    except ValueError:
+        raise ValueError(f"{text.strip()!r}: unknown return type {m['head'].strip()!r}; "
+                         "write a function pointer as `R (*name)(args)`") from None
+    # An address as any pointer is (an int, None, ...); the function's type says nothing
+    # kernarg can check against an array, so like void* it takes any.
+    shown = (f"{' '.join(m['head'].split())} ({' '.join(m['ptr'].split())})"
+             f"{' '.join(m['tail'].split())}")
+    return _Spec(C_POINTER, 8, 8, shown, pointee_kind="", pointee_size=0), m["name"]
+
+
+def _reference_param(text, plain, tokens):
+    """The (spec, name) of a reference parameter. An lvalue reference is passed as the
+    address it binds to, as a pointer is: the memory must be the kernel's to reach. NVRTC
+    refuses rvalue references as kernel parameters."""
+    refusal = _reference_refusal(plain, tokens)
+    if refusal is not None:
+        raise ValueError(f"{text.strip()!r}: {refusal}")
+    try:
+        spec, name = _parse_c_param(plain.replace("&", "*"))
+    except ValueError as exc:
+        # The message quotes the pointer declaration made up here: quote the user's.
+        raise ValueError(f"{text.strip()!r}: {str(exc).split(': ', 1)[-1]}") from None
+    if re.fullmatch(r"(?:const )?void\*", spec.text):
+        raise ValueError(f"{text.strip()!r}: there are no references to void; use void* "
+                         "for untyped memory")
+    spec.text = spec.text[:-1] + "&"      # the last level, shown as declared
+    return spec, name
+
+
+def _check_tokens(text, tokens):
+    """ValueError for tokens out of their place: an elaborated-type keyword not followed by a
+    type's name (or followed by a typedef's), a restrict qualifier on what is not a pointer,
+    a __grid_constant__ parameter that is not const itself."""
     for i, tok in enumerate(tokens):
         if tok in _ELABORATED and (i + 1 == len(tokens) or not _IDENTIFIER_PART.fullmatch(
                 tokens[i + 1]) or tokens[i + 1] in _CXX_KEYWORDS):
@@ -767,6 +798,13 @@ def _parse_c_param(text):
             tokens[len(tokens) - tokens[::-1].index("*"):] if stars else tokens):
         raise ValueError(f"{text.strip()!r}: a __grid_constant__ parameter must be const "
                          "itself (`__grid_constant__ const T name`, `T* const name`)")
+
+
+def _spec_of_words(text, plain, tokens, bint array):
+    """The (spec, name) the words of a declaration's ``tokens`` name: the type (before the
+    name, if one ends them) and its pointer levels; ValueError for what no C type is or a
+    word out of its place. ``array``: the declaration was an array, adjusted to a pointer."""
+    stars = tokens.count("*")
     is_const = False
     words = []
     cdef Py_ssize_t last_word_at = -1, type_end_at = -1
