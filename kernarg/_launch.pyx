@@ -1535,6 +1535,25 @@ def _variable_symbol(image, str name):
     return found[0] if len(found) == 1 else None
 
 
+def _variable_hint(image, str name):
+    """``"; did you mean ..."`` naming the variables of ``image`` whose C++ names are closest
+    to ``name`` (or of its own name in a namespace), or ``""``."""
+    import difflib
+
+    from kernarg._images import image_variable_names
+    from kernarg._signature import _nested_name
+
+    if not isinstance(image, bytes):
+        return ""
+    names = sorted({_nested_name(v) or v for v in image_variable_names(image) or ()
+                    if not v.startswith((".", "__"))})
+    wanted = name.strip().removeprefix("::")
+    close = [n for n in names if n.rpartition("::")[2] == wanted and n != wanted]
+    close += [n for n in difflib.get_close_matches(wanted, names, n=3, cutoff=0.75)
+              if n not in close]
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
 cdef class Kernel:
     """A loaded CUDA kernel: launch it with Python arguments.
 
@@ -1817,7 +1836,9 @@ cdef class Kernel:
                 f"Kernel.get_global({name!r}): kernel {self.name!r}'s module has no "
                 f"__device__ or __constant__ variable {name!r}"
                 + (f" (nor {mangled!r})" if mangled is not None else "")
-                + " (CUDA_ERROR_NOT_FOUND)", "CUDA_ERROR_NOT_FOUND", <int>err)
+                + " (CUDA_ERROR_NOT_FOUND)"
+                + _variable_hint((<_Module>self._module).image, name),
+                "CUDA_ERROR_NOT_FOUND", <int>err)
         _check(err, f"cuModuleGetGlobal({name!r})")
         return <uintptr_t>ptr, nbytes
 

@@ -1725,6 +1725,21 @@ def test_get_global_finds_variables_of_internal_linkage_by_their_cpp_names():
     assert _variable_symbol(None, "anon") is None
 
 
+def test_get_global_names_the_closest_variables_when_one_is_not_found():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg._launch import _variable_hint
+    from kernarg._nvrtc import compile_program
+
+    compiled = compile_program(VARIABLES_SOURCE, arch="sm_90")
+    for image in (compiled.ptx.encode() + b"\0", compiled.cubin):
+        assert _variable_hint(image, "coefs") == "; did you mean 'coeffs'?"
+        assert _variable_hint(image, "Count") == "; did you mean 'count'?"
+        assert _variable_hint(image, "hidden") == "; did you mean 'ns::hidden'?"    # its own name
+        assert _variable_hint(image, "ns::shwn") == "; did you mean 'ns::shown'?"
+        assert _variable_hint(image, "zzz") == ""
+    assert _variable_hint(None, "coeffs") == ""
+
+
 def test_a_modules_variables_read_from_its_ptx_are_those_of_its_cubin():
     # Differential: the PTX declarations' names (a regex over .global/.const lines) against
     # the machine code's data symbols, for variables of many kinds, initialised or not.

@@ -1490,7 +1490,8 @@ def test_get_global_reads_variables_of_internal_linkage(ctx, load):
         host = np.zeros(nbytes // 4, np.int32)
         check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, nbytes))
         assert host.tolist() == want, name
-    with pytest.raises(kernarg.CudaError, match="no __device__ or __constant__ variable 'hidden'"):
+    with pytest.raises(kernarg.CudaError, match="no __device__ or __constant__ variable 'hidden'"
+                                                r".*; did you mean 'ns::hidden'\?$"):
         k.get_global("hidden")
 
 
