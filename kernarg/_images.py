@@ -78,7 +78,8 @@ def _elf_entries(image: bytes, start: int, wanted=_wanted_entry,
 
 def cubin_entry_names(image: bytes, wanted=_wanted_entry) -> list[str] | None:
     """The kernels (entry symbols) of a cubin, or of the uncompressed cubins in a fatbin; None
-    where none could be read (not an image, compressed, or malformed)."""
+    where none could be read (not an image, compressed, or malformed). ``wanted`` picks other
+    symbols instead (cubin_variable_names)."""
     if image[:4] == _ELF_MAGIC:
         return _elf_entries(image, 0, wanted) or None
     names, at, budget = [], image.find(_ELF_MAGIC), [len(image) // 24]
