@@ -11,10 +11,12 @@ the driver loads.
 import re
 import struct
 
-__all__ = ["cubin_entry_names", "cubin_variable_names", "image_variable_names"]
+__all__ = ["cubin_entry_names", "cubin_variable_names", "image_variable_names",
+           "is_relocatable_cubin"]
 
 _ELF_MAGIC = b"\x7fELF"
 _FATBIN_MAGIC = b"\x50\xed\x55\xba"     # 0xBA55ED50, little-endian
+_ET_REL = 1
 _SHT_SYMTAB = 2
 _STT_OBJECT = 1
 _STT_FUNC = 2
@@ -115,3 +117,9 @@ def image_variable_names(image: bytes) -> list[str] | None:
     except UnicodeDecodeError:
         return None
     return sorted(set(_PTX_VARIABLE.findall(text))) or None
+
+
+def is_relocatable_cubin(image: bytes) -> bool:
+    """Whether ``image`` is a relocatable cubin (ELF type ET_REL: NVRTC's output with
+    ``-rdc=true`` or ``-dc``, nvcc's with ``-dc``), which the driver loads only once linked."""
+    return image[:4] == _ELF_MAGIC and image[16:18] == _ET_REL.to_bytes(2, "little")

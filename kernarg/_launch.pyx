@@ -606,12 +606,6 @@ cdef void _unload(cydriver.CUmodule handle) noexcept:
     cydriver.cuThreadExchangeStreamCaptureMode(&mode)
 
 
-cdef bint _relocatable(bytes image):
-    """Whether ``image`` is a relocatable cubin (ELF type ET_REL: NVRTC's output with
-    ``-rdc=true`` or ``-dc``, nvcc's with ``-dc``), which the driver loads only once linked."""
-    return len(image) >= 18 and image[:4] == b"\x7fELF" and image[16] == 1 and image[17] == 0
-
-
 cdef bytes _linked(bytes image):
     """``image``, a relocatable cubin, linked by the driver's JIT linker into one it loads.
     A symbol nothing defines is a CudaError quoting the linker's log."""
@@ -647,8 +641,10 @@ cdef bytes _linked(bytes image):
 
 cdef _Module _load_image(bytes image):
     """Load ``image`` in the current context (linked first, when it is relocatable)."""
+    from kernarg._images import is_relocatable_cubin
+
     cdef _Module mod = _Module.__new__(_Module)
-    if _relocatable(image):
+    if is_relocatable_cubin(image):
         image = _linked(image)
     _check(cydriver.cuModuleLoadData(&mod.handle, <const char*>image), "cuModuleLoadData")
     _check(cydriver.cuCtxGetCurrent(&mod.ctx), "cuCtxGetCurrent")
@@ -1536,22 +1532,15 @@ def _variable_symbol(image, str name):
 
 
 def _variable_hint(image, str name):
-    """``"; did you mean ..."`` naming the variables of ``image`` whose C++ names are closest
-    to ``name`` (or of its own name in a namespace), or ``""``."""
-    import difflib
-
+    """``"; did you mean ..."`` naming the variables of ``image`` that ``name`` may have meant
+    (_signature._did_you_mean), or ``""``."""
     from kernarg._images import image_variable_names
-    from kernarg._signature import _nested_name
+    from kernarg._signature import _did_you_mean, _nested_name
 
     if not isinstance(image, bytes):
         return ""
-    names = sorted({_nested_name(v) or v for v in image_variable_names(image) or ()
-                    if not v.startswith((".", "__"))})
-    wanted = name.strip().removeprefix("::")
-    close = [n for n in names if n.rpartition("::")[2] == wanted and n != wanted]
-    close += [n for n in difflib.get_close_matches(wanted, names, n=3, cutoff=0.75)
-              if n not in close]
-    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return _did_you_mean(name, [_nested_name(v) or v for v in image_variable_names(image) or ()
+                                if not v.startswith((".", "__"))])
 
 
 cdef class Kernel:

@@ -1699,6 +1699,21 @@ def _cpp_name(entry):
     return entry
 
 
+def _did_you_mean(str name, names):
+    """``"; did you mean ..."`` naming what ``name`` may have meant among ``names`` (C++ names
+    of kernels or variables): those of that own name in a namespace; else the closest by
+    spelling or case. ``""`` where there are none."""
+    import difflib
+
+    wanted = name.strip().removeprefix("::").strip()
+    names = sorted(set(names))
+    close = [n for n in names if n != wanted and n.rpartition("::")[2] == wanted]
+    if not close:
+        close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.75)
+        close += [n for n in names if n.lower() == wanted.lower() and n not in close]
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
 def ptx_entry_name(entries, str name, str where="the PTX"):
     """The ``.entry`` among ``entries`` (the names a PTX module defines; a cubin's symbols) for
     kernel ``name``: itself, or the C++ mangled form of a kernel of that name, in the global
@@ -1719,21 +1734,7 @@ def ptx_entry_name(entries, str name, str where="the PTX"):
         if mangled:
             raise LookupError(f"kernel {name!r} is overloaded in {where} ({sorted(mangled)}): "
                               "name the .entry itself")
-    hint = ""
-    if len(parts) == 1:
-        candidates = sorted({q for q in map(_nested_name, entries)
-                             if q is not None and q.rpartition("::")[2] == parts[0]})
-        if candidates:
-            hint = f"; did you mean {' or '.join(map(repr, candidates))}?"
-    if not hint:
-        # A slip of the keyboard: the C++ names of the entries closest to the one given.
-        import difflib
-
-        names = sorted({_cpp_name(e) for e in entries})
-        close = difflib.get_close_matches(name.strip(), names, n=3, cutoff=0.75)
-        close += [n for n in names if n.lower() == name.strip().lower() and n not in close]
-        if close:
-            hint = f"; did you mean {' or '.join(map(repr, close))}?"
+    hint = _did_you_mean(name, map(_cpp_name, entries))
     raise LookupError(f"kernel {name!r} not found in {where} (entries: {sorted(entries)})"
                       f"{hint}")
 

@@ -1769,6 +1769,18 @@ def test_a_modules_variables_read_from_its_ptx_are_those_of_its_cubin():
     assert {"c4", "h", "d", "p", "big", "man", "s", "_Z2tvIfE"} <= set(from_ptx)
 
 
+def test_relocatable_cubins_are_told_from_loadable_ones():
+    # What _load_image links before loading (its GPU test runs it end to end).
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg._images import is_relocatable_cubin
+    from kernarg._nvrtc import compile_program
+
+    src = 'extern "C" __global__ void k(int* p) { p[0] = 1; }'
+    assert is_relocatable_cubin(compile_program(src, arch="sm_90", options=("-rdc=true",)).cubin)
+    assert not is_relocatable_cubin(compile_program(src, arch="sm_90").cubin)
+    assert not is_relocatable_cubin(b"\x7fELF") and not is_relocatable_cubin(b"")
+
+
 def test_from_cubin_finds_a_cpp_kernel_by_its_name_before_loading():
     from kernarg._launch import _cubin_entry
 
