@@ -1976,7 +1976,10 @@ cdef class Signature:
             # header or a macro. The PTX's layout is the compiler's own, so take it (names
             # unknown; ints of either sign, .u64 an int or a pointer).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        aliases = _source_aliases(source)
+        # The text the typedefs and structs are read from: without what string and character
+        # literals hold (a "typedef int real;" in a string declares nothing).
+        code = _without_comments(source, True, True)
+        aliases = _source_aliases(code)
         if len({spaces for _, _, spaces in decls}) > 1:
             # Kernels of one name in several namespaces, the name not saying which: their
             # names and defaults may differ, so take the PTX's own types (names unknown).
@@ -2000,7 +2003,7 @@ cdef class Signature:
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
                              f"the PTX has {len(ptx_specs)}")
         originals = pieces if written is decl else _split_params(written, True)
-        structs = _SourceStructs(source, aliases)
+        structs = _SourceStructs(code, aliases)
         for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
             spec, name = _declared_spec(piece, ptx_spec, structs)
             if piece != original and not _agrees_with_ptx(spec, ptx_spec):
@@ -3457,13 +3460,43 @@ def _without_comments(source, bint same_length=False, bint blank_literals=False,
 
 cdef Py_ssize_t _past_literal(str source, Py_ssize_t i):
     # Where the string or character literal whose opening quote is source[i] ends (one past
-    # its closing quote; an unclosed one ends with its line).
+    # its closing quote; an unclosed one ends with its line). A raw string (_past_raw_string)
+    # ends where its delimiter says, across lines, quotes and backslashes.
     cdef Py_ssize_t n = len(source)
+    cdef Py_ssize_t end
     quote = source[i]
+    if quote == '"':
+        end = _past_raw_string(source, i)
+        if end >= 0:
+            return end
     i += 1
     while i < n and source[i] != quote and source[i] != "\n":
         i += 2 if source[i] == "\\" else 1
     return i + 1
+
+
+_RAW_DELIMITER = re.compile(r'[^\s()\\"]{0,16}\(')
+
+
+cdef Py_ssize_t _past_raw_string(str source, Py_ssize_t i):
+    # Where the raw string literal whose opening quote is source[i] ends (one past its closing
+    # quote, or the end of ``source`` where it is not closed), or -1 where it is not a raw
+    # string: the quote follows R, LR, uR, UR or u8R as a token of its own, and up to 16
+    # characters (not space, parentheses, backslash or quote) before a ( make its delimiter.
+    # Its text, up to )delimiter", holds anything: newlines, quotes, backslashes, /* and }.
+    if i == 0 or source[i - 1] != "R":
+        return -1
+    for prefix in ("u8R", "LR", "uR", "UR", "R"):
+        start = i - len(prefix)
+        if start >= 0 and source.startswith(prefix, start):
+            break
+    if start > 0 and (source[start - 1].isalnum() or source[start - 1] == "_"):
+        return -1           # an identifier ending in R, then a string: FOOR"..."
+    m = _RAW_DELIMITER.match(source, i + 1)
+    if m is None:
+        return -1
+    end = source.find(")" + m.group(0)[:-1] + '"', m.end())
+    return len(source) if end < 0 else end + len(m.group(0)) + 1
 
 
 cdef bint _in_number(str source, Py_ssize_t i, Py_ssize_t lo=0, Py_ssize_t separator=-1):

@@ -706,6 +706,40 @@ extern "C" __global__ void k(float* out, float x = 1.5f, P p = P{1, 2.0f},
     assert (text.types, text.names) == (("int", "float", "const float*"), ("a", "b", "p"))
 
 
+def test_what_string_literals_hold_is_not_read_as_code(tmp_path):
+    # A typedef, struct or kernel written inside a string literal declares nothing. Before, a
+    # "typedef unsigned real;" in a string, with the real typedef (int) in a header kernarg
+    # cannot read, typed x as unsigned int: -1 was refused. Raw string literals run across
+    # lines and hold quotes, backslashes and /*, and a #if line in one is no directive.
+    (tmp_path / "t.h").write_text("typedef int real;\n")
+    options = (f"-I{tmp_path}",)
+    for literal in ('"typedef unsigned real;"', 'R"(typedef unsigned real;)"',
+                    'R"x(\ntypedef unsigned real; )" \\ /* \n)x"',
+                    'u8R"(typedef unsigned real;)"'):
+        src = ('#include "t.h"\n'
+               f"__device__ const char* doc = {literal};\n"
+               'extern "C" __global__ void k(real x) {}\n')
+        sig = kernarg.Signature.from_source(src, "k", options=options)
+        assert sig.types != ("unsigned int",), literal
+        assert bytes(sig.pack((-1,))) == (-1).to_bytes(4, "little", signed=True), literal
+    # A raw string with a quote, a /* and a declaration inside it, over several lines: the
+    # kernel's own declaration is the one read (before, the raw string's text was code, and
+    # two declarations of k left the parameters unnamed).
+    src = ('__device__ const char* usage = R"doc(\n'
+           '  k(x, n) /* "quoted"\n'
+           '  __global__ void k(double y, int z)\n'
+           '#if 0\n'
+           ')doc";\n'
+           'typedef float real;\n'
+           'extern "C" __global__ void k(real x, int n) { }\n')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert (sig.types, sig.names) == (("float", "int"), ("x", "n"))
+    # A name ending in R before a string is no raw string: FOOR"(" is FOOR, then "(".
+    src = ('#define FOOR\n__device__ const char* s = FOOR"(";\n'
+           'extern "C" __global__ void k(float x) {}\n')
+    assert kernarg.Signature.from_source(src, "k").names == ("x",)
+
+
 def test_default_arguments_that_are_literals_may_be_left_out():
     # A C++ caller may leave out trailing arguments that have defaults; so may a kernarg one,
     # where the default is a literal (kernarg evaluates no C++ expressions).
