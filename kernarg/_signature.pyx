@@ -3382,22 +3382,52 @@ def _template_header(source, decl_start):
 
 
 def _substitute_template_args(decl, header, args, kernel_name):
-    """``decl`` with each template parameter replaced by its argument (or its default)."""
-    mapping = {}
+    """``decl`` with each template parameter replaced by its argument (or its default), and
+    each function parameter pack expanded (``T... xs`` with T = int, float: ``int, float``,
+    unnamed); None where the arguments cannot be matched to the parameters (a pack not last,
+    more arguments than parameters), as the compiler, which took them, matched them by rules
+    (deduction) kernarg does not follow."""
+    mapping, packs = {}, {}
     params = _split_params(header) if header.strip() else []
     for i, param in enumerate(params):
         declared, _, default = param.partition("=")
         ident = re.findall(r"[A-Za-z_]\w*", declared)
+        if "..." in declared:           # a template parameter pack: the rest of the arguments
+            if i != len(params) - 1:
+                return None
+            if len(ident) >= 2:
+                packs[ident[-1]] = args[i:]
+            args = args[:i]
+            continue
         if len(ident) < 2:     # 'typename' alone: an unnamed parameter
             continue
         if i < len(args):
             mapping[ident[-1]] = args[i]
         elif default.strip():
             mapping[ident[-1]] = default.strip()
-    if len(args) > len(params):
-        raise ValueError(f"{kernel_name}: {len(args)} template arguments for a template of "
-                         f"{len(params)} parameters")
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: mapping.get(m.group(0), m.group(0)), decl)
+    if len(args) > len(params) - bool(packs):
+        return None
+
+    def substituted(text, pack=None, arg=None):
+        return re.sub(r"\b[A-Za-z_]\w*\b",
+                      lambda m: arg if m.group(0) == pack else mapping.get(m.group(0), m.group(0)),
+                      text)
+
+    if not packs or "..." not in decl:
+        return substituted(decl)
+    pieces = []
+    for piece in _split_params(decl, False) if decl.strip() else []:
+        if "..." not in piece:
+            pieces.append(substituted(piece))
+            continue
+        # `const T&... xs`: the pattern before the ..., once per element of the pack it names
+        # (the declarator's name after the ... left out: one name cannot name them all).
+        pattern = piece[:piece.index("...")]
+        named = [p for p in packs if re.search(rf"\b{p}\b", pattern)]
+        if len(named) != 1 or re.search(r"[^\s\w]", piece[piece.index("...") + 3:]):
+            return None
+        pieces += [substituted(pattern, named[0], arg) for arg in packs[named[0]]]
+    return ", ".join(pieces)
 
 
 cdef Signature _new_signature(type cls, list specs, list names):
@@ -3936,6 +3966,9 @@ def _find_declarations(source, kernel_name):
             header = _template_header(source, m.start())
             if header is not None:
                 decl = _substitute_template_args(decl, header, args, kernel_name)
+                if decl is None:
+                    raise LookupError(f"{kernel_name}: cannot match the template arguments to "
+                                      "the template's parameters")
         out.append((decl, _BODY.match(source, j + 1) is not None, spaces))
     if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")

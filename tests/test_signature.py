@@ -1065,6 +1065,42 @@ def test_template_struct_argument_is_the_struct_of_the_source():
     assert boxed.types == (".align 2 .b8 [6]", "const Box<short, 3>*")
 
 
+VARIADIC_SOURCE = r"""
+struct Pair { float a; int b; };
+template <typename... T> __global__ void each(T... xs) {}
+template <typename... T> __global__ void counted(int n, const T*... ptrs) {}
+template <class T, class ...R> __global__ void first_rest(T first, R ...rest) {}
+template <typename T, int... N> __global__ void values(T x) {}
+template <typename... T> __global__ void sized(int n = sizeof...(T), T... xs) {}
+"""
+
+
+@pytest.mark.parametrize("name, types, names", [
+    ("each<int, float>", ("int", "float"), (None, None)),
+    ("each<Pair, double>", ("Pair", "double"), (None, None)),
+    ("each<>", (), ()),
+    ("counted<float, double>", ("int", "const float*", "const double*"), ("n", None, None)),
+    ("counted<>", ("int",), ("n",)),
+    ("first_rest<float, int, char>", ("float", "int", "char"), ("first", None, None)),
+    ("values<float, 1, 2>", ("float",), ("x",)),
+    # sizeof...(T) in a default: not expanded by kernarg, so the PTX's own types.
+    ("sized<float>", (".u32", ".f32"), (None, None)),
+])
+def test_variadic_template_kernels_expand_their_parameter_packs(name, types, names):
+    # A function parameter pack (T... xs) is one parameter per template argument, of the
+    # pattern's type, unnamed. Before, `each<int, float>` was a ValueError ("2 template
+    # arguments for a template of 1 parameters") for a kernel NVRTC had compiled.
+    sig = kernarg.Signature.from_source(VARIADIC_SOURCE, name)
+    assert (sig.types, sig.names) == (types, names)
+    from kernarg._signature import compile_kernel
+
+    ptx, entry, _ = compile_kernel(VARIADIC_SOURCE, name)
+    assert (sig.offsets, sig.sizes) == layout(parse_params(ptx, entry))[:2]
+    if name == "counted<float, double>":
+        with pytest.raises(TypeError, match="parameter 2 is const double\\* but"):
+            sig.pack((1, None, CAIObject(cai(0x1000, typestr="<f4"))))
+
+
 def test_template_without_instantiation_says_how_to_name_one():
     with pytest.raises(LookupError, match=r"'axpy' is a template: name an instantiation, such "
                                           r"as 'axpy<float>'"):
