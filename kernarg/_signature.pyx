@@ -1077,6 +1077,37 @@ cdef list _items(str text, bint without_defaults):
     return parts
 
 
+cdef list _template_items(str text):
+    """The top-level comma-separated items of a template's parameter or argument list: there,
+    ``<`` and ``>`` are brackets, defaults included, but for those inside parentheses, which
+    are comparisons (C++ ends the list at the first ``>`` outside them: ``N = (3 > 2)``).
+    Commas in brackets and literals do not split."""
+    parts = []
+    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0, parens = 0, passed = 0
+    cdef Py_ssize_t separator = -1
+    while i < n:
+        ch = text[i]
+        if ch == "'" and _in_number(text, i, passed, separator):
+            separator = i
+        elif ch == '"' or ch == "'":
+            i = passed = _past_literal(text, i)
+            continue
+        elif ch in "([{":
+            parens += 1
+        elif ch in ")]}":
+            parens -= 1
+        elif ch == "<" and parens == 0:
+            depth += 1
+        elif ch == ">" and parens == 0:
+            depth -= 1
+        elif ch == "," and depth == 0 and parens == 0:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
 def _split_params(str text, bint without_defaults=False):
     """_items, refusing an empty one. Parameter lists are split ``without_defaults``: a
     default argument (``float x = 1.5f``, ``P p = P{1, 2}``) says nothing about the type, and
@@ -3348,7 +3379,7 @@ def _split_kernel_name(kernel_name):
     start = name.find("<")
     if start > 0 and name.endswith(">"):
         inner = name[start + 1:-1]
-        args = [a.strip() for a in _split_params(inner)] if inner.strip() else []
+        args = [a.strip() for a in _template_items(inner)] if inner.strip() else []
         name = name[:start].strip()
     return name.rpartition("::")[2].strip(), args
 
@@ -3367,18 +3398,38 @@ def _closing(text, start, opening, closing):
     return -1
 
 
-def _template_header(source, decl_start):
+def _closing_angle(text, start):
+    """The index of the ``>`` that closes a template's ``<`` just before ``start``, or -1: a
+    ``<`` or ``>`` inside parentheses is a comparison (``int N = (3 > 2)``), not a bracket."""
+    cdef Py_ssize_t depth = 1, parens = 0
+    for j in range(start, len(text)):
+        ch = text[j]
+        if ch == "(":
+            parens += 1
+        elif ch == ")":
+            parens -= 1
+        elif parens == 0 and ch == "<":
+            depth += 1
+        elif parens == 0 and ch == ">":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _template_header(source, blanked, decl_start):
     """The parameter list of the ``template <...>`` right before the declaration that starts
-    at ``decl_start`` (nothing but specifiers between them), or None."""
-    head = source[:decl_start]
+    at ``decl_start`` (nothing but specifiers between them), or None; ``blanked`` is
+    ``source`` with its literals blanked (_without_comments), where brackets are looked for."""
+    head = blanked[:decl_start]
     starts = list(re.finditer(r"\btemplate\s*<", head))
     if not starts:
         return None
     open_at = starts[-1].end()
-    j = _closing(head, open_at, "<", ">")
+    j = _closing_angle(head, open_at)
     if j < 0 or re.search(r"[;{}]", head[j + 1:]):
         return None
-    return head[open_at:j]
+    return source[open_at:j]
 
 
 def _substitute_template_args(decl, header, args, kernel_name):
@@ -3388,7 +3439,13 @@ def _substitute_template_args(decl, header, args, kernel_name):
     more arguments than parameters), as the compiler, which took them, matched them by rules
     (deduction) kernarg does not follow."""
     mapping, packs = {}, {}
-    params = _split_params(header) if header.strip() else []
+
+    def substituted(text, pack=None, arg=None):
+        return re.sub(r"\b[A-Za-z_]\w*\b",
+                      lambda m: arg if m.group(0) == pack else mapping.get(m.group(0), m.group(0)),
+                      text)
+
+    params = _template_items(header) if header.strip() else []
     for i, param in enumerate(params):
         declared, _, default = param.partition("=")
         ident = re.findall(r"[A-Za-z_]\w*", declared)
@@ -3403,15 +3460,10 @@ def _substitute_template_args(decl, header, args, kernel_name):
             continue
         if i < len(args):
             mapping[ident[-1]] = args[i]
-        elif default.strip():
-            mapping[ident[-1]] = default.strip()
+        elif default.strip():       # which may name the parameters before it: U = T
+            mapping[ident[-1]] = substituted(default.strip())
     if len(args) > len(params) - bool(packs):
         return None
-
-    def substituted(text, pack=None, arg=None):
-        return re.sub(r"\b[A-Za-z_]\w*\b",
-                      lambda m: arg if m.group(0) == pack else mapping.get(m.group(0), m.group(0)),
-                      text)
 
     if not packs or "..." not in decl:
         return substituted(decl)
@@ -3959,11 +4011,11 @@ def _find_declarations(source, kernel_name):
     template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
     out = []
-    for m, j, spaces in _kernel_declarations(_without_comments(source, True, True),
-                                             kernel_name):
+    blanked = _without_comments(source, True, True)
+    for m, j, spaces in _kernel_declarations(blanked, kernel_name):
         decl = source[m.end():j]
         if args is not None:
-            header = _template_header(source, m.start())
+            header = _template_header(source, blanked, m.start())
             if header is not None:
                 decl = _substitute_template_args(decl, header, args, kernel_name)
                 if decl is None:

@@ -1101,6 +1101,39 @@ def test_variadic_template_kernels_expand_their_parameter_packs(name, types, nam
             sig.pack((1, None, CAIObject(cai(0x1000, typestr="<f4"))))
 
 
+TEMPLATE_DEFAULTS = r"""
+template <typename A, typename B> struct S {};
+template <typename T, int N = (3 > 2), typename U = short> __global__ void cmp(T x, U n) {}
+template <typename T, typename U = T*> __global__ void same(T x, U p) {}
+template <typename V = S<int, int>, typename U = short, typename W = int>
+__global__ void nested(U n, W w) {}
+template <int N, typename U> __global__ void value(U n) {}
+template <char C = '>', typename U = short> __global__ void quote(U n) {}
+template <int N = 1'000, typename U = short> __global__ void digits(U n) {}
+"""
+
+
+@pytest.mark.parametrize("name, types", [
+    ("cmp<float>", ("float", "short")),
+    ("same<double>", ("double", "double*")),
+    ("nested<S<int, int>, char, double>", ("char", "double")),
+    ("nested<>", ("short", "int")),
+    ("value<(3 > 2), double>", ("double",)),
+    ("value<',', double>", ("double",)),
+    ("quote<>", ("short",)),
+    ("digits<>", ("short",)),
+])
+def test_template_parameter_lists_are_read_as_cxx_reads_them(name, types):
+    # In a template's parameter list and arguments, < and > are brackets, defaults included,
+    # but inside parentheses, where they compare; a default may name the parameters before it
+    # (U = T*); literals hold no brackets or commas. Before: (3 > 2) ended the list, S<int,
+    # int> split at its comma (nested<> a ValueError: 3 parameters against the PTX's 2), and
+    # U = T* stayed T*, a type kernarg does not know.
+    sig = kernarg.Signature.from_source(TEMPLATE_DEFAULTS, name)
+    assert sig.types == types
+    assert None not in sig.names        # read from the source, not the PTX's unnamed types
+
+
 def test_template_without_instantiation_says_how_to_name_one():
     with pytest.raises(LookupError, match=r"'axpy' is a template: name an instantiation, such "
                                           r"as 'axpy<float>'"):
