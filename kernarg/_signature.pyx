@@ -4038,6 +4038,22 @@ def _declared_types(decl):
     return tuple(out)
 
 
+_DECLARATOR_GROUP = re.compile(r"\(\s*[*&][^()]*?([A-Za-z_]\w*)\s*\)")
+
+
 def _last_identifier(text):
-    words = re.findall(r"[A-Za-z_]\w*", text)
+    """The name a parameter declaration kernarg cannot type declares, or None: the name in a
+    parenthesized declarator (``float (*rows)[N]``, ``void (*f)(int)``), else its last word
+    outside array extents and template arguments (``float x[N]``, ``Vec<N> v``), where there
+    are two words or more (one is a type alone)."""
+    plain = text
+    while True:     # array extents and template arguments, innermost first
+        shorter = re.sub(r"\[[^\[\]]*\]|<[^<>]*>", " ", plain)
+        if shorter == plain:
+            break
+        plain = shorter
+    group = _DECLARATOR_GROUP.search(plain)
+    if group is not None:
+        return group.group(1)
+    words = re.findall(r"[A-Za-z_]\w*", plain)
     return words[-1] if len(words) > 1 else None

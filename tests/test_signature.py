@@ -679,6 +679,18 @@ def test_array_parameters_are_the_pointers_c_adjusts_them_to():
         sig.pack((CAIObject(cai(0x1000, readonly=True)), None, None, 1))
 
 
+def test_a_parameter_kernarg_cannot_type_keeps_its_declared_name():
+    # Where the source's type is one kernarg cannot read (an extent that is a macro or a
+    # constant), the PTX's type is taken with the name the declarator gives: before, the
+    # last word was taken, so `float (*x)[N]` was a parameter named 'N'.
+    src = ("#define N 4\nconstexpr int M = 2;\n"
+           "template <int K> struct V { float v[K]; };\n"
+           'extern "C" __global__ void k(float (*x)[N], float (&y)[M][N], V<3> v, '
+           "float z[N], void (*f)(int, float), int n) {}")
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.names == ("x", "y", "v", "z", "f", "n")
+
+
 def test_default_arguments_say_nothing_about_a_parameters_type_or_name():
     # C++ kernels may give parameters default arguments. Their words are not the parameter's
     # name (`float x = 1.5f` is x, not f), their commas and braces do not split the list
