@@ -1413,7 +1413,10 @@ def _source_cache_get(key, build):
     """The cached value for ``key``, or ``build()``'s, stored (least recently used dropped)."""
     value = _source_cache.get(key)
     if value is not None:
-        _source_cache.move_to_end(key)
+        try:
+            _source_cache.move_to_end(key)
+        except KeyError:
+            pass            # another thread dropped it meanwhile: the value is still good
         return value
     value = build()
     _source_cache[key] = value

@@ -766,6 +766,25 @@ def test_from_source_cache_is_bounded_and_keeps_the_most_recently_used(monkeypat
     assert get(2) == 20 and built[-1] == 2 and list(_launch._source_cache) == [1, 4, 2]
 
 
+def test_from_source_cache_hit_survives_another_thread_dropping_the_entry(monkeypatch):
+    # A hit reads the entry, then marks it used. Where another thread can run in between (a
+    # free-threaded CPython; under the GIL no bytecode runs there) and drops the entry (its
+    # own compilations filling the cache), the value read is still the compilation: before,
+    # marking it used raised KeyError out of Kernel.from_source.
+    from collections import OrderedDict
+
+    from kernarg import _launch
+
+    class DroppedAfterRead(OrderedDict):
+        def get(self, key, default=None):
+            value = super().get(key, default)
+            self.pop(key, None)         # what the other thread's eviction does meanwhile
+            return value
+
+    monkeypatch.setattr(_launch, "_source_cache", DroppedAfterRead(((1, 10),)))
+    assert _launch._source_cache_get(1, lambda: pytest.fail("built again")) == 10
+
+
 MULTI = r"""
 extern "C" __global__ void plain(float* out, int n) { if (threadIdx.x < n) out[threadIdx.x] = 1; }
 __global__ void cpp(double* out, short s) { out[0] = s; }
