@@ -1522,6 +1522,26 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
     return {}
 
 
+def _struct_initials(list specs, list declared, evaluate, str kernel_name):
+    """Give each struct parameter of ``specs`` whose fields have default member initializers
+    (its record's "defaulted" metadata) the bytes of its value-initialized ``T{}`` as the
+    compiler evaluates them (``evaluate``: _evaluator's), as its record's "initial": a dict
+    that leaves such fields out then packs what C++'s ``T{.b = 3}`` does. Where the compiler
+    does not evaluate it, a dict must give those fields (see _put_record)."""
+    wanted = {}
+    for i, spec in enumerate(specs):
+        record = spec.record if spec.code == C_STRUCT else None
+        if record is not None and (record.metadata or {}).get("defaulted"):
+            wanted[i] = (_declared_type(declared[i]), "{}", spec)
+    if not wanted:
+        return
+    for i, data in _evaluate_defaults(evaluate[0], kernel_name, wanted, evaluate[1]).items():
+        spec = specs[i]
+        if isinstance(data, bytes) and len(data) == spec.record.itemsize:
+            spec.record = np.dtype(spec.record, metadata={**spec.record.metadata,
+                                                          "initial": data})
+
+
 _CTYPES_SCALARS = {
     ctypes.c_bool: "bool", ctypes.c_byte: "signed char", ctypes.c_ubyte: "unsigned char",
     ctypes.c_char: "char", ctypes.c_short: "short", ctypes.c_ushort: "unsigned short",
@@ -2028,7 +2048,7 @@ cdef class Signature:
             # `#if` inside the parameter list: which parameters the compiler saw depends on
             # macros kernarg does not evaluate, so the PTX's layout it is (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        specs, names = [], []
+        specs, names, declared = [], [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl, True)
         if len(pieces) != len(ptx_specs):
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
@@ -2050,6 +2070,9 @@ cdef class Signature:
                                  "the PTX")
             specs.append(spec)
             names.append(name)
+            declared.append(piece)
+        if evaluate is not None:
+            _struct_initials(specs, declared, evaluate, kernel_name)
         cdef Signature sig = cls.__new__(cls)
         sig._build(specs, names)
         pieces = _declared_defaults([w for _, w, _ in decls], len(specs))
@@ -2831,6 +2854,28 @@ cdef dict _FIELD_CODES = {
 }
 
 
+cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* dst,
+                      str what) except -1:
+    """Before a dict's fields are written: the struct ``dt``'s fields with default member
+    initializers take them (its value-initialized bytes, "initial", where from_source had
+    the compiler evaluate them); where they are not known, the dict must give each such
+    field, and one it leaves out is refused, not packed as zero."""
+    initial = dt.metadata.get("initial")
+    if initial is not None:
+        memcpy(dst, <char*><bytes>initial, dt.itemsize)
+        return 0
+    missing = [name for name in dt.metadata["defaulted"] if name not in value]
+    if missing:
+        several = len(missing) > 1
+        raise TypeError(
+            f"{_param_name(sig, i)}: {what} leaves out field{'s' if several else ''} "
+            f"{', '.join(missing)}, whose default member initializer{'s' if several else ''} "
+            "kernarg has no value for (from_source has the compiler evaluate a parameter's "
+            "struct, where it is a constant expression; not a struct inside one): give "
+            + ("them" if several else "it"))
+    return 0
+
+
 cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, object value,
                      char* dst, str where, uint64_t stream) except -1:
     """Write ``value`` at ``dst`` as numpy dtype ``dt`` -- parameter ``i``'s struct, or the
@@ -2847,6 +2892,8 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
             return 0
         if isinstance(value, dict):
             pairs = value.items()
+            if dt.metadata is not None and "defaulted" in dt.metadata:
+                _put_initial(sig, i, dt, value, dst, what)
         elif isinstance(value, tuple):
             if len(value) != len(dt.names):
                 raise TypeError(f"{_param_name(sig, i)}: {what} has {len(dt.names)} fields "
@@ -3802,19 +3849,24 @@ class _SourceStructs:
     def _lay_out(self, name, body, explicit_align):
         """``explicit_align``: (at least, exactly or 0), as _struct_definitions reads it."""
         names, formats, offsets = [], [], []
+        defaulted = []      # fields with a default member initializer, or a struct with some
         size, align = 0, explicit_align[0]
         for member in body.split(";"):
             if not member.strip():
                 continue
-            if _NOT_A_FIELD.search(_without_dims(member)):
+            pieces = [_without_initializer(piece) for piece in _items(member, False)]
+            if _NOT_A_FIELD.search(_without_dims(",".join(p for p, _ in pieces))):
                 return None
             first_type = None
-            for piece in _items(member, True):
+            for piece, initialized in pieces:
                 field = self._field(piece, first_type)
                 if field is None:
                     return None
                 fname, fmt, falign, first_type = field
                 fmt = np.dtype(fmt)
+                inner = fmt.subdtype[0] if fmt.subdtype is not None else fmt
+                if initialized or (inner.metadata or {}).get("defaulted"):
+                    defaulted.append(fname)
                 size = (size + falign - 1) // falign * falign
                 names.append(fname)
                 formats.append(fmt)
@@ -3826,9 +3878,15 @@ class _SourceStructs:
         if explicit_align[1]:
             align = explicit_align[1]
         size = (size + align - 1) // align * align
+        metadata = {"name": name, "align": align}
+        if defaulted:
+            # Which fields a dict may leave out only where the value they then take, the
+            # struct's `T{}`, is known ("initial": its bytes, which from_source has NVRTC
+            # evaluate; see _struct_initials).
+            metadata["defaulted"] = tuple(defaulted)
         try:
             return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                             "itemsize": size}, metadata={"name": name, "align": align})
+                             "itemsize": size}, metadata=metadata)
         except ValueError:      # a field name given twice
             return None
 
@@ -3871,6 +3929,21 @@ class _SourceStructs:
         if shape:
             fmt = (np.dtype(fmt), shape)
         return fname, fmt, falign, type_words
+
+
+_BRACED_INITIALIZER = re.compile(r"(.*?[\w\]])\s*\{.*\}\s*", re.S)
+
+
+def _without_initializer(str piece):
+    """(declarator, whether it has an initializer) of one declarator of a member declaration:
+    its default member initializer, ``= 1.5f``, ``{2}`` or ``= {1, 2}``, left out."""
+    declarator, default = _split_default(piece)
+    if default is not None:
+        return declarator, True
+    m = _BRACED_INITIALIZER.fullmatch(piece)
+    if m is not None:
+        return m[1], True
+    return piece, False
 
 
 def _without_dims(member):

@@ -1146,6 +1146,51 @@ def test_template_parameter_lists_are_read_as_cxx_reads_them(name, types):
     assert None not in sig.names        # read from the source, not the PTX's unnamed types
 
 
+def test_struct_fields_a_dict_leaves_out_take_their_default_member_initializers():
+    # C++'s P{.b = 3} gives a its default member initializer; before, a dict that left a out
+    # packed it as zero without a word (and `int b{2}` made the struct opaque bytes). Now the
+    # compiler evaluates the struct's T{} (macros, expressions, arrays, nested structs'
+    # defaults), and a dict's fields are written over it.
+    src = """#define SCALE (1 << 3)
+struct P { float a = SCALE * 0.5f; int b{2}; float v[2] = {1, 2}; char c = ';'; int z; };
+struct R { P p; int c = 7; };
+__device__ int runtime() { return 3; }
+struct D { int a = runtime(); int b; };
+extern "C" __global__ void k(P p, R r, D d) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert [r.metadata.get("defaulted") for r in sig.records] == [
+        ("a", "b", "v", "c"), ("p", "c"), ("a",)]
+    p_default = struct.pack("<fi2fbxxxi", 4.0, 2, 1.0, 2.0, ord(";"), 0)
+    r_default = p_default + struct.pack("<i", 7)
+    d = {"a": 5, "b": 6}
+    assert bytes(sig.pack(({}, {}, d)))[:len(p_default) + len(r_default)] == \
+        p_default + r_default
+    # Given fields replace their defaults; the others keep theirs.
+    block = bytes(sig.pack(({"b": 9, "z": -1}, {"c": 1}, d)))
+    assert block[:len(p_default)] == struct.pack("<fi2fbxxxi", 4.0, 9, 1.0, 2.0, ord(";"), -1)
+    assert block[len(p_default):len(p_default) + len(r_default)] == p_default + b"\1\0\0\0"
+    # A struct without initializers still zero-fills what a dict leaves out, and a tuple still
+    # gives every field.
+    plain = kernarg.Signature.from_source(
+        'struct Q { float a; int b; };\nextern "C" __global__ void q(Q x) {}', "q")
+    assert "defaulted" not in plain.records[0].metadata
+    assert bytes(plain.pack(({"b": 3},))) == struct.pack("<fi", 0, 3)
+    # An initializer that is no constant expression (D's a), and a struct inside another that
+    # a dict gives in part (R's p: its own defaults are not evaluated apart from R's): the
+    # field must be given, never packed as zero.
+    with pytest.raises(TypeError, match=r"parameter 2 \('d'\): a struct \(D\) leaves out "
+                                        r"field a, whose default member initializer"):
+        sig.pack(({}, {}, {"b": 1}))
+    with pytest.raises(TypeError, match=r"'r'\): field p leaves out fields a, b, v, c"):
+        sig.pack(({}, {"p": {"z": 1}}, d))
+    whole = {"a": 1.0, "b": 1, "v": (0, 0), "c": 0, "z": 2}
+    assert bytes(sig.pack(({}, {"p": whole}, d)))[len(p_default):][:4] == struct.pack("<f", 1)
+    # The initial bytes travel with the signature (its records) through pickle.
+    again = pickle.loads(pickle.dumps(sig))
+    assert bytes(again.pack(({}, {}, d))) == bytes(sig.pack(({}, {}, d)))
+
+
 def test_template_without_instantiation_says_how_to_name_one():
     with pytest.raises(LookupError, match=r"'axpy' is a template: name an instantiation, such "
                                           r"as 'axpy<float>'"):

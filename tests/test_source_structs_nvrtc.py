@@ -6,7 +6,8 @@ the PTX). A struct kernarg cannot lay out stays opaque bytes (its record None), 
 safe; a wrong offset would put a dict's values in the wrong bytes without a word.
 
 The structs are drawn at random: scalar, vector, pointer and array fields, several declarators
-per member, structs nested by value, explicit alignment, typedefs and comments."""
+per member, default member initializers, structs nested by value, explicit alignment, typedefs
+and comments."""
 import random
 import re
 import struct
@@ -42,6 +43,8 @@ def _struct(rng, i, defined, tags):
                 name = "*" + name           # `int a, *p;`
             if rng.random() < 0.2:
                 name += f"[{rng.randint(1, 4)}]"
+            if base in FIELD_TYPES and "const" not in base and rng.random() < 0.15:
+                name += rng.choice(("{}", " = {}"))   # a default member initializer
             decls.append(name)
         comment = rng.choice(("", "", " /* a, b; c */", " // one\n"))
         members.append(f"    {base} {', '.join(decls)};{comment}")
@@ -89,7 +92,7 @@ def _compiler_layouts(source, names, sig):
 @pytest.mark.parametrize("seed", range(6))
 def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
     rng = random.Random(seed)
-    laid_out = 0
+    laid_out = initialized = 0
     for _ in range(5):
         source, names = _source(rng, 8)
         params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
@@ -112,7 +115,12 @@ def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
             mine = tuple(record.fields[f][1] for f in _fields(record))
             assert (mine, record.itemsize, record.metadata["align"]) == (offsets, size, align), \
                 (name, full)
+            if "defaulted" in record.metadata:
+                # Value-initialized by `{}` initializers, as the compiler evaluated it: zeros.
+                assert record.metadata["initial"] == bytes(size), (name, full)
+                initialized += 1
     assert laid_out >= 10      # most drawn structs are ones kernarg lays out
+    assert initialized >= 3
 
 
 def test_a_struct_aligned_below_its_members_is_laid_out_with_that_alignment():
