@@ -1311,7 +1311,7 @@ def _declarations_end(str source, str kernel_name):
     ``source`` (past its body's closing brace, or its semicolon); -1 where there is none, and
     None where it cannot say which: declarations in several namespaces (see
     _kernel_declarations)."""
-    text = _without_comments(source, True, True)
+    text = _without_dead_branches(_without_comments(source, True, True))
     try:
         found = _kernel_declarations(text, kernel_name)
     except ValueError:
@@ -1998,6 +1998,7 @@ cdef class Signature:
         the ``(source, compile)`` of _evaluator, to have the compiler evaluate the default
         arguments that are not literals."""
         source = _without_comments(source)
+        source = _without_dead_branches(source, _without_comments(source, True, True))
         try:
             ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name)[0]
         except LookupError as exc:
@@ -2037,10 +2038,19 @@ cdef class Signature:
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
         decls = [(_substitute_aliases(d, aliases), d, is_definition)
                  for d, is_definition, _ in decls]
-        if len({_declared_types(d) for d, _, _ in decls}) > 1:
-            # Overloads: the source alone does not say which one the PTX holds, so take the
-            # PTX's own types (names unknown).
-            return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
+        structs = _SourceStructs(code, aliases)
+        groups = {}
+        for d in decls:
+            groups.setdefault(_declared_types(d[0]), []).append(d)
+        if len(groups) > 1:
+            # Declarations of different parameter types: overloads, or the branches of an
+            # #ifdef. Where only one of them can be what the PTX holds (its layout, and floats
+            # where the PTX has floats), it is the one compiled; else the source alone does not
+            # say which, so take the PTX's own types (names unknown).
+            fitting = [g for g in groups.values() if _fits_ptx(g[0][0], ptx_specs, structs)]
+            if len(fitting) != 1:
+                return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
+            decls = fitting[0]
         # The names are the definition's (a prototype may leave them out, or use others).
         decl, written = next(((d, w) for d, w, is_definition in decls if is_definition),
                              decls[0][:2])
@@ -2054,7 +2064,6 @@ cdef class Signature:
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
                              f"the PTX has {len(ptx_specs)}")
         originals = pieces if written is decl else _split_params(written, True)
-        structs = _SourceStructs(code, aliases)
         for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
             spec, name = _declared_spec(piece, ptx_spec, structs)
             if piece != original and not _agrees_with_ptx(spec, ptx_spec):
@@ -3712,6 +3721,63 @@ def _namespace_scope(source):
     return " ".join(out)
 
 
+_IF_ZERO = re.compile(r"[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t]*$")
+_HAS_IF_ZERO = re.compile(r"(?m)^[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t]*$")
+_CONDITIONAL = re.compile(r"[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b")
+
+
+def _without_dead_branches(str source, str blanked=None):
+    """``source`` (without comments) with what ``#if 0`` leaves out blanked, as the
+    preprocessor always leaves it out (a declaration kept there is none), and the directives
+    that only choose the live branch (``#if 0`` ... ``#else``, or ``#elif X``, which becomes
+    ``#if X``) blanked too; each line keeps its length and newline, so that an index in the
+    result is one in ``source``. The directives are read from ``blanked``, ``source`` with its
+    literals blanked (_without_comments; default: ``source`` itself), where a line of a raw
+    string is none."""
+    if blanked is None:
+        blanked = source
+    if "#" not in blanked or _HAS_IF_ZERO.search(blanked) is None:
+        return source
+    lines = source.split("\n")
+    directives = blanked.split("\n")
+    # Per open conditional: "dead" (an #if 0 group, in a branch left out), "live" (an #if 0
+    # group, in its #else: kept, its #endif blanked), "other" (any other, kept as it is), or
+    # "nested" (one inside a dead branch: left out with it).
+    frames = []
+    for k, line in enumerate(lines):
+        m = _CONDITIONAL.match(directives[k])
+        directive = m[1] if m is not None else None
+        dead = "dead" in frames
+        blank = dead
+        if directive in ("if", "ifdef", "ifndef"):
+            if dead:
+                frames.append("nested")
+            elif _IF_ZERO.fullmatch(directives[k]):
+                frames.append("dead")
+                blank = True
+            else:
+                frames.append("other")
+        elif directive is not None and frames:
+            top = frames[-1]
+            if directive == "endif":
+                frames.pop()
+                blank = top != "other"
+            elif top == "dead":
+                if directive == "else":
+                    frames[-1] = "live"
+                    blank = True
+                else:               # #elif X after #if 0: the group is now #if X
+                    frames[-1] = "other"
+                    line = lines[k] = line.replace("elif", "if  ", 1)
+                    blank = False
+            elif top == "live":     # #else or #elif after the live branch: left out
+                frames[-1] = "dead"
+                blank = True
+        if blank:
+            lines[k] = re.sub(r"[^\n]", " ", line)
+    return "\n".join(lines)
+
+
 _DIRECTIVE_LINE = re.compile(r"(?m)^[ \t]*#")
 _DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b\s*(\w*)")
 
@@ -4033,6 +4099,28 @@ def _substitute_aliases(decl, aliases):
                 at = m.end()
         out.append("".join(parts) + piece[at:])
     return ",".join(out)
+
+
+def _fits_ptx(str decl, list ptx_specs, structs):
+    """Whether the parameter list ``decl`` can be the one the PTX's parameters ``ptx_specs``
+    were compiled from: as many parameters, each agreeing with the PTX's
+    (_agrees_with_ptx)."""
+    try:
+        pieces = [] if decl.strip() in ("", "void") else _split_params(decl, True)
+    except ValueError:
+        return False
+    if len(pieces) != len(ptx_specs):
+        return False
+    for piece, ptx_spec in zip(pieces, ptx_specs):
+        try:
+            spec = _declared_spec(piece, ptx_spec, structs)[0]
+        except ValueError:
+            return False
+        if spec.header_aligned and spec.size == ptx_spec.size:
+            continue
+        if not _agrees_with_ptx(spec, ptx_spec):
+            return False
+    return True
 
 
 cdef bint _agrees_with_ptx(object spec, object ptx_spec):

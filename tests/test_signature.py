@@ -752,6 +752,43 @@ def test_what_string_literals_hold_is_not_read_as_code(tmp_path):
     assert kernarg.Signature.from_source(src, "k").names == ("x",)
 
 
+def test_declarations_the_preprocessor_leaves_out_are_not_read():
+    # `#if 0` always leaves its branch out: an old declaration kept there is none. Before, it
+    # was a second declaration of different types, and the parameters lost their names and
+    # types (the PTX's .f32, .u32).
+    src = """#if 0
+extern "C" __global__ void k(double old, int n);
+#elif defined(NEVER)
+extern "C" __global__ void k(char c);
+#else
+#define SCALE 3
+#endif
+extern "C" __global__ void k(float x, int n = SCALE) {}
+#if (0)
+extern "C" __global__ void k(float y, int m = 4) {}
+#endif
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert (sig.types, sig.names) == (("float", "int"), ("x", "n"))
+    assert sig.defaults == {1: 3}       # evaluated at the live definition, not the dead one
+    # Branches kernarg cannot choose between itself (#ifdef): the one whose types fit the
+    # PTX's (its layout, floats where the PTX has floats) is the one compiled.
+    branches = """#ifdef WIDE
+extern "C" __global__ void k(double y) {}
+#else
+extern "C" __global__ void k(float x, int n) {}
+#endif
+"""
+    sig = kernarg.Signature.from_source(branches, "k")
+    assert (sig.types, sig.names) == (("float", "int"), ("x", "n"))
+    sig = kernarg.Signature.from_source(branches, "k", options=("-DWIDE",))
+    assert (sig.types, sig.names) == (("double",), ("y",))
+    # Where more than one fits (int and unsigned are both a .u32), the PTX's own types.
+    both = branches.replace("double y", "unsigned a, int b").replace("float x", "int x")
+    sig = kernarg.Signature.from_source(both, "k", options=("-DWIDE",))
+    assert sig.names == (None, None)
+
+
 def test_default_arguments_that_are_literals_may_be_left_out():
     # A C++ caller may leave out trailing arguments that have defaults; so may a kernarg one,
     # where the default is a literal (kernarg evaluates no C++ expressions).
@@ -2736,10 +2773,14 @@ def test_same_named_kernels_never_take_the_other_kernels_types():
         sig.pack((1.5, None))     # a float for b::k's int: refused, not packed as float bits
     sig = kernarg.Signature.from_source(src, "a::k")
     assert sig.types == ("float", "float*")
-    # Overloads (one name, one namespace): the source cannot say which declaration the PTX
-    # entry is, so the PTX types are used.
+    # Overloads (one name, one namespace): the declaration the PTX entry is, where only one
+    # fits its types (float x, where the PTX has a .f32); else the PTX's types.
     src = ("template <typename T> __global__ void k(T x, T* p) {}\n"
            "__global__ void k(int x, int* p) {}\n")
+    sig = kernarg.Signature.from_source(src, "k<float>")
+    assert sig.types == ("float", "float*") and sig.names == ("x", "p")
+    src = ("template <typename T> __global__ void k(T x, T* p) {}\n"
+           "__global__ void k(float y, int* q) {}\n")
     sig = kernarg.Signature.from_source(src, "k<float>")
     assert sig.types == (".f32", ".u64") and sig.names == (None, None)
     # A forward declaration and the definition agree: the declaration's types are kept.
