@@ -3744,16 +3744,18 @@ def _without_dead_branches(str source, str blanked=None):
     # group, in its #else: kept, its #endif blanked), "other" (any other, kept as it is), or
     # "nested" (one inside a dead branch: left out with it).
     frames = []
+    cdef Py_ssize_t dead = 0        # how many frames are "dead" (0 or 1: a counter, not a
+    #                                 search of the frames, so that deep nesting stays linear)
     for k, line in enumerate(lines):
         m = _CONDITIONAL.match(directives[k])
         directive = m[1] if m is not None else None
-        dead = "dead" in frames
-        blank = dead
+        blank = dead > 0
         if directive in ("if", "ifdef", "ifndef"):
             if dead:
                 frames.append("nested")
             elif _IF_ZERO.fullmatch(directives[k]):
                 frames.append("dead")
+                dead += 1
                 blank = True
             else:
                 frames.append("other")
@@ -3761,8 +3763,10 @@ def _without_dead_branches(str source, str blanked=None):
             top = frames[-1]
             if directive == "endif":
                 frames.pop()
+                dead -= top == "dead"
                 blank = top != "other"
             elif top == "dead":
+                dead -= 1
                 if directive == "else":
                     frames[-1] = "live"
                     blank = True
@@ -3772,6 +3776,7 @@ def _without_dead_branches(str source, str blanked=None):
                     blank = False
             elif top == "live":     # #else or #elif after the live branch: left out
                 frames[-1] = "dead"
+                dead += 1
                 blank = True
         if blank:
             lines[k] = re.sub(r"[^\n]", " ", line)
@@ -3789,22 +3794,26 @@ def _unconditional(source):
     the other one would give a parameter the wrong type."""
     kept = []
     frames = []         # for each open conditional: whether it is an include guard
+    cdef Py_ssize_t others = 0      # how many are not (a counter: deep nesting stays linear)
     guard = None        # the name an #ifndef just opened, until the next line
     for line in source.split("\n"):
         m = _DIRECTIVE.match(line)
         directive = m[1] if m is not None else None
         if directive in ("if", "ifdef", "ifndef"):
             frames.append(False)
+            others += 1
             guard = m[2] if directive == "ifndef" else None
             continue
         if directive == "define" and guard is not None and m[2] == guard and frames:
+            others -= not frames[-1]
             frames[-1] = True
         guard = None
         if directive in ("elif", "else") and frames:
+            others += frames[-1]
             frames[-1] = False
         elif directive == "endif" and frames:
-            frames.pop()
-        elif all(frames):
+            others -= not frames.pop()
+        elif not others:
             kept.append(line)
     return "\n".join(kept)
 

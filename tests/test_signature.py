@@ -239,12 +239,14 @@ def test_a_device_function_named_as_the_kernel_is_refused_saying_so(source):
 
 
 @pytest.mark.parametrize("filler", ["template <__global__ ", "__global__ ", "typedef a ",
-                                    "typedef struct ", "'a'", "1'0'", "namespace a { "])
+                                    "typedef struct ", "'a'", "1'0'", "namespace a { ",
+                                    "\n#ifndef G\n#define G\n", "\n#if 0\n#endif\n"])
 def test_declaration_search_reads_a_long_run_of_keywords_once(filler):
     # Many of these in one statement were each read to its end: the template hint cubic in
     # their number (400 took 2.5 s), the declaration and typedef searches quadratic; and
     # whether a ' is a digit separator was decided by a walk back over every literal or
-    # separator before it, and whether a brace is at namespace scope over every open one.
+    # separator before it, whether a brace is at namespace scope over every open one, and
+    # whether a line is outside every conditional (include guards) over every open one.
     ptx = compile_ptx('extern "C" __global__ void k(float* p, int n) {}')
     kernel = '\nextern "C" __global__ void k(float* p, int n) {}\n'
     for source in (filler * 2000 + kernel, kernel + filler * 2000):
