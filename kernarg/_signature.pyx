@@ -2585,7 +2585,9 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
             # numpy 1.x's warns that it will.
             value = 1 if value else 0
         try:
-            value = value.__index__()
+            # As Python reads an index: the type's __index__ (not an instance attribute), and
+            # an int subclass's own value (as untyped packing, numpy and ctypes take it).
+            value = PyNumber_Index(value)
         except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
             info = lookup_type(value, i) if code == C_U64 else NULL
             if info != NULL and info.kind == KIND_HANDLE:

@@ -822,6 +822,27 @@ def test_default_arguments_that_are_literals_may_be_left_out():
         assert kernarg.Signature(f"float x = {text}").defaults == {}, text
 
 
+def test_an_integer_parameter_reads_an_index_as_python_does():
+    # Python's index of an int subclass is its own value, whatever its __index__ says (as
+    # operator.index, numpy, ctypes and untyped packing read it), and __index__ is the type's,
+    # not an instance attribute's. Typed packing called value.__index__(): 99 here, 5 untyped.
+    class Odd(int):
+        def __index__(self):
+            return 99
+
+    class Plain:
+        pass
+
+    sig = kernarg.Signature("int n, unsigned char c")
+    assert bytes(sig.pack((Odd(5), Odd(7)))) == bytes(kernarg.pack((ctypes.c_int(5),
+                                                                    ctypes.c_ubyte(7))))
+    assert bytes(sig.pack((Odd(5), 7)))[:4] == bytes(kernarg.pack((Odd(5),)))[:4]
+    fake = Plain()
+    fake.__index__ = lambda: 3
+    with pytest.raises(TypeError, match=r"\('n'\) is int: expected an int, got Plain"):
+        sig.pack((fake, 1))
+
+
 def test_a_literal_default_is_converted_to_its_parameter_as_cxx_converts_it():
     # `unsigned char c = 300` is valid C++ (a narrowing conversion, modulo 256): a call that
     # leaves c out passes 44. Before, such a default was refused on every call that left it
