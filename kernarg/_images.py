@@ -3,7 +3,9 @@
 A cubin is an ELF64 file. Each kernel is a function symbol (``STT_FUNC``) marked as an entry
 point in its ``st_other`` byte (``STO_CUDA_ENTRY``, 0x10), named as its ``.entry`` is in the
 PTX it came from: C++ kernels by their mangled names (``_ZN2ns1fEf``). Each ``__device__``
-or ``__constant__`` variable is a data symbol (``STT_OBJECT``), named as in the PTX. A fatbin
+or ``__constant__`` variable is a data symbol (``STT_OBJECT``; in a relocatable cubin, type 13,
+processor-specific), named as in the PTX. Undefined symbols (references to other images) are
+not the image's. A fatbin
 holds cubins (and PTX) after its own headers; uncompressed cubins are found in it by their
 ELF magic, and compressed ones not at all. Only names are read: nothing here decides what
 the driver loads.
@@ -20,6 +22,9 @@ _ET_REL = 1
 _SHT_SYMTAB = 2
 _STT_OBJECT = 1
 _STT_FUNC = 2
+# A variable of a relocatable cubin (-rdc=true, -dc): its symbols are typed STT_LOPROC (13), not
+# STT_OBJECT, until the linker places them.
+_STT_CUDA_OBJECT = 13
 _STO_CUDA_ENTRY = 0x10
 
 
@@ -28,7 +33,7 @@ def _wanted_entry(st_info: int, st_other: int) -> bool:
 
 
 def _wanted_variable(st_info: int, st_other: int) -> bool:
-    return st_info & 0xF == _STT_OBJECT
+    return st_info & 0xF in (_STT_OBJECT, _STT_CUDA_OBJECT)
 
 
 # The longest symbol name read (a C++ template kernel's mangled name can run to thousands of
@@ -65,10 +70,10 @@ def _elf_entries(image: bytes, start: int, wanted=_wanted_entry,
                 return None
             budget[0] -= size // 24
             for k in range(size // 24):
-                st_name, st_info, st_other = struct.unpack_from("<IBB", image,
-                                                                start + offset + 24 * k)
-                if not wanted(st_info, st_other):
-                    continue
+                st_name, st_info, st_other, st_shndx = struct.unpack_from(
+                    "<IBBH", image, start + offset + 24 * k)
+                if st_shndx == 0 or not wanted(st_info, st_other):
+                    continue        # (an undefined symbol: one the image refers to, not has)
                 end = image.find(b"\0", strings + st_name, strings + st_name + _MAX_NAME)
                 if end < 0:
                     return None

@@ -1786,6 +1786,12 @@ def test_a_modules_variables_read_from_its_ptx_are_those_of_its_cubin():
     from_cubin = [n for n in image_variable_names(compiled.cubin) if not n.startswith(".nv.")]
     assert from_ptx == sorted(from_cubin)
     assert {"c4", "h", "d", "p", "big", "man", "s", "_Z2tvIfE"} <= set(from_ptx)
+    # A relocatable cubin's variables are typed 13 (processor-specific), not STT_OBJECT, and
+    # it refers to symbols it does not define (__UDT...): before, it was read as having only
+    # those undefined ones, so get_global found no static or anonymous-namespace variable.
+    relocatable = compile_program(src, arch="sm_90", options=("-rdc=true",))
+    assert sorted(n for n in image_variable_names(relocatable.cubin)
+                  if not n.startswith(".nv.")) == from_ptx
 
 
 def test_relocatable_cubins_are_told_from_loadable_ones():
