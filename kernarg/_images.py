@@ -14,7 +14,7 @@ import re
 import struct
 
 __all__ = ["cubin_entry_names", "cubin_variable_names", "image_variable_names",
-           "is_relocatable_cubin"]
+           "is_relocatable_cubin", "undefined_functions"]
 
 _ELF_MAGIC = b"\x7fELF"
 _FATBIN_MAGIC = b"\x50\xed\x55\xba"     # 0xBA55ED50, little-endian
@@ -42,10 +42,11 @@ _MAX_NAME = 1 << 16
 
 
 def _elf_entries(image: bytes, start: int, wanted=_wanted_entry,
-                 budget: list | None = None) -> list[str] | None:
+                 budget: list | None = None, undefined: bool = False) -> list[str] | None:
     """The names of the symbols ``wanted(st_info, st_other)`` picks (by default the kernels)
     of the ELF64 little-endian file at ``start`` in ``image``, or None where it is not one or
-    is cut short. ``budget``: a one-item list, the symbol entries left to read in the whole
+    is cut short; ``undefined``: the undefined symbols (``st_shndx`` 0) instead of the defined
+    ones. ``budget``: a one-item list, the symbol entries left to read in the whole
     image; the tables of a well-formed one do not overlap, so they hold no more than
     ``len(image) // 24`` entries in all, and tables that claim more (each the whole image
     again) are not read: the cost stays linear in the image's size."""
@@ -72,7 +73,7 @@ def _elf_entries(image: bytes, start: int, wanted=_wanted_entry,
             for k in range(size // 24):
                 st_name, st_info, st_other, st_shndx = struct.unpack_from(
                     "<IBBH", image, start + offset + 24 * k)
-                if st_shndx == 0 or not wanted(st_info, st_other):
+                if (st_shndx == 0) != undefined or not wanted(st_info, st_other):
                     continue        # (an undefined symbol: one the image refers to, not has)
                 end = image.find(b"\0", strings + st_name, strings + st_name + _MAX_NAME)
                 if end < 0:
@@ -122,6 +123,20 @@ def image_variable_names(image: bytes) -> list[str] | None:
     except UnicodeDecodeError:
         return None
     return sorted(set(_PTX_VARIABLE.findall(text))) or None
+
+
+def _wanted_undefined_function(st_info: int, st_other: int) -> bool:
+    return st_info & 0xF == _STT_FUNC
+
+
+def undefined_functions(image: bytes) -> list[str]:
+    """The functions a relocatable cubin calls and does not define (its undefined ``STT_FUNC``
+    symbols: those of the CUDA device runtime, ``__cudaCDP2...``, for a kernel that launches
+    kernels), for the linker to find elsewhere; ``[]`` where there are none or ``image`` is not
+    a cubin that can be read."""
+    if image[:4] != _ELF_MAGIC:
+        return []
+    return _elf_entries(image, 0, _wanted_undefined_function, undefined=True) or []
 
 
 def is_relocatable_cubin(image: bytes) -> bool:

@@ -606,9 +606,24 @@ cdef void _unload(cydriver.CUmodule handle) noexcept:
     cydriver.cuThreadExchangeStreamCaptureMode(&mode)
 
 
+def _device_runtime_calls(bytes image):
+    """The CUDA device runtime functions relocatable cubin ``image`` calls and leaves to the
+    linker (``__cudaCDP2LaunchDeviceV2``: a kernel launched from the device), which the device
+    runtime library (libcudadevrt.a) defines."""
+    from kernarg._images import undefined_functions
+
+    return [f for f in undefined_functions(image) if f.startswith(("__cudaCDP", "cuda"))]
+
+
 cdef bytes _linked(bytes image):
-    """``image``, a relocatable cubin, linked by the driver's JIT linker into one it loads.
-    A symbol nothing defines is a CudaError quoting the linker's log."""
+    """``image``, a relocatable cubin, linked by the driver's JIT linker into one it loads,
+    with the CUDA device runtime library where it calls that runtime (dynamic parallelism:
+    kernels launched from the device). A symbol nothing defines is a CudaError quoting the
+    linker's log."""
+    from kernarg._nvrtc import cudadevrt_library
+
+    calls = _device_runtime_calls(image)
+    library = cudadevrt_library() if calls else None
     cdef cydriver.CUlinkState state = NULL
     cdef void* out = NULL
     cdef size_t size = 0
@@ -626,12 +641,23 @@ cdef bytes _linked(bytes image):
         err = cydriver.cuLinkAddData(state, cydriver.CU_JIT_INPUT_CUBIN,
                                      <void*><const char*>image, len(image),
                                      b"relocatable cubin", 0, NULL, NULL)
+        if err == cydriver.CUDA_SUCCESS and library is not None:
+            path = os.fsencode(library)
+            err = cydriver.cuLinkAddFile(state, cydriver.CU_JIT_INPUT_LIBRARY, <bytes>path, 0,
+                                         NULL, NULL)
         if err == cydriver.CUDA_SUCCESS:
             err = cydriver.cuLinkComplete(state, &out, &size)
         if err != cydriver.CUDA_SUCCESS:
             log[sizeof(log) - 1] = 0
             text = (<bytes>log).decode(errors="replace").strip()
             name = _error_name(err)
+            if calls and library is None:
+                text += (f"{'; ' if text else ''}it calls the CUDA device runtime "
+                         f"({', '.join(calls)}: kernels launched from the device), whose "
+                         "library libcudadevrt.a was not found: install nvidia-cuda-runtime "
+                         "(pip) for NVRTC's CUDA version, or set CUDA_HOME to a toolkit")
+            elif library is not None:
+                text += f"{'; ' if text else ''}linked with {library}"
             raise CudaError(f"linking the relocatable cubin (compiled with -rdc=true or -dc) "
                             f"failed: {name}" + (f": {text}" if text else ""), name, <int>err)
         return (<const char*>out)[:size]      # a copy: the link state owns `out`

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 __all__ = ["CACHE_DIR_ENV", "Compiled", "NvrtcError", "arch_runs_on", "cache_dir",
            "compile_program", "compile_program_cached", "compile_to_ptx", "cuda_include_dir",
+           "cudadevrt_library",
            "declaration_text", "normalize_headers", "nvrtc_version", "split_arch_option",
            "supported_archs", "target_arch"]
 
@@ -119,6 +120,32 @@ def cccl_include_dir(include: str | None = None) -> str | None:
             found = _cccl_under(toolkit)
             if found is not None:
                 return found
+    return None
+
+
+_DEVRT_NAMES = ("libcudadevrt.a", "cudadevrt.lib")
+
+
+def cudadevrt_library() -> str | None:
+    """The CUDA device runtime library (``libcudadevrt.a``), which relocatable code that
+    launches kernels from the device (dynamic parallelism) is linked with: the one beside the
+    runtime headers NVRTC is given (:func:`cuda_include_dir`: pip's ``nvidia-cuda-runtime``,
+    ``lib/``), else a CUDA toolkit's (``CUDA_HOME``, ``CUDA_PATH``, :data:`DEFAULT_TOOLKIT`:
+    ``lib64/``, ``lib/``, ``lib/x64/``) whose major version is NVRTC's. None where there is
+    none."""
+    include = cuda_include_dir()
+    roots = [os.path.dirname(include)] if include is not None else []
+    try:
+        major = nvrtc_version()[0]
+    except Exception:
+        major = None
+    roots += [os.path.dirname(t) for t in toolkit_include_dirs() if _header_major(t) == major]
+    for root in roots:
+        for sub in ("lib64", "lib", os.path.join("lib", "x64")):
+            for name in _DEVRT_NAMES:
+                path = os.path.join(root, sub, name)
+                if os.path.isfile(path):
+                    return path
     return None
 
 

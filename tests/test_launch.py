@@ -1794,6 +1794,46 @@ def test_a_modules_variables_read_from_its_ptx_are_those_of_its_cubin():
                   if not n.startswith(".nv.")) == from_ptx
 
 
+def test_relocatable_code_that_launches_kernels_is_found_to_need_the_device_runtime(
+        tmp_path, monkeypatch):
+    # What _linked links libcudadevrt.a for (its GPU test runs a kernel launching kernels):
+    # the device runtime functions a relocatable cubin leaves undefined, and where that
+    # library is.
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")
+    from kernarg import _nvrtc
+    from kernarg._images import undefined_functions
+    from kernarg._launch import _device_runtime_calls
+    from kernarg._nvrtc import compile_program, cudadevrt_library, nvrtc_version
+
+    src = ("__global__ void child(int* p) { p[threadIdx.x] = 1; }\n"
+           'extern "C" __global__ void parent(int* p) { child<<<1, 4>>>(p); }\n')
+    cubin = compile_program(src, arch="sm_90", options=("-rdc=true",)).cubin
+    calls = _device_runtime_calls(cubin)
+    assert calls and all(c.startswith("__cudaCDP") for c in calls), calls
+    assert set(calls) <= set(undefined_functions(cubin))
+    plain = compile_program("__device__ int g;\n" + src.split("\n")[0], arch="sm_90",
+                            options=("-rdc=true",)).cubin
+    assert _device_runtime_calls(plain) == [] and undefined_functions(b"") == []
+    found = cudadevrt_library()
+    if found is not None:       # pip's nvidia-cuda-runtime ships it (CUDA 13's wheels do)
+        with open(found, "rb") as f:
+            assert f.read(8) == b"!<arch>\n"
+    # Else a toolkit's, of NVRTC's major version: CUDA_HOME's lib64.
+    root = tmp_path / "toolkit"
+    (root / "include").mkdir(parents=True)
+    (root / "lib64").mkdir()
+    (root / "include" / "cuda_runtime_api.h").write_text(
+        f"#define CUDART_VERSION {nvrtc_version()[0] * 1000 + 20}\n")
+    (root / "lib64" / "libcudadevrt.a").write_bytes(b"!<arch>\n")
+    monkeypatch.setattr(_nvrtc, "cuda_include_dir", lambda: None)
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    assert cudadevrt_library() == str(root / "lib64" / "libcudadevrt.a")
+    (root / "include" / "cuda_runtime_api.h").write_text("#define CUDART_VERSION 9020\n")
+    monkeypatch.setattr(_nvrtc, "DEFAULT_TOOLKIT", str(tmp_path / "none"))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    assert cudadevrt_library() is None      # another major version's is not taken
+
+
 def test_relocatable_cubins_are_told_from_loadable_ones():
     # What _load_image links before loading (its GPU test runs it end to end).
     pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC")

@@ -370,6 +370,41 @@ def test_relocatable_device_code_is_linked_before_it_loads(ctx, option):
         kernarg.Kernel.from_source(undefined, "rdc_value", options=(option,))
 
 
+DYNAMIC_PARALLELISM = r"""
+__global__ void child(int* out, int v) { out[threadIdx.x] = v; }
+extern "C" __global__ void cdp_parent(int* out, int v, int n) { child<<<1, n>>>(out, v); }
+"""
+
+
+def test_a_kernel_that_launches_kernels_is_linked_with_the_device_runtime(ctx, monkeypatch):
+    """Dynamic parallelism: a kernel launching a kernel compiles only as relocatable code
+    (-rdc=true), which calls the CUDA device runtime (__cudaCDP2LaunchDeviceV2...), defined in
+    libcudadevrt.a: kernarg links that library (pip's nvidia-cuda-runtime ships it) when the
+    cubin calls it. Before, the link failed on the undefined symbols."""
+    from kernarg._launch import device_arch
+    from kernarg._nvrtc import cudadevrt_library, supported_archs
+
+    cc = int(device_arch(0)[len("compute_"):])
+    if cc not in supported_archs():
+        pytest.skip(f"this NVRTC makes no machine code for sm_{cc}")
+    if cudadevrt_library() is None:
+        pytest.skip("no libcudadevrt.a (nvidia-cuda-runtime's, or a toolkit's) to link with")
+    out = DeviceArray(64, typestr="<i4")
+    check(driver.cuMemsetD8(out.ptr, 0, 64))
+    k = kernarg.Kernel.from_source(DYNAMIC_PARALLELISM, "cdp_parent", options=("-rdc=true",))
+    k.launch(1, 1, out, 7, 5)
+    check(driver.cuCtxSynchronize())
+    assert np.frombuffer(out.read(), np.int32).tolist() == [7] * 5 + [0] * 11
+    # Without the library, the link's failure says what is missing and where it comes from.
+    from kernarg import _nvrtc
+
+    monkeypatch.setattr(_nvrtc, "cudadevrt_library", lambda: None)
+    with pytest.raises(kernarg.CudaError, match=r"calls the CUDA device runtime \(__cudaCDP.*"
+                                                r"libcudadevrt\.a was not found"):
+        kernarg.Kernel.from_source(DYNAMIC_PARALLELISM + "// another module\n", "cdp_parent",
+                                   options=("-rdc=true",))
+
+
 def test_kernels_of_one_source_share_its_compilation_and_module(ctx, nvrtc_calls):
     import gc
 

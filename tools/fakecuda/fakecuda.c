@@ -1096,7 +1096,8 @@ static CUresult fk_ModuleLoadDataEx(CUmodule* out, const void* image, unsigned i
 /* The JIT linker (numba-cuda links its PTX through it): PTX inputs are concatenated, and the
  * "cubin" cuLinkComplete hands back is that text, which cuModuleLoadData parses as PTX. A CUBIN
  * input must come alone and is handed back as it is. Other input kinds are refused. */
-typedef struct { int magic; char* data; size_t size; int cubin; char* log; size_t log_size; } Link;
+typedef struct { int magic; char* data; size_t size; int cubin; char* log; size_t log_size;
+                 int devrt; } Link;
 #define MAX_LINK_BYTES ((size_t)64 << 20)
 static CUresult get_link(CUlinkState h, Link** out, const char* what) {
     Link* l = (Link*)h;
@@ -1121,6 +1122,14 @@ static CUresult fk_LinkAddData(CUlinkState h, CUjitInputType type, void* data, s
     Link* l;
     CUresult e = get_link(h, &l, "cuLinkAddData");
     if (e) return e;
+    /* A library: only the CUDA device runtime's (an ar archive) is modelled, as defining the
+     * __cudaCDP* functions a kernel that launches kernels calls. */
+    if (type == CU_JIT_INPUT_LIBRARY && size >= 8 && !memcmp(data, "!<arch>\n", 8) && name &&
+            strstr(name, "cudadevrt")) {
+        l->devrt = 1;
+        trace("link %p: %s (the device runtime) added", (void*)l, name);
+        return CUDA_SUCCESS;
+    }
     if (type != CU_JIT_INPUT_PTX && type != CU_JIT_INPUT_CUBIN)
         return fail(CUDA_ERROR_NOT_SUPPORTED, "cuLinkAddData: input kind %d of %s (PTX and CUBIN only)",
                     (int)type, name ? name : "?");
@@ -1192,6 +1201,7 @@ static CUresult fk_LinkComplete(CUlinkState h, void** image, size_t* size) {
                  * "Undefined reference". Which CUresult the driver gives is not known here. */
                 if (shndx == 0 && elf[at + 4] >> 4 == 1 && name && stroff + name < l->size) {
                     const char* sym = (const char*)elf + stroff + name;
+                    if (l->devrt && !strncmp(sym, "__cudaCDP", 9)) continue;
                     if (l->log && l->log_size)
                         snprintf(l->log, l->log_size, "error   : Undefined reference to '%.*s' "
                                  "in 'relocatable cubin'", (int)strnlen(sym, 256), sym);
@@ -1801,6 +1811,9 @@ static CUresult run_kernel(const Node* n) {
     } else if (!strcmp(k, "arch_value")) {   /* (int* out, int v) */
         int v = P(int, 1);
         e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "cdp_parent")) {   /* (int* out, int v, int n): child<<<1, n>>> stores v */
+        int v = P(int, 1);
+        for (int i = 0; !e && i < P(int, 2); i++) e = store(out + 4 * (uintptr_t)i, &v, 4, k);
     } else if (!strcmp(k, "rdc_value")) {    /* (int* out, int v): v + __device__ int offset */
         const Global* offset = find_global(f, "offset");
         if (!offset) return fail(CUDA_ERROR_INVALID_IMAGE, "kernel %s: no variable offset", k);
