@@ -167,7 +167,12 @@ def _check(result, prog=None):
             buf = _out_buffer(size)
             nvrtc.nvrtcGetProgramLog(prog, buf)
             log = bytes(buf).rstrip(b"\x00").decode(errors="replace")
-        raise NvrtcError(f"NVRTC: {err.name}", log)
+        message = f"NVRTC: {err.name}"
+        if "device-side kernel launch could not be processed" in log:
+            # Dynamic parallelism: NVRTC declares the device runtime only for relocatable code.
+            message += ("; a kernel that launches kernels compiles only as relocatable code: "
+                        "pass options=('-rdc=true',) (kernarg then links the device runtime)")
+        raise NvrtcError(message, log)
     return result[1:]
 
 

@@ -1807,6 +1807,9 @@ def test_relocatable_code_that_launches_kernels_is_found_to_need_the_device_runt
 
     src = ("__global__ void child(int* p) { p[threadIdx.x] = 1; }\n"
            'extern "C" __global__ void parent(int* p) { child<<<1, 4>>>(p); }\n')
+    with pytest.raises(kernarg.NvrtcError, match=r"kernel that launches kernels compiles only "
+                                                 r"as relocatable code: pass options=\('-rdc"):
+        compile_program(src, arch="sm_90")
     cubin = compile_program(src, arch="sm_90", options=("-rdc=true",)).cubin
     calls = _device_runtime_calls(cubin)
     assert calls and all(c.startswith("__cudaCDP") for c in calls), calls
