@@ -3490,7 +3490,7 @@ def _template_header(source, blanked, decl_start):
     return source[open_at:j]
 
 
-def _substitute_template_args(decl, header, args, kernel_name):
+def _substitute_template_args(decl, header, args):
     """``decl`` with each template parameter replaced by its argument (or its default), and
     each function parameter pack expanded (``T... xs`` with T = int, float: ``int, float``,
     unnamed); None where the arguments cannot be matched to the parameters (a pack not last,
@@ -3723,8 +3723,8 @@ def _namespace_scope(source):
     return " ".join(out)
 
 
-_IF_ZERO = re.compile(r"[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t]*$")
-_HAS_IF_ZERO = re.compile(r"(?m)^[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t]*$")
+_IF_ZERO = re.compile(r"[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t\r]*$")
+_HAS_IF_ZERO = re.compile(r"(?m)^[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t\r]*$")
 _CONDITIONAL = re.compile(r"[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b")
 
 
@@ -4008,18 +4008,17 @@ class _SourceStructs:
         return fname, fmt, falign, type_words
 
 
-_BRACED_INITIALIZER = re.compile(r"(.*?[\w\]])\s*\{.*\}\s*", re.S)
-
-
 def _without_initializer(str piece):
     """(declarator, whether it has an initializer) of one declarator of a member declaration:
     its default member initializer, ``= 1.5f``, ``{2}`` or ``= {1, 2}``, left out."""
     declarator, default = _split_default(piece)
     if default is not None:
         return declarator, True
-    m = _BRACED_INITIALIZER.fullmatch(piece)
-    if m is not None:
-        return m[1], True
+    brace = piece.find("{")         # `int b{2}`, `float v[2]{1, 2}`: a name or ] before it
+    if brace > 0 and piece.rstrip().endswith("}"):
+        head = piece[:brace].rstrip()
+        if head and (head[-1].isalnum() or head[-1] in "_]"):
+            return head, True
     return piece, False
 
 
@@ -4189,7 +4188,7 @@ def _find_declarations(source, kernel_name):
         if args is not None:
             header = _template_header(source, blanked, m.start())
             if header is not None:
-                decl = _substitute_template_args(decl, header, args, kernel_name)
+                decl = _substitute_template_args(decl, header, args)
                 if decl is None:
                     raise LookupError(f"{kernel_name}: cannot match the template arguments to "
                                       "the template's parameters")
@@ -4218,12 +4217,18 @@ def _last_identifier(text):
     parenthesized declarator (``float (*rows)[N]``, ``void (*f)(int)``), else its last word
     outside array extents and template arguments (``float x[N]``, ``Vec<N> v``), where there
     are two words or more (one is a type alone)."""
-    plain = text
-    while True:     # array extents and template arguments, innermost first
-        shorter = re.sub(r"\[[^\[\]]*\]|<[^<>]*>", " ", plain)
-        if shorter == plain:
-            break
-        plain = shorter
+    kept = []
+    cdef Py_ssize_t depth = 0       # inside array extents and template arguments: left out
+    for ch in text:
+        if ch == "[" or ch == "<":
+            depth += 1
+            if depth == 1:
+                kept.append(" ")
+        elif (ch == "]" or ch == ">") and depth:
+            depth -= 1
+        elif not depth:
+            kept.append(ch)
+    plain = "".join(kept)
     group = _DECLARATOR_GROUP.search(plain)
     if group is not None:
         return group.group(1)

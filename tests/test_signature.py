@@ -770,9 +770,10 @@ extern "C" __global__ void k(float x, int n = SCALE) {}
 extern "C" __global__ void k(float y, int m = 4) {}
 #endif
 """
-    sig = kernarg.Signature.from_source(src, "k")
-    assert (sig.types, sig.names) == (("float", "int"), ("x", "n"))
-    assert sig.defaults == {1: 3}       # evaluated at the live definition, not the dead one
+    for text in (src, src.replace("\n", "\r\n")):         # CRLF line ends too
+        sig = kernarg.Signature.from_source(text, "k")
+        assert (sig.types, sig.names) == (("float", "int"), ("x", "n"))
+        assert sig.defaults == {1: 3}   # evaluated at the live definition, not the dead one
     # Branches kernarg cannot choose between itself (#ifdef): the one whose types fit the
     # PTX's (its layout, floats where the PTX has floats) is the one compiled.
     branches = """#ifdef WIDE
