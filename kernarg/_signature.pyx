@@ -479,6 +479,32 @@ _COMPLEX_AS = {"float": "float2", "double": "double2", "__half": "half2", "half"
                "__nv_bfloat16": "__nv_bfloat162"}
 
 
+# libcu++'s and the C++ library's fixed-size arrays by value, `cuda::std::array<float, 4> a`: N
+# elements of a scalar type, aligned as one element is (a struct holding `T[N]`), which take a
+# sequence of N numbers as a vector type's lanes do.
+_STD_ARRAY = re.compile(
+    r"(?P<head>(?:\s*\b(?:const|volatile|__grid_constant__)\b)*)\s*(?:::)?(?:cuda::)?std::"
+    r"array\s*<\s*(?P<elem>[^<>,]+?)\s*,\s*(?P<count>[0-9]+)[uUlLzZ]*\s*>"
+    r"(?P<tail>(?:\s*\b(?:const|volatile|__grid_constant__)\b)*)\s*(?P<name>[A-Za-z_]\w*)?\s*")
+
+
+def _std_array_param(text, m):
+    """(spec, name) of a ``std::array<T, N>`` parameter (_STD_ARRAY's match ``m``): N lanes of
+    scalar T, aligned as T; ValueError for an element type that is no scalar kernarg knows."""
+    written = " ".join(m["elem"].split())
+    elem = _canonical(written)
+    if elem not in _SCALARS:
+        raise ValueError(f"{text.strip()!r}: kernarg reads std::array of scalar types (int, "
+                         f"float, __half, ...), not of {written!r}")
+    count = int(m["count"])
+    if count < 1:
+        raise ValueError(f"{text.strip()!r}: an array of no elements")
+    code, size, _ = _SCALARS[elem]
+    plain = m.group(0)
+    shown = " ".join(plain[:m.start("name")].split()) if m["name"] else " ".join(plain.split())
+    return _Spec(C_VECTOR, size * count, size, shown, elem=code, count=count), m["name"]
+
+
 # A pointer to a function: `int (*f)(int, float)`, `void (* const cb)()`, `float (**table)(float)`,
 # the name optional (a prototype's `int (*)(int)`). It and _ARRAY_POINTER name their parts
 # alike for _declarator: `head (ptr name) tail`, head the return or element type, tail the
@@ -683,6 +709,10 @@ def _parse_c_param(text):
         return _function_pointer_param(text, m)
     if "complex" in plain:
         plain = _COMPLEX.sub(lambda m: _COMPLEX_AS[m[1]], plain)
+    if "array" in plain:
+        m = _STD_ARRAY.fullmatch(plain)
+        if m is not None:
+            return _std_array_param(text, m)
     if "(" in plain and "[" in plain:
         m = _ARRAY_POINTER.fullmatch(plain.strip())
         if m is not None:

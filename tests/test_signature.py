@@ -1260,6 +1260,44 @@ def test_template_without_instantiation_says_how_to_name_one():
         kernarg.Signature.from_source(TEMPLATE_SOURCE, "missing<float>")
 
 
+def test_std_array_parameters_take_a_sequence_of_their_elements():
+    # cuda::std::array<T, N> (and std::array) by value is N elements of T aligned as T: it was
+    # opaque bytes, which refused a list. from_source checks each layout against NVRTC's PTX
+    # (a std::array kernarg read wrongly would be refused there, or left opaque).
+    elems = ("bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
+             "unsigned", "long", "long long", "unsigned long long", "float", "double",
+             "__half", "__nv_bfloat16", "int8_t", "uint16_t", "size_t")
+    counts = (1, 2, 3, 5, 8)
+    params = [f"cuda::std::array<{e}, {n}> a{i}_{n}" for i, e in enumerate(elems)
+              for n in counts]
+    src = ("#include <cuda/std/array>\n#include <cuda/std/cstdint>\n#include <cuda_fp16.h>\n"
+           "#include <cuda_bf16.h>\nusing cuda::std::int8_t; using cuda::std::uint16_t;\n"
+           "using cuda::std::size_t;\n"
+           f'extern "C" __global__ void k(char c, {", ".join(params)}) {{}}\n')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert all(t.startswith("cuda::std::array<") for t in sig.types[1:]), sig.types
+    values = [1] + [[k % 2 for k in range(n)] for _ in elems for n in counts]
+    raw = bytes(sig.pack(values))
+    for i, (name, n) in enumerate(((e, n) for e in elems for n in counts), 1):
+        size = sig.sizes[i] // n
+        assert sig.alignments[i] == size and sig.offsets[i] % size == 0
+        lanes = raw[sig.offsets[i]:sig.offsets[i] + sig.sizes[i]]
+        one = bytes(kernarg.Signature(f"{name} x").pack((1,)))
+        assert lanes == b"".join(one if k % 2 else bytes(size) for k in range(n)), name
+    # In a struct of the source too; std::array of a type no scalar is, opaque.
+    more = kernarg.Signature.from_source(
+        "#include <cuda/std/array>\nstruct P { cuda::std::array<short, 3> v; int n; };\n"
+        'extern "C" __global__ void q(P p, cuda::std::array<float2, 2> w) {}', "q")
+    assert bytes(more.pack(({"v": (1, 2, 3), "n": 4}, bytes(16))))[:12] == \
+        struct.pack("<3h2xi", 1, 2, 3, 4)
+    assert more.types[1] == ".align 8 .b8 [16]"
+    with pytest.raises(TypeError, match=r"parameter 0 \('a'\) is std::array<int, 2>: expected "
+                                        r"2 elements, got 3"):
+        kernarg.Signature("std::array<int, 2> a").pack(([1, 2, 3],))
+    with pytest.raises(ValueError, match="kernarg reads std::array of scalar types"):
+        kernarg.Signature("std::array<float4, 2> a")
+
+
 def test_limit_checked_at_construction():
     kernarg.Signature(["double4_16a"] * 1023)   # 32736 bytes
     with pytest.raises(ValueError, match="32764"):
