@@ -3877,7 +3877,7 @@ def _declared_spec(piece, ptx_spec, structs):
 _ALIGN_SPEC = r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)*"
 _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
                           rf"({_ALIGN_SPEC})\{{")
-_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<[^;{}]*>\s*$")
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
 _ALIGN_ITEM = re.compile(r"(__align__|alignas)\s*\(\s*(\d+)\s*\)")
 # A member declaration kernarg does not lay out: a bitfield or access specifier (a lone `:`),
 # a function, constructor or attribute (`(`), a reference, a destructor, and members that are
@@ -3909,31 +3909,42 @@ class _SourceStructs:
         self.source = source
         self.aliases = aliases
         self.bodies = None      # name -> (body, explicit alignment) or None; read on first use
+        self.templates = None   # name -> (body, explicit alignment, parameters) or None
         self.layouts = {}       # name -> numpy dtype or None, as laid out
 
     def _scan(self):
-        bodies = {}
+        bodies, templates = {}, {}
         source = self.source
         if "struct" in source and not _PRAGMA_PACK.search(source):
             # A directive inside a definition: which members the compiler saw depends on
             # macros kernarg does not evaluate.
-            conditional = {name for _, _, body, names in _struct_definitions(source)
+            conditional = {name for _, _, body, names, _ in _struct_definitions(source)
                            if _DIRECTIVE_LINE.search(body) for name in names}
             text = _unconditional(source)
             scopes = _namespace_braces(text)
-            for opening, align, body, names in _struct_definitions(text):
+            for opening, align, body, names, header in _struct_definitions(text):
                 if opening not in scopes:
                     continue        # a member struct or a local one
+                found = bodies if header is None else templates
                 for name in names:
-                    entry = None if name in conditional else (body, align)
-                    bodies[name] = entry if bodies.get(name, entry) == entry else None
+                    entry = None if name in conditional else (body, align) + (
+                        () if header is None else (header,))
+                    found[name] = entry if found.get(name, entry) == entry else None
+            # A struct template with a specialization (`struct Box<int, 2> {`, partial or
+            # explicit) may be laid out otherwise for some arguments: none of it is read.
+            for name in _SPECIALIZED.findall(text):
+                if name in templates:
+                    templates[name] = None
         self.bodies = bodies
+        self.templates = templates
 
     def by_value(self, piece, name):
         """The layout of the struct parameter declaration ``piece`` names, or None."""
         plain = _without_attributes(piece)
         if plain is None:
             return None
+        if "<" in plain:
+            return self._template_layout(plain, name)
         words = [w for w in re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\S", plain)
                  if w not in _QUALIFIERS and w != "struct"]
         if name is not None and words[-1:] == [name]:
@@ -3941,6 +3952,29 @@ class _SourceStructs:
         if len(words) != 1:
             return None
         return self.layout(words[0].rpartition("::")[2])
+
+    def _template_layout(self, plain, name):
+        """The layout of an instantiation of a struct template of the source (``Box<short,
+        3>``: its members with the arguments, or the parameters' defaults, substituted), or
+        None."""
+        m = _TEMPLATE_ID.fullmatch(plain)
+        if m is None or (m["name"] or None) != name:
+            return None
+        tname = m["template"].rpartition("::")[2]
+        if self.bodies is None:
+            self._scan()
+        entry = self.templates.get(tname)
+        if entry is None:
+            return None
+        body, align, header = entry
+        args = [a.strip() for a in _template_items(m["args"])] if m["args"].strip() else []
+        key = f"{tname}<{', '.join(args)}>"
+        if key not in self.layouts:
+            self.layouts[key] = None        # (one that contains itself has no layout)
+            members = _substitute_template_args(body, header, args)
+            if members is not None:
+                self.layouts[key] = self._lay_out(key, members, align)
+        return self.layouts[key]
 
     def layout(self, name):
         if name in self.layouts:
@@ -4052,6 +4086,15 @@ def _without_initializer(str piece):
     return piece, False
 
 
+# `struct Box<int, 2> {`: a specialization of struct template Box.
+_SPECIALIZED = re.compile(r"\bstruct\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
+# A struct template's instantiation as a parameter's or field's type: `const Box<short, 3> b`.
+_TEMPLATE_ID = re.compile(
+    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct)\b)*\s*"
+    r"(?P<template>(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*<(?P<args>.*)>"
+    r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
+
+
 def _without_dims(member):
     """A member declaration without its array dimensions, ``[4]``, which _NOT_A_FIELD's
     brackets are not about."""
@@ -4059,12 +4102,13 @@ def _without_dims(member):
 
 
 def _struct_definitions(text):
-    """(index of the opening brace, explicit alignment, body, names) of each struct definition
-    in ``text`` that is not a template's and has no attribute after its body (which may pack
-    it): its tag, and a typedef's name for it."""
+    """(index of the opening brace, explicit alignment, body, names, template parameters) of
+    each struct definition in ``text`` that has no attribute after its body (which may pack
+    it): its tag, and a typedef's name for it; the parameter list of a struct template
+    (``template <class T, int N> struct Box {...}``: ``'class T, int N'``), else None."""
     for m in _STRUCT_HEAD.finditer(text):
-        if _TEMPLATE_HEAD.search(text, max(0, m.start() - 400), m.start()):
-            continue
+        template = _TEMPLATE_HEAD.search(text, max(0, m.start() - 400), m.start())
+        header = template[1] if template is not None else None
         opening = m.end() - 1
         closing = _closing(text, opening + 1, "{", "}")
         if closing < 0:
@@ -4083,7 +4127,8 @@ def _struct_definitions(text):
         # too (its members keep their offsets; its size is rounded to N); alignas(N) may only
         # raise it (lower is an error).
         at_least = max([int(n) for _, n in specs], default=1)
-        yield opening, (at_least, exact.pop() if exact else 0), text[opening + 1:closing], names
+        yield (opening, (at_least, exact.pop() if exact else 0), text[opening + 1:closing], names,
+               header)
 
 
 _AFTER_BODY = re.compile(r"\s*(?:(__attribute__|__align__|alignas)|([A-Za-z_]\w*)\s*;)?")

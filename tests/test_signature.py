@@ -1131,11 +1131,13 @@ def test_template_struct_argument_is_the_struct_of_the_source():
     assert sig.types == ("Pair", "const Pair*")
     assert repr(sig) == "kernarg.Signature('Pair v, const Pair* p')"
     assert bytes(sig.pack(({"b": 7}, None))) == struct.pack("<fiQ", 0, 7, 0)
-    # A struct template's instantiation is not read: the PTX's layout, shown as its type.
+    # A struct template's instantiation is read with its arguments (before session 59: the
+    # PTX's layout, opaque bytes).
     boxed = kernarg.Signature.from_source(
         "template <class T, int N> struct Box { T v[N]; };\n" + TEMPLATE_SOURCE,
         "ns::by_value<Box<short, 3> >")
-    assert boxed.types == (".align 2 .b8 [6]", "const Box<short, 3>*")
+    assert boxed.types == ("Box<short, 3>", "const Box<short, 3>*")
+    assert bytes(boxed.pack(({"v": (1, 2, 3)}, None)))[:6] == struct.pack("<3h", 1, 2, 3)
 
 
 VARIADIC_SOURCE = r"""
@@ -1250,6 +1252,35 @@ extern "C" __global__ void k(P p, R r, D d) {}
     # The initial bytes travel with the signature (its records) through pickle.
     again = pickle.loads(pickle.dumps(sig))
     assert bytes(again.pack(({}, {}, d))) == bytes(sig.pack(({}, {}, d)))
+
+
+def test_a_struct_templates_instantiation_is_laid_out_with_its_arguments():
+    # `Params<float> p`: the template's members with T = float (and N's default where the
+    # instantiation leaves it out), field by field, so a dict fills it. Before, every struct
+    # template's instantiation was opaque bytes. A template with a specialization in the
+    # source (whose layout may differ for some arguments) stays opaque.
+    src = """
+template <typename T> struct Params { const T* x; T* y; int n; T scale; };
+template <class T, int N = 3> struct Box { T v[N]; };
+template <class T> struct Outer { Box<T, 2> b; char c; };
+template <class T> struct Spec { T a; };
+template <> struct Spec<int> { double d; int a; };
+extern "C" __global__ void k(Params<float> p, Box<short> b, const Box<double, 2> b2,
+                             Outer<int> o, Spec<float> s) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types[:4] == ("Params<float>", "Box<short>", "Box<double, 2>", "Outer<int>")
+    assert sig.records[4] is None and sig.types[4] == ".align 4 .b8 [4]"
+    assert [sig.records[0].fields[f][1] for f in ("x", "y", "n", "scale")] == [0, 8, 16, 20]
+    raw = bytes(sig.pack(({"n": 5, "scale": 2.5}, {"v": (1, 2, 3)}, {"v": [1.5, 2]},
+                          {"b": {"v": (7, 8)}, "c": 1}, bytes(4))))
+    assert raw[:24] == struct.pack("<QQif", 0, 0, 5, 2.5)
+    assert raw[sig.offsets[1]:sig.offsets[1] + 6] == struct.pack("<3h", 1, 2, 3)
+    assert raw[sig.offsets[2]:sig.offsets[2] + 16] == struct.pack("<2d", 1.5, 2)
+    assert raw[sig.offsets[3]:sig.offsets[3] + 9] == struct.pack("<2ib", 7, 8, 1)
+    with pytest.raises(TypeError, match=r"parameter 0 \('p'\), field x \(const float\*\): "
+                                        r"the array's element type is f8"):
+        sig.pack(({"x": CAIObject(cai(0x1000, typestr="<f8"))}, {}, {}, {}, bytes(4)))
 
 
 def test_template_without_instantiation_says_how_to_name_one():
@@ -3054,7 +3085,9 @@ def test_from_source_reads_the_structs_the_source_defines():
     ("namespace a { struct S { int x; }; } namespace b { struct S { float y; }; }", "b::S"),
     ("#define N 3\nstruct S { float v[N]; };", "S"),
     ("struct S { unsigned __int128 big; };", "S"),
-    ("template <class T> struct S { T v; };", "S<int>"),
+    ("template <class T> struct S { T v; };\ntemplate <> struct S<int> { double d; };", "S<int>"),
+    ("template <class T> struct S { typename T::type v; };\n"
+     "struct P { typedef int type; };", "S<P>"),
     ("struct S { int a; struct { int b; } inner; };", "S"),
     ("struct S { int a; static const int k = 3; };", "S"),
     ("class S { public: int a; };", "S"),

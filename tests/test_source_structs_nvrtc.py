@@ -6,8 +6,8 @@ the PTX). A struct kernarg cannot lay out stays opaque bytes (its record None), 
 safe; a wrong offset would put a dict's values in the wrong bytes without a word.
 
 The structs are drawn at random: scalar, vector, pointer and array fields, several declarators
-per member, default member initializers, structs nested by value, explicit alignment, typedefs
-and comments."""
+per member, default member initializers, structs nested by value, explicit alignment, typedefs,
+struct templates (named by their instantiations) and comments."""
 import random
 import re
 import struct
@@ -30,19 +30,26 @@ FIELD_TYPES = (
 )
 
 
+TEMPLATE_ARGS = ("char", "short", "int", "float", "double", "__half", "float2", "double3",
+                 "unsigned long long", "bool")
+
+
 def _struct(rng, i, defined, tags):
     members = []
+    template = rng.random() < 0.3       # `template <class T, int N> struct S { T a[N]; ... }`
     for k in range(rng.randint(1, 6)):
         base = rng.choice(FIELD_TYPES + tuple(defined) * 2)
         if base in tags and rng.random() < 0.5:
             base = "struct " + base
+        if template and rng.random() < 0.4:
+            base = rng.choice(("T", "T", "const T*", "T*"))
         decls = []
         for j in range(1 if "*" in base else rng.choice((1, 1, 1, 2, 3))):
             name = f"m{k}_{j}"
             if j and rng.random() < 0.3 and "*" not in base:
                 name = "*" + name           # `int a, *p;`
             if rng.random() < 0.2:
-                name += f"[{rng.randint(1, 4)}]"
+                name += "[N]" if template and rng.random() < 0.5 else f"[{rng.randint(1, 4)}]"
             if base in FIELD_TYPES and "const" not in base and rng.random() < 0.15:
                 name += rng.choice(("{}", " = {}"))   # a default member initializer
             decls.append(name)
@@ -52,6 +59,11 @@ def _struct(rng, i, defined, tags):
     align = rng.choice(("", "", "", "__align__(16) ", "__align__(8) ", "__align__(4) ",
                         "__align__(2) ", "__align__(1) ", "alignas(32) "))
     name = f"S{i}"
+    if template:                # named by an instantiation, the extent's default or not
+        text = (f"template <class T, int N = {rng.randint(1, 3)}>\nstruct {align}{name} {{\n"
+                + "\n".join(members) + "\n};\n")
+        arg = rng.choice(TEMPLATE_ARGS)
+        return text, rng.choice((f"{name}<{arg}>", f"{name}<{arg}, {rng.randint(1, 4)}>"))
     if rng.random() < 0.25:     # a typedef of an unnamed struct: no tag to name
         return f"typedef struct {align}{{\n" + "\n".join(members) + f"\n}} {name};\n", name
     tags.add(name)
@@ -92,7 +104,7 @@ def _compiler_layouts(source, names, sig):
 @pytest.mark.parametrize("seed", range(6))
 def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
     rng = random.Random(seed)
-    laid_out = initialized = 0
+    laid_out = initialized = templates = 0
     for _ in range(5):
         source, names = _source(rng, 8)
         params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
@@ -112,6 +124,7 @@ def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
             if record is None:
                 continue
             laid_out += 1
+            templates += "<" in name
             mine = tuple(record.fields[f][1] for f in _fields(record))
             assert (mine, record.itemsize, record.metadata["align"]) == (offsets, size, align), \
                 (name, full)
@@ -120,7 +133,7 @@ def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
                 assert record.metadata["initial"] == bytes(size), (name, full)
                 initialized += 1
     assert laid_out >= 10      # most drawn structs are ones kernarg lays out
-    assert initialized >= 3
+    assert initialized >= 3 and templates >= 3, (initialized, templates)
 
 
 def test_a_struct_aligned_below_its_members_is_laid_out_with_that_alignment():
