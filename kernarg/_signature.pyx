@@ -3911,6 +3911,7 @@ class _SourceStructs:
         self.bodies = None      # name -> (body, explicit alignment) or None; read on first use
         self.templates = None   # name -> (body, explicit alignment, parameters) or None
         self.layouts = {}       # name -> numpy dtype or None, as laid out
+        self.depth = 0          # structs being laid out, one inside another
 
     def _scan(self):
         bodies, templates = {}, {}
@@ -3972,8 +3973,14 @@ class _SourceStructs:
         if key not in self.layouts:
             self.layouts[key] = None        # (one that contains itself has no layout)
             members = _substitute_template_args(body, header, args)
-            if members is not None:
-                self.layouts[key] = self._lay_out(key, members, align)
+            # Among instantiations nested deeper are some without end (`template <int N>
+            # struct S { S<N + 1> s; }`, which no compiler instantiates).
+            if members is not None and self.depth < _MAX_NESTING:
+                self.depth += 1
+                try:
+                    self.layouts[key] = self._lay_out(key, members, align)
+                finally:
+                    self.depth -= 1
         return self.layouts[key]
 
     def layout(self, name):
@@ -3983,8 +3990,12 @@ class _SourceStructs:
         if self.bodies is None:
             self._scan()
         entry = self.bodies.get(name)
-        if entry is not None:
-            self.layouts[name] = self._lay_out(name, *entry)
+        if entry is not None and self.depth < _MAX_NESTING:
+            self.depth += 1
+            try:
+                self.layouts[name] = self._lay_out(name, *entry)
+            finally:
+                self.depth -= 1
         return self.layouts[name]
 
     def _lay_out(self, name, body, explicit_align):
@@ -4086,6 +4097,10 @@ def _without_initializer(str piece):
     return piece, False
 
 
+# How deep structs (and struct template instantiations) nest in one another by value before
+# kernarg stops reading them: each level is a few Python calls deep, and the outer ones then
+# stay opaque bytes (no real struct nests as deep; C++ compilers allow some hundreds).
+_MAX_NESTING = 32
 # `struct Box<int, 2> {`: a specialization of struct template Box.
 _SPECIALIZED = re.compile(r"\bstruct\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
 # A struct template's instantiation as a parameter's or field's type: `const Box<short, 3> b`.

@@ -1283,6 +1283,23 @@ extern "C" __global__ void k(Params<float> p, Box<short> b, const Box<double, 2>
         sig.pack(({"x": CAIObject(cai(0x1000, typestr="<f8"))}, {}, {}, {}, bytes(4)))
 
 
+def test_structs_nested_without_end_or_very_deep_stay_opaque():
+    # An instantiation that holds one of another instantiation without end (no compiler
+    # instantiates it, but a source read without one may hold it) recursed until the C stack
+    # overflowed: a segfault. 3,000 structs each holding the one before (valid C++) were a
+    # RecursionError out of from_source. Past 32 levels kernarg now leaves them opaque.
+    ptx = compile_ptx('struct Q { int a; };\nextern "C" __global__ void k(Q q) {}')
+    endless = ("template <int N> struct S { S<N + 1> s; int a; };\n"
+               'extern "C" __global__ void k(S<3> q) {}')
+    assert kernarg.Signature._from_source_and_ptx(endless, "k", ptx).records == (None,)
+    for n, read in ((3000, False), (20, True)):
+        chain = "struct S0 { int a; };\n" + "".join(
+            f"struct S{i} {{ S{i - 1} s; }};\n" for i in range(1, n))
+        sig = kernarg.Signature._from_source_and_ptx(
+            chain + f'extern "C" __global__ void k(S{n - 1} q) {{}}', "k", ptx)
+        assert (sig.records[0] is not None) == read, n
+
+
 def test_template_without_instantiation_says_how_to_name_one():
     with pytest.raises(LookupError, match=r"'axpy' is a template: name an instantiation, such "
                                           r"as 'axpy<float>'"):
