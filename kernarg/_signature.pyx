@@ -2902,7 +2902,8 @@ cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* 
     the compiler evaluate them); where they are not known, the dict must give each such
     field, and one it leaves out is refused, not packed as zero."""
     initial = dt.metadata.get("initial")
-    if initial is not None:
+    if type(initial) is bytes and len(<bytes>initial) == dt.itemsize:
+        # (Checked: a dtype's metadata is anyone's to write, from_source's or a caller's.)
         memcpy(dst, <char*><bytes>initial, dt.itemsize)
         return 0
     missing = [name for name in dt.metadata["defaulted"] if name not in value]

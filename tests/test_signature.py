@@ -1252,6 +1252,13 @@ extern "C" __global__ void k(P p, R r, D d) {}
     # The initial bytes travel with the signature (its records) through pickle.
     again = pickle.loads(pickle.dumps(sig))
     assert bytes(again.pack(({}, {}, d))) == bytes(sig.pack(({}, {}, d)))
+    # A record's metadata is anyone's to write: initial bytes of another length, or no bytes,
+    # are no defaults (before, 2 bytes were read as 8, and a str's object header as bytes).
+    for initial in (b"xy", "a str of..", None):
+        dt = np.dtype({"names": ["a", "b"], "formats": ["<f4", "<i4"], "offsets": [0, 4],
+                       "itemsize": 8}, metadata={"defaulted": ("a",), "initial": initial})
+        with pytest.raises(TypeError, match="leaves out field a, whose default member"):
+            kernarg.Signature([dt]).pack(({"b": 1},))
 
 
 def test_a_struct_templates_instantiation_is_laid_out_with_its_arguments():
