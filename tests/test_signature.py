@@ -1317,8 +1317,26 @@ def test_template_without_instantiation_says_how_to_name_one():
 
 def test_std_array_parameters_take_a_sequence_of_their_elements():
     # cuda::std::array<T, N> (and std::array) by value is N elements of T aligned as T: it was
-    # opaque bytes, which refused a list. from_source checks each layout against NVRTC's PTX
-    # (a std::array kernarg read wrongly would be refused there, or left opaque).
+    # opaque bytes, which refused a list (as a signature string, an unknown type).
+    sig = kernarg.Signature("char c, std::array<short, 3> s, cuda::std::array<double, 2> d")
+    assert (sig.offsets, sig.sizes, sig.alignments) == ((0, 2, 8), (1, 6, 16), (1, 2, 8))
+    assert bytes(sig.pack((1, [1, 2, 3], (0.5, 2)))) == struct.pack("<bx3h2d", 1, 1, 2, 3,
+                                                                    0.5, 2)
+    with pytest.raises(TypeError, match=r"parameter 0 \('a'\) is std::array<int, 2>: expected "
+                                        r"2 elements, got 3"):
+        kernarg.Signature("std::array<int, 2> a").pack(([1, 2, 3],))
+    with pytest.raises(OverflowError, match=r"element 2 .*300 is outside 0 \.\. 255"):
+        kernarg.Signature("std::array<unsigned char, 3> a").pack(([1, 2, 300],))
+    with pytest.raises(ValueError, match="kernarg reads std::array of scalar types"):
+        kernarg.Signature("std::array<float4, 2> a")
+
+
+@pytest.mark.skipif(cccl_include_dir() is None,
+                    reason="no CCCL headers (<cuda/std/array>): neither pip nvidia-cuda-cccl nor "
+                           "a CUDA toolkit of NVRTC's major version")
+def test_std_array_layouts_are_nvrtcs():
+    # from_source checks each layout against NVRTC's PTX (a std::array kernarg read wrongly
+    # would be refused there, or left opaque).
     elems = ("bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
              "unsigned", "long", "long long", "unsigned long long", "float", "double",
              "__half", "__nv_bfloat16", "int8_t", "uint16_t", "size_t")
@@ -1346,11 +1364,6 @@ def test_std_array_parameters_take_a_sequence_of_their_elements():
     assert bytes(more.pack(({"v": (1, 2, 3), "n": 4}, bytes(16))))[:12] == \
         struct.pack("<3h2xi", 1, 2, 3, 4)
     assert more.types[1] == ".align 8 .b8 [16]"
-    with pytest.raises(TypeError, match=r"parameter 0 \('a'\) is std::array<int, 2>: expected "
-                                        r"2 elements, got 3"):
-        kernarg.Signature("std::array<int, 2> a").pack(([1, 2, 3],))
-    with pytest.raises(ValueError, match="kernarg reads std::array of scalar types"):
-        kernarg.Signature("std::array<float4, 2> a")
 
 
 def test_limit_checked_at_construction():
