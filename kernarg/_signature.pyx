@@ -1076,15 +1076,19 @@ def _from_specifiers(words):
     return "unsigned " + size if n["unsigned"] else size
 
 
-cdef list _items(str text, bint without_defaults):
+cdef list _items(str text, bint without_defaults, bint template_list=False):
     """``text``'s top-level comma-separated items (parameters, template arguments), each as
     written or, ``without_defaults``, cut at its default argument: commas inside brackets,
     braces, template argument lists and string or character literals do not split. In a
     default argument (after an ``=`` outside brackets) ``<`` and ``>`` are comparisons, not
-    brackets: ``int n = (1 < 2)``."""
+    brackets: ``int n = (1 < 2)``. In a ``template_list`` (a template's parameters or
+    arguments) they are brackets, defaults included, but inside parentheses, where they
+    compare (C++ ends the list at the first ``>`` outside them: ``N = (3 > 2)``)."""
     parts = []
     cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0, default_at = -1, passed = 0
     cdef Py_ssize_t separator = -1
+    cdef Py_ssize_t parens = 0          # of depth, the open ( [ {
+    cdef bint angles
     while i < n:
         ch = text[i]
         if ch == "'" and _in_number(text, i, passed, separator):
@@ -1092,49 +1096,25 @@ cdef list _items(str text, bint without_defaults):
         elif ch == '"' or ch == "'":
             i = passed = _past_literal(text, i)
             continue
-        if ch in "([{" or (ch == "<" and default_at < 0):
+        angles = parens == 0 if template_list else default_at < 0
+        if ch in "([{":
             depth += 1
-        elif ch in ")]}" or (ch == ">" and default_at < 0):
+            parens += 1
+        elif ch in ")]}":
+            depth -= 1
+            parens -= 1
+        elif ch == "<" and angles:
+            depth += 1
+        elif ch == ">" and angles:
             depth -= 1
         elif ch == "=" and depth == 0 and default_at < 0:
             default_at = i
-        elif ch == "," and depth == 0:
+        elif ch == "," and depth == 0 and (parens == 0 or not template_list):
             parts.append(text[start:default_at if without_defaults and default_at >= 0 else i])
             start = i + 1
             default_at = -1
         i += 1
     parts.append(text[start:default_at if without_defaults and default_at >= 0 else n])
-    return parts
-
-
-cdef list _template_items(str text):
-    """The top-level comma-separated items of a template's parameter or argument list: there,
-    ``<`` and ``>`` are brackets, defaults included, but for those inside parentheses, which
-    are comparisons (C++ ends the list at the first ``>`` outside them: ``N = (3 > 2)``).
-    Commas in brackets and literals do not split."""
-    parts = []
-    cdef Py_ssize_t i = 0, start = 0, n = len(text), depth = 0, parens = 0, passed = 0
-    cdef Py_ssize_t separator = -1
-    while i < n:
-        ch = text[i]
-        if ch == "'" and _in_number(text, i, passed, separator):
-            separator = i
-        elif ch == '"' or ch == "'":
-            i = passed = _past_literal(text, i)
-            continue
-        elif ch in "([{":
-            parens += 1
-        elif ch in ")]}":
-            parens -= 1
-        elif ch == "<" and parens == 0:
-            depth += 1
-        elif ch == ">" and parens == 0:
-            depth -= 1
-        elif ch == "," and depth == 0 and parens == 0:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
-    parts.append(text[start:])
     return parts
 
 
@@ -3468,7 +3448,7 @@ def _split_kernel_name(kernel_name):
     start = name.find("<")
     if start > 0 and name.endswith(">"):
         inner = name[start + 1:-1]
-        args = [a.strip() for a in _template_items(inner)] if inner.strip() else []
+        args = [a.strip() for a in _items(inner, False, True)] if inner.strip() else []
         name = name[:start].strip()
     return name.rpartition("::")[2].strip(), args
 
@@ -3534,7 +3514,7 @@ def _substitute_template_args(decl, header, args):
                       lambda m: arg if m.group(0) == pack else mapping.get(m.group(0), m.group(0)),
                       text)
 
-    params = _template_items(header) if header.strip() else []
+    params = _items(header, False, True) if header.strip() else []
     for i, param in enumerate(params):
         declared, _, default = param.partition("=")
         ident = re.findall(r"[A-Za-z_]\w*", declared)
@@ -3754,8 +3734,9 @@ def _namespace_scope(source):
     return " ".join(out)
 
 
-_IF_ZERO = re.compile(r"[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t\r]*$")
-_HAS_IF_ZERO = re.compile(r"(?m)^[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t\r]*$")
+_IF_ZERO_LINE = r"[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t\r]*$"
+_IF_ZERO = re.compile(_IF_ZERO_LINE)
+_HAS_IF_ZERO = re.compile("(?m)^" + _IF_ZERO_LINE)
 _CONDITIONAL = re.compile(r"[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b")
 
 
@@ -3969,7 +3950,7 @@ class _SourceStructs:
         if entry is None:
             return None
         body, align, header = entry
-        args = [a.strip() for a in _template_items(m["args"])] if m["args"].strip() else []
+        args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
         key = f"{tname}<{', '.join(args)}>"
         if key not in self.layouts:
             self.layouts[key] = None        # (one that contains itself has no layout)
