@@ -2042,12 +2042,12 @@ cdef class Signature:
         # literals hold (a "typedef int real;" in a string declares nothing).
         code = _without_comments(source, True, True)
         aliases = _source_aliases(code)
-        if len({spaces for _, _, spaces in decls}) > 1:
+        if len({spaces for _, _, spaces, _ in decls}) > 1:
             # Kernels of one name in several namespaces, the name not saying which: their
             # names and defaults may differ, so take the PTX's own types (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        decls = [(_substitute_aliases(d, aliases), d, is_definition)
-                 for d, is_definition, _ in decls]
+        decls = [(_substitute_aliases(d, aliases), d, is_definition, special)
+                 for d, is_definition, _, special in decls]
         structs = _SourceStructs(code, aliases)
         groups = {}
         for d in decls:
@@ -2061,9 +2061,9 @@ cdef class Signature:
             if len(fitting) != 1:
                 return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
             decls = fitting[0]
-        # The names are the definition's (a prototype may leave them out, or use others).
-        decl, written = next(((d, w) for d, w, is_definition in decls if is_definition),
-                             decls[0][:2])
+        # The names are the definition's (a prototype may leave them out, or use others), and
+        # an explicit specialization's before the template's: it is the code compiled.
+        decl, written = max(decls, key=lambda d: (d[3], d[2]))[:2]
         if _DIRECTIVE_LINE.search(written):
             # `#if` inside the parameter list: which parameters the compiler saw depends on
             # macros kernarg does not evaluate, so the PTX's layout it is (names unknown).
@@ -2094,7 +2094,7 @@ cdef class Signature:
             _struct_initials(specs, declared, evaluate, kernel_name)
         cdef Signature sig = cls.__new__(cls)
         sig._build(specs, names)
-        pieces = _declared_defaults([w for _, w, _ in decls], len(specs))
+        pieces = _declared_defaults([d[1] for d in decls], len(specs))
         texts = [None if p is None else _default_text(p) for p in pieces]
         evaluated = None
         if evaluate is not None:
@@ -3507,32 +3507,15 @@ def _substitute_template_args(decl, header, args):
     unnamed); None where the arguments cannot be matched to the parameters (a pack not last,
     more arguments than parameters), as the compiler, which took them, matched them by rules
     (deduction) kernarg does not follow."""
-    mapping, packs = {}, {}
+    bound = _bind_template_args(header, args)
+    if bound is None:
+        return None
+    mapping, packs = bound[1], bound[2]
 
     def substituted(text, pack=None, arg=None):
         return re.sub(r"\b[A-Za-z_]\w*\b",
                       lambda m: arg if m.group(0) == pack else mapping.get(m.group(0), m.group(0)),
                       text)
-
-    params = _items(header, False, True) if header.strip() else []
-    for i, param in enumerate(params):
-        declared, _, default = param.partition("=")
-        ident = re.findall(r"[A-Za-z_]\w*", declared)
-        if "..." in declared:           # a template parameter pack: the rest of the arguments
-            if i != len(params) - 1:
-                return None
-            if len(ident) >= 2:
-                packs[ident[-1]] = args[i:]
-            args = args[:i]
-            continue
-        if len(ident) < 2:     # 'typename' alone: an unnamed parameter
-            continue
-        if i < len(args):
-            mapping[ident[-1]] = args[i]
-        elif default.strip():       # which may name the parameters before it: U = T
-            mapping[ident[-1]] = substituted(default.strip())
-    if len(args) > len(params) - bool(packs):
-        return None
 
     if not packs or "..." not in decl:
         return substituted(decl)
@@ -3549,6 +3532,48 @@ def _substitute_template_args(decl, header, args):
             return None
         pieces += [substituted(pattern, named[0], arg) for arg in packs[named[0]]]
     return ", ".join(pieces)
+
+
+# The last word of a template parameter that has no name (`typename`, `unsigned int`).
+_UNNAMED_TEMPLATE_PARAMETER = frozenset((
+    "typename", "class", "auto", "bool", "char", "short", "int", "long", "unsigned", "signed",
+    "size_t"))
+
+
+def _bind_template_args(header, args):
+    """A template's parameter list ``header`` bound to the arguments ``args``: ``(every
+    argument in order, its defaults filled in, {parameter name: argument}, {parameter pack's
+    name: its arguments})``, or None where they cannot be matched (see
+    _substitute_template_args)."""
+    mapping, packs, full = {}, {}, []
+
+    def substituted(text):
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: mapping.get(m.group(0), m.group(0)), text)
+
+    params = _items(header, False, True) if header.strip() else []
+    for i, param in enumerate(params):
+        declared, _, default = param.partition("=")
+        ident = re.findall(r"[A-Za-z_]\w*", declared)
+        if "..." in declared:           # a template parameter pack: the rest of the arguments
+            if i != len(params) - 1:
+                return None
+            if len(ident) >= 2:
+                packs[ident[-1]] = args[i:]
+            full += args[i:]
+            args = args[:i]
+            continue
+        if i < len(args):
+            arg = args[i]
+        elif default.strip():       # which may name the parameters before it: U = T
+            arg = substituted(default.strip())
+        else:
+            arg = None              # deduced from the function's arguments
+        full.append(arg)
+        if len(ident) >= 2 and ident[-1] not in _UNNAMED_TEMPLATE_PARAMETER and arg is not None:
+            mapping[ident[-1]] = arg
+    if len(args) > len(params) - bool(packs):
+        return None
+    return full, mapping, packs
 
 
 cdef Signature _new_signature(type cls, list specs, list names):
@@ -4228,9 +4253,14 @@ def _kernel_declarations(str plain, str kernel_name):
     that namespace, where there are any."""
     name = _split_kernel_name(kernel_name)[0]
     out = []
-    # The declaration does not run into another `__global__` (quadratic in their number).
-    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?\b" + re.escape(name) + r"\s*\(",
-                         plain):
+    # The declaration does not run into another `__global__` (quadratic in their number). The
+    # name may be followed by template arguments (group 'args'): an explicit specialization's
+    # or instantiation's (`template <> __global__ void k<double>(double y)`).
+    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?\b" + re.escape(name)
+                         + r"\s*(?P<args><[^;{}]*?>)?\s*\(", plain):
+        if m["args"] is not None and _closing_angle(plain, m.start("args") + 1) != \
+                m.end("args") - 1:
+            continue
         j = _closing(plain, m.end(), "(", ")")
         if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
@@ -4253,21 +4283,57 @@ def _find_declarations(source, kernel_name):
     namespaces it is in; for a template instantiation (``'saxpy<float>'``), with the
     template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
-    out = []
+    out, deduced = [], []
     blanked = _without_comments(source, True, True)
-    for m, j, spaces in _kernel_declarations(blanked, kernel_name):
+    found = [(m, j, spaces, _template_header(source, blanked, m.start()))
+             for m, j, spaces in _kernel_declarations(blanked, kernel_name)]
+    # The template's own parameter list, to fill in the default arguments that one list of
+    # template arguments gives and another leaves out (k<double> is k<double, 2>).
+    primary = next((h for _, _, _, h in found if h is not None and h.strip()), None)
+    for m, j, spaces, header in found:
         decl = source[m.end():j]
-        if args is not None:
-            header = _template_header(source, blanked, m.start())
-            if header is not None:
-                decl = _substitute_template_args(decl, header, args)
-                if decl is None:
-                    raise LookupError(f"{kernel_name}: cannot match the template arguments to "
-                                      "the template's parameters")
-        out.append((decl, _BODY.match(source, j + 1) is not None, spaces))
+        special = header is not None and not header.strip()     # `template <>`
+        if m["args"] is not None:
+            # An explicit specialization (`template <> ... k<double>(`) or instantiation
+            # (`template ... k<float>(float, int);`): its parameter list is the kernel's only
+            # where its template arguments are the ones asked for.
+            if args is None or not _same_template_args(
+                    primary, [a.strip() for a in _items(m["args"][1:-1], False, True)], args):
+                continue
+        elif special:
+            # `template <> __global__ void k(double y)`: a specialization whose arguments the
+            # compiler deduces from its parameter types; it is this kernel's where its types
+            # are those the template has with the arguments asked for (checked below).
+            if args is None:
+                continue
+            deduced.append(len(out))
+        elif args is not None and header is not None:
+            decl = _substitute_template_args(decl, header, args)
+            if decl is None:
+                raise LookupError(f"{kernel_name}: cannot match the template arguments to "
+                                  "the template's parameters")
+        out.append((decl, _BODY.match(source, j + 1) is not None, spaces, special))
+    if deduced:
+        general = {_declared_types(d[0]) for i, d in enumerate(out) if i not in deduced}
+        out = [d for i, d in enumerate(out)
+               if i not in deduced or not general or _declared_types(d[0]) in general]
     if not out:
         raise LookupError(f"no __global__ declaration of {name!r} in the source")
     return out
+
+
+def _same_template_args(header, first, second):
+    """Whether two lists of template arguments (``['double']``, ``['double', '2']``) are, as
+    written, the same, once the defaults of the template parameter list ``header`` (None where
+    unknown) fill in the ones either leaves out; spaces that do not separate words do not
+    count."""
+    def normalized(args):
+        if header is not None:
+            bound = _bind_template_args(header, args)
+            if bound is not None and None not in bound[0]:
+                args = bound[0]
+        return [re.sub(r"\s*([^\w\s])\s*", r"\1", " ".join(a.split())) for a in args]
+    return normalized(first) == normalized(second)
 
 
 def _declared_types(decl):

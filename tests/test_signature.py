@@ -1176,6 +1176,40 @@ def test_variadic_template_kernels_expand_their_parameter_packs(name, types, nam
             sig.pack((1, None, CAIObject(cai(0x1000, typestr="<f4"))))
 
 
+SPECIALIZED_SOURCE = r"""
+template <typename T, int N = 2> __global__ void k(T x, int n = 4 * N) {}
+template <> __global__ void k<double>(double y, int count) {}
+template <> __global__ void k< double , 3 >(double z, int c3) {}
+template <> __global__ void k(char c, int m) {}
+template __global__ void k<float>(float, int);
+template __global__ void k<short, 5>(short, int);
+"""
+
+
+@pytest.mark.parametrize("name, names, default", [
+    ("k<float>", ("x", "n"), 8),            # the template's, not its explicit instantiation's
+    ("k<double>", ("y", "count"), 8),       # the specialization's names, the template's default
+    ("k<double, 2>", ("y", "count"), 8),    # the same kernel: N's default filled in
+    ("k<double,3>", ("z", "c3"), 12),
+    ("k<char>", ("c", "m"), 8),             # template <> ... k(char c, int m): deduced
+    ("k<short, 5>", ("x", "n"), 20),
+    ("k<int>", ("x", "n"), 8),
+])
+def test_explicit_specializations_are_the_kernels_they_specialize(name, names, default):
+    # An explicit specialization is the code the compiler compiles for its arguments: its
+    # parameter names are the kernel's, and the template's default arguments still apply (C++
+    # lets no specialization give its own). Before, `k<double>(` was not read as a declaration
+    # (the template's names were taken), and `template <>` without arguments was a LookupError
+    # that cost every instantiation its names, types and defaults (the PTX's '.u32, .u32').
+    sig = kernarg.Signature.from_source(SPECIALIZED_SOURCE, name)
+    assert sig.names == names
+    assert sig.defaults == {1: default}
+    from kernarg._signature import compile_kernel
+
+    ptx, entry, _ = compile_kernel(SPECIALIZED_SOURCE, name)
+    assert (sig.offsets, sig.sizes) == layout(parse_params(ptx, entry))[:2]
+
+
 TEMPLATE_DEFAULTS = r"""
 template <typename A, typename B> struct S {};
 template <typename T, int N = (3 > 2), typename U = short> __global__ void cmp(T x, U n) {}
@@ -1185,6 +1219,7 @@ __global__ void nested(U n, W w) {}
 template <int N, typename U> __global__ void value(U n) {}
 template <char C = '>', typename U = short> __global__ void quote(U n) {}
 template <int N = 1'000, typename U = short> __global__ void digits(U n) {}
+template <unsigned int, typename T = float> __global__ void unnamed(int x, T y) {}
 """
 
 
@@ -1197,6 +1232,9 @@ template <int N = 1'000, typename U = short> __global__ void digits(U n) {}
     ("value<',', double>", ("double",)),
     ("quote<>", ("short",)),
     ("digits<>", ("short",)),
+    # An unnamed `unsigned int` parameter: before, its `int` was taken for its name, and
+    # replaced by the argument (`3 x`, the PTX's .u32 unnamed).
+    ("unnamed<3>", ("int", "float")),
 ])
 def test_template_parameter_lists_are_read_as_cxx_reads_them(name, types):
     # In a template's parameter list and arguments, < and > are brackets, defaults included,
