@@ -1488,11 +1488,48 @@ def _evaluator(str source, options, arch, headers):
     return source, compile
 
 
+def _evaluate_line(i, str type_text, text, bint wrapped):
+    """The line of _evaluate_defaults that has the compiler evaluate ``text`` (None: the
+    type's value-initialized ``T{}``) as a ``type_text`` into the PTX variable numbered ``i``.
+    ``wrapped``: T{} through a constexpr wrapper. NVRTC (13.5) emits `const W w = {};` with
+    only the first row of a member `P g[2][2]` of structs with default member initializers,
+    the others zero, where its constant evaluator gives every element, as C++ does. The
+    wrapper takes arrays too, but is copied: a type whose copy is not constexpr (__half2's is
+    user-provided) is refused, and evaluated unwrapped where the bug cannot touch it."""
+    using = f"using __kernarg_type_{i} = {type_text}; "
+    if text is not None or not wrapped:
+        return (using + f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
+                f"{'{}' if text is None else text};")
+    return (using + f"struct __kernarg_value_type_{i} {{ __kernarg_type_{i} v; }}; "
+            f"constexpr __kernarg_value_type_{i} __kernarg_value_{i}{{}}; "
+            f'extern "C" __device__ const __kernarg_value_type_{i} {_EVAL_NAME}{i} = '
+            f"__kernarg_value_{i};")
+
+
+def _has_struct_grid(dt):
+    """Whether struct dtype ``dt`` holds, at any depth, an array of two dimensions or more of
+    structs with default member initializers: what NVRTC's unwrapped T{} gets wrong (see
+    _evaluate_line)."""
+    for name in dt.names:
+        field = dt.fields[name][0]
+        base = field.subdtype[0] if field.subdtype is not None else field
+        if base.fields is None:
+            continue
+        if field.subdtype is not None and len(field.subdtype[1]) > 1 and \
+                (base.metadata or {}).get("defaulted"):
+            return True
+        if _has_struct_grid(base):
+            return True
+    return False
+
+
 def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
     """``{parameter index: value}`` of the default arguments ``wanted`` (``{index: (declared
-    type, default as written, _Spec)}``) as the compiler evaluates them in ``source``, where
-    the kernel is declared; ``compile(text)`` compiles a text as ``source`` was and gives its
-    PTX. Defaults the compiler refuses (not constant expressions) are left out."""
+    type, default as written, _Spec)}``, or ``(declared type, None, _Spec, whether it may be
+    evaluated unwrapped)`` for the type's T{}: see _evaluate_line) as the compiler evaluates
+    them in ``source``, where the kernel is declared; ``compile(text)`` compiles a text as
+    ``source`` was and gives its PTX. Defaults the compiler refuses (not constant expressions)
+    are left out."""
     from kernarg._nvrtc import NvrtcError
 
     at = _declarations_end(source, kernel_name)
@@ -1502,10 +1539,10 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
         at = len(source)        # declared in a header: evaluated at the end, in global scope
     resume = source.count("\n", 0, at) + 1
     order = sorted(wanted)
+    unwrapped = set()
     while order:
-        lines = [f"using __kernarg_type_{i} = {wanted[i][0]}; "
-                 f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
-                 f"{wanted[i][1]};" for i in order]
+        lines = [_evaluate_line(i, wanted[i][0], wanted[i][1], i not in unwrapped)
+                 for i in order]
         # Diagnostics of these lines name _EVAL_FILE; the source's lines after them keep
         # their numbers and compile_program's file name.
         text = (f'{source[:at]}\n#line 1 "{_EVAL_FILE}"\n' + "\n".join(lines) +
@@ -1516,9 +1553,13 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
             # Drop the lines the compiler refused, and try the others again.
             bad = {int(line) for line in
                    re.findall(re.escape(_EVAL_FILE) + r"\((\d+)\): error", exc.log)}
-            keep = [i for k, i in enumerate(order, 1) if k not in bad]
-            if not bad or len(keep) == len(order):
+            # A T{} refused wrapped is tried unwrapped, where that is right.
+            retry = {i for k, i in enumerate(order, 1) if k in bad and wanted[i][1] is None
+                     and i not in unwrapped and wanted[i][3]}
+            keep = [i for k, i in enumerate(order, 1) if k not in bad or i in retry]
+            if not bad or (len(keep) == len(order) and not retry):
                 return {}       # refused for a reason outside these lines
+            unwrapped |= retry
             order = keep
             continue
         out = {}
@@ -1538,18 +1579,86 @@ def _struct_initials(list specs, list declared, evaluate, str kernel_name):
     compiler evaluates them (``evaluate``: _evaluator's), as its record's "initial": a dict
     that leaves such fields out then packs what C++'s ``T{.b = 3}`` does. Where the compiler
     does not evaluate it, a dict must give those fields (see _put_record)."""
-    wanted = {}
+    wanted, nested = {}, {}
     for i, spec in enumerate(specs):
         record = spec.record if spec.code == C_STRUCT else None
         if record is not None and (record.metadata or {}).get("defaulted"):
-            wanted[i] = (_declared_type(declared[i]), "{}", spec)
+            type_text = _declared_type(declared[i])
+            wanted[i] = (type_text, None, spec, not _has_struct_grid(record))
+            # The structs inside it with defaults of their own, each type once: a dict that
+            # gives such a field in part (C++'s R{.p = {.b = 3}}) takes the field's own type's
+            # P{}, not what R's T{} holds there (R may initialize p otherwise: P p = {9, 9}).
+            # The compiler names the type: decltype(((R*)0)->p), a member's declared type.
+            for base, member, whole in _nested_defaulted(record, ""):
+                if id(base) not in nested:
+                    k = len(specs) + len(nested)
+                    nested[id(base)] = k
+                    # (Unwrapped, an array's later rows may be wrong; its first element,
+                    # the one taken, is right where the element's own type holds no grid.)
+                    wanted[k] = (f"decltype(static_cast<{type_text}*>(nullptr)->{member})",
+                                 None, _Spec(C_STRUCT, whole.itemsize, 1, member),
+                                 not _has_struct_grid(base))
     if not wanted:
         return
-    for i, data in _evaluate_defaults(evaluate[0], kernel_name, wanted, evaluate[1]).items():
-        spec = specs[i]
-        if isinstance(data, bytes) and len(data) == spec.record.itemsize:
-            spec.record = np.dtype(spec.record, metadata={**spec.record.metadata,
-                                                          "initial": data})
+    values = _evaluate_defaults(evaluate[0], kernel_name, wanted, evaluate[1])
+    initials = {}
+    for key, k in nested.items():
+        data = values.get(k)
+        if isinstance(data, bytes):     # an array of them (P ps[3]) is that many P{}s
+            initials[key] = data
+    memo = {}
+    for i, spec in enumerate(specs):
+        if i not in wanted:
+            continue
+        record = _with_initials(spec.record, initials, memo)
+        data = values.get(i)
+        if isinstance(data, bytes) and len(data) == record.itemsize:
+            record = np.dtype(record, metadata={**record.metadata, "initial": data})
+        spec.record = record
+
+
+def _nested_defaulted(record, str path):
+    """Each struct field inside ``record`` (at any depth, in arrays too) whose type has
+    fields with default member initializers: ``(its struct dtype, the C++ member access that
+    names it from the outermost struct, the field's dtype: the struct or an array of it)``."""
+    for name in record.names:
+        whole = record.fields[name][0]
+        base = whole.subdtype[0] if whole.subdtype is not None else whole
+        if base.fields is None or not (base.metadata or {}).get("defaulted"):
+            continue
+        member = f"{path}.{name}" if path else name
+        yield base, member, whole
+        if whole.subdtype is not None:
+            member += "[0]" * len(whole.subdtype[1])
+        yield from _nested_defaulted(base, member)
+
+
+def _with_initials(dt, dict initials, dict memo):
+    """``dt`` with each struct inside it (at any depth) whose dtype's id is in ``initials``
+    given those bytes, its value-initialized T{}, as its "initial" metadata (see _put_initial);
+    ``initials`` holds the bytes the compiler evaluated for the struct's type, which are an
+    array's where the member was one (its first element's bytes are taken)."""
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        new = _with_initials(base, initials, memo)
+        return dt if new is base else np.dtype((new, shape))
+    if dt.fields is None:
+        return dt
+    if id(dt) in memo:
+        return memo[id(dt)]
+    formats = [_with_initials(dt.fields[name][0], initials, memo) for name in dt.names]
+    metadata = dict(dt.metadata or {})
+    data = initials.get(id(dt))
+    if data is not None and len(data) >= dt.itemsize and len(data) % dt.itemsize == 0:
+        metadata["initial"] = data[:dt.itemsize]
+    new = dt
+    if "initial" in metadata or any(f is not dt.fields[name][0]
+                                    for f, name in zip(formats, dt.names)):
+        new = np.dtype({"names": list(dt.names), "formats": formats,
+                        "offsets": [dt.fields[name][1] for name in dt.names],
+                        "itemsize": dt.itemsize}, metadata=metadata)
+    memo[id(dt)] = new
+    return new
 
 
 _CTYPES_SCALARS = {
@@ -2892,8 +3001,8 @@ cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* 
         raise TypeError(
             f"{_param_name(sig, i)}: {what} leaves out field{'s' if several else ''} "
             f"{', '.join(missing)}, whose default member initializer{'s' if several else ''} "
-            "kernarg has no value for (from_source has the compiler evaluate a parameter's "
-            "struct, where it is a constant expression; not a struct inside one): give "
+            "kernarg has no value for (from_source has the compiler evaluate a struct's "
+            "T{}, where it is a constant expression): give "
             + ("them" if several else "it"))
     return 0
 

@@ -1277,16 +1277,24 @@ extern "C" __global__ void k(P p, R r, D d) {}
         'struct Q { float a; int b; };\nextern "C" __global__ void q(Q x) {}', "q")
     assert "defaulted" not in plain.records[0].metadata
     assert bytes(plain.pack(({"b": 3},))) == struct.pack("<fi", 0, 3)
-    # An initializer that is no constant expression (D's a), and a struct inside another that
-    # a dict gives in part (R's p: its own defaults are not evaluated apart from R's): the
-    # field must be given, never packed as zero.
+    # An initializer that is no constant expression (D's a): the field must be given, never
+    # packed as zero, in a parameter or in a struct inside one.
     with pytest.raises(TypeError, match=r"parameter 2 \('d'\): a struct \(D\) leaves out "
                                         r"field a, whose default member initializer"):
         sig.pack(({}, {}, {"b": 1}))
-    with pytest.raises(TypeError, match=r"'r'\): field p leaves out fields a, b, v, c"):
-        sig.pack(({}, {"p": {"z": 1}}, d))
+    with pytest.raises(TypeError, match=r"'d'\): a struct \(D\) leaves out field a"):
+        sig.pack(({}, {}, {"b": 1}))
+    # A struct inside another, given in part, takes its own type's P{} (before session 60:
+    # refused, "field p leaves out fields a, b, v, c").
+    assert bytes(sig.pack(({}, {"p": {"z": 1}}, d)))[len(p_default):][:len(p_default)] == \
+        p_default[:-4] + struct.pack("<i", 1)
     whole = {"a": 1.0, "b": 1, "v": (0, 0), "c": 0, "z": 2}
     assert bytes(sig.pack(({}, {"p": whole}, d)))[len(p_default):][:4] == struct.pack("<f", 1)
+    nested_d = kernarg.Signature.from_source(
+        src.replace("void k(P p, R r, D d)", "void k(P p, R r, D d, E e)").replace(
+            'extern "C"', "struct E { D d; int c = 1; };\nextern \"C\""), "k")
+    with pytest.raises(TypeError, match=r"'e'\): field d leaves out field a, whose default"):
+        nested_d.pack(({}, {}, d, {"d": {"b": 1}, "c": 1}))
     # The initial bytes travel with the signature (its records) through pickle.
     again = pickle.loads(pickle.dumps(sig))
     assert bytes(again.pack(({}, {}, d))) == bytes(sig.pack(({}, {}, d)))
@@ -1297,6 +1305,79 @@ extern "C" __global__ void k(P p, R r, D d) {}
                        "itemsize": 8}, metadata={"defaulted": ("a",), "initial": initial})
         with pytest.raises(TypeError, match="leaves out field a, whose default member"):
             kernarg.Signature([dt]).pack(({"b": 1},))
+
+
+NESTED_DEFAULTS_SOURCE = """
+struct P { float a = 1.5f; int b; short c[2] = {3, 4}; };
+struct R { P p = {9.0f, 9, {8, 8}}; P ps[2]; int c = 7; P q; };
+namespace n { struct W { P grid[2][2]; char tag = 'w'; }; }
+struct Q { R r; int z = -2; P p{2.5f, 1}; n::W w; };
+extern "C" __global__ void k(R r, const Q q) {}
+"""
+
+
+def _random_part(rng, dt):
+    """A random value a dict may give for struct dtype ``dt``: some of its fields, structs
+    inside it given in part, as nested dicts (in arrays: lists of them)."""
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        inner = base if len(shape) == 1 else np.dtype((base, shape[1:]))
+        return [_random_part(rng, inner) for _ in range(shape[0])]
+    if dt.fields is None:
+        return rng.randint(-50, 50)
+    return {name: _random_part(rng, dt.fields[name][0]) for name in dt.names
+            if rng.random() < 0.5}
+
+
+def _designated(value):
+    """C++20's initializer for ``value`` (_random_part's): {.a = 1, .p = {.b = 2}}."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f".{k} = {_designated(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "{" + ", ".join(_designated(v) for v in value) + "}"
+    return str(value)
+
+
+def test_structs_given_in_part_at_any_depth_pack_what_cxx_designated_initializers_give():
+    # Differential: each random dict (fields left out at every depth, structs inside structs
+    # and in arrays of them given in part) packs the bytes NVRTC gives its C++20 designated
+    # initializer: R{.p = {.b = 3}} gives p.a P's own default (1.5), not R's initializer for
+    # p (9), and a field left out whole takes the enclosing struct's initializer.
+    from kernarg._signature import _ptx_constant
+
+    sig = kernarg.Signature.from_source(NESTED_DEFAULTS_SOURCE, "k")
+    rng = random.Random(60)
+    values = [[_random_part(rng, sig.records[i]) for i in range(2)] for _ in range(24)]
+    # (Through a constexpr copy: NVRTC 13.5 emits `const Q q = Q{...};` with only the first
+    # row of W's `P grid[2][2]` initialized, the rest zero; its constant evaluator is right.)
+    wanted = "".join(
+        f"constexpr {t} value_{j}_{i} = {t}{_designated(v[i])}; "
+        f'extern "C" __device__ const {t} want_{j}_{i} = value_{j}_{i};\n'
+        for j, v in enumerate(values) for i, t in enumerate(("R", "Q")))
+    ptx = compile_to_ptx(NESTED_DEFAULTS_SOURCE + wanted, options=("--std=c++20",))
+    for j, v in enumerate(values):
+        block = bytes(sig.pack(tuple(v)))
+        for i in range(2):
+            size = sig.records[i].itemsize
+            assert block[sig.offsets[i]:sig.offsets[i] + size] == \
+                _ptx_constant(ptx, f"want_{j}_{i}"), (i, v[i])
+    # Every element of the grid is P{}'s (a = 1.5), as a host compiler has it: before, kernarg
+    # took NVRTC's `const Q x = {};`, whose grid[1][*] are zeros, for Q's defaults.
+    grid = sig.records[1].fields["w"][1]
+    q = bytes(sig.pack(({}, {})))[sig.offsets[1]:]
+    assert [struct.unpack_from("<f", q, grid + 12 * e)[0] for e in range(4)] == [1.5] * 4
+    # Where the compiler evaluates that only unwrapped (__half2's copy is not constexpr), the
+    # struct's defaults are unknown: a dict that leaves them out is refused, not misread.
+    half = kernarg.Signature.from_source(
+        "#include <cuda_fp16.h>\n" + NESTED_DEFAULTS_SOURCE.replace(
+            "char tag = 'w';", "char tag = 'w'; __half2 h;"), "k")
+    given = {"r": {}, "z": 1, "p": {}, "w": ([[{}, {}], [{}, {}]], 0, (0, 0))}
+    q = bytes(half.pack(({"p": {}}, given)))[half.offsets[1]:]
+    assert [struct.unpack_from("<f", q, grid + 12 * e)[0] for e in range(4)] == [1.5] * 4
+    with pytest.raises(TypeError, match=r"'q'\): a struct \(Q\) leaves out fields r, z, p"):
+        half.pack(({}, {}))
+    with pytest.raises(TypeError, match=r"'q'\): field w leaves out fields grid, tag"):
+        half.pack(({}, {**given, "w": {"h": (0, 0)}}))
 
 
 def test_a_struct_templates_instantiation_is_laid_out_with_its_arguments():
