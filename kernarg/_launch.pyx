@@ -1551,12 +1551,14 @@ def _variable_symbol(image, str name):
     is ``name`` with its anonymous namespaces and NVRTC's _INTERNAL_ prefix left out; None
     where there is not exactly one, or the image cannot be read."""
     from kernarg._images import image_variable_names
-    from kernarg._signature import _nested_name
+    from kernarg._signature import _nested_name, _template_symbols
 
     if not isinstance(image, bytes):
         return None
     wanted = name.strip().removeprefix("::")
-    found = [v for v in image_variable_names(image) or () if _nested_name(v) == wanted]
+    found = _template_symbols(image_variable_names(image) or (), wanted)   # tv<float>
+    if found is None:
+        found = [v for v in image_variable_names(image) or () if _nested_name(v) == wanted]
     return found[0] if len(found) == 1 else None
 
 
@@ -1564,11 +1566,11 @@ def _variable_hint(image, str name):
     """``"; did you mean ..."`` naming the variables of ``image`` that ``name`` may have meant
     (_signature._did_you_mean), or ``""``."""
     from kernarg._images import image_variable_names
-    from kernarg._signature import _did_you_mean, _nested_name
+    from kernarg._signature import _cpp_name, _did_you_mean
 
     if not isinstance(image, bytes):
         return ""
-    return _did_you_mean(name, [_nested_name(v) or v for v in image_variable_names(image) or ()
+    return _did_you_mean(name, [_cpp_name(v) for v in image_variable_names(image) or ()
                                 if not v.startswith((".", "__"))])
 
 

@@ -1856,7 +1856,13 @@ def _nested_name(entry):
 
 def _cpp_name(entry):
     """The name C++ code gives the kernel whose entry (or symbol) is ``entry``: ``ns::f`` for
-    `_ZN2ns1fEf`, ``f`` for `_Z1fPf`, else the entry itself."""
+    `_ZN2ns1fEf`, ``f`` for `_Z1fPf`, ``axpy<float, 4>`` for `_Z4axpyIfLi4EEvPT_`, else the
+    entry itself."""
+    from kernarg._demangle import cxx_name
+
+    named = cxx_name(entry)
+    if named != entry:
+        return named
     nested = _nested_name(entry)
     if nested is not None:
         return nested
@@ -1869,6 +1875,12 @@ def _cpp_name(entry):
     return entry
 
 
+def _own_name(str name):
+    """A qualified C++ name's last part, without its template arguments (``'ns::f<a::b>'``:
+    ``'f'``)."""
+    return split_template_name(name)[0].rpartition("::")[2]
+
+
 def _did_you_mean(str name, names):
     """``"; did you mean ..."`` naming what ``name`` may have meant among ``names`` (C++ names
     of kernels or variables): those of that own name in a namespace; else the closest by
@@ -1877,22 +1889,63 @@ def _did_you_mean(str name, names):
 
     wanted = name.strip().removeprefix("::").strip()
     names = sorted(set(names))
-    close = [n for n in names if n != wanted and n.rpartition("::")[2] == wanted]
+    close = [n for n in names if n != wanted and _own_name(n) == wanted]
+    if not close and split_template_name(wanted)[1] is not None:
+        # An instantiation that is not there: those of that template that are.
+        template = split_template_name(wanted)[0]
+        close = [n for n in names if split_template_name(n)[0] == template][:6]
     if not close:
         close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.75)
         close += [n for n in names if n.lower() == wanted.lower() and n not in close]
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
+def _template_symbols(symbols, str name):
+    """The symbols among ``symbols`` (mangled names) of template instantiation ``name``
+    (``'ns::axpy<float, 4>'``, as C++ names it: _demangle reads the symbols), or None where
+    ``name`` is not a qualified name with template arguments. Those whose arguments are the
+    ones given, else those that begin with them: ``axpy<float>`` is ``axpy<float, 4, int>``
+    where the template's defaults fill in the rest, which only the source says."""
+    from kernarg._demangle import demangle, template_key
+
+    qualified, args = split_template_name(name)
+    parts = [part.strip() for part in qualified.removeprefix("::").split("::")]
+    if args is None or not all(re.fullmatch(r"[A-Za-z_]\w*", part) for part in parts):
+        return None
+    qualified = "::".join(parts)
+    keys = [template_key(a) for a in args]
+    exact, longer = [], []
+    for symbol in symbols:
+        found = demangle(symbol)
+        if found is None or found[1] is None or found[0] != qualified:
+            continue
+        theirs = [template_key(a) for a in found[1]]
+        if theirs == keys:
+            exact.append(symbol)
+        elif theirs[:len(keys)] == keys:
+            longer.append(symbol)
+    return exact or longer
+
+
 def ptx_entry_name(entries, str name, str where="the PTX"):
     """The ``.entry`` among ``entries`` (the names a PTX module defines; a cubin's symbols) for
     kernel ``name``: itself, or the C++ mangled form of a kernel of that name, in the global
     namespace (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`), an anonymous one, or another (`ns::f`:
-    `_ZN2ns1fE...`, `_ZN2ns4axpyIfEE...`). LookupError, naming ``where`` and listing the
-    entries, where there is none or more than one (overloads and template instantiations:
-    name the entry itself)."""
+    `_ZN2ns1fE...`, `_ZN2ns4axpyIfEE...`); a template instantiation as C++ names it
+    (``'ns::axpy<float>'``: see _template_symbols). LookupError, naming ``where`` and listing
+    the entries, where there is none or more than one (overloads, and instantiations the
+    arguments given do not tell apart: name the entry itself)."""
     if name in entries:
         return name
+    found = _template_symbols(entries, name)
+    if found is not None:
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise LookupError(
+                f"kernel {name!r} can be any of {len(found)} kernels in {where} "
+                f"({', '.join(sorted(map(_cpp_name, found)))}): give each template argument, "
+                f"or name the .entry itself ({', '.join(sorted(found))})")
     parts = [part.strip() for part in name.strip().removeprefix("::").split("::")]
     if all(re.fullmatch(r"[A-Za-z_]\w*", part) for part in parts):
         qualified = "::".join(parts)
@@ -1902,8 +1955,12 @@ def ptx_entry_name(entries, str name, str where="the PTX"):
         if len(mangled) == 1:
             return mangled[0]
         if mangled:
-            raise LookupError(f"kernel {name!r} is overloaded in {where} ({sorted(mangled)}): "
-                              "name the .entry itself")
+            named = sorted({_cpp_name(e) for e in mangled})
+            raise LookupError(
+                f"kernel {name!r} is overloaded in {where} ({sorted(mangled)}): name the "
+                ".entry itself" + (f", or the instantiation ({', '.join(named)})"
+                                   if len(named) == len(mangled) and all(
+                                       "<" in n for n in named) else ""))
     hint = _did_you_mean(name, map(_cpp_name, entries))
     raise LookupError(f"kernel {name!r} not found in {where} (entries: {sorted(entries)})"
                       f"{hint}")
@@ -3553,13 +3610,20 @@ def compile_kernel(source, kernel_name, options=(), arch=None, headers=None):
 def _split_kernel_name(kernel_name):
     """``'ns::saxpy<float, 4>'`` -> ``('saxpy', ['float', '4'])``; ``'saxpy'`` -> ``('saxpy',
     None)``: the function's own name and its template arguments, if any."""
-    name, args = kernel_name.strip(), None
+    name, args = split_template_name(kernel_name)
+    return name.rpartition("::")[2].strip(), args
+
+
+def split_template_name(name):
+    """``'ns::saxpy<float, 4>'`` -> ``('ns::saxpy', ['float', '4'])``; ``'ns::f'`` ->
+    ``('ns::f', None)``: a qualified name and its template arguments as written."""
+    name, args = name.strip(), None
     start = name.find("<")
     if start > 0 and name.endswith(">"):
         inner = name[start + 1:-1]
         args = [a.strip() for a in _items(inner, False, True)] if inner.strip() else []
         name = name[:start].strip()
-    return name.rpartition("::")[2].strip(), args
+    return name, args
 
 
 def _closing(text, start, opening, closing):

@@ -177,7 +177,7 @@ def test_from_ptx_finds_kernels_in_namespaces_by_their_qualified_names():
     ptx = compile_ptx("namespace ns { template <class T> __global__ void axpy(T* x, T a) {}\n"
                       "template __global__ void axpy<float>(float*, float); }\n")
     assert kernarg.Signature.from_ptx(ptx, "ns::axpy").sizes == (8, 4)
-    with pytest.raises(LookupError, match=r"did you mean 'ns::axpy'\?$"):
+    with pytest.raises(LookupError, match=r"did you mean 'ns::axpy<float>'\?$"):
         kernarg.Signature.from_ptx(ptx, "axpy")
 
 
