@@ -52,9 +52,24 @@ class _Literal(int):
     __repr__ = __str__
 
 
+# The most characters the names and types met while reading one symbol may add up to. Each
+# prefix of a nested name is one (the ABI's substitution candidates), so a symbol of many parts
+# (`_ZN1a1a1a...E`) makes text quadratic in its length, and one that refers back to long names
+# many times more: past this it is read as unreadable. Real symbols, even of deep templates,
+# stay far below it.
+_BUDGET = 1 << 22
+
+
 class _Reader:
     def __init__(self, text):
-        self.s, self.i, self.subs = text, 0, []
+        self.s, self.i, self.subs, self.spent = text, 0, [], 0
+
+    def candidate(self, text):
+        """``text``, a name or type just read, as the next substitution candidate."""
+        self.spent += len(text)
+        if self.spent > _BUDGET:
+            raise _Unsupported(self.i)
+        self.subs.append(text)
 
     def peek(self, n=1):
         return self.s[self.i:self.i + n]
@@ -113,7 +128,7 @@ class _Reader:
         else:
             base = [self.source_name()]
         if self.peek() == "I":
-            self.subs.append(_joined(base))    # an unscoped template name is a candidate
+            self.candidate(_joined(base))      # an unscoped template name is a candidate
             return base, self.template_args()
         return base, None
 
@@ -142,7 +157,7 @@ class _Reader:
             else:
                 parts.append(self.source_name())
             if self.peek() != "E":              # a prefix (or template prefix): a candidate
-                self.subs.append(_joined(parts if args is None else parts[:-1] + [
+                self.candidate(_joined(parts if args is None else parts[:-1] + [
                     f"{parts[-1]}<{_args_text(args)}>"]))
         self.i += 1
         return parts, args
@@ -218,7 +233,7 @@ class _Reader:
             out = _joined(parts) + (f"<{_args_text(args)}>" if args is not None else "")
         else:
             raise _Unsupported(self.i)          # template parameters, functions, members
-        self.subs.append(out)
+        self.candidate(out)
         return out
 
 
@@ -245,6 +260,8 @@ def demangle(symbol: str):
     except (_Unsupported, ValueError, RecursionError):
         return None
     name = _joined(parts)
+    if args is not None and sum(len(str(a)) for a in args) > _BUDGET:
+        return None             # (one long type named again and again)
     return (name, args) if name else None
 
 

@@ -4,6 +4,7 @@ mangled symbol must read back as that template with those arguments, and be the 
 ``from_ptx`` and ``from_cubin`` find for the name as written."""
 import random
 
+import numpy as np
 import pytest
 
 import kernarg
@@ -124,6 +125,12 @@ def test_symbols_read_as_their_cxx_names(symbol, name, args):
     "saxpy", "_Z", "_Z4axp", "_Z4axpyI", "_Z4axpyIfLi4", "_Z3oneIS5_EvT_", "_ZN2nsE",
     "_Z3oneIXadL_Z1xEEEvv", "_Z3oneILf3f800000EEvv", "_ZZ4mainE1x", "_ZN1S3getEv" + "I" * 5000,
     "_Z3one" + "IN1a" * 3000, "_Z3oneI" + "P" * 5000 + "fEvv",
+    # Text quadratic in the symbol's length (each prefix of a nested name is a substitution
+    # candidate), or a long name referred back to again and again: the first, 400 kB long, was
+    # killed for memory (tens of GB) before the reader kept to a budget.
+    "_ZN" + "1a" * 200000 + "E",
+    "_Z1fIN1a" + "1b" * 3000 + "E" + f"S{np.base_repr(3000, 36)}_" * 100000 + "E",
+    "_Z1fI" + "P" * 900 + "i" + f"S{np.base_repr(899, 36)}_" * 20000 + "E",
 ])
 def test_what_cannot_be_read_is_none_never_an_error(symbol):
     # Cut short, unknown substitutions, expressions and float literals as arguments, local

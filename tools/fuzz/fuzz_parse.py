@@ -2,10 +2,10 @@
 the build): C parameter lists (``Signature(text)``), PTX entries (``Signature.from_ptx``) and
 kernel declarations in CUDA C++ source read against the PTX's layout (what
 ``Signature.from_source`` does after NVRTC, without NVRTC), and the lookup of a kernel's name
-among a module's entries, mangled or not. Any text must give a Signature whose
-layout is consistent, or a TypeError/ValueError/OverflowError/LookupError -- never another
-exception (an IndexError, a KeyError, a RecursionError...) or a crash; and it pickles as the
-same Signature.
+among a module's entries, mangled or not, and the reading of a mangled symbol's C++ name.
+Any text must give a Signature whose layout is consistent, or a TypeError/ValueError/
+OverflowError/LookupError -- never another exception (an IndexError, a KeyError, a
+RecursionError...) or a crash; and it pickles as the same Signature.
 
     python tools/fuzz/fuzz_parse.py [libFuzzer options, e.g. -max_total_time=600 corpus/]
 """
@@ -16,6 +16,7 @@ import atheris
 
 with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
+    from kernarg._demangle import cxx_name, demangle
     from kernarg._images import cubin_entry_names, image_variable_names
     from kernarg._signature import ptx_entry_name
 
@@ -63,6 +64,11 @@ def test_one_input(data):
         assert names is None or (names and all(isinstance(n, str) for n in names)), names
         names = image_variable_names(b"\x7fELF" + data[1:] if data[0] & 16 else data[1:])
         assert names is None or (names and all(isinstance(n, str) for n in names)), names
+        # The same text as a mangled symbol: its C++ name, or None.
+        found = demangle("_Z" + text)
+        assert found is None or (isinstance(found[0], str) and (
+            found[1] is None or all(isinstance(a, (str, int)) for a in found[1]))), found
+        assert isinstance(cxx_name("_Z" + text), str)
         name, _, rest = text.partition("\n")
         entries = rest.split()
         try:
