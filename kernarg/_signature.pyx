@@ -4429,7 +4429,10 @@ def _kernel_declarations(str plain, str kernel_name):
     # The declaration does not run into another `__global__` (quadratic in their number). The
     # name may be followed by template arguments (group 'args'): an explicit specialization's
     # or instantiation's (`template <> __global__ void k<double>(double y)`).
-    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?\b" + re.escape(name)
+    # A name qualified by namespaces (group 'qual': `__global__ void ns::k(int b) {}`, the
+    # definition of one declared in ns) is in them.
+    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?(?P<qual>(?:\b[A-Za-z_]\w*\s*::"
+                         r"\s*)*)\b" + re.escape(name)
                          + r"\s*(?P<args><[^;{}]*?>)?\s*\(", plain):
         if m["args"] is not None and _closing_angle(plain, m.start("args") + 1) != \
                 m.end("args") - 1:
@@ -4437,7 +4440,8 @@ def _kernel_declarations(str plain, str kernel_name):
         j = _closing(plain, m.end(), "(", ")")
         if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
-        out.append((m, j, _namespaces_at(plain, m.start())))
+        qualifier = tuple(re.findall(r"[A-Za-z_]\w*", m["qual"]))
+        out.append((m, j, _namespaces_at(plain, m.start()) + qualifier))
     qualified = kernel_name.split("<", 1)[0]
     if "::" in qualified:
         wanted = tuple(part.strip() for part in qualified.split("::")[:-1])

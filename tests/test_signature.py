@@ -1210,6 +1210,23 @@ def test_explicit_specializations_are_the_kernels_they_specialize(name, names, d
     assert (sig.offsets, sig.sizes) == layout(parse_params(ptx, entry))[:2]
 
 
+def test_a_kernel_defined_outside_its_namespace_is_read_in_it():
+    # `__global__ void ns::plain(int b) {}` defines the ns::plain declared in ns: its names are
+    # the kernel's. Before, the definition was read as one in the global namespace: ns::plain
+    # took the prototype's name, and an explicit specialization written so (ns::k<double>) the
+    # template's names.
+    src = """
+namespace ns { template <typename T> __global__ void k(T x, int n = 2) {}
+__global__ void plain(int a); }
+template <> __global__ void ns::k<double>(double y, int count) {}
+__global__ void ns::plain(int b) {}
+"""
+    assert kernarg.Signature.from_source(src, "ns::k<double>").names == ("y", "count")
+    assert kernarg.Signature.from_source(src, "ns::k<double>").defaults == {1: 2}
+    assert kernarg.Signature.from_source(src, "ns::k<float>").names == ("x", "n")
+    assert kernarg.Signature.from_source(src, "ns::plain").names == ("b",)
+
+
 TEMPLATE_DEFAULTS = r"""
 template <typename A, typename B> struct S {};
 template <typename T, int N = (3 > 2), typename U = short> __global__ void cmp(T x, U n) {}
