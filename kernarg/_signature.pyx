@@ -1500,8 +1500,8 @@ def _evaluate_line(i, str type_text, text, bint wrapped):
     if text is not None or not wrapped:
         return (using + f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
                 f"{'{}' if text is None else text};")
-    return (using + f"struct __kernarg_value_type_{i} {{ __kernarg_type_{i} v; }}; "
-            f"constexpr __kernarg_value_type_{i} __kernarg_value_{i}{{}}; "
+    return (using + f"struct __kernarg_value_type_{i} {{ __kernarg_type_{i} __kernarg_value; "
+            f"}}; constexpr __kernarg_value_type_{i} __kernarg_value_{i}{{}}; "
             f'extern "C" __device__ const __kernarg_value_type_{i} {_EVAL_NAME}{i} = '
             f"__kernarg_value_{i};")
 

@@ -1325,6 +1325,7 @@ extern "C" __global__ void k(P p, R r, D d) {}
 
 
 NESTED_DEFAULTS_SOURCE = """
+#define v 3     /* a macro named as a word kernarg's own evaluation might use */
 struct P { float a = 1.5f; int b; short c[2] = {3, 4}; };
 struct R { P p = {9.0f, 9, {8, 8}}; P ps[2]; int c = 7; P q; };
 namespace n { struct W { P grid[2][2]; char tag = 'w'; }; }
