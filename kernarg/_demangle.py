@@ -6,8 +6,9 @@ Only the name is read, not the function's parameter types after it: nested names
 template arguments (types, parameter packs, integer and bool literals) and the substitutions
 (``S_``, ``S0_``) they refer back to. A symbol outside that (operators, local names,
 expressions as template arguments, function types) is None: the caller then names the symbol
-itself. Names in an anonymous namespace, and NVRTC's ``_INTERNAL_`` prefix for internal linkage,
-are left out of the name, as C++ code leaves them out.
+itself. Names in an anonymous namespace, NVRTC's ``_INTERNAL_`` prefix for internal linkage,
+and the inline namespaces that version libcu++'s, libc++'s, CUB's and Thrust's ABI are left out
+of the name, as C++ code leaves them out.
 
 The arguments a user writes (``"axpy<const float *, 4u>"``) are compared with a symbol's through
 :func:`template_key`, which reads both in one form.
@@ -29,6 +30,10 @@ _D_BUILTINS = {"Dn": "decltype(nullptr)", "Dh": "__fp16", "Di": "char32_t", "Ds"
 _STD = {"St": "std", "Sa": "std::allocator", "Sb": "std::basic_string", "Ss": "std::string",
         "Si": "std::istream", "So": "std::ostream", "Sd": "std::iostream"}
 _HIDDEN = ("_GLOBAL__N", "_INTERNAL_")      # anonymous namespaces, internal linkage
+# Inline namespaces that version a library's ABI, which code leaves out as it names the library's
+# types: libcu++'s and libc++'s (`cuda::std::__4::complex`), CUB's and Thrust's
+# (`cub::CUB_200200_800_NS::`).
+_ABI_NAMESPACE = re.compile(r"__\d+|(?:CUB|THRUST|CCCL)_\d+(?:_\d+)*_NS")
 
 
 class _Unsupported(Exception):
@@ -238,7 +243,8 @@ class _Reader:
 
 
 def _joined(parts):
-    return "::".join(p for p in parts if not p.startswith(_HIDDEN))
+    return "::".join(p for p in parts
+                     if not p.startswith(_HIDDEN) and not _ABI_NAMESPACE.fullmatch(p))
 
 
 def _args_text(args):

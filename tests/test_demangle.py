@@ -114,6 +114,11 @@ def test_names_nvrtc_lowers_read_back_as_the_instantiations_they_name(seed):
     ("_ZN50_GLOBAL__N__00000000_17_kernarg_source_cu__Z3usePf4anonIdEEvT_", "anon", ["double"]),
     ("_ZN2ns5innerIKPfEEvT_", "ns::inner", ["float* const"]),
     ("_Z3oneISt5arrayIiLm3EEEvv", "one", ["std::array<int, 3>"]),
+    # ABI-versioning inline namespaces, which code leaves out (NVRTC 13.5's for CCCL's types)
+    ("_Z1kIN4cuda3std3__47complexIfEEEvPT_", "k", ["cuda::std::complex<float>"]),
+    ("_Z1kIN4cuda3std3__44pairIifEEEvPT_", "k", ["cuda::std::pair<int, float>"]),
+    ("_ZN3cub17CUB_200200_800_NS6detail6reduce6kernelIfEEvPT_", "cub::detail::reduce::kernel",
+     ["float"]),
 ])
 def test_symbols_read_as_their_cxx_names(symbol, name, args):
     found = demangle(symbol)
