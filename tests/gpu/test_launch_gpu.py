@@ -2226,6 +2226,44 @@ def test_from_cubin_finds_a_kernel_in_a_namespace_by_its_cpp_name(ctx):
         kernarg.Kernel.from_cubin(cubin, "fill")
 
 
+TEMPLATED = TEMPLATES + r"""
+template <class T> __device__ T bias[2] = {T(3), T(4)};
+__global__ void use_bias(float* p) { *p = bias<float>[1] + bias<double>[0]; }
+"""
+
+
+def test_template_kernels_and_variables_are_named_as_cxx_names_them_in_a_cubin(ctx):
+    # Session 60: a template kernel's instantiation in a cubin (nvcc's, NVRTC's) by its C++
+    # name, and a variable template's in get_global; before, only the mangled symbols.
+    import kernarg._nvrtc as nvrtc
+    from kernarg._launch import device_arch
+
+    cc = int(device_arch(0)[len("compute_"):])
+    compiled = nvrtc.compile_program(TEMPLATED, arch=nvrtc.target_arch(cc),
+                                     name_expressions=["scaled<float>", "scaled<double, 3>"])
+    if compiled.cubin is None:
+        pytest.skip("this NVRTC cannot make machine code for the device")
+    k = kernarg.Kernel.from_cubin(compiled.cubin, "scaled<float>",
+                                  signature="float* out, float v, int n")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 1.5, 32)
+    assert (np.frombuffer(out.read(), np.float32) == 1.5 * 2).all()
+    wide = kernarg.Kernel.from_cubin(compiled.cubin, "scaled< double, 3 >",
+                                     signature="double* out, double v, int n")
+    doubles = DeviceArray(8 * 32, typestr="<f8")
+    wide.launch(1, 32, doubles, 0.5, 32)
+    assert (np.frombuffer(doubles.read(), np.float64) == 0.5 * 3).all()
+    for name, dtype in (("bias<float>", np.float32), ("bias<double>", np.float64)):
+        ptr, nbytes = k.get_global(name)
+        host = np.empty(2, dtype)
+        assert nbytes == host.nbytes
+        check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, nbytes))
+        assert host.tolist() == [3, 4]
+    with pytest.raises(LookupError, match=r"kernel 'scaled<int>' not found in the image's "
+                                          r"symbols .*; did you mean 'scaled<double, 3>' or"):
+        kernarg.Kernel.from_cubin(compiled.cubin, "scaled<int>")
+
+
 def test_from_source_loads_ptx_when_nvrtc_cannot_target_the_device(ctx, monkeypatch,
                                                                    nvrtc_calls):
     """A device newer than NVRTC gets PTX, which the driver JIT-compiles."""
