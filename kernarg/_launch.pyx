@@ -1373,7 +1373,7 @@ class _Compiled:
             lowered = self.lowered.get(name)
             sig = Signature._from_source_and_ptx(self.source, name, self.ptx, lowered,
                                                  self.evaluate)
-            got = (lowered or _entry_name(self.ptx, name), sig)
+            got = (lowered or _entry_name(self.ptx, name, self.source), sig)
             self.kernels[name] = got
         return got
 
@@ -3140,9 +3140,11 @@ def _cubin_entry(bytes image, str name):
     return ptx_entry_name(entries, name, "the image's symbols")
 
 
-def _entry_name(str ptx, str name):
-    """The PTX entry for ``name``: itself, or its C++ mangled form (_signature.ptx_entry_name)."""
+def _entry_name(str ptx, str name, source=None):
+    """The PTX entry for ``name``: itself, or its C++ mangled form (_signature.ptx_entry_name);
+    ``source``, where known, says which namespaces are inline (a name may leave them out)."""
     import re
 
-    from kernarg._signature import ptx_entry_name
-    return ptx_entry_name(re.findall(r"\.entry\s+([\w$]+)", ptx), name)
+    from kernarg._signature import _inline_namespaces, ptx_entry_name
+    return ptx_entry_name(re.findall(r"\.entry\s+([\w$]+)", ptx), name,
+                          inline=_inline_namespaces(source) if source else frozenset())

@@ -1830,14 +1830,24 @@ cdef str ptx_text(object ptx, str who):
         raise ValueError(f"{who}: ptx is not PTX text ({exc})") from None
 
 
-def _nested_name(entry):
+_INLINE_NAMESPACE = re.compile(r"\binline\s+namespace\s+([A-Za-z_]\w*)"
+                               r"|\bnamespace\s+[\w\s:]*?::\s*inline\s+([A-Za-z_]\w*)")
+
+
+def _inline_namespaces(str source):
+    """The names of the inline namespaces ``source`` opens (``inline namespace v1 {``,
+    ``namespace a::inline b {``), which C++ lets a name leave out."""
+    return frozenset(a or b for a, b in _INLINE_NAMESPACE.findall(source))
+
+
+def _nested_name(entry, inline=()):
     """The qualified name a C++ mangled entry of a kernel in a namespace stands for
     (`_ZN2ns1fEf` -> 'ns::f'; `_ZN2ns4axpyIfEE...` -> 'ns::axpy'), or None where it is not
     that simple (std:: abbreviations, a kernel in the global namespace). An anonymous
     namespace (`_GLOBAL__N_...` in the mangled name) is left out, as C++ code leaves it out:
     `namespace { __global__ void f(); }` is 'f'; so is the `_INTERNAL_...` prefix NVRTC gives a
     variable of internal linkage in a namespace (`namespace ns { static __device__ int x; }`
-    is 'ns::x')."""
+    is 'ns::x'). ``inline``: names of inline namespaces to leave out too."""
     if not entry.startswith("_ZN"):
         return None
     parts, i = [], 3
@@ -1848,7 +1858,8 @@ def _nested_name(entry):
         n = int(entry[i:j])
         if n == 0 or j + n > len(entry):
             return None
-        if not entry.startswith(("_GLOBAL__N", "_INTERNAL_"), j):
+        if not entry.startswith(("_GLOBAL__N", "_INTERNAL_"), j) and \
+                entry[j:j + n] not in inline:
             parts.append(entry[j:j + n])
         i = j + n
     return "::".join(parts) if parts and entry[i:i + 1] in ("E", "I") else None
@@ -1927,14 +1938,15 @@ def _template_symbols(symbols, str name):
     return exact or longer
 
 
-def ptx_entry_name(entries, str name, str where="the PTX"):
+def ptx_entry_name(entries, str name, str where="the PTX", inline=frozenset()):
     """The ``.entry`` among ``entries`` (the names a PTX module defines; a cubin's symbols) for
     kernel ``name``: itself, or the C++ mangled form of a kernel of that name, in the global
     namespace (`_Z1fPf`, `_Z4axpyIfEvPT_S0_`), an anonymous one, or another (`ns::f`:
     `_ZN2ns1fE...`, `_ZN2ns4axpyIfEE...`); a template instantiation as C++ names it
-    (``'ns::axpy<float>'``: see _template_symbols). LookupError, naming ``where`` and listing
-    the entries, where there is none or more than one (overloads, and instantiations the
-    arguments given do not tell apart: name the entry itself)."""
+    (``'ns::axpy<float>'``: see _template_symbols); ``inline``, the names of inline
+    namespaces a name may leave out (where the source is known). LookupError, naming
+    ``where`` and listing the entries, where there is none or more than one (overloads, and
+    instantiations the arguments given do not tell apart: name the entry itself)."""
     if name in entries:
         return name
     found = _template_symbols(entries, name)
@@ -1951,7 +1963,8 @@ def ptx_entry_name(entries, str name, str where="the PTX"):
         qualified = "::".join(parts)
         prefix = f"_Z{len(qualified)}{qualified}" if len(parts) == 1 else None
         mangled = [e for e in entries
-                   if _nested_name(e) == qualified or prefix and e.startswith(prefix)]
+                   if _nested_name(e) == qualified or prefix and e.startswith(prefix)
+                   or inline and _nested_name(e, inline) == qualified]
         if len(mangled) == 1:
             return mangled[0]
         if mangled:
@@ -1966,11 +1979,11 @@ def ptx_entry_name(entries, str name, str where="the PTX"):
                       f"{hint}")
 
 
-def _parse_ptx_entry(ptx, kernel_name):
+def _parse_ptx_entry(ptx, kernel_name, inline=frozenset()):
     entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(([^)]*)\)", ptx)}
     if not entries:
         entries = {m.group(1): m for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(\s*\)", ptx)}
-    match = entries[ptx_entry_name(entries, kernel_name)]
+    match = entries[ptx_entry_name(entries, kernel_name, inline=inline)]
     body = match.group(2) if match.lastindex and match.lastindex >= 2 else ""
     body = re.sub(r"//[^\n]*|/\*.*?\*/", " ", body, flags=re.S)     # PTX comments are C's
     specs, names = [], []
@@ -2176,7 +2189,8 @@ cdef class Signature:
         source = _without_comments(source)
         source = _without_dead_branches(source, _without_comments(source, True, True))
         try:
-            ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name)[0]
+            ptx_specs = _parse_ptx_entry(ptx, entry or kernel_name,
+                                         _inline_namespaces(source))[0]
         except LookupError as exc:
             name = _split_kernel_name(kernel_name)[0]
             if entry is not None:

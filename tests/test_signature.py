@@ -201,6 +201,26 @@ def test_kernels_in_anonymous_namespaces_are_found_by_the_names_code_gives_them(
         kernarg.Signature.from_ptx(ptx, "k")
 
 
+def test_kernels_in_inline_namespaces_are_found_by_the_names_code_gives_them():
+    # C++ lets a name leave an inline namespace out: `k` of `inline namespace v1 { k }` was
+    # "not found in the PTX (...); did you mean 'v1::k'?" from from_source, and from
+    # Kernel.from_source's entry lookup. The source says which namespaces are inline.
+    from kernarg._launch import _entry_name
+
+    src = ("inline namespace v1 { __global__ void k(int a, float b) {} }\n"
+           "namespace o { inline namespace v2 { __global__ void g(double d) {} } }\n"
+           "namespace p::inline v3 { __global__ void h(char c) {} }\n")
+    for name, names in (("k", ("a", "b")), ("v1::k", ("a", "b")), ("o::g", ("d",)),
+                        ("o::v2::g", ("d",)), ("p::h", ("c",))):
+        assert kernarg.Signature.from_source(src, name, options=("--std=c++20",)).names == \
+            names, name
+    ptx = compile_to_ptx(src, options=("--std=c++20",))
+    assert _entry_name(ptx, "k", src) == "_ZN2v11kEif"
+    assert _entry_name(ptx, "o::g", src) == "_ZN1o2v21gEd"
+    with pytest.raises(LookupError, match=r"did you mean 'v1::k'\?$"):
+        _entry_name(ptx, "k")           # (no source: which namespaces are inline is unknown)
+
+
 @pytest.mark.parametrize("name, entries, hint", [
     ("sxapy", ["saxpy", "_Z4axpyPf"], "did you mean 'saxpy'?"),
     ("Saxpy", ["saxpy"], "did you mean 'saxpy'?"),
