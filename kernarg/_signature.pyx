@@ -1326,10 +1326,10 @@ def _declarations_end(str source, str kernel_name):
         found = _kernel_declarations(text, kernel_name)
     except ValueError:
         return None
-    if len({spaces for _, _, spaces in found}) > 1:
+    if len({d[3] for d in found}) > 1:
         return None
     end = -1
-    for _, j, _ in found:
+    for _, _, j, _, _ in found:
         body = _BODY.match(text, j + 1)
         k = (_closing(text, body.end(), "{", "}") if body is not None
              else text.find(";", j + 1))
@@ -3654,11 +3654,12 @@ def _closing(text, start, opening, closing):
     return -1
 
 
-def _closing_angle(text, start):
-    """The index of the ``>`` that closes a template's ``<`` just before ``start``, or -1: a
-    ``<`` or ``>`` inside parentheses is a comparison (``int N = (3 > 2)``), not a bracket."""
+def _closing_angle(text, start, end=None):
+    """The index of the ``>`` that closes a template's ``<`` just before ``start`` (before
+    ``end``, where given), or -1: a ``<`` or ``>`` inside parentheses is a comparison (``int N
+    = (3 > 2)``), not a bracket."""
     cdef Py_ssize_t depth = 1, parens = 0
-    for j in range(start, len(text)):
+    for j in range(start, len(text) if end is None else end):
         ch = text[j]
         if ch == "(":
             parens += 1
@@ -4432,39 +4433,77 @@ cdef bint _agrees_with_ptx(object spec, object ptx_spec):
 _BODY = re.compile(r"\s*\{")
 
 
+_HEAD_END = re.compile(r"[;{]|__global__")
+
+
 def _kernel_declarations(str plain, str kernel_name):
     """Every ``__global__`` declaration of ``kernel_name``'s function name in ``plain`` (a
     source without comments, its literals blanked, the same length as the caller's text:
-    _without_comments), in order: ``(match, index of its parameter list's closing
-    parenthesis, the namespaces it is in)``. For a qualified name (``'a::k'``), only those in
-    that namespace, where there are any."""
+    _without_comments), in order: ``(index where it starts, index past its parameter list's
+    opening parenthesis, index of the closing one, the namespaces it is in, the template
+    arguments written after the name or None)``. For a qualified name (``'a::k'``), only those
+    in that namespace, where there are any."""
     name = _split_kernel_name(kernel_name)[0]
     out = []
-    # The declaration does not run into another `__global__` (quadratic in their number). The
-    # name may be followed by template arguments (group 'args'): an explicit specialization's
-    # or instantiation's (`template <> __global__ void k<double>(double y)`).
-    # A name qualified by namespaces (group 'qual': `__global__ void ns::k(int b) {}`, the
-    # definition of one declared in ns) is in them.
-    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?(?P<qual>(?:\b[A-Za-z_]\w*\s*::"
-                         r"\s*)*)\b" + re.escape(name)
-                         + r"\s*(?P<args><[^;{}]*?>)?\s*\(", plain):
-        if m["args"] is not None and _closing_angle(plain, m.start("args") + 1) != \
-                m.end("args") - 1:
-            continue
-        j = _closing(plain, m.end(), "(", ")")
+    # The declaration does not run into another `__global__` (quadratic in their number). Each
+    # part of a declaration's head is read once (a run of `a::k<` is linear):
+    for m in re.finditer(r"__global__(?:(?!__global__)[^;{])*?\b(" + re.escape(name) +
+                         r")\s*(?=[<(])", plain):
+        at, args = m.end(), None
+        if plain[at] == "<":
+            # Template arguments after the name: an explicit specialization's or
+            # instantiation's (`template <> __global__ void k<double>(double y)`), before the
+            # head ends.
+            stop = _HEAD_END.search(plain, at)
+            close = _closing_angle(plain, at + 1, len(plain) if stop is None else stop.start())
+            if close < 0:
+                continue
+            args = plain[at + 1:close]
+            at = close + 1
+            while at < len(plain) and plain[at].isspace():
+                at += 1
+            if at >= len(plain) or plain[at] != "(":
+                continue
+        j = _closing(plain, at + 1, "(", ")")
         if j < 0:
             raise ValueError(f"unbalanced parentheses in the declaration of {name!r}")
-        qualifier = tuple(re.findall(r"[A-Za-z_]\w*", m["qual"]))
-        out.append((m, j, _namespaces_at(plain, m.start()) + qualifier))
+        # A name qualified by namespaces (`__global__ void ns::k(int b) {}`, the definition of
+        # one declared in ns) is in them.
+        spaces = _namespaces_at(plain, m.start()) + _qualifier_before(plain, m.start(1))
+        out.append((m.start(), at + 1, j, spaces, args))
     qualified = kernel_name.split("<", 1)[0]
     if "::" in qualified:
         wanted = tuple(part.strip() for part in qualified.split("::")[:-1])
         if wanted[:1] == ("",):
             wanted = wanted[1:]             # '::k': the global namespace
-        exact = [d for d in out if d[2] == wanted]
+        exact = [d for d in out if d[3] == wanted]
         if exact:
             out = exact
     return out
+
+
+def _qualifier_before(str plain, Py_ssize_t at):
+    """The namespaces qualifying the name that starts at index ``at`` of ``plain``
+    (``ns::inner::k``: ``('ns', 'inner')``), read back from it, each character once."""
+    parts = []
+    cdef Py_ssize_t k, end
+    while True:
+        k = at - 1
+        while k >= 0 and plain[k].isspace():
+            k -= 1
+        if k < 1 or plain[k] != ":" or plain[k - 1] != ":":
+            break
+        k -= 2
+        while k >= 0 and plain[k].isspace():
+            k -= 1
+        end = k + 1
+        while k >= 0 and (plain[k].isalnum() or plain[k] == "_"):
+            k -= 1
+        if end == k + 1 or plain[k + 1].isdigit():
+            break
+        parts.append(plain[k + 1:end])
+        at = k + 1
+    return tuple(reversed(parts))
 
 
 def _find_declarations(source, kernel_name):
@@ -4474,22 +4513,22 @@ def _find_declarations(source, kernel_name):
     namespaces it is in; for a template instantiation (``'saxpy<float>'``), with the
     template's arguments substituted."""
     name, args = _split_kernel_name(kernel_name)
-    out, deduced = [], []
+    out, deduced = [], set()
     blanked = _without_comments(source, True, True)
-    found = [(m, j, spaces, _template_header(source, blanked, m.start()))
-             for m, j, spaces in _kernel_declarations(blanked, kernel_name)]
+    found = [(start, opened, j, spaces, written, _template_header(source, blanked, start))
+             for start, opened, j, spaces, written in _kernel_declarations(blanked, kernel_name)]
     # The template's own parameter list, to fill in the default arguments that one list of
     # template arguments gives and another leaves out (k<double> is k<double, 2>).
-    primary = next((h for _, _, _, h in found if h is not None and h.strip()), None)
-    for m, j, spaces, header in found:
-        decl = source[m.end():j]
+    primary = next((d[5] for d in found if d[5] is not None and d[5].strip()), None)
+    for _, opened, j, spaces, written, header in found:
+        decl = source[opened:j]
         special = header is not None and not header.strip()     # `template <>`
-        if m["args"] is not None:
+        if written is not None:
             # An explicit specialization (`template <> ... k<double>(`) or instantiation
             # (`template ... k<float>(float, int);`): its parameter list is the kernel's only
             # where its template arguments are the ones asked for.
             if args is None or not _same_template_args(
-                    primary, [a.strip() for a in _items(m["args"][1:-1], False, True)], args):
+                    primary, [a.strip() for a in _items(written, False, True)], args):
                 continue
         elif special:
             # `template <> __global__ void k(double y)`: a specialization whose arguments the
@@ -4497,7 +4536,7 @@ def _find_declarations(source, kernel_name):
             # are those the template has with the arguments asked for (checked below).
             if args is None:
                 continue
-            deduced.append(len(out))
+            deduced.add(len(out))
         elif args is not None and header is not None:
             decl = _substitute_template_args(decl, header, args)
             if decl is None:
@@ -4516,14 +4555,16 @@ def _find_declarations(source, kernel_name):
 def _same_template_args(header, first, second):
     """Whether two lists of template arguments (``['double']``, ``['double', '2']``) are, as
     written, the same, once the defaults of the template parameter list ``header`` (None where
-    unknown) fill in the ones either leaves out; spaces that do not separate words do not
-    count."""
+    unknown) fill in the ones either leaves out; compared as _demangle.template_key reads them
+    (``unsigned`` is ``unsigned int``, ``2u`` is ``2``)."""
+    from kernarg._demangle import template_key
+
     def normalized(args):
         if header is not None:
             bound = _bind_template_args(header, args)
             if bound is not None and None not in bound[0]:
                 args = bound[0]
-        return [re.sub(r"\s*([^\w\s])\s*", r"\1", " ".join(a.split())) for a in args]
+        return [template_key(a) for a in args]
     return normalized(first) == normalized(second)
 
 

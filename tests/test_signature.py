@@ -277,6 +277,22 @@ def test_declaration_search_reads_a_long_run_of_keywords_once(filler):
 
 
 
+@pytest.mark.parametrize("head", ["__global__ void " + "a::" * 8000 + "(",
+                                  "__global__ void " + "a :: " * 8000 + "b(",
+                                  "__global__ " + "a::k<" * 8000 + "(",
+                                  "template <> __global__ void k<" + "k<" * 8000 + "int>("])
+def test_a_declaration_head_is_read_once(head):
+    # A declaration's name may be qualified (ns::k) and followed by template arguments
+    # (k<double>): read by regular expressions that tried the qualifier from each word, and
+    # the arguments from each `<` to the head's end, these took 2.5 s at 8,000 (quadratic,
+    # session 60, before they reached CI); now each character of a head is read once.
+    ptx = compile_ptx('extern "C" __global__ void k(float* p, int n) {}')
+    kernel = '\nextern "C" __global__ void k(float* p, int n) {}\n'
+    for source in (head + ";" + kernel, kernel + head + ";"):
+        sig = kernarg.Signature._from_source_and_ptx(source, "k", ptx)
+        assert (sig.types, sig.names) == (("float*", "int"), ("p", "n"))
+
+
 PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
 
 
