@@ -334,6 +334,8 @@ def template_key(arg):
     for pattern, canonical in _TYPE_WORDS:
         text = re.sub(pattern, canonical, text)
     # `float const` -> `const float` (a pointer's own const, `float* const`, stays after it)
-    text = re.sub(r"((?:\b(?:unsigned|signed|long|short)\s+)*[A-Za-z_][\w:]*(?:<[^<>]*>)?)"
-                  r"\s+const\b", r"const \1", text)
+    # (Tried only where a name starts, not inside one or after its `::`: from every character
+    # of a long name this was quadratic in its length.)
+    text = re.sub(r"((?:\b(?:unsigned|signed|long|short)\s+)*(?<![\w:])[A-Za-z_][\w:]*"
+                  r"(?:<[^<>]*>)?)\s+const\b", r"const \1", text)
     return re.sub(r"\s*([^\w\s])\s*", r"\1", text)

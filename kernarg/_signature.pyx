@@ -1830,8 +1830,9 @@ cdef str ptx_text(object ptx, str who):
         raise ValueError(f"{who}: ptx is not PTX text ({exc})") from None
 
 
+# `inline namespace v1`, and `namespace a::inline b` (C++20: `::inline` is nothing else).
 _INLINE_NAMESPACE = re.compile(r"\binline\s+namespace\s+([A-Za-z_]\w*)"
-                               r"|\bnamespace\s+[\w\s:]*?::\s*inline\s+([A-Za-z_]\w*)")
+                               r"|::\s*inline\s+([A-Za-z_]\w*)")
 
 
 def _inline_namespaces(str source):

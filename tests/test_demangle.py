@@ -192,3 +192,12 @@ def test_cubins_and_their_variables_are_named_as_cxx_names_them():
     assert _variable_symbol(image, "ns::arr<float, 4>") == "_ZN2ns3arrIfLi4EEE"
     assert _variable_symbol(image, "tv<double>") is None
     assert kernarg.Signature.from_ptx(compiled.ptx, "axpy<double>").sizes == (8, 8)
+
+
+def test_long_arguments_are_read_in_one_pass():
+    # A mangled symbol's argument may be a long name (kernarg reads up to 4M characters of
+    # them): `T const` was looked for from every character of a name, quadratic in its length
+    # (16,000 characters: 3 s), found reviewing this session's diff.
+    chain = "a::" * 20000 + "b"
+    assert template_key(chain + " const *") == f"const {chain}*"
+    assert template_key("x" * 60000) == "x" * 60000

@@ -219,6 +219,11 @@ def test_kernels_in_inline_namespaces_are_found_by_the_names_code_gives_them():
     assert _entry_name(ptx, "o::g", src) == "_ZN1o2v21gEd"
     with pytest.raises(LookupError, match=r"did you mean 'v1::k'\?$"):
         _entry_name(ptx, "k")           # (no source: which namespaces are inline is unknown)
+    # Read in one pass: a first version of the pattern read on from each `namespace` to the end
+    # of a run of words (20,000 of them: 19 s).
+    from kernarg._signature import _inline_namespaces
+
+    assert _inline_namespaces("namespace " * 20000 + "a::inline b {") == {"b"}
 
 
 @pytest.mark.parametrize("name, entries, hint", [
