@@ -1556,9 +1556,10 @@ def _variable_symbol(image, str name):
     if not isinstance(image, bytes):
         return None
     wanted = name.strip().removeprefix("::")
-    found = _template_symbols(image_variable_names(image) or (), wanted)   # tv<float>
+    variables = image_variable_names(image) or ()
+    found = _template_symbols(variables, wanted)        # a variable template's: tv<float>
     if found is None:
-        found = [v for v in image_variable_names(image) or () if _nested_name(v) == wanted]
+        found = [v for v in variables if _nested_name(v) == wanted]
     return found[0] if len(found) == 1 else None
 
 
