@@ -62,7 +62,7 @@ from collections import OrderedDict
 
 from kernarg._errors import CudaError, NoDriverError
 from kernarg._nvrtc import normalize_options
-from kernarg._signature import check_kernel_name
+from kernarg._signature import _inline_namespaces, check_kernel_name
 
 __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
 
@@ -1546,10 +1546,11 @@ def _mangled_variable(str name):
     return "_ZN" + "".join(f"{len(p)}{p}" for p in parts) + "E"
 
 
-def _variable_symbol(image, str name):
+def _variable_symbol(image, str name, inline=frozenset()):
     """The one variable symbol of ``image`` (the bytes a module was loaded from) whose C++ name
-    is ``name`` with its anonymous namespaces and NVRTC's _INTERNAL_ prefix left out; None
-    where there is not exactly one, or the image cannot be read."""
+    is ``name`` with its anonymous namespaces and NVRTC's _INTERNAL_ prefix left out (and the
+    ``inline`` namespaces, where the source says which are); None where there is not exactly
+    one, or the image cannot be read."""
     from kernarg._images import image_variable_names
     from kernarg._signature import _nested_name, _template_symbols
 
@@ -1559,7 +1560,8 @@ def _variable_symbol(image, str name):
     variables = image_variable_names(image) or ()
     found = _template_symbols(variables, wanted)        # a variable template's: tv<float>
     if found is None:
-        found = [v for v in variables if _nested_name(v) == wanted]
+        found = [v for v in variables if _nested_name(v) == wanted
+                 or inline and _nested_name(v, inline) == wanted]
     return found[0] if len(found) == 1 else None
 
 
@@ -1849,7 +1851,11 @@ cdef class Kernel:
             if err == cydriver.CUDA_ERROR_NOT_FOUND:
                 # Internal linkage in a namespace, or an anonymous one: the symbol's name has
                 # a prefix made from the source (_ZN..._INTERNAL_...2ns1xE), found in the image.
-                symbol = _variable_symbol((<_Module>self._module).image, name)
+                recipe = self._recipe
+                symbol = _variable_symbol((<_Module>self._module).image, name,
+                                          _inline_namespaces(recipe[1])
+                                          if recipe is not None and recipe[0] == "source"
+                                          else frozenset())
                 if symbol is not None:
                     err = cydriver.cuModuleGetGlobal(&ptr, &nbytes, mod, symbol.encode())
         if err == cydriver.CUDA_ERROR_NOT_FOUND:
@@ -3146,6 +3152,6 @@ def _entry_name(str ptx, str name, source=None):
     ``source``, where known, says which namespaces are inline (a name may leave them out)."""
     import re
 
-    from kernarg._signature import _inline_namespaces, ptx_entry_name
+    from kernarg._signature import ptx_entry_name
     return ptx_entry_name(re.findall(r"\.entry\s+([\w$]+)", ptx), name,
                           inline=_inline_namespaces(source) if source else frozenset())

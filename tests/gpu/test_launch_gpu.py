@@ -1504,7 +1504,9 @@ INTERNAL_GLOBALS = r"""
 static __device__ int count = 4;
 namespace { __device__ int anon = 5; }
 namespace ns { static __device__ int hidden[2] = {6, 7}; }
-extern "C" __global__ void use_internal(int* out) { out[0] = count + anon + ns::hidden[1]; }
+inline namespace v1 { __device__ int versioned = 8; }
+extern "C" __global__ void use_internal(int* out) {
+    out[0] = count + anon + ns::hidden[1] + versioned; }
 """
 
 
@@ -1520,7 +1522,15 @@ def test_get_global_reads_variables_of_internal_linkage(ctx, load):
 
         ptx = compile_to_ptx(INTERNAL_GLOBALS, arch=device_arch(0))
         k = kernarg.Kernel.from_ptx(ptx, "use_internal")
-    for name, want in (("count", [4]), ("anon", [5]), ("ns::hidden", [6, 7])):
+    # A variable in an inline namespace by the name code gives it (session 60), where the
+    # source says which namespaces are inline; from PTX alone, by its qualified name.
+    names = [("count", [4]), ("anon", [5]), ("ns::hidden", [6, 7]), ("v1::versioned", [8])]
+    if load == "source":
+        names.append(("versioned", [8]))
+    else:
+        with pytest.raises(kernarg.CudaError, match=r"did you mean 'v1::versioned'\?$"):
+            k.get_global("versioned")
+    for name, want in names:
         ptr, nbytes = k.get_global(name)
         host = np.zeros(nbytes // 4, np.int32)
         check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, nbytes))
