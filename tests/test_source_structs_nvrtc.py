@@ -154,3 +154,70 @@ extern "C" __global__ void k(Outer o) {}
     inner = record.fields["inner"][0]
     assert (inner.itemsize, inner.metadata["align"]) == (48, 8)
     assert _compiler_layouts(source, ["Outer"], sig)["Outer"] == ((0, 8), 64, 16)
+
+
+MEMBER_STRUCTS = PRELUDE + """
+struct MyKernel { struct Params { const float* x; float* y; int n; }; };
+namespace ns {
+struct Op {
+    struct Inner { short a; char3 c; };
+    struct __align__(16) Params {
+        Inner in; double d; Inner more[2];
+        struct Deep { int q; double2 w; };
+        struct Two { char t; Deep deep; } two;
+        Deep after;
+    };
+};
+}
+struct Params { char c; };                      // another Params, at namespace scope
+__device__ void local() { struct Params { double z; }; }
+template <typename K> __global__ void device_kernel(typename K::Params params) {}
+"""
+
+
+@pytest.mark.parametrize("name, compiled", [
+    ("device_kernel<MyKernel>", "MyKernel::Params"),
+    ("device_kernel<ns::Op>", "ns::Op::Params"),
+])
+def test_member_structs_are_laid_out_as_nvrtc_does(name, compiled):
+    # CUTLASS's pattern, `typename Kernel::Params params`: a struct defined inside another
+    # (at any depth, its own member types looked up in it first) was opaque bytes before
+    # session 60, and a struct defining member types was too.
+    sig = kernarg.Signature.from_source(MEMBER_STRUCTS, name)
+    record = sig.records[0]
+    assert record is not None
+    offsets, size, align = _compiler_layouts(MEMBER_STRUCTS, [compiled], _Named(record))[compiled]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
+    if compiled == "ns::Op::Params":
+        deep = record.fields["two"][0].fields["deep"][0]
+        assert deep.metadata["name"] == "Op::Params::Deep"     # not a Deep of another scope
+        assert record.fields["after"][0] is deep
+
+
+class _Named:
+    """What _compiler_layouts reads of a signature: its records."""
+
+    def __init__(self, record):
+        self.records = [record]
+
+
+def test_member_structs_nested_deeply_are_read_once():
+    # 2,000 structs each defined in the one before: each definition's end was looked for apart,
+    # quadratic (2.2 s, before session 60). A member struct with no fields of its own (only
+    # member types) stays opaque bytes; a member type named from another struct is found.
+    from kernarg._nvrtc import compile_to_ptx
+
+    ptx = compile_to_ptx('struct S { int q; }; extern "C" __global__ void k(S s) {}')
+    chain = "".join(f"struct A{i} {{ " for i in range(2000)) + "int q;" + " };" * 2000
+    for name, laid_out in (("A0::A1::A2::A3::A4::A5::A6::A7::A8::A9::A10::A11::A12::A13::"
+                            "A14::A15::A16::A17::A18::A19::A20::A21::A22::A23::A24::A25::A26::"
+                            "A27::A28::A29::A30", False),
+                           ("A1999", False)):
+        source = chain + f'\nextern "C" __global__ void k({name} s) {{}}\n'
+        sig = kernarg.Signature._from_source_and_ptx(source, "k", ptx)
+        assert sig.sizes == (4,) and (sig.records[0] is not None) == laid_out
+    two = "struct A { struct B { int q; }; };\nstruct C { A::B b; };\n"
+    sig = kernarg.Signature._from_source_and_ptx(
+        two + 'extern "C" __global__ void k(C s) {}', "k", ptx)
+    assert sig.records[0].fields["b"][0].metadata["name"] == "A::B"
