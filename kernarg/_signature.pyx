@@ -4412,14 +4412,9 @@ _PRAGMA_PACK = re.compile(r"#\s*pragma\s+pack")
 _BRACE_OR_QUOTE = re.compile(r"[{}\"']")
 
 
-def _struct_keys(text, dict tags, scopes):
-    """``{position of a struct definition's '{': its name}`` for the structs ``tags``
-    (``{position of its '{': its tag}``) defined at namespace scope (``scopes``: the positions
-    of braces there), by their tags, and for those defined in the body of one of them, at any
-    depth, as member types (``struct Op { struct Params {...}; }``: ``Op::Params``); one
-    defined in a function is nobody's. One pass over the text, as _namespace_braces makes."""
-    found = {}
-    frames = []         # for each open brace: the name of the struct whose body it opens
+def _code_braces(str text):
+    """Each ``{`` and ``}`` of ``text`` outside string and character literals, in order: its
+    index and the brace (a ``'`` inside a number is C++14's digit separator)."""
     cdef Py_ssize_t passed = 0          # the end of the last literal
     cdef Py_ssize_t separator = -1      # the last digit separator
     m = _BRACE_OR_QUOTE.search(text)
@@ -4432,6 +4427,20 @@ def _struct_keys(text, dict tags, scopes):
             passed = _past_literal(text, i)
             m = _BRACE_OR_QUOTE.search(text, passed)
             continue
+        else:
+            yield i, ch
+        m = _BRACE_OR_QUOTE.search(text, i + 1)
+
+
+def _struct_keys(text, dict tags, scopes):
+    """``{position of a struct definition's '{': its name}`` for the structs ``tags``
+    (``{position of its '{': its tag}``) defined at namespace scope (``scopes``: the positions
+    of braces there), by their tags, and for those defined in the body of one of them, at any
+    depth, as member types (``struct Op { struct Params {...}; }``: ``Op::Params``); one
+    defined in a function is nobody's. One pass over the text's braces."""
+    found = {}
+    frames = []         # for each open brace: the name of the struct whose body it opens
+    for i, ch in _code_braces(text):
         if ch == "{":
             key = None
             if i in tags:
@@ -4443,9 +4452,8 @@ def _struct_keys(text, dict tags, scopes):
             if key is not None:
                 found[i] = key
             frames.append(key)
-        elif ch == "}" and frames:
+        elif frames:
             frames.pop()
-        m = _BRACE_OR_QUOTE.search(text, i + 1)
     return found
 
 
@@ -4455,18 +4463,7 @@ def _namespace_braces(text):
     found = set()
     frames = []         # for each open brace: whether it is a namespace's (or extern "C")
     cdef Py_ssize_t others = 0          # how many of them are not
-    cdef Py_ssize_t passed = 0          # the end of the last literal
-    cdef Py_ssize_t separator = -1      # the last digit separator
-    m = _BRACE_OR_QUOTE.search(text)
-    while m is not None:
-        i = m.start()
-        ch = text[i]
-        if ch == "'" and _in_number(text, i, passed, separator):
-            separator = i
-        elif ch == '"' or ch == "'":
-            passed = _past_literal(text, i)
-            m = _BRACE_OR_QUOTE.search(text, passed)
-            continue
+    for i, ch in _code_braces(text):
         if ch == "{":
             if not others:
                 found.add(i)
@@ -4474,9 +4471,8 @@ def _namespace_braces(text):
                                                              i) is not None
             frames.append(opens)
             others += not opens
-        elif ch == "}" and frames:
+        elif frames:
             others -= not frames.pop()
-        m = _BRACE_OR_QUOTE.search(text, i + 1)
     return found
 
 

@@ -21,6 +21,11 @@ from kernarg._nvrtc import NvrtcError, cccl_include_dir, compile_to_ptx, nvrtc_v
 from nvrtc_oracle import compile_ptx, field_offsets, kernels_layout, layout, parse_params
 from producers import CAIObject, DLPackProducer, cai, ptr_of
 
+# Tests that include <cuda/std/...>: the lower-bounds CI job has no CCCL headers.
+NEEDS_CCCL = pytest.mark.skipif(
+    cccl_include_dir() is None, reason="no CCCL headers (<cuda/std/...>): neither pip "
+    "nvidia-cuda-cccl nor a CUDA toolkit of NVRTC's major version")
+
 SCALARS = ["bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
            "unsigned int", "long", "unsigned long", "long long", "unsigned long long", "float",
            "double", "__half", "__nv_bfloat16", "int8_t", "uint8_t", "int16_t", "uint16_t",
@@ -473,9 +478,7 @@ def test_complex_class_templates_are_the_float_pairs_they_are_laid_out_as():
         kernarg.Signature("mycomplex<float> z")
 
 
-@pytest.mark.skipif(cccl_include_dir() is None,
-                    reason="no CCCL headers: neither pip nvidia-cuda-cccl nor a CUDA toolkit "
-                           "of NVRTC's major version")
+@NEEDS_CCCL
 def test_cccl_headers_are_found_and_complex_layouts_match_nvrtc():
     # CUDA 13 keeps libcu++, CUB and Thrust under include/cccl, where NVRTC does not look:
     # kernarg passes it, so <cuda/std/...> includes compile.
@@ -1509,9 +1512,7 @@ def test_std_array_parameters_take_a_sequence_of_their_elements():
         kernarg.Signature("std::array<float4, 2> a")
 
 
-@pytest.mark.skipif(cccl_include_dir() is None,
-                    reason="no CCCL headers (<cuda/std/array>): neither pip nvidia-cuda-cccl nor "
-                           "a CUDA toolkit of NVRTC's major version")
+@NEEDS_CCCL
 def test_std_array_layouts_are_nvrtcs():
     # from_source checks each layout against NVRTC's PTX (a std::array kernarg read wrongly
     # would be refused there, or left opaque).
