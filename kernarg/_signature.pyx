@@ -1488,22 +1488,45 @@ def _evaluator(str source, options, arch, headers):
     return source, compile
 
 
+# How _evaluate_defaults has the compiler evaluate a value (see _evaluate_line).
+_EVAL_WRAPPED = 0       # through a constexpr copy only
+_EVAL_EITHER = 1        # through a constexpr copy, else directly
+_EVAL_PLAIN = 2         # directly
+
+
 def _evaluate_line(i, str type_text, text, bint wrapped):
     """The line of _evaluate_defaults that has the compiler evaluate ``text`` (None: the
     type's value-initialized ``T{}``) as a ``type_text`` into the PTX variable numbered ``i``.
-    ``wrapped``: T{} through a constexpr wrapper. NVRTC (13.5) emits `const W w = {};` with
-    only the first row of a member `P g[2][2]` of structs with default member initializers,
-    the others zero, where its constant evaluator gives every element, as C++ does. The
-    wrapper takes arrays too, but is copied: a type whose copy is not constexpr (__half2's is
-    user-provided) is refused, and evaluated unwrapped where the bug cannot touch it."""
+    ``wrapped``: through a constexpr copy. NVRTC (13.5) emits `const W w = {};` (and `W{}`)
+    with only the first row of a member `P g[2][2]` of structs with default member
+    initializers, the others zero, where its constant evaluator gives every element, as C++
+    does. T{} is wrapped in a struct, which takes arrays too; a default argument (never an
+    array) is copy-initialized from its text as the parameter is. The copy is refused for a
+    type whose copy is not constexpr (__half2's is user-provided), which is evaluated
+    unwrapped where the bug cannot touch it."""
     using = f"using __kernarg_type_{i} = {type_text}; "
-    if text is not None or not wrapped:
+    if not wrapped:
         return (using + f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
                 f"{'{}' if text is None else text};")
+    if text is not None:
+        return (using + f"constexpr __kernarg_type_{i} __kernarg_value_{i} = {text}; "
+                f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
+                f"__kernarg_value_{i};")
     return (using + f"struct __kernarg_value_type_{i} {{ __kernarg_type_{i} __kernarg_value; "
             f"}}; constexpr __kernarg_value_type_{i} __kernarg_value_{i}{{}}; "
             f'extern "C" __device__ const __kernarg_value_type_{i} {_EVAL_NAME}{i} = '
             f"__kernarg_value_{i};")
+
+
+def _evaluation(spec):
+    """How a value of ``spec``'s type is evaluated (_EVAL_*): a struct's through a constexpr
+    copy, directly only where it holds no grid NVRTC gets wrong (_has_struct_grid); other
+    types directly."""
+    if spec.code == C_OPAQUE:
+        return _EVAL_EITHER     # its layout unknown: wrapped where the compiler takes that
+    if spec.code != C_STRUCT or spec.record is None or spec.record.fields is None:
+        return _EVAL_PLAIN
+    return _EVAL_WRAPPED if _has_struct_grid(spec.record) else _EVAL_EITHER
 
 
 def _has_struct_grid(dt):
@@ -1525,8 +1548,8 @@ def _has_struct_grid(dt):
 
 def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
     """``{parameter index: value}`` of the default arguments ``wanted`` (``{index: (declared
-    type, default as written, _Spec)}``, or ``(declared type, None, _Spec, whether it may be
-    evaluated unwrapped)`` for the type's T{}: see _evaluate_line) as the compiler evaluates
+    type, default as written or None for the type's T{}, _Spec, how: _EVAL_*)}``, see
+    _evaluate_line) as the compiler evaluates
     them in ``source``, where the kernel is declared; ``compile(text)`` compiles a text as
     ``source`` was and gives its PTX. Defaults the compiler refuses (not constant expressions)
     are left out."""
@@ -1539,7 +1562,7 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
         at = len(source)        # declared in a header: evaluated at the end, in global scope
     resume = source.count("\n", 0, at) + 1
     order = sorted(wanted)
-    unwrapped = set()
+    unwrapped = {i for i in order if wanted[i][3] == _EVAL_PLAIN}
     while order:
         lines = [_evaluate_line(i, wanted[i][0], wanted[i][1], i not in unwrapped)
                  for i in order]
@@ -1553,9 +1576,9 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
             # Drop the lines the compiler refused, and try the others again.
             bad = {int(line) for line in
                    re.findall(re.escape(_EVAL_FILE) + r"\((\d+)\): error", exc.log)}
-            # A T{} refused wrapped is tried unwrapped, where that is right.
-            retry = {i for k, i in enumerate(order, 1) if k in bad and wanted[i][1] is None
-                     and i not in unwrapped and wanted[i][3]}
+            # A value refused wrapped is tried unwrapped, where that is right.
+            retry = {i for k, i in enumerate(order, 1) if k in bad and i not in unwrapped
+                     and wanted[i][3] == _EVAL_EITHER}
             keep = [i for k, i in enumerate(order, 1) if k not in bad or i in retry]
             if not bad or (len(keep) == len(order) and not retry):
                 return {}       # refused for a reason outside these lines
@@ -1584,7 +1607,7 @@ def _struct_initials(list specs, list declared, evaluate, str kernel_name):
         record = spec.record if spec.code == C_STRUCT else None
         if record is not None and (record.metadata or {}).get("defaulted"):
             type_text = _declared_type(declared[i])
-            wanted[i] = (type_text, None, spec, not _has_struct_grid(record))
+            wanted[i] = (type_text, None, spec, _evaluation(spec))
             # The structs inside it with defaults of their own, each type once: a dict that
             # gives such a field in part (C++'s R{.p = {.b = 3}}) takes the field's own type's
             # P{}, not what R's T{} holds there (R may initialize p otherwise: P p = {9, 9}).
@@ -1597,7 +1620,7 @@ def _struct_initials(list specs, list declared, evaluate, str kernel_name):
                     # the one taken, is right where the element's own type holds no grid.)
                     wanted[k] = (f"decltype(static_cast<{type_text}*>(nullptr)->{member})",
                                  None, _Spec(C_STRUCT, whole.itemsize, 1, member),
-                                 not _has_struct_grid(base))
+                                 _EVAL_WRAPPED if _has_struct_grid(base) else _EVAL_EITHER)
     if not wanted:
         return
     values = _evaluate_defaults(evaluate[0], kernel_name, wanted, evaluate[1])
@@ -2285,7 +2308,8 @@ cdef class Signature:
                 if texts[i] is None:
                     break
                 if _default_value(texts[i]) is _NOT_LITERAL:
-                    wanted[i] = (_declared_type(pieces[i]), texts[i], specs[i])
+                    wanted[i] = (_declared_type(pieces[i]), texts[i], specs[i],
+                                 _evaluation(specs[i]))
             if wanted:
                 evaluated = _evaluate_defaults(evaluate[0], kernel_name, wanted, evaluate[1])
         sig._set_defaults(texts, evaluated)
@@ -2710,7 +2734,14 @@ cdef str _count_message(Signature sig, Py_ssize_t n):
                      "variable holding it, read through Kernel.get_global)")
         elif sig._defaults_compiled:
             tail += ("which NVRTC could not evaluate as a constant of the parameter's type: "
-                     "a default kernarg passes must be a constant expression)")
+                     "a default kernarg passes must be a constant expression")
+            record = sig.records[j]
+            if record is not None and record.fields is not None and _has_struct_grid(record):
+                # (_evaluation: only a constexpr copy of such a struct is right in NVRTC.)
+                tail += (", and a struct holding an array of two dimensions or more of "
+                         "structs with default member initializers must also have a constexpr "
+                         "copy: NVRTC emits its value wrong otherwise")
+            tail += ")"
         else:
             tail += ("which kernarg cannot evaluate: only literals, such as 4, 2.5f, true or "
                      "nullptr; from_source has NVRTC evaluate constant expressions)")
