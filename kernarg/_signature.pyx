@@ -3936,7 +3936,10 @@ def _source_aliases(source):
             if len(types) == 1 and None not in types and _canonical(name) is None}
 
 
-_NAMESPACE_OPENING = re.compile(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"C"(?:\+\+)?)\s*$')
+# (`extern "C" {` and `extern "C++" {`, also as the text with its literals blanked, which is
+# what the readers of structs and typedefs see: `extern " " {`.)
+_NAMESPACE_OPENING = re.compile(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"(?:C|C\+\+| | {3})")'
+                                r"\s*$")
 
 
 def _namespace_scope(source):
@@ -4179,6 +4182,7 @@ class _SourceStructs:
         plain = _without_attributes(piece)
         if plain is None:
             return None
+        plain = re.sub(r"\s*::\s*", "::", plain)        # `ns :: Q`
         if "<" in plain:
             return self._template_layout(plain, name)
         words = [w for w in re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\S", plain)
@@ -4705,8 +4709,42 @@ def _declared_types(decl):
         try:
             out.append(_parse_c_param(piece)[0].text)
         except ValueError:
-            out.append(" ".join(piece.split()))
+            out.append(_type_key(piece))
     return tuple(out)
+
+
+_TYPE_TOKEN = re.compile(r"(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\S")
+# Words that do not change which type a parameter has: an elaborated type's keyword, and
+# attributes of the parameter (the function's type is the same without them).
+_NAME_START = frozenset("_:abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_TYPE_KEY_DROPPED = frozenset(("struct", "class", "union", "enum", "typename",
+                               "__restrict__", "__restrict", "restrict"))
+
+
+def _type_key(str piece):
+    """A parameter declaration kernarg cannot type (a struct, a template's instantiation),
+    without its name and what does not change the function's type, to compare declarations:
+    `Q`, `const Q q` and `struct Q q` are all `Q`; `Box<int,2>` is `Box<int, 2> b`. (Top-level
+    `const` is no part of a function's type; __grid_constant__ must agree, NVRTC checks.)"""
+    tokens = [re.sub(r"\s+", "", t) for t in _TYPE_TOKEN.findall(piece)]
+    tokens = [t for t in tokens if t not in _TYPE_KEY_DROPPED]
+    depth, top, last_star = 0, [], -1       # tokens outside <> and (), the last * there
+    for k, t in enumerate(tokens):
+        if t in "<(" and len(t) == 1:
+            depth += 1
+        elif t in ">)" and len(t) == 1 and depth:
+            depth -= 1
+        elif not depth:
+            top.append(k)
+            if t == "*":
+                last_star = k
+    drop = {k for k in top if k > last_star and tokens[k] in ("const", "volatile")}
+    named = [k for k in top if k not in drop and tokens[k][0] in _NAME_START]
+    kept = [k for k in top if k not in drop]
+    if named and kept and named[-1] == kept[-1] and len(kept) > 1 and \
+            (tokens[kept[-2]] in ("*", ">", "&") or kept[-2] in named):
+        drop.add(named[-1])             # the parameter's name
+    return " ".join(t for k, t in enumerate(tokens) if k not in drop)
 
 
 _DECLARATOR_GROUP = re.compile(r"\(\s*[*&][^()]*?([A-Za-z_]\w*)\s*\)")

@@ -1101,6 +1101,55 @@ def test_from_source_reads_typedefs_and_using_aliases_of_known_types():
     assert sig.types == (".f64", "int*", "int") and sig.names == ("x", "p", "n")
 
 
+def test_typedefs_and_structs_in_extern_c_blocks_are_read():
+    # A C header's `extern "C" { ... }`: its typedefs and structs are at namespace scope. The
+    # readers see the source with its literals blanked (`extern " " {`), so before, such a
+    # block was read as a function's body: `real` was the PTX's .f32 and P opaque bytes.
+    src = """
+extern "C" {
+typedef float real;
+struct P { int a; float b; };
+__global__ void k(real x, P p) {}
+}
+extern "C++" { typedef double wide; struct Q { double d; };
+               template <class T> __global__ void t(wide x, Q q, T v) {} }
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("float", "P") and sig.records[1].names == ("a", "b")
+    assert bytes(sig.pack((1.5, {"b": 2.5}))) == struct.pack("<fif", 1.5, 0, 2.5)
+    sig = kernarg.Signature.from_source(src, "t<int>")
+    assert sig.types == ("double", "Q", "int") and sig.names == ("x", "q", "v")
+
+
+@pytest.mark.parametrize("prototype, definition", [
+    ("Q", "const Q q"),             # top-level const is no part of the function's type
+    ("struct Q", "Q q"),            # an elaborated type specifier
+    ("Box<int,2>", "Box<int, 2> q"),
+    ("const ns::R", "ns :: R q"),
+])
+def test_a_prototype_that_leaves_a_struct_parameter_unnamed_is_the_same_declaration(
+        prototype, definition):
+    # A header's `__global__ void k(Params);` and the definition's `k(const Params p)` declare
+    # one kernel. They were read as two of different types, which the PTX could not tell
+    # apart, so the struct was opaque bytes and every name unknown.
+    src = ("struct Q { int a; }; namespace ns { struct R { short b; }; }\n"
+           "template <class T, int N> struct Box { T a[N]; };\n"
+           f'extern "C" __global__ void k({prototype}, float);\n'
+           f'extern "C" __global__ void k({definition}, float f) {{}}\n')
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.names == ("q", "f") and sig.records[0] is not None
+
+
+def test_an_explicit_instantiation_with_a_struct_parameter_keeps_the_templates_names():
+    # `template __global__ void t<int>(Q, int);` lists the parameter types unnamed: before,
+    # it and the template (`Q q`) differed, and the PTX's types were taken.
+    src = ("struct Q { double d; };\n"
+           "template <class T> __global__ void t(Q q, T v) {}\n"
+           "template __global__ void t<int>(Q, int);\n")
+    sig = kernarg.Signature.from_source(src, "t<int>")
+    assert sig.types == ("Q", "int") and sig.names == ("q", "v")
+
+
 @pytest.mark.parametrize("text, expected", [
     ("a // b\nc", "a  \nc"),
     ("a /* b\n */ c", "a   c"),
