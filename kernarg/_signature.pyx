@@ -2250,8 +2250,9 @@ cdef class Signature:
             # Kernels of one name in several namespaces, the name not saying which: their
             # names and defaults may differ, so take the PTX's own types (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        decls = [(_substitute_aliases(d, aliases), d, is_definition, special)
-                 for d, is_definition, _, special in decls]
+        # (Names looked up from the kernel's namespace first.)
+        decls = [(_substitute_aliases(d, aliases, "::".join(p for p in spaces if p)), d,
+                  is_definition, special) for d, is_definition, spaces, special in decls]
         structs = _SourceStructs(code, aliases)
         groups = {}
         for d in decls:
@@ -3919,21 +3920,212 @@ _USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]*&<>=]+?)\s*;")
 
 
 def _source_aliases(source):
-    """The names ``source`` declares, with ``typedef`` or ``using``, for a type kernarg knows
-    (``typedef float real;``, ``using index_t = std::int64_t;``): name -> the type's canonical
-    name. A name declared more than once for different types (in different scopes) is left
-    out, as is one that is itself a type kernarg knows."""
-    if "typedef" not in source and "using" not in source:
+    """The names ``source`` declares for a type kernarg knows, with ``typedef`` or ``using``
+    (``typedef float real;``, ``using index_t = std::int64_t;``, another such name), and its
+    enumerations (their underlying types: _enum_type): ``{name: the type's canonical name, or
+    None where the name is not known to be one}``, by every name code can give it. One at
+    namespace scope is named alone (``real``: namespaces are not told apart) and with each
+    tail of its namespaces (``lib::index_t``); a member of a struct (``struct K { using Index
+    = unsigned; }``) only with its struct's name (``K::Index``), as code outside the struct
+    names it (a struct template's members are not read: their types may depend on its
+    arguments). A name declared for different types is None; one that is itself a type
+    kernarg knows is left out. Read from the text outside conditionals (_unconditional)."""
+    if not any(w in source for w in ("typedef", "using", "enum")):
         return {}
+    declared = {}       # scope's names (a tuple) -> {name: written type, or ("enum", ...)}
+    members = {}        # such a tuple -> how many of its names lead to its innermost struct
+    for scope, text in _scoped_texts(_unconditional(source)):
+        path = tuple(part for _, name in scope for part in name.split("::"))
+        names = declared.setdefault(path, {})
+        if path not in members:
+            structs = [k for k, (kind, _) in enumerate(scope) if kind == "struct"]
+            members[path] = sum(len(name.split("::")) for _, name in
+                                scope[:structs[-1] + 1]) if structs else 0
+        if isinstance(text, tuple):             # an enumeration's definition
+            pairs = [text]
+        else:
+            pairs = [(m[2], m[1]) for m in _TYPEDEF.finditer(text)]
+            pairs += [(m[1], m[2]) for m in _USING.finditer(text)]
+            pairs += [(m[2], ("enum", m[1] is not None, m[3], None))
+                      for m in _OPAQUE_ENUM.finditer(text)]
+        for name, written in pairs:
+            before = names.get(name, written)
+            if isinstance(before, tuple) and isinstance(written, tuple) and \
+                    before[:3] == written[:3]:
+                written = before if written[3] is None else written    # declared, defined
+            elif before != written:
+                written = None                  # two types (two branches, macros)
+            names[name] = written
+
+    resolved = {}
+
+    def resolve(scope, name, depth=0):
+        key = (scope, name)
+        if key not in resolved:
+            resolved[key] = None                # (an alias of itself)
+            written = declared[scope][name]
+            if isinstance(written, tuple):
+                resolved[key] = _enum_type(written, lambda w: lookup(scope, w, depth))
+            elif written is not None:
+                resolved[key] = lookup(scope, written, depth)
+        return resolved[key]
+
+    def lookup(scope, written, depth):
+        """The canonical type ``written`` names in ``scope``, or None."""
+        words = _TYPE_WORDS.sub(" ", written).split()
+        found = _canonical(" ".join(words))
+        if found is not None or len(words) != 1 or depth > _MAX_NESTING:
+            return found
+        parts = re.sub(r"\s+", "", words[0]).removeprefix("::").split("::")
+        for k in range(len(scope), -1, -1):     # innermost scope first, as C++ looks up
+            inner = scope[:k] + tuple(parts[:-1])
+            if parts[-1] in declared.get(inner, ()):
+                return resolve(inner, parts[-1], depth + 1)
+        return None
+
     found = {}
-    text = _namespace_scope(_unconditional(source))
-    pairs = [(m[2], m[1]) for m in _TYPEDEF.finditer(text)]
-    pairs += [(m[1], m[2]) for m in _USING.finditer(text)]
-    for name, written in pairs:
-        found.setdefault(name, set()).add(_canonical(" ".join(_TYPE_WORDS.sub(" ", written)
-                                                              .split())))
-    return {name: types.pop() for name, types in found.items()
-            if len(types) == 1 and None not in types and _canonical(name) is None}
+    for path, names in declared.items():
+        # A member is named from outside its struct, so with the struct's name at least.
+        tails = range(len(path) + 1) if not members[path] else range(members[path])
+        for name in names:
+            value = resolve(path, name)
+            for k in tails:
+                key = "::".join(path[k:] + (name,))
+                if key == name and _canonical(name) is not None:
+                    continue                    # `typedef int int32_t;` itself
+                found[key] = value if found.get(key, value) == value else None
+    return found
+
+
+def _scoped_texts(text):
+    """The declarations of ``text`` by the scope they are in: ``(scope, text)`` for each stretch
+    between braces at namespace scope or in a struct's body (outside function bodies and
+    templates), the scope a tuple of ``(kind, name)``, outermost first (kind "namespace" or
+    "struct"; an anonymous namespace and ``extern "C"`` add none); and ``(scope, (name,
+    ("enum", scoped, underlying type as written or None, enumerators)))`` for each named
+    enumeration defined there. One pass over the braces; what is nested in more than
+    _MAX_NESTING names (``a::b`` is two) is not read (no code nests so deep; reading it would
+    be quadratic)."""
+    frames = []         # for each open brace: (kind, name), or None where nothing inside is read
+    scope = ()
+    cdef Py_ssize_t hidden = 0          # open braces inside one that is read no further
+    cdef Py_ssize_t last = 0
+    for i, ch in _code_braces(text):
+        stretch = text[last:i]
+        last = i + 1
+        if not hidden:
+            yield scope, stretch
+        if ch == "{":
+            frame = None if hidden else _scope_opened(stretch)
+            if frame is not None and frame[1] is not None and \
+                    sum(name.count("::") + 1 for _, name in scope) + \
+                    frame[1].count("::") >= _MAX_NESTING:
+                frame = None
+            if frame is not None and frame[0] == "enum":
+                frame += (i,)           # read when it closes
+            elif frame is not None and frame[1] is not None:
+                scope += (frame[:2],)
+            frames.append(frame)
+            hidden += frame is None or frame[0] == "enum"
+        elif frames:
+            frame = frames.pop()
+            if frame is None:
+                hidden -= 1
+            elif frame[0] == "enum":
+                hidden -= 1
+                names = [frame[1]] if frame[1] is not None else []
+                if frame[4]:            # `typedef enum [Tag] { ... } Name;`
+                    after = _TYPEDEF_NAME.match(text, i + 1)
+                    if after is not None:
+                        names.append(after[1])
+                for name in names if not hidden else ():
+                    yield scope, (name, ("enum", frame[2], frame[3], text[frame[5] + 1:i]))
+            elif frame[1] is not None:
+                scope = scope[:-1]
+    if not hidden:
+        yield scope, text[last:]
+
+
+# __align__(N) and alignas(N), any number of them.
+_ALIGN_SPEC = r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)*"
+# What a `{` opens, from the text since the statement before (_scope_opened): a namespace
+# (`inline` or not, `a::b`), `extern "C"` (its literal blanked too), a struct or class that is
+# no template (`struct __align__(16) K final : Base`), an enumeration (`enum class E : short`).
+_NAMESPACE_HEAD = re.compile(r"(?:inline\s+)?namespace\b\s*([\w:\s]*)")
+_EXTERN_HEAD = re.compile(r'extern\s*"(?:C|C\+\+| | {3})"')
+_CLASS_HEAD = re.compile(rf"(?:typedef\s+)?(?:struct|class)\s+{_ALIGN_SPEC}([A-Za-z_]\w*)\s*"
+                         rf"{_ALIGN_SPEC}(?:final\b\s*)?(?::(?!:)[^{{}};]*)?")
+_ENUM_HEAD = re.compile(r"(typedef\s+)?enum\b\s*(class\b|struct\b)?\s*([A-Za-z_]\w*)?\s*"
+                        r"(?::(?!:)\s*([^{};]+?))?\s*")
+_ACCESS_LABELS = re.compile(r"\s*(?:(?:public|private|protected)\s*:(?!:)\s*)*")
+_TYPEDEF_NAME = re.compile(r"\s*([A-Za-z_]\w*)\s*;")
+# `enum class E : short;`, an enumeration declared before it is defined (or never). (The type's
+# length bounded: many `enum E :` before a `;` would each be read to it.)
+_OPAQUE_ENUM = re.compile(r"\benum\s+(?:(class|struct)\s+)?([A-Za-z_]\w*)\s*(?::(?!:)\s*"
+                          r"([^;{}]{1,200}?))?\s*;")
+
+
+def _scope_opened(str stretch):
+    """What the ``{`` after ``stretch`` opens: ``("namespace", name or None)``, ``("struct",
+    name)``, ``("enum", name or None, scoped, underlying type as written or None, whether a
+    typedef names it)``, or None (a function's body, an initializer, a template, a union:
+    nothing in it is read)."""
+    head = stretch[stretch.rfind(";") + 1:]
+    if len(head) > 2000:
+        return None     # no declaration kernarg reads has so long a head
+    head = head[_ACCESS_LABELS.match(head).end():].strip()
+    m = _NAMESPACE_HEAD.fullmatch(head)
+    if m is not None:
+        parts = [p for p in re.split(r"\s*::\s*", m[1].strip()) if p and p != "inline"]
+        return ("namespace", "::".join(parts) or None)
+    if _EXTERN_HEAD.fullmatch(head):
+        return ("namespace", None)
+    m = _CLASS_HEAD.fullmatch(head)
+    if m is not None:
+        return ("struct", m[1])
+    m = _ENUM_HEAD.fullmatch(head)
+    if m is not None:
+        return ("enum", m[3], m[2] is not None, m[4], m[1] is not None)
+    return None
+
+
+def _enum_type(entry, lookup):
+    """The canonical name of the underlying type of enumeration ``entry`` (``("enum", scoped,
+    underlying type as written or None, enumerators or None)``), or None where kernarg cannot
+    tell: a fixed type (``enum E : short``) as ``lookup`` names it; ``int`` for a scoped one
+    without (``enum class``); else, as NVRTC chooses, the first of int, unsigned int, long and
+    unsigned long that holds every enumerator, where each is a literal (or the one before plus
+    one)."""
+    _, scoped, fixed, body = entry
+    if fixed is not None:
+        return lookup(fixed)
+    if scoped:
+        return "int"
+    if body is None:
+        return None     # declared, not defined: it has no fixed type, and is no complete type
+    values, value = [], -1
+    for item in _items(body, False):
+        item = item.strip()
+        if not item:
+            continue
+        _, _, given = item.partition("=")
+        if given.strip():
+            value = _default_value(given.strip())
+            if type(value) is bool:
+                value = int(value)
+            if type(value) is not int:
+                return None
+        else:
+            value += 1
+        values.append(value)
+    low, high = min(values, default=0), max(values, default=0)
+    for name, bits, signed in (("int", 32, True), ("unsigned int", 32, False),
+                               ("long", 64, True), ("unsigned long", 64, False)):
+        if signed and -(1 << (bits - 1)) <= low and high < 1 << (bits - 1):
+            return name
+        if not signed and low >= 0 and high < 1 << bits:
+            return name
+    return None
 
 
 # (`extern "C" {` and `extern "C++" {`, also as the text with its literals blanked, which is
@@ -4080,7 +4272,8 @@ def _unconditional(source):
     return "\n".join(kept)
 
 
-_UNQUALIFIED_WORD = re.compile(r"(?<![\w:])[A-Za-z_]\w*\b(?!\s*::)")
+# A name, qualified or not (`real`, `::lib::index_t`), as a whole.
+_TYPE_NAME = re.compile(r"(?<![\w:])(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*\b(?!\s*::)")
 
 
 def _declared_spec(piece, ptx_spec, structs):
@@ -4104,7 +4297,6 @@ def _declared_spec(piece, ptx_spec, structs):
 # `struct Name {`, `typedef struct [Tag] {`, with __align__(N) / alignas(N) before or after the
 # name. Unions, classes, base classes, templates and other attributes are not matched: their
 # parameters stay opaque.
-_ALIGN_SPEC = r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)*"
 _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
                           rf"({_ALIGN_SPEC})\{{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
@@ -4113,7 +4305,7 @@ _ALIGN_ITEM = re.compile(r"(__align__|alignas)\s*\(\s*(\d+)\s*\)")
 # a function, constructor or attribute (`(`), a reference, a destructor, and members that are
 # no data of each object.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
-                          r"virtual|operator|enum|union|class|public|private|protected)\b")
+                          r"virtual|operator|union|class|public|private|protected)\b")
 _FIELD_DIMS = re.compile(r"((?:\[\s*\d+\s*\]\s*)+)$")
 _FIELD_FORMATS = {C_BOOL: "?", C_I8: "i1", C_U8: "u1", C_I16: "i2", C_U16: "u2", C_I32: "i4",
                   C_U32: "u4", C_I64: "i8", C_U64: "u8", C_F16: "f2", C_F32: "f4", C_F64: "f8"}
@@ -4313,7 +4505,7 @@ class _SourceStructs:
         if m is None:
             return None
         type_words, declarator = m[1], m[2] + m[3]
-        decl = _substitute_aliases(f"{type_words} {declarator}", self.aliases)
+        decl = _substitute_aliases(f"{type_words} {declarator}", self.aliases, self.scope)
         try:
             spec, fname = _parse_c_param(decl)
         except ValueError:
@@ -4344,6 +4536,8 @@ def _without_member_definitions(str body):
     in place of its definition (``struct Deep { int q; } d;``: ``struct Deep d;``)."""
     if "{" not in body:
         return body
+    if "enum" in body:
+        body = _without_enum_definitions(body)
     out, at = [], 0
     for m in _STRUCT_HEAD.finditer(body):
         if m.start() < at or not m[3] or m[1]:
@@ -4357,6 +4551,37 @@ def _without_member_definitions(str body):
             at = closing + 1 + tail.end()
         else:
             out.append(f"struct {m[3]} ")
+            at = closing + 1
+    out.append(body[at:])
+    return "".join(out)
+
+
+# `enum class Kind : short {`, in a struct's body (the fixed type's length bounded: a body of
+# many `enum E :` without a brace is read in linear time).
+_MEMBER_ENUM_HEAD = re.compile(r"\benum\b\s*(?:class\b|struct\b)?\s*([A-Za-z_]\w*)?\s*"
+                               r"(?::(?!:)[^{};]{0,200})?\{")
+
+
+def _without_enum_definitions(str body):
+    """A struct's body without the enumerations it defines (``enum class Kind { A, B };``, read
+    as types of their own: _source_aliases's ``Outer::Kind``), and with the name of one that a
+    member declares in place of its definition (``enum Kind : short { A } k;``: ``enum Kind
+    k;``). An unnamed one that declares a member stays, for the struct to be refused."""
+    out, at = [], 0
+    for m in _MEMBER_ENUM_HEAD.finditer(body):
+        if m.start() < at:
+            continue
+        closing = _closing(body, m.end(), "{", "}")
+        if closing < 0:
+            return body
+        tail = re.match(r"\s*;", body[closing + 1:])
+        if tail is None and not m[1]:
+            continue
+        out.append(body[at:m.start()])
+        if tail is not None:
+            at = closing + 1 + tail.end()
+        else:
+            out.append(f"enum {m[1]} ")
             at = closing + 1
     out.append(body[at:])
     return "".join(out)
@@ -4511,21 +4736,35 @@ def _namespace_braces(text):
     return found
 
 
-def _substitute_aliases(decl, aliases):
-    """``decl`` with each alias that names a parameter's type (a whole word, not qualified by a
-    namespace or class, and not the parameter's own name, which may shadow a typedef)
-    replaced by its type."""
+def _substitute_aliases(decl, aliases, str scope=""):
+    """``decl`` with each alias (_source_aliases) that names a parameter's type replaced by its
+    type: a name, qualified or not (``real``, ``lib::index_t``, ``K::Index``), but not the
+    parameter's own name, which may shadow a typedef. It is looked up as C++ would from
+    ``scope`` (``"ns"``, or the struct being laid out, ``"K::Params"``): innermost first
+    (``K::Params::Index``, ``K::Index``, then ``Index``). An enumeration's ``enum`` keyword
+    goes with its name."""
     if not aliases or decl.strip() in ("", "void"):
         return decl
+    enclosing = [p for p in scope.split("::") if p]
     out = []
     for piece in _split_params(decl, True):
-        words = [m for m in _UNQUALIFIED_WORD.finditer(piece) if m[0] not in _QUALIFIERS]
+        words = [m for m in _TYPE_NAME.finditer(piece) if m[0] not in _QUALIFIERS]
         name = words[-1] if len(words) > 1 else None
         parts, at = [], 0
-        for m in words:
-            if m is not name and m[0] in aliases:
-                parts += [piece[at:m.start()], aliases[m[0]]]
-                at = m.end()
+        for k, m in enumerate(words):
+            if m is name:
+                continue
+            written = re.sub(r"\s+", "", m[0]).removeprefix("::")
+            candidates = ["::".join(enclosing[:j] + [written])
+                          for j in range(len(enclosing), 0, -1)] + [written]
+            value = next((aliases[c] for c in candidates if c in aliases), None)
+            if value is None:
+                continue
+            start = m.start()
+            if k and words[k - 1][0] == "enum":
+                start = words[k - 1].start()    # `enum Mode m`
+            parts += [piece[at:start], value]
+            at = m.end()
         out.append("".join(parts) + piece[at:])
     return ",".join(out)
 

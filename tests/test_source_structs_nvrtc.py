@@ -221,3 +221,88 @@ def test_member_structs_nested_deeply_are_read_once():
     sig = kernarg.Signature._from_source_and_ptx(
         two + 'extern "C" __global__ void k(C s) {}', "k", ptx)
     assert sig.records[0].fields["b"][0].metadata["name"] == "A::B"
+
+
+# Enumerators an enumeration without a fixed type may have: literals (from whose range NVRTC
+# picks the underlying type: int, unsigned int, long, unsigned long), and expressions, which
+# kernarg does not evaluate (the enumeration's type is then the PTX's, and a struct holding one
+# stays opaque).
+ENUMERATORS = ("", "", "3", "-1", "0x7fffffff", "0x80000000u", "4294967295", "0x100000000",
+               "-2147483649LL", "'a'", "true", "1 << 3", "-0x80000000LL")
+FIXED_TYPES = ("short", "unsigned char", "signed char", "long long", "unsigned", "int", "char",
+               "unsigned short", "index_t", "long", "bool")
+
+
+def _enum(rng, i):
+    """An enumeration's definition (and what precedes it) and the name code gives it."""
+    scoped = rng.choice(("", "", "class ", "struct "))
+    fixed = rng.choice((None, None) + FIXED_TYPES)
+    if fixed is None:       # (a scoped one's type is int)
+        items = [rng.choice(ENUMERATORS[:4] + ENUMERATORS[9:12] if scoped else ENUMERATORS)
+                 for _ in range(rng.randint(0, 4))]
+    else:       # a fixed type's enumerators must fit it
+        items = [rng.choice(("", "", "1", "0", "true" if fixed == "bool" else "7"))
+                 for _ in range(rng.randint(1, 3))]
+    if fixed == "bool":
+        items = items[:2]
+    body = ", ".join(f"E{i}_{k}" + (f" = {v}" if v else "") for k, v in enumerate(items))
+    head = f"enum {scoped}E{i}" + (f" : {fixed}" if fixed else "")
+    form = rng.choice(("plain", "member", "namespace", "typedef", "declared"))
+    if form == "typedef" and not scoped:
+        return f"typedef enum {{ {body} }} E{i};\n", f"E{i}"
+    if form == "member":
+        return f"struct H{i} {{ int pad; {head} {{ {body} }}; }};\n", f"H{i}::E{i}"
+    if form == "namespace":
+        return f"namespace n{i} {{ {head} {{ {body} }}; }}\n", f"n{i}::E{i}"
+    if form == "declared" and (scoped or fixed):    # declared first, defined later
+        return f"{head};\n{head} {{ {body} }};\n", f"E{i}"
+    return f"{head} {{ {body} }};\n", f"E{i}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_enumerations_are_read_as_nvrtc_types_them(seed):
+    # Differential: each random enumeration's type as kernarg reads it, as a parameter and as
+    # a struct's field, is NVRTC's underlying type (static_assert on __underlying_type), and a
+    # struct of them is laid out at NVRTC's offsets. Before session 61 every enumeration was
+    # the PTX's .uN (either sign), and a struct with one was opaque bytes.
+    rng = random.Random(seed)
+    known = structs = 0
+    for _ in range(4):
+        parts, names = [PRELUDE], []
+        for i in range(8):
+            text, name = _enum(rng, i)
+            parts.append(text)
+            names.append(name)
+        fields = " ".join(f"char c{i}; {n} e{i};" for i, n in enumerate(names))
+        params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
+        source = ("".join(parts) + f"struct S {{ {fields} }};\n"
+                  f'extern "C" __global__ void k({params}, S s) {{}}\n')
+        sig = kernarg.Signature.from_source(source, "k")
+        checks = []
+        for i, name in enumerate(names):
+            if not sig.types[i].startswith("."):
+                known += 1
+                checks.append(f"static_assert(kernarg_same<__underlying_type({name}), "
+                              f"{sig.types[i]}>::value, \"{name}\");")
+            else:
+                # Only an enumerator kernarg does not evaluate leaves it unknown.
+                assert "<<" in parts[i + 1] or "-0x8" in parts[i + 1], (name, parts[i + 1])
+        compile_ptx(source + "template <class A, class B> struct kernarg_same { enum { value "
+                    "= 0 }; }; template <class A> struct kernarg_same<A, A> { enum { value = "
+                    "1 }; };\n" + "\n".join(checks))
+        record = sig.records[len(names)]
+        if record is None:
+            assert any(sig.types[i].startswith(".") for i in range(len(names))), source
+            continue
+        structs += 1
+        offsets, size, align = _compiler_layouts(source, ["S"], _OneRecord(record))["S"]
+        assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+                record.metadata["align"]) == (offsets, size, align), source
+    assert known >= 16 and structs >= 1, (known, structs)
+
+
+class _OneRecord:
+    """What _compiler_layouts reads of a signature, for one struct."""
+
+    def __init__(self, record):
+        self.records = (record,)
