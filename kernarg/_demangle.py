@@ -156,6 +156,8 @@ class _Reader:
                 parts += self.substitution().split("::")
                 continue
             elif self.peek() == "I":
+                if not parts:
+                    raise _Unsupported(self.i)  # arguments of no name (NIiE...)
                 args = self.template_args()
             elif self.peek() == "T" or self.peek() == "D" or self.peek() == "L":
                 raise _Unsupported(self.i)      # template parameters, decltype, locals

@@ -136,6 +136,7 @@ def test_symbols_read_as_their_cxx_names(symbol, name, args):
     "_ZN" + "1a" * 200000 + "E",
     "_Z1fIN1a" + "1b" * 3000 + "E" + f"S{np.base_repr(3000, 36)}_" * 100000 + "E",
     "_Z1fI" + "P" * 900 + "i" + f"S{np.base_repr(899, 36)}_" * 20000 + "E",
+    "_ZNIiE1aE", "_ZNI1aE",     # arguments of no name: an IndexError (fuzz_parse, session 61)
 ])
 def test_what_cannot_be_read_is_none_never_an_error(symbol):
     # Cut short, unknown substitutions, expressions and float literals as arguments, local
