@@ -3910,13 +3910,16 @@ cdef bint _in_number(str source, Py_ssize_t i, Py_ssize_t lo=0, Py_ssize_t separ
     return j < i and source[j].isdigit()
 
 
-# typedef float real;  /  using real = float;  (scalars and vectors only: no pointers, arrays,
-# templates or functions)
+# typedef float real;  /  using real = float;  /  typedef const real* ptr;  (scalars, vectors
+# and pointers to them: no arrays, templates or functions)
 # (The type does not run into another `typedef`: else each of many in one statement would be
 # read to its end, quadratic in their number.)
-_TYPEDEF = re.compile(r"\btypedef\s+((?:(?!\btypedef\b)[^;{}()\[\]*&<>=])+?)\s+"
+_TYPEDEF = re.compile(r"\btypedef\s+((?:(?!\btypedef\b)[^;{}()\[\]&<>=])+?)(?:\s+|(?<=\*))"
                       r"([A-Za-z_]\w*)\s*;")
-_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]*&<>=]+?)\s*;")
+_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]&<>=]+?)\s*;")
+# A pointer type as an alias declares it: `const real *` (the pointee, then its stars).
+_POINTER_ALIAS = re.compile(r"(.*?)\s*((?:\*\s*(?:(?:const|volatile)\b\s*)*)+)")
+_TOP_CONST = re.compile(r"(?:\b(?:const|volatile)\b\s*)+$")       # the pointer's own
 
 
 def _source_aliases(source):
@@ -3971,7 +3974,19 @@ def _source_aliases(source):
         return resolved[key]
 
     def lookup(scope, written, depth):
-        """The canonical type ``written`` names in ``scope``, or None."""
+        """The canonical type ``written`` names in ``scope`` (``float``, ``const float*``),
+        or None."""
+        pointer = _POINTER_ALIAS.fullmatch(written.strip())
+        if pointer is not None:
+            # The pointee's own const counts (`const real*`); the pointer's does not.
+            base = lookup(scope, pointer[1], depth) if pointer[1].strip() else None
+            if base is None:
+                return None
+            const = re.search(r"\bconst\b", pointer[1]) is not None
+            stars = re.sub(r"\s+", " ", _TOP_CONST.sub("", pointer[2])).strip()
+            if "*" in base:     # an alias of a pointer: its own const follows it
+                return f"{base}{' const' if const else ''}{stars}"
+            return f"{'const ' if const else ''}{base}{stars}"
         words = _TYPE_WORDS.sub(" ", written).split()
         found = _canonical(" ".join(words))
         if found is not None or len(words) != 1 or depth > _MAX_NESTING:
@@ -4272,6 +4287,7 @@ def _unconditional(source):
     return "\n".join(kept)
 
 
+_TOP_QUALIFIERS = re.compile(r"(?:\b(?:const|volatile)\b\s*)+$")
 # A name, qualified or not (`real`, `::lib::index_t`), as a whole.
 _TYPE_NAME = re.compile(r"(?<![\w:])(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*\b(?!\s*::)")
 
@@ -4763,7 +4779,14 @@ def _substitute_aliases(decl, aliases, str scope=""):
             start = m.start()
             if k and words[k - 1][0] == "enum":
                 start = words[k - 1].start()    # `enum Mode m`
-            parts += [piece[at:start], value]
+            before = piece[at:start]
+            if value.endswith("*"):
+                # `const ptr p` is `float* const p`: the alias's qualifiers are the pointer's.
+                qualifiers = _TOP_QUALIFIERS.search(before)
+                if qualifiers is not None:
+                    before = before[:qualifiers.start()]
+                    value += " " + qualifiers[0].strip() + " "
+            parts += [before, value]
             at = m.end()
         out.append("".join(parts) + piece[at:])
     return ",".join(out)

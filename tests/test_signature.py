@@ -1142,6 +1142,33 @@ __global__ void k(real x, a::real y, K::Index n, K::Alias v, K::Params p, c::rea
     assert kernarg.Signature.from_source(glob.rstrip()[:-1], "k").types[:2] == (".f32", "float")
 
 
+def test_aliases_of_pointer_types_are_those_pointers():
+    # `typedef float* fptr;`: before, a .u64 of the PTX (an int or any array, its elements
+    # unchecked). A const that qualifies the alias is the pointer's own (`const fptr` is
+    # `float* const`: its elements may be written), the one inside it the pointee's.
+    src = """
+typedef float* fptr; typedef const float *cfptr; using real = double;
+typedef const real* crp; typedef fptr* fpp; typedef float* const fpc; using vp = void*;
+namespace ns { typedef int* iptr; }
+struct P { fptr a; cfptr b; ns::iptr c; };
+extern "C" __global__ void k(fptr a, cfptr b, const fptr c, crp d, fpp e, fpc f, ns::iptr h,
+                             vp v, P p) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("float*", "const float*", "float*", "const double*", "float**",
+                         "float*", "int*", "void*", "P")
+    args = [None] * 8 + [{}]
+    readonly = CAIObject(cai(0x1000, typestr="<f4", readonly=True))
+    sig.pack(tuple(args[:1] + [readonly] + args[2:]))
+    with pytest.raises(ValueError, match=r"parameter 2 \('c'\) \(float\*\) is not const but "
+                                         r"the CAIObject array is read-only"):
+        sig.pack(tuple(args[:2] + [readonly] + args[3:]))
+    with pytest.raises(TypeError, match=r"parameter 3 \('d'\) is const double\* but .* f4"):
+        sig.pack(tuple(args[:3] + [readonly] + args[4:]))
+    with pytest.raises(TypeError, match=r"'p'\), field c \(int\*\): .* f4"):
+        sig.pack(tuple(args[:8] + [{"c": CAIObject(cai(0x1000, typestr="<f4"))}]))
+
+
 def test_enumerations_are_their_underlying_types():
     # A parameter or field of an enumeration is its underlying type: a fixed one (`: unsigned
     # char`), int for `enum class`, and for an unscoped one NVRTC's choice from its
