@@ -4343,7 +4343,7 @@ class _SourceStructs:
     union, a bitfield, a member function, a type it has no name for, a macro for a size, a
     name defined twice, `#pragma pack`) is None, and its parameters stay opaque bytes."""
 
-    def __init__(self, source, aliases):
+    def __init__(self, source, aliases, parent=None):
         self.source = source
         self.aliases = aliases
         self.bodies = None      # name -> (body, explicit alignment) or None; read on first use
@@ -4351,6 +4351,10 @@ class _SourceStructs:
         self.layouts = {}       # name -> numpy dtype or None, as laid out
         self.depth = 0          # structs being laid out, one inside another
         self.scope = ""         # the one being laid out (Op::Params): where names are looked up
+        # The reader of the source around this one, where this one reads the members of a
+        # struct template's instantiation (Op<float>'s, for Op<float>::Params): the names it
+        # does not define are looked up there.
+        self.parent = parent
 
     def _scan(self):
         bodies, templates = {}, {}
@@ -4392,6 +4396,9 @@ class _SourceStructs:
             return None
         plain = re.sub(r"\s*::\s*", "::", plain)        # `ns :: Q`
         if "<" in plain:
+            member = _TEMPLATE_MEMBER.fullmatch(plain)
+            if member is not None:
+                return self._template_member_layout(member, name)
             return self._template_layout(plain, name)
         words = [w for w in re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\S", plain)
                  if w not in _QUALIFIERS and w != "struct" and w != "typename"]
@@ -4399,7 +4406,11 @@ class _SourceStructs:
             words = words[:-1]
         if len(words) != 1:
             return None
-        return self.layout(self._named(words[0]))
+        named = self._named(words[0])
+        if self.parent is not None and (named not in self.bodies or "::" in words[0] and
+                                        named == words[0].rpartition("::")[2]):
+            return self.parent.by_value(piece, name)
+        return self.layout(named)
 
     def _named(self, written):
         """The struct a type name written in the struct being laid out (or a parameter) means:
@@ -4411,7 +4422,10 @@ class _SourceStructs:
         parts = written.removeprefix("::").split("::")
         scope = self.scope.split("::") if self.scope else []
         candidates = ["::".join(scope[:k] + parts) for k in range(len(scope), 0, -1)]
-        candidates += ["::".join(parts[k:]) for k in range(len(parts))]
+        # (Where another reader holds the source around this one, only the name as written:
+        # `MyKernel::Params` in Gemm<T>'s members is not Gemm's own Params.)
+        candidates += ["::".join(parts[k:]) for k in
+                       range(len(parts) if self.parent is None else 1)]
         return next((c for c in candidates if c in self.bodies), parts[-1])
 
     def _template_layout(self, plain, name):
@@ -4426,6 +4440,8 @@ class _SourceStructs:
             self._scan()
         entry = self.templates.get(tname)
         if entry is None:
+            if self.parent is not None and tname not in self.templates:
+                return self.parent._template_layout(plain, name)
             return None
         body, align, header = entry
         args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
@@ -4441,6 +4457,46 @@ class _SourceStructs:
                     self.layouts[key] = self._lay_out(key, members, align)
                 finally:
                     self.depth -= 1
+        return self.layouts[key]
+
+    def _template_member_layout(self, m, name):
+        """The layout of a member struct of a struct template's instantiation
+        (``typename Op<float>::Params``, CUTLASS's ``typename Kernel::Params`` with Kernel a
+        template's instantiation): the template's members with its arguments substituted,
+        read as a source of their own, whose other names are looked up in this one; or None.
+        ``m``: _TEMPLATE_MEMBER's match."""
+        if (m["name"] or None) != name:
+            return None
+        tname = m["template"].rpartition("::")[2]
+        if self.bodies is None:
+            self._scan()
+        entry = self.templates.get(tname)
+        if entry is None:
+            if self.parent is not None and tname not in self.templates:
+                return self.parent._template_member_layout(m, name)
+            return None
+        body, _, header = entry
+        args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
+        key = f"{tname}<{', '.join(args)}>::{m['member']}"
+        if key not in self.layouts:
+            self.layouts[key] = None        # (one that contains itself has no layout)
+            members = _substitute_template_args(body, header, args)
+            if members is not None and self.depth < _MAX_NESTING:
+                inner = _SourceStructs(members, {**self.aliases, **_source_aliases(members)},
+                                       self)
+                self.depth += 1
+                inner.depth = self.depth
+                try:
+                    found = inner.layout(inner._named(m["member"]))
+                finally:
+                    self.depth -= 1
+                if found is not None:   # named as code names it (numpy would keep "name")
+                    found = np.dtype({"names": list(found.names),
+                                      "formats": [found.fields[f][0] for f in found.names],
+                                      "offsets": [found.fields[f][1] for f in found.names],
+                                      "itemsize": found.itemsize},
+                                     metadata={**found.metadata, "name": key})
+                self.layouts[key] = found
         return self.layouts[key]
 
     def layout(self, name):
@@ -4623,6 +4679,12 @@ def _without_initializer(str piece):
 _MAX_NESTING = 32
 # `struct Box<int, 2> {`: a specialization of struct template Box.
 _SPECIALIZED = re.compile(r"\bstruct\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
+# A member type of a struct template's instantiation: `typename Op<float>::Params p`.
+_TEMPLATE_MEMBER = re.compile(
+    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|typename)\b)*\s*"
+    r"(?P<template>(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*<(?P<args>.*)>::"
+    r"(?P<member>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)"
+    r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
 # A struct template's instantiation as a parameter's or field's type: `const Box<short, 3> b`.
 _TEMPLATE_ID = re.compile(
     r"(?:\s*\b(?:const|volatile|__grid_constant__|struct)\b)*\s*"

@@ -171,6 +171,15 @@ struct Op {
 }
 struct Params { char c; };                      // another Params, at namespace scope
 __device__ void local() { struct Params { double z; }; }
+template <class T, int N = 2> struct Gemm {     // a struct template's member types
+    using Element = T;
+    struct Arguments { int m; char3 c; };
+    struct Params {
+        const Element* a; T alpha; Arguments args; T acc[N];
+        struct Epilogue { T beta; short s; } epilogue;
+        MyKernel::Params other; ns::Op::Inner inner;    // names of the source around it
+    };
+};
 template <typename K> __global__ void device_kernel(typename K::Params params) {}
 """
 
@@ -178,11 +187,15 @@ template <typename K> __global__ void device_kernel(typename K::Params params) {
 @pytest.mark.parametrize("name, compiled", [
     ("device_kernel<MyKernel>", "MyKernel::Params"),
     ("device_kernel<ns::Op>", "ns::Op::Params"),
+    ("device_kernel<Gemm<double>>", "Gemm<double>::Params"),
+    ("device_kernel<Gemm<__half, 3>>", "Gemm<__half, 3>::Params"),
+    ("device_kernel<Gemm<char3, 1>>", "Gemm<char3, 1>::Params"),
 ])
 def test_member_structs_are_laid_out_as_nvrtc_does(name, compiled):
     # CUTLASS's pattern, `typename Kernel::Params params`: a struct defined inside another
     # (at any depth, its own member types looked up in it first) was opaque bytes before
-    # session 60, and a struct defining member types was too.
+    # session 60, and a struct defining member types was too; one inside a struct template
+    # (Kernel = Gemm<double>), before session 61.
     sig = kernarg.Signature.from_source(MEMBER_STRUCTS, name)
     record = sig.records[0]
     assert record is not None
