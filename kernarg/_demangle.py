@@ -318,7 +318,10 @@ def _literal_value(text: str):
     if m is None:
         return None
     digits = m[2].replace("'", "")
-    value = int(digits, 8) if re.fullmatch(r"0[0-7]+", digits) else int(digits, 0)
+    try:
+        value = int(digits, 8) if re.fullmatch(r"0[0-7]+", digits) else int(digits, 0)
+    except ValueError:
+        return None             # separators and no digit: `0x'` (fuzz_parse, session 61)
     return -value if m[1] == "-" else value
 
 

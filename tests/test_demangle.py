@@ -153,6 +153,7 @@ def test_what_cannot_be_read_is_none_never_an_error(symbol):
     ("float * const", "float*const"), ("ns::Box< int ,2 >", "ns::Box<int,2>"),
     ("7u", 7), ("-9LL", -9), ("0x10", 16), ("'A'", 65), ("'\\n'", 10), ("true", 1),
     ("(3)", 3), ("1'000", 1000), ("010", 8),
+    ("0X'", "0X'"), ("0b''", "0b''"),      # no digits: no literal (was a ValueError)
 ])
 def test_written_arguments_are_compared_in_one_form(written, canonical):
     assert template_key(written) == canonical
