@@ -60,6 +60,7 @@ from kernarg._interop cimport (
     tensor_map_source,
 )
 
+import bisect
 import ctypes
 import math
 import re
@@ -4362,8 +4363,9 @@ class _SourceStructs:
         if "struct" in source and not _PRAGMA_PACK.search(source):
             # A directive inside a definition: which members the compiler saw depends on
             # macros kernarg does not evaluate.
-            conditional = {name for _, _, body, names, _ in _struct_definitions(source)
-                           if _DIRECTIVE_LINE.search(body) for name in names}
+            directives = [m.start() for m in _DIRECTIVE_LINE.finditer(source)]
+            conditional = {name for opening, _, closing, names, _ in _struct_definitions(source)
+                           if _any_between(directives, opening, closing) for name in names}
             text = _unconditional(source)
             scopes = _namespace_braces(text)
             definitions = list(_struct_definitions(text))
@@ -4371,16 +4373,23 @@ class _SourceStructs:
             # is its member type, named Outer::Inner; one inside a function is nobody's.
             keys = _struct_keys(text, {opening: names[0] for opening, _, _, names, header
                                        in definitions if names and header is None}, scopes)
-            for opening, align, body, names, header in definitions:
+            for opening, align, closing, names, header in definitions:
                 if opening not in scopes:
                     if opening not in keys:
                         continue    # a local one, or a member template
                     names = [keys[opening]]     # a member struct
                 found = bodies if header is None else templates
+                # The body, as where it is in the text: sliced only for the structs laid out
+                # (each body apart, nested definitions were copied again at each depth: 8,000
+                # nested took 650 MB).
+                body = _Span(text, opening + 1, closing)
                 for name in names:
                     entry = None if name in conditional else (body, align) + (
                         () if header is None else (header,))
-                    found[name] = entry if found.get(name, entry) == entry else None
+                    before = found.get(name, entry)
+                    found[name] = entry if before is entry or (
+                        before is not None and entry is not None and before[1:] == entry[1:]
+                        and str(before[0]) == str(entry[0])) else None
             # A struct template with a specialization (`struct Box<int, 2> {`, partial or
             # explicit) may be laid out otherwise for some arguments: none of it is read.
             for name in _SPECIALIZED.findall(text):
@@ -4443,7 +4452,7 @@ class _SourceStructs:
             if self.parent is not None and tname not in self.templates:
                 return self.parent._template_layout(plain, name)
             return None
-        body, align, header = entry
+        body, align, header = str(entry[0]), entry[1], entry[2]
         args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
         key = f"{tname}<{', '.join(args)}>"
         if key not in self.layouts:
@@ -4475,7 +4484,7 @@ class _SourceStructs:
             if self.parent is not None and tname not in self.templates:
                 return self.parent._template_member_layout(m, name)
             return None
-        body, _, header = entry
+        body, header = str(entry[0]), entry[2]
         args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
         key = f"{tname}<{', '.join(args)}>::{m['member']}"
         if key not in self.layouts:
@@ -4510,7 +4519,7 @@ class _SourceStructs:
             self.depth += 1
             outer, self.scope = self.scope, name
             try:
-                self.layouts[name] = self._lay_out(name, *entry)
+                self.layouts[name] = self._lay_out(name, str(entry[0]), entry[1])
             finally:
                 self.depth -= 1
                 self.scope = outer
@@ -4698,8 +4707,26 @@ def _without_dims(member):
     return re.sub(r"\[\s*\d+\s*\]", " ", member)
 
 
+class _Span:
+    """Where a struct's body is in a text; ``str()`` of it is the body."""
+    __slots__ = ("text", "start", "end")
+
+    def __init__(self, text, start, end):
+        self.text, self.start, self.end = text, start, end
+
+    def __str__(self):
+        return self.text[self.start:self.end]
+
+
+def _any_between(list positions, Py_ssize_t start, Py_ssize_t end):
+    """Whether any of the sorted ``positions`` is in ``start .. end``."""
+    k = bisect.bisect_left(positions, start)
+    return k < len(positions) and positions[k] < end
+
+
 def _struct_definitions(text):
-    """(index of the opening brace, explicit alignment, body, names, template parameters) of
+    """(index of the opening brace, explicit alignment, index of the closing one, names,
+    template parameters) of
     each struct definition in ``text`` that has no attribute after its body (which may pack
     it): its tag, and a typedef's name for it; the parameter list of a struct template
     (``template <class T, int N> struct Box {...}``: ``'class T, int N'``), else None."""
@@ -4727,8 +4754,7 @@ def _struct_definitions(text):
         # too (its members keep their offsets; its size is rounded to N); alignas(N) may only
         # raise it (lower is an error).
         at_least = max([int(n) for _, n in specs], default=1)
-        yield (opening, (at_least, exact.pop() if exact else 0), text[opening + 1:closing], names,
-               header)
+        yield opening, (at_least, exact.pop() if exact else 0), closing, names, header
 
 
 def _brace_pairs(str text):

@@ -217,16 +217,18 @@ class _Named:
 
 def test_member_structs_nested_deeply_are_read_once():
     # 2,000 structs each defined in the one before: each definition's end was looked for apart,
-    # quadratic (2.2 s, before session 60). A member struct with no fields of its own (only
-    # member types) stays opaque bytes; a member type named from another struct is found.
+    # quadratic (2.2 s, before session 60); and each body was copied, so the copies were
+    # quadratic too (30,000 deep: some 8 GB, before session 61). A member struct with no
+    # fields of its own (only member types) stays opaque bytes; a member type named from
+    # another struct is found.
     from kernarg._nvrtc import compile_to_ptx
 
     ptx = compile_to_ptx('struct S { int q; }; extern "C" __global__ void k(S s) {}')
-    chain = "".join(f"struct A{i} {{ " for i in range(2000)) + "int q;" + " };" * 2000
+    chain = "".join(f"struct A{i} {{ " for i in range(30000)) + "int q;" + " };" * 30000
     for name, laid_out in (("A0::A1::A2::A3::A4::A5::A6::A7::A8::A9::A10::A11::A12::A13::"
                             "A14::A15::A16::A17::A18::A19::A20::A21::A22::A23::A24::A25::A26::"
                             "A27::A28::A29::A30", False),
-                           ("A1999", False)):
+                           ("A29999", False)):
         source = chain + f'\nextern "C" __global__ void k({name} s) {{}}\n'
         sig = kernarg.Signature._from_source_and_ptx(source, "k", ptx)
         assert sig.sizes == (4,) and (sig.records[0] is not None) == laid_out
