@@ -4063,7 +4063,10 @@ def _scoped_texts(text):
 
 
 # __align__(N) and alignas(N), any number of them.
-_ALIGN_SPEC = r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)*"
+# (__align__ is NVRTC's macro for the GNU attribute, which is read as it is.)
+_ALIGNED_ATTRIBUTE = r"__attribute__\s*\(\(\s*(?:__)?aligned(?:__)?"
+_ALIGN_SPEC = (rf"(?:(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)|"
+               rf"{_ALIGNED_ATTRIBUTE}\s*\(\s*\d+\s*\)\s*\)\))\s*)*")
 # What a `{` opens, from the text since the statement before (_scope_opened): a namespace
 # (`inline` or not, `a::b`), `extern "C"` (its literal blanked too), a struct or class that is
 # no template (`struct __align__(16) K final : Base`), an enumeration (`enum class E : short`).
@@ -4317,7 +4320,7 @@ def _declared_spec(piece, ptx_spec, structs):
 _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
                           rf"({_ALIGN_SPEC})\{{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
-_ALIGN_ITEM = re.compile(r"(__align__|alignas)\s*\(\s*(\d+)\s*\)")
+_ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+)\s*\)")
 # A member declaration kernarg does not lay out: a bitfield or access specifier (a lone `:`),
 # a function, constructor or attribute (`(`), a reference, a destructor, and members that are
 # no data of each object.
@@ -4726,10 +4729,10 @@ def _any_between(list positions, Py_ssize_t start, Py_ssize_t end):
 
 def _struct_definitions(text):
     """(index of the opening brace, explicit alignment, index of the closing one, names,
-    template parameters) of
-    each struct definition in ``text`` that has no attribute after its body (which may pack
-    it): its tag, and a typedef's name for it; the parameter list of a struct template
-    (``template <class T, int N> struct Box {...}``: ``'class T, int N'``), else None."""
+    template parameters) of each struct definition in ``text`` that has no attribute after its
+    body (which may pack it): its tag, and a typedef's name for it; the parameter list of a
+    struct template (``template <class T, int N> struct Box {...}``: ``'class T, int N'``),
+    else None."""
     pairs = None
     for m in _STRUCT_HEAD.finditer(text):
         template = _TEMPLATE_HEAD.search(text, max(0, m.start() - 400), m.start())
@@ -4742,17 +4745,20 @@ def _struct_definitions(text):
             continue
         after = _AFTER_BODY.match(text, closing + 1)
         if after[1]:
+            # (Even `} __attribute__((aligned(8)))`: NVRTC ignores it after a definition that
+            # declares nothing, and after a typedef's gives the alignment without rounding the
+            # size up to it, `typedef struct { short s; } ... G;` of size 2.)
             continue
         names = [m[3]] if m[3] else []
         if m[1] and after[2]:
             names.append(after[2])
         specs = _ALIGN_ITEM.findall(m[2] + m[4])
-        exact = {int(n) for keyword, n in specs if keyword == "__align__"}
+        exact = {int(n) for keyword, n in specs if keyword != "alignas"}
         if len(exact) > 1 or (exact and len(exact) < len(specs)):
             continue    # alignments that disagree: NVRTC refuses the definition
-        # NVRTC gives a struct __align__(N) exactly the alignment N, lower than its members'
-        # too (its members keep their offsets; its size is rounded to N); alignas(N) may only
-        # raise it (lower is an error).
+        # NVRTC gives a struct __align__(N) (__attribute__((aligned(N))) before its name)
+        # exactly the alignment N, lower than its members' too (its members keep their
+        # offsets; its size is rounded to N); alignas(N) may only raise it (lower is an error).
         at_least = max([int(n) for _, n in specs], default=1)
         yield opening, (at_least, exact.pop() if exact else 0), closing, names, header
 
@@ -5092,6 +5098,7 @@ def _type_key(str piece):
     named = [k for k in top if k not in drop and tokens[k][0] in _NAME_START]
     kept = [k for k in top if k not in drop]
     if named and kept and named[-1] == kept[-1] and len(kept) > 1 and \
+            not tokens[named[-1]].startswith(":") and \
             (tokens[kept[-2]] in ("*", ">", "&") or kept[-2] in named):
         drop.add(named[-1])             # the parameter's name
     return " ".join(t for k, t in enumerate(tokens) if k not in drop)

@@ -1251,6 +1251,13 @@ def test_an_explicit_instantiation_with_a_struct_parameter_keeps_the_templates_n
            "template __global__ void t<int>(Q, int);\n")
     sig = kernarg.Signature.from_source(src, "t<int>")
     assert sig.types == ("Q", "int") and sig.names == ("q", "v")
+    # A struct template's member type, `Op<float>::Params` unnamed: its `::Params` was taken
+    # for the parameter's name.
+    member = ("template <class T> struct Op { struct Params { T* x; int n; }; };\n"
+              "template <class O> __global__ void k(typename O::Params p) {}\n"
+              "template __global__ void k<Op<float>>(Op<float>::Params);\n")
+    sig = kernarg.Signature.from_source(member, "k<Op<float>>")
+    assert sig.types == ("Op<float>::Params",) and sig.names == ("p",)
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -57,7 +57,9 @@ def _struct(rng, i, defined, tags):
         members.append(f"    {base} {', '.join(decls)};{comment}")
     # NVRTC gives a struct __align__(N) exactly the alignment N, lower than its members' too.
     align = rng.choice(("", "", "", "__align__(16) ", "__align__(8) ", "__align__(4) ",
-                        "__align__(2) ", "__align__(1) ", "alignas(32) "))
+                        "__align__(2) ", "__align__(1) ", "alignas(32) ",
+                        # the attribute __align__ stands for, read as it is (session 61)
+                        "__attribute__((aligned(8))) ", "__attribute__((__aligned__(2))) "))
     name = f"S{i}"
     if template:                # named by an instantiation, the extent's default or not
         text = (f"template <class T, int N = {rng.randint(1, 3)}>\nstruct {align}{name} {{\n"
@@ -321,3 +323,29 @@ class _OneRecord:
 
     def __init__(self, record):
         self.records = (record,)
+
+
+def test_the_aligned_attribute_before_a_structs_name_is_read_as_align_is():
+    # `struct __attribute__((aligned(16))) B` is what NVRTC's __align__(16) stands for, so the
+    # same: exactly that alignment. Before session 61 such a struct was opaque bytes. After
+    # the body the attribute is not read: NVRTC ignores it there (F), or, after a typedef's
+    # body, aligns without rounding the size (G: 2 bytes aligned to 8).
+    source = PRELUDE + """
+struct __attribute__((aligned(16))) B { int x; char c; };
+struct __attribute__ (( __aligned__( 8 ) )) D { char c; short s; };
+typedef struct __attribute__((aligned(4))) { short s; } T;
+struct F { int c; } __attribute__((aligned(16)));
+typedef struct { short s; } __attribute__((aligned(8))) G;
+extern "C" __global__ void k(B b, D d, T t, F f, G g) {}
+"""
+    sig = kernarg.Signature.from_source(source, "k")
+    names = ["B", "D", "T"]
+    compiler = _compiler_layouts(source, names, sig)
+    for i, name in enumerate(names):
+        record = sig.records[i]
+        assert record is not None, name
+        assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+                record.metadata["align"]) == compiler[name]
+    assert [(r.itemsize, r.metadata["align"]) for r in sig.records[:3]] == [(16, 16), (8, 8),
+                                                                            (4, 4)]
+    assert sig.records[3] is None and sig.records[4] is None
