@@ -4314,9 +4314,10 @@ def _declared_spec(piece, ptx_spec, structs):
                      record=layout), name
 
 
-# `struct Name {`, `typedef struct [Tag] {`, with __align__(N) / alignas(N) before or after the
-# name. Unions, classes, base classes, templates and other attributes are not matched: their
-# parameters stay opaque.
+# `struct Name {`, `typedef struct [Tag] {`, with __align__(N) / alignas(N) /
+# __attribute__((aligned(N))) before or after the name (NVRTC refuses the attribute after it).
+# Unions, classes, base classes and other attributes are not matched: their parameters stay
+# opaque.
 _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
                           rf"({_ALIGN_SPEC})\{{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
@@ -4440,36 +4441,48 @@ class _SourceStructs:
                        range(len(parts) if self.parent is None else 1)]
         return next((c for c in candidates if c in self.bodies), parts[-1])
 
+    def _instantiated(self, m, name):
+        """For a match ``m`` of _TEMPLATE_ID or _TEMPLATE_MEMBER naming parameter (or field)
+        ``name``: ``(the reader whose source defines the struct template, its entry there, the
+        arguments, the instantiation's name: Box<short, 3>)``, or None where no source it
+        reads defines that template (or one with a specialization)."""
+        if (m["name"] or None) != name:
+            return None
+        tname = m["template"].rpartition("::")[2]
+        reader = self
+        while True:
+            if reader.bodies is None:
+                reader._scan()
+            entry = reader.templates.get(tname)
+            if entry is not None or reader.parent is None or tname in reader.templates:
+                break
+            reader = reader.parent      # not this source's: the source around it
+        if entry is None:
+            return None
+        args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
+        return reader, entry, args, f"{tname}<{', '.join(args)}>"
+
     def _template_layout(self, plain, name):
         """The layout of an instantiation of a struct template of the source (``Box<short,
         3>``: its members with the arguments, or the parameters' defaults, substituted), or
         None."""
         m = _TEMPLATE_ID.fullmatch(plain)
-        if m is None or (m["name"] or None) != name:
+        found = self._instantiated(m, name) if m is not None else None
+        if found is None:
             return None
-        tname = m["template"].rpartition("::")[2]
-        if self.bodies is None:
-            self._scan()
-        entry = self.templates.get(tname)
-        if entry is None:
-            if self.parent is not None and tname not in self.templates:
-                return self.parent._template_layout(plain, name)
-            return None
-        body, align, header = str(entry[0]), entry[1], entry[2]
-        args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
-        key = f"{tname}<{', '.join(args)}>"
-        if key not in self.layouts:
-            self.layouts[key] = None        # (one that contains itself has no layout)
-            members = _substitute_template_args(body, header, args)
+        reader, (body, align, header), args, key = found
+        if key not in reader.layouts:
+            reader.layouts[key] = None      # (one that contains itself has no layout)
+            members = _substitute_template_args(str(body), header, args)
             # Among instantiations nested deeper are some without end (`template <int N>
             # struct S { S<N + 1> s; }`, which no compiler instantiates).
-            if members is not None and self.depth < _MAX_NESTING:
-                self.depth += 1
+            if members is not None and reader.depth < _MAX_NESTING:
+                reader.depth += 1
                 try:
-                    self.layouts[key] = self._lay_out(key, members, align)
+                    reader.layouts[key] = reader._lay_out(key, members, align)
                 finally:
-                    self.depth -= 1
-        return self.layouts[key]
+                    reader.depth -= 1
+        return reader.layouts[key]
 
     def _template_member_layout(self, m, name):
         """The layout of a member struct of a struct template's instantiation
@@ -4477,39 +4490,31 @@ class _SourceStructs:
         template's instantiation): the template's members with its arguments substituted,
         read as a source of their own, whose other names are looked up in this one; or None.
         ``m``: _TEMPLATE_MEMBER's match."""
-        if (m["name"] or None) != name:
+        found = self._instantiated(m, name)
+        if found is None:
             return None
-        tname = m["template"].rpartition("::")[2]
-        if self.bodies is None:
-            self._scan()
-        entry = self.templates.get(tname)
-        if entry is None:
-            if self.parent is not None and tname not in self.templates:
-                return self.parent._template_member_layout(m, name)
-            return None
-        body, header = str(entry[0]), entry[2]
-        args = [a.strip() for a in _items(m["args"], False, True)] if m["args"].strip() else []
-        key = f"{tname}<{', '.join(args)}>::{m['member']}"
-        if key not in self.layouts:
-            self.layouts[key] = None        # (one that contains itself has no layout)
-            members = _substitute_template_args(body, header, args)
-            if members is not None and self.depth < _MAX_NESTING:
-                inner = _SourceStructs(members, {**self.aliases, **_source_aliases(members)},
-                                       self)
-                self.depth += 1
-                inner.depth = self.depth
+        reader, (body, _, header), args, key = found
+        key += f"::{m['member']}"
+        if key not in reader.layouts:
+            reader.layouts[key] = None      # (one that contains itself has no layout)
+            members = _substitute_template_args(str(body), header, args)
+            if members is not None and reader.depth < _MAX_NESTING:
+                inner = _SourceStructs(members,
+                                       {**reader.aliases, **_source_aliases(members)}, reader)
+                reader.depth += 1
+                inner.depth = reader.depth
                 try:
                     found = inner.layout(inner._named(m["member"]))
                 finally:
-                    self.depth -= 1
+                    reader.depth -= 1
                 if found is not None:   # named as code names it (numpy would keep "name")
                     found = np.dtype({"names": list(found.names),
                                       "formats": [found.fields[f][0] for f in found.names],
                                       "offsets": [found.fields[f][1] for f in found.names],
                                       "itemsize": found.itemsize},
                                      metadata={**found.metadata, "name": key})
-                self.layouts[key] = found
-        return self.layouts[key]
+                reader.layouts[key] = found
+        return reader.layouts[key]
 
     def layout(self, name):
         if name in self.layouts:
