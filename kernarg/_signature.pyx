@@ -3952,10 +3952,13 @@ def _source_aliases(source):
             pairs += [(m[1], m[2]) for m in _USING.finditer(text)]
             pairs += [(m[2], ("enum", m[1] is not None, m[3], None))
                       for m in _OPAQUE_ENUM.finditer(text)]
+            # (An alias template is named with `<>`: `ptr<>`, for _substitute_aliases.)
+            pairs += [(m[2] + "<>", ("template", m[1], m[3]))
+                      for m in _ALIAS_TEMPLATE.finditer(text)]
         for name, written in pairs:
             before = names.get(name, written)
             if isinstance(before, tuple) and isinstance(written, tuple) and \
-                    before[:3] == written[:3]:
+                    before[0] == "enum" and before[:3] == written[:3]:
                 written = before if written[3] is None else written    # declared, defined
             elif before != written:
                 written = None                  # two types (two branches, macros)
@@ -3968,7 +3971,9 @@ def _source_aliases(source):
         if key not in resolved:
             resolved[key] = None                # (an alias of itself)
             written = declared[scope][name]
-            if isinstance(written, tuple):
+            if isinstance(written, tuple) and written[0] == "template":
+                resolved[key] = written[1:]     # (its parameters, its type as written)
+            elif isinstance(written, tuple):
                 resolved[key] = _enum_type(written, lambda w: lookup(scope, w, depth))
             elif written is not None:
                 resolved[key] = lookup(scope, written, depth)
@@ -4078,6 +4083,9 @@ _ENUM_HEAD = re.compile(r"(typedef\s+)?enum\b\s*(class\b|struct\b)?\s*([A-Za-z_]
                         r"(?::(?!:)\s*([^{};]+?))?\s*")
 _ACCESS_LABELS = re.compile(r"\s*(?:(?:public|private|protected)\s*:(?!:)\s*)*")
 _TYPEDEF_NAME = re.compile(r"\s*([A-Za-z_]\w*)\s*;")
+# `template <class T> using ptr = T*;` (a parameter list without <>; the type's length bounded).
+_ALIAS_TEMPLATE = re.compile(r"\btemplate\s*<([^<>;{}]*)>\s*using\s+([A-Za-z_]\w*)\s*=\s*"
+                             r"([^;{}]{1,400}?)\s*;")
 # `enum class E : short;`, an enumeration declared before it is defined (or never). (The type's
 # length bounded: many `enum E :` before a `;` would each be read to it.)
 _OPAQUE_ENUM = re.compile(r"\benum\s+(?:(class|struct)\s+)?([A-Za-z_]\w*)\s*(?::(?!:)\s*"
@@ -4851,13 +4859,14 @@ def _namespace_braces(text):
     return found
 
 
-def _substitute_aliases(decl, aliases, str scope=""):
+def _substitute_aliases(decl, aliases, str scope="", int depth=0):
     """``decl`` with each alias (_source_aliases) that names a parameter's type replaced by its
     type: a name, qualified or not (``real``, ``lib::index_t``, ``K::Index``), but not the
     parameter's own name, which may shadow a typedef. It is looked up as C++ would from
     ``scope`` (``"ns"``, or the struct being laid out, ``"K::Params"``): innermost first
     (``K::Params::Index``, ``K::Index``, then ``Index``). An enumeration's ``enum`` keyword
-    goes with its name."""
+    goes with its name. An alias template's use (``ptr<float>``) is its type with the
+    arguments substituted, and the aliases in that in turn (``depth``: how many times)."""
     if not aliases or decl.strip() in ("", "void"):
         return decl
     enclosing = [p for p in scope.split("::") if p]
@@ -4866,13 +4875,35 @@ def _substitute_aliases(decl, aliases, str scope=""):
         words = [m for m in _TYPE_NAME.finditer(piece) if m[0] not in _QUALIFIERS]
         name = words[-1] if len(words) > 1 else None
         parts, at = [], 0
+        angles = None       # where each `<` closes, found once (_angle_pairs)
         for k, m in enumerate(words):
-            if m is name:
+            if m is name or m.start() < at:     # (inside an alias template's arguments)
                 continue
             written = re.sub(r"\s+", "", m[0]).removeprefix("::")
             candidates = ["::".join(enclosing[:j] + [written])
                           for j in range(len(enclosing), 0, -1)] + [written]
-            value = next((aliases[c] for c in candidates if c in aliases), None)
+            end = m.end()
+            angle = _ANGLE.match(piece, end)
+            if angle is not None:
+                value = next((aliases[c + "<>"] for c in candidates if c + "<>" in aliases),
+                             None)
+                if value is None or depth >= _MAX_NESTING:
+                    continue
+                if angles is None:
+                    angles = _angle_pairs(piece)
+                closing = angles.get(angle.end() - 1, -1)
+                if closing < 0:
+                    continue
+                args = [a.strip() for a in _items(piece[angle.end():closing], False, True)]
+                value = _substitute_template_args(value[1], value[0], args)
+                if value is None:
+                    continue
+                # (Its aliases in turn; a name after it, so none of its words is taken for one.)
+                value = _substitute_aliases(value + " __kernarg_name", aliases, scope,
+                                            depth + 1)[:-len(" __kernarg_name")].strip()
+                end = closing + 1
+            else:
+                value = next((aliases[c] for c in candidates if c in aliases), None)
             if value is None:
                 continue
             start = m.start()
@@ -4886,9 +4917,29 @@ def _substitute_aliases(decl, aliases, str scope=""):
                     before = before[:qualifiers.start()]
                     value += " " + qualifiers[0].strip() + " "
             parts += [before, value]
-            at = m.end()
+            at = end
         out.append("".join(parts) + piece[at:])
     return ",".join(out)
+
+
+_ANGLE = re.compile(r"\s*<")
+
+
+def _angle_pairs(str text):
+    """``{index of a '<': index of the '>' that closes it}`` in ``text``, in one pass: a ``<``
+    or ``>`` inside parentheses is a comparison, as _closing_angle has it."""
+    pairs, stack = {}, []
+    cdef Py_ssize_t parens = 0
+    for j, ch in enumerate(text):
+        if ch == "(":
+            parens += 1
+        elif ch == ")":
+            parens -= 1
+        elif parens == 0 and ch == "<":
+            stack.append(j)
+        elif parens == 0 and ch == ">" and stack:
+            pairs[stack.pop()] = j
+    return pairs
 
 
 def _fits_ptx(str decl, list ptx_specs, structs):

@@ -1169,6 +1169,34 @@ extern "C" __global__ void k(fptr a, cfptr b, const fptr c, crp d, fpp e, fpc f,
         sig.pack(tuple(args[:8] + [{"c": CAIObject(cai(0x1000, typestr="<f4"))}]))
 
 
+def test_alias_templates_are_their_types_with_the_arguments_substituted():
+    # `template <class T> using ptr = T*;`: before, `ptr<float>` was the PTX's .u64 and
+    # `Vec<short, 2>` (an alias of a struct template's instantiation) opaque bytes.
+    src = """
+typedef float real;
+template <class T> using ptr = T*;
+template <class T> using cptr = const T*;
+template <class T, int N = 3> struct Box { T v[N]; };
+template <class T, int N> using Vec = Box<T, N>;
+template <class T> using Same = T;
+namespace ns { template <typename T> using P = T*; }
+struct K { template <class T> using Ptr = T*; };
+extern "C" __global__ void k(ptr<float> a, cptr<real> b, const ptr<int> c, Vec<short, 2> v,
+                             Same<double> d, ns::P<char> e, ptr<ptr<float>> f, K::Ptr<int> g) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("float*", "const float*", "int*", "Box<short, 2>", "double", "char*",
+                         "float**", "int*")
+    assert sig.names == ("a", "b", "c", "v", "d", "e", "f", "g")
+    assert sig.records[3].fields["v"][0].shape == (2,)
+    # Nested past 32 uses, or 10,000 deep: read in linear time, left as written.
+    from kernarg._signature import _source_aliases, _substitute_aliases
+    aliases = _source_aliases("template <class T> using ptr = T*;")
+    deep = "ptr<" * 10000 + "float" + ">" * 10000 + " x"
+    assert _substitute_aliases(deep, aliases).startswith("ptr<")
+    assert _substitute_aliases("ptr<" * 10000 + "float x", aliases).startswith("ptr<")
+
+
 def test_enumerations_are_their_underlying_types():
     # A parameter or field of an enumeration is its underlying type: a fixed one (`: unsigned
     # char`), int for `enum class`, and for an unscoped one NVRTC's choice from its
