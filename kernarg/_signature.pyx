@@ -4859,19 +4859,24 @@ def _namespace_braces(text):
     return found
 
 
-def _substitute_aliases(decl, aliases, str scope="", int depth=0):
+def _substitute_aliases(decl, aliases, str scope="", int depth=0, list budget=None):
     """``decl`` with each alias (_source_aliases) that names a parameter's type replaced by its
     type: a name, qualified or not (``real``, ``lib::index_t``, ``K::Index``), but not the
     parameter's own name, which may shadow a typedef. It is looked up as C++ would from
     ``scope`` (``"ns"``, or the struct being laid out, ``"K::Params"``): innermost first
     (``K::Params::Index``, ``K::Index``, then ``Index``). An enumeration's ``enum`` keyword
     goes with its name. An alias template's use (``ptr<float>``) is its type with the
-    arguments substituted, and the aliases in that in turn (``depth``: how many times)."""
+    arguments substituted, and the aliases in that in turn (``depth``: how many times), within
+    a budget of characters for each parameter (``budget``: what is left of it, shared by those
+    readings)."""
     if not aliases or decl.strip() in ("", "void"):
         return decl
+    cdef bint each = budget is None     # a budget for each parameter
     enclosing = [p for p in scope.split("::") if p]
     out = []
     for piece in _split_params(decl, True):
+        if each:
+            budget = [_ALIAS_TEXT_BUDGET]
         words = [m for m in _TYPE_NAME.finditer(piece) if m[0] not in _QUALIFIERS]
         name = words[-1] if len(words) > 1 else None
         parts, at = [], 0
@@ -4896,11 +4901,20 @@ def _substitute_aliases(decl, aliases, str scope="", int depth=0):
                     continue
                 args = [a.strip() for a in _items(piece[angle.end():closing], False, True)]
                 value = _substitute_template_args(value[1], value[0], args)
-                if value is None:
+                if value is not None:
+                    budget[0] -= len(value)
+                if value is not None and budget[0] >= 0:
+                    # (Its aliases in turn; a name after it, so none of its words is taken for
+                    # one.)
+                    value = _substitute_aliases(value + " __kernarg_name", aliases, scope,
+                                                depth + 1, budget)[:-len(" __kernarg_name")]
+                    value = value.strip()
+                if value is None or budget[0] < 0:
+                    # Left as written, arguments and all: read again word by word, the
+                    # arguments' uses would be expanded once for each enclosing one.
+                    parts.append(piece[at:closing + 1])
+                    at = closing + 1
                     continue
-                # (Its aliases in turn; a name after it, so none of its words is taken for one.)
-                value = _substitute_aliases(value + " __kernarg_name", aliases, scope,
-                                            depth + 1)[:-len(" __kernarg_name")].strip()
                 end = closing + 1
             else:
                 value = next((aliases[c] for c in candidates if c in aliases), None)
@@ -4923,6 +4937,10 @@ def _substitute_aliases(decl, aliases, str scope="", int depth=0):
 
 
 _ANGLE = re.compile(r"\s*<")
+# How many characters the alias templates' uses in one parameter may be read as, together:
+# each use may hold its arguments more than once (`template <class T> using D = Two<T, T>;`),
+# so D<D<...>> 20 deep would be 10 MB, read as a million uses.
+_ALIAS_TEXT_BUDGET = 100000
 
 
 def _angle_pairs(str text):
