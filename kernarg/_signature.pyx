@@ -4081,6 +4081,7 @@ _CLASS_HEAD = re.compile(rf"(?:typedef\s+)?(?:struct|class)\s+{_ALIGN_SPEC}([A-Z
                          rf"{_ALIGN_SPEC}(?:final\b\s*)?(?::(?!:)[^{{}};]*)?")
 _ENUM_HEAD = re.compile(r"(typedef\s+)?enum\b\s*(class\b|struct\b)?\s*([A-Za-z_]\w*)?\s*"
                         r"(?::(?!:)\s*([^{};]+?))?\s*")
+_DIRECTIVE_LINES = re.compile(r"(?m)^[ \t]*#(?:[^\n]*\\\n)*[^\n]*$")     # (continued too)
 _ACCESS_LABELS = re.compile(r"\s*(?:(?:public|private|protected)\s*:(?!:)\s*)*")
 _TYPEDEF_NAME = re.compile(r"\s*([A-Za-z_]\w*)\s*;")
 # `template <class T> using ptr = T*;` (a parameter list without <>; the type's length bounded).
@@ -4100,6 +4101,8 @@ def _scope_opened(str stretch):
     head = stretch[stretch.rfind(";") + 1:]
     if len(head) > 2000:
         return None     # no declaration kernarg reads has so long a head
+    if "#" in head:     # the directives before it: `#include <x>` then `namespace lib {`
+        head = _DIRECTIVE_LINES.sub(" ", head)
     head = head[_ACCESS_LABELS.match(head).end():].strip()
     m = _NAMESPACE_HEAD.fullmatch(head)
     if m is not None:

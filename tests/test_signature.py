@@ -1142,6 +1142,26 @@ __global__ void k(real x, a::real y, K::Index n, K::Alias v, K::Params p, c::rea
     assert kernarg.Signature.from_source(glob.rstrip()[:-1], "k").types[:2] == (".f32", "float")
 
 
+def test_scopes_after_preprocessor_directives_are_read():
+    # `#include <x>` then `namespace lib {`: the directive lines were read as part of what
+    # opens the brace, so nothing in it was read (session 61, before it reached CI), even
+    # `real` for a kernel in lib, which was read before.
+    src = """#include <cuda_fp16.h>
+#define DECL(x) \\
+   x
+namespace lib { typedef float real;
+#pragma once
+__global__ void inner(real x) {} }
+#define X 1
+struct K { using Index = unsigned; };
+#pragma once
+enum class E : short { A };
+extern "C" __global__ void k(lib::real a, K::Index i, E e) {}
+"""
+    assert kernarg.Signature.from_source(src, "k").types == ("float", "unsigned int", "short")
+    assert kernarg.Signature.from_source(src, "lib::inner").types == ("float",)
+
+
 def test_aliases_of_pointer_types_are_those_pointers():
     # `typedef float* fptr;`: before, a .u64 of the PTX (an int or any array, its elements
     # unchecked). A const that qualifies the alias is the pointer's own (`const fptr` is
