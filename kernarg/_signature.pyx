@@ -4105,8 +4105,9 @@ def _scope_opened(str stretch):
         head = _DIRECTIVE_LINES.sub(" ", head)
     head = head[_ACCESS_LABELS.match(head).end():].strip()
     m = _NAMESPACE_HEAD.fullmatch(head)
-    if m is not None:
-        parts = [p for p in re.split(r"\s*::\s*", m[1].strip()) if p and p != "inline"]
+    if m is not None:       # (`a::inline b`: C++20's inline namespace in a nested name)
+        parts = [p for p in re.split(r"\s*::\s*", re.sub(r"\binline\b", " ", m[1]).strip())
+                 if p]
         return ("namespace", "::".join(parts) or None)
     if _EXTERN_HEAD.fullmatch(head):
         return ("namespace", None)
@@ -4887,6 +4888,8 @@ def _substitute_aliases(decl, aliases, str scope="", int depth=0, list budget=No
         for k, m in enumerate(words):
             if m is name or m.start() < at:     # (inside an alias template's arguments)
                 continue
+            if m[0].startswith("::") and piece[:m.start()].rstrip().endswith(">"):
+                continue        # a member of a template's instantiation: Gemm<float>::Element
             written = re.sub(r"\s+", "", m[0]).removeprefix("::")
             candidates = ["::".join(enclosing[:j] + [written])
                           for j in range(len(enclosing), 0, -1)] + [written]

@@ -1162,6 +1162,25 @@ extern "C" __global__ void k(lib::real a, K::Index i, E e) {}
     assert kernarg.Signature.from_source(src, "lib::inner").types == ("float",)
 
 
+def test_a_template_instantiations_member_is_not_a_global_alias_and_nested_inline_scopes():
+    # `Gemm<float>::Element` (a struct template's member alias, which kernarg does not read)
+    # was read as `Gemm<float>` followed by the global alias `Element`: "Gemm<float>double".
+    # And C++20's `namespace a::inline b` named a scope "inline b".
+    from kernarg._signature import _source_aliases, _substitute_aliases
+
+    aliases = _source_aliases("typedef double Element;\n"
+                              "template <class T> struct Gemm { using Element = T; };\n"
+                              "namespace a::inline b { typedef float real; }")
+    assert _substitute_aliases("typename Gemm<float>::Element x, ::Element y", aliases) == \
+        "typename Gemm<float>::Element x, double y"
+    assert aliases["a::b::real"] == aliases["b::real"] == "float"
+    src = ("typedef double Element;\n"
+           "template <class T> struct Gemm { using Element = T; };\n"
+           "template <class G> __global__ void k(typename G::Element x) {}\n")
+    sig = kernarg.Signature.from_source(src, "k<Gemm<float>>")
+    assert sig.types == (".f32",) and sig.names == ("x",)
+
+
 def test_aliases_of_pointer_types_are_those_pointers():
     # `typedef float* fptr;`: before, a .u64 of the PTX (an int or any array, its elements
     # unchecked). A const that qualifies the alias is the pointer's own (`const fptr` is
