@@ -3920,7 +3920,8 @@ _TYPEDEF = re.compile(r"\btypedef\s+((?:(?!\btypedef\b)[^;{}()\[\]&<>=])+?)(?:\s
 _USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]&<>=]+?)\s*;")
 # A pointer type as an alias declares it: `const real *` (the pointee, then its stars).
 _POINTER_ALIAS = re.compile(r"(.*?)\s*((?:\*\s*(?:(?:const|volatile)\b\s*)*)+)")
-_TOP_CONST = re.compile(r"(?:\b(?:const|volatile)\b\s*)+$")       # the pointer's own
+# The qualifiers at the end of a type (a pointer's own), or before a name (`const ptr p`).
+_TOP_QUALIFIERS = re.compile(r"(?:\b(?:const|volatile)\b\s*)+$")
 
 
 def _source_aliases(source):
@@ -3989,7 +3990,7 @@ def _source_aliases(source):
             if base is None:
                 return None
             const = re.search(r"\bconst\b", pointer[1]) is not None
-            stars = re.sub(r"\s+", " ", _TOP_CONST.sub("", pointer[2])).strip()
+            stars = re.sub(r"\s+", " ", _TOP_QUALIFIERS.sub("", pointer[2])).strip()
             if "*" in base:     # an alias of a pointer: its own const follows it
                 return f"{base}{' const' if const else ''}{stars}"
             return f"{'const ' if const else ''}{base}{stars}"
@@ -4076,7 +4077,10 @@ _ALIGN_SPEC = (rf"(?:(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)|"
 # (`inline` or not, `a::b`), `extern "C"` (its literal blanked too), a struct or class that is
 # no template (`struct __align__(16) K final : Base`), an enumeration (`enum class E : short`).
 _NAMESPACE_HEAD = re.compile(r"(?:inline\s+)?namespace\b\s*([\w:\s]*)")
-_EXTERN_HEAD = re.compile(r'extern\s*"(?:C|C\+\+| | {3})"')
+# `extern "C"` and `extern "C++"`, also with the literal blanked (`extern " "`), as the readers of
+# structs and typedefs see it.
+_EXTERN_C = r'extern\s*"(?:C|C\+\+| | {3})"'
+_EXTERN_HEAD = re.compile(_EXTERN_C)
 _CLASS_HEAD = re.compile(rf"(?:typedef\s+)?(?:struct|class)\s+{_ALIGN_SPEC}([A-Za-z_]\w*)\s*"
                          rf"{_ALIGN_SPEC}(?:final\b\s*)?(?::(?!:)[^{{}};]*)?")
 _ENUM_HEAD = re.compile(r"(typedef\s+)?enum\b\s*(class\b|struct\b)?\s*([A-Za-z_]\w*)?\s*"
@@ -4159,50 +4163,7 @@ def _enum_type(entry, lookup):
     return None
 
 
-# (`extern "C" {` and `extern "C++" {`, also as the text with its literals blanked, which is
-# what the readers of structs and typedefs see: `extern " " {`.)
-_NAMESPACE_OPENING = re.compile(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"(?:C|C\+\+| | {3})")'
-                                r"\s*$")
-
-
-def _namespace_scope(source):
-    """``source`` without the insides of braces other than a namespace's or an ``extern "C"``
-    block's (function bodies, structs, classes): a typedef there is not visible to a
-    kernel's parameter list. String and character literals are skipped over."""
-    out = []
-    frames = []         # for each open brace: whether it opens a namespace (or extern "C")
-    cdef Py_ssize_t others = 0          # how many of them do not: inside one, nothing is kept
-    cdef Py_ssize_t passed = 0          # the end of the last literal
-    cdef Py_ssize_t separator = -1      # the last digit separator
-    i, n, start = 0, len(source), 0
-    while i < n:
-        ch = source[i]
-        if ch == "'" and _in_number(source, i, passed, separator):
-            separator = i
-            i += 1
-        elif ch == '"' or ch == "'":
-            i = passed = _past_literal(source, i)
-        elif ch == "{":
-            if not others:
-                out.append(source[start:i])
-            opens = not others and _NAMESPACE_OPENING.search(source, max(0, i - 200),
-                                                             i) is not None
-            frames.append(opens)
-            others += not opens
-            i += 1
-            start = i
-        elif ch == "}" and frames:
-            if not others:
-                out.append(source[start:i])
-            others -= not frames.pop()
-            out.append(";")         # what was before the brace ends there
-            i += 1
-            start = i
-        else:
-            i += 1
-    if not others:
-        out.append(source[start:])
-    return " ".join(out)
+_NAMESPACE_OPENING = re.compile(rf"(?:\bnamespace(?:\s+[\w:]+)?|\b{_EXTERN_C})\s*$")
 
 
 _IF_ZERO_LINE = r"[ \t]*#[ \t]*if[ \t]+(?:0+|\(\s*0+\s*\)|false)[ \t\r]*$"
@@ -4303,7 +4264,6 @@ def _unconditional(source):
     return "\n".join(kept)
 
 
-_TOP_QUALIFIERS = re.compile(r"(?:\b(?:const|volatile)\b\s*)+$")
 # A name, qualified or not (`real`, `::lib::index_t`), as a whole.
 _TYPE_NAME = re.compile(r"(?<![\w:])(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*\b(?!\s*::)")
 
@@ -4638,51 +4598,43 @@ def _without_member_definitions(str body):
     if "{" not in body:
         return body
     if "enum" in body:
-        body = _without_enum_definitions(body)
-    out, at = [], 0
-    for m in _STRUCT_HEAD.finditer(body):
-        if m.start() < at or not m[3] or m[1]:
-            continue        # inside one left out, unnamed, or a typedef: as it is
-        closing = _closing(body, m.end(), "{", "}")
-        if closing < 0:
-            return body
-        out.append(body[at:m.start()])
-        tail = re.match(r"\s*;", body[closing + 1:])
-        if tail is not None:
-            at = closing + 1 + tail.end()
-        else:
-            out.append(f"struct {m[3]} ")
-            at = closing + 1
-    out.append(body[at:])
-    return "".join(out)
+        # (Its enumerations too: ``enum class Kind { A, B };``, read as types of their own,
+        # _source_aliases's ``Outer::Kind``; ``enum Kind : short { A } k;``: ``enum Kind k;``.
+        # An unnamed one that declares a member stays, for the struct to be refused.)
+        body = _without_definitions(body, [(m, m[1]) for m in
+                                           _MEMBER_ENUM_HEAD.finditer(body)], "enum")
+    # (Unnamed structs and typedefs' stay as they are.)
+    return _without_definitions(body, [(m, m[3]) for m in _STRUCT_HEAD.finditer(body)
+                                       if m[3] and not m[1]], "struct")
 
 
 # `enum class Kind : short {`, in a struct's body (the fixed type's length bounded: a body of
 # many `enum E :` without a brace is read in linear time).
 _MEMBER_ENUM_HEAD = re.compile(r"\benum\b\s*(?:class\b|struct\b)?\s*([A-Za-z_]\w*)?\s*"
                                r"(?::(?!:)[^{};]{0,200})?\{")
+_SEMICOLON = re.compile(r"\s*;")
 
 
-def _without_enum_definitions(str body):
-    """A struct's body without the enumerations it defines (``enum class Kind { A, B };``, read
-    as types of their own: _source_aliases's ``Outer::Kind``), and with the name of one that a
-    member declares in place of its definition (``enum Kind : short { A } k;``: ``enum Kind
-    k;``). An unnamed one that declares a member stays, for the struct to be refused."""
+def _without_definitions(str body, list heads, str keyword):
+    """``body`` without the type definitions ``heads`` open (``(match of the head up to its
+    '{', the type's name or None)``): one that is a declaration of its own (``};``) left out,
+    one that declares a member in its place replaced by ``keyword name`` (an unnamed one kept
+    as it is)."""
     out, at = [], 0
-    for m in _MEMBER_ENUM_HEAD.finditer(body):
+    for m, name in heads:
         if m.start() < at:
-            continue
+            continue        # inside one left out
         closing = _closing(body, m.end(), "{", "}")
         if closing < 0:
             return body
-        tail = re.match(r"\s*;", body[closing + 1:])
-        if tail is None and not m[1]:
+        tail = _SEMICOLON.match(body, closing + 1)
+        if tail is None and name is None:
             continue
         out.append(body[at:m.start()])
         if tail is not None:
-            at = closing + 1 + tail.end()
+            at = tail.end()
         else:
-            out.append(f"enum {m[1]} ")
+            out.append(f"{keyword} {name} ")
             at = closing + 1
     out.append(body[at:])
     return "".join(out)
