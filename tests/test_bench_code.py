@@ -296,26 +296,30 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
 
 
 def test_readme_h200_launch_tables_match_the_committed_h200_run():
-    # The README's H200 section shows the launch tables of session 57's first run (its interop
-    # table is linked, not copied), and its reading quotes both runs' ratios at 16 arguments.
+    # The README's H200 section shows the launch tables of session 62's run (its interop table
+    # is linked, not copied), and its reading quotes that run's ratios at 16 arguments with
+    # session 57's two runs' in brackets.
     import json
 
     module = _script("readme_tables")
-    folder = os.path.join(ROOT, "benchmarks", "results", "gpu-h200-2026-11-28")
-    with open(os.path.join(folder, "bench-gpu.json")) as f:
-        first = json.load(f)["launch"]
-    with open(os.path.join(folder, "second-run", "bench-gpu.json")) as f:
-        second = json.load(f)["launch"]
-    assert first["device"].startswith("NVIDIA H200") and second["device"].startswith("NVIDIA H200")
-    lines = [line for line in module.launch(first) if line.startswith("|")]
+    results = os.path.join(ROOT, "benchmarks", "results")
+    runs = []
+    for path in (("gpu-h200-2026-11-28b",), ("gpu-h200-2026-11-28",),
+                 ("gpu-h200-2026-11-28", "second-run")):
+        with open(os.path.join(results, *path, "bench-gpu.json")) as f:
+            runs.append(json.load(f)["launch"])
+    assert all(run["device"].startswith("NVIDIA H200") for run in runs)
+    lines = [line for line in module.launch(runs[0]) if line.startswith("|")]
     assert len(lines) == (2 + 5) * 3
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
-    at_16 = [next(r for r in run["rows"] if r["nargs"] == 16) for run in (first, second)]
-    first_p, second_p = (f"{row['prepared_over_floor']:.2f}x" for row in at_16)
-    assert f"**A prepared launch took {first_p} the in-process floor** ({second_p})" in readme
-    first_l, second_l = (f"{row['launch_over_floor']:.2f}x" for row in at_16)
-    assert f"**`Kernel.launch` took {first_l}** ({second_l})" in readme
+    at_16 = [next(r for r in run["rows"] if r["nargs"] == 16) for run in runs]
+    for key, words in (("prepared_over_floor", "**A prepared launch took {} the in-process "
+                                               "floor** [{}, {}]"),
+                       ("launch_over_floor", "**`Kernel.launch` took {}** [{}, {}]"),
+                       ("cuda_core_over_kernarg", "took {} `kernarg.launch`'s time** [{}, {}]")):
+        words = words.format(*(f"{row[key]:.2f}x" for row in at_16))
+        assert words in " ".join(readme.split()), words
 
 
 def test_readme_torch_adapter_table_matches_its_committed_run():
