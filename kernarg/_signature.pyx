@@ -1562,9 +1562,29 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
     if at < 0:
         at = len(source)        # declared in a header: evaluated at the end, in global scope
     resume = source.count("\n", 0, at) + 1
-    order = sorted(wanted)
-    unwrapped = {i for i in order if wanted[i][3] == _EVAL_PLAIN}
+    return _evaluate_group(source, at, resume, wanted, sorted(wanted),
+                           {i for i in wanted if wanted[i][3] == _EVAL_PLAIN}, compile,
+                           [_EVAL_COMPILES])
+
+
+# How many compilations evaluating one kernel's defaults may take: halving a group the
+# compiler refuses as a whole takes two more each time.
+_EVAL_COMPILES = 16
+
+
+def _evaluate_group(str source, Py_ssize_t at, Py_ssize_t resume, dict wanted, list order,
+                    set unwrapped, compile, list budget):
+    """_evaluate_defaults' values of the defaults ``order`` (those in ``unwrapped`` evaluated
+    as _EVAL_PLAIN), evaluated together; where the compiler refuses them for a reason it
+    reports outside their lines (a struct's deleted constructor is reported where the struct
+    is defined), each half is evaluated apart, so that one such value leaves out only
+    itself, within ``budget[0]`` compilations in all."""
+    from kernarg._nvrtc import NvrtcError
+
     while order:
+        if budget[0] <= 0:
+            return {}
+        budget[0] -= 1
         lines = [_evaluate_line(i, wanted[i][0], wanted[i][1], i not in unwrapped)
                  for i in order]
         # Diagnostics of these lines name _EVAL_FILE; the source's lines after them keep
@@ -1582,7 +1602,15 @@ def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
                      and wanted[i][3] == _EVAL_EITHER}
             keep = [i for k, i in enumerate(order, 1) if k not in bad or i in retry]
             if not bad or (len(keep) == len(order) and not retry):
-                return {}       # refused for a reason outside these lines
+                # Refused for a reason outside these lines.
+                if len(order) < 2:
+                    return {}
+                half = len(order) // 2
+                out = _evaluate_group(source, at, resume, wanted, order[:half], unwrapped,
+                                      compile, budget)
+                out.update(_evaluate_group(source, at, resume, wanted, order[half:],
+                                           unwrapped, compile, budget))
+                return out
             unwrapped |= retry
             order = keep
             continue
@@ -3103,6 +3131,13 @@ cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* 
     missing = [name for name in dt.metadata["defaulted"] if name not in value]
     if missing:
         several = len(missing) > 1
+        if dt.metadata.get("constructed"):
+            raise TypeError(
+                f"{_param_name(sig, i)}: {what} leaves out field{'s' if several else ''} "
+                f"{', '.join(missing)}, and {dt.metadata['name']} has constructors: kernarg "
+                "has no value for what they set (from_source has the compiler evaluate the "
+                "struct's T{}, where it is a constant expression): give "
+                + ("them" if several else "it") + ", or pass a tuple of every field")
         raise TypeError(
             f"{_param_name(sig, i)}: {what} leaves out field{'s' if several else ''} "
             f"{', '.join(missing)}, whose default member initializer{'s' if several else ''} "
@@ -4294,9 +4329,9 @@ _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]
                           rf"({_ALIGN_SPEC})\{{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
 _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+)\s*\)")
-# A member declaration kernarg does not lay out: a bitfield or access specifier (a lone `:`),
-# a function, constructor or attribute (`(`), a reference, a destructor, and members that are
-# no data of each object.
+# A data member declaration (what _data_members leaves) kernarg does not lay out: a bitfield
+# (a lone `:`), an attribute (`(`), a reference, an anonymous union or class, and what
+# _data_members does not expect among data members.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
                           r"virtual|operator|union|class|public|private|protected)\b")
 _FIELD_DIMS = re.compile(r"((?:\[\s*\d+\s*\]\s*)+)$")
@@ -4316,8 +4351,9 @@ def _field_dtype(code):
 class _SourceStructs:
     """The plain structs a kernel's source defines at namespace scope, outside conditionals,
     laid out as C lays them out, for from_source: fields of scalar, vector, pointer and
-    fixed-size array types, and structs defined before. A struct kernarg cannot lay out (a
-    union, a bitfield, a member function, a type it has no name for, a macro for a size, a
+    fixed-size array types, and structs defined before, their member functions left out
+    (_data_members). A struct kernarg cannot lay out (a union, a bitfield, a virtual
+    function, a member it cannot tell from data, a type it has no name for, a macro for a size, a
     name defined twice, `#pragma pack`) is None, and its parameters stay opaque bytes."""
 
     def __init__(self, source, aliases, parent=None):
@@ -4332,6 +4368,9 @@ class _SourceStructs:
         # struct template's instantiation (Op<float>'s, for Op<float>::Params): the names it
         # does not define are looked up there.
         self.parent = parent
+        # The words that say how a member function is compiled (_specifier_macros); read on
+        # first use.
+        self.specifiers = None
 
     def _scan(self):
         bodies, templates = {}, {}
@@ -4507,13 +4546,22 @@ class _SourceStructs:
 
     def _lay_out(self, name, body, explicit_align):
         """``explicit_align``: (at least, exactly or 0), as _struct_definitions reads it."""
-        body = _without_member_definitions(body)
+        if self.specifiers is None:     # (the macros of the whole source, not a member's)
+            root = self
+            while root.parent is not None:
+                root = root.parent
+            if root.specifiers is None:
+                root.specifiers = _specifier_macros(root.source)
+            self.specifiers = root.specifiers
+        found = _data_members(_without_member_definitions(body), _own_name(name),
+                              self.specifiers)
+        if found is None:
+            return None
+        members, constructed = found
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
         size, align = 0, explicit_align[0]
-        for member in body.split(";"):
-            if not member.strip():
-                continue
+        for member in members:
             pieces = [_without_initializer(piece) for piece in _items(member, False)]
             if _NOT_A_FIELD.search(_without_dims(",".join(p for p, _ in pieces))):
                 return None
@@ -4539,6 +4587,10 @@ class _SourceStructs:
             align = explicit_align[1]
         size = (size + align - 1) // align * align
         metadata = {"name": name, "align": align}
+        if constructed:
+            # What a constructor sets is known only where T{} is evaluated: until then, a
+            # dict gives every field.
+            defaulted, metadata["constructed"] = list(names), True
         if defaulted:
             # Which fields a dict may leave out only where the value they then take, the
             # struct's `T{}`, is known ("initial": its bytes, which from_source has NVRTC
@@ -4606,6 +4658,212 @@ def _without_member_definitions(str body):
     # (Unnamed structs and typedefs' stay as they are.)
     return _without_definitions(body, [(m, m[3]) for m in _STRUCT_HEAD.finditer(body)
                                        if m[3] and not m[1]], "struct")
+
+
+# What a struct's body holds besides its data members: member functions (declared, or defined
+# with their bodies), constructors and destructors, operators, static members, aliases,
+# friends, static_asserts and access specifiers, none of which takes a byte of each object
+# (virtual functions would: a struct with any is not read).
+_MEMBER_PUNCT = re.compile(r"[(){};]")
+_ACCESS = re.compile(r"\s*\b(?:public|private|protected)\s*:(?!:)")
+_NOT_DATA = frozenset(("static", "using", "typedef", "friend", "static_assert"))
+# The words before a member function's name that say how it is compiled, not what it returns.
+_FUNCTION_SPECIFIERS = frozenset((
+    "__host__", "__device__", "__forceinline__", "__noinline__", "inline", "constexpr",
+    "consteval", "explicit", "static", "friend", "__inline__", "extern"))
+# A type's words that are keywords: a return type is one or more of these, or one other name
+# (qualified, with template arguments) with only cv-qualifiers and `struct`/`typename` beside.
+_TYPE_KEYWORDS = frozenset(("void", "bool", "char", "short", "int", "long", "float", "double",
+                            "signed", "unsigned", "wchar_t", "char8_t", "char16_t", "char32_t",
+                            "__int128", "auto"))
+_BESIDE_A_TYPE = frozenset(("const", "volatile", "struct", "class", "typename", "enum"))
+# Names a `name(` that is no function has before its parenthesis.
+_NOT_A_FUNCTION_NAME = _TYPE_KEYWORDS | _BESIDE_A_TYPE | frozenset((
+    "alignas", "__align__", "__attribute__", "decltype", "__declspec", "sizeof", "alignof",
+    "noexcept", "typeof", "__typeof__", "operator", "template", "union"))
+_FUNCTION_NAME = re.compile(r"(~\s*)?([A-Za-z_]\w*)\s*(?:<[^<>(){};]*>)?\s*$")
+_TYPE_WORD = re.compile(r"(?:::)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|<|>|\*|&|,|\S")
+
+
+def _function_kind(str member, str own, specifiers=_FUNCTION_SPECIFIERS):
+    """What the member declaration ``member`` (its text up to its body or ``;``), which holds a
+    ``(`` outside brackets, is: "constructor" (of struct ``own``), "function" (a member
+    function, destructor or operator), "data" (a data member whose default member initializer
+    calls something: ``float a = f(1)``), or None: not one kernarg can tell from a data member
+    (``alignas(8) int a``, ``float (*f)(int)``, ``float x SOME_MACRO(16)``, a function whose
+    return type is a macro), whose struct is then not read. ``specifiers``: the words that
+    say how a function is compiled (_FUNCTION_SPECIFIERS, and the source's macros of them)."""
+    text = member.strip()
+    m = re.match(r"template\s*<", text)
+    if m is not None:
+        j = _closing_angle(text, m.end())
+        if j < 0:
+            return None
+        text = text[j + 1:]
+    paren = text.find("(")
+    head = text[:paren]
+    op = re.search(r"\boperator\b", head)
+    equals = head.find("=")
+    if equals >= 0 and (op is None or equals < op.start()):
+        return "data"           # a default member initializer's call: `float a = f(1)`
+    if op is not None:          # (`operator==`, `operator float`, `operator()`)
+        name, destructor, before = "operator", False, head[:op.start()]
+    else:
+        if text[paren + 1:].lstrip()[:1] in ("*", "&", "^"):
+            return None         # a pointer to a function: data
+        m = _FUNCTION_NAME.search(head)
+        if m is None or m[2] in _NOT_A_FUNCTION_NAME:
+            return None
+        name, destructor, before = m[2], m[1] is not None, head[:m.start()]
+        if name == own:
+            # (No other member may be named as its class; what stands before the name is
+            # specifiers, or macros of them: CUTLASS_HOST_DEVICE.)
+            return "function" if destructor else "constructor"
+    keywords = others = 0
+    angle = 0
+    for word in _TYPE_WORD.findall(before):
+        if word == "<":
+            angle += 1
+        elif word == ">":
+            angle -= 1
+        elif angle or word in ("*", "&", ",") or word in specifiers \
+                or word in _BESIDE_A_TYPE:
+            continue
+        elif word in _TYPE_KEYWORDS:
+            keywords += 1
+        elif word[0].isalpha() or word[0] in "_:":
+            others += 1
+        else:
+            return None
+    if angle:
+        return None
+    if not keywords and not others:
+        # No return type: a conversion function (or a call that is not a member: `MACRO(8)`).
+        return "function" if name == "operator" else None
+    if destructor or (others > 1 or (others and keywords)):
+        return None             # `float x MACRO(16)`, `MACRO float f()`: not read
+    return "function"
+
+
+def _not_data(str member, specifiers):
+    """Whether member declaration ``member`` begins (after specifiers, and a template's
+    parameter list) with a word of _NOT_DATA: a static member, an alias, a friend or a
+    static_assert."""
+    text = member.lstrip()
+    m = re.match(r"template\s*<", text)
+    if m is not None:
+        j = _closing_angle(text, m.end())
+        if j < 0:
+            return False
+        text = text[j + 1:]
+    for word in re.finditer(r"[A-Za-z_]\w*|\S", text):
+        if word[0] in _NOT_DATA:
+            return True
+        if word[0] not in specifiers:
+            return False
+    return False
+
+
+_NEXT_CHARACTER = re.compile(r"\s*(\S?)")
+
+
+def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
+    """(the data member declarations of struct ``own``'s ``body``, without their ``;``,
+    whether it declares a constructor), or None where it holds what kernarg does not read
+    past: a virtual function, or a parenthesis it cannot tell a function by (_function_kind).
+    Member functions and the rest of _NOT_DATA are left out, with the bodies of those defined
+    in place (and constructors' initializer lists). ``specifiers``: see _function_kind."""
+    members, constructed = [], False
+    start, parens, braces, function = 0, 0, 0, None
+    for m in _MEMBER_PUNCT.finditer(body):
+        ch, at = m[0], m.start()
+        if ch == "(":
+            parens += 1
+        elif ch == ")":
+            parens -= 1
+        elif parens:
+            continue
+        elif ch == "{":
+            if braces == 0 and function is None:
+                text = _ACCESS.sub(" ", body[start:at])
+                function = _function_kind(text, own, specifiers) if "(" in text else "data"
+                if function is None:
+                    return None
+                if function == "data":
+                    function = ""       # a data member's brace initializer, `int b{2}`
+                else:
+                    members.append((text, function))
+            braces += 1
+        elif ch == "}":
+            braces -= 1
+            if braces < 0:
+                return None
+            if braces:
+                continue
+            after = _NEXT_CHARACTER.match(body, at + 1)
+            if function == "" and after[1] not in (";", ","):
+                return None     # no initializer ends so: what was this brace?
+            if function:
+                if after[1] in (",", "{"):
+                    continue            # a constructor's initializer list goes on
+                start = after.end() if after[1] == ";" else at + 1
+                function = None
+        elif braces == 0:               # ;
+            if function == "":
+                function = None
+            text = _ACCESS.sub(" ", body[start:at])
+            start = at + 1
+            if function is not None:
+                continue
+            if "(" in text and not _not_data(text, specifiers):
+                kind = _function_kind(text, own, specifiers)
+                if kind is None:
+                    return None
+                members.append((text, None if kind == "data" else kind))
+            elif text.strip():
+                members.append((text, None))
+    if parens or braces or body[start:].strip() and _ACCESS.sub(" ", body[start:]).strip():
+        return None
+    data = []
+    for text, kind in members:
+        if re.search(r"\bvirtual\b", text):
+            return None         # a pointer to its virtual functions in each object
+        if kind == "constructor":
+            constructed = True
+        elif kind is None and not _not_data(text, specifiers):
+            data.append(re.sub(r"\bmutable\b", " ", text))
+    return data, constructed
+
+
+_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
+
+
+def _specifier_macros(str code):
+    """_FUNCTION_SPECIFIERS and the names ``code`` defines as macros of them, every definition
+    of each (the branches of an ``#ifdef``) nothing but such words: ``#define HD __host__
+    __device__``, ``#define DEVICE_INLINE __device__ __forceinline__``, ``#define HD``."""
+    if "define" not in code:
+        return _FUNCTION_SPECIFIERS
+    found = {}
+    for m in _OBJECT_MACRO.finditer(code):
+        words = m[2].split()
+        found[m[1]] = found.get(m[1], True) and all(w in _FUNCTION_SPECIFIERS for w in words)
+    names = {name for name, fits in found.items() if fits}
+    return _FUNCTION_SPECIFIERS | names if names else _FUNCTION_SPECIFIERS
+
+
+def _own_name(str key):
+    """The name a struct's members call it by (its constructors'): ``Params`` of
+    ``Gemm<double>::Params``, ``Box`` of ``ns::Box<int, 2>``."""
+    out, depth = [], 0
+    for ch in key:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).rsplit("::", 1)[-1].strip()
 
 
 # `enum class Kind : short {`, in a struct's body (the fixed type's length bounded: a body of
