@@ -154,6 +154,39 @@ def test_a_struct_of_the_source_takes_arrays_in_its_pointer_fields(ctx):
     assert np.frombuffer(y.read(), np.float32).tolist() == [14, 27, 37, 49]
 
 
+AXPY_METHODS = r"""
+#define HD __host__ __device__
+struct Axpy {
+    const float* x = nullptr;
+    float* y = nullptr;
+    int n = 0;
+    float a = 2.0f;
+    Axpy() = default;
+    HD Axpy(const float* x_, float* y_, int n_) : x(x_), y{y_}, n(n_) {}
+    __device__ float term(int i) const { return a * x[i]; }
+    __device__ void run(int i) { if (i < n) { y[i] += term(i); } }
+    static constexpr int kBlock = 4;
+};
+extern "C" __global__ void axpy_methods(Axpy p) { p.run(threadIdx.x); }
+"""
+
+
+def test_a_struct_with_member_functions_and_constructors_reaches_the_kernel(ctx):
+    # Session 62: a struct of the source with member functions and constructors is laid out
+    # by its data members; a dict starts from its T{} (a = 2), a tuple gives every field, and
+    # the kernel calls the struct's own member functions on what arrived.
+    k = kernarg.Kernel.from_source(AXPY_METHODS, "axpy_methods")
+    record = k.signature.records[0]
+    assert record.names == ("x", "y", "n", "a") and record.metadata["constructed"]
+    x, y = DeviceArray(16, typestr="<f4"), DeviceArray(16, typestr="<f4")
+    check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
+    check(driver.cuMemcpyHtoD(y.ptr, np.array([10, 20, 30, 40], np.float32).ctypes.data, 16))
+    k.launch(1, 4, {"x": x, "y": y, "n": 4})
+    assert np.frombuffer(y.read(), np.float32).tolist() == [12, 24, 36, 48]
+    k.launch(1, 4, (x, y, 2, 0.5))
+    assert np.frombuffer(y.read(), np.float32).tolist() == [12.5, 25, 36, 48]
+
+
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
     # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
     # the Python values they hold.

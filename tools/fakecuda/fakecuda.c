@@ -1717,6 +1717,18 @@ static CUresult run_kernel(const Node* n) {
             yv = a * xv + yv + shift;
             if (!e) e = store(y + 4 * i, &yv, 4, k);
         }
+    } else if (!strcmp(k, "axpy_methods")) {  /* (Axpy{const float* x; float* y; int n; float a}) */
+        const char* p = (const char*)n->params + f->offset[0];       /* y[i] += a * x[i], i < n */
+        uintptr_t x = (uintptr_t)*(const uint64_t*)p, y = (uintptr_t)*(const uint64_t*)(p + 8);
+        int count = *(const int*)(p + 16);
+        float a = *(const float*)(p + 20);
+        for (long long i = 0; !e && i < count && i < (long long)span; i++) {
+            float xv, yv;
+            e = load(x + 4 * i, &xv, 4, k);
+            if (!e) e = load(y + 4 * i, &yv, 4, k);
+            yv += a * xv;
+            if (!e) e = store(y + 4 * i, &yv, 4, k);
+        }
     } else if (!strcmp(k, "refs")) {   /* (const float& x, float& out, const Pair& p, float*& q) */
         float x, b;
         int a;
