@@ -4701,6 +4701,8 @@ def _function_kind(str member, str own, specifiers=_FUNCTION_SPECIFIERS):
             return None
         text = text[j + 1:]
     paren = text.find("(")
+    if paren < 0:
+        return None             # (only in a template's parameter list)
     head = text[:paren]
     op = re.search(r"\boperator\b", head)
     equals = head.find("=")

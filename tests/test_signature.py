@@ -3680,6 +3680,65 @@ def test_structs_with_member_functions_are_read_field_by_field():
     assert sig2.records[1].names == ("out", "count") and sig2.records[1].metadata["constructed"]
 
 
+@pytest.mark.parametrize("member, kind", [
+    ("__device__ float at(int i) const", "function"),
+    ("HD int size() const", "function"),                # HD: the source's macro of specifiers
+    ("unsigned long long hash() const noexcept", "function"),
+    ("const ns::Vec<float, 3>& get()", "function"),
+    ("typename T::value_type first() const", "function"),
+    ("template <class U> __device__ U as() const", "function"),
+    ("friend __device__ bool operator==(const S& a, const S& b)", "function"),
+    ("S& operator=(const S&) = default", "function"),
+    ("__device__ explicit operator bool() const", "function"),
+    ("__device__ float operator()(int i) const", "function"),
+    ("~S()", "function"),
+    ("S() = default", "constructor"),
+    ("CUTLASS_HOST_DEVICE S(int n) : n(n)", "constructor"),   # an unknown macro before it
+    ("template <class U> explicit S(U u)", "constructor"),
+    ("S<T, N>(const S& o)", "constructor"),
+    ("float a = scale(1.5f)", "data"),                  # a default member initializer's call
+    ("int x = [](int v) { return v; }(3)", "data"),
+    ("alignas(8) int b", None),                         # not a function: the struct is opaque
+    ("float x ALIGN(8)", None),
+    ("float (*callback)(float)", None),
+    ("MACRO float f()", None),                          # MACRO is no known specifier
+    ("real (x)", None),
+    ("int (x)", None),
+    ("~T()", None),
+    ("FOO(3)", None),
+    ("template <class U = decltype(f())> int", None),
+])
+def test_a_struct_members_parenthesis_is_told_apart(member, kind):
+    # _data_members leaves out what _function_kind calls a function or constructor; a member
+    # it cannot tell (None) leaves the whole struct opaque, never a data member dropped.
+    from kernarg._signature import _FUNCTION_SPECIFIERS, _function_kind
+
+    assert _function_kind(member, "S", _FUNCTION_SPECIFIERS | {"HD"}) == kind
+
+
+def test_a_struct_body_is_read_past_member_function_bodies():
+    from kernarg._signature import _data_members
+
+    body = """
+    int a, b{2};
+    __device__ int f() const { if (a) { return b; } return 0; }
+    public:
+    S(int v) : a{v}, b(v) { for (int i = 0; i < 2; ++i) { b += i; } };
+    float c = g(1);
+    static constexpr int k = 1;
+    using T = float;
+    friend __device__ S operator+(S x, S y) { return x; }
+    mutable double d;
+    """
+    members, constructed = _data_members(body, "S")
+    assert [m.split() for m in members] == [["int", "a,", "b{2}"], ["float", "c", "=", "g(1)"],
+                                            ["double", "d"]]
+    assert constructed
+    assert _data_members(body + "virtual void v();", "S") is None
+    assert _data_members("int a{1} int b;", "S") is None        # a brace no initializer ends
+    assert _data_members("int a; void f() {", "S") is None      # unclosed
+
+
 def test_a_default_the_compiler_refuses_elsewhere_leaves_out_only_itself(monkeypatch):
     # NVRTC reports some refusals of a struct's T{} where the struct is defined, not on the
     # line that evaluates it (a deleted default constructor, in a template's instantiation,

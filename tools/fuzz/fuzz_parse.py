@@ -2,7 +2,8 @@
 the build): C parameter lists (``Signature(text)``), PTX entries (``Signature.from_ptx``) and
 kernel declarations in CUDA C++ source read against the PTX's layout (what
 ``Signature.from_source`` does after NVRTC, without NVRTC), and the lookup of a kernel's name
-among a module's entries, mangled or not, and the reading of a mangled symbol's C++ name.
+among a module's entries, mangled or not, the reading of a mangled symbol's C++ name, and of
+a struct's body (its data members among member functions).
 Any text must give a Signature whose layout is consistent, or a TypeError/ValueError/
 OverflowError/LookupError -- never another exception (an IndexError, a KeyError, a
 RecursionError...) or a crash; and it pickles as the same Signature.
@@ -18,7 +19,7 @@ with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
     from kernarg._demangle import cxx_name, demangle
     from kernarg._images import cubin_entry_names, image_variable_names
-    from kernarg._signature import ptx_entry_name
+    from kernarg._signature import _data_members, ptx_entry_name
 
 ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
 LIMIT = kernarg.MAX_PARAM_BYTES
@@ -86,6 +87,11 @@ def test_one_input(data):
         elif mode == 2:
             sig = kernarg.Signature.from_ptx(PTX.format(params=text), "k")
         else:
+            # The text as a struct's body too: its data members, or None (session 62's reader
+            # of member functions, constructors and the rest that take no byte).
+            found = _data_members(text, "S")
+            assert found is None or (isinstance(found[1], bool) and all(
+                isinstance(member, str) for member in found[0])), found
             sig = kernarg.Signature._from_source_and_ptx(SOURCE_PREFIX + text, "k", PTX_KNOWN)
     except ALLOWED as exc:
         # Not str()'s refusal of an int of over 4,300 digits, raised while writing a message.
