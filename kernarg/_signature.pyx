@@ -4322,11 +4322,13 @@ def _declared_spec(piece, ptx_spec, structs):
 
 
 # `struct Name {`, `typedef struct [Tag] {`, with __align__(N) / alignas(N) /
-# __attribute__((aligned(N))) before or after the name (NVRTC refuses the attribute after it).
-# Unions, classes, base classes and other attributes are not matched: their parameters stay
-# opaque.
+# __attribute__((aligned(N))) before or after the name (NVRTC refuses the attribute after it),
+# `final`, and base classes (`: public B, Box<int>`, group 5: read up to 2,000 characters, and
+# not past another `struct`, so that a text of many `struct a :` is read in linear time).
+# Unions, classes and other attributes are not matched: their parameters stay opaque.
 _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
-                          rf"({_ALIGN_SPEC})\{{")
+                          rf"({_ALIGN_SPEC})(?:\bfinal\b\s*)?"
+                          r"(?::(?!:)((?:(?!\bstruct\b)[^{};]){1,2000}))?\{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
 _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+)\s*\)")
 # A data member declaration (what _data_members leaves) kernarg does not lay out: a bitfield
@@ -4485,6 +4487,10 @@ class _SourceStructs:
         if key not in reader.layouts:
             reader.layouts[key] = None      # (one that contains itself has no layout)
             members = _substitute_template_args(str(body), header, args)
+            if align[2] is not None and members is not None:    # its bases: `: Base<T>`
+                bases = _substitute_template_args(align[2], header, args)
+                members, align = (None, align) if bases is None else \
+                    (members, (align[0], align[1], bases))
             # Among instantiations nested deeper are some without end (`template <int N>
             # struct S { S<N + 1> s; }`, which no compiler instantiates).
             if members is not None and reader.depth < _MAX_NESTING:
@@ -4544,8 +4550,36 @@ class _SourceStructs:
                 self.scope = outer
         return self.layouts[name]
 
+    def _bases(self, str clause):
+        """(layout, the size what follows it starts from) of each base class a base clause
+        names (``public B, Box<int>``), in order, or None where one is not laid out as C++'s
+        ABI (Itanium's, which NVRTC follows) surely places it: a virtual base, or one kernarg
+        cannot lay out. What follows a base starts after its tail padding where the base is
+        "POD for the purpose of layout" (C++03's POD: ``struct B { double d; int b; }``, then
+        at 16), else in it (at 12 where B has a default member initializer, a user-provided
+        constructor, a ``__half``); where kernarg cannot tell which (a base with a destructor,
+        an ``operator=``, ``private:``), the derived struct is not read."""
+        found = []
+        for base in _items(clause, False, True):
+            words = re.sub(r"^\s*(?:public|private|protected)\b", " ", base).strip()
+            if not words or re.search(r"\b(?:virtual|public|private|protected)\b", words):
+                return None
+            dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
+            if dt is None:
+                return None
+            data_size = max(dt.fields[f][1] + dt.fields[f][0].itemsize for f in dt.names)
+            if data_size != dt.itemsize:
+                pod = dt.metadata.get("pod")
+                if pod is None:
+                    return None
+                if pod:
+                    data_size = dt.itemsize
+            found.append((dt, data_size))
+        return found
+
     def _lay_out(self, name, body, explicit_align):
-        """``explicit_align``: (at least, exactly or 0), as _struct_definitions reads it."""
+        """``explicit_align``: (at least, exactly or 0, the base clause or None), as
+        _struct_definitions reads it."""
         if self.specifiers is None:     # (the macros of the whole source, not a member's)
             root = self
             while root.parent is not None:
@@ -4557,10 +4591,31 @@ class _SourceStructs:
                               self.specifiers)
         if found is None:
             return None
-        members, constructed = found
+        members, constructed, pod = found
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
         size, align = 0, explicit_align[0]
+        whole = 0   # where its bases end, tail padding and all (Itanium's sizeof(C) of them)
+        if explicit_align[2] is not None:
+            # Its base classes first, each laid out as a struct of its own, their fields
+            # named as the derived struct's (a dict gives `b` of `struct D : B { int d; }`
+            # as D's own).
+            found = self._bases(explicit_align[2])
+            if found is None:
+                return None
+            pod = False         # (a class with a base class is none)
+            for base, data_size in found:
+                balign = base.metadata["align"]
+                offset = (size + balign - 1) // balign * balign
+                for fname in base.names:
+                    names.append(fname)
+                    formats.append(base.fields[fname][0])
+                    offsets.append(offset + base.fields[fname][1])
+                size = offset + data_size
+                whole = max(whole, offset + base.itemsize)
+                align = max(align, balign)
+                defaulted += base.metadata.get("defaulted", ())
+                constructed = constructed or bool(base.metadata.get("constructed"))
         for member in members:
             pieces = [_without_initializer(piece) for piece in _items(member, False)]
             if _NOT_A_FIELD.search(_without_dims(",".join(p for p, _ in pieces))):
@@ -4575,6 +4630,7 @@ class _SourceStructs:
                 inner = fmt.subdtype[0] if fmt.subdtype is not None else fmt
                 if initialized or (inner.metadata or {}).get("defaulted"):
                     defaulted.append(fname)
+                pod = _pod_with(pod, initialized, inner)
                 size = (size + falign - 1) // falign * falign
                 names.append(fname)
                 formats.append(fmt)
@@ -4585,8 +4641,11 @@ class _SourceStructs:
             return None
         if explicit_align[1]:
             align = explicit_align[1]
+        size = max(size, whole)     # (a base's tail padding nothing filled is still its size)
         size = (size + align - 1) // align * align
-        metadata = {"name": name, "align": align}
+        # (Whether it is "POD for the purpose of layout", where known: where a struct deriving
+        # from it places its members, _bases.)
+        metadata = {"name": name, "align": align, "pod": pod}
         if constructed:
             # What a constructor sets is known only where T{} is evaluated: until then, a
             # dict gives every field.
@@ -4641,6 +4700,25 @@ class _SourceStructs:
         if shape:
             fmt = (np.dtype(fmt), shape)
         return fname, fmt, falign, type_words
+
+
+def _pod_with(pod, bint initialized, inner):
+    """Whether a struct is "POD for the purpose of layout" (True, False, or None: not known)
+    as far as ``pod`` says, given one more field of dtype ``inner`` (an array's element),
+    with a default member initializer or not: NVRTC takes one as making it no POD, and a
+    ``__half``, ``__nv_bfloat16`` (or a vector of them: classes with constructors) or a struct
+    that is no POD."""
+    if pod is False or initialized:
+        return False
+    while inner.subdtype is not None:   # (an array of vectors: `half2 h[3]`)
+        inner = inner.subdtype[0]
+    if inner.fields is not None:
+        found = (inner.metadata or {}).get("pod")
+        return False if found is False else (None if found is None else pod)
+    if (inner.kind == "f" and inner.itemsize == 2) or \
+            (inner.metadata or {}).get("code") == C_BF16:
+        return False
+    return pod
 
 
 def _without_member_definitions(str body):
@@ -4771,11 +4849,15 @@ _NEXT_CHARACTER = re.compile(r"\s*(\S?)")
 
 def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
     """(the data member declarations of struct ``own``'s ``body``, without their ``;``,
-    whether it declares a constructor), or None where it holds what kernarg does not read
-    past: a virtual function, or a parenthesis it cannot tell a function by (_function_kind).
-    Member functions and the rest of _NOT_DATA are left out, with the bodies of those defined
-    in place (and constructors' initializer lists). ``specifiers``: see _function_kind."""
+    whether it declares a constructor, what the body says of whether the struct is "POD for
+    the purpose of layout": False where a constructor is user-provided, None where it cannot
+    tell (a destructor, an ``operator=``, ``private:``/``protected:``), else True), or None
+    where it holds what kernarg does not read past: a virtual function, or a parenthesis it
+    cannot tell a function by (_function_kind). Member functions and the rest of _NOT_DATA
+    are left out, with the bodies of those defined in place (and constructors' initializer
+    lists). ``specifiers``: see _function_kind."""
     members, constructed = [], False
+    pod = None if _RESTRICTED.search(body) else True
     start, parens, braces, function = 0, 0, 0, None
     for m in _MEMBER_PUNCT.finditer(body):
         ch, at = m[0], m.start()
@@ -4794,7 +4876,7 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
                 if function == "data":
                     function = ""       # a data member's brace initializer, `int b{2}`
                 else:
-                    members.append((text, function))
+                    members.append((text, function, True))
             braces += 1
         elif ch == "}":
             braces -= 1
@@ -4821,20 +4903,34 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
                 kind = _function_kind(text, own, specifiers)
                 if kind is None:
                     return None
-                members.append((text, None if kind == "data" else kind))
+                members.append((text, None if kind == "data" else kind,
+                                _DEFAULTED_OR_DELETED.search(text) is None))
             elif text.strip():
-                members.append((text, None))
+                members.append((text, None, False))
     if parens or braces or body[start:].strip() and _ACCESS.sub(" ", body[start:]).strip():
         return None
     data = []
-    for text, kind in members:
+    for text, kind, provided in members:
         if re.search(r"\bvirtual\b", text):
             return None         # a pointer to its virtual functions in each object
         if kind == "constructor":
             constructed = True
+            if provided:
+                pod = False     # (one `= default` or `= delete` leaves it POD: NVRTC's layout)
+        elif kind == "function":
+            if pod and (_DESTRUCTOR.search(text) or _ASSIGNMENT.search(text)):
+                pod = None
         elif kind is None and not _not_data(text, specifiers):
             data.append(re.sub(r"\bmutable\b", " ", text))
-    return data, constructed
+    return data, constructed, pod
+
+
+# Members that may make a struct other than "POD for the purpose of layout" in ways
+# _data_members does not tell apart.
+_RESTRICTED = re.compile(r"\b(?:private|protected)\s*:(?!:)")
+_DESTRUCTOR = re.compile(r"~\s*[A-Za-z_]")
+_ASSIGNMENT = re.compile(r"\boperator\s*=(?!=)")
+_DEFAULTED_OR_DELETED = re.compile(r"=\s*(?:default|delete)\s*$")
 
 
 _OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
@@ -4957,9 +5053,10 @@ def _any_between(list positions, Py_ssize_t start, Py_ssize_t end):
 
 
 def _struct_definitions(text):
-    """(index of the opening brace, explicit alignment, index of the closing one, names,
-    template parameters) of each struct definition in ``text`` that has no attribute after its
-    body (which may pack it): its tag, and a typedef's name for it; the parameter list of a
+    """(index of the opening brace, (explicit alignment: at least, exactly or 0; the base
+    clause or None), index of the closing one, names, template parameters) of each struct
+    definition in ``text`` that has no attribute after its body (which may pack it): its tag,
+    and a typedef's name for it; the parameter list of a
     struct template (``template <class T, int N> struct Box {...}``: ``'class T, int N'``),
     else None."""
     pairs = None
@@ -4989,7 +5086,8 @@ def _struct_definitions(text):
         # exactly the alignment N, lower than its members' too (its members keep their
         # offsets; its size is rounded to N); alignas(N) may only raise it (lower is an error).
         at_least = max([int(n) for _, n in specs], default=1)
-        yield opening, (at_least, exact.pop() if exact else 0), closing, names, header
+        # (With the base clause, `struct D : public B`, or None.)
+        yield opening, (at_least, exact.pop() if exact else 0, m[5]), closing, names, header
 
 
 def _brace_pairs(str text):

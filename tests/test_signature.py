@@ -3572,7 +3572,11 @@ def test_from_source_reads_the_structs_the_source_defines():
     ("struct S { int a; float (*f)(float); };", "S"),
     ("struct S { int a; alignas(8) int b; };", "S"),
     ("struct S { int a; __device__ virtual int get() const { return a; } };", "S"),
-    ("struct B { int b; }; struct S : B { int a; };", "S"),
+    # A virtual base; a base with tail padding kernarg cannot tell is "POD for the purpose
+    # of layout" or not (a destructor), where the derived struct's members go.
+    ("struct B { int b; }; struct S : virtual B { int a; };", "S"),
+    ("struct B { double d; int b; __host__ __device__ ~B() {} };\n"
+     "struct S : B { int a; };", "S"),
     ("#pragma pack(push, 1)\nstruct S { char c; int a; };\n#pragma pack(pop)", "S"),
     ("#ifdef WIDE\nstruct S { double a; };\n#else\nstruct S { float a; };\n#endif", "S"),
     ("namespace a { struct S { int x; }; } namespace b { struct S { float y; }; }", "b::S"),
@@ -3730,10 +3734,15 @@ def test_a_struct_body_is_read_past_member_function_bodies():
     friend __device__ S operator+(S x, S y) { return x; }
     mutable double d;
     """
-    members, constructed = _data_members(body, "S")
+    members, constructed, pod = _data_members(body, "S")
     assert [m.split() for m in members] == [["int", "a,", "b{2}"], ["float", "c", "=", "g(1)"],
                                             ["double", "d"]]
-    assert constructed
+    assert constructed and pod is False         # S(int v) is user-provided
+    assert _data_members("int a; S() = default; S(const S&) = delete;", "S")[1:] == (True, True)
+    assert _data_members("int a; __device__ ~S() {}", "S")[1:] == (False, None)
+    assert _data_members("int a; S& operator=(const S&) { return *this; }", "S")[2] is None
+    assert _data_members("int a; private: int b;", "S")[2] is None
+    assert _data_members("int a; bool operator==(const S&) const;", "S")[2] is True
     assert _data_members(body + "virtual void v();", "S") is None
     assert _data_members("int a{1} int b;", "S") is None        # a brace no initializer ends
     assert _data_members("int a; void f() {", "S") is None      # unclosed
@@ -3783,6 +3792,64 @@ def test_a_default_the_compiler_refuses_elsewhere_leaves_out_only_itself(monkeyp
     sig = kernarg.Signature.from_source(many, "k")
     assert all("initial" not in r.metadata for r in sig.records)
     assert len(calls) == 16
+
+
+BASES = r"""
+#include <cuda_fp16.h>
+struct Pod { double d; int b; };                     // POD: tail padding kept (16 bytes)
+struct Init { double d; int b = 1; };                // a default member initializer: no POD
+struct Half { double d; __half h; };                 // a __half: no POD
+struct Made { double d; int b; __host__ __device__ Made() : d(0), b(0) {} };
+struct Kept { double d; int b; Kept() = default; };  // defaulted: still POD
+struct A : Pod { int a; };                           // a at 16
+struct B : Init { int a; };                          // a at 12, in Init's tail padding
+struct C : Half { short a; };                        // a at 10
+struct D : public Made { int a; };                   // a at 12
+struct E : Kept { int a; };                          // a at 16
+struct Two { float x; };
+struct F final : Two, private B { char c; };         // Two at 0, B at 8 (its a at 20), c at 24
+template <class T> struct Base { T v; };
+template <class T> struct G : Base<T> { T w; };      // a template's base, substituted
+struct __align__(2) Low : Half { short a; };         // aligned below Half: still 16 bytes,
+struct H { Low l[2]; double z; };                    // Half's tail padding and all (z at 32)
+struct Vecs { double d; half2 h[1]; };               // an array of half2: no POD
+struct I : Vecs { short a; };                        // a at 12
+extern "C" __global__ void k(A a, B b, C c, D d, E e, F f, G<short> g, H h, I i) {}
+"""
+
+
+def test_structs_with_base_classes_are_laid_out_as_nvrtc_does():
+    # A base class is laid out first, as a struct of its own, and its fields are the derived
+    # struct's; what follows a base goes after its tail padding where the base is "POD for
+    # the purpose of layout" (Itanium's ABI, which NVRTC follows), else into it. Before session
+    # 62 a struct with a base class stayed opaque bytes.
+    sig = kernarg.Signature.from_source(BASES, "k")
+    fields = {"A": ["d", "b", "a"], "B": ["d", "b", "a"], "C": ["d", "h", "a"],
+              "D": ["d", "b", "a"], "E": ["d", "b", "a"], "G<short>": ["v", "w"],
+              "H": ["l", "z"], "I": ["d", "h", "a"]}
+    offsets = field_offsets(BASES, fields)
+    for record, name in zip(sig.records, ("A", "B", "C", "D", "E", "F", "G<short>", "H", "I"),
+                            strict=True):
+        assert record is not None, name
+        if name in fields:
+            assert list(record.names) == fields[name]
+            assert [record.fields[f][1] for f in fields[name]] == \
+                [offsets[(name, f)] for f in fields[name]], name
+    a, b, c, d, e, f, g, h, i = sig.records
+    assert [a.fields["a"][1], b.fields["a"][1], c.fields["a"][1], d.fields["a"][1],
+            e.fields["a"][1], i.fields["a"][1]] == [16, 12, 10, 12, 16, 12]
+    assert (f.names, [f.fields[n][1] for n in f.names], f.itemsize) == \
+        (("x", "d", "b", "a", "c"), [0, 8, 16, 20, 24], 32)
+    low = h.fields["l"][0].subdtype[0]
+    assert (h.fields["z"][1], low.itemsize, low.metadata["align"]) == (32, 16, 2)
+    assert (a.metadata["pod"], b.metadata["pod"]) == (False, False)
+    # A dict names a base's fields as the struct's own; the derived struct's T{} gives Init's
+    # initializer (b = 1) where a dict leaves it out. (F's private base makes it no
+    # aggregate, and its T{} no constant: a dict for it gives every field.)
+    raw = bytes(sig.pack(((1.0, 2, 3), {"d": 0.5, "a": 4}, (0, 0, 0), (0, 0, 0), (0, 0, 0),
+                          (1.0, 0.0, 0, 0, 0), (1, 2), {}, {})))
+    at = sig.offsets[1]
+    assert raw[at:at + 16] == struct.pack("<dii", 0.5, 1, 4)
 
 
 def test_a_struct_defined_where_it_is_used_is_read():

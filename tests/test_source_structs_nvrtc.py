@@ -67,7 +67,7 @@ def _struct(rng, i, defined, tags):
             base = rng.choice(("T", "T", "const T*", "T*"))
         decls = []
         for j in range(1 if "*" in base else rng.choice((1, 1, 1, 2, 3))):
-            name = f"m{k}_{j}"
+            name = f"s{i}m{k}_{j}"         # (unique: base classes' fields are the struct's)
             if j and rng.random() < 0.3 and "*" not in base:
                 name = "*" + name           # `int a, *p;`
             if rng.random() < 0.2:
@@ -89,15 +89,22 @@ def _struct(rng, i, defined, tags):
                         # the attribute __align__ stands for, read as it is (session 61)
                         "__attribute__((aligned(8))) ", "__attribute__((__aligned__(2))) "))
     name = f"S{i}"
+    # Base classes (session 62): structs drawn before, laid out first, their tail padding
+    # kept or filled as NVRTC does.
+    bases = ""
+    if defined and rng.random() < 0.35:
+        bases = " : " + ", ".join(rng.choice(("", "public ")) + b for b in
+                                  rng.sample(defined, min(len(defined), rng.choice((1, 1, 2)))))
     if template:                # named by an instantiation, the extent's default or not
-        text = (f"template <class T, int N = {rng.randint(1, 3)}>\nstruct {align}{name} {{\n"
+        text = (f"template <class T, int N = {rng.randint(1, 3)}>\nstruct {align}{name}{bases} {{\n"
                 + "\n".join(members) + "\n};\n")
         arg = rng.choice(TEMPLATE_ARGS)
         return text, rng.choice((f"{name}<{arg}>", f"{name}<{arg}, {rng.randint(1, 4)}>"))
     if unnamed:
-        return f"typedef struct {align}{{\n" + "\n".join(members) + f"\n}} {name};\n", name
+        return (f"typedef struct {align}{bases.lstrip()}{{\n" + "\n".join(members)
+                + f"\n}} {name};\n", name)
     tags.add(name)
-    return f"struct {align}{name} {{\n" + "\n".join(members) + "\n};\n", name
+    return f"struct {align}{name}{bases} {{\n" + "\n".join(members) + "\n};\n", name
 
 
 def _constructed(record):
