@@ -4763,6 +4763,19 @@ _FUNCTION_NAME = re.compile(r"(~\s*)?([A-Za-z_]\w*)\s*(?:<[^<>(){};]*>)?\s*$")
 _TYPE_WORD = re.compile(r"(?:::)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|<|>|\*|&|,|\S")
 
 
+def _after_template_head(str text):
+    """``text`` (a member declaration, stripped) after the ``template <...>`` it begins with,
+    if any; None where that list is not closed."""
+    m = _TEMPLATE_OPENING.match(text)
+    if m is None:
+        return text
+    j = _closing_angle(text, m.end())
+    return None if j < 0 else text[j + 1:]
+
+
+_TEMPLATE_OPENING = re.compile(r"template\s*<")
+
+
 def _function_kind(str member, str own, specifiers=_FUNCTION_SPECIFIERS):
     """What the member declaration ``member`` (its text up to its body or ``;``), which holds a
     ``(`` outside brackets, is: "constructor" (of struct ``own``), "function" (a member
@@ -4771,13 +4784,9 @@ def _function_kind(str member, str own, specifiers=_FUNCTION_SPECIFIERS):
     (``alignas(8) int a``, ``float (*f)(int)``, ``float x SOME_MACRO(16)``, a function whose
     return type is a macro), whose struct is then not read. ``specifiers``: the words that
     say how a function is compiled (_FUNCTION_SPECIFIERS, and the source's macros of them)."""
-    text = member.strip()
-    m = re.match(r"template\s*<", text)
-    if m is not None:
-        j = _closing_angle(text, m.end())
-        if j < 0:
-            return None
-        text = text[j + 1:]
+    text = _after_template_head(member.strip())
+    if text is None:
+        return None
     paren = text.find("(")
     if paren < 0:
         return None             # (only in a template's parameter list)
@@ -4829,13 +4838,9 @@ def _not_data(str member, specifiers):
     """Whether member declaration ``member`` begins (after specifiers, and a template's
     parameter list) with a word of _NOT_DATA: a static member, an alias, a friend or a
     static_assert."""
-    text = member.lstrip()
-    m = re.match(r"template\s*<", text)
-    if m is not None:
-        j = _closing_angle(text, m.end())
-        if j < 0:
-            return False
-        text = text[j + 1:]
+    text = _after_template_head(member.lstrip())
+    if text is None:
+        return False
     for word in re.finditer(r"[A-Za-z_]\w*|\S", text):
         if word[0] in _NOT_DATA:
             return True
