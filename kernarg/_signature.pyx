@@ -4325,8 +4325,9 @@ def _declared_spec(piece, ptx_spec, structs):
 # __attribute__((aligned(N))) before or after the name (NVRTC refuses the attribute after it),
 # `final`, and base classes (`: public B, Box<int>`, group 5: read up to 2,000 characters, and
 # not past another `struct`, so that a text of many `struct a :` is read in linear time).
-# Unions, classes and other attributes are not matched: their parameters stay opaque.
-_STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\bstruct\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
+# A class too (since session 62), but not an `enum class` (_struct_definitions). Unions and
+# other attributes are not matched: their parameters stay opaque.
+_STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\b(?:struct|class)\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
                           rf"({_ALIGN_SPEC})(?:\bfinal\b\s*)?"
                           r"(?::(?!:)((?:(?!\bstruct\b)[^{};]){1,2000}))?\{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
@@ -4377,7 +4378,7 @@ class _SourceStructs:
     def _scan(self):
         bodies, templates = {}, {}
         source = self.source
-        if "struct" in source and not _PRAGMA_PACK.search(source):
+        if ("struct" in source or "class" in source) and not _PRAGMA_PACK.search(source):
             # A directive inside a definition: which members the compiler saw depends on
             # macros kernarg does not evaluate.
             directives = [m.start() for m in _DIRECTIVE_LINE.finditer(source)]
@@ -4427,7 +4428,7 @@ class _SourceStructs:
                 return self._template_member_layout(member, name)
             return self._template_layout(plain, name)
         words = [w for w in re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\S", plain)
-                 if w not in _QUALIFIERS and w != "struct" and w != "typename"]
+                 if w not in _QUALIFIERS and w not in ("struct", "class", "typename")]
         if name is not None and words[-1:] == [name]:
             words = words[:-1]
         if len(words) != 1:
@@ -4490,7 +4491,7 @@ class _SourceStructs:
             if align[2] is not None and members is not None:    # its bases: `: Base<T>`
                 bases = _substitute_template_args(align[2], header, args)
                 members, align = (None, align) if bases is None else \
-                    (members, (align[0], align[1], bases))
+                    (members, (align[0], align[1], bases, align[3]))
             # Among instantiations nested deeper are some without end (`template <int N>
             # struct S { S<N + 1> s; }`, which no compiler instantiates).
             if members is not None and reader.depth < _MAX_NESTING:
@@ -4578,8 +4579,8 @@ class _SourceStructs:
         return found
 
     def _lay_out(self, name, body, explicit_align):
-        """``explicit_align``: (at least, exactly or 0, the base clause or None), as
-        _struct_definitions reads it."""
+        """``explicit_align``: (at least, exactly or 0, the base clause or None, whether it is
+        a class), as _struct_definitions reads it."""
         if self.specifiers is None:     # (the macros of the whole source, not a member's)
             root = self
             while root.parent is not None:
@@ -4592,10 +4593,12 @@ class _SourceStructs:
         if found is None:
             return None
         members, constructed, pod = found
+        if pod and explicit_align[3] and not _PUBLIC_FIRST.match(body):
+            pod = None          # (a class's first members are private)
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
         size, align = 0, explicit_align[0]
-        whole = 0   # where its bases end, tail padding and all (Itanium's sizeof(C) of them)
+        whole = 0   # where its bases end, tail padding and all
         if explicit_align[2] is not None:
             # Its base classes first, each laid out as a struct of its own, their fields
             # named as the derived struct's (a dict gives `b` of `struct D : B { int d; }`
@@ -4641,8 +4644,14 @@ class _SourceStructs:
             return None
         if explicit_align[1]:
             align = explicit_align[1]
-        size = max(size, whole)     # (a base's tail padding nothing filled is still its size)
-        size = (size + align - 1) // align * align
+        rounded = (size + align - 1) // align * align
+        if whole > rounded:
+            # A base's tail padding that nothing filled, past what the struct's alignment
+            # rounds its size to (`struct __align__(2) D : B` with B's alignment 8): NVRTC
+            # 13.0's size keeps it, 12.8's does not (sizeof 16 against 12). Which compiler
+            # built the code is not known here, so the struct is not read.
+            return None
+        size = rounded
         # (Whether it is "POD for the purpose of layout", where known: where a struct deriving
         # from it places its members, _bases.)
         metadata = {"name": name, "align": align, "pod": pod}
@@ -4933,6 +4942,7 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
 # Members that may make a struct other than "POD for the purpose of layout" in ways
 # _data_members does not tell apart.
 _RESTRICTED = re.compile(r"\b(?:private|protected)\s*:(?!:)")
+_PUBLIC_FIRST = re.compile(r"\s*public\s*:(?!:)")
 _DESTRUCTOR = re.compile(r"~\s*[A-Za-z_]")
 _ASSIGNMENT = re.compile(r"\boperator\s*=(?!=)")
 _DEFAULTED_OR_DELETED = re.compile(r"=\s*(?:default|delete)\s*$")
@@ -5020,16 +5030,16 @@ def _without_initializer(str piece):
 # stay opaque bytes (no real struct nests as deep; C++ compilers allow some hundreds).
 _MAX_NESTING = 32
 # `struct Box<int, 2> {`: a specialization of struct template Box.
-_SPECIALIZED = re.compile(r"\bstruct\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
+_SPECIALIZED = re.compile(r"\b(?:struct|class)\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
 # A member type of a struct template's instantiation: `typename Op<float>::Params p`.
 _TEMPLATE_MEMBER = re.compile(
-    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|typename)\b)*\s*"
+    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|class|typename)\b)*\s*"
     r"(?P<template>(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*<(?P<args>.*)>::"
     r"(?P<member>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)"
     r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
 # A struct template's instantiation as a parameter's or field's type: `const Box<short, 3> b`.
 _TEMPLATE_ID = re.compile(
-    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct)\b)*\s*"
+    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|class)\b)*\s*"
     r"(?P<template>(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*<(?P<args>.*)>"
     r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
 
@@ -5066,6 +5076,8 @@ def _struct_definitions(text):
     else None."""
     pairs = None
     for m in _STRUCT_HEAD.finditer(text):
+        if _ENUM_BEFORE.search(text, max(0, m.start() - 40), m.start()):
+            continue    # `enum class E {`, `enum struct E {`: an enumeration
         template = _TEMPLATE_HEAD.search(text, max(0, m.start() - 400), m.start())
         header = template[1] if template is not None else None
         opening = m.end() - 1
@@ -5091,8 +5103,10 @@ def _struct_definitions(text):
         # exactly the alignment N, lower than its members' too (its members keep their
         # offsets; its size is rounded to N); alignas(N) may only raise it (lower is an error).
         at_least = max([int(n) for _, n in specs], default=1)
-        # (With the base clause, `struct D : public B`, or None.)
-        yield opening, (at_least, exact.pop() if exact else 0, m[5]), closing, names, header
+        # (With the base clause, `struct D : public B`, or None; and whether it is a class,
+        # whose members are private until `public:`.)
+        yield (opening, (at_least, exact.pop() if exact else 0, m[5],
+                         _CLASS_KEYWORD.match(m[0]) is not None), closing, names, header)
 
 
 def _brace_pairs(str text):
@@ -5109,6 +5123,8 @@ def _brace_pairs(str text):
 
 
 _BRACE = re.compile(r"[{}]")
+_ENUM_BEFORE = re.compile(r"\benum\s*$")
+_CLASS_KEYWORD = re.compile(r"(?:typedef\s+)?class\b")
 _AFTER_BODY = re.compile(r"\s*(?:(__attribute__|__align__|alignas)|([A-Za-z_]\w*)\s*;)?")
 _PRAGMA_PACK = re.compile(r"#\s*pragma\s+pack")
 _BRACE_OR_QUOTE = re.compile(r"[{}\"']")

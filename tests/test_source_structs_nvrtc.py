@@ -91,12 +91,17 @@ def _struct(rng, i, defined, tags):
     name = f"S{i}"
     # Base classes (session 62): structs drawn before, laid out first, their tail padding
     # kept or filled as NVRTC does.
+    # A class (session 62), its members public, and its bases (private by default).
+    key = "class" if not unnamed and rng.random() < 0.2 else "struct"
+    if key == "class":
+        members.insert(0, "  public:")
     bases = ""
     if defined and rng.random() < 0.35:
-        bases = " : " + ", ".join(rng.choice(("", "public ")) + b for b in
+        bases = " : " + ", ".join(rng.choice(("", "public ") if key == "struct" else
+                                             ("public ",)) + b for b in
                                   rng.sample(defined, min(len(defined), rng.choice((1, 1, 2)))))
     if template:                # named by an instantiation, the extent's default or not
-        text = (f"template <class T, int N = {rng.randint(1, 3)}>\nstruct {align}{name}{bases} {{\n"
+        text = (f"template <class T, int N = {rng.randint(1, 3)}>\n{key} {align}{name}{bases} {{\n"
                 + "\n".join(members) + "\n};\n")
         arg = rng.choice(TEMPLATE_ARGS)
         return text, rng.choice((f"{name}<{arg}>", f"{name}<{arg}, {rng.randint(1, 4)}>"))
@@ -104,7 +109,7 @@ def _struct(rng, i, defined, tags):
         return (f"typedef struct {align}{bases.lstrip()}{{\n" + "\n".join(members)
                 + f"\n}} {name};\n", name)
     tags.add(name)
-    return f"struct {align}{name}{bases} {{\n" + "\n".join(members) + "\n};\n", name
+    return f"{key} {align}{name}{bases} {{\n" + "\n".join(members) + "\n};\n", name
 
 
 def _constructed(record):
