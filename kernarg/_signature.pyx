@@ -4558,8 +4558,9 @@ class _SourceStructs:
         cannot lay out. What follows a base starts after its tail padding where the base is
         "POD for the purpose of layout" (C++03's POD: ``struct B { double d; int b; }``, then
         at 16), else in it (at 12 where B has a default member initializer, a user-provided
-        constructor, a ``__half``); where kernarg cannot tell which (a base with a destructor,
-        an ``operator=``, ``private:``), the derived struct is not read."""
+        constructor, destructor or copy assignment, a private data member, a ``__half``: see
+        _data_members and _pod_with); where that is not known, the derived struct is not
+        read."""
         found = []
         for base in _items(clause, False, True):
             words = re.sub(r"^\s*(?:public|private|protected)\b", " ", base).strip()
@@ -4589,12 +4590,10 @@ class _SourceStructs:
                 root.specifiers = _specifier_macros(root.source)
             self.specifiers = root.specifiers
         found = _data_members(_without_member_definitions(body), _own_name(name),
-                              self.specifiers)
+                              self.specifiers, explicit_align[3])
         if found is None:
             return None
         members, constructed, pod = found
-        if pod and explicit_align[3] and not _PUBLIC_FIRST.match(body):
-            pod = None          # (a class's first members are private)
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
         size, align = 0, explicit_align[0]
@@ -4606,7 +4605,9 @@ class _SourceStructs:
             found = self._bases(explicit_align[2])
             if found is None:
                 return None
-            pod = False         # (a class with a base class is none)
+            # (C++03 says a class with a base class is no POD, but NVRTC lays `struct D : B
+            # {}` out as one where B is: which it is, kernarg does not tell.)
+            pod = None
             for base, data_size in found:
                 balign = base.metadata["align"]
                 offset = (size + balign - 1) // balign * balign
@@ -4861,17 +4862,20 @@ def _not_data(str member, specifiers):
 _NEXT_CHARACTER = re.compile(r"\s*(\S?)")
 
 
-def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
+def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS, bint private=False):
     """(the data member declarations of struct ``own``'s ``body``, without their ``;``,
     whether it declares a constructor, what the body says of whether the struct is "POD for
-    the purpose of layout": False where a constructor is user-provided, None where it cannot
-    tell (a destructor, an ``operator=``, ``private:``/``protected:``), else True), or None
-    where it holds what kernarg does not read past: a virtual function, or a parenthesis it
-    cannot tell a function by (_function_kind). Member functions and the rest of _NOT_DATA
-    are left out, with the bodies of those defined in place (and constructors' initializer
-    lists). ``specifiers``: see _function_kind."""
-    members, constructed = [], False
-    pod = None if _RESTRICTED.search(body) else True
+    the purpose of layout": False where a constructor, destructor or copy (or move)
+    assignment is user-provided or a data member is private or protected, as NVRTC lays
+    structs out; None where constructors are declared but no default one, which NVRTC 12.9
+    and 13.5 lay out differently; else True), or None where it holds what kernarg does not
+    read past: a
+    virtual function, or a parenthesis it cannot tell a function by (_function_kind). Member
+    functions and the rest of _NOT_DATA are left out, with the bodies of those defined in
+    place (and constructors' initializer lists). ``specifiers``: see _function_kind;
+    ``private``: whether its members are private until said otherwise (a class's)."""
+    members, constructed, pod = [], False, True
+    access = "private" if private else "public"
     start, parens, braces, function = 0, 0, 0, None
     for m in _MEMBER_PUNCT.finditer(body):
         ch, at = m[0], m.start()
@@ -4883,14 +4887,14 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
             continue
         elif ch == "{":
             if braces == 0 and function is None:
-                text = _ACCESS.sub(" ", body[start:at])
+                text, access = _accessed(body[start:at], access)
                 function = _function_kind(text, own, specifiers) if "(" in text else "data"
                 if function is None:
                     return None
                 if function == "data":
                     function = ""       # a data member's brace initializer, `int b{2}`
                 else:
-                    members.append((text, function, True))
+                    members.append((text, function, True, access))
             braces += 1
         elif ch == "}":
             braces -= 1
@@ -4909,7 +4913,7 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
         elif braces == 0:               # ;
             if function == "":
                 function = None
-            text = _ACCESS.sub(" ", body[start:at])
+            text, access = _accessed(body[start:at], access)
             start = at + 1
             if function is not None:
                 continue
@@ -4918,34 +4922,51 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS):
                 if kind is None:
                     return None
                 members.append((text, None if kind == "data" else kind,
-                                _DEFAULTED_OR_DELETED.search(text) is None))
+                                _DEFAULTED_OR_DELETED.search(text) is None, access))
             elif text.strip():
-                members.append((text, None, False))
+                members.append((text, None, False, access))
     if parens or braces or body[start:].strip() and _ACCESS.sub(" ", body[start:]).strip():
         return None
-    data = []
-    for text, kind, provided in members:
+    data, default_constructor = [], False
+    for text, kind, provided, access in members:
         if re.search(r"\bvirtual\b", text):
             return None         # a pointer to its virtual functions in each object
         if kind == "constructor":
             constructed = True
             if provided:
                 pod = False     # (one `= default` or `= delete` leaves it POD: NVRTC's layout)
-        elif kind == "function":
-            if pod and (_DESTRUCTOR.search(text) or _ASSIGNMENT.search(text)):
-                pod = None
+            elif _NO_PARAMETERS.search(text):
+                default_constructor = True
+        elif kind == "function" and provided:
+            assignment = _ASSIGNMENT.search(text)
+            if _DESTRUCTOR.search(text) or assignment is not None and re.search(
+                    rf"\b{own}\b", text[assignment.end():]):
+                pod = False     # a user-provided destructor, or copy or move assignment
         elif kind is None and not _not_data(text, specifiers):
             data.append(re.sub(r"\bmutable\b", " ", text))
+            if access != "public":
+                pod = False     # a private or protected data member
+    if constructed and pod and not default_constructor:
+        # Constructors declared, none of them user-provided, but no default one
+        # (`S(const S&) = default;` alone): NVRTC 13.5 lays it out as POD, 12.9 does not.
+        pod = None
     return data, constructed, pod
 
 
-# Members that may make a struct other than "POD for the purpose of layout" in ways
-# _data_members does not tell apart.
-_RESTRICTED = re.compile(r"\b(?:private|protected)\s*:(?!:)")
-_PUBLIC_FIRST = re.compile(r"\s*public\s*:(?!:)")
+def _accessed(str text, str access):
+    """(member declaration ``text`` without the access specifiers before it, the access it
+    has: the last of those, else ``access``, the one before it)."""
+    for a in _ACCESS_WORD.finditer(text):
+        access = a[1]
+    return _ACCESS.sub(" ", text), access
+
+
+# What makes a struct other than "POD for the purpose of layout" (_data_members).
+_ACCESS_WORD = re.compile(r"\b(public|private|protected)\s*:(?!:)")
 _DESTRUCTOR = re.compile(r"~\s*[A-Za-z_]")
 _ASSIGNMENT = re.compile(r"\boperator\s*=(?!=)")
 _DEFAULTED_OR_DELETED = re.compile(r"=\s*(?:default|delete)\s*$")
+_NO_PARAMETERS = re.compile(r"\(\s*(?:void\s*)?\)")
 
 
 _OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
