@@ -4362,8 +4362,8 @@ class _SourceStructs:
     def __init__(self, source, aliases, parent=None):
         self.source = source
         self.aliases = aliases
-        self.bodies = None      # name -> (body, explicit alignment) or None; read on first use
-        self.templates = None   # name -> (body, explicit alignment, parameters) or None
+        self.bodies = None      # name -> (body, head: _lay_out's) or None; read on first use
+        self.templates = None   # name -> (body, head, parameters) or None
         self.layouts = {}       # name -> numpy dtype or None, as laid out
         self.depth = 0          # structs being laid out, one inside another
         self.scope = ""         # the one being laid out (Op::Params): where names are looked up
@@ -4371,8 +4371,10 @@ class _SourceStructs:
         # struct template's instantiation (Op<float>'s, for Op<float>::Params): the names it
         # does not define are looked up there.
         self.parent = parent
-        # The words that say how a member function is compiled (_specifier_macros); read on
-        # first use.
+        # The reader of the whole source (this one, or its parent's root), whose macros say
+        # how member functions are compiled: its `specifiers`, read on first use
+        # (_specifier_macros).
+        self.root = self if parent is None else parent.root
         self.specifiers = None
 
     def _scan(self):
@@ -4484,20 +4486,22 @@ class _SourceStructs:
         found = self._instantiated(m, name) if m is not None else None
         if found is None:
             return None
-        reader, (body, align, header), args, key = found
+        reader, (body, head, header), args, key = found
         if key not in reader.layouts:
             reader.layouts[key] = None      # (one that contains itself has no layout)
             members = _substitute_template_args(str(body), header, args)
-            if align[2] is not None and members is not None:    # its bases: `: Base<T>`
-                bases = _substitute_template_args(align[2], header, args)
-                members, align = (None, align) if bases is None else \
-                    (members, (align[0], align[1], bases, align[3]))
+            if head[2] is not None and members is not None:    # its bases: `: Base<T>`
+                bases = _substitute_template_args(head[2], header, args)
+                if bases is None:
+                    members = None
+                else:
+                    head = (head[0], head[1], bases, head[3])
             # Among instantiations nested deeper are some without end (`template <int N>
             # struct S { S<N + 1> s; }`, which no compiler instantiates).
             if members is not None and reader.depth < _MAX_NESTING:
                 reader.depth += 1
                 try:
-                    reader.layouts[key] = reader._lay_out(key, members, align)
+                    reader.layouts[key] = reader._lay_out(key, members, head)
                 finally:
                     reader.depth -= 1
         return reader.layouts[key]
@@ -4579,30 +4583,26 @@ class _SourceStructs:
             found.append((dt, data_size))
         return found
 
-    def _lay_out(self, name, body, explicit_align):
-        """``explicit_align``: (at least, exactly or 0, the base clause or None, whether it is
-        a class), as _struct_definitions reads it."""
-        if self.specifiers is None:     # (the macros of the whole source, not a member's)
-            root = self
-            while root.parent is not None:
-                root = root.parent
-            if root.specifiers is None:
-                root.specifiers = _specifier_macros(root.source)
-            self.specifiers = root.specifiers
+    def _lay_out(self, name, body, head):
+        """``head``: what the struct's head says, as _struct_definitions reads it: (explicit
+        alignment at least, exactly or 0, the base clause or None, whether it is a class)."""
+        root = self.root
+        if root.specifiers is None:
+            root.specifiers = _specifier_macros(root.source)
         found = _data_members(_without_member_definitions(body), _own_name(name),
-                              self.specifiers, explicit_align[3])
+                              root.specifiers, head[3])
         if found is None:
             return None
         members, constructed, pod = found
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
-        size, align = 0, explicit_align[0]
+        size, align = 0, head[0]
         whole = 0   # where its bases end, tail padding and all
-        if explicit_align[2] is not None:
+        if head[2] is not None:
             # Its base classes first, each laid out as a struct of its own, their fields
             # named as the derived struct's (a dict gives `b` of `struct D : B { int d; }`
             # as D's own).
-            found = self._bases(explicit_align[2])
+            found = self._bases(head[2])
             if found is None:
                 return None
             # (C++03 says a class with a base class is no POD, but NVRTC lays `struct D : B
@@ -4643,8 +4643,8 @@ class _SourceStructs:
                 align = max(align, falign)
         if not names:
             return None
-        if explicit_align[1]:
-            align = explicit_align[1]
+        if head[1]:
+            align = head[1]
         rounded = (size + align - 1) // align * align
         if whole > rounded:
             # A base's tail padding that nothing filled, past what the struct's alignment
