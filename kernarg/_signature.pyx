@@ -3117,6 +3117,28 @@ cdef dict _FIELD_CODES = {
 }
 
 
+cdef list _given_alternatives(tuple group, dict value):
+    """The members (alternatives, each the names of the fields it gives) of a union, as a
+    struct dtype's "overlaps" metadata holds them (``group``), that dict ``value`` gives."""
+    return [alternative for alternative in group if any(n in value for n in alternative)]
+
+
+cdef int _refuse_overlaps(Signature sig, Py_ssize_t i, object dt, dict value,
+                          str what) except -1:
+    """Refuse a dict that gives fields of more than one member of a union in struct (or
+    union) ``dt``: their bytes are the same."""
+    for group in dt.metadata["overlaps"]:
+        given = _given_alternatives(group, value)
+        if len(given) > 1:
+            shown = [next(n for n in alternative if n in value) for alternative in given]
+            members = [" and ".join(alternative) for alternative in group]
+            raise TypeError(
+                f"{_param_name(sig, i)}: {what} gives fields {', '.join(shown)}, which share "
+                f"their bytes (members of a union: one holds a value at a time): give one "
+                f"of {('; ' if any(len(a) > 1 for a in group) else ', ').join(members)}")
+    return 0
+
+
 cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* dst,
                       str what) except -1:
     """Before a dict's fields are written: the struct ``dt``'s fields with default member
@@ -3129,6 +3151,13 @@ cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* 
         memcpy(dst, <char*><bytes>initial, dt.itemsize)
         return 0
     missing = [name for name in dt.metadata["defaulted"] if name not in value]
+    if missing and "overlaps" in dt.metadata:
+        # (A union member's fields the dict leaves out, where it gives another member's.)
+        for group in dt.metadata["overlaps"]:
+            if _given_alternatives(group, value):
+                others = {n for alternative in group for n in alternative}
+                missing = [name for name in missing if name not in others or any(
+                    name in alternative for alternative in _given_alternatives(group, value))]
     if missing:
         several = len(missing) > 1
         if dt.metadata.get("constructed"):
@@ -3155,7 +3184,11 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
     numpy's or ctypes' casts, which wrap ints and truncate floats without a word."""
     cdef Py_ssize_t k, n, step
     cdef int code
-    what = f"field {where}" if where else f"a struct ({sig._types[i]})"
+    if where:
+        what = f"field {where}"
+    else:
+        kind = "union" if dt.metadata is not None and dt.metadata.get("union") else "struct"
+        what = f"a {kind} ({sig._types[i]})"
     if dt.fields is not None:
         if isinstance(value, np.void) and value.dtype == dt:
             raw = value.tobytes()
@@ -3163,13 +3196,23 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
             return 0
         if isinstance(value, dict):
             pairs = value.items()
-            if dt.metadata is not None and "defaulted" in dt.metadata:
-                _put_initial(sig, i, dt, value, dst, what)
+            if dt.metadata is not None:
+                if "overlaps" in dt.metadata:
+                    _refuse_overlaps(sig, i, dt, value, what)
+                if "defaulted" in dt.metadata:
+                    _put_initial(sig, i, dt, value, dst, what)
         elif isinstance(value, tuple):
-            if len(value) != len(dt.names):
-                raise TypeError(f"{_param_name(sig, i)}: {what} has {len(dt.names)} fields "
-                                f"({', '.join(dt.names)}), got {len(value)} values")
-            pairs = zip(dt.names, value)
+            names = dt.names if dt.metadata is None else dt.metadata.get("positions", dt.names)
+            if len(value) != len(names):
+                if names == dt.names:
+                    raise TypeError(f"{_param_name(sig, i)}: {what} has {len(names)} fields "
+                                    f"({', '.join(names)}), got {len(value)} values")
+                raise TypeError(
+                    f"{_param_name(sig, i)}: {what} takes {len(names)} value"
+                    f"{'s' if len(names) != 1 else ''} in a tuple ({', '.join(names)}: of a "
+                    f"union, its first member, as C++'s braces set it), got {len(value)}; a "
+                    f"dict gives another member")
+            pairs = zip(names, value)
         else:
             return _put_ctypes_part(sig, i, dt, value, dst, what, "a dict, a tuple")
         for key, item in pairs:
@@ -4116,7 +4159,7 @@ _NAMESPACE_HEAD = re.compile(r"(?:inline\s+)?namespace\b\s*([\w:\s]*)")
 # structs and typedefs see it.
 _EXTERN_C = r'extern\s*"(?:C|C\+\+| | {3})"'
 _EXTERN_HEAD = re.compile(_EXTERN_C)
-_CLASS_HEAD = re.compile(rf"(?:typedef\s+)?(?:struct|class)\s+{_ALIGN_SPEC}([A-Za-z_]\w*)\s*"
+_CLASS_HEAD = re.compile(rf"(?:typedef\s+)?(?:struct|class|union)\s+{_ALIGN_SPEC}([A-Za-z_]\w*)\s*"
                          rf"{_ALIGN_SPEC}(?:final\b\s*)?(?::(?!:)[^{{}};]*)?")
 _ENUM_HEAD = re.compile(r"(typedef\s+)?enum\b\s*(class\b|struct\b)?\s*([A-Za-z_]\w*)?\s*"
                         r"(?::(?!:)\s*([^{};]+?))?\s*")
@@ -4325,18 +4368,19 @@ def _declared_spec(piece, ptx_spec, structs):
 # __attribute__((aligned(N))) before or after the name (NVRTC refuses the attribute after it),
 # `final`, and base classes (`: public B, Box<int>`, group 5: read up to 2,000 characters, and
 # not past another `struct`, so that a text of many `struct a :` is read in linear time).
-# A class too (since session 62), but not an `enum class` (_struct_definitions). Unions and
-# other attributes are not matched: their parameters stay opaque.
-_STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\b(?:struct|class)\s+({_ALIGN_SPEC})([A-Za-z_]\w*)?\s*"
-                          rf"({_ALIGN_SPEC})(?:\bfinal\b\s*)?"
+# A class too (since session 62), but not an `enum class` (_struct_definitions), and a union
+# (`union {` too: an unnamed one may be a member). Other attributes are not matched: their
+# parameters stay opaque.
+_STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\b(?:struct|class|union)\b\s*({_ALIGN_SPEC})"
+                          rf"([A-Za-z_]\w*)?\s*({_ALIGN_SPEC})(?:\bfinal\b\s*)?"
                           r"(?::(?!:)((?:(?!\bstruct\b)[^{};]){1,2000}))?\{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
 _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+)\s*\)")
 # A data member declaration (what _data_members leaves) kernarg does not lay out: a bitfield
-# (a lone `:`), an attribute (`(`), a reference, an anonymous union or class, and what
+# (a lone `:`), an attribute (`(`), a reference, an unnamed class, and what
 # _data_members does not expect among data members.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
-                          r"virtual|operator|union|class|public|private|protected)\b")
+                          r"virtual|operator|class|public|private|protected)\b")
 _FIELD_DIMS = re.compile(r"((?:\[\s*\d+\s*\]\s*)+)$")
 _FIELD_FORMATS = {C_BOOL: "?", C_I8: "i1", C_U8: "u1", C_I16: "i2", C_U16: "u2", C_I32: "i4",
                   C_U32: "u4", C_I64: "i8", C_U64: "u8", C_F16: "f2", C_F32: "f4", C_F64: "f8"}
@@ -4376,11 +4420,13 @@ class _SourceStructs:
         # (_specifier_macros).
         self.root = self if parent is None else parent.root
         self.specifiers = None
+        self.unnamed = 0        # unnamed structs and unions laid out (_unnamed_members)
 
     def _scan(self):
         bodies, templates = {}, {}
         source = self.source
-        if ("struct" in source or "class" in source) and not _PRAGMA_PACK.search(source):
+        if ("struct" in source or "class" in source or "union" in source) and \
+                not _PRAGMA_PACK.search(source):
             # A directive inside a definition: which members the compiler saw depends on
             # macros kernarg does not evaluate.
             directives = [m.start() for m in _DIRECTIVE_LINE.finditer(source)]
@@ -4430,11 +4476,13 @@ class _SourceStructs:
                 return self._template_member_layout(member, name)
             return self._template_layout(plain, name)
         words = [w for w in re.findall(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\S", plain)
-                 if w not in _QUALIFIERS and w not in ("struct", "class", "typename")]
+                 if w not in _QUALIFIERS and w not in ("struct", "class", "union", "typename")]
         if name is not None and words[-1:] == [name]:
             words = words[:-1]
         if len(words) != 1:
             return None
+        if words[0].startswith(_UNNAMED):
+            return self.layouts.get(words[0])     # (an unnamed one of this source's)
         named = self._named(words[0])
         if self.parent is not None and (named not in self.bodies or "::" in words[0] and
                                         named == words[0].rpartition("::")[2]):
@@ -4495,7 +4543,7 @@ class _SourceStructs:
                 if bases is None:
                     members = None
                 else:
-                    head = (head[0], head[1], bases, head[3])
+                    head = (head[0], head[1], bases) + head[3:]
             # Among instantiations nested deeper are some without end (`template <int N>
             # struct S { S<N + 1> s; }`, which no compiler instantiates).
             if members is not None and reader.depth < _MAX_NESTING:
@@ -4573,7 +4621,9 @@ class _SourceStructs:
             dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
             if dt is None:
                 return None
-            data_size = max(dt.fields[f][1] + dt.fields[f][0].itemsize for f in dt.names)
+            # (Where its members end: an anonymous union's whole size, past its fields' ends.)
+            data_size = dt.metadata.get("dsize") or max(
+                dt.fields[f][1] + dt.fields[f][0].itemsize for f in dt.names)
             if data_size != dt.itemsize:
                 pod = dt.metadata.get("pod")
                 if pod is None:
@@ -4585,17 +4635,37 @@ class _SourceStructs:
 
     def _lay_out(self, name, body, head):
         """``head``: what the struct's head says, as _struct_definitions reads it: (explicit
-        alignment at least, exactly or 0, the base clause or None, whether it is a class)."""
+        alignment at least, exactly or 0, the base clause or None, whether it is a class,
+        whether it is a union).
+
+        A union's members all start at 0; a dict gives one of them. A struct or union
+        defined in place without a name is laid out as a type of its own (_unnamed_members);
+        one that declares no member (``union { float f; int i; };``, an anonymous union; or
+        struct, a GNU extension NVRTC takes) gives its fields to the struct, as C++ names
+        them. Which fields share their bytes, so that a dict gives one of them, is the
+        "overlaps" metadata: for each union, its members' (alternatives': each the fields it
+        gives) names. What a tuple's values are, where not every field (C++'s aggregate
+        initialization: a union's first member), is "positions"."""
         root = self.root
         if root.specifiers is None:
             root.specifiers = _specifier_macros(root.source)
-        found = _data_members(_without_member_definitions(body), _own_name(name),
-                              root.specifiers, head[3])
+        union = len(head) > 4 and head[4]
+        body = _without_member_definitions(body)
+        if "{" in body:
+            body = self._unnamed_members(name, body)
+            if body is None:
+                return None
+        found = _data_members(body, _own_name(name), root.specifiers, head[3])
         if found is None:
             return None
         members, constructed, pod = found
+        if union:
+            if constructed or head[2] is not None:
+                return None     # (a union has no base; what its constructors set is not read)
+            pod = None          # (no struct derives from a union; one holding it: not known)
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
+        overlaps, positions, alternatives = [], [], []
         size, align = 0, head[0]
         whole = 0   # where its bases end, tail padding and all
         if head[2] is not None:
@@ -4615,6 +4685,8 @@ class _SourceStructs:
                     names.append(fname)
                     formats.append(base.fields[fname][0])
                     offsets.append(offset + base.fields[fname][1])
+                overlaps += base.metadata.get("overlaps", ())
+                positions += base.metadata.get("positions", base.names)
                 size = offset + data_size
                 whole = max(whole, offset + base.itemsize)
                 align = max(align, balign)
@@ -4632,14 +4704,36 @@ class _SourceStructs:
                 fname, fmt, falign, first_type = field
                 fmt = np.dtype(fmt)
                 inner = fmt.subdtype[0] if fmt.subdtype is not None else fmt
-                if initialized or (inner.metadata or {}).get("defaulted"):
+                held = inner.metadata or {}
+                if union and (initialized or held.get("defaulted") or held.get("constructed")):
+                    return None     # (which member a union's T{} sets: not read)
+                if initialized or held.get("defaulted"):
                     defaulted.append(fname)
                 pod = _pod_with(pod, initialized, inner)
-                size = (size + falign - 1) // falign * falign
-                names.append(fname)
-                formats.append(fmt)
-                offsets.append(size)
-                size += fmt.itemsize
+                at = 0 if union else (size + falign - 1) // falign * falign
+                if fname.startswith(_FLAT):
+                    # An anonymous union or struct: its fields are this one's.
+                    for sub in fmt.names:
+                        names.append(sub)
+                        formats.append(fmt.fields[sub][0])
+                        offsets.append(at + fmt.fields[sub][1])
+                    overlaps += held.get("overlaps", ())
+                    given = held.get("positions", fmt.names)
+                    if held.get("defaulted"):
+                        defaulted.remove(fname)
+                        defaulted += held["defaulted"]
+                    alternatives.append(tuple(fmt.names))
+                else:
+                    names.append(fname)
+                    formats.append(fmt)
+                    offsets.append(at)
+                    given = (fname,)
+                    alternatives.append(given)
+                if not union:
+                    positions += given
+                elif len(alternatives) == 1:
+                    positions += given      # (a union's aggregate initializer: its first member)
+                size = max(size, at + fmt.itemsize)
                 align = max(align, falign)
         if not names:
             return None
@@ -4652,10 +4746,22 @@ class _SourceStructs:
             # 13.0's size keeps it, 12.8's does not (sizeof 16 against 12). Which compiler
             # built the code is not known here, so the struct is not read.
             return None
-        size = rounded
         # (Whether it is "POD for the purpose of layout", where known: where a struct deriving
         # from it places its members, _bases.)
         metadata = {"name": name, "align": align, "pod": pod}
+        if size != max(offsets[k] + np.dtype(formats[k]).itemsize for k in range(len(names))):
+            # Where its members end, where that is past its fields' ends: an anonymous union
+            # ends where its largest member does, with that member's tail padding.
+            metadata["dsize"] = size
+        size = rounded
+        if union:
+            metadata["union"] = True
+            if len(alternatives) > 1:
+                overlaps.insert(0, tuple(alternatives))
+        if overlaps:
+            metadata["overlaps"] = tuple(overlaps)
+        if tuple(positions) != tuple(names):
+            metadata["positions"] = tuple(positions)
         if constructed:
             # What a constructor sets is known only where T{} is evaluated: until then, a
             # dict gives every field.
@@ -4670,6 +4776,48 @@ class _SourceStructs:
                              "itemsize": size}, metadata=metadata)
         except ValueError:      # a field name given twice
             return None
+
+    def _unnamed_members(self, str name, str body):
+        """``body`` (struct ``name``'s, its named member types left out) with each struct or
+        union defined in it without a name (``struct { int a, b; } pair;``, ``union { float
+        f; int i; };``) laid out as a type of its own and named by its key in self.layouts
+        (_UNNAMED and a number); one that declares no member declares one named _FLAT and
+        that number, whose fields _lay_out makes the struct's own. None where one is not
+        laid out (or has an alignment, or a base, of its own)."""
+        out = []
+        cdef Py_ssize_t at = 0, counted = 0, depth = 0, closing
+        for m in _STRUCT_HEAD.finditer(body):
+            if m.start() < at or m[1] or m[3]:
+                continue        # inside one replaced, a typedef's (not read), a named one
+            depth += body.count("{", counted, m.start()) - body.count("}", counted, m.start())
+            counted = m.start()
+            if depth:
+                continue        # (in a member function's body)
+            if m[2].strip() or m[4].strip() or m[5] is not None or self.depth >= _MAX_NESTING:
+                return None
+            closing = _closing(body, m.end(), "{", "}")
+            if closing < 0:
+                return None
+            self.depth += 1
+            try:
+                inner = self._lay_out(
+                    f"{name}::(unnamed)", body[m.end():closing],
+                    (1, 0, None, _CLASS_KEYWORD.match(m[0]) is not None,
+                     _UNION_KEYWORD.match(m[0]) is not None))
+            finally:
+                self.depth -= 1
+            if inner is None:
+                return None
+            self.unnamed += 1
+            key = f"{_UNNAMED}{self.unnamed}"
+            self.layouts[key] = inner
+            out.append(body[at:m.start()])
+            out.append(f" {key} ")
+            if _NEXT_CHARACTER.match(body, closing + 1)[1] == ";":
+                out.append(f"{_FLAT}{self.unnamed} ")
+            at = counted = closing + 1
+        out.append(body[at:])
+        return "".join(out)
 
     def _field(self, piece, first_type):
         """(name, numpy format, alignment, type words for the next declarator of the member)
@@ -4860,6 +5008,10 @@ def _not_data(str member, specifiers):
 
 
 _NEXT_CHARACTER = re.compile(r"\s*(\S?)")
+# The names _lay_out gives an unnamed struct or union (its type), and the member an anonymous
+# one declares (whose fields are its struct's): no identifier of C++ code begins with these.
+_UNNAMED = "__kernarg_unnamed_"
+_FLAT = "__kernarg_anonymous_"
 
 
 def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS, bint private=False):
@@ -5124,10 +5276,11 @@ def _struct_definitions(text):
         # exactly the alignment N, lower than its members' too (its members keep their
         # offsets; its size is rounded to N); alignas(N) may only raise it (lower is an error).
         at_least = max([int(n) for _, n in specs], default=1)
-        # (With the base clause, `struct D : public B`, or None; and whether it is a class,
-        # whose members are private until `public:`.)
+        # (With the base clause, `struct D : public B`, or None; whether it is a class,
+        # whose members are private until `public:`; and whether it is a union.)
         yield (opening, (at_least, exact.pop() if exact else 0, m[5],
-                         _CLASS_KEYWORD.match(m[0]) is not None), closing, names, header)
+                         _CLASS_KEYWORD.match(m[0]) is not None,
+                         _UNION_KEYWORD.match(m[0]) is not None), closing, names, header)
 
 
 def _brace_pairs(str text):
@@ -5146,6 +5299,7 @@ def _brace_pairs(str text):
 _BRACE = re.compile(r"[{}]")
 _ENUM_BEFORE = re.compile(r"\benum\s*$")
 _CLASS_KEYWORD = re.compile(r"(?:typedef\s+)?class\b")
+_UNION_KEYWORD = re.compile(r"(?:typedef\s+)?union\b")
 _AFTER_BODY = re.compile(r"\s*(?:(__attribute__|__align__|alignas)|([A-Za-z_]\w*)\s*;)?")
 _PRAGMA_PACK = re.compile(r"#\s*pragma\s+pack")
 _BRACE_OR_QUOTE = re.compile(r"[{}\"']")

@@ -3561,7 +3561,13 @@ def test_from_source_reads_the_structs_the_source_defines():
 
 
 @pytest.mark.parametrize("definition, declared", [
-    ("union S { int i; float f; };", "S"),
+    # A union whose T{} sets a member (a default member initializer, a constructor, or a
+    # member's own): which one, kernarg does not read.
+    ("union S { int i = 1; float f; };", "S"),
+    ("union S { int i; float f; __host__ __device__ S() : i(0) {} };", "S"),
+    ("struct P { int p = 1; };\nstruct S { union { P p; float f; }; int n; };", "S"),
+    # An unnamed union or struct with an alignment of its own.
+    ("struct S { char c; struct __align__(16) { int b; } in; };", "S"),
     ("struct S { int a : 3; int b : 5; };", "S"),
     # What a member function's head holds that kernarg cannot tell from a type or a data
     # member's attribute (a macro of more than specifiers: `HD float f()`, `float x AL(8)`),
@@ -3584,7 +3590,6 @@ def test_from_source_reads_the_structs_the_source_defines():
     ("template <class T> struct S { T v; };\ntemplate <> struct S<int> { double d; };", "S<int>"),
     ("template <class T> struct S { typename T::type v; };\n"
      "struct P { typedef int type; };", "S<P>"),
-    ("struct S { int a; struct { int b; } inner; };", "S"),
     # A class template the source also specializes (`template <> class`), as a struct's.
     ("template <class T> class S { public: T v; };\n"
      "template <> class S<int> { public: double d; };", "S<int>"),
@@ -3889,6 +3894,114 @@ extern "C" __global__ void k(Plain p, Hidden h, Derived d) {}
     raw = bytes(sig.pack(({"x": 16, "n": 3}, (32, 4), {"k": 1, "m": -1})))
     assert raw[:12] == struct.pack("<Qi", 16, 3)
     assert raw[sig.offsets[2] + 16:sig.offsets[2] + 19] == struct.pack("<hb", 1, -1)
+
+
+UNIONS = r"""
+union Bits { float f; unsigned u; unsigned char b[4]; };
+typedef union { double d; int2 i; } Wide;
+struct Tagged {                         // an anonymous union: its members are Tagged's
+    int kind;
+    union { float f; int i; double d; };
+    char after;
+};
+struct Nested {                         // an anonymous struct (GNU's) and union inside one
+    char k;
+    union { struct { short a, b; }; float x; union { char c; long long q; }; };
+};
+struct InPlace { char c; struct { int a; float b; } pair[2]; union { short s; char t; } u; };
+struct Defaults { int k = 3; union { int i; float f; }; };
+extern "C" __global__ void k(Bits b, Wide w, Tagged t, Nested n, InPlace p, Defaults d) {}
+"""
+
+
+def test_unions_and_unnamed_members_are_laid_out_as_nvrtc_does():
+    # Since session 63 a union is read as a struct whose members all start at 0, and a struct
+    # or union defined in place without a name is laid out as a type of its own; an anonymous
+    # one (`union { float f; int i; };`) gives its fields to the struct, as C++ names them.
+    # Before, any of them left the struct opaque bytes.
+    sig = kernarg.Signature.from_source(UNIONS, "k")
+    fields = {"Bits": ["f", "u", "b"], "Wide": ["d", "i"],
+              "Tagged": ["kind", "f", "i", "d", "after"],
+              "Nested": ["k", "a", "b", "x", "c", "q"], "InPlace": ["c", "pair", "u"],
+              "Defaults": ["k", "i", "f"]}
+    offsets = field_offsets(UNIONS, fields)
+    for record, name in zip(sig.records, fields, strict=True):
+        assert list(record.names) == fields[name], name
+        assert [record.fields[f][1] for f in record.names] == \
+            [offsets[(name, f)] for f in fields[name]], name
+    bits, wide, tagged, nested, in_place, defaults = sig.records
+    assert [r.itemsize for r in sig.records] == [4, 8, 24, 16, 24, 8]
+    assert [f[1] for f in (tagged.fields[n] for n in tagged.names)] == [0, 8, 8, 8, 16]
+    assert [nested.fields[n][1] for n in nested.names] == [0, 8, 10, 8, 8, 8]
+    assert bits.metadata["union"] and "union" not in tagged.metadata
+    # Which fields share their bytes (each union's members, by the fields each gives), and
+    # what a tuple's values are (C++'s braces: a union's first member).
+    assert tagged.metadata["overlaps"] == ((("f",), ("i",), ("d",)),)
+    assert tagged.metadata["positions"] == ("kind", "f", "after")
+    assert nested.metadata["overlaps"] == ((("a", "b"), ("x",), ("c", "q")), (("c",), ("q",)))
+    assert nested.metadata["positions"] == ("k", "a", "b")
+    assert in_place.fields["u"][0].metadata["positions"] == ("s",)
+    raw = bytes(sig.pack(({"u": 0x3F800000}, (2.5,), {"kind": 2, "i": -7, "after": 1},
+                          {"k": 1, "a": 2, "b": 3}, (9, [(1, 2.0), {"b": 3.0}], {"t": 4}),
+                          {"f": 0.5})))
+    at = sig.offsets
+    assert raw[at[0]:at[0] + 4] == struct.pack("<f", 1.0)
+    assert raw[at[1]:at[1] + 8] == struct.pack("<d", 2.5)
+    assert raw[at[2]:at[2] + 24] == struct.pack("<i4xi4xb7x", 2, -7, 1)
+    assert raw[at[3]:at[3] + 16] == struct.pack("<b7xhh4x", 1, 2, 3)
+    assert raw[at[4]:at[4] + 24] == struct.pack("<b3xififb3x", 9, 1, 2.0, 0, 3.0, 4)
+    # Defaults' T{}, as NVRTC evaluated it, gives k = 3 where a dict leaves it out.
+    assert raw[at[5]:at[5] + 8] == struct.pack("<if", 3, 0.5)
+    assert bytes(sig.pack(((0.5,), (0.0,), (1, 2.0, 3), (0, 1, 2), (0, ((0, 0),) * 2, (5,)),
+                           (4, 7))))[at[2]:at[2] + 24] == struct.pack("<i4xf4xb7x", 1, 2.0, 3)
+    # A dict gives one member of a union; two would write the same bytes.
+    with pytest.raises(TypeError, match=r"parameter 2 \('t'\): a struct \(Tagged\) gives "
+                                        r"fields f, d, which share their bytes .* give one of "
+                                        r"f, i, d$"):
+        sig.pack(({}, {}, {"f": 1.0, "d": 2.0}, {}, {}, {}))
+    with pytest.raises(TypeError, match=r"parameter 3 \('n'\): a struct \(Nested\) gives "
+                                        r"fields b, x, which share .* give one of a and b; x; "
+                                        r"c and q$"):
+        sig.pack(({}, {}, {}, {"b": 1, "x": 2.0}, {}, {}))
+    with pytest.raises(TypeError, match=r"parameter 3 \('n'\): a struct \(Nested\) gives "
+                                        r"fields c, q, which share"):
+        sig.pack(({}, {}, {}, {"c": 1, "q": 2}, {}, {}))
+    with pytest.raises(TypeError, match=r"parameter 0 \('b'\): a union \(Bits\) gives "
+                                        r"fields f, u"):
+        sig.pack(({"f": 1.0, "u": 2}, {}, {}, {}, {}, {}))
+    with pytest.raises(TypeError, match=r"parameter 4 \('p'\): field u gives fields s, t"):
+        sig.pack(({}, {}, {}, {}, {"u": {"s": 1, "t": 2}}, {}))
+    with pytest.raises(TypeError, match=r"parameter 0 \('b'\): a union \(Bits\) takes 1 "
+                                        r"value in a tuple \(f: of a union, its first member"
+                                        r".*got 3; a dict gives another member"):
+        sig.pack(((1.0, 2, 3), {}, {}, {}, {}, {}))
+    with pytest.raises(TypeError, match=r"parameter 2 \('t'\): a struct \(Tagged\) takes 3 "
+                                        r"values in a tuple \(kind, f, after"):
+        sig.pack(({}, {}, (1, 2.0, 3.0, 4, 5), {}, {}, {}))
+    # Each member converted as its type: `i` is an int.
+    with pytest.raises(TypeError, match=r"parameter 2 \('t'\), field i \(int\): expected an "
+                                        r"int, got float"):
+        sig.pack(({}, {}, {"i": 1.5}, {}, {}, {}))
+
+
+def test_a_struct_with_constructors_and_a_union_takes_one_member_in_a_dict():
+    # What a constructor sets is known only where T{} is a constant: otherwise a dict gives
+    # every field, of a union's members the one it gives.
+    src = """
+struct Made {
+    int kind;
+    union { int i; float f; };
+    __host__ __device__ Made(int k) : kind(k), i(0) {}
+};
+extern "C" __global__ void k(Made m) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.records[0].metadata["constructed"]
+    assert bytes(sig.pack(({"kind": 1, "f": 2.0},))) == struct.pack("<if", 1, 2.0)
+    with pytest.raises(TypeError, match=r"leaves out field kind, and Made has constructors"):
+        sig.pack(({"f": 2.0},))
+    with pytest.raises(TypeError, match=r"leaves out fields i, f, and Made has constructors"):
+        sig.pack(({"kind": 1},))
 
 
 def test_a_struct_defined_where_it_is_used_is_read():

@@ -7,7 +7,8 @@ safe; a wrong offset would put a dict's values in the wrong bytes without a word
 
 The structs are drawn at random: scalar, vector, pointer and array fields, several declarators
 per member, default member initializers, structs nested by value, explicit alignment, typedefs,
-struct templates (named by their instantiations) and comments."""
+struct templates (named by their instantiations), comments, member functions, base classes,
+classes, unions, and structs and unions defined in place without a name (anonymous ones too)."""
 import random
 import re
 import struct
@@ -54,15 +55,35 @@ TEMPLATE_ARGS = ("char", "short", "int", "float", "double", "__half", "float2", 
                  "unsigned long long", "bool")
 
 
-def _struct(rng, i, defined, tags):
+def _in_place(rng, i, k, defined):
+    """A member struct or union defined in place without a name (session 63): anonymous
+    (``union { float f; int i; };``, whose fields are the struct's), or declaring a member
+    (``struct { char c; double d; } s[2];``). No default member initializers: a union may
+    have one, on one member."""
+    fields = []
+    for j in range(rng.randint(1, 3)):
+        base = rng.choice(FIELD_TYPES + tuple(defined))
+        dims = f"[{rng.randint(1, 3)}]" if rng.random() < 0.2 else ""
+        fields.append(f"{base} s{i}m{k}_u{j}{dims};")
+    declarator = rng.choice(("", "", f" s{i}m{k}_v", f" s{i}m{k}_v[2]"))
+    return f"    {rng.choice(('union', 'union', 'struct'))} {{ {' '.join(fields)} }}{declarator};"
+
+
+def _struct(rng, i, defined, tags, unions):
     members, used = [], set()
     template = rng.random() < 0.3       # `template <class T, int N> struct S { T a[N]; ... }`
     # A typedef of an unnamed struct (no tag to name): no constructors, operators of its name.
     unnamed = not template and rng.random() < 0.25
+    # A union (session 63): its members all at 0. No base, and no default member initializer
+    # (it may have one: kernarg leaves a union with any opaque).
+    union = rng.random() < 0.15
     for k in range(rng.randint(1, 6)):
+        if rng.random() < 0.15:
+            members.append(_in_place(rng, i, k, defined))
+            continue
         base = rng.choice(FIELD_TYPES + tuple(defined) * 2)
         if base in tags and rng.random() < 0.5:
-            base = "struct " + base
+            base = ("union " if base in unions else "struct ") + base
         if template and rng.random() < 0.4:
             base = rng.choice(("T", "T", "const T*", "T*"))
         decls = []
@@ -72,7 +93,8 @@ def _struct(rng, i, defined, tags):
                 name = "*" + name           # `int a, *p;`
             if rng.random() < 0.2:
                 name += "[N]" if template and rng.random() < 0.5 else f"[{rng.randint(1, 4)}]"
-            if base in FIELD_TYPES and "const" not in base and rng.random() < 0.15:
+            if base in FIELD_TYPES and "const" not in base and not union and \
+                    rng.random() < 0.15:
                 name += rng.choice(("{}", " = {}"))   # a default member initializer
             decls.append(name)
         comment = rng.choice(("", "", " /* a, b; c */", " // one\n"))
@@ -93,20 +115,24 @@ def _struct(rng, i, defined, tags):
     # kept or filled as NVRTC does.
     # A class (session 62), its members public, and its bases (private by default).
     key = "class" if not unnamed and rng.random() < 0.2 else "struct"
+    if union:
+        key = "union"
     if key == "class":
         members.insert(0, "  public:")
     bases = ""
-    if defined and rng.random() < 0.35:
+    bases_drawn = [d for d in defined if d not in unions]     # (no union is a base)
+    if bases_drawn and not union and rng.random() < 0.35:
         bases = " : " + ", ".join(rng.choice(("", "public ") if key == "struct" else
                                              ("public ",)) + b for b in
-                                  rng.sample(defined, min(len(defined), rng.choice((1, 1, 2)))))
+                                  rng.sample(bases_drawn,
+                                             min(len(bases_drawn), rng.choice((1, 1, 2)))))
     if template:                # named by an instantiation, the extent's default or not
         text = (f"template <class T, int N = {rng.randint(1, 3)}>\n{key} {align}{name}{bases} {{\n"
                 + "\n".join(members) + "\n};\n")
         arg = rng.choice(TEMPLATE_ARGS)
         return text, rng.choice((f"{name}<{arg}>", f"{name}<{arg}, {rng.randint(1, 4)}>"))
     if unnamed:
-        return (f"typedef struct {align}{bases.lstrip()}{{\n" + "\n".join(members)
+        return (f"typedef {key} {align}{bases.lstrip()}{{\n" + "\n".join(members)
                 + f"\n}} {name};\n", name)
     tags.add(name)
     return f"{key} {align}{name}{bases} {{\n" + "\n".join(members) + "\n};\n", name
@@ -119,14 +145,24 @@ def _constructed(record):
         _constructed(base.fields[f][0]) for f in base.names))
 
 
+def _holds_union(record):
+    """Whether struct dtype ``record`` is a union, or has one or its fields inside it."""
+    base = record.subdtype[0] if record.subdtype is not None else record
+    return base.fields is not None and (
+        "overlaps" in (base.metadata or {}) or "union" in (base.metadata or {})
+        or any(_holds_union(base.fields[f][0]) for f in base.names))
+
+
 def _fields(record):
     return list(record.names)
 
 
 def _source(rng, count):
-    defined, parts, tags = [], [PRELUDE], set()
+    defined, parts, tags, unions = [], [PRELUDE], set(), set()
     for i in range(count):
-        text, name = _struct(rng, i, defined, tags)
+        text, name = _struct(rng, i, defined, tags, unions)
+        if re.search(r"^(?:typedef |template <[^>]*>\n)?union\b", text, re.M):
+            unions.add(name)
         parts.append(text)
         defined.append(name)
     return "".join(parts), defined
@@ -180,8 +216,12 @@ def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
             if "defaulted" in record.metadata:
                 # Value-initialized by `{}` initializers, as the compiler evaluated it: zeros;
                 # a struct with constructors (at any depth) may have none to evaluate, where
-                # one is no constant expression.
-                if "initial" in record.metadata or not _constructed(record):
+                # one is no constant expression; and one holding a union may have none where
+                # NVRTC emits the evaluated value in more bytes than the type has (seed 236,
+                # by hand: 184 for a struct of 176, an array of unions in it; kernarg then
+                # takes no value: a dict gives every defaulted field).
+                if "initial" in record.metadata or not (_constructed(record)
+                                                        or _holds_union(record)):
                     assert record.metadata["initial"] == bytes(size), (name, full)
                     initialized += 1
                 constructed += "constructed" in record.metadata

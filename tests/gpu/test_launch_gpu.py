@@ -187,6 +187,31 @@ def test_a_struct_with_member_functions_and_constructors_reaches_the_kernel(ctx)
     assert np.frombuffer(y.read(), np.float32).tolist() == [12.5, 25, 36, 48]
 
 
+UNION_OP = r"""
+struct Op {
+    float* out;
+    int kind;                       // 0: the float, 1: the int
+    union { float f; int i; };      // an anonymous union: its members are Op's fields
+};
+extern "C" __global__ void tagged(Op op) { op.out[0] = op.kind == 0 ? op.f : (float)op.i; }
+"""
+
+
+def test_a_struct_with_an_anonymous_union_reaches_the_kernel(ctx):
+    # Session 63: an anonymous union's members are its struct's fields, at one offset; a dict
+    # gives one of them, a tuple the union's first (f).
+    k = kernarg.Kernel.from_source(UNION_OP, "tagged")
+    record = k.signature.records[0]
+    assert record.names == ("out", "kind", "f", "i")
+    out = DeviceArray(16, typestr="<f4")
+    k.launch(1, 1, {"out": out, "kind": 0, "f": 2.5})
+    assert np.frombuffer(out.read(), np.float32)[0] == 2.5
+    k.launch(1, 1, {"out": out, "kind": 1, "i": -7})
+    assert np.frombuffer(out.read(), np.float32)[0] == -7.0
+    k.launch(1, 1, (out, 0, 0.25))
+    assert np.frombuffer(out.read(), np.float32)[0] == 0.25
+
+
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
     # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
     # the Python values they hold.

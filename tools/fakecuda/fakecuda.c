@@ -1729,6 +1729,10 @@ static CUresult run_kernel(const Node* n) {
             yv += a * xv;
             if (!e) e = store(y + 4 * i, &yv, 4, k);
         }
+    } else if (!strcmp(k, "tagged")) {   /* (Op{float* out; int kind; union { float f; int i; }}) */
+        const char* p = (const char*)n->params + f->offset[0];       /* out[0] = kind ? i : f */
+        float v = *(const int*)(p + 8) == 0 ? *(const float*)(p + 12) : (float)*(const int*)(p + 12);
+        e = store((uintptr_t)*(const uint64_t*)p, &v, 4, k);
     } else if (!strcmp(k, "refs")) {   /* (const float& x, float& out, const Pair& p, float*& q) */
         float x, b;
         int a;
