@@ -19,7 +19,7 @@ with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
     from kernarg._demangle import cxx_name, demangle
     from kernarg._images import cubin_entry_names, image_variable_names
-    from kernarg._signature import _data_members, ptx_entry_name
+    from kernarg._signature import _data_members, _SourceStructs, ptx_entry_name
 
 ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
 LIMIT = kernarg.MAX_PARAM_BYTES
@@ -92,6 +92,15 @@ def test_one_input(data):
             found = _data_members(text, "S")
             assert found is None or (isinstance(found[1], bool) and all(
                 isinstance(member, str) for member in found[0])), found
+            # And laid out (session 63's unions and unnamed members too): fields inside the
+            # struct, and the fields its metadata names (which share bytes, a tuple's) its own.
+            dt = _SourceStructs(f"struct S {{{text}}};", {}).layout("S")
+            if dt is not None:
+                assert all(0 <= dt.fields[n][1] and dt.fields[n][1] + dt.fields[n][0].itemsize
+                           <= dt.itemsize for n in dt.names), dt
+                named = [n for group in dt.metadata.get("overlaps", ()) for alternative in group
+                         for n in alternative] + list(dt.metadata.get("positions", ()))
+                assert set(named) <= set(dt.names), dt
             sig = kernarg.Signature._from_source_and_ptx(SOURCE_PREFIX + text, "k", PTX_KNOWN)
     except ALLOWED as exc:
         # Not str()'s refusal of an int of over 4,300 digits, raised while writing a message.
