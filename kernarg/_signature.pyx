@@ -5203,16 +5203,16 @@ def _without_initializer(str piece):
 # stay opaque bytes (no real struct nests as deep; C++ compilers allow some hundreds).
 _MAX_NESTING = 32
 # `struct Box<int, 2> {`: a specialization of struct template Box.
-_SPECIALIZED = re.compile(r"\b(?:struct|class)\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
+_SPECIALIZED = re.compile(r"\b(?:struct|class|union)\s+([A-Za-z_]\w*)\s*<[^;{}]*>\s*\{")
 # A member type of a struct template's instantiation: `typename Op<float>::Params p`.
 _TEMPLATE_MEMBER = re.compile(
-    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|class|typename)\b)*\s*"
+    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|class|union|typename)\b)*\s*"
     r"(?P<template>(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*<(?P<args>.*)>::"
     r"(?P<member>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)"
     r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
 # A struct template's instantiation as a parameter's or field's type: `const Box<short, 3> b`.
 _TEMPLATE_ID = re.compile(
-    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|class)\b)*\s*"
+    r"(?:\s*\b(?:const|volatile|__grid_constant__|struct|class|union)\b)*\s*"
     r"(?P<template>(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*<(?P<args>.*)>"
     r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
 

@@ -3566,6 +3566,8 @@ def test_from_source_reads_the_structs_the_source_defines():
     ("union S { int i = 1; float f; };", "S"),
     ("union S { int i; float f; __host__ __device__ S() : i(0) {} };", "S"),
     ("struct P { int p = 1; };\nstruct S { union { P p; float f; }; int n; };", "S"),
+    # A union template the source specializes (S<int> is no `int v`, as the primary says).
+    ("template <class T> union S { T v; };\ntemplate <> union S<int> { float f; };", "S<int>"),
     # An unnamed union or struct with an alignment of its own.
     ("struct S { char c; struct __align__(16) { int b; } in; };", "S"),
     ("struct S { int a : 3; int b : 5; };", "S"),
