@@ -3204,7 +3204,8 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
         elif isinstance(value, tuple):
             names = dt.names if dt.metadata is None else dt.metadata.get("positions", dt.names)
             if len(value) != len(names):
-                if names == dt.names:
+                if dt.metadata is None or ("overlaps" not in dt.metadata
+                                           and "union" not in dt.metadata):
                     raise TypeError(f"{_param_name(sig, i)}: {what} has {len(names)} fields "
                                     f"({', '.join(names)}), got {len(value)} values")
                 raise TypeError(
@@ -3215,11 +3216,18 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
             pairs = zip(names, value)
         else:
             return _put_ctypes_part(sig, i, dt, value, dst, what, "a dict, a tuple")
+        bits = dt.metadata.get("bits") if dt.metadata is not None else None
         for key, item in pairs:
             field = dt.fields.get(key) if isinstance(key, str) else None
+            if field is None and bits is not None and isinstance(key, str):
+                found = next((b for b in bits if b[0] == key), None)
+                if found is not None:
+                    _put_bits(sig, i, found, item, dst, f"{where}.{key}" if where else key)
+                    continue
             if field is None:
+                every = dt.names if bits is None else dt.metadata.get("positions", dt.names)
                 raise TypeError(f"{_param_name(sig, i)}: {what} has no field "
-                                f"{shown_value(key, True)} (its fields: {', '.join(dt.names)})")
+                                f"{shown_value(key, True)} (its fields: {', '.join(every)})")
             _put_record(sig, st, i, field[0], item, dst + <Py_ssize_t>field[1],
                         f"{where}.{key}" if where else key, stream)
         return 0
@@ -3395,6 +3403,32 @@ cdef int _put_part(Signature sig, Py_ssize_t i, int code, object value, char* ds
                 else f"field {where}")
         raise type(exc)(f"{_param_name(sig, i)}, {part} ({_CODE_NAMES[code]}): "
                         f"{message[len(prefix):]}") from None
+
+
+cdef int _put_bits(Signature sig, Py_ssize_t i, tuple bit_field, object value, char* dst,
+                   str where) except -1:
+    """Write ``value`` into the bits of the bit-field ``bit_field`` (a struct dtype's "bits"
+    metadata: name, first bit, width, the type's code) of the struct at ``dst``, converted as
+    a field of its type and checked against the width: C++ would keep the low bits of a
+    value that does not fit without a word."""
+    cdef unsigned char scratch[8]
+    cdef Py_ssize_t k
+    _, first, width, code = bit_field
+    _put_part(sig, i, code, value, <char*>scratch, where)
+    signed = code in (C_I8, C_I16, C_I32, C_I64)
+    n = int.from_bytes(bytes(scratch[:_scalar_size(code)]), "little", signed=signed)
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    if not lo <= n <= hi:
+        raise OverflowError(f"{_param_name(sig, i)}, field {where} ({_CODE_NAMES[code]} : "
+                            f"{width}, a bit-field): {n} is outside {lo} .. {hi}")
+    mask = ((1 << width) - 1) << (first % 8)
+    start, stop = first // 8, (first + width + 7) // 8
+    old = int.from_bytes(dst[start:stop], "little")
+    new = (old & ~mask) | ((n << (first % 8)) & mask)
+    raw = new.to_bytes(stop - start, "little")
+    for k in range(stop - start):
+        (<unsigned char*>dst)[start + k] = raw[k]
+    return 0
 
 
 # ctypes' field descriptor type: what a struct type's attribute is for each of its fields.
@@ -4376,8 +4410,9 @@ _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\b(?:struct|class|union)\b\s*({_ALIG
                           r"(?::(?!:)((?:(?!\bstruct\b)[^{};]){1,2000}))?\{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
 _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+)\s*\)")
-# A data member declaration (what _data_members leaves) kernarg does not lay out: a bitfield
-# (a lone `:`), an attribute (`(`), a reference, an unnamed class, and what
+# A data member declaration (what _data_members leaves) kernarg does not lay out: a lone `:`
+# (but a bit-field's width, a literal: see _BIT_WIDTH), an attribute (`(`), a reference, an
+# unnamed class, and what
 # _data_members does not expect among data members.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
                           r"virtual|operator|class|public|private|protected)\b")
@@ -4398,10 +4433,11 @@ def _field_dtype(code):
 class _SourceStructs:
     """The plain structs a kernel's source defines at namespace scope, outside conditionals,
     laid out as C lays them out, for from_source: fields of scalar, vector, pointer and
-    fixed-size array types, and structs defined before, their member functions left out
-    (_data_members). A struct kernarg cannot lay out (a union, a bitfield, a virtual
-    function, a member it cannot tell from data, a type it has no name for, a macro for a size, a
-    name defined twice, `#pragma pack`) is None, and its parameters stay opaque bytes."""
+    fixed-size array types, bit-fields, and structs and unions defined before or in place,
+    their member functions left out (_data_members). A struct kernarg cannot lay out (a
+    union whose T{} sets a member, a virtual function, a member it cannot tell from data, a
+    type it has no name for, a macro for a size or a bit-field's width, a name defined twice,
+    `#pragma pack`) is None, and its parameters stay opaque bytes."""
 
     def __init__(self, source, aliases, parent=None):
         self.source = source
@@ -4623,7 +4659,7 @@ class _SourceStructs:
                 return None
             # (Where its members end: an anonymous union's whole size, past its fields' ends.)
             data_size = dt.metadata.get("dsize") or max(
-                dt.fields[f][1] + dt.fields[f][0].itemsize for f in dt.names)
+                (dt.fields[f][1] + dt.fields[f][0].itemsize for f in dt.names), default=0)
             if data_size != dt.itemsize:
                 pod = dt.metadata.get("pod")
                 if pod is None:
@@ -4665,7 +4701,7 @@ class _SourceStructs:
             pod = None          # (no struct derives from a union; one holding it: not known)
         names, formats, offsets = [], [], []
         defaulted = []      # fields with a default member initializer, or a struct with some
-        overlaps, positions, alternatives = [], [], []
+        overlaps, positions, alternatives, bit_fields = [], [], [], []
         size, align = 0, head[0]
         whole = 0   # where its bases end, tail padding and all
         if head[2] is not None:
@@ -4685,6 +4721,8 @@ class _SourceStructs:
                     names.append(fname)
                     formats.append(base.fields[fname][0])
                     offsets.append(offset + base.fields[fname][1])
+                bit_fields += [(b[0], b[1] + offset * 8) + b[2:]
+                               for b in base.metadata.get("bits", ())]
                 overlaps += base.metadata.get("overlaps", ())
                 positions += base.metadata.get("positions", base.names)
                 size = offset + data_size
@@ -4692,12 +4730,45 @@ class _SourceStructs:
                 align = max(align, balign)
                 defaulted += base.metadata.get("defaulted", ())
                 constructed = constructed or bool(base.metadata.get("constructed"))
+        end_bits = size * 8     # where the members end, in bits (bit-fields end in a byte)
         for member in members:
             pieces = [_without_initializer(piece) for piece in _items(member, False)]
-            if _NOT_A_FIELD.search(_without_dims(",".join(p for p, _ in pieces))):
+            # (A bit-field's width left out: a lone `:` is no field's else.)
+            if _NOT_A_FIELD.search(_without_dims(",".join(_BIT_WIDTH.sub(" ", p) if ":" in p
+                                                          else p for p, _ in pieces))):
                 return None
             first_type = None
             for piece, initialized in pieces:
+                width = _BIT_WIDTH.search(piece)
+                if width is not None:
+                    # A bit-field (`unsigned flag : 1`, `int : 0`), placed as Itanium's ABI
+                    # (GCC's, which NVRTC follows) places it: where the last member ended,
+                    # unless it would then cross a boundary of its type's size, where it starts
+                    # at the next; one of width 0 starts the next member at its type's
+                    # alignment. An unnamed one does not align the struct.
+                    if initialized:
+                        return None     # (C++20's default member initializer of a bit-field)
+                    found = _bit_field(self, piece[:width.start()], int(width[1]), first_type)
+                    if found is None:
+                        return None
+                    fname, code, w, falign, tbits, first_type = found
+                    if union:
+                        at_bit = 0
+                    elif w == 0:
+                        at_bit = (end_bits + falign * 8 - 1) // (falign * 8) * (falign * 8)
+                    elif end_bits // tbits != (end_bits + w - 1) // tbits:
+                        at_bit = (end_bits + tbits - 1) // tbits * tbits
+                    else:
+                        at_bit = end_bits
+                    end_bits = max(end_bits, at_bit + w)
+                    size = max(size, (at_bit + w + 7) // 8)
+                    if fname is not None:
+                        bit_fields.append((fname, at_bit, w, code))
+                        alternatives.append((fname,))
+                        if not union or len(alternatives) == 1:
+                            positions.append(fname)
+                        align = max(align, falign)
+                    continue
                 field = self._field(piece, first_type)
                 if field is None:
                     return None
@@ -4717,12 +4788,14 @@ class _SourceStructs:
                         names.append(sub)
                         formats.append(fmt.fields[sub][0])
                         offsets.append(at + fmt.fields[sub][1])
+                    inner_bits = held.get("bits", ())
+                    bit_fields += [(b[0], b[1] + at * 8) + b[2:] for b in inner_bits]
                     overlaps += held.get("overlaps", ())
                     given = held.get("positions", fmt.names)
                     if held.get("defaulted"):
                         defaulted.remove(fname)
                         defaulted += held["defaulted"]
-                    alternatives.append(tuple(fmt.names))
+                    alternatives.append(tuple(fmt.names) + tuple(b[0] for b in inner_bits))
                 else:
                     names.append(fname)
                     formats.append(fmt)
@@ -4734,8 +4807,9 @@ class _SourceStructs:
                 elif len(alternatives) == 1:
                     positions += given      # (a union's aggregate initializer: its first member)
                 size = max(size, at + fmt.itemsize)
+                end_bits = max(end_bits, size * 8)
                 align = max(align, falign)
-        if not names:
+        if not names and not bit_fields:
             return None
         if head[1]:
             align = head[1]
@@ -4749,7 +4823,8 @@ class _SourceStructs:
         # (Whether it is "POD for the purpose of layout", where known: where a struct deriving
         # from it places its members, _bases.)
         metadata = {"name": name, "align": align, "pod": pod}
-        if size != max(offsets[k] + np.dtype(formats[k]).itemsize for k in range(len(names))):
+        if size != max((offsets[k] + np.dtype(formats[k]).itemsize for k in range(len(names))),
+                       default=0):
             # Where its members end, where that is past its fields' ends: an anonymous union
             # ends where its largest member does, with that member's tail padding.
             metadata["dsize"] = size
@@ -4758,6 +4833,10 @@ class _SourceStructs:
             metadata["union"] = True
             if len(alternatives) > 1:
                 overlaps.insert(0, tuple(alternatives))
+        if bit_fields:
+            # Fields a dict or tuple gives as any other, each (name, its first bit: bit k
+            # being byte k // 8's bit k % 8, its width, its type's code).
+            metadata["bits"] = tuple(bit_fields)
         if overlaps:
             metadata["overlaps"] = tuple(overlaps)
         if tuple(positions) != tuple(names):
@@ -4765,7 +4844,8 @@ class _SourceStructs:
         if constructed:
             # What a constructor sets is known only where T{} is evaluated: until then, a
             # dict gives every field.
-            defaulted, metadata["constructed"] = list(names), True
+            defaulted = list(names) + [b[0] for b in bit_fields]
+            metadata["constructed"] = True
         if defaulted:
             # Which fields a dict may leave out only where the value they then take, the
             # struct's `T{}`, is known ("initial": its bytes, which from_source has NVRTC
@@ -5008,6 +5088,36 @@ def _not_data(str member, specifiers):
 
 
 _NEXT_CHARACTER = re.compile(r"\s*(\S?)")
+# A bit-field's width, after its declarator (`unsigned flag : 1`): a literal (a macro's or
+# constant's would be a width kernarg does not know, and leaves the struct opaque).
+_BIT_WIDTH = re.compile(r"(?<!:):(?!:)\s*(\d+)\s*$")
+
+
+def _bit_field(reader, str declarator, int width, first_type):
+    """(name or None, scalar code, width, the type's alignment and size in bits, the type's
+    words) of a bit-field whose declarator (before its ``:``) is ``declarator`` (``unsigned
+    flag``, ``int`` for an unnamed one; after ``first_type`` where it is not the member's
+    first); None where it is no bit-field kernarg packs: not of an integer or bool type, of
+    a width its type does not hold (or a bool's of more than 1), a named one of width 0."""
+    declarator = declarator.strip()
+    field = reader._field(declarator, first_type) if declarator else None
+    if field is None:
+        # No name: `int : 3`, `unsigned : 0` (or, after the first, `: 2`).
+        field = reader._field(f"{declarator} {_UNNAMED}bits", first_type)
+        if field is None:
+            return None
+        field = (None,) + field[1:]
+    name, fmt, falign, type_words = field
+    fmt = np.dtype(fmt)
+    if fmt.subdtype is not None or fmt.metadata is not None or fmt.kind not in "iub":
+        return None     # (an array, a pointer, a __nv_bfloat16, a float, a struct)
+    code = _FIELD_CODES.get((fmt.kind, fmt.itemsize))
+    if code is None or width > (1 if code == C_BOOL else fmt.itemsize * 8) or \
+            (width == 0 and name is not None):
+        return None
+    return name, code, width, falign, fmt.itemsize * 8, type_words
+
+
 # The names _lay_out gives an unnamed struct or union (its type), and the member an anonymous
 # one declares (whose fields are its struct's): no identifier of C++ code begins with these.
 _UNNAMED = "__kernarg_unnamed_"

@@ -83,3 +83,26 @@ def field_offsets(source: str, structs: dict[str, list[str]]) -> dict[tuple[str,
                        ptx)
     assert len(found) == len(keys)
     return {keys[(int(k), int(j))]: int(offset or 0) for k, j, offset in found}
+
+
+def bitfield_bits(source: str, structs: dict[str, list[str]]) -> dict[tuple[str, str], int]:
+    """{(struct name, bit-field): the bits of the struct's bytes it occupies, as an int whose bit
+    k is the struct's byte k // 8's bit k % 8} as NVRTC lays ``structs`` (name -> bit-field
+    names) out in ``source``: read from the PTX of a ``__device__`` copy of the struct
+    value-initialized but for that field, set to ``~0`` (all of its bits) by a constexpr
+    function. A bit-field has no address, so field_offsets cannot read it."""
+    lines, keys = [], {}
+    for k, name in enumerate(structs):
+        for j, field in enumerate(structs[name]):
+            lines.append(f"constexpr {name} kernarg_set{k}_{j}() {{ {name} s{{}}; "
+                         f"s.{field} = ~0; return s; }}\n"
+                         f'extern "C" __device__ const {name} kernarg_bits{k}_{j} = '
+                         f"kernarg_set{k}_{j}();")
+            keys[(k, j)] = (name, field)
+    ptx = compile_ptx(source + "\n" + "\n".join(lines))
+    out = {}
+    for (k, j), key in keys.items():
+        m = re.search(rf"\.b8 kernarg_bits{k}_{j}\[(\d+)\](?: = \{{([^}}]*)\}})?;", ptx)
+        data = [int(v) for v in m[2].split(",")] if m[2] else []
+        out[key] = int.from_bytes(bytes(data).ljust(int(m[1]), b"\0"), "little")
+    return out

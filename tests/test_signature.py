@@ -3570,7 +3570,9 @@ def test_from_source_reads_the_structs_the_source_defines():
     ("template <class T> union S { T v; };\ntemplate <> union S<int> { float f; };", "S<int>"),
     # An unnamed union or struct with an alignment of its own.
     ("struct S { char c; struct __align__(16) { int b; } in; };", "S"),
-    ("struct S { int a : 3; int b : 5; };", "S"),
+    # A bit-field's width kernarg does not know (a macro), or one past its type's bits.
+    ("#define W 3\nstruct S { int a : W; int b : 5; };", "S"),
+    ("struct S { int a : 3; bool b : 2; };", "S"),
     # What a member function's head holds that kernarg cannot tell from a type or a data
     # member's attribute (a macro of more than specifiers: `HD float f()`, `float x AL(8)`),
     # a pointer to a function, and a virtual function (a pointer in each object).
@@ -4004,6 +4006,82 @@ extern "C" __global__ void k(Made m) {}
         sig.pack(({"f": 2.0},))
     with pytest.raises(TypeError, match=r"leaves out fields i, f, and Made has constructors"):
         sig.pack(({"kind": 1},))
+
+
+BIT_FIELDS = r"""
+struct Flags {
+    char c;
+    int a : 3;
+    int b : 30;                         // would cross an int's boundary: starts at bit 32
+    unsigned short d : 9, e : 9;
+    long long f : 40;
+    int : 0;                            // the next starts at an int's alignment
+    char g : 2;
+    bool on : 1;
+};
+union Mixed { unsigned x : 4; int y : 7; char c; };
+struct Outer { short s; struct { unsigned p : 5, : 3; unsigned q : 20; }; unsigned char t : 3; };
+struct Base { int i; unsigned char u : 3; };
+struct Derived : Base { unsigned char v : 2; };
+extern "C" __global__ void k(Flags f, Mixed m, Outer o, Derived d) {}
+"""
+
+
+def test_bit_fields_are_laid_out_and_packed_as_nvrtc_does():
+    # Since session 63 a bit-field is placed as Itanium's ABI (GCC's, which NVRTC follows)
+    # places it, and a dict or tuple gives it as any field, its value checked against its
+    # width (C++ would keep the low bits). Before, a bit-field left its struct opaque bytes.
+    from nvrtc_oracle import bitfield_bits
+
+    sig = kernarg.Signature.from_source(BIT_FIELDS, "k")
+    flags, mixed, outer, derived = sig.records
+    assert flags.names == ("c",)      # (the numpy fields: bit-fields are in "bits")
+    assert [b[:3] for b in flags.metadata["bits"]] == [
+        ("a", 8, 3), ("b", 32, 30), ("d", 64, 9), ("e", 80, 9), ("f", 128, 40), ("g", 192, 2),
+        ("on", 194, 1)]
+    assert (flags.itemsize, flags.metadata["align"]) == (32, 8)
+    assert flags.metadata["positions"] == ("c", "a", "b", "d", "e", "f", "g", "on")
+    # Each named bit-field's bits, as NVRTC sets them (a union's it cannot: NVRTC 13.5 stops
+    # with "initialization of bit-field in union not supported!").
+    fields = {"Flags": ["a", "b", "d", "e", "f", "g", "on"], "Outer": ["p", "q", "t"],
+              "Derived": ["u", "v"]}
+    oracle = bitfield_bits(BIT_FIELDS, fields)
+    for record, name in ((flags, "Flags"), (outer, "Outer"), (derived, "Derived")):
+        for field, first, width, _ in record.metadata["bits"]:
+            assert oracle[(name, field)] == ((1 << width) - 1) << first, (name, field)
+    assert [b[:3] for b in outer.metadata["bits"]] == [("p", 32, 5), ("q", 40, 20),
+                                                       ("t", 64, 3)]
+    assert [b[:2] for b in derived.metadata["bits"]] == [("u", 32), ("v", 64)]
+    assert (mixed.itemsize, [b[:3] for b in mixed.metadata["bits"]]) == \
+        (4, [("x", 0, 4), ("y", 0, 7)])
+    raw = bytes(sig.pack(({"c": 1, "a": -1, "b": 5, "d": 511, "e": 2, "f": -(1 << 39), "g": 1,
+                           "on": True}, {"y": -3}, (1, 2, 3, 4), {"i": 7, "u": 5, "v": 3})))
+    assert int.from_bytes(raw[:32], "little") == (1 | 7 << 8 | 5 << 32 | 511 << 64 | 2 << 80 |
+                                                  1 << 167 | 1 << 192 | 1 << 194)
+    at = sig.offsets
+    assert raw[at[1]:at[1] + 4] == bytes([0x7D, 0, 0, 0])       # -3 in 7 bits
+    assert raw[at[2]:at[2] + 12] == struct.pack("<h2xIB3x", 1, 2 | 3 << 8, 4)
+    assert raw[at[3]:at[3] + 12] == struct.pack("<iB3xB3x", 7, 5, 3)
+    # The bits around a bit-field keep what was written there (a dict's other fields).
+    again = bytes(sig.pack(({"a": 3, "b": -1}, {}, {}, {})))
+    assert int.from_bytes(again[:8], "little") == 3 << 8 | (1 << 30) - 1 << 32
+    with pytest.raises(OverflowError, match=r"parameter 0 \('f'\), field a \(int : 3, a "
+                                            r"bit-field\): 4 is outside -4 \.\. 3"):
+        sig.pack(({"a": 4}, {}, {}, {}))
+    with pytest.raises(OverflowError, match=r"field d \(unsigned short : 9, a bit-field\): 512 "
+                                            r"is outside 0 \.\. 511"):
+        sig.pack(({"d": 512}, {}, {}, {}))
+    with pytest.raises(TypeError, match=r"parameter 0 \('f'\), field b \(int\): expected an "
+                                        r"int, got float"):
+        sig.pack(({"b": 1.5}, {}, {}, {}))
+    with pytest.raises(TypeError, match=r"a struct \(Flags\) has no field 'z' \(its fields: "
+                                        r"c, a, b, d, e, f, g, on\)"):
+        sig.pack(({"z": 1}, {}, {}, {}))
+    with pytest.raises(TypeError, match=r"a struct \(Outer\) has 4 fields \(s, p, q, t\), "
+                                        r"got 3 values"):
+        sig.pack(({}, {}, (1, 2, 3), {}))
+    with pytest.raises(TypeError, match=r"a union \(Mixed\) gives fields x, c, which share"):
+        sig.pack(({}, {"x": 1, "c": 2}, {}, {}))
 
 
 def test_a_struct_defined_where_it_is_used_is_read():

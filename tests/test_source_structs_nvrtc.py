@@ -441,3 +441,69 @@ extern "C" __global__ void k(B b, D d, T t, F f, G g) {}
     assert [(r.itemsize, r.metadata["align"]) for r in sig.records[:3]] == [(16, 16), (8, 8),
                                                                             (4, 4)]
     assert sig.records[3] is None and sig.records[4] is None
+
+
+# Bit-fields' types and their widths in bits (session 63).
+BIT_TYPES = {"char": 8, "signed char": 8, "unsigned char": 8, "short": 16, "unsigned short": 16,
+             "int": 32, "unsigned": 32, "long": 64, "long long": 64, "unsigned long long": 64,
+             "bool": 1, "index_t": 32}
+
+
+def _bit_members(rng, i, k, depth=0):
+    """Members of a struct of bit-fields: named and unnamed ones (width 0 too), two to a
+    declaration, between plain fields and, once, an anonymous struct of more."""
+    out = []
+    for j in range(rng.randint(1, 6)):
+        t = rng.choice(tuple(BIT_TYPES))
+        bits = BIT_TYPES[t]
+        r = rng.random()
+        if r < 0.1:
+            out.append(f"{t} : 0;")
+        elif r < 0.2:
+            out.append(f"{t} : {rng.randint(1, bits)};")
+        elif r < 0.35:
+            out.append(f"{rng.choice(('char', 'short', 'int', 'double', 'char3', 'float2'))} "
+                       f"s{i}p{k}_{j};")
+        elif r < 0.42 and not depth:
+            out.append("struct { " + " ".join(_bit_members(rng, i, f"{k}_{j}", 1)) + " };")
+        else:
+            decls = [f"s{i}b{k}_{j} : {rng.randint(1, bits)}"]
+            if rng.random() < 0.3:
+                decls.append(f"s{i}c{k}_{j} : {rng.randint(1, bits)}")
+            out.append(f"{t} {', '.join(decls)};")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bit_fields_are_laid_out_as_nvrtc_does(seed):
+    # Differential (session 63): random structs of bit-fields. Each named bit-field's bits
+    # (read from the PTX of a constant of the struct with only that field set, all its bits)
+    # must be the ones kernarg's record gives it, and the plain fields' offsets, the size and
+    # the alignment NVRTC's. Before, any bit-field left its struct opaque bytes.
+    from nvrtc_oracle import bitfield_bits
+
+    rng = random.Random(seed)
+    parts, names = [PRELUDE], []
+    for i in range(10):
+        align = rng.choice(("", "", "", "__align__(8) ", "__align__(1) "))
+        parts.append(f"struct {align}B{i} {{ " + " ".join(_bit_members(rng, i, 0)) + " };\n")
+        names.append(f"B{i}")
+    params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
+    source = "".join(parts) + f'extern "C" __global__ void k({params}) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    compiler = _compiler_layouts(source, names, sig)
+    named = {n: [b[0] for b in (r.metadata.get("bits", ()) if r is not None else ())]
+             for n, r in zip(names, sig.records, strict=True)}
+    oracle = bitfield_bits(source, {n: f for n, f in named.items() if f})
+    laid_out = 0
+    for name, record in zip(names, sig.records, strict=True):
+        if record is None:
+            continue
+        laid_out += 1
+        offsets, size, align = compiler[name]
+        assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+                record.metadata["align"]) == (offsets, size, align), (name, source)
+        for field, first, width, _ in record.metadata.get("bits", ()):
+            assert oracle[(name, field)] == ((1 << width) - 1) << first, (name, field, source)
+    # (__align__(1) below a member's alignment: its parameter is rounded up in the PTX.)
+    assert laid_out >= 6, laid_out

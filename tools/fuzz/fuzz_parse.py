@@ -98,9 +98,12 @@ def test_one_input(data):
             if dt is not None:
                 assert all(0 <= dt.fields[n][1] and dt.fields[n][1] + dt.fields[n][0].itemsize
                            <= dt.itemsize for n in dt.names), dt
+                bits = dt.metadata.get("bits", ())
+                assert all(0 <= first and 0 < width and first + width <= 8 * dt.itemsize
+                           for _, first, width, _ in bits), dt
                 named = [n for group in dt.metadata.get("overlaps", ()) for alternative in group
                          for n in alternative] + list(dt.metadata.get("positions", ()))
-                assert set(named) <= set(dt.names), dt
+                assert set(named) <= set(dt.names) | {b[0] for b in bits}, dt
             sig = kernarg.Signature._from_source_and_ptx(SOURCE_PREFIX + text, "k", PTX_KNOWN)
     except ALLOWED as exc:
         # Not str()'s refusal of an int of over 4,300 digits, raised while writing a message.
