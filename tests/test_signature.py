@@ -4084,6 +4084,28 @@ def test_bit_fields_are_laid_out_and_packed_as_nvrtc_does():
         sig.pack(({}, {"x": 1, "c": 2}, {}, {}))
 
 
+def test_bit_fields_beside_default_member_initializers():
+    # A dict that leaves out a defaulted field takes it from the struct's T{}, and its
+    # bit-fields are written over those bytes. A union holding a bit-field NVRTC 13.5 cannot
+    # evaluate (an internal compiler error, reported on no line): there, that struct's T{} is
+    # unknown, so a dict gives its defaulted fields, and the other struct's is still known.
+    src = """
+struct S { int n = 4; unsigned f : 3; unsigned g : 5; };
+struct T { int n = 4; union { unsigned f : 3; int i; }; };
+extern "C" __global__ void k(S s, T t) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.records[0].metadata["initial"] == struct.pack("<ii", 4, 0)
+    raw = bytes(sig.pack(({"f": 5, "g": 31}, {"n": 1, "i": 3})))
+    assert raw == struct.pack("<iIii", 4, 5 | 31 << 3, 1, 3)
+    if "initial" in sig.records[1].metadata:       # (an NVRTC that evaluates it)
+        assert bytes(sig.pack(({}, {"f": 1})))[8:] == struct.pack("<iI", 4, 1)
+    else:
+        with pytest.raises(TypeError, match=r"parameter 1 \('t'\): a struct \(T\) leaves out "
+                                            r"field n"):
+            sig.pack(({}, {"f": 1}))
+
+
 def test_a_struct_defined_where_it_is_used_is_read():
     # The same struct read from a local definition would be wrong; the namespace-scope one
     # (the one a kernel's parameter names) is read, fields and all.

@@ -81,6 +81,12 @@ def _struct(rng, i, defined, tags, unions):
         if rng.random() < 0.15:
             members.append(_in_place(rng, i, k, defined))
             continue
+        if rng.random() < 0.1:      # bit-fields (session 63), their bits checked apart
+            t = rng.choice(tuple(BIT_TYPES))
+            widths = [rng.randint(0 if j else 1, BIT_TYPES[t]) for j in range(rng.randint(1, 2))]
+            members.append(f"    {t} " + ", ".join(f"s{i}m{k}_{j} : {w}" if w else f": {w}"
+                                                   for j, w in enumerate(widths)) + ";")
+            continue
         base = rng.choice(FIELD_TYPES + tuple(defined) * 2)
         if base in tags and rng.random() < 0.5:
             base = ("union " if base in unions else "struct ") + base
