@@ -212,6 +212,27 @@ def test_a_struct_with_an_anonymous_union_reaches_the_kernel(ctx):
     assert np.frombuffer(out.read(), np.float32)[0] == 0.25
 
 
+BIT_MODE = r"""
+struct Mode { unsigned relu : 1; unsigned scale : 4; int bias : 5; };
+extern "C" __global__ void mode_of(Mode m, int* out) {
+    out[0] = m.relu; out[1] = m.scale; out[2] = m.bias;
+}
+"""
+
+
+def test_bit_fields_reach_the_kernel(ctx):
+    # Session 63: bit-fields are placed as NVRTC places them, a dict or tuple giving each,
+    # a signed one's value sign-extended by the kernel's own reading.
+    k = kernarg.Kernel.from_source(BIT_MODE, "mode_of")
+    assert [b[:3] for b in k.signature.records[0].metadata["bits"]] == \
+        [("relu", 0, 1), ("scale", 1, 4), ("bias", 5, 5)]
+    out = DeviceArray(12, typestr="<i4")
+    k.launch(1, 1, {"relu": 1, "scale": 9, "bias": -3}, out)
+    assert np.frombuffer(out.read(), np.int32).tolist() == [1, 9, -3]
+    k.launch(1, 1, (0, 15, 15), out)
+    assert np.frombuffer(out.read(), np.int32).tolist() == [0, 15, 15]
+
+
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
     # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
     # the Python values they hold.

@@ -1729,6 +1729,11 @@ static CUresult run_kernel(const Node* n) {
             yv += a * xv;
             if (!e) e = store(y + 4 * i, &yv, 4, k);
         }
+    } else if (!strcmp(k, "mode_of")) {  /* (Mode{unsigned relu : 1, scale : 4; int bias : 5}, int* out) */
+        uint32_t w = *(const uint32_t*)((const char*)n->params + f->offset[0]);
+        int v[3] = {(int)(w & 1), (int)((w >> 1) & 15), (int)((w >> 5) & 31)};
+        if (v[2] & 16) v[2] -= 32;                                  /* bias: signed, 5 bits */
+        e = store((uintptr_t)P(uint64_t, 1), v, 12, k);
     } else if (!strcmp(k, "tagged")) {   /* (Op{float* out; int kind; union { float f; int i; }}) */
         const char* p = (const char*)n->params + f->offset[0];       /* out[0] = kind ? i : f */
         float v = *(const int*)(p + 8) == 0 ? *(const float*)(p + 12) : (float)*(const int*)(p + 12);
