@@ -3414,7 +3414,15 @@ cdef int _put_bits(Signature sig, Py_ssize_t i, tuple bit_field, object value, c
     cdef unsigned char scratch[8]
     cdef Py_ssize_t k
     _, first, width, code = bit_field
-    _put_part(sig, i, code, value, <char*>scratch, where)
+    try:
+        _put_part(sig, i, code, value, <char*>scratch, where)
+    except (TypeError, OverflowError) as exc:
+        named = f", field {where} ({_CODE_NAMES[code]}): "
+        message = exc_text(exc)
+        if named not in message:
+            raise
+        raise type(exc)(message.replace(
+            named, f", field {where} ({_CODE_NAMES[code]} : {width}, a bit-field): ", 1)) from None
     signed = code in (C_I8, C_I16, C_I32, C_I64)
     n = int.from_bytes(bytes(scratch[:_scalar_size(code)]), "little", signed=signed)
     lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)

@@ -4071,8 +4071,8 @@ def test_bit_fields_are_laid_out_and_packed_as_nvrtc_does():
     with pytest.raises(OverflowError, match=r"field d \(unsigned short : 9, a bit-field\): 512 "
                                             r"is outside 0 \.\. 511"):
         sig.pack(({"d": 512}, {}, {}, {}))
-    with pytest.raises(TypeError, match=r"parameter 0 \('f'\), field b \(int\): expected an "
-                                        r"int, got float"):
+    with pytest.raises(TypeError, match=r"parameter 0 \('f'\), field b \(int : 30, a "
+                                        r"bit-field\): expected an int, got float"):
         sig.pack(({"b": 1.5}, {}, {}, {}))
     with pytest.raises(TypeError, match=r"a struct \(Flags\) has no field 'z' \(its fields: "
                                         r"c, a, b, d, e, f, g, on\)"):
