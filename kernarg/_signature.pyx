@@ -4244,6 +4244,183 @@ def _scope_opened(str stretch):
     return None
 
 
+# An integer constant expression's tokens: a literal, a character literal, a name, an operator.
+_CONSTANT_TOKEN = re.compile(r"\s*(?:((?:0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)[uUlL]*)"
+                             r"|'([^'\\\n])'|([A-Za-z_]\w*)|(<<|>>|[-+~!*/%&|^()]))")
+# Binary operators by precedence (C++'s: * / % above + -, above the shifts, above & ^ |).
+_BINARY_LEVELS = (("|",), ("^",), ("&",), ("<<", ">>"), ("+", "-"), ("*", "/", "%"))
+
+
+cdef bint _out_of(value, tuple kind):
+    """Whether ``value`` is outside integer type ``kind`` ((bits, unsigned))."""
+    bits, unsigned = kind
+    if unsigned:
+        return not 0 <= value < (1 << bits)
+    return not -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+
+
+def _constant_value(str text, dict known):
+    """(value, type: (bits, unsigned)) of the integer constant expression ``text`` as C++ (on
+    LP64) evaluates it: literals in their types, ``true``/``false``, character literals, the
+    names in ``known`` (name -> (value, type)), parentheses, unary ``+ - ~ !`` and binary ``*
+    / % + - << >> & ^ |``, each operand promoted and converted as C++'s usual arithmetic
+    conversions do, unsigned results wrapping, ``>>`` of a negative value arithmetic (as
+    NVRTC shifts it). None for anything else, and where the compiler would refuse it as no
+    constant (a signed overflow, a division by zero, a shift past the width, a left shift of
+    a negative value) or takes it otherwise in another C++ standard (``1 << 31`` is INT_MIN
+    from C++14, ``-1 << 1`` a value only from C++20): kernarg does not guess."""
+    tokens = []
+    cdef Py_ssize_t at = 0
+    text = text.strip()
+    while at < len(text):
+        m = _CONSTANT_TOKEN.match(text, at)
+        if m is None or m.end() == at:
+            return None
+        tokens.append(m)
+        at = m.end()
+    if not tokens or len(tokens) > 200:
+        return None
+    position = [0]
+    try:
+        found = _constant_binary(tokens, position, 0, known)
+    except (ValueError, ZeroDivisionError, IndexError):
+        return None
+    if found is None or position[0] != len(tokens):
+        return None
+    return found
+
+
+def _promoted(tuple operand):
+    """An integral promotion: types below int (bool, char, short) become int."""
+    value, kind = operand
+    return (value, (32, False)) if kind[0] < 32 else operand
+
+
+def _converted(tuple a, tuple b):
+    """The type C++'s usual arithmetic conversions give promoted operands ``a`` and ``b``."""
+    (bits_a, unsigned_a), (bits_b, unsigned_b) = a[1], b[1]
+    if unsigned_a == unsigned_b:
+        return (max(bits_a, bits_b), unsigned_a)
+    unsigned_bits, signed_bits = (bits_a, bits_b) if unsigned_a else (bits_b, bits_a)
+    if unsigned_bits >= signed_bits:
+        return (unsigned_bits, True)
+    return (signed_bits, False)     # (a long holds every unsigned int)
+
+
+def _constant_result(value, tuple kind):
+    """``value`` in type ``kind``: wrapped if unsigned; a signed overflow raises ValueError."""
+    if kind[1]:
+        return (value % (1 << kind[0]), kind)
+    if _out_of(value, kind):
+        raise ValueError("signed overflow")
+    return (value, kind)
+
+
+def _constant_binary(list tokens, list position, int level, dict known):
+    if level == len(_BINARY_LEVELS):
+        return _constant_unary(tokens, position, known)
+    left = _constant_binary(tokens, position, level + 1, known)
+    while position[0] < len(tokens) and tokens[position[0]][4] in _BINARY_LEVELS[level]:
+        op = tokens[position[0]][4]
+        position[0] += 1
+        right = _constant_binary(tokens, position, level + 1, known)
+        left, right = _promoted(left), _promoted(right)
+        if op in ("<<", ">>"):
+            kind, shift = left[1], right[0]
+            if shift < 0 or shift >= kind[0]:
+                raise ValueError("shift")
+            if op == ">>":      # (of a negative value: arithmetic, as NVRTC's and C++20's)
+                left = (left[0] >> shift, kind)
+            elif left[0] < 0:
+                raise ValueError("shift")       # (refused before C++20)
+            elif kind[1]:
+                left = _constant_result(left[0] << shift, kind)
+            elif left[0] << shift >= 1 << kind[0]:
+                raise ValueError("shift")       # (past the unsigned type: no value)
+            else:       # C++14's rule: as the unsigned type holds it, then converted
+                value = left[0] << shift
+                left = (value - (1 << kind[0]) if value >> (kind[0] - 1) else value, kind)
+            continue
+        kind = _converted(left, right)
+        a = left[0] % (1 << kind[0]) if kind[1] else left[0]
+        b = right[0] % (1 << kind[0]) if kind[1] else right[0]
+        if op == "+":
+            value = a + b
+        elif op == "-":
+            value = a - b
+        elif op == "*":
+            value = a * b
+        elif op in ("/", "%"):
+            q = abs(a) // abs(b)            # (ZeroDivisionError for b == 0)
+            q = q if (a < 0) == (b < 0) else -q     # toward zero, as C++ divides
+            value = q if op == "/" else a - b * q
+        elif op == "&":
+            value = a & b
+        elif op == "^":
+            value = a ^ b
+        else:
+            value = a | b
+        left = _constant_result(value, kind)
+    return left
+
+
+def _constant_unary(list tokens, list position, dict known):
+    m = tokens[position[0]]
+    position[0] += 1
+    if m[4] in ("+", "-", "~", "!"):
+        operand = _promoted(_constant_unary(tokens, position, known))
+        value, kind = operand
+        if m[4] == "+":
+            return operand
+        if m[4] == "-":
+            return _constant_result(-value, kind)
+        if m[4] == "~":
+            return _constant_result(~value, kind)
+        return (int(value == 0), (8, False))    # (a bool, promoted where it is used)
+    if m[4] == "(":
+        found = _constant_binary(tokens, position, 0, known)
+        if tokens[position[0]][4] != ")":
+            raise ValueError("parenthesis")
+        position[0] += 1
+        return found
+    if m[1] is not None:
+        literal = _INT_LITERAL.fullmatch(m[1])
+        if literal is None:
+            raise ValueError("literal")
+        digits = literal[1].replace("'", "")
+        value = int(digits, 0 if digits[:2].lower() in ("0x", "0b") else
+                    8 if len(digits) > 1 and digits[0] == "0" else 10)
+        kind = _literal_type(m[1][literal.end(1):], digits[:1] in "123456789", value)
+        if kind is None:
+            raise ValueError("literal")
+        return (value, kind)
+    if m[2] is not None:
+        return (ord(m[2]), (8, False))          # a char (signed, 8 bits)
+    if m[3] in ("true", "false"):
+        return (int(m[3] == "true"), (8, False))
+    if m[3] in known and known[m[3]][1] is not None:
+        return known[m[3]]
+    raise ValueError("name")
+
+
+def _literal_type(str suffix, bint decimal, value):
+    """(bits, unsigned) of an integer literal's type, as C++ (on LP64) types it: the first of
+    its suffix's candidates that holds ``value``; None past 64 bits."""
+    suffix = suffix.lower()
+    if "u" in suffix:
+        candidates = [(32, True), (64, True)]
+    elif decimal:
+        candidates = [(32, False), (64, False)]
+    else:
+        candidates = [(32, False), (32, True), (64, False), (64, True)]
+    if "l" in suffix:
+        candidates = [c for c in candidates if c[0] == 64]
+    for kind in candidates:
+        if not _out_of(value, kind):
+            return kind
+    return None
+
+
 def _enum_type(entry, lookup):
     """The canonical name of the underlying type of enumeration ``entry`` (``("enum", scoped,
     underlying type as written or None, enumerators or None)``), or None where kernarg cannot
@@ -4258,20 +4435,27 @@ def _enum_type(entry, lookup):
         return "int"
     if body is None:
         return None     # declared, not defined: it has no fixed type, and is no complete type
-    values, value = [], -1
+    values, value, kind = [], -1, (32, False)
+    known = {}      # the enumerators before: name -> (value, its type before the closing brace)
     for item in _items(body, False):
         item = item.strip()
         if not item:
             continue
-        _, _, given = item.partition("=")
+        name, _, given = item.partition("=")
         if given.strip():
-            value = _default_value(given.strip())
-            if type(value) is bool:
-                value = int(value)
-            if type(value) is not int:
+            found = _constant_value(given, known)
+            if found is None:
                 return None
+            value, kind = found
         else:
+            # (Before the closing brace, the previous one's type, where it holds the value
+            # one more; otherwise one C++ leaves unspecified, wide enough: NVRTC's unsigned
+            # long after an unsigned int's 4294967295, which kernarg does not guess, so that
+            # an expression naming it is not evaluated.)
             value += 1
+            if kind is not None and _out_of(value, kind):
+                kind = None
+        known[name.strip()] = (value, kind)
         values.append(value)
     low, high = min(values, default=0), max(values, default=0)
     for name, bits, signed in (("int", 32, True), ("unsigned int", 32, False),

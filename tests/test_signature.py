@@ -1259,13 +1259,13 @@ struct P {
     float* x; Act act; Mode m; Color c; enum Mode m2; Inner i;
 };
 enum class Later : short { L };
-enum Flags { F = 1 << 3 };                               // not a literal: not evaluated
+enum Flags { F = 1 << 3, G = F | 1u << 31 };            // evaluated as C++ (session 63)
 extern "C" __global__ void k(Act a, Mode m, Wide w, Color c, P p, Later l, P::Kind pk,
                              Flags f) {}
 """
     sig = kernarg.Signature.from_source(src, "k")
     assert sig.types == ("unsigned char", "int", "unsigned int", "int", "P", "short", "short",
-                         ".u32")
+                         "unsigned int")
     assert sig.records[4].names == ("kind", "x", "act", "m", "c", "m2", "i")
     assert [sig.records[4].fields[f][1] for f in sig.records[4].names] == \
         [0, 8, 16, 20, 24, 28, 32]
@@ -1275,6 +1275,46 @@ extern "C" __global__ void k(Act a, Mode m, Wide w, Color c, P p, Later l, P::Ki
     p = sig.offsets[4]
     assert block[p:p + 2] == struct.pack("<h", -1) and block[p + 16] == 1
     assert struct.unpack_from("<i", block, p + 20) == (7,)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1 << 3", (8, (32, False))), ("1 << 31", (-2**31, (32, False))),       # C++14's rule
+    ("1u << 31", (2**31, (32, True))), ("~0u", (2**32 - 1, (32, True))),
+    ("-1u", (2**32 - 1, (32, True))), ("(1 << 4) - 1", (15, (32, False))),
+    ("-7 / 2", (-3, (32, False))), ("-7 % 3", (-1, (32, False))),        # toward zero
+    ("-8 >> 1", (-4, (32, False))), ("1ll << 40", (2**40, (64, False))),
+    ("0x80000000", (2**31, (32, True))), ("2147483648", (2**31, (64, False))),
+    ("A | 0x10", (17, (32, False))), ("'a' + !0", (98, (32, False))),
+    ("1 + 2 * 3 << 1 | 1", (15, (32, False))), ("4294967295u + 1", (0, (32, True))),
+    ("-1 + 0u", (2**32 - 1, (32, True))), ("-1 + 0ul", (2**64 - 1, (64, True))),
+    ("-1l + 0u", (-1, (64, False))),                    # a long holds every unsigned int
+    # Refused: what the compiler refuses as no constant, or takes otherwise in another C++
+    # standard, and what is no integer constant expression kernarg reads.
+    ("2147483647 + 1", None), ("1 << 32", None), ("-1 << 1", None), ("1 / 0", None),
+    ("(int)3", None), ("sizeof(int)", None), ("B", None), ("1 +", None), ("(1", None),
+    ("1.5", None), ("1 < 2", None), ("99999999999999999999999", None),
+])
+def test_enumerators_are_evaluated_as_cpp_evaluates_them(text, value):
+    # An enumerator's value, and its type before the enumeration's closing brace (the one
+    # an expression naming it takes), as C++ on LP64 gives them (session 63: before, only
+    # literals were read, and an enumeration with `1 << 3` was the PTX's .u32). The
+    # differential test checks the enumerations' types against NVRTC's.
+    from kernarg._signature import _constant_value
+
+    assert _constant_value(text, {"A": (1, (32, False))}) == value
+
+
+def test_an_enumerator_after_its_types_end_is_not_named_in_expressions():
+    # After ~0u (an unsigned int's 4294967295), C++ leaves the next enumerator's type
+    # unspecified (NVRTC's is unsigned long): an expression naming it is not evaluated, and
+    # the enumeration is the PTX's type. Without such a use, its value is still read.
+    src = """
+enum E { A = ~0u, B, C = 0x7fffffff - B };
+enum F { X = ~0u, Y };
+extern "C" __global__ void k(E e, F f) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == (".u64", "long")
 
 
 def test_typedefs_and_structs_in_extern_c_blocks_are_read():

@@ -19,7 +19,7 @@ with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
     from kernarg._demangle import cxx_name, demangle
     from kernarg._images import cubin_entry_names, image_variable_names
-    from kernarg._signature import _data_members, _SourceStructs, ptx_entry_name
+    from kernarg._signature import _constant_value, _data_members, _SourceStructs, ptx_entry_name
 
 ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
 LIMIT = kernarg.MAX_PARAM_BYTES
@@ -92,6 +92,12 @@ def test_one_input(data):
             found = _data_members(text, "S")
             assert found is None or (isinstance(found[1], bool) and all(
                 isinstance(member, str) for member in found[0])), found
+            # As an enumerator's constant expression (session 63): a value in its type, or None.
+            found = _constant_value(text, {"A": (1, (32, False))})
+            assert found is None or (type(found[0]) is int and found[1] in (
+                (32, False), (32, True), (64, False), (64, True), (8, False)) and (
+                found[1][1] and 0 <= found[0] < 1 << found[1][0] or not found[1][1] and
+                -(1 << found[1][0] - 1) <= found[0] < 1 << found[1][0] - 1)), found
             # And laid out (session 63's unions and unnamed members too): fields inside the
             # struct, and the fields its metadata names (which share bytes, a tuple's) its own.
             dt = _SourceStructs(f"struct S {{{text}}};", {}).layout("S")
