@@ -195,16 +195,22 @@ def _compiler_layouts(source, names, sig):
 @pytest.mark.parametrize("seed", range(6))
 def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
     rng = random.Random(seed)
-    laid_out = initialized = templates = constructed = 0
-    for _ in range(5):
+    laid_out = initialized = templates = constructed = rounds = 0
+    # Five rounds that compile, of ten at most: a round's parameters may pass the parameter
+    # space (structs of arrays of structs: CUDA 13's 32764 bytes, or NVRTC 12.9's 4096 where
+    # it says so), and such a round is drawn again, so the counts below hold for either NVRTC.
+    for _ in range(10):
+        if rounds == 5:
+            break
         source, names = _source(rng, 8)
         params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
         full = source + f'extern "C" __global__ void k({params}) {{}}\n'
         try:
             sig = kernarg.Signature.from_source(full, "k")
-        except NvrtcError as exc:     # structs of arrays of structs: past CUDA's 32764 bytes
+        except NvrtcError as exc:
             assert "parameter space overflowed" in str(exc)
             continue
+        rounds += 1
         compiler = _compiler_layouts(full, names, sig)
         for i, name in enumerate(names):
             offsets, size, align = compiler[name]
