@@ -1240,20 +1240,28 @@ def _unsigned_width(str suffix, bint decimal, value):
     the suffix's candidate types that holds ``value``. A decimal literal without ``u`` is
     signed; a hexadecimal, octal or binary one may be unsigned (0x80000000 is an unsigned
     int). Past 64 bits NVRTC uses __int128, then unsigned __int128."""
+    kind = _literal_type(suffix, decimal, value)
+    if kind is not None:
+        return kind[0] if kind[1] else 0
+    return 128 if "u" in suffix.lower() or value >> 127 else 0
+
+
+def _literal_type(str suffix, bint decimal, value):
+    """(bits, unsigned) of an integer literal's type, as C++ (on LP64) types it: the first of
+    its suffix's candidates that holds ``value``; None past 64 bits."""
     suffix = suffix.lower()
-    longs = suffix.count("l")
     if "u" in suffix:
         candidates = [(32, True), (64, True)]
     elif decimal:
         candidates = [(32, False), (64, False)]
     else:
         candidates = [(32, False), (32, True), (64, False), (64, True)]
-    if longs:
+    if "l" in suffix:
         candidates = [c for c in candidates if c[0] == 64]
-    for width, unsigned in candidates:
-        if value >> (width if unsigned else width - 1) == 0:
-            return width if unsigned else 0
-    return 128 if "u" in suffix or value >> 127 else 0
+    for kind in candidates:
+        if not _out_of(value, kind):
+            return kind
+    return None
 
 
 def _decimal_to_float(str digits, double nearest):
@@ -3154,10 +3162,11 @@ cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* 
     if missing and "overlaps" in dt.metadata:
         # (A union member's fields the dict leaves out, where it gives another member's.)
         for group in dt.metadata["overlaps"]:
-            if _given_alternatives(group, value):
-                others = {n for alternative in group for n in alternative}
-                missing = [name for name in missing if name not in others or any(
-                    name in alternative for alternative in _given_alternatives(group, value))]
+            given = _given_alternatives(group, value)
+            if given:
+                others = {n for alternative in group if alternative not in given
+                          for n in alternative}
+                missing = [name for name in missing if name not in others]
     if missing:
         several = len(missing) > 1
         if dt.metadata.get("constructed"):
@@ -4384,13 +4393,11 @@ def _constant_unary(list tokens, list position, dict known):
         position[0] += 1
         return found
     if m[1] is not None:
+        value = _default_value(m[1])
         literal = _INT_LITERAL.fullmatch(m[1])
-        if literal is None:
+        if type(value) is not int or literal is None:
             raise ValueError("literal")
-        digits = literal[1].replace("'", "")
-        value = int(digits, 0 if digits[:2].lower() in ("0x", "0b") else
-                    8 if len(digits) > 1 and digits[0] == "0" else 10)
-        kind = _literal_type(m[1][literal.end(1):], digits[:1] in "123456789", value)
+        kind = _literal_type(m[1][literal.end(1):], literal[1][:1] in "123456789", value)
         if kind is None:
             raise ValueError("literal")
         return (value, kind)
@@ -4401,24 +4408,6 @@ def _constant_unary(list tokens, list position, dict known):
     if m[3] in known and known[m[3]][1] is not None:
         return known[m[3]]
     raise ValueError("name")
-
-
-def _literal_type(str suffix, bint decimal, value):
-    """(bits, unsigned) of an integer literal's type, as C++ (on LP64) types it: the first of
-    its suffix's candidates that holds ``value``; None past 64 bits."""
-    suffix = suffix.lower()
-    if "u" in suffix:
-        candidates = [(32, True), (64, True)]
-    elif decimal:
-        candidates = [(32, False), (64, False)]
-    else:
-        candidates = [(32, False), (32, True), (64, False), (64, True)]
-    if "l" in suffix:
-        candidates = [c for c in candidates if c[0] == 64]
-    for kind in candidates:
-        if not _out_of(value, kind):
-            return kind
-    return None
 
 
 def _enum_type(entry, lookup):
