@@ -1555,6 +1555,25 @@ def _has_struct_grid(dt):
     return False
 
 
+# How many compilations from_source may take to evaluate the array extents of a kernel's
+# structs: every extent is asked in the first (a struct is read on past one not known yet);
+# a second is the guard should one be named only once another is known.
+_EXTENT_ROUNDS = 2
+
+
+def _evaluate_extents(str source, str kernel_name, dict queries, compile):
+    """``{query: extent}`` of the array extents ``queries`` (_SourceStructs.wanted: each a
+    ``sizeof`` ratio the compiler evaluates where the kernel is declared, in order), as the
+    compiler evaluates them; those it refuses (a private member, an object kernarg named
+    wrongly) are left out, and their structs stay opaque bytes."""
+    spec = _parse_c_param("unsigned long long")[0]
+    order = list(queries)
+    values = _evaluate_defaults(source, kernel_name,
+                                {i: ("unsigned long long", q, spec, _EVAL_PLAIN)
+                                 for i, q in enumerate(order)}, compile)
+    return {order[i]: v for i, v in values.items() if type(v) is int and v > 0}
+
+
 def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
     """``{parameter index: value}`` of the default arguments ``wanted`` (``{index: (declared
     type, default as written or None for the type's T{}, _Spec, how: _EVAL_*)}``, see
@@ -2310,28 +2329,31 @@ cdef class Signature:
             # `#if` inside the parameter list: which parameters the compiler saw depends on
             # macros kernarg does not evaluate, so the PTX's layout it is (names unknown).
             return _new_signature(cls, ptx_specs, [None] * len(ptx_specs))
-        specs, names, declared = [], [], []
         pieces = [] if decl.strip() in ("", "void") else _split_params(decl, True)
         if len(pieces) != len(ptx_specs):
             raise ValueError(f"{kernel_name}: the declaration has {len(pieces)} parameters but "
                              f"the PTX has {len(ptx_specs)}")
         originals = pieces if written is decl else _split_params(written, True)
-        for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
-            spec, name = _declared_spec(piece, ptx_spec, structs)
-            if piece != original and not _agrees_with_ptx(spec, ptx_spec):
-                # An alias read from the text that is not the one the compiler used (one in
-                # another scope, hidden by a local name): the parameter as written.
-                piece = original
-                spec, name = _declared_spec(piece, ptx_spec, structs)
-            if spec.header_aligned and spec.size == ptx_spec.size:
-                spec.align = ptx_spec.align     # the source's own declaration of the type
-            if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
-                raise ValueError(f"{kernel_name}: {piece.strip()!r} is {spec.size} bytes aligned "
-                                 f"to {spec.align} here but {ptx_spec.size}/{ptx_spec.align} in "
-                                 "the PTX")
-            specs.append(spec)
-            names.append(name)
-            declared.append(piece)
+        if len(groups) > 1:
+            structs = _SourceStructs(code, aliases)     # (not as _fits_ptx left it: no paths)
+        specs, names, declared = _declared_specs(pieces, originals, ptx_specs, structs,
+                                                 kernel_name)
+        asked, extents = set(), {}
+        for _ in range(_EXTENT_ROUNDS if evaluate is not None else 0):
+            # Array extents that are not literals (`float v[K]`, K a constant or a macro):
+            # the compiler's to evaluate, in one more compilation; the structs holding them
+            # are laid out again with its answers.
+            wanted = {q: None for q in structs.wanted if q not in asked}
+            if not wanted:
+                break
+            asked.update(wanted)
+            found = _evaluate_extents(evaluate[0], kernel_name, wanted, evaluate[1])
+            if not found:
+                break
+            extents.update(found)
+            structs = _SourceStructs(code, aliases, extents=extents)
+            specs, names, declared = _declared_specs(pieces, originals, ptx_specs, structs,
+                                                     kernel_name)
         if evaluate is not None:
             _struct_initials(specs, declared, evaluate, kernel_name)
         cdef Signature sig = cls.__new__(cls)
@@ -4561,15 +4583,50 @@ def _unconditional(source):
 _TYPE_NAME = re.compile(r"(?<![\w:])(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*\b(?!\s*::)")
 
 
-def _declared_spec(piece, ptx_spec, structs):
+def _declared_specs(list pieces, list originals, list ptx_specs, structs, str kernel_name):
+    """(specs, names, declarations) of a kernel's parameters, declared as ``pieces`` (with the
+    source's aliases substituted) or as written (``originals``), checked against the PTX's
+    ``ptx_specs``; structs laid out by ``structs`` (_SourceStructs), which records the array
+    extents it asks the compiler for (see _SourceStructs._shape)."""
+    specs, names, declared = [], [], []
+    for piece, original, ptx_spec in zip(pieces, originals, ptx_specs):
+        # (An object of the parameter's type, as the compiler names it where the kernel is
+        # declared, for the extents kernarg asks it: see _evaluate_extents.)
+        path = f"(*static_cast<{_declared_type(original)}*>(nullptr))."
+        spec, name = _declared_spec(piece, ptx_spec, structs, path)
+        if piece != original and not _agrees_with_ptx(spec, ptx_spec):
+            # An alias read from the text that is not the one the compiler used (one in
+            # another scope, hidden by a local name): the parameter as written.
+            piece = original
+            spec, name = _declared_spec(piece, ptx_spec, structs, path)
+        if spec.header_aligned and spec.size == ptx_spec.size:
+            spec.align = ptx_spec.align     # the source's own declaration of the type
+        if (spec.size, spec.align) != (ptx_spec.size, ptx_spec.align):
+            raise ValueError(f"{kernel_name}: {piece.strip()!r} is {spec.size} bytes aligned "
+                             f"to {spec.align} here but {ptx_spec.size}/{ptx_spec.align} in "
+                             "the PTX")
+        specs.append(spec)
+        names.append(name)
+        declared.append(piece)
+    return specs, names, declared
+
+
+def _declared_spec(piece, ptx_spec, structs, path=None):
     """(spec, name) of parameter declaration ``piece``; where kernarg cannot type it (a struct
     of the source, a type it has no name for), the PTX's spec with the declared name. A struct
-    ``structs`` (_SourceStructs) lays out as the PTX does is that struct, field by field."""
+    ``structs`` (_SourceStructs) lays out as the PTX does is that struct, field by field.
+    ``path``: what names a member of an object of the parameter's type where the kernel is
+    declared (``(*static_cast<P*>(nullptr)).``), or None (see _SourceStructs._shape)."""
     try:
         return _parse_c_param(piece)
     except ValueError:
         name = _last_identifier(piece)
-        layout = structs.by_value(piece, name)
+        root = structs.root
+        outer, root.path = root.path, path
+        try:
+            layout = structs.by_value(piece, name)
+        finally:
+            root.path = outer
         if layout is None or (layout.itemsize, layout.metadata["align"]) \
                 != (ptx_spec.size, ptx_spec.align):
             return ptx_spec, name
@@ -4597,7 +4654,11 @@ _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+
 # _data_members does not expect among data members.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
                           r"virtual|operator|class|public|private|protected)\b")
-_FIELD_DIMS = re.compile(r"((?:\[\s*\d+\s*\]\s*)+)$")
+# A field's array extents, `[4][K * 2]` (what is in each bracket: _SourceStructs._shape).
+_FIELD_DIMS = re.compile(r"((?:\[[^\[\]]*\]\s*)+)$")
+# What follows an unnamed struct's closing brace: the member it declares (its name, its
+# extents), or `;` for an anonymous one (group 1 None).
+_UNNAMED_DECLARATOR = re.compile(r"\s*(?:;|([A-Za-z_]\w*)\s*((?:\[[^\[\]]*\]\s*)*)[;,])")
 _FIELD_FORMATS = {C_BOOL: "?", C_I8: "i1", C_U8: "u1", C_I16: "i2", C_U16: "u2", C_I32: "i4",
                   C_U32: "u4", C_I64: "i8", C_U64: "u8", C_F16: "f2", C_F32: "f4", C_F64: "f8"}
 
@@ -4617,10 +4678,12 @@ class _SourceStructs:
     fixed-size array types, bit-fields, and structs and unions defined before or in place,
     their member functions left out (_data_members). A struct kernarg cannot lay out (a
     union whose T{} sets a member, a virtual function, a member it cannot tell from data, a
-    type it has no name for, a macro for a size or a bit-field's width, a name defined twice,
-    `#pragma pack`) is None, and its parameters stay opaque bytes."""
+    type it has no name for, a macro for a bit-field's width, a name defined twice, `#pragma
+    pack`) is None, and its parameters stay opaque bytes. An array extent that is not a
+    literal is the compiler's to evaluate (see _shape): the structs holding one are None
+    until they are laid out again with ``extents``, the compiler's answers."""
 
-    def __init__(self, source, aliases, parent=None):
+    def __init__(self, source, aliases, parent=None, extents=None):
         self.source = source
         self.aliases = aliases
         self.bodies = None      # name -> (body, head: _lay_out's) or None; read on first use
@@ -4638,6 +4701,17 @@ class _SourceStructs:
         self.root = self if parent is None else parent.root
         self.specifiers = None
         self.unnamed = 0        # unnamed structs and unions laid out (_unnamed_members)
+        # (The root's:) what the compiler reads, where the kernel is declared, as naming a
+        # member of an object of the struct being laid out, before the member's name
+        # (`(*static_cast<P*>(nullptr)).q.`, `....B::` for a base B), or None; the extents
+        # asked of the compiler (query -> None), and its answers (query -> extent). See _shape.
+        self.path = None
+        self.wanted = {}
+        self.extents = {} if extents is None else extents
+        self.pending = 0        # extents met that are not known yet
+        # The layouts (keys of self.layouts) that are None for an extent not known yet: one
+        # met again says so (_known), so that what holds it is read on (see _lay_out).
+        self.waiting = set()
 
     def _scan(self):
         bodies, templates = {}, {}
@@ -4699,12 +4773,18 @@ class _SourceStructs:
         if len(words) != 1:
             return None
         if words[0].startswith(_UNNAMED):
-            return self.layouts.get(words[0])     # (an unnamed one of this source's)
+            return self._known(words[0])     # (an unnamed one of this source's)
         named = self._named(words[0])
         if self.parent is not None and (named not in self.bodies or "::" in words[0] and
                                         named == words[0].rpartition("::")[2]):
             return self.parent.by_value(piece, name)
         return self.layout(named)
+
+    def _known(self, key):
+        """The layout ``key`` names, laid out before (None where it is not, or is None)."""
+        if key in self.waiting:
+            self.root.pending += 1      # (None until an extent is known: _lay_out reads on)
+        return self.layouts.get(key)
 
     def _named(self, written):
         """The struct a type name written in the struct being laid out (or a parameter) means:
@@ -4754,6 +4834,7 @@ class _SourceStructs:
         reader, (body, head, header), args, key = found
         if key not in reader.layouts:
             reader.layouts[key] = None      # (one that contains itself has no layout)
+            pending = self.root.pending
             members = _substitute_template_args(str(body), header, args)
             if head[2] is not None and members is not None:    # its bases: `: Base<T>`
                 bases = _substitute_template_args(head[2], header, args)
@@ -4769,7 +4850,10 @@ class _SourceStructs:
                     reader.layouts[key] = reader._lay_out(key, members, head)
                 finally:
                     reader.depth -= 1
-        return reader.layouts[key]
+            if self.root.pending != pending:
+                reader.waiting.add(key)
+            return reader.layouts[key]
+        return reader._known(key)
 
     def _template_member_layout(self, m, name):
         """The layout of a member struct of a struct template's instantiation
@@ -4784,6 +4868,7 @@ class _SourceStructs:
         key += f"::{m['member']}"
         if key not in reader.layouts:
             reader.layouts[key] = None      # (one that contains itself has no layout)
+            pending = self.root.pending
             members = _substitute_template_args(str(body), header, args)
             if members is not None and reader.depth < _MAX_NESTING:
                 inner = _SourceStructs(members,
@@ -4801,11 +4886,14 @@ class _SourceStructs:
                                       "itemsize": found.itemsize},
                                      metadata={**found.metadata, "name": key})
                 reader.layouts[key] = found
-        return reader.layouts[key]
+            if self.root.pending != pending:
+                reader.waiting.add(key)
+            return reader.layouts[key]
+        return reader._known(key)
 
     def layout(self, name):
         if name in self.layouts:
-            return self.layouts[name]
+            return self._known(name)
         self.layouts[name] = None       # a struct that contains itself has no layout
         if self.bodies is None:
             self._scan()
@@ -4813,14 +4901,17 @@ class _SourceStructs:
         if entry is not None and self.depth < _MAX_NESTING:
             self.depth += 1
             outer, self.scope = self.scope, name
+            pending = self.root.pending
             try:
                 self.layouts[name] = self._lay_out(name, str(entry[0]), entry[1])
             finally:
                 self.depth -= 1
                 self.scope = outer
+            if self.root.pending != pending:
+                self.waiting.add(name)
         return self.layouts[name]
 
-    def _bases(self, str clause):
+    def _bases(self, str clause, str body):
         """(layout, the size what follows it starts from) of each base class a base clause
         names (``public B, Box<int>``), in order, or None where one is not laid out as C++'s
         ABI (Itanium's, which NVRTC follows) surely places it: a virtual base, or one kernarg
@@ -4835,7 +4926,18 @@ class _SourceStructs:
             words = re.sub(r"^\s*(?:public|private|protected)\b", " ", base).strip()
             if not words or re.search(r"\b(?:virtual|public|private|protected)\b", words):
                 return None
-            dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
+            # (Its members named as the base's, `d.B::v`: the compiler looks the base's name
+            # up in the derived struct first, where it is the base's own, unless the derived
+            # struct names something so.)
+            root = self.root
+            outer = root.path
+            own = _own_name(words)
+            root.path = (None if outer is None or not own.isidentifier() or
+                         re.search(rf"\b{own}\b", body) else f"{outer}{words}::")
+            try:
+                dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
+            finally:
+                root.path = outer
             if dt is None:
                 return None
             # (Where its members end: an anonymous union's whole size, past its fields' ends.)
@@ -4866,6 +4968,9 @@ class _SourceStructs:
         root = self.root
         if root.specifiers is None:
             root.specifiers = _specifier_macros(root.source)
+        # (Where an extent is not known yet, the rest of the struct is read on, so that the
+        # compiler is asked every extent at once: see _shape.)
+        pending = root.pending
         union = len(head) > 4 and head[4]
         body = _without_member_definitions(body)
         if "{" in body:
@@ -4889,9 +4994,11 @@ class _SourceStructs:
             # Its base classes first, each laid out as a struct of its own, their fields
             # named as the derived struct's (a dict gives `b` of `struct D : B { int d; }`
             # as D's own).
-            found = self._bases(head[2])
+            found = self._bases(head[2], body)
             if found is None:
-                return None
+                if root.pending == pending:
+                    return None
+                found = ()      # (an extent asked: the members are asked about too)
             # (C++03 says a class with a base class is no POD, but NVRTC lays `struct D : B
             # {}` out as one where B is: which it is, kernarg does not tell.)
             pod = None
@@ -4954,6 +5061,8 @@ class _SourceStructs:
                 if field is None:
                     return None
                 fname, fmt, falign, first_type = field
+                if fmt is None:
+                    continue    # (an extent asked: the fields after it are asked about too)
                 fmt = np.dtype(fmt)
                 inner = fmt.subdtype[0] if fmt.subdtype is not None else fmt
                 held = inner.metadata or {}
@@ -4990,8 +5099,8 @@ class _SourceStructs:
                 size = max(size, at + fmt.itemsize)
                 end_bits = max(end_bits, size * 8)
                 align = max(align, falign)
-        if not names and not bit_fields:
-            return None
+        if not names and not bit_fields or root.pending != pending:
+            return None         # (or an extent not known yet: asked of the compiler)
         if head[1]:
             align = head[1]
         rounded = (size + align - 1) // align * align
@@ -5047,6 +5156,7 @@ class _SourceStructs:
         laid out (or has an alignment, or a base, of its own)."""
         out = []
         cdef Py_ssize_t at = 0, counted = 0, depth = 0, closing
+        pending = self.root.pending
         for m in _STRUCT_HEAD.finditer(body):
             if m.start() < at or m[1] or m[3]:
                 continue        # inside one replaced, a typedef's (not read), a named one
@@ -5059,6 +5169,13 @@ class _SourceStructs:
             closing = _closing(body, m.end(), "{", "}")
             if closing < 0:
                 return None
+            root = self.root
+            outer = root.path
+            if outer is not None:
+                # The object it is: an anonymous one's fields are its struct's own.
+                member = _UNNAMED_DECLARATOR.match(body, closing + 1)
+                root.path = (None if member is None else outer if member[1] is None else
+                             f"{outer}{member[1]}" + "[0]" * member[2].count("[") + ".")
             self.depth += 1
             try:
                 inner = self._lay_out(
@@ -5067,11 +5184,14 @@ class _SourceStructs:
                      _UNION_KEYWORD.match(m[0]) is not None))
             finally:
                 self.depth -= 1
-            if inner is None:
-                return None
+                root.path = outer
+            if inner is None and root.pending == pending:
+                return None     # (else an extent asked: the members after it are read on)
             self.unnamed += 1
             key = f"{_UNNAMED}{self.unnamed}"
             self.layouts[key] = inner
+            if inner is None:
+                self.waiting.add(key)
             out.append(body[at:m.start()])
             out.append(f" {key} ")
             if _NEXT_CHARACTER.match(body, closing + 1)[1] == ";":
@@ -5080,32 +5200,74 @@ class _SourceStructs:
         out.append(body[at:])
         return "".join(out)
 
+    def _shape(self, list texts, str name):
+        """The extents ``texts`` of array field ``name`` (``[4][2 * 3]``: ``(4, 6)``), or
+        None. An extent of literals is evaluated here (_constant_value); one that names
+        something (``K``, a constant or a macro; ``sizeof(T)``) is the compiler's to
+        evaluate: a ``sizeof`` ratio of the field of an object of the struct (the root's
+        ``path``, named where the kernel is declared), asked once (``wanted``), its answer
+        taken from ``extents`` when the structs are laid out again. Where no such object is
+        known (a base's field), or the compiler gives no answer, None."""
+        root = self.root
+        shape = []
+        for k, text in enumerate(texts):
+            found = _constant_value(text, {}) if text.strip() else None
+            if found is not None:
+                shape.append(found[0])
+                continue
+            if not text.strip() or root.path is None:
+                return None     # (`float v[]`: a flexible array member, no field)
+            element = f"{root.path}{name}" + "[0]" * k
+            query = f"sizeof({element}) / sizeof({element}[0])"
+            extent = root.extents.get(query)
+            if extent is None:
+                root.wanted[query] = None
+                root.pending += 1
+            shape.append(extent)
+        if any(n is not None and n <= 0 for n in shape):
+            return None
+        return tuple(shape)
+
     def _field(self, piece, first_type):
         """(name, numpy format, alignment, type words for the next declarator of the member)
         of one field declarator, or None. ``first_type``: the member's type where ``piece``
-        is its second or later declarator (``float x, *p``)."""
+        is its second or later declarator (``float x, *p``). The format is None where an
+        extent is asked of the compiler (see _shape), the field's or one inside its type."""
+        pending = self.root.pending
         piece = piece.strip()
         dims = _FIELD_DIMS.search(piece)
-        shape = ()
         if dims is not None:
-            shape = tuple(int(d) for d in re.findall(r"\d+", dims[1]))
             piece = piece[:dims.start()].strip()
         if first_type is not None:
             piece = f"{first_type} {piece}"
         m = re.fullmatch(r"(.*?[\w>])\s*((?:\*\s*(?:const\b\s*)?)*)([A-Za-z_]\w*)", piece)
         if m is None:
             return None
+        # (An extent not known yet is None in it: the field is laid out when the compiler
+        # has answered, and what is inside the array is asked about meanwhile.)
+        shape = () if dims is None else self._shape(_BRACKETED.findall(dims[1]), m[3])
+        if shape is None:
+            return None
         type_words, declarator = m[1], m[2] + m[3]
         decl = _substitute_aliases(f"{type_words} {declarator}", self.aliases, self.scope)
         try:
             spec, fname = _parse_c_param(decl)
         except ValueError:
-            nested = self.by_value(decl, m[3]) if not m[2] else None
+            nested = None
+            if not m[2]:
+                root = self.root
+                outer = root.path
+                if outer is not None:       # (an element of the array, where it is one)
+                    root.path = f"{outer}{m[3]}" + "[0]" * len(shape) + "."
+                try:
+                    nested = self.by_value(decl, m[3])
+                finally:
+                    root.path = outer
             if nested is None:
-                return None
+                return (m[3], None, 0, type_words) if self.root.pending != pending else None
             fmt, falign, fname = nested, nested.metadata["align"], m[3]
         else:
-            if fname is None or 0 in shape:
+            if fname is None:
                 return None
             if spec.code <= C_F64:
                 fmt, falign = _field_dtype(spec.code), spec.align
@@ -5116,6 +5278,8 @@ class _SourceStructs:
                 fmt, falign = np.dtype(np.uint64, metadata={"pointer": spec}), 8
             else:
                 return None     # 128-bit ints, 8/6/4-bit floats, tensor maps: bytes only
+        if None in shape:
+            return fname, None, 0, type_words   # (asked of the compiler)
         if shape:
             fmt = (np.dtype(fmt), shape)
         return fname, fmt, falign, type_words
@@ -5289,6 +5453,8 @@ def _bit_field(reader, str declarator, int width, first_type):
             return None
         field = (None,) + field[1:]
     name, fmt, falign, type_words = field
+    if fmt is None:
+        return None     # (an array's extent asked of the compiler)
     fmt = np.dtype(fmt)
     if fmt.subdtype is not None or fmt.metadata is not None or fmt.kind not in "iub":
         return None     # (an array, a pointer, a __nv_bfloat16, a float, a struct)
@@ -5331,7 +5497,10 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS, bint priva
         elif ch == "{":
             if braces == 0 and function is None:
                 text, access = _accessed(body[start:at], access)
-                function = _function_kind(text, own, specifiers) if "(" in text else "data"
+                # (A parenthesis in an array extent, `float v[sizeof(T)]`, is a data
+                # member's.)
+                function = (_function_kind(text, own, specifiers)
+                            if "(" in _without_dims(text) else "data")
                 if function is None:
                     return None
                 if function == "data":
@@ -5360,7 +5529,7 @@ def _data_members(str body, str own, specifiers=_FUNCTION_SPECIFIERS, bint priva
             start = at + 1
             if function is not None:
                 continue
-            if "(" in text and not _not_data(text, specifiers):
+            if "(" in _without_dims(text) and not _not_data(text, specifiers):
                 kind = _function_kind(text, own, specifiers)
                 if kind is None:
                     return None
@@ -5508,10 +5677,29 @@ _TEMPLATE_ID = re.compile(
     r"(?:\s*\b(?:const|volatile|__grid_constant__)\b)*\s*(?P<name>[A-Za-z_]\w*)?\s*", re.S)
 
 
-def _without_dims(member):
-    """A member declaration without its array dimensions, ``[4]``, which _NOT_A_FIELD's
-    brackets are not about."""
-    return re.sub(r"\[\s*\d+\s*\]", " ", member)
+def _without_dims(str member):
+    """A member declaration without its array extents, ``[4]``, ``[sizeof(T) * 2]``, which
+    _NOT_A_FIELD's brackets and parentheses are not about: brackets after a name, ``]`` or
+    ``)``, innermost first (``[sizeof(a[0])]``; nested deeper than a few, not all). An
+    attribute's ``[[...]]`` stays."""
+    cdef Py_ssize_t at, j
+    for _ in range(4):
+        if "[" not in member:
+            break
+        out, at = [], 0
+        for m in _BRACKETED.finditer(member):
+            j = m.start() - 1
+            while j >= 0 and member[j].isspace():
+                j -= 1
+            if j >= 0 and (member[j].isalnum() or member[j] in "_])"):
+                out.append(member[at:m.start()])
+                out.append(" ")
+                at = m.end()
+        if not out:
+            break
+        out.append(member[at:])
+        member = "".join(out)
+    return member
 
 
 class _Span:

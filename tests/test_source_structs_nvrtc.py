@@ -13,6 +13,7 @@ import random
 import re
 import struct
 
+import numpy as np
 import pytest
 
 import kernarg
@@ -533,3 +534,171 @@ def test_bit_fields_are_laid_out_as_nvrtc_does(seed):
             assert oracle[(name, field)] == ((1 << width) - 1) << first, (name, field, source)
     # (__align__(1) below a member's alignment: its parameter is rounded up in the PTX.)
     assert laid_out >= 6, laid_out
+
+
+# Array extents that are not literals (session 64): a constant, a static member, an enumerator,
+# a macro, sizeof, a constexpr function, a template's argument in an expression. Before, each
+# left its struct opaque bytes. (name of the struct whose shapes are checked, its fields'
+# shapes.)
+EXTENTS = [
+    ("constexpr int K = 3;\nstruct S { float v[K]; int n; };", "S", {"v": (3,)}),
+    ("namespace a { constexpr int K = 2; struct S { float v[K][K + 1]; int n; }; }", "a::S",
+     {"v": (2, 3)}),
+    # A static member hides the namespace's constant of its name, as C++ looks names up.
+    ("constexpr int K = 2;\nstruct S { static constexpr int K = 5; float v[K]; char c; };", "S",
+     {"v": (5,)}),
+    ("enum { E = 4 };\nstruct S { short v[E - 1]; char c; };", "S", {"v": (3,)}),
+    ("#define N 4\n#define M (N * 2)\nstruct S { int v[M]; char c; };", "S", {"v": (8,)}),
+    ("struct S { char raw[sizeof(double2)]; int n; };", "S", {"raw": (16,)}),
+    ("__host__ __device__ constexpr int twice(int x) { return 2 * x; }\n"
+     "struct S { float v[twice(3)]; double d; };", "S", {"v": (6,)}),
+    ("struct S { float v[2 * 3][1 << 1]; short s[true ? 3 : 1]; };", "S",
+     {"v": (6, 2), "s": (3,)}),
+    # Structs inside: an array of them (its own extent asked once N is known), one defined in
+    # place (a member's, and an anonymous union's fields, which are the struct's), a base's.
+    ("#define N 3\nstruct Q { double d[N]; char c; };\nstruct S { Q qs[N - 1]; int n; };", "S",
+     {"qs": (2,)}),
+    ("constexpr int K = 3;\nstruct S { struct { short s[K]; } pair[K - 1]; int n; };", "S",
+     {"pair": (2,)}),
+    ("constexpr int K = 3;\nstruct S { union { short s[K]; double d; }; int n; };", "S",
+     {"s": (3,)}),
+    ("constexpr int K = 3;\nstruct B { float b[K]; };\nstruct S : B { int n; };", "S",
+     {"b": (3,)}),
+    ("template <class T> struct S { T v[sizeof(T) / 2]; };", "S<double>", {"v": (4,)}),
+    ("constexpr int K = 2;\ntemplate <int M> struct S { float v[M * K]; };", "S<3>",
+     {"v": (6,)}),
+    ("constexpr int K = 2;\ntemplate <int M> struct S { float v[M]; };", "S<K + 1>",
+     {"v": (3,)}),
+    # CUTLASS's `typename Kernel::Params`, holding the template's argument and a constant.
+    ("constexpr int kW = 2;\ntemplate <class T, int N> struct G {\n"
+     "    struct Params { T acc[N + 1]; float w[kW]; };\n};", "typename G<float, 2>::Params",
+     {"acc": (3,), "w": (2,)}),
+]
+
+
+@pytest.mark.parametrize("definition, declared, shapes", EXTENTS)
+def test_array_extents_that_are_constant_expressions_are_laid_out_as_nvrtc_does(
+        definition, declared, shapes):
+    source = PRELUDE + definition + f'\nextern "C" __global__ void k({declared} s, int n) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    record = sig.records[0]
+    assert record is not None, sig.types
+    assert {f: record.fields[f][0].shape for f in shapes} == shapes
+    compiled = declared.removeprefix("typename ")
+    offsets, size, align = _compiler_layouts(source, [compiled], _Named(record))[compiled]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
+
+
+def test_array_extents_inside_structs_are_the_compilers():
+    # What a struct inside holds is laid out with its extents too: Q's d[N] in S's qs[N - 1],
+    # and a dict fills every element where the compiler puts it.
+    source = ("#define N 3\nstruct Q { double d[N]; char c; };\n"
+              "struct S { Q qs[N - 1]; int n; };\n"
+              'extern "C" __global__ void k(S s) {}\n')
+    sig = kernarg.Signature.from_source(source, "k")
+    q = sig.records[0].fields["qs"][0].base
+    assert q.fields["d"][0].shape == (3,) and q.itemsize == 32
+    data = bytes(sig.pack(({"qs": [{"d": [1.0, 2.0, 3.0], "c": 7}, {"d": [4.0, 5.0, 6.0]}],
+                            "n": 9},)))
+    assert struct.unpack_from("<3db", data, 0) == (1.0, 2.0, 3.0, 7)
+    assert struct.unpack_from("<3d", data, 32) == (4.0, 5.0, 6.0)
+    assert struct.unpack_from("<i", data, 64) == (9,)
+
+
+def test_array_extents_follow_the_options_macros():
+    # A macro given by the options (-DN=7) is what the compiler reads the extent as.
+    source = 'struct S { float v[N]; int n; };\nextern "C" __global__ void k(S s) {}\n'
+    for n in (7, 2):
+        sig = kernarg.Signature.from_source(source, "k", [f"-DN={n}"])
+        assert sig.records[0].fields["v"][0].shape == (n,)
+        assert sig.sizes[0] == 4 * n + 4
+
+
+def test_array_extents_in_a_namespaced_kernel_and_a_template_kernel():
+    source = ("namespace a {\nconstexpr int K = 2;\nstruct S { float v[K]; int n; };\n"
+              "__global__ void k(S s) {}\n}\n"
+              "template <class T> struct Box { T v[a::K + 1]; };\n"
+              "template <class T> __global__ void t(Box<T> b) {}\n")
+    assert kernarg.Signature.from_source(source, "a::k").records[0].fields["v"][0].shape == (2,)
+    record = kernarg.Signature.from_source(source, "t<double>").records[0]
+    assert record.fields["v"][0].shape == (3,) and record.fields["v"][0].base == np.float64
+
+
+def test_array_extents_take_one_more_compilation_only_where_one_names_something(monkeypatch):
+    # Literal extents are evaluated by kernarg; the others by the compiler, all in one more
+    # compilation (an array of structs and what those hold asked together).
+    import kernarg._nvrtc as nvrtc
+
+    compiled = []
+    cached = nvrtc.compile_program_cached
+
+    def counting(text, **kw):
+        compiled.append(text)
+        return cached(text, **kw)
+
+    monkeypatch.setattr(nvrtc, "compile_program_cached", counting)
+    literal = ('struct S { float v[2 * 3]; int n; };\n'
+               'extern "C" __global__ void k(S s) {}\n')
+    assert kernarg.Signature.from_source(literal, "k").records[0] is not None
+    assert compiled == []
+    named = ("#define N 3\nstruct Q { double d[N]; char c; };\n"
+             "struct S { Q qs[N - 1]; int n; };\n"
+             'extern "C" __global__ void k(S s) {}\n')
+    assert kernarg.Signature.from_source(named, "k").records[0] is not None
+    assert len(compiled) == 1
+
+
+# The forms a drawn literal extent `[d]` is rewritten in (session 64): a constant, a macro, an
+# enumerator, sizeof, an expression of literals; the literal itself.
+NAMED_EXTENTS = "".join(f"constexpr int KX{d} = {d};\n#define MX{d} {d}\nenum {{ EX{d} = {d} }};\n"
+                        for d in range(1, 5))
+
+
+def _named_extents(source):
+    """``source`` with each literal array extent written another way, in turn (no draws: the
+    structs are the ones the seed draws with literals)."""
+    forms = ("KX{d}", "MX{d}", "EX{d} + 0", "sizeof(short) * {d} / 2", "({d} + 1) - 1", "{d}")
+    count = [0]
+
+    def rewrite(m):
+        count[0] += 1
+        return "[" + forms[count[0] % len(forms)].format(d=m[1]) + "]"
+
+    return re.sub(r"\[([1-4])\]", rewrite, source)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_structs_with_named_extents_are_laid_out_as_with_literals(seed):
+    # Differential (session 64): the structs of the random test above, their extents written
+    # as constants, macros, enumerators, sizeof and expressions, must be laid out as NVRTC
+    # lays them out, and as kernarg lays out the same structs with literal extents, but for
+    # an extent inside a base class the derived struct names the base's name in (none drawn).
+    rng = random.Random(1000 + seed)
+    rounds = laid_out = 0
+    for _ in range(10):
+        if rounds == 3:
+            break
+        source, names = _source(rng, 8)
+        params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
+        kernel = f'extern "C" __global__ void k({params}) {{}}\n'
+        try:
+            literal = kernarg.Signature.from_source(source + kernel, "k")
+        except NvrtcError as exc:
+            assert "parameter space overflowed" in str(exc)
+            continue
+        rounds += 1
+        full = NAMED_EXTENTS + _named_extents(source) + kernel
+        sig = kernarg.Signature.from_source(full, "k")
+        compiler = _compiler_layouts(full, names, sig)
+        for i, name in enumerate(names):
+            record = sig.records[i]
+            assert (record is None) == (literal.records[i] is None), (name, full)
+            if record is None:
+                continue
+            laid_out += 1
+            assert record == literal.records[i], (name, full)
+            mine = tuple(record.fields[f][1] for f in _fields(record))
+            assert (mine, record.itemsize, record.metadata["align"]) == compiler[name], \
+                (name, full)
+    assert laid_out >= 8, laid_out
