@@ -4691,6 +4691,9 @@ class _SourceStructs:
         self.layouts = {}       # name -> numpy dtype or None, as laid out
         self.depth = 0          # structs being laid out, one inside another
         self.scope = ""         # the one being laid out (Op::Params): where names are looked up
+        # Its base classes (their keys, each before its own bases'): where names are looked up
+        # after its own members, before the scopes around it (_base_keys).
+        self.bases = ()
         # The reader of the source around this one, where this one reads the members of a
         # struct template's instantiation (Op<float>'s, for Op<float>::Params): the names it
         # does not define are looked up there.
@@ -4777,7 +4780,15 @@ class _SourceStructs:
         named = self._named(words[0])
         if self.parent is not None and (named not in self.bodies or "::" in words[0] and
                                         named == words[0].rpartition("::")[2]):
-            return self.parent.by_value(piece, name)
+            # (A name the template's members use is looked up around the template, at
+            # namespace scope: not in what the parent is laying out.)
+            parent = self.parent
+            outer = parent.scope, parent.bases
+            parent.scope, parent.bases = "", ()
+            try:
+                return parent.by_value(piece, name)
+            finally:
+                parent.scope, parent.bases = outer
         return self.layout(named)
 
     def _known(self, key):
@@ -4796,6 +4807,8 @@ class _SourceStructs:
         parts = written.removeprefix("::").split("::")
         scope = self.scope.split("::") if self.scope else []
         candidates = ["::".join(scope[:k] + parts) for k in range(len(scope), 0, -1)]
+        # (After the struct's own members, its bases': `struct D : B { Inner i; }`.)
+        candidates[1:1] = ["::".join([b] + parts) for b in self.bases]
         # (Where another reader holds the source around this one, only the name as written:
         # `MyKernel::Params` in Gemm<T>'s members is not Gemm's own Params.)
         candidates += ["::".join(parts[k:]) for k in
@@ -4846,10 +4859,15 @@ class _SourceStructs:
             # struct S { S<N + 1> s; }`, which no compiler instantiates).
             if members is not None and reader.depth < _MAX_NESTING:
                 reader.depth += 1
+                # (Its members' names are looked up in it, then at namespace scope: not in
+                # the struct that holds it, being laid out.)
+                outer = reader.scope, reader.bases
+                reader.scope, reader.bases = "", ()
                 try:
                     reader.layouts[key] = reader._lay_out(key, members, head)
                 finally:
                     reader.depth -= 1
+                    reader.scope, reader.bases = outer
             if self.root.pending != pending:
                 reader.waiting.add(key)
             return reader.layouts[key]
@@ -4900,16 +4918,37 @@ class _SourceStructs:
         entry = self.bodies.get(name)
         if entry is not None and self.depth < _MAX_NESTING:
             self.depth += 1
-            outer, self.scope = self.scope, name
+            outer = self.scope, self.bases
+            self.scope, self.bases = name, ()
             pending = self.root.pending
             try:
+                if entry[1][2] is not None:
+                    self.bases = self._base_keys(entry[1][2], [])
                 self.layouts[name] = self._lay_out(name, str(entry[0]), entry[1])
             finally:
                 self.depth -= 1
-                self.scope = outer
+                self.scope, self.bases = outer
             if self.root.pending != pending:
                 self.waiting.add(name)
         return self.layouts[name]
+
+    def _base_keys(self, str clause, list found):
+        """``found`` with the structs of the source the base clause ``clause`` names (their
+        keys), each followed by its own bases', as C++ looks a name up in them (``struct D :
+        B`` uses B's ``index_t``); a struct template's instantiation is left out (the aliases
+        of its members are not read)."""
+        for base in _items(clause, False, True):
+            words = re.sub(r"\b(?:public|private|protected|virtual)\b", " ", base).strip()
+            if not words or "<" in words:
+                continue
+            key = self._named(re.sub(r"\s*::\s*", "::", words))
+            entry = self.bodies.get(key)
+            if entry is None or key in found or len(found) >= _MAX_NESTING:
+                continue
+            found.append(key)
+            if entry[1][2] is not None:
+                self._base_keys(entry[1][2], found)
+        return tuple(found)
 
     def _bases(self, str clause, str body):
         """(layout, the size what follows it starts from) of each base class a base clause
@@ -5249,7 +5288,8 @@ class _SourceStructs:
         if shape is None:
             return None
         type_words, declarator = m[1], m[2] + m[3]
-        decl = _substitute_aliases(f"{type_words} {declarator}", self.aliases, self.scope)
+        decl = _substitute_aliases(f"{type_words} {declarator}", self.aliases, self.scope,
+                                   bases=self.bases)
         try:
             spec, fname = _parse_c_param(decl)
         except ValueError:
@@ -5848,12 +5888,14 @@ def _namespace_braces(text):
     return found
 
 
-def _substitute_aliases(decl, aliases, str scope="", int depth=0, list budget=None):
+def _substitute_aliases(decl, aliases, str scope="", int depth=0, list budget=None,
+                        tuple bases=()):
     """``decl`` with each alias (_source_aliases) that names a parameter's type replaced by its
     type: a name, qualified or not (``real``, ``lib::index_t``, ``K::Index``), but not the
     parameter's own name, which may shadow a typedef. It is looked up as C++ would from
     ``scope`` (``"ns"``, or the struct being laid out, ``"K::Params"``): innermost first
-    (``K::Params::Index``, ``K::Index``, then ``Index``). An enumeration's ``enum`` keyword
+    (``K::Params::Index``, ``K::Index``, then ``Index``), the struct's ``bases`` (their
+    scopes: _SourceStructs._base_keys) after its own members. An enumeration's ``enum`` keyword
     goes with its name. An alias template's use (``ptr<float>``) is its type with the
     arguments substituted, and the aliases in that in turn (``depth``: how many times), within
     a budget of characters for each parameter (``budget``: what is left of it, shared by those
@@ -5878,6 +5920,8 @@ def _substitute_aliases(decl, aliases, str scope="", int depth=0, list budget=No
             written = re.sub(r"\s+", "", m[0]).removeprefix("::")
             candidates = ["::".join(enclosing[:j] + [written])
                           for j in range(len(enclosing), 0, -1)] + [written]
+            if bases:
+                candidates[1:1] = [f"{b}::{written}" for b in bases]
             end = m.end()
             angle = _ANGLE.match(piece, end)
             if angle is not None:
@@ -5898,7 +5942,8 @@ def _substitute_aliases(decl, aliases, str scope="", int depth=0, list budget=No
                     # (Its aliases in turn; a name after it, so none of its words is taken for
                     # one.)
                     value = _substitute_aliases(value + " __kernarg_name", aliases, scope,
-                                                depth + 1, budget)[:-len(" __kernarg_name")]
+                                                depth + 1, budget,
+                                                bases)[:-len(" __kernarg_name")]
                     value = value.strip()
                 if value is None or budget[0] < 0:
                     # Left as written, arguments and all: read again word by word, the

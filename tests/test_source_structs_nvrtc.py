@@ -702,3 +702,47 @@ def test_structs_with_named_extents_are_laid_out_as_with_literals(seed):
             assert (mine, record.itemsize, record.metadata["align"]) == compiler[name], \
                 (name, full)
     assert laid_out >= 8, laid_out
+
+
+# Names in a struct's members looked up as C++ looks them up (session 64): after the struct's
+# own members, in its base classes (FlashAttention's Flash_fwd_params uses Qkv_params's
+# `using index_t = int64_t;`), and in a struct template's members around the template, not in
+# the struct holding its instantiation. (definition, parameter type, {field: numpy type}.)
+LOOKUPS = [
+    ("struct Qkv_params {\n    using index_t = long long;\n    void *__restrict__ q_ptr;\n"
+     "    index_t q_batch_stride;\n    int h, h_k;\n};\n"
+     "struct Flash_fwd_params : public Qkv_params {\n    void * __restrict__ o_ptr;\n"
+     "    index_t o_batch_stride;\n    float scale_softmax;\n    bool is_causal;\n};",
+     "Flash_fwd_params", {"q_batch_stride": "<i8", "o_batch_stride": "<i8", "is_causal": "?"}),
+    # A base's base; a member type of a base; the struct's own alias before its base's.
+    ("struct A { typedef short S; S a; };\nstruct B : A { short c; };\nstruct D : B { S s; };", "D",
+     {"a": "<i2", "c": "<i2", "s": "<i2"}),
+    ("struct B { struct In { int a; double d; }; int b; };\nstruct D : B { In i; float f; };",
+     "D", {"b": "<i4", "f": "<f4"}),
+    ("struct B { using T = int; int b; };\nstruct D : B { using T = double; T x; };", "D",
+     {"b": "<i4", "x": "<f8"}),
+    # Box's T is the namespace's int, not D's float (the same size: before, a dict's 1.5 for
+    # d.b.x was packed as a float where the kernel reads an int).
+    ("typedef int T;\ntemplate <class U> struct Box { T x; U y; };\n"
+     "struct D { using T = float; Box<short> b; };", "D", {}),
+]
+
+
+@pytest.mark.parametrize("definition, declared, types", LOOKUPS)
+def test_names_in_structs_are_looked_up_as_cpp_does(definition, declared, types):
+    source = PRELUDE + definition + f'\nextern "C" __global__ void k({declared} s) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    record = sig.records[0]
+    assert record is not None, sig.types
+    assert {f: record.fields[f][0].str if record.fields[f][0].kind != "b" else "?"
+            for f in types} == types
+    offsets, size, align = _compiler_layouts(source, [declared], _Named(record))[declared]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
+    if "Box" in definition:
+        box = record.fields["b"][0]
+        assert (box.fields["x"][0].str, box.fields["y"][0].str) == ("<i4", "<i2")
+        data = bytes(sig.pack(({"b": {"x": 7, "y": -2}},)))
+        assert struct.unpack_from("<ih", data) == (7, -2)
+        with pytest.raises(TypeError, match="field b.x"):
+            sig.pack(({"b": {"x": 1.5}},))
