@@ -3235,6 +3235,10 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
         elif isinstance(value, tuple):
             names = dt.names if dt.metadata is None else dt.metadata.get("positions", dt.names)
             if len(value) != len(names):
+                if not names:
+                    raise TypeError(f"{_param_name(sig, i)}: {what} is empty (no data "
+                                    f"member): give () or {{}}, got {len(value)} "
+                                    f"value{'s' if len(value) != 1 else ''}")
                 if dt.metadata is None or ("overlaps" not in dt.metadata
                                            and "union" not in dt.metadata):
                     raise TypeError(f"{_param_name(sig, i)}: {what} has {len(names)} fields "
@@ -3257,6 +3261,10 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
                     continue
             if field is None:
                 every = dt.names if bits is None else dt.metadata.get("positions", dt.names)
+                if not every:
+                    raise TypeError(f"{_param_name(sig, i)}: {what} is empty (no data "
+                                    f"member): give {{}} or (), got field "
+                                    f"{shown_value(key, True)}")
                 raise TypeError(f"{_param_name(sig, i)}: {what} has no field "
                                 f"{shown_value(key, True)} (its fields: {', '.join(every)})")
             _put_record(sig, st, i, field[0], item, dst + <Py_ssize_t>field[1],
@@ -4977,7 +4985,9 @@ class _SourceStructs:
                 dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
             finally:
                 root.path = outer
-            if dt is None:
+            if dt is None or dt.metadata.get("empty"):
+                # (An empty base takes no byte of the struct where no other subobject of its
+                # type is at its offset, else it moves, and may move a member: not read.)
                 return None
             # (Where its members end: an anonymous union's whole size, past its fields' ends.)
             data_size = dt.metadata.get("dsize") or max(
@@ -5138,11 +5148,15 @@ class _SourceStructs:
                 size = max(size, at + fmt.itemsize)
                 end_bits = max(end_bits, size * 8)
                 align = max(align, falign)
-        if not names and not bit_fields or root.pending != pending:
+        # An empty struct (no data member, no base: a functor, `struct Twice { __device__
+        # float operator()(float x) const {...} };`, a tag) is one byte, its alignment's if
+        # it has one: a dict or tuple gives nothing.
+        empty = not members and head[2] is None
+        if not names and not bit_fields and not empty or root.pending != pending:
             return None         # (or an extent not known yet: asked of the compiler)
         if head[1]:
             align = head[1]
-        rounded = (size + align - 1) // align * align
+        rounded = (max(size, 1) + align - 1) // align * align
         if whole > rounded:
             # A base's tail padding that nothing filled, past what the struct's alignment
             # rounds its size to (`struct __align__(2) D : B` with B's alignment 8): NVRTC
@@ -5152,6 +5166,8 @@ class _SourceStructs:
         # (Whether it is "POD for the purpose of layout", where known: where a struct deriving
         # from it places its members, _bases.)
         metadata = {"name": name, "align": align, "pod": pod}
+        if empty:
+            metadata["empty"] = True
         if size != max((offsets[k] + np.dtype(formats[k]).itemsize for k in range(len(names))),
                        default=0):
             # Where its members end, where that is past its fields' ends: an anonymous union

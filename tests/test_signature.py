@@ -3625,6 +3625,9 @@ def test_from_source_reads_the_structs_the_source_defines():
     # A virtual base; a base whose unfilled tail padding is past what a lower __align__
     # rounds the derived struct to (NVRTC 12.8 and 13.0 size it differently).
     ("struct B { int b; }; struct S : virtual B { int a; };", "S"),
+    # An empty base (session 64): where another subobject of its type is at its offset, it
+    # moves, and may move a member.
+    ("struct E {};\nstruct S : E { int a; };", "S"),
     ("struct B { double d; int b = 1; };\nstruct __align__(2) S : B { short a; };", "S"),
     ("#pragma pack(push, 1)\nstruct S { char c; int a; };\n#pragma pack(pop)", "S"),
     ("#ifdef WIDE\nstruct S { double a; };\n#else\nstruct S { float a; };\n#endif", "S"),

@@ -746,3 +746,40 @@ def test_names_in_structs_are_looked_up_as_cpp_does(definition, declared, types)
         assert struct.unpack_from("<ih", data) == (7, -2)
         with pytest.raises(TypeError, match="field b.x"):
             sig.pack(({"b": {"x": 1.5}},))
+
+
+EMPTY = PRELUDE + """
+struct Twice { __device__ float operator()(float x) const { return 2 * x; } };
+struct Empty {};
+struct alignas(8) Wide {};
+union Nothing {};
+struct P { Empty e; int a; Wide w; char c; Empty es[3]; };
+template <class F> __global__ void map(F f, float* out, int n) {}
+extern "C" __global__ void kp(P p, Wide w, Nothing u) {}
+"""
+
+
+def test_empty_structs_are_laid_out_and_take_an_empty_dict_or_tuple():
+    # A functor (session 64): a struct of member functions only, passed by value as templated
+    # kernels take one (`map<Twice>`), is one byte; before, it was opaque bytes, and a call
+    # had to pass b"\0". A dict or tuple gives it, and nothing else.
+    sig = kernarg.Signature.from_source(EMPTY, "map<Twice>")
+    assert sig.records[0].names == () and sig.records[0].itemsize == 1
+    assert sig.types[0] == "Twice" and sig.names[0] == "f"
+    for given in ({}, ()):
+        assert bytes(sig.pack((given, None, 3)))[:1] == b"\0"
+    with pytest.raises(TypeError, match=r"parameter 0 \('f'\): a struct \(Twice\) is empty "
+                                        r"\(no data member\): give \(\) or \{\}, got 1 value$"):
+        sig.pack(((1,), None, 3))
+    # As fields, an empty struct takes its byte (its alignment's, with one), as NVRTC lays
+    # it out; as a parameter, the same.
+    sig = kernarg.Signature.from_source(EMPTY, "kp")
+    record = sig.records[0]
+    assert [record.fields[f][1] for f in record.names] == [0, 4, 8, 16, 17]
+    assert _compiler_layouts(EMPTY, ["P"], sig)["P"] == ((0, 4, 8, 16, 17), 24, 8)
+    assert (sig.sizes, sig.alignments) == ((24, 8, 1), (8, 8, 1))
+    data = bytes(sig.pack(({"a": 5, "c": 2, "es": [{}, (), {}]}, {}, ())))
+    assert data == struct.pack("<4xi8xb7x", 5, 2) + bytes(8) + b"\0"
+    with pytest.raises(TypeError, match=r"field e is empty \(no data member\): give \{\} or "
+                                        r"\(\), got field 'x'"):
+        sig.pack(({"e": {"x": 1}}, {}, {}))

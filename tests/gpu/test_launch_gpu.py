@@ -233,6 +233,33 @@ def test_bit_fields_reach_the_kernel(ctx):
     assert np.frombuffer(out.read(), np.int32).tolist() == [0, 15, 15]
 
 
+TWICE_SHAPE = r"""
+#define MAX_DIMS 4
+struct Base { using index_t = long long; int dims; };
+struct Shape : Base { index_t sizes[MAX_DIMS]; };     // the base's alias, a macro's extent
+struct Twice { __device__ float operator()(float x) const { return 2 * x; } };  // empty
+extern "C" __global__ void twice_shape(Twice f, const float* x, float* out, Shape s) {
+    long long n = 1;
+    for (int d = 0; d < s.dims; ++d) n *= s.sizes[d];
+    for (long long i = 0; i < n; ++i) out[i] = f(x[i]);
+}
+"""
+
+
+def test_a_functor_and_a_struct_of_named_extents_reach_the_kernel(ctx):
+    # Session 64: an empty struct (a functor) takes {} or (); an array whose extent is a
+    # macro is laid out with the compiler's extent, and a base's member alias is its type.
+    k = kernarg.Kernel.from_source(TWICE_SHAPE, "twice_shape")
+    shape = k.signature.records[3]
+    assert shape.fields["sizes"][0].shape == (4,) and shape.fields["sizes"][1] == 8
+    x, out = DeviceArray(32, typestr="<f4"), DeviceArray(32, typestr="<f4")
+    check(driver.cuMemcpyHtoD(x.ptr, np.arange(8, dtype=np.float32).ctypes.data, 32))
+    k.launch(1, 1, {}, x, out, {"dims": 2, "sizes": [3, 2, 0, 0]})
+    assert np.frombuffer(out.read(), np.float32)[:6].tolist() == [0, 2, 4, 6, 8, 10]
+    k.launch(1, 1, (), x, out, (1, (8, 0, 0, 0)))
+    assert np.frombuffer(out.read(), np.float32).tolist() == [2 * v for v in range(8)]
+
+
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
     # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
     # the Python values they hold.
