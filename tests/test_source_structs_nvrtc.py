@@ -783,3 +783,50 @@ def test_empty_structs_are_laid_out_and_take_an_empty_dict_or_tuple():
     with pytest.raises(TypeError, match=r"field e is empty \(no data member\): give \{\} or "
                                         r"\(\), got field 'x'"):
         sig.pack(({"e": {"x": 1}}, {}, {}))
+
+
+PYTORCH_STRUCTS = PRELUDE + r"""
+#define MAX_TENSORINFO_DIMS 25
+template <typename T, typename IndexType>
+struct TensorInfo {
+  __host__ __device__ TensorInfo() : data(nullptr), dims(0) {}
+  __host__ __device__ TensorInfo(T* p, int dim, IndexType sz[MAX_TENSORINFO_DIMS],
+                                 IndexType st[MAX_TENSORINFO_DIMS]) : data(p), dims(dim) {}
+  __host__ __device__ bool isContiguous() const { return dims == 1 && strides[0] == 1; }
+  T* data;
+  IndexType sizes[MAX_TENSORINFO_DIMS];
+  IndexType strides[MAX_TENSORINFO_DIMS];
+  int dims;
+};
+template <typename T, int size_>
+struct alignas(16) Array {
+  T data[size_];
+  __host__ __device__ T operator[](int i) const { return data[i]; }
+  Array() = default;
+  Array(const Array&) = default;
+  Array& operator=(const Array&) = default;
+};
+template <typename T, typename IndexType>
+__global__ void copy_kernel(TensorInfo<T, IndexType> dst, TensorInfo<const T, IndexType> src,
+                            IndexType n) {}
+template <int N>
+__global__ void arr_kernel(Array<char*, N> ptrs, Array<long long, 2 * N> sizes) {}
+"""
+
+
+@pytest.mark.parametrize("name, compiled, shapes", [
+    ("copy_kernel<float, unsigned int>", "TensorInfo<float, unsigned int>",
+     {"sizes": (25,), "strides": (25,)}),
+    ("arr_kernel<3>", "Array<long long, 6>", {"data": (6,)}),
+])
+def test_pytorchs_kernel_argument_structs_are_laid_out_as_nvrtc_does(name, compiled, shapes):
+    # PyTorch's TensorInfo (extents from a macro, constructors) and at::detail::Array (an
+    # extent from the template's arguments, `2 * N`): opaque bytes before session 64.
+    sig = kernarg.Signature.from_source(PYTORCH_STRUCTS, name)
+    record = sig.records[0] if "Tensor" in compiled else sig.records[1]
+    assert record is not None, sig.types
+    assert {f: record.fields[f][0].shape for f in shapes} == shapes
+    offsets, size, align = _compiler_layouts(PYTORCH_STRUCTS, [compiled],
+                                             _Named(record))[compiled]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
