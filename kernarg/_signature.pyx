@@ -4662,8 +4662,10 @@ _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+
 # _data_members does not expect among data members.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
                           r"virtual|operator|class|public|private|protected)\b")
-# A field's array extents, `[4][K * 2]` (what is in each bracket: _SourceStructs._shape).
-_FIELD_DIMS = re.compile(r"((?:\[[^\[\]]*\]\s*)+)$")
+# A field's array extents, `[4][K * 2]` (what is in each bracket: _SourceStructs._shape), read
+# backwards from the declarator's end (_trailing_dims: matched forwards, a declarator of many
+# brackets not at its end was read in quadratic time).
+_FIELD_DIMS_REVERSED = re.compile(r"(?:\s*\][^\[\]]*\[)+")
 # What follows an unnamed struct's closing brace: the member it declares (its name, its
 # extents), or `;` for an anonymous one (group 1 None).
 _UNNAMED_DECLARATOR = re.compile(r"\s*(?:;|([A-Za-z_]\w*)\s*((?:\[[^\[\]]*\]\s*)*)[;,])")
@@ -5112,7 +5114,10 @@ class _SourceStructs:
                 fname, fmt, falign, first_type = field
                 if fmt is None:
                     continue    # (an extent asked: the fields after it are asked about too)
-                fmt = np.dtype(fmt)
+                try:
+                    fmt = np.dtype(fmt)
+                except ValueError:
+                    return None     # (an array numpy cannot describe: past 64 extents)
                 inner = fmt.subdtype[0] if fmt.subdtype is not None else fmt
                 held = inner.metadata or {}
                 if union and (initialized or held.get("defaulted") or held.get("constructed")):
@@ -5264,6 +5269,8 @@ class _SourceStructs:
         taken from ``extents`` when the structs are laid out again. Where no such object is
         known (a base's field), or the compiler gives no answer, None."""
         root = self.root
+        if len(texts) > 64:
+            return None         # (numpy describes up to 64 extents)
         shape = []
         for k, text in enumerate(texts):
             found = _constant_value(text, {}) if text.strip() else None
@@ -5290,9 +5297,10 @@ class _SourceStructs:
         extent is asked of the compiler (see _shape), the field's or one inside its type."""
         pending = self.root.pending
         piece = piece.strip()
-        dims = _FIELD_DIMS.search(piece)
+        dims = _FIELD_DIMS_REVERSED.match(piece[::-1])
         if dims is not None:
-            piece = piece[:dims.start()].strip()
+            dims = piece[len(piece) - dims.end():]
+            piece = piece[:len(piece) - len(dims)].strip()
         if first_type is not None:
             piece = f"{first_type} {piece}"
         m = re.fullmatch(r"(.*?[\w>])\s*((?:\*\s*(?:const\b\s*)?)*)([A-Za-z_]\w*)", piece)
@@ -5300,7 +5308,7 @@ class _SourceStructs:
             return None
         # (An extent not known yet is None in it: the field is laid out when the compiler
         # has answered, and what is inside the array is asked about meanwhile.)
-        shape = () if dims is None else self._shape(_BRACKETED.findall(dims[1]), m[3])
+        shape = () if dims is None else self._shape(_BRACKETED.findall(dims), m[3])
         if shape is None:
             return None
         type_words, declarator = m[1], m[2] + m[3]

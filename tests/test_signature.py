@@ -307,6 +307,18 @@ def test_a_declaration_head_is_read_once(head):
         assert (sig.types, sig.names) == (("float*", "int"), ("p", "n"))
 
 
+@pytest.mark.parametrize("member", ["float v" + "[1]" * 50000 + " x;",
+                                    "float v" + "[K]" * 50000 + ";",
+                                    "float v[" + "(" * 30000 + "1" + ")" * 30000 + "];"])
+def test_a_struct_member_of_many_brackets_is_read_once(member):
+    # A field's extents were matched from each `[` to the member's end: quadratic where they
+    # are not at its end (20,000 took 8 s, before session 64); now read backwards, once.
+    ptx = compile_ptx('struct S { int n; };\nextern "C" __global__ void k(S s, int n) {}')
+    source = f'struct S {{ {member} int n; }};\nextern "C" __global__ void k(S s, int n) {{}}\n'
+    sig = kernarg.Signature._from_source_and_ptx(source, "k", ptx)
+    assert sig.types[1] == "int" and sig.records[0] is None
+
+
 PTX_HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n{}\n)\n{{ ret; }}\n"
 
 
@@ -3628,6 +3640,8 @@ def test_from_source_reads_the_structs_the_source_defines():
     # An empty base (session 64): where another subobject of its type is at its offset, it
     # moves, and may move a member.
     ("struct E {};\nstruct S : E { int a; };", "S"),
+    # An array of more extents than numpy describes (64).
+    ("struct S { float v" + "[1]" * 70 + "; int n; };", "S"),
     ("struct B { double d; int b = 1; };\nstruct __align__(2) S : B { short a; };", "S"),
     ("#pragma pack(push, 1)\nstruct S { char c; int a; };\n#pragma pack(pop)", "S"),
     ("#ifdef WIDE\nstruct S { double a; };\n#else\nstruct S { float a; };\n#endif", "S"),
