@@ -1193,8 +1193,10 @@ def _default_value(str text):
         return text == "true"
     if text in ("nullptr", "NULL"):
         return None
-    if len(text) == 3 and text[0] == text[2] == "'" and text[1] != "\\":
-        return ord(text[1])                 # a character literal, no escape: 'x'
+    if len(text) == 3 and text[0] == text[2] == "'" and text[1] != "\\" and text[1] < "\x80":
+        # A character literal, no escape: 'x'. (Not 'ä': in UTF-8 source, two bytes, a
+        # multicharacter literal, an int of the compiler's choosing.)
+        return ord(text[1])
     sign = 1
     if text[:1] in ("-", "+"):
         sign, text = (-1 if text[0] == "-" else 1), text[1:].strip()
@@ -4285,7 +4287,7 @@ def _scope_opened(str stretch):
 
 # An integer constant expression's tokens: a literal, a character literal, a name, an operator.
 _CONSTANT_TOKEN = re.compile(r"\s*(?:((?:0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)[uUlL]*)"
-                             r"|'([^'\\\n])'|([A-Za-z_]\w*)|(<<|>>|[-+~!*/%&|^()]))")
+                             r"|'([^'\\\n\x80-\U0010ffff])'|([A-Za-z_]\w*)|(<<|>>|[-+~!*/%&|^()]))")
 # Binary operators by precedence (C++'s: * / % above + -, above the shifts, above & ^ |).
 _BINARY_LEVELS = (("|",), ("^",), ("&",), ("<<", ">>"), ("+", "-"), ("*", "/", "%"))
 

@@ -108,3 +108,21 @@ def test_literal_defaults_are_what_nvrtc_makes_of_them(seed):
              if bytes(kernarg.Signature([t]).pack((mine.defaults[i],)))
              != bytes(kernarg.Signature([t]).pack((nvrtc.defaults[i],)))]
     assert not wrong, wrong
+
+
+def test_a_character_literal_past_ascii_is_left_to_the_compiler():
+    # 'ä' is two bytes of UTF-8 source: a multicharacter literal, an int whose value the
+    # compiler chooses (NVRTC's: -15452), where kernarg read 228, a char (fuzz_parse found
+    # its evaluator taking '\ufffd' so, session 64). A signature string leaves it unevaluated.
+    cases = [(t, c) for t in ("char", "int", "unsigned short") for c in ("ä", "é", "€", "a", "~")]
+    params = ", ".join(f"{t} x{i} = {{}}" for i, (t, _) in enumerate(cases))
+    mine, nvrtc = (kernarg.Signature.from_source(f'extern "C" __global__ void k({p}) {{}}', "k")
+                   for p in (params.format(*[f"'{c}'" for _, c in cases]),
+                             params.format(*[f"static_cast<decltype('{c}')>('{c}')"
+                                             for _, c in cases])))
+    assert mine.defaults == nvrtc.defaults and len(mine.defaults) == len(cases)
+    assert mine.defaults[0] == nvrtc.defaults[0] != ord("ä")
+    sig = kernarg.Signature("int* p, char c = 'ä'")
+    with pytest.raises(TypeError, match="which kernarg cannot evaluate"):
+        sig.pack((None,))
+    assert bytes(kernarg.Signature("int* p, char c = 'a'").pack((None,)))[8] == ord("a")
