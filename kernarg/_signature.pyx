@@ -4232,8 +4232,11 @@ def _scoped_texts(text):
 # __align__(N) and alignas(N), any number of them.
 # (__align__ is NVRTC's macro for the GNU attribute, which is read as it is.)
 _ALIGNED_ATTRIBUTE = r"__attribute__\s*\(\(\s*(?:__)?aligned(?:__)?"
-_ALIGN_SPEC = (rf"(?:(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)|"
-               rf"{_ALIGNED_ATTRIBUTE}\s*\(\s*\d+\s*\)\s*\)\))\s*)*")
+# What one holds: a literal, or since session 64 a constant expression, or a type
+# (`alignas(sizeof(T) * N)`, `alignas(double)`; parentheses one deep, the length bounded).
+_ALIGN_VALUE = r"(?:[^(){};]|\([^(){};]{0,200}\)){1,200}"
+_ALIGN_SPEC = (rf"(?:(?:(?:__align__|alignas)\s*\({_ALIGN_VALUE}\)|"
+               rf"{_ALIGNED_ATTRIBUTE}\s*\({_ALIGN_VALUE}\)\s*\)\))\s*)*")
 # What a `{` opens, from the text since the statement before (_scope_opened): a namespace
 # (`inline` or not, `a::b`), `extern "C"` (its literal blanked too), a struct or class that is
 # no template (`struct __align__(16) K final : Base`), an enumeration (`enum class E : short`).
@@ -4657,7 +4660,7 @@ _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\b(?:struct|class|union)\b\s*({_ALIG
                           rf"([A-Za-z_]\w*)?\s*({_ALIGN_SPEC})(?:\bfinal\b\s*)?"
                           r"(?::(?!:)((?:(?!\bstruct\b)[^{};]){1,2000}))?\{")
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
-_ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(\s*(\d+)\s*\)")
+_ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(({_ALIGN_VALUE})\)")
 # A data member declaration (what _data_members leaves) kernarg does not lay out: a lone `:`
 # (but a bit-field's width, a literal: see _BIT_WIDTH), an attribute (`(`), a reference, an
 # unnamed class, and what
@@ -5163,6 +5166,10 @@ class _SourceStructs:
             return None         # (or an extent not known yet: asked of the compiler)
         if head[1]:
             align = head[1]
+        if len(head) > 5 and head[5]:
+            align = self._alignment()
+            if align is None:
+                return None     # (asked of the compiler, or not to be asked)
         rounded = (max(size, 1) + align - 1) // align * align
         if whole > rounded:
             # A base's tail padding that nothing filled, past what the struct's alignment
@@ -5261,6 +5268,21 @@ class _SourceStructs:
             at = counted = closing + 1
         out.append(body[at:])
         return "".join(out)
+
+    def _alignment(self):
+        """The alignment of the struct being laid out, whose head holds one kernarg does not
+        evaluate, as the compiler gives it: ``alignof`` of the object the root's ``path``
+        names (exactly that: NVRTC's for ``__align__(N)`` and ``alignas(N)`` alike), asked
+        as _shape asks an extent; None until it is known, or where no object is (a base)."""
+        root = self.root
+        if root.path is None or not root.path.endswith("."):
+            return None
+        query = f"alignof(decltype({root.path[:-1]}))"
+        found = root.extents.get(query)
+        if found is None:
+            root.wanted[query] = None
+            root.pending += 1
+        return found
 
     def _shape(self, list texts, str name):
         """The extents ``texts`` of array field ``name`` (``[4][2 * 3]``: ``(4, 6)``), or
@@ -5813,19 +5835,35 @@ def _struct_definitions(text):
         names = [m[3]] if m[3] else []
         if m[1] and after[2]:
             names.append(after[2])
-        specs = _ALIGN_ITEM.findall(m[2] + m[4])
-        exact = {int(n) for keyword, n in specs if keyword != "alignas"}
+        specs = [(keyword, _alignment_value(n)) for keyword, n in
+                 _ALIGN_ITEM.findall(m[2] + m[4])]
+        # (With the base clause, `struct D : public B`, or None; whether it is a class,
+        # whose members are private until `public:`; and whether it is a union.)
+        kinds = (m[5], _CLASS_KEYWORD.match(m[0]) is not None,
+                 _UNION_KEYWORD.match(m[0]) is not None)
+        if any(n is None for _, n in specs):
+            # An alignment kernarg does not evaluate (`alignas(K)`, `alignas(sizeof(T) * N)`,
+            # `alignas(double)`, a macro): the compiler's `alignof` of the struct, asked where
+            # a parameter holds it, is the alignment, exactly (_SourceStructs._alignment).
+            yield (opening, (1, 0) + kinds + (True,), closing, names, header)
+            continue
+        exact = {n for keyword, n in specs if keyword != "alignas"}
         if len(exact) > 1 or (exact and len(exact) < len(specs)):
             continue    # alignments that disagree: NVRTC refuses the definition
         # NVRTC gives a struct __align__(N) (__attribute__((aligned(N))) before its name)
         # exactly the alignment N, lower than its members' too (its members keep their
         # offsets; its size is rounded to N); alignas(N) may only raise it (lower is an error).
-        at_least = max([int(n) for _, n in specs], default=1)
-        # (With the base clause, `struct D : public B`, or None; whether it is a class,
-        # whose members are private until `public:`; and whether it is a union.)
-        yield (opening, (at_least, exact.pop() if exact else 0, m[5],
-                         _CLASS_KEYWORD.match(m[0]) is not None,
-                         _UNION_KEYWORD.match(m[0]) is not None), closing, names, header)
+        at_least = max([n for _, n in specs], default=1)
+        yield (opening, (at_least, exact.pop() if exact else 0) + kinds, closing, names, header)
+
+
+def _alignment_value(str text):
+    """The alignment an ``alignas``/``__align__`` holds, where it is an integer constant
+    expression of literals (``16``, ``2 * 8``) that is a power of two; else None."""
+    found = _constant_value(text, {})
+    if found is None or found[0] <= 0 or found[0] & (found[0] - 1):
+        return None
+    return found[0]
 
 
 def _brace_pairs(str text):

@@ -830,3 +830,28 @@ def test_pytorchs_kernel_argument_structs_are_laid_out_as_nvrtc_does(name, compi
                                              _Named(record))[compiled]
     assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
             record.metadata["align"]) == (offsets, size, align)
+
+
+@pytest.mark.parametrize("definition, declared", [
+    ("constexpr int K = 16;\nstruct alignas(K) S { float a; char c; };", "S"),
+    ("struct alignas(2 * 8) S { float a; };", "S"),
+    ("#define A 16\nstruct __align__(A) S { float a; short s; };", "S"),
+    ("struct alignas(double) S { float a; };", "S"),
+    ("template <int N> struct alignas(N) S { float a; };", "S<16>"),
+    ("template <typename T, int N> struct alignas(sizeof(T) * N) S { T val[N]; };",
+     "S<float, 4>"),
+    # Inside another: the struct holding it places it at the compiler's alignment.
+    ("constexpr int K = 16;\nstruct alignas(K) In { float a; };\n"
+     "struct S { char c; In in; };", "S"),
+])
+def test_struct_alignments_that_are_not_literals_are_the_compilers(definition, declared):
+    # Session 64: `alignas(K)`, `alignas(sizeof(T) * N)` (PyTorch's aligned_vector),
+    # `alignas(double)`, `__align__(MACRO)`: before, the struct was opaque bytes.
+    source = PRELUDE + definition + f'\nextern "C" __global__ void k({declared} s, char c) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    record = sig.records[0]
+    assert record is not None, sig.types
+    offsets, size, align = _compiler_layouts(source, [declared], _Named(record))[declared]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
+    assert sig.offsets[1] == size
