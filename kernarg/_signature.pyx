@@ -4709,6 +4709,7 @@ class _SourceStructs:
         # Its base classes (their keys, each before its own bases'): where names are looked up
         # after its own members, before the scopes around it (_base_keys).
         self.bases = ()
+        self.aliases_of_structs = None      # (_struct_aliases of the source, read on first use)
         # The reader of the source around this one, where this one reads the members of a
         # struct template's instantiation (Op<float>'s, for Op<float>::Params): the names it
         # does not define are looked up there.
@@ -4793,6 +4794,19 @@ class _SourceStructs:
         if words[0].startswith(_UNNAMED):
             return self._known(words[0])     # (an unnamed one of this source's)
         named = self._named(words[0])
+        if named not in self.bodies and named not in self.templates:
+            alias = self._alias_of(words[0])
+            if alias is not None:
+                # An alias (`using P = Box<float, 4>;`): its type, read where it is declared.
+                written, owner = alias
+                outer = self.scope, self.bases
+                self.scope, self.bases = owner, ()
+                self.depth += 1
+                try:
+                    return self.by_value(f"{written} {name}" if name else written, name)
+                finally:
+                    self.depth -= 1
+                    self.scope, self.bases = outer
         if self.parent is not None and (named not in self.bodies or "::" in words[0] and
                                         named == words[0].rpartition("::")[2]):
             # (A name the template's members use is looked up around the template, at
@@ -4805,6 +4819,22 @@ class _SourceStructs:
             finally:
                 parent.scope, parent.bases = outer
         return self.layout(named)
+
+    def _alias_of(self, written):
+        """(type as written, where it is read) of the alias of a struct type that ``written``
+        names, looked up as _named looks a struct up, or None (no such alias of this
+        source, one declared for two types, or aliases nested past _MAX_NESTING)."""
+        if self.aliases_of_structs is None:
+            self.aliases_of_structs = _struct_aliases(_unconditional(self.source))
+        if not self.aliases_of_structs or self.depth >= _MAX_NESTING:
+            return None
+        parts = written.removeprefix("::").split("::")
+        scope = self.scope.split("::") if self.scope else []
+        candidates = ["::".join(scope[:k] + parts) for k in range(len(scope), 0, -1)]
+        candidates[1:1] = ["::".join([b] + parts) for b in self.bases]
+        candidates += ["::".join(parts[k:]) for k in range(len(parts))]
+        return next((self.aliases_of_structs[c] for c in candidates
+                     if c in self.aliases_of_structs), None)
 
     def _known(self, key):
         """The layout ``key`` names, laid out before (None where it is not, or is None)."""
@@ -5930,6 +5960,39 @@ def _struct_keys(text, dict tags, scopes):
             frames.append(key)
         elif frames:
             frames.pop()
+    return found
+
+
+# `typedef Box<float, 4> P;`, `typedef struct Q P;` and `using P = ns::Q;`: aliases of types
+# kernarg may lay out as structs (not of pointers, arrays or functions; the lengths bounded, and
+# a typedef's text not read past the next `typedef`).
+_STRUCT_TYPEDEF = re.compile(r"\btypedef\s+((?:(?!\btypedef\b)[^;{}()\[\]&*=]){1,1000}?)\s+"
+                             r"([A-Za-z_]\w*)\s*;")
+_STRUCT_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()\[\]&*=]{1,1000}?)\s*;")
+
+
+def _struct_aliases(str text):
+    """``{name: (the type as written, the struct whose member it is: '' at namespace scope)}``
+    of the aliases ``text`` (outside conditionals) declares for types that are no type kernarg
+    names (structs, struct templates' instantiations, as _SourceStructs reads them): at
+    namespace scope by their names, a struct's member by its struct's (``R::P``). A name
+    declared for two types is None."""
+    found = {}
+    if "typedef" not in text and "using" not in text:
+        return found
+    for scope, stretch in _scoped_texts(text):
+        if isinstance(stretch, tuple):
+            continue                            # (an enumeration)
+        owner = "::".join(name for kind, name in scope if kind == "struct")
+        pairs = [(m[2], m[1]) for m in _STRUCT_TYPEDEF.finditer(stretch)]
+        pairs += [(m[1], m[2]) for m in _STRUCT_USING.finditer(stretch)]
+        for name, written in pairs:
+            written = " ".join(written.split())
+            if written.startswith("typename ") or _canonical(written) is not None:
+                continue
+            key = f"{owner}::{name}" if owner else name
+            entry = (written, owner)
+            found[key] = entry if found.get(key, entry) == entry else None
     return found
 
 

@@ -3640,6 +3640,10 @@ def test_from_source_reads_the_structs_the_source_defines():
     # An empty base (session 64): where another subobject of its type is at its offset, it
     # moves, and may move a member.
     ("struct E {};\nstruct S : E { int a; };", "S"),
+    # An alias declared for two types (in two namespaces: which one the kernel's means,
+    # kernarg does not tell).
+    ("namespace a { struct Q { int x; }; using S = Q; }\n"
+     "namespace b { struct R { float y; }; using S = R; }", "a::S"),
     # An array of more extents than numpy describes (64).
     ("struct S { float v" + "[1]" * 70 + "; int n; };", "S"),
     ("struct B { double d; int b = 1; };\nstruct __align__(2) S : B { short a; };", "S"),

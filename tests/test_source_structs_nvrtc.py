@@ -855,3 +855,27 @@ def test_struct_alignments_that_are_not_literals_are_the_compilers(definition, d
     assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
             record.metadata["align"]) == (offsets, size, align)
     assert sig.offsets[1] == size
+
+
+@pytest.mark.parametrize("definition, declared", [
+    ("struct Q { float a; char c; };\ntypedef Q P;", "P"),
+    ("struct Q { float a; };\ntypedef const struct Q P;", "P"),
+    ("namespace n { struct Q { double d; int i; }; }\nusing P = n::Q;", "P"),
+    ("template <class T, int N> struct Box { T v[N]; char c; };\n"
+     "using P = Box<float, 3>;", "P"),
+    ("template <int N> struct alignas(N) Q { float a; };\ntypedef Q<16> P;", "P"),
+    # A struct's member alias, as a field's type; an alias of an alias; a base named by one.
+    ("struct Q { float a; };\nstruct P { using Inner = Q; Inner in; double d; };", "P"),
+    ("struct Q { short s; };\nusing Q2 = Q;\ntypedef Q2 P;", "P"),
+    ("struct B { double d; };\nusing Base = B;\nstruct P : Base { int n; };", "P"),
+])
+def test_aliases_of_structs_are_the_structs(definition, declared):
+    # Session 64: `typedef Q P;`, `using P = Box<float, 3>;` named a struct kernarg could lay
+    # out, but were opaque bytes (aliases were read only for the types kernarg names).
+    source = PRELUDE + definition + f'\nextern "C" __global__ void k({declared} s) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    record = sig.records[0]
+    assert record is not None, sig.types
+    offsets, size, align = _compiler_layouts(source, [declared], _Named(record))[declared]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
