@@ -4149,7 +4149,14 @@ def _source_aliases(source):
             # The pointee's own const counts (`const real*`); the pointer's does not.
             base = lookup(scope, pointer[1], depth) if pointer[1].strip() else None
             if base is None:
-                return None
+                # A name no alias or enumeration of the source has (`typedef struct Node*
+                # NodePtr;`, `using QPtr = const Q*;`): a struct's, or a type from a header;
+                # a pointer to it takes what a pointer to such a type takes (any memory).
+                words = _TYPE_WORDS.sub(" ", pointer[1]).split()
+                if len(words) != 1 or not _IDENTIFIER_PART.fullmatch(words[0]) or any(
+                        words[0].rpartition("::")[2] in names for names in declared.values()):
+                    return None
+                base = words[0]
             const = re.search(r"\bconst\b", pointer[1]) is not None
             stars = re.sub(r"\s+", " ", _TOP_QUALIFIERS.sub("", pointer[2])).strip()
             if "*" in base:     # an alias of a pointer: its own const follows it

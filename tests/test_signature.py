@@ -1220,6 +1220,29 @@ extern "C" __global__ void k(fptr a, cfptr b, const fptr c, crp d, fpp e, fpc f,
         sig.pack(tuple(args[:8] + [{"c": CAIObject(cai(0x1000, typestr="<f4"))}]))
 
 
+def test_aliases_of_pointers_to_structs_are_pointers():
+    # Session 64: `typedef Q* QPtr;` (a struct's name, no type kernarg names) was no alias
+    # kernarg read: the parameter took the PTX's .u64 (an int or a pointer), and a struct
+    # holding one was opaque bytes. Now it is a pointer to Q, its const kept.
+    src = """
+struct Q { int x; };
+typedef Q* QPtr;
+using CQPtr = const struct Q*;
+struct P { QPtr q; CQPtr c; int n; };
+extern "C" __global__ void k(QPtr q, CQPtr c, QPtr* pp, P p) {}
+"""
+    sig = kernarg.Signature.from_source(src, "k")
+    assert sig.types == ("Q*", "const Q*", "Q**", "P")
+    assert [sig.records[3].fields[f][1] for f in sig.records[3].names] == [0, 8, 16]
+    readonly = CAIObject(cai(0x1000, typestr="<i4", readonly=True))
+    assert bytes(sig.pack((None, readonly, None, {})))[8:16] == (0x1000).to_bytes(8, "little")
+    with pytest.raises(ValueError, match=r"parameter 0 \('q'\) \(Q\*\) is not const"):
+        sig.pack((readonly, None, None, {}))
+    with pytest.raises(ValueError, match=r"field q \(Q\*\) is not const"):
+        sig.pack((None, None, None, {"q": readonly}))
+    sig.pack((None, None, None, {"c": readonly}))
+
+
 def test_alias_templates_are_their_types_with_the_arguments_substituted():
     # `template <class T> using ptr = T*;`: before, `ptr<float>` was the PTX's .u64 and
     # `Vec<short, 2>` (an alias of a struct template's instantiation) opaque bytes.
