@@ -321,6 +321,16 @@ class _Named:
     def __init__(self, record):
         self.records = [record]
 
+def _as_nvrtc_lays_it_out(source, compiled, record):
+    """Assert that ``record`` (a struct parameter's, laid out by kernarg) has the offsets of
+    its fields, the size and the alignment NVRTC gives struct ``compiled`` in ``source``."""
+    assert record is not None
+    offsets, size, align = _compiler_layouts(source, [compiled], _Named(record))[compiled]
+    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
+            record.metadata["align"]) == (offsets, size, align)
+    return size
+
+
 
 def test_member_structs_nested_deeply_are_read_once():
     # 2,000 structs each defined in the one before: each definition's end was looked for apart,
@@ -585,9 +595,7 @@ def test_array_extents_that_are_constant_expressions_are_laid_out_as_nvrtc_does(
     assert record is not None, sig.types
     assert {f: record.fields[f][0].shape for f in shapes} == shapes
     compiled = declared.removeprefix("typename ")
-    offsets, size, align = _compiler_layouts(source, [compiled], _Named(record))[compiled]
-    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
-            record.metadata["align"]) == (offsets, size, align)
+    _as_nvrtc_lays_it_out(source, compiled, record)
 
 
 def test_array_extents_inside_structs_are_the_compilers():
@@ -736,9 +744,7 @@ def test_names_in_structs_are_looked_up_as_cpp_does(definition, declared, types)
     assert record is not None, sig.types
     assert {f: record.fields[f][0].str if record.fields[f][0].kind != "b" else "?"
             for f in types} == types
-    offsets, size, align = _compiler_layouts(source, [declared], _Named(record))[declared]
-    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
-            record.metadata["align"]) == (offsets, size, align)
+    _as_nvrtc_lays_it_out(source, declared, record)
     if "Box" in definition:
         box = record.fields["b"][0]
         assert (box.fields["x"][0].str, box.fields["y"][0].str) == ("<i4", "<i2")
@@ -826,10 +832,7 @@ def test_pytorchs_kernel_argument_structs_are_laid_out_as_nvrtc_does(name, compi
     record = sig.records[0] if "Tensor" in compiled else sig.records[1]
     assert record is not None, sig.types
     assert {f: record.fields[f][0].shape for f in shapes} == shapes
-    offsets, size, align = _compiler_layouts(PYTORCH_STRUCTS, [compiled],
-                                             _Named(record))[compiled]
-    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
-            record.metadata["align"]) == (offsets, size, align)
+    _as_nvrtc_lays_it_out(PYTORCH_STRUCTS, compiled, record)
 
 
 @pytest.mark.parametrize("definition, declared", [
@@ -851,10 +854,7 @@ def test_struct_alignments_that_are_not_literals_are_the_compilers(definition, d
     sig = kernarg.Signature.from_source(source, "k")
     record = sig.records[0]
     assert record is not None, sig.types
-    offsets, size, align = _compiler_layouts(source, [declared], _Named(record))[declared]
-    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
-            record.metadata["align"]) == (offsets, size, align)
-    assert sig.offsets[1] == size
+    assert sig.offsets[1] == _as_nvrtc_lays_it_out(source, declared, record)
 
 
 @pytest.mark.parametrize("definition, declared", [
@@ -876,6 +876,4 @@ def test_aliases_of_structs_are_the_structs(definition, declared):
     sig = kernarg.Signature.from_source(source, "k")
     record = sig.records[0]
     assert record is not None, sig.types
-    offsets, size, align = _compiler_layouts(source, [declared], _Named(record))[declared]
-    assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
-            record.metadata["align"]) == (offsets, size, align)
+    _as_nvrtc_lays_it_out(source, declared, record)
