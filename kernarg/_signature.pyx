@@ -5029,10 +5029,11 @@ class _SourceStructs:
                 dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
             finally:
                 root.path = outer
-            if dt is None or dt.metadata.get("empty"):
-                # (An empty base takes no byte of the struct where no other subobject of its
-                # type is at its offset, else it moves, and may move a member: not read.)
+            if dt is None:
                 return None
+            if dt.metadata.get("empty"):
+                found.append((dt, 0))   # (no byte of the struct: see _lay_out)
+                continue
             # (Where its members end: an anonymous union's whole size, past its fields' ends.)
             data_size = dt.metadata.get("dsize") or max(
                 (dt.fields[f][1] + dt.fields[f][0].itemsize for f in dt.names), default=0)
@@ -5083,6 +5084,9 @@ class _SourceStructs:
         overlaps, positions, alternatives, bit_fields = [], [], [], []
         size, align = 0, head[0]
         whole = 0   # where its bases end, tail padding and all
+        # Whether it has an empty base; whether a field or another base holds an empty struct
+        # (is one, has one as a field or base, at any depth).
+        empty_base = holds_empty = False
         if head[2] is not None:
             # Its base classes first, each laid out as a struct of its own, their fields
             # named as the derived struct's (a dict gives `b` of `struct D : B { int d; }`
@@ -5097,6 +5101,17 @@ class _SourceStructs:
             pod = None
             for base, data_size in found:
                 balign = base.metadata["align"]
+                constructed = constructed or bool(base.metadata.get("constructed"))
+                if base.metadata.get("empty"):
+                    # An empty base (a tag, `struct D : Tag`): Itanium places it at offset 0,
+                    # where it takes no byte, unless another subobject of its type is there,
+                    # when it moves, and may move a member: so a struct with one is read only
+                    # where nothing else in it holds an empty struct (below).
+                    empty_base = True
+                    whole = max(whole, base.itemsize)
+                    align = max(align, balign)
+                    continue
+                holds_empty = holds_empty or bool(base.metadata.get("empties"))
                 offset = (size + balign - 1) // balign * balign
                 for fname in base.names:
                     names.append(fname)
@@ -5110,7 +5125,6 @@ class _SourceStructs:
                 whole = max(whole, offset + base.itemsize)
                 align = max(align, balign)
                 defaulted += base.metadata.get("defaulted", ())
-                constructed = constructed or bool(base.metadata.get("constructed"))
         end_bits = size * 8     # where the members end, in bits (bit-fields end in a byte)
         for member in members:
             pieces = [_without_initializer(piece) for piece in _items(member, False)]
@@ -5162,6 +5176,7 @@ class _SourceStructs:
                     return None     # (an array numpy cannot describe: past 64 extents)
                 inner = fmt.subdtype[0] if fmt.subdtype is not None else fmt
                 held = inner.metadata or {}
+                holds_empty = holds_empty or bool(held.get("empties"))
                 if union and (initialized or held.get("defaulted") or held.get("constructed")):
                     return None     # (which member a union's T{} sets: not read)
                 if initialized or held.get("defaulted"):
@@ -5216,9 +5231,13 @@ class _SourceStructs:
             return None
         # (Whether it is "POD for the purpose of layout", where known: where a struct deriving
         # from it places its members, _bases.)
+        if empty_base and holds_empty:
+            return None     # (where the empty base is, not read: above)
         metadata = {"name": name, "align": align, "pod": pod}
         if empty:
             metadata["empty"] = True
+        if empty or empty_base or holds_empty:
+            metadata["empties"] = True
         if size != max((offsets[k] + np.dtype(formats[k]).itemsize for k in range(len(names))),
                        default=0):
             # Where its members end, where that is past its fields' ends: an anonymous union

@@ -3660,9 +3660,10 @@ def test_from_source_reads_the_structs_the_source_defines():
     # A virtual base; a base whose unfilled tail padding is past what a lower __align__
     # rounds the derived struct to (NVRTC 12.8 and 13.0 size it differently).
     ("struct B { int b; }; struct S : virtual B { int a; };", "S"),
-    # An empty base (session 64): where another subobject of its type is at its offset, it
-    # moves, and may move a member.
-    ("struct E {};\nstruct S : E { int a; };", "S"),
+    # An empty base (session 64) where the struct holds another empty struct: where another
+    # subobject of its type is at its offset, Itanium moves it (here `e` to 1, `a` to 4).
+    ("struct E {};\nstruct S : E { E e; int a; };", "S"),
+    ("struct E {};\nstruct F { E e; int x; };\nstruct S : E { F f; char c; };", "S"),
     # An alias declared for two types (in two namespaces: which one the kernel's means,
     # kernarg does not tell).
     ("namespace a { struct Q { int x; }; using S = Q; }\n"

@@ -877,3 +877,19 @@ def test_aliases_of_structs_are_the_structs(definition, declared):
     record = sig.records[0]
     assert record is not None, sig.types
     _as_nvrtc_lays_it_out(source, declared, record)
+
+
+@pytest.mark.parametrize("definition", [
+    "struct E {};\nstruct S : E { int a; };",
+    "struct E {};\nstruct B { double d; };\nstruct S : B, E { int a; };",
+    "struct alignas(8) E {};\nstruct S : public E { int a; };",
+    "struct E { __host__ __device__ E() {} };\nstruct S : E { int a; char c; };",
+    "struct E {};\nstruct M : E { short m; };\nstruct S { M m; char c; M n; };",
+])
+def test_empty_bases_take_no_byte_as_nvrtc_lays_them_out(definition):
+    # Session 64: a tag base (`struct S : E`) is at offset 0 and takes no byte, its
+    # alignment kept. Where the struct holds another empty struct, the base may move, and a
+    # member with it: not read (test_structs_kernarg_cannot_read_keep_the_ptx_layout).
+    source = PRELUDE + definition + '\nextern "C" __global__ void k(S s, char c) {}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    assert sig.offsets[1] == _as_nvrtc_lays_it_out(source, "S", sig.records[0])
