@@ -506,6 +506,39 @@ def _std_array_param(text, m):
     return _Spec(C_VECTOR, size * count, size, shown, elem=code, count=count), m["name"]
 
 
+# libcu++'s (and the C++ library's) span by value, `cuda::std::span<const float> x`: a pointer
+# and a count of elements (size_t), or with a static extent (`span<float, 4>`) the pointer
+# alone, as libcu++ lays it out (tests/test_source_structs_nvrtc.py reads NVRTC's).
+_SPAN = re.compile(
+    r"(?P<head>(?:\s*\b(?:const|volatile|__grid_constant__)\b)*)\s*(?:::)?(?:cuda::)?std::"
+    r"span\s*<\s*(?P<elem>[^<>,]+?)\s*(?:,\s*(?P<count>[0-9]+[uUlLzZ]*|(?:(?:::)?(?:cuda::)?"
+    r"std::)?dynamic_extent)\s*)?>"
+    r"(?P<tail>(?:\s*\b(?:const|volatile|__grid_constant__)\b)*)\s*(?P<name>[A-Za-z_]\w*)?\s*")
+
+
+def _span_param(text, m):
+    """(spec, name) of a ``span<T>`` or ``span<T, N>`` parameter (_SPAN's match ``m``): a
+    struct whose record has a pointer field ``data`` (to T, as a ``T*`` parameter checks
+    it) and, for a span of dynamic extent, a ``size_t`` field ``size``; "span" metadata (its
+    static extent, or 0) lets it take an array alone (_span_value)."""
+    written = " ".join(m["elem"].split())
+    pointer, _ = _parse_c_param(f"{written}* data")
+    count = m["count"]
+    extent = int(count.rstrip("uUlLzZ")) if count and count[0].isdigit() else 0
+    if count and count[0].isdigit() and extent < 1:
+        raise ValueError(f"{text.strip()!r}: a span of no elements")
+    plain = m.group(0)
+    shown = " ".join(plain[:m.start("name")].split()) if m["name"] else " ".join(plain.split())
+    names, formats = ["data"], [np.dtype(np.uint64, metadata={"pointer": pointer})]
+    if not extent:
+        names.append("size")
+        formats.append(np.dtype(np.uint64))
+    record = np.dtype({"names": names, "formats": formats, "offsets": [0, 8][:len(names)],
+                       "itemsize": 8 * len(names)},
+                      metadata={"name": shown, "align": 8, "pod": True, "span": extent})
+    return _Spec(C_STRUCT, record.itemsize, 8, shown, record=record), m["name"]
+
+
 # A pointer to a function: `int (*f)(int, float)`, `void (* const cb)()`, `float (**table)(float)`,
 # the name optional (a prototype's `int (*)(int)`). It and _ARRAY_POINTER name their parts
 # alike for _declarator: `head (ptr name) tail`, head the return or element type, tail the
@@ -714,6 +747,10 @@ def _parse_c_param(text):
         m = _STD_ARRAY.fullmatch(plain)
         if m is not None:
             return _std_array_param(text, m)
+    if "span" in plain:
+        m = _SPAN.fullmatch(plain)
+        if m is not None:
+            return _span_param(text, m)
     if "(" in plain and "[" in plain:
         m = _ARRAY_POINTER.fullmatch(plain.strip())
         if m is not None:
@@ -3113,9 +3150,13 @@ cdef int _put_struct(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
     if spec is None:
         # A struct from_source read from the kernel's source: a dict or tuple field by field,
         # anything else as the struct's bytes (as before kernarg read the source).
+        record = sig._records[i]
+        if not isinstance(value, (dict, tuple)) and record is not None and \
+                record.metadata.get("span") is not None:
+            value = _span_value(sig, i, record, value, "")
         if isinstance(value, (dict, tuple)):
             memset(dst, 0, p.size)
-            return _put_record(sig, st, i, sig._records[i], value, dst, "", stream)
+            return _put_record(sig, st, i, record, value, dst, "", stream)
         return _put_opaque(sig, p, st, i, value, dst)
     if isinstance(spec, np.dtype):
         if isinstance(value, np.void) and value.dtype == spec:
@@ -3209,6 +3250,46 @@ cdef int _put_initial(Signature sig, Py_ssize_t i, object dt, dict value, char* 
     return 0
 
 
+def _span_value(Signature sig, Py_ssize_t i, dt, value, str where):
+    """The (pointer, count) tuple (or, for a static extent, the pointer's) a span record
+    ``dt`` (see _span_param) takes for ``value``, an array alone: its elements counted from
+    its CUDA Array Interface's shape, ``numel()`` (torch) or ``size`` (numpy, CuPy, JAX); a
+    static extent must be that count. TypeError for what has no count (an int, None, a
+    DLPack-only producer): a tuple (pointer, count) gives one."""
+    extent = dt.metadata["span"]
+    count = _element_count(value)
+    what = f"{_param_name(sig, i)}{f', field {where}' if where else ''}"
+    if count is None:
+        raise TypeError(f"{what} is a span ({dt.metadata['name']}): pass an array whose "
+                        f"elements kernarg can count (a CUDA Array Interface, a torch, CuPy, "
+                        f"numpy or JAX array), or a tuple (pointer, count), not "
+                        f"{type(value).__name__}")
+    if extent:
+        if count != extent:
+            raise ValueError(f"{what} is a span of {extent} elements "
+                             f"({dt.metadata['name']}); the {type(value).__name__} array has "
+                             f"{count}")
+        return (value,)
+    return (value, count)
+
+
+def _element_count(value):
+    """How many elements array ``value`` has, or None where kernarg cannot tell."""
+    cai = getattr(type(value), "__cuda_array_interface__", None)
+    if cai is not None:
+        shape = value.__cuda_array_interface__.get("shape")
+        if isinstance(shape, tuple) and all(type(n) is int and n >= 0 for n in shape):
+            return math.prod(shape)
+        return None
+    numel = getattr(value, "numel", None)
+    if callable(numel) and type(value).__module__.startswith("torch"):
+        return int(numel())
+    size = getattr(value, "size", None)
+    if type(size) is int and hasattr(value, "shape"):
+        return size
+    return None
+
+
 cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, object value,
                      char* dst, str where, uint64_t stream) except -1:
     """Write ``value`` at ``dst`` as numpy dtype ``dt`` -- parameter ``i``'s struct, or the
@@ -3227,6 +3308,9 @@ cdef int _put_record(Signature sig, BlockState* st, Py_ssize_t i, object dt, obj
             raw = value.tobytes()
             memcpy(dst, <char*>raw, dt.itemsize)
             return 0
+        if dt.metadata is not None and dt.metadata.get("span") is not None and \
+                not isinstance(value, (dict, tuple)):
+            value = _span_value(sig, i, dt, value, where)
         if isinstance(value, dict):
             pairs = value.items()
             if dt.metadata is not None:
@@ -5420,6 +5504,8 @@ class _SourceStructs:
             elif spec.code == C_POINTER:
                 # An address: taken from what a pointer parameter takes, checked as its spec.
                 fmt, falign = np.dtype(np.uint64, metadata={"pointer": spec}), 8
+            elif spec.code == C_STRUCT and spec.record is not None:
+                fmt, falign = spec.record, spec.align      # (a span)
             else:
                 return None     # 128-bit ints, 8/6/4-bit floats, tensor maps: bytes only
         if None in shape:

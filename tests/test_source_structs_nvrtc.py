@@ -942,3 +942,51 @@ def test_structs_named_through_aliases_are_laid_out_as_by_their_names(seed):
                 assert (tuple(record.fields[f][1] for f in record.names), record.itemsize,
                         record.metadata["align"]) == compiler[key], (key, full)
     assert laid_out >= 10, laid_out
+
+
+SPANS = """
+#include <cuda/std/span>
+struct Job { cuda::std::span<const float> x; cuda::std::span<float> y; float a; };
+extern "C" __global__ void k(cuda::std::span<float> s, cuda::std::span<const int, 4> t, Job j,
+                             int n) {}
+"""
+
+
+def test_spans_are_laid_out_as_libcuxx_lays_them_out():
+    # libcu++'s span: its pointer, then (a dynamic extent) its count, as NVRTC emits one
+    # constant-initialized; with a static extent, the pointer alone.
+    ptx = compile_ptx("#include <cuda/std/span>\n__device__ float arr[8];\n"
+                      "__device__ cuda::std::span<float> probe(arr + 2, 3);\n"
+                      "__device__ cuda::std::span<const float, 4> probe4(arr + 1, 4);\n")
+    assert ".u64 probe[2] = {generic(arr)+8, 3};" in ptx
+    assert ".u64 probe4[1] = {generic(arr)+4};" in ptx
+    sig = kernarg.Signature.from_source(SPANS, "k")
+    assert (sig.sizes, sig.alignments) == ((16, 8, 40, 4), (8, 8, 8, 4))
+    assert sig.records[0].names == ("data", "size") and sig.records[1].names == ("data",)
+    assert [sig.records[2].fields[f][1] for f in ("x", "y", "a")] == [0, 16, 32]
+
+
+def test_a_span_takes_an_array_its_elements_counted():
+    # Session 64: a span parameter (or field) takes an array alone, its pointer and element
+    # count; a tuple (pointer, count) or a dict gives them. Its element type and const are
+    # checked as a pointer's; a static extent must be the array's count.
+    from producers import CAIObject, cai
+
+    sig = kernarg.Signature.from_source(SPANS, "k")
+    a = CAIObject(cai(0x1000, shape=(3, 2), typestr="<f4"))
+    b = CAIObject(cai(0x2000, shape=(4,), typestr="<i4", readonly=True))
+    data = bytes(sig.pack((a, b, {"x": a, "y": (a, 5), "a": 2.0}, 7)))
+    assert struct.unpack_from("<QQQ", data) == (0x1000, 6, 0x2000)
+    assert struct.unpack_from("<QQQQf", data, 24) == (0x1000, 6, 0x1000, 5, 2.0)
+    assert kernarg.Signature("cuda::std::span<float> s, int n").sizes == (16, 4)
+    with pytest.raises(TypeError, match=r"parameter 0 \('s'\) is a span \(cuda::std::span"
+                                        r"<float>\): pass an array .* not int"):
+        sig.pack((5, b, {}, 1))
+    with pytest.raises(ValueError, match=r"parameter 1 \('t'\) is a span of 4 elements .* "
+                                         r"has 3"):
+        sig.pack((a, CAIObject(cai(0x2000, shape=(3,), typestr="<i4")), {}, 1))
+    with pytest.raises(ValueError, match=r"parameter 2 \('j'\), field y.*read-only"):
+        sig.pack((a, b, {"y": CAIObject(cai(0x1000, shape=(2,), typestr="<f4",
+                                                readonly=True))}, 1))
+    with pytest.raises(TypeError, match=r"parameter 0 \('s'\), field data \(float\*\)"):
+        sig.pack((CAIObject(cai(0x1000, shape=(3,), typestr="<i4")), b, {}, 1))

@@ -260,6 +260,28 @@ def test_a_functor_and_a_struct_of_named_extents_reach_the_kernel(ctx):
     assert np.frombuffer(out.read(), np.float32).tolist() == [2 * v for v in range(8)]
 
 
+SPAN_SUM = r"""
+#include <cuda/std/span>
+extern "C" __global__ void span_sum(cuda::std::span<const float> x, float* out) {
+    float s = 0;
+    for (float v : x) s += v;
+    out[0] = s;
+    out[1] = (float)x.size();
+}
+"""
+
+
+def test_a_span_reaches_the_kernel_with_its_count(ctx):
+    # Session 64: a cuda::std::span parameter takes an array alone, its elements counted.
+    k = kernarg.Kernel.from_source(SPAN_SUM, "span_sum")
+    x, out = DeviceArray(16, typestr="<f4"), DeviceArray(8, typestr="<f4")
+    check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
+    k.launch(1, 1, x, out)
+    assert np.frombuffer(out.read(), np.float32).tolist() == [10, 4]
+    k.launch(1, 1, (x, 2), out)
+    assert np.frombuffer(out.read(), np.float32).tolist() == [3, 2]
+
+
 def test_ctypes_scalars_reach_the_kernel_as_their_values(ctx):
     # cuda-python's examples pass ctypes scalars; a kernel with a signature converts them as
     # the Python values they hold.
