@@ -273,6 +273,11 @@ extern "C" __global__ void span_sum(cuda::std::span<const float> x, float* out) 
 
 def test_a_span_reaches_the_kernel_with_its_count(ctx):
     # Session 64: a cuda::std::span parameter takes an array alone, its elements counted.
+    from kernarg._nvrtc import cccl_include_dir
+
+    if cccl_include_dir() is None:
+        pytest.skip("no CCCL headers: neither pip nvidia-cuda-cccl nor a CUDA toolkit of NVRTC's "
+                    "major version")
     k = kernarg.Kernel.from_source(SPAN_SUM, "span_sum")
     x, out = DeviceArray(16, typestr="<f4"), DeviceArray(8, typestr="<f4")
     check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
