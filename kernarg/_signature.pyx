@@ -61,6 +61,7 @@ from kernarg._interop cimport (
 )
 
 import bisect
+import contextlib
 import ctypes
 import math
 import re
@@ -4725,12 +4726,8 @@ def _declared_spec(piece, ptx_spec, structs, path=None):
         return _parse_c_param(piece)
     except ValueError:
         name = _last_identifier(piece)
-        root = structs.root
-        outer, root.path = root.path, path
-        try:
+        with structs._object(path):
             layout = structs.by_value(piece, name)
-        finally:
-            root.path = outer
         if layout is None or (layout.itemsize, layout.metadata["align"]) \
                 != (ptx_spec.size, ptx_spec.align):
             return ptx_spec, name
@@ -4890,26 +4887,41 @@ class _SourceStructs:
             if alias is not None:
                 # An alias (`using P = Box<float, 4>;`): its type, read where it is declared.
                 written, owner = alias
-                outer = self.scope, self.bases
-                self.scope, self.bases = owner, ()
                 self.depth += 1
                 try:
-                    return self.by_value(f"{written} {name}" if name else written, name)
+                    with self._read_in(owner):
+                        return self.by_value(f"{written} {name}" if name else written, name)
                 finally:
                     self.depth -= 1
-                    self.scope, self.bases = outer
         if self.parent is not None and (named not in self.bodies or "::" in words[0] and
                                         named == words[0].rpartition("::")[2]):
             # (A name the template's members use is looked up around the template, at
             # namespace scope: not in what the parent is laying out.)
-            parent = self.parent
-            outer = parent.scope, parent.bases
-            parent.scope, parent.bases = "", ()
-            try:
-                return parent.by_value(piece, name)
-            finally:
-                parent.scope, parent.bases = outer
+            with self.parent._read_in(""):
+                return self.parent.by_value(piece, name)
         return self.layout(named)
+
+    @contextlib.contextmanager
+    def _read_in(self, scope):
+        """Names looked up from struct ``scope`` ("": namespace scope), with no bases, while
+        the block runs (_named, _alias_of, _substitute_aliases); as before, after it."""
+        outer = self.scope, self.bases
+        self.scope, self.bases = scope, ()
+        try:
+            yield
+        finally:
+            self.scope, self.bases = outer
+
+    @contextlib.contextmanager
+    def _object(self, path):
+        """The root's ``path`` (what names a member of the object being laid out, see
+        _shape) while the block runs; as before, after it."""
+        root = self.root
+        outer, root.path = root.path, path
+        try:
+            yield
+        finally:
+            root.path = outer
 
     def _alias_of(self, written):
         """(type as written, where it is read) of the alias of a struct type that ``written``
@@ -4997,13 +5009,11 @@ class _SourceStructs:
                 reader.depth += 1
                 # (Its members' names are looked up in it, then at namespace scope: not in
                 # the struct that holds it, being laid out.)
-                outer = reader.scope, reader.bases
-                reader.scope, reader.bases = "", ()
                 try:
-                    reader.layouts[key] = reader._lay_out(key, members, head)
+                    with reader._read_in(""):
+                        reader.layouts[key] = reader._lay_out(key, members, head)
                 finally:
                     reader.depth -= 1
-                    reader.scope, reader.bases = outer
             if self.root.pending != pending:
                 reader.waiting.add(key)
             return reader.layouts[key]
@@ -5054,16 +5064,14 @@ class _SourceStructs:
         entry = self.bodies.get(name)
         if entry is not None and self.depth < _MAX_NESTING:
             self.depth += 1
-            outer = self.scope, self.bases
-            self.scope, self.bases = name, ()
             pending = self.root.pending
             try:
-                if entry[1][2] is not None:
-                    self.bases = self._base_keys(entry[1][2], [])
-                self.layouts[name] = self._lay_out(name, str(entry[0]), entry[1])
+                with self._read_in(name):
+                    if entry[1][2] is not None:
+                        self.bases = self._base_keys(entry[1][2], [])
+                    self.layouts[name] = self._lay_out(name, str(entry[0]), entry[1])
             finally:
                 self.depth -= 1
-                self.scope, self.bases = outer
             if self.root.pending != pending:
                 self.waiting.add(name)
         return self.layouts[name]
@@ -5104,15 +5112,11 @@ class _SourceStructs:
             # (Its members named as the base's, `d.B::v`: the compiler looks the base's name
             # up in the derived struct first, where it is the base's own, unless the derived
             # struct names something so.)
-            root = self.root
-            outer = root.path
+            outer = self.root.path
             own = _own_name(words)
-            root.path = (None if outer is None or not own.isidentifier() or
-                         re.search(rf"\b{own}\b", body) else f"{outer}{words}::")
-            try:
+            with self._object(None if outer is None or not own.isidentifier() or
+                              re.search(rf"\b{own}\b", body) else f"{outer}{words}::"):
                 dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
-            finally:
-                root.path = outer
             if dt is None:
                 return None
             if dt.metadata.get("empty"):
@@ -5379,21 +5383,21 @@ class _SourceStructs:
             if closing < 0:
                 return None
             root = self.root
-            outer = root.path
-            if outer is not None:
+            path = root.path
+            if path is not None:
                 # The object it is: an anonymous one's fields are its struct's own.
                 member = _UNNAMED_DECLARATOR.match(body, closing + 1)
-                root.path = (None if member is None else outer if member[1] is None else
-                             f"{outer}{member[1]}" + "[0]" * member[2].count("[") + ".")
+                path = (None if member is None else path if member[1] is None else
+                        f"{path}{member[1]}" + "[0]" * member[2].count("[") + ".")
             self.depth += 1
             try:
-                inner = self._lay_out(
-                    f"{name}::(unnamed)", body[m.end():closing],
-                    (1, 0, None, _CLASS_KEYWORD.match(m[0]) is not None,
-                     _UNION_KEYWORD.match(m[0]) is not None))
+                with self._object(path):
+                    inner = self._lay_out(
+                        f"{name}::(unnamed)", body[m.end():closing],
+                        (1, 0, None, _CLASS_KEYWORD.match(m[0]) is not None,
+                         _UNION_KEYWORD.match(m[0]) is not None))
             finally:
                 self.depth -= 1
-                root.path = outer
             if inner is None and root.pending == pending:
                 return None     # (else an extent asked: the members after it are read on)
             self.unnamed += 1
@@ -5483,14 +5487,11 @@ class _SourceStructs:
         except ValueError:
             nested = None
             if not m[2]:
-                root = self.root
-                outer = root.path
-                if outer is not None:       # (an element of the array, where it is one)
-                    root.path = f"{outer}{m[3]}" + "[0]" * len(shape) + "."
-                try:
+                path = self.root.path
+                if path is not None:        # (an element of the array, where it is one)
+                    path = f"{path}{m[3]}" + "[0]" * len(shape) + "."
+                with self._object(path):
                     nested = self.by_value(decl, m[3])
-                finally:
-                    root.path = outer
             if nested is None:
                 return (m[3], None, 0, type_words) if self.root.pending != pending else None
             fmt, falign, fname = nested, nested.metadata["align"], m[3]

@@ -193,25 +193,33 @@ def _compiler_layouts(source, names, sig):
                    sizes[2 * i + 1]) for i, name in enumerate(names)}
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
-    rng = random.Random(seed)
-    laid_out = initialized = templates = constructed = rounds = 0
-    # Five rounds that compile, of ten at most: a round's parameters may pass the parameter
-    # space (structs of arrays of structs: CUDA 13's 32764 bytes, or NVRTC 12.9's 4096 where
-    # it says so), and such a round is drawn again, so the counts below hold for either NVRTC.
-    for _ in range(10):
-        if rounds == 5:
-            break
+def _compiling_sources(rng, rounds, tries):
+    """Up to ``rounds`` random sources (of ``tries`` drawn) of 8 structs and a kernel ``k``
+    taking each, that NVRTC compiles: ``(source, names, from_source's signature)``. A round's
+    parameters may pass the parameter space (structs of arrays of structs: CUDA 13's 32764
+    bytes, or NVRTC 12.9's 4096 where it says so), and such a round is drawn again, so that
+    the counts the tests assert hold for either NVRTC."""
+    done = 0
+    for _ in range(tries):
+        if done == rounds:
+            return
         source, names = _source(rng, 8)
         params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
-        full = source + f'extern "C" __global__ void k({params}) {{}}\n'
+        source += f'extern "C" __global__ void k({params}) {{}}\n'
         try:
-            sig = kernarg.Signature.from_source(full, "k")
+            sig = kernarg.Signature.from_source(source, "k")
         except NvrtcError as exc:
             assert "parameter space overflowed" in str(exc)
             continue
-        rounds += 1
+        done += 1
+        yield source, names, sig
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_source_structs_kernarg_lays_out_are_laid_out_as_nvrtc_does(seed):
+    laid_out = initialized = templates = constructed = 0
+    # Five rounds that compile, of ten at most.
+    for full, names, sig in _compiling_sources(random.Random(seed), 5, 10):
         compiler = _compiler_layouts(full, names, sig)
         for i, name in enumerate(names):
             offsets, size, align = compiler[name]
@@ -681,19 +689,8 @@ def _laid_out_as_drawn(rng, rounds, rewrite):
     rewritten by ``rewrite(text, names)`` (its kernel's too), into ``(text, the structs'
     names as the text names them)``: assert that kernarg lays each struct out as from the
     source as drawn (or neither), and as NVRTC does; the number of records laid out."""
-    done = laid_out = 0
-    for _ in range(rounds + 7):     # (NVRTC 12.9 refuses more rounds: 4096-byte parameters)
-        if done == rounds:
-            break
-        source, names = _source(rng, 8)
-        params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
-        source += f'extern "C" __global__ void k({params}) {{}}\n'
-        try:
-            drawn = kernarg.Signature.from_source(source, "k")
-        except NvrtcError as exc:
-            assert "parameter space overflowed" in str(exc)
-            continue
-        done += 1
+    laid_out = 0
+    for source, names, drawn in _compiling_sources(rng, rounds, rounds + 7):
         full, keys = rewrite(source, names)
         sig = kernarg.Signature.from_source(full, "k")
         compiler = _compiler_layouts(full, keys, sig)
