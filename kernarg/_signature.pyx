@@ -41,8 +41,11 @@ from kernarg._interop cimport (
     DTYPE_BIG_ENDIAN,
     DTYPE_OTHER,
     KIND_BUFFER,
+    KIND_CTYPES,
+    KIND_CTYPES_BUFFER,
     KIND_HANDLE,
     KIND_INLINE,
+    KIND_NPVOID,
     KIND_POINTER,
     KIND_PROBE,
     KIND_TENSOR_MAP,
@@ -3662,6 +3665,11 @@ def _ctypes_mismatch(obj, key, given, where):
 
 cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
                      char* dst) except -1:
+    """A struct the signature cannot describe takes bytes only from a value that states its
+    own: bytes-like objects, ctypes instances, numpy scalars (structured or not) and, for 128
+    bytes, a TMA tensor map. A Python int or float has no size of its own (kernarg would pick
+    8 bytes), and an array or buffer packs its address, which is not a struct's bytes: both
+    are refused, so that an 8-byte struct is never filled with a guess."""
     cdef TypeInfo* info = NULL
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
@@ -3669,18 +3677,26 @@ cdef int _put_opaque(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
         try:
             info = lookup_type(value, i)
         except TypeError:
-            pass        # a value no kernel parameter takes: the untyped pack below says so
-        if info != NULL and info.kind == KIND_TENSOR_MAP and p.size == info.size:
-            return put_tensor_map(st, info, i, value, dst)
+            pass        # a value no kernel parameter takes: refused below
+        if info != NULL and info.kind == KIND_TENSOR_MAP:
+            if p.size == info.size:
+                return put_tensor_map(st, info, i, value, dst)
+        elif info == NULL or info.kind not in (KIND_INLINE, KIND_CTYPES, KIND_CTYPES_BUFFER,
+                                               KIND_NPVOID):
+            if info != NULL and info.kind > KIND_POINTER:
+                why = ("; an array passes its address, which is not a struct's bytes (a "
+                       "struct of one pointer takes ctypes.c_void_p(address))")
+            elif value is None or type(value) in (int, float, bool, complex):
+                why = ("; a Python number or None has no size of its own (use a numpy or ctypes "
+                       "scalar)")
+            else:
+                why = ""
+            raise TypeError(f"{_param_name(sig, i)} is {p.size} opaque bytes ("
+                            f"{sig._types[i]}, a struct the signature does not lay out): pass "
+                            "bytes, a ctypes object, a numpy scalar of that size or (for 128 "
+                            f"bytes) a TMA tensor map, not {type(value).__name__}{why}")
         from kernarg._handler import pack as untyped_pack
-        try:
-            raw = bytes(untyped_pack((value,)))
-        except TypeError as exc:
-            raise TypeError(f"{_param_name(sig, i)} is {p.size} opaque bytes (a struct the "
-                            "signature does not describe): pass bytes, a ctypes object, a "
-                            "numpy structured scalar of that size or (for 128 bytes) a TMA "
-                            "tensor map, not "
-                            f"{type(value).__name__}") from exc
+        raw = bytes(untyped_pack((value,)))
     if len(raw) != p.size:
         raise TypeError(f"{_param_name(sig, i)} takes {p.size} bytes ({sig._types[i]}); "
                         f"{type(value).__name__} gives {len(raw)}")

@@ -3377,6 +3377,35 @@ def test_opaque_struct_parameter_message_names_the_parameter_and_what_fits():
     assert bytes(sig.pack((1, b"12345678")))[8:] == b"12345678"
 
 
+class _DeviceArray:
+    __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0x1000, False),
+                                "version": 3}
+
+
+@pytest.mark.parametrize("value, why", [
+    (5, "no size of its own"), (2.5, "no size of its own"), (None, "no size of its own"),
+    (_DeviceArray(), "an array passes its address"),
+])
+def test_an_opaque_struct_takes_no_value_whose_bytes_kernarg_would_guess(value, why):
+    # Before session 65 an 8-byte struct the signature cannot describe took a Python int or
+    # float as 8 bytes (int64, double), None as a null pointer and an array as its address:
+    # whichever the struct held, the kernel read a guess. Values that state their own bytes
+    # still fill it.
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
+           ".visible .entry k(\n\t.param .align 8 .b8 k_param_0[8]\n)\n{\n\tret;\n}\n")
+    sig = kernarg.Signature.from_ptx(ptx, "k")
+    with pytest.raises(TypeError, match=rf"parameter 0 .* is 8 opaque bytes .*{why}"):
+        sig.pack((value,))
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_int32), ("b", ctypes.c_float)]
+
+    for fits in (np.float64(1.5), np.int64(-3), ctypes.c_uint64(7), Pair(1, 2.0),
+                 ctypes.c_void_p(0x1234)):
+        expected = fits.tobytes() if isinstance(fits, np.generic) else bytes(fits)
+        assert bytes(sig.pack((fits,))) == expected, fits
+
+
 def test_compile_for_a_real_architecture_gives_machine_code_too():
     # Kernel.from_source loads machine code for the device's architecture: a driver cannot
     # JIT-compile PTX of an ISA newer than itself, which an NVRTC newer than it emits.
