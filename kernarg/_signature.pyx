@@ -1546,9 +1546,10 @@ _EVAL_EITHER = 1        # through a constexpr copy, else directly
 _EVAL_PLAIN = 2         # directly
 
 
-def _evaluate_line(i, str type_text, text, bint wrapped):
+def _evaluate_line(i, str type_text, text, bint wrapped, str prelude=""):
     """The line of _evaluate_defaults that has the compiler evaluate ``text`` (None: the
-    type's value-initialized ``T{}``) as a ``type_text`` into the PTX variable numbered ``i``.
+    type's value-initialized ``T{}``) as a ``type_text`` into the PTX variable numbered ``i``,
+    after the declarations ``prelude`` (one line, as the line numbers of refusals count).
     ``wrapped``: through a constexpr copy. NVRTC (13.5) emits `const W w = {};` (and `W{}`)
     with only the first row of a member `P g[2][2]` of structs with default member
     initializers, the others zero, where its constant evaluator gives every element, as C++
@@ -1556,7 +1557,7 @@ def _evaluate_line(i, str type_text, text, bint wrapped):
     array) is copy-initialized from its text as the parameter is. The copy is refused for a
     type whose copy is not constexpr (__half2's is user-provided), which is evaluated
     unwrapped where the bug cannot touch it."""
-    using = f"using __kernarg_type_{i} = {type_text}; "
+    using = f"{prelude}using __kernarg_type_{i} = {type_text}; "
     if not wrapped:
         return (using + f'extern "C" __device__ const __kernarg_type_{i} {_EVAL_NAME}{i} = '
                 f"{'{}' if text is None else text};")
@@ -1607,14 +1608,71 @@ _EXTENT_ROUNDS = 2
 def _evaluate_extents(str source, str kernel_name, dict queries, compile):
     """``{query: extent}`` of the array extents ``queries`` (_SourceStructs.wanted: each a
     ``sizeof`` ratio the compiler evaluates where the kernel is declared, in order), as the
-    compiler evaluates them; those it refuses (a private member, an object kernarg named
-    wrongly) are left out, and their structs stay opaque bytes."""
+    compiler evaluates them; those it refuses are asked once more without access checks
+    (_unchecked: a private member's, or one inside a private member), in one more
+    compilation; what it refuses then (an object kernarg named wrongly) is left out, and its
+    struct stays opaque bytes."""
     spec = _parse_c_param("unsigned long long")[0]
     order = list(queries)
     values = _evaluate_defaults(source, kernel_name,
                                 {i: ("unsigned long long", q, spec, _EVAL_PLAIN)
                                  for i, q in enumerate(order)}, compile)
-    return {order[i]: v for i, v in values.items() if type(v) is int and v > 0}
+    found = {order[i]: v for i, v in values.items() if type(v) is int and v > 0}
+    again = {}
+    for i, q in enumerate(order):
+        member = queries[q]
+        asked = None if q in found or member is None else _unchecked(i, *member)
+        if asked is not None:
+            again[i] = ("unsigned long long", asked[1], spec, _EVAL_PLAIN, asked[0])
+    if again:
+        values = _evaluate_defaults(source, kernel_name, again, compile)
+        found.update((order[i], v) for i, v in values.items() if type(v) is int and v > 0)
+    return found
+
+
+def _unchecked(i, str path, name, int dimension):
+    """(declarations, expression) that give extent ``dimension`` of array member ``name`` of
+    the object ``path`` names (see _SourceStructs._shape), or with ``name`` None the
+    alignment of that object (_SourceStructs._alignment), as _evaluate_line's ``prelude`` and
+    ``text``, where ``sizeof`` or ``alignof`` refuses it for access (a private member, or one
+    of a private member); None for the parameter itself (nothing of it is private). C++
+    checks no access in the names that specify an explicit instantiation ([temp.spec] in
+    C++17, [temp.spec.general] later): there the member's pointer is taken, and a friend
+    function the instantiation defines gives the extent or alignment of its type."""
+    cdef bint alignment = name is None
+    if alignment:               # `s.q.` (or `s.qs[0].`): s's member q, of the type of q
+        path = path[:-1]
+        while path.endswith("[0]"):
+            path = path[:-3]
+        if "." not in path:
+            return None
+        at = path.rfind(".")
+        path, name = path[:at + 1], path[at + 1:]
+    at = path.rfind(".")
+    owner, member = path[:at], path[at + 1:] + name     # (`....B::` + v: B's member v)
+    held = f"__kernarg_held_{i}<decltype({owner})>::type::{member}"
+    # (Every name __kernarg_'s: the source's macros, `#define N 3`, would replace others.)
+    t, n, k, c, m = "__kernarg_T", "__kernarg_N", "__kernarg_K", "__kernarg_C", "__kernarg_M"
+    dim, value = f"__kernarg_dim_{i}", "static constexpr unsigned long long value"
+    prelude = (
+        f"struct __kernarg_tag_{i}; "
+        f"__device__ constexpr unsigned long long __kernarg_extent_{i}(__kernarg_tag_{i}*); "
+        f"template <class {t}> struct __kernarg_held_{i} {{ typedef {t} type; }}; "
+        f"template <class {t}> struct __kernarg_held_{i}<{t}&> {{ typedef {t} type; }}; "
+        f"template <class {t}, int {k}> struct {dim} {{ {value} = 0; }}; "
+        f"template <class {t}, unsigned long long {n}> struct {dim}<{t} (*)[{n}], 0> "
+        f"{{ {value} = {n}; }}; "
+        f"template <class {t}, unsigned long long {n}, int {k}> struct {dim}<{t} (*)[{n}], {k}> "
+        f"{{ {value} = {dim}<{t}*, {k} - 1>::value; }}; "
+        f"template <class {c}, class {t}> __device__ {t}* __kernarg_member_{i}({t} {c}::*); "
+        f"template <class {t}, {t} {m}> struct __kernarg_unchecked_{i} {{ friend __device__ "
+        f"constexpr unsigned long long __kernarg_extent_{i}(__kernarg_tag_{i}*) {{ return "
+        + (f"{dim}<decltype(__kernarg_member_{i}({m})), {dimension}>::value; }} }}; "
+           if not alignment else
+           f"alignof(typename __kernarg_held_{i}<decltype(*__kernarg_member_{i}({m}))>::type); "
+           "} }; ") +
+        f"template struct __kernarg_unchecked_{i}<decltype(&{held}), &{held}>; ")
+    return prelude, f"__kernarg_extent_{i}(nullptr)"
 
 
 def _evaluate_defaults(str source, str kernel_name, dict wanted, compile):
@@ -1655,8 +1713,8 @@ def _evaluate_group(str source, Py_ssize_t at, Py_ssize_t resume, dict wanted, l
         if budget[0] <= 0:
             return {}
         budget[0] -= 1
-        lines = [_evaluate_line(i, wanted[i][0], wanted[i][1], i not in unwrapped)
-                 for i in order]
+        lines = [_evaluate_line(i, wanted[i][0], wanted[i][1], i not in unwrapped,
+                                *wanted[i][4:]) for i in order]
         # Diagnostics of these lines name _EVAL_FILE; the source's lines after them keep
         # their numbers and compile_program's file name.
         text = (f'{source[:at]}\n#line 1 "{_EVAL_FILE}"\n' + "\n".join(lines) +
@@ -2386,7 +2444,7 @@ cdef class Signature:
             # Array extents that are not literals (`float v[K]`, K a constant or a macro):
             # the compiler's to evaluate, in one more compilation; the structs holding them
             # are laid out again with its answers.
-            wanted = {q: None for q in structs.wanted if q not in asked}
+            wanted = {q: how for q, how in structs.wanted.items() if q not in asked}
             if not wanted:
                 break
             asked.update(wanted)
@@ -4827,7 +4885,8 @@ class _SourceStructs:
         # (The root's:) what the compiler reads, where the kernel is declared, as naming a
         # member of an object of the struct being laid out, before the member's name
         # (`(*static_cast<P*>(nullptr)).q.`, `....B::` for a base B), or None; the extents
-        # asked of the compiler (query -> None), and its answers (query -> extent). See _shape.
+        # asked of the compiler (query -> (path, member name, dimension), see _unchecked;
+        # alignments too: _alignment), and its answers (query -> value). See _shape.
         self.path = None
         self.wanted = {}
         self.extents = {} if extents is None else extents
@@ -5440,7 +5499,7 @@ class _SourceStructs:
         query = f"alignof(decltype({root.path[:-1]}))"
         found = root.extents.get(query)
         if found is None:
-            root.wanted[query] = None
+            root.wanted[query] = (root.path, None, 0)
             root.pending += 1
         return found
 
@@ -5467,7 +5526,7 @@ class _SourceStructs:
             query = f"sizeof({element}) / sizeof({element}[0])"
             extent = root.extents.get(query)
             if extent is None:
-                root.wanted[query] = None
+                root.wanted[query] = (root.path, name, k)
                 root.pending += 1
             shape.append(extent)
         if any(n is not None and n <= 0 for n in shape):

@@ -717,6 +717,50 @@ def test_structs_with_named_extents_are_laid_out_as_with_literals(seed):
     assert laid_out >= 8, laid_out
 
 
+# Extents of private members (session 65), which `sizeof(s.v)` may not name: asked again through
+# an explicit instantiation, where C++ checks no access. (definition, parameter type, shapes.)
+PRIVATE_EXTENTS = [
+    ("#define N 3\nclass S { float v[N]; public: int n; };", "S", {"v": (3,)}),
+    ("class S {\n    static constexpr int K = 5;\n    float taps[K][K - 2];\n    int n;\n"
+     "  public:\n    __device__ float first() const { return taps[0][0]; }\n};", "S",
+     {"taps": (5, 3)}),
+    # Inside private members: an array of classes, a member type that is itself private.
+    ("constexpr int K = 2;\nclass In { double d[K + 1]; };\nclass S { In in[K]; char c; };",
+     "S", {"in": (2,)}),
+    ("class S {\n    struct In { static constexpr int K = 2; float f[K]; short h; };\n"
+     "    In in;\n  public:\n    int n;\n};", "S", {}),
+    ("namespace ns { class In { short s[sizeof(int) - 1]; public: int q; }; }\n"
+     "struct S { ns::In a; private: const ns::In b; };", "S", {}),
+    # A private base's member, a protected one's, a class template's.
+    ("#define N 3\nclass B { float v[N]; protected: int x; };\nclass S : B { char c; };",
+     "S", {"v": (3,)}),
+    ("template <int M> class T { static const int L = M * 2; int w[L]; };\n"
+     "struct S { T<3> t; double d; };", "S", {}),
+    # An alignment that is no literal (`alignas(A)`), of a private member's type: asked too.
+    ("constexpr int A = 16;\nstruct alignas(A) In { float f; };\n"
+     "class S { char c; In in[2]; public: int n; };", "S", {}),
+]
+
+
+def _public_twin(definition):
+    """``definition`` with every member and base public: laid out as it is (no base here has
+    tail padding for a derived struct to reuse), and what the oracle can read from outside."""
+    definition = re.sub(r"\b(?:private|protected)\s*:", "public:", definition)
+    return re.sub(r"\bclass(\s+\w+\s*[:{])", r"struct\1", definition)
+
+
+@pytest.mark.parametrize("definition, declared, shapes", PRIVATE_EXTENTS)
+def test_private_members_extents_are_laid_out_as_nvrtc_does(definition, declared, shapes):
+    # Before session 65 each of these structs stayed opaque bytes.
+    def source(text):
+        return text + f'\nextern "C" __global__ void k({declared} s, int n) {{}}\n'
+
+    record = kernarg.Signature.from_source(source(definition), "k").records[0]
+    assert record is not None
+    assert {f: record.fields[f][0].shape for f in shapes} == shapes
+    _as_nvrtc_lays_it_out(source(_public_twin(definition)), declared, record)
+
+
 # Names in a struct's members looked up as C++ looks them up (session 64): after the struct's
 # own members, in its base classes (FlashAttention's Flash_fwd_params uses Qkv_params's
 # `using index_t = int64_t;`), and in a struct template's members around the template, not in
