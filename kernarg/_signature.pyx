@@ -1630,10 +1630,11 @@ def _evaluate_extents(str source, str kernel_name, dict queries, compile):
     return found
 
 
-def _unchecked(i, str path, name, int dimension):
+def _unchecked(i, str path, name, dimension):
     """(declarations, expression) that give extent ``dimension`` of array member ``name`` of
     the object ``path`` names (see _SourceStructs._shape), or with ``name`` None the
-    alignment of that object (_SourceStructs._alignment), as _evaluate_line's ``prelude`` and
+    alignment of that object or its size (``dimension`` "alignof" or "sizeof":
+    _SourceStructs._alignment), as _evaluate_line's ``prelude`` and
     ``text``, where ``sizeof`` or ``alignof`` refuses it for access (a private member, or one
     of a private member); None for the parameter itself (nothing of it is private). C++
     checks no access in the names that specify an explicit instantiation ([temp.spec] in
@@ -1669,7 +1670,8 @@ def _unchecked(i, str path, name, int dimension):
         f"constexpr unsigned long long __kernarg_extent_{i}(__kernarg_tag_{i}*) {{ return "
         + (f"{dim}<decltype(__kernarg_member_{i}({m})), {dimension}>::value; }} }}; "
            if not alignment else
-           f"alignof(typename __kernarg_held_{i}<decltype(*__kernarg_member_{i}({m}))>::type); "
+           f"{dimension}(typename __kernarg_held_{i}<decltype(*__kernarg_member_{i}({m}))>"
+           "::type); "
            "} }; ") +
         f"template struct __kernarg_unchecked_{i}<decltype(&{held}), &{held}>; ")
     return prelude, f"__kernarg_extent_{i}(nullptr)"
@@ -4886,7 +4888,8 @@ class _SourceStructs:
         # member of an object of the struct being laid out, before the member's name
         # (`(*static_cast<P*>(nullptr)).q.`, `....B::` for a base B), or None; the extents
         # asked of the compiler (query -> (path, member name, dimension), see _unchecked;
-        # alignments too: _alignment), and its answers (query -> value). See _shape.
+        # alignments and sizes too: _alignment), and its answers (query -> value). See
+        # _shape.
         self.path = None
         self.wanted = {}
         self.extents = {} if extents is None else extents
@@ -4905,7 +4908,7 @@ class _SourceStructs:
             directives = [m.start() for m in _DIRECTIVE_LINE.finditer(source)]
             conditional = {name for opening, _, closing, names, _ in _struct_definitions(source)
                            if _any_between(directives, opening, closing) for name in names}
-            text = _unconditional(source)
+            text = _with_head_macros_marked(_unconditional(source), source)
             scopes = _namespace_braces(text)
             definitions = list(_struct_definitions(text))
             # A struct defined in the body of one at namespace scope (or in one of those, ...)
@@ -5386,6 +5389,10 @@ class _SourceStructs:
             if align is None:
                 return None     # (asked of the compiler, or not to be asked)
         rounded = (max(size, 1) + align - 1) // align * align
+        if len(head) > 5 and head[5] == 2 and self._alignment("sizeof") != rounded:
+            # A macro in the head (`struct PACKED P`): laid out only where the compiler's size
+            # is kernarg's too (a packed struct with no padding to remove is the same).
+            return None
         if whole > rounded:
             # A base's tail padding that nothing filled, past what the struct's alignment
             # rounds its size to (`struct __align__(2) D : B` with B's alignment 8): NVRTC
@@ -5488,18 +5495,19 @@ class _SourceStructs:
         out.append(body[at:])
         return "".join(out)
 
-    def _alignment(self):
+    def _alignment(self, str operator="alignof"):
         """The alignment of the struct being laid out, whose head holds one kernarg does not
         evaluate, as the compiler gives it: ``alignof`` of the object the root's ``path``
         names (exactly that: NVRTC's for ``__align__(N)`` and ``alignas(N)`` alike), asked
-        as _shape asks an extent; None until it is known, or where no object is (a base)."""
+        as _shape asks an extent; None until it is known, or where no object is (a base).
+        With ``operator`` "sizeof", its size."""
         root = self.root
         if root.path is None or not root.path.endswith("."):
             return None
-        query = f"alignof(decltype({root.path[:-1]}))"
+        query = f"{operator}(decltype({root.path[:-1]}))"
         found = root.extents.get(query)
         if found is None:
-            root.wanted[query] = (root.path, None, 0)
+            root.wanted[query] = (root.path, None, operator)
             root.pending += 1
         return found
 
@@ -6025,6 +6033,47 @@ def _any_between(list positions, Py_ssize_t start, Py_ssize_t end):
     return k < len(positions) and positions[k] < end
 
 
+# `#define NAME ...` and `#define NAME(args) ...`, anywhere in the source (a branch of an #ifdef
+# too).
+_DEFINED_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.M)
+# Words (and a function-like macro's arguments) between `struct` and the name of a struct being
+# defined, `struct API ALIGN(16) S {`, `struct PACKED P final : B {`, or its body: `struct API
+# S {` (the last word its name) or `typedef struct API {` (every word a macro).
+_HEAD_WORDS = re.compile(r"\b(?:struct|class|union)\s+((?:(?!final\b)[A-Za-z_]\w*"
+                         r"(?:\s*\([^(){};]{0,200}\))?\s+){1,8})"
+                         r"(?=(?!final\b)[A-Za-z_]\w*\s*(?:\bfinal\b\s*)?[:{]|\{)")
+_HEAD_WORD = re.compile(r"([A-Za-z_]\w*)(?:\s*\([^(){};]{0,200}\))?\s*")
+# What a head's macros are read as: an alignment kernarg does not evaluate, so that the
+# compiler is asked the struct's alignment, and its size (_SourceStructs._alignment).
+_HEAD_MACRO = "alignas(__kernarg_head_macro)"
+
+
+def _with_head_macros_marked(str text, str source):
+    """``text`` with the macros of ``source`` that a struct definition's head holds before
+    the struct's name (``#define ALIGN(n) __align__(n)``, ``struct ALIGN(16) S {``) written
+    as _HEAD_MACRO. What one stands for is not read (it may align, pack, or be nothing):
+    the compiler's alignof and sizeof of the struct are its alignment and size, and a
+    struct they disagree with is not read. A word that is no macro of the source is left as
+    it is (and the struct with it: C++ has no such head)."""
+    if "define" not in source or not _HEAD_WORDS.search(text):
+        return text
+    macros = set(_DEFINED_MACRO.findall(source))
+
+    def mark(m):
+        words = list(_HEAD_WORD.finditer(m[1]))
+        macro = len(words)
+        if words and words[-1][1] not in macros and words[-1][0].strip() == words[-1][1] and \
+                text.startswith("{", m.end()):
+            macro -= 1          # (the struct's name)
+        if not macro or any(w[1] not in macros for w in words[:macro]) or \
+                text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("#"):
+            return m[0]         # (`#define S_KEYWORD struct`: no head)
+        return (m[0][:m.start(1) - m.start()] + _HEAD_MACRO + " " +
+                "".join(w[0] for w in words[macro:]))
+
+    return _HEAD_WORDS.sub(mark, text)
+
+
 def _struct_definitions(text):
     """(index of the opening brace, (explicit alignment: at least, exactly or 0; the base
     clause or None), index of the closing one, names, template parameters) of each struct
@@ -6062,8 +6111,10 @@ def _struct_definitions(text):
         if any(n is None for _, n in specs):
             # An alignment kernarg does not evaluate (`alignas(K)`, `alignas(sizeof(T) * N)`,
             # `alignas(double)`, a macro): the compiler's `alignof` of the struct, asked where
-            # a parameter holds it, is the alignment, exactly (_SourceStructs._alignment).
-            yield (opening, (1, 0) + kinds + (True,), closing, names, header)
+            # a parameter holds it, is the alignment, exactly (_SourceStructs._alignment); of
+            # a head's macro, its `sizeof` too (2).
+            asked = 2 if _HEAD_MACRO in m[2] + m[4] else 1
+            yield (opening, (1, 0) + kinds + (asked,), closing, names, header)
             continue
         exact = {n for keyword, n in specs if keyword != "alignas"}
         if len(exact) > 1 or (exact and len(exact) < len(specs)):

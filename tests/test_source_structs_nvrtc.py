@@ -761,6 +761,39 @@ def test_private_members_extents_are_laid_out_as_nvrtc_does(definition, declared
     _as_nvrtc_lays_it_out(source(_public_twin(definition)), declared, record)
 
 
+# Struct heads holding the source's macros (session 65). (definition, parameter type, whether
+# laid out.)
+HEAD_MACROS = [
+    ("#define ALIGN16 __align__(16)\nstruct ALIGN16 S { float a; int n; };", "S", True),
+    ("#define ALIGN(n) __align__(n)\nstruct ALIGN(16) S { float a; };", "S", True),
+    ("#define ALIGNAS(n) alignas(n)\nstruct ALIGNAS(8) In { short s; };\n"
+     "struct S { char c; In in[2]; int n; };", "S", True),
+    ("#define API\n#define ALIGN(n) __align__(n)\nstruct API ALIGN(8) S final { char c; };",
+     "S", True),
+    ("#define API\nstruct API S { double d; char c; };\nstruct T { S s; char e; };", "T", True),
+    ("#define ALIGN(n) __align__(n)\ntypedef struct ALIGN(16) { float a; } S;", "S", True),
+    ("#ifdef __CUDACC__\n#define PACKED __attribute__((packed))\n#else\n#define PACKED\n#endif\n"
+     "struct PACKED P { int a; int b; };\nstruct S { P p; double d; };", "S", True),
+    # Packed with padding to remove: the compiler's size differs from kernarg's (8 against 5),
+    # and a parameter holding it is not read, though its size and alignment are the PTX's.
+    ("#define PACKED __attribute__((packed))\nstruct PACKED P { char c; int a; };\n"
+     "struct S { P p; double d; };", "S", False),
+]
+
+
+@pytest.mark.parametrize("definition, declared, laid_out", HEAD_MACROS)
+def test_structs_whose_heads_hold_macros_are_laid_out_as_nvrtc_does(definition, declared,
+                                                                    laid_out):
+    # What a head's macro stands for is not read: the compiler is asked the struct's alignment
+    # and size. Before session 65 each of these structs stayed opaque bytes.
+    source = definition + f'\nextern "C" __global__ void k({declared} s, int n) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    if not laid_out:
+        assert sig.records[0] is None, sig.records[0]
+        return
+    _as_nvrtc_lays_it_out(source, declared, sig.records[0])
+
+
 # Names in a struct's members looked up as C++ looks them up (session 64): after the struct's
 # own members, in its base classes (FlashAttention's Flash_fwd_params uses Qkv_params's
 # `using index_t = int64_t;`), and in a struct template's members around the template, not in
