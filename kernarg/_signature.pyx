@@ -6058,6 +6058,7 @@ def _with_head_macros_marked(str text, str source):
     if "define" not in source or not _HEAD_WORDS.search(text):
         return text
     macros = set(_DEFINED_MACRO.findall(source))
+    directives = [(m.start(), m.end()) for m in _DIRECTIVE_LINES.finditer(text)]
 
     def mark(m):
         words = list(_HEAD_WORD.finditer(m[1]))
@@ -6065,8 +6066,10 @@ def _with_head_macros_marked(str text, str source):
         if words and words[-1][1] not in macros and words[-1][0].strip() == words[-1][1] and \
                 text.startswith("{", m.end()):
             macro -= 1          # (the struct's name)
-        if not macro or any(w[1] not in macros for w in words[:macro]) or \
-                text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("#"):
+        if not macro or any(w[1] not in macros for w in words[:macro]):
+            return m[0]
+        k = bisect.bisect_right(directives, (m.start(), len(text))) - 1
+        if k >= 0 and m.start() < directives[k][1]:
             return m[0]         # (`#define S_KEYWORD struct`: no head)
         return (m[0][:m.start(1) - m.start()] + _HEAD_MACRO + " " +
                 "".join(w[0] for w in words[macro:]))
