@@ -5384,12 +5384,14 @@ class _SourceStructs:
             return None         # (or an extent not known yet: asked of the compiler)
         if head[1]:
             align = head[1]
-        if len(head) > 5 and head[5]:
+        asked = head[5] if len(head) > 5 else 0
+        if asked:
             align = self._alignment()
+            whole_asked = self._alignment("sizeof") if asked == 2 else None     # (together)
             if align is None:
                 return None     # (asked of the compiler, or not to be asked)
         rounded = (max(size, 1) + align - 1) // align * align
-        if len(head) > 5 and head[5] == 2 and self._alignment("sizeof") != rounded:
+        if asked == 2 and whole_asked != rounded:
             # A macro in the head (`struct PACKED P`): laid out only where the compiler's size
             # is kernarg's too (a packed struct with no padding to remove is the same).
             return None

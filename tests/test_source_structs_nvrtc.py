@@ -772,6 +772,9 @@ HEAD_MACROS = [
      "S", True),
     ("#define API\nstruct API S { double d; char c; };\nstruct T { S s; char e; };", "T", True),
     ("#define ALIGN(n) __align__(n)\ntypedef struct ALIGN(16) { float a; } S;", "S", True),
+    # With an extent asked too: its alignment and size are asked together, in the second of
+    # the two compilations from_source may take for them.
+    ("#define API\nconstexpr int K = 3;\nstruct API S { float v[K]; char c; };", "S", True),
     ("#ifdef __CUDACC__\n#define PACKED __attribute__((packed))\n#else\n#define PACKED\n#endif\n"
      "struct PACKED P { int a; int b; };\nstruct S { P p; double d; };", "S", True),
     # Packed with padding to remove: the compiler's size differs from kernarg's (8 against 5),
