@@ -1634,7 +1634,7 @@ def _unchecked(i, str path, name, dimension):
     """(declarations, expression) that give extent ``dimension`` of array member ``name`` of
     the object ``path`` names (see _SourceStructs._shape), or with ``name`` None the
     alignment of that object or its size (``dimension`` "alignof" or "sizeof":
-    _SourceStructs._alignment), as _evaluate_line's ``prelude`` and
+    _SourceStructs._asked), as _evaluate_line's ``prelude`` and
     ``text``, where ``sizeof`` or ``alignof`` refuses it for access (a private member, or one
     of a private member); None for the parameter itself (nothing of it is private). C++
     checks no access in the names that specify an explicit instantiation ([temp.spec] in
@@ -4888,7 +4888,7 @@ class _SourceStructs:
         # member of an object of the struct being laid out, before the member's name
         # (`(*static_cast<P*>(nullptr)).q.`, `....B::` for a base B), or None; the extents
         # asked of the compiler (query -> (path, member name, dimension), see _unchecked;
-        # alignments and sizes too: _alignment), and its answers (query -> value). See
+        # alignments and sizes too: _asked), and its answers (query -> value). See
         # _shape.
         self.path = None
         self.wanted = {}
@@ -5386,8 +5386,8 @@ class _SourceStructs:
             align = head[1]
         asked = head[5] if len(head) > 5 else 0
         if asked:
-            align = self._alignment()
-            whole_asked = self._alignment("sizeof") if asked == 2 else None     # (together)
+            align = self._asked()
+            whole_asked = self._asked("sizeof") if asked == 2 else None     # (together)
             if align is None:
                 return None     # (asked of the compiler, or not to be asked)
         rounded = (max(size, 1) + align - 1) // align * align
@@ -5497,7 +5497,7 @@ class _SourceStructs:
         out.append(body[at:])
         return "".join(out)
 
-    def _alignment(self, str operator="alignof"):
+    def _asked(self, str operator="alignof"):
         """The alignment of the struct being laid out, whose head holds one kernarg does not
         evaluate, as the compiler gives it: ``alignof`` of the object the root's ``path``
         names (exactly that: NVRTC's for ``__align__(N)`` and ``alignas(N)`` alike), asked
@@ -6046,7 +6046,7 @@ _HEAD_WORDS = re.compile(r"\b(?:struct|class|union)\s+((?:(?!final\b)[A-Za-z_]\w
                          r"(?=(?!final\b)[A-Za-z_]\w*\s*(?:\bfinal\b\s*)?[:{]|\{)")
 _HEAD_WORD = re.compile(r"([A-Za-z_]\w*)(?:\s*\([^(){};]{0,200}\))?\s*")
 # What a head's macros are read as: an alignment kernarg does not evaluate, so that the
-# compiler is asked the struct's alignment, and its size (_SourceStructs._alignment).
+# compiler is asked the struct's alignment, and its size (_SourceStructs._asked).
 _HEAD_MACRO = "alignas(__kernarg_head_macro)"
 
 
@@ -6116,7 +6116,7 @@ def _struct_definitions(text):
         if any(n is None for _, n in specs):
             # An alignment kernarg does not evaluate (`alignas(K)`, `alignas(sizeof(T) * N)`,
             # `alignas(double)`, a macro): the compiler's `alignof` of the struct, asked where
-            # a parameter holds it, is the alignment, exactly (_SourceStructs._alignment); of
+            # a parameter holds it, is the alignment, exactly (_SourceStructs._asked); of
             # a head's macro, its `sizeof` too (2).
             asked = 2 if _HEAD_MACRO in m[2] + m[4] else 1
             yield (opening, (1, 0) + kinds + (asked,), closing, names, header)
