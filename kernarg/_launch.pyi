@@ -1,11 +1,14 @@
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, Literal, final
 
 from kernarg._signature import Signature
 
 __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
 
 Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
+ClusterScheduling = Literal["default", "spread", "load_balancing"]
+MemSyncDomain = Literal["default", "remote"]
+AccessPolicy = tuple[Any, ...] | Mapping[str, Any]
 
 @final
 class LaunchConfig:
@@ -16,9 +19,19 @@ class LaunchConfig:
     cooperative: bool
     pdl: bool
     priority: int | None
+    cluster_scheduling: ClusterScheduling | None
+    preferred_cluster: tuple[int, int, int] | None
+    mem_sync_domain: MemSyncDomain | None
+    shmem_carveout: int | None
+    access_policy: tuple[int, int, float, str, str] | None
     def __init__(self, grid: Dims, block: Dims, *, shmem: int = 0, cluster: Dims | None = None,
                  cooperative: bool = False, pdl: bool = False,
-                 priority: int | None = None) -> None: ...
+                 priority: int | None = None,
+                 cluster_scheduling: ClusterScheduling | None = None,
+                 preferred_cluster: Dims | None = None,
+                 mem_sync_domain: MemSyncDomain | None = None,
+                 shmem_carveout: int | None = None,
+                 access_policy: AccessPolicy | None = None) -> None: ...
     @property
     def attributes(self) -> tuple[tuple[str, Any], ...]: ...
     def __eq__(self, other: object) -> bool: ...
@@ -78,10 +91,20 @@ class Kernel:
     def param_layout(self) -> tuple[tuple[int, int], ...] | None: ...
     def launch(self, grid: Dims, block: Dims, *args: Any, stream: Any = None, shmem: int = 0,
                cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
-               priority: int | None = None) -> None: ...
+               priority: int | None = None,
+               cluster_scheduling: ClusterScheduling | None = None,
+               preferred_cluster: Dims | None = None,
+               mem_sync_domain: MemSyncDomain | None = None,
+               shmem_carveout: int | None = None,
+               access_policy: AccessPolicy | None = None) -> None: ...
     def prepare(self, grid: Dims, block: Dims, *, stream: Any = None, shmem: int = 0,
                 cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
-                priority: int | None = None) -> PreparedLaunch: ...
+                priority: int | None = None,
+                cluster_scheduling: ClusterScheduling | None = None,
+                preferred_cluster: Dims | None = None,
+                mem_sync_domain: MemSyncDomain | None = None,
+                shmem_carveout: int | None = None,
+                access_policy: AccessPolicy | None = None) -> PreparedLaunch: ...
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
     def graph_node(self, graph: Any, grid: Dims, block: Dims, *args: Any, after: Any = (),
                    shmem: int = 0, stream: Any = None) -> KernelNode: ...

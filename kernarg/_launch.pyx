@@ -47,7 +47,7 @@ from kernarg._handler cimport (
     state_release,
     untyped_block_items,
 )
-from kernarg._interop cimport KIND_TENSOR_MAP, _describe
+from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _type_name
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport stream_handle
 
@@ -56,6 +56,7 @@ include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings bein
 import array
 import operator
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -67,7 +68,7 @@ from kernarg._signature import _inline_namespaces, check_kernel_name
 __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
 
 cdef enum:
-    MAX_ATTRS = 4
+    MAX_ATTRS = 9
     MAX_BLOCK_THREADS = 1024
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -207,6 +208,28 @@ cdef class LaunchConfig:
         Programmatic dependent launch (may overlap the previous kernel in the stream).
     priority : int, optional
         Launch priority.
+    cluster_scheduling : str, optional
+        How the blocks of a cluster are placed on SMs: ``"default"``, ``"spread"`` or
+        ``"load_balancing"`` (``CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE``).
+    preferred_cluster : int or tuple, optional
+        A larger cluster the device may group blocks into instead of ``cluster``, best effort
+        (``CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION``, CUDA 12.8+ drivers): needs
+        ``cluster``; each axis a multiple of the cluster's (z equal to it), and dividing the grid.
+    mem_sync_domain : str, optional
+        The memory synchronisation domain of the kernel's memory operations: ``"default"`` or
+        ``"remote"`` (``CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN``; compute capability 9.0+).
+    shmem_carveout : int, optional
+        Preferred shared memory carveout, in percent (0-100) of the shared memory and L1 they
+        share; a hint (``CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT``).
+    access_policy : tuple or dict, optional
+        An L2 access policy window (``CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW``): ``(base,
+        num_bytes, hit_ratio=1.0, hit="persisting", miss="streaming")``, or a dict of those
+        names. ``base`` is an address (int) or any pointer argument kernarg packs (a device
+        buffer, an array); its address is read once, and the config does not keep it alive
+        (the window is a cache hint: the driver reads no memory through it). ``hit`` is
+        ``"normal"``, ``"streaming"`` or ``"persisting"``, ``miss`` ``"normal"`` or
+        ``"streaming"``; ``num_bytes`` is limited by the device's
+        ``MAX_ACCESS_POLICY_WINDOW_SIZE`` (checked by the driver at launch).
     """
 
     cdef readonly tuple grid
@@ -216,12 +239,18 @@ cdef class LaunchConfig:
     cdef readonly bint cooperative
     cdef readonly bint pdl
     cdef readonly object priority
+    cdef readonly object cluster_scheduling
+    cdef readonly object preferred_cluster
+    cdef readonly object mem_sync_domain
+    cdef readonly object shmem_carveout
+    cdef readonly object access_policy
     cdef cydriver.CUlaunchAttribute _attrs[MAX_ATTRS]
     cdef unsigned int _nattrs
     cdef Dims _d
 
     def __init__(self, grid, block, *, shmem=0, cluster=None, cooperative=False, pdl=False,
-                 priority=None):
+                 priority=None, cluster_scheduling=None, preferred_cluster=None,
+                 mem_sync_domain=None, shmem_carveout=None, access_policy=None):
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
@@ -271,6 +300,60 @@ cdef class LaunchConfig:
             self._attrs[self._nattrs].value.priority = priority
             self._nattrs += 1
         self.priority = priority
+        self.cluster_scheduling = None
+        if cluster_scheduling is not None:
+            self.cluster_scheduling = _choice(cluster_scheduling, "cluster_scheduling",
+                                              _CLUSTER_SCHEDULING)
+            self._attrs[self._nattrs].id = \
+                cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+            self._attrs[self._nattrs].value.clusterSchedulingPolicyPreference = \
+                <cydriver.CUclusterSchedulingPolicy><int>_CLUSTER_SCHEDULING[
+                    self.cluster_scheduling]
+            self._nattrs += 1
+        self.preferred_cluster = None
+        if preferred_cluster is not None:
+            self.preferred_cluster = _preferred_cluster(preferred_cluster, self.grid,
+                                                        self.cluster)
+            self._attrs[self._nattrs].id = \
+                cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION
+            self._attrs[self._nattrs].value.preferredClusterDim.x = self.preferred_cluster[0]
+            self._attrs[self._nattrs].value.preferredClusterDim.y = self.preferred_cluster[1]
+            self._attrs[self._nattrs].value.preferredClusterDim.z = self.preferred_cluster[2]
+            self._nattrs += 1
+        self.mem_sync_domain = None
+        if mem_sync_domain is not None:
+            self.mem_sync_domain = _choice(mem_sync_domain, "mem_sync_domain",
+                                           _MEM_SYNC_DOMAINS)
+            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN
+            self._attrs[self._nattrs].value.memSyncDomain = \
+                <cydriver.CUlaunchMemSyncDomain><int>_MEM_SYNC_DOMAINS[self.mem_sync_domain]
+            self._nattrs += 1
+        self.shmem_carveout = None
+        if shmem_carveout is not None:
+            self.shmem_carveout = _index(shmem_carveout, "shmem_carveout")
+            if not 0 <= self.shmem_carveout <= 100:
+                raise ValueError("shmem_carveout must be a percentage of the shared memory "
+                                 "and L1 they share, from 0 to 100, got "
+                                 f"{shown_value(self.shmem_carveout)}")
+            self._attrs[self._nattrs].id = \
+                cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+            self._attrs[self._nattrs].value.sharedMemCarveout = \
+                <unsigned int>self.shmem_carveout
+            self._nattrs += 1
+        self.access_policy = None
+        if access_policy is not None:
+            self.access_policy = _access_policy(access_policy)
+            base, num_bytes, hit_ratio, hit, miss = self.access_policy
+            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+            self._attrs[self._nattrs].value.accessPolicyWindow.base_ptr = \
+                <void*><uintptr_t><uint64_t>base
+            self._attrs[self._nattrs].value.accessPolicyWindow.num_bytes = <size_t>num_bytes
+            self._attrs[self._nattrs].value.accessPolicyWindow.hitRatio = <float>hit_ratio
+            self._attrs[self._nattrs].value.accessPolicyWindow.hitProp = \
+                <cydriver.CUaccessProperty><int>_ACCESS_PROPERTIES[hit]
+            self._attrs[self._nattrs].value.accessPolicyWindow.missProp = \
+                <cydriver.CUaccessProperty><int>_ACCESS_PROPERTIES[miss]
+            self._nattrs += 1
 
     @property
     def attributes(self):
@@ -284,9 +367,26 @@ cdef class LaunchConfig:
                 out.append(("cooperative", 1))
             elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
                 out.append(("programmatic_stream_serialization", 1))
-            else:
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY:
                 out.append(("priority", self.priority))
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+                out.append(("cluster_scheduling_policy_preference", self.cluster_scheduling))
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+                out.append(("preferred_cluster_dimension", self.preferred_cluster))
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+                out.append(("mem_sync_domain", self.mem_sync_domain))
+            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+                out.append(("preferred_shared_memory_carveout", self.shmem_carveout))
+            else:
+                out.append(("access_policy_window", self.access_policy))
         return tuple(out)
+
+    def _raw_attributes(self):
+        """``((id, value bytes), ...)``: the CUlaunchAttribute array given to the driver, each
+        value union's 64 bytes as cuda.h lays them out (for tests to read back)."""
+        return tuple([(<int>self._attrs[i].id,
+                       (<char*>&self._attrs[i].value)[:sizeof(cydriver.CUlaunchAttributeValue)])
+                      for i in range(self._nattrs)])
 
     def __repr__(self):
         return (f"LaunchConfig(grid={self.grid}, block={self.block}, shmem={self.shmem}, "
@@ -297,7 +397,8 @@ cdef class LaunchConfig:
 
     cdef tuple _fields(self):
         return (self.grid, self.block, self.shmem, self.cluster, self.cooperative, self.pdl,
-                self.priority)
+                self.priority, self.cluster_scheduling, self.preferred_cluster,
+                self.mem_sync_domain, self.shmem_carveout, self.access_policy)
 
     def __eq__(self, other):
         if not isinstance(other, LaunchConfig):
@@ -322,13 +423,145 @@ cdef class LaunchConfig:
         return _launch_config(*fields.values())
 
 
-_CONFIG_FIELDS = ("grid", "block", "shmem", "cluster", "cooperative", "pdl", "priority")
+_CONFIG_FIELDS = ("grid", "block", "shmem", "cluster", "cooperative", "pdl", "priority",
+                  "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
+                  "shmem_carveout", "access_policy")
 
 
-def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority):
-    """A pickled LaunchConfig, made again from its fields."""
+def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority,
+                   cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
+                   shmem_carveout=None, access_policy=None):
+    """A pickled LaunchConfig, made again from its fields (pickles of kernarg before the
+    fields after ``priority`` have seven)."""
     return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
-                        pdl=pdl, priority=priority)
+                        pdl=pdl, priority=priority, cluster_scheduling=cluster_scheduling,
+                        preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
+                        shmem_carveout=shmem_carveout, access_policy=access_policy)
+
+
+# The launch attributes whose values are names: each name, and the driver's enumerator for it.
+_CLUSTER_SCHEDULING = {"default": cydriver.CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
+                       "spread": cydriver.CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
+                       "load_balancing": cydriver.CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING}
+_MEM_SYNC_DOMAINS = {"default": cydriver.CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
+                     "remote": cydriver.CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE}
+_ACCESS_PROPERTIES = {"normal": cydriver.CU_ACCESS_PROPERTY_NORMAL,
+                      "streaming": cydriver.CU_ACCESS_PROPERTY_STREAMING,
+                      "persisting": cydriver.CU_ACCESS_PROPERTY_PERSISTING}
+_ACCESS_POLICY_FIELDS = ("base", "num_bytes", "hit_ratio", "hit", "miss")
+
+
+cdef str _choice(object value, str what, dict choices):
+    """``value``, one of the names in ``choices``, or an error that lists them."""
+    if type(value) is not str or value not in choices:
+        names = ", ".join([repr(name) for name in choices])
+        kind = ValueError if isinstance(value, str) else TypeError
+        raise kind(f"{what} must be one of {names}, got {shown_value(value, True)}")
+    return value
+
+
+cdef tuple _preferred_cluster(object value, tuple grid, object cluster):
+    """The preferred (substitute) cluster's dimensions, checked as cuda.h states the rules: a
+    regular cluster must be given, each axis a multiple of its axis (z equal to it), and the
+    grid a multiple of the preferred cluster."""
+    dims = _dims(value, "preferred_cluster", _GRID_LIMITS)
+    if cluster is None:
+        raise ValueError(f"preferred_cluster {dims} needs a cluster: the preferred cluster is a "
+                         "larger substitute for the cluster given by cluster=")
+    for axis in range(3):
+        if dims[axis] % cluster[axis] or (axis == 2 and dims[2] != cluster[2]):
+            raise ValueError(f"preferred_cluster {dims} must be a multiple of cluster "
+                             f"{cluster} on axes 0 and 1 and equal to it on axis 2 (axis "
+                             f"{axis} is {dims[axis]})")
+        if grid[axis] % dims[axis]:
+            raise ValueError(f"grid {grid} is not a multiple of preferred_cluster {dims} on "
+                             f"axis {axis}")
+    return dims
+
+
+cdef tuple _access_policy(object value):
+    """An access policy window as the tuple ``(base, num_bytes, hit_ratio, hit, miss)``, from
+    a tuple of 2 to 5 of those or a dict of their names; each checked."""
+    if isinstance(value, dict):
+        unknown = [key for key in value if key not in _ACCESS_POLICY_FIELDS]
+        if unknown:
+            raise TypeError(f"access_policy has no field {shown_value(unknown[0], True)} (its "
+                            f"fields: {', '.join(_ACCESS_POLICY_FIELDS)})")
+        missing = [key for key in _ACCESS_POLICY_FIELDS[:2] if key not in value]
+        if missing:
+            raise TypeError(f"access_policy must give {' and '.join(missing)}")
+        fields = [value.get(key) for key in _ACCESS_POLICY_FIELDS]
+    elif isinstance(value, (tuple, list)) and 2 <= len(value) <= 5:
+        fields = list(value) + [None] * (5 - len(value))
+    else:
+        raise TypeError("access_policy must be a tuple (base, num_bytes[, hit_ratio[, hit[, "
+                        "miss]]]) or a dict of those names, got "
+                        f"{shown_value(value, True)}")
+    base, num_bytes, hit_ratio, hit, miss = fields
+    base = _window_base(base)
+    num_bytes = _index(num_bytes, "access_policy num_bytes")
+    if not 0 <= num_bytes < 2**64:
+        raise ValueError(f"access_policy num_bytes must be between 0 and 2**64-1, got "
+                         f"{shown_value(num_bytes)}")
+    if hit_ratio is None:
+        hit_ratio = 1.0
+    elif _is_bool(hit_ratio) or isinstance(hit_ratio, (str, bytes)):
+        raise TypeError("access_policy hit_ratio must be a number from 0 to 1, got "
+                        f"{shown_value(hit_ratio, True)}")
+    try:
+        hit_ratio = float(hit_ratio)
+    except Exception as exc:
+        raise TypeError("access_policy hit_ratio must be a number from 0 to 1, got "
+                        f"{shown_value(hit_ratio, True)}") from exc
+    if not 0.0 <= hit_ratio <= 1.0:             # NaN fails both
+        raise ValueError(f"access_policy hit_ratio must be from 0 to 1, got {hit_ratio!r}")
+    hit = _choice("persisting" if hit is None else hit, "access_policy hit",
+                  _ACCESS_PROPERTIES)
+    miss = "streaming" if miss is None else miss
+    if miss == "persisting":
+        raise ValueError("access_policy miss must be 'normal' or 'streaming', got "
+                         "'persisting' (the driver refuses it for the lines that miss)")
+    miss = _choice(miss, "access_policy miss", _ACCESS_PROPERTIES)
+    return (base, num_bytes, hit_ratio, hit, miss)
+
+
+cdef ParamBlock _pack_one(object value):
+    """``value`` packed untyped, alone, with no launch stream or device known."""
+    cdef tuple one = (value,)
+    return untyped_block_items(tuple_items(one), 1, one, 1, -1)
+
+
+cdef object _window_base(object base):
+    """The window's start address: an int, or the pointer kernarg would pass for ``base`` as
+    a kernel argument (read through a block released at once: the window is a hint on an
+    address range, and the config keeps no argument alive)."""
+    if type(base) is int or (isinstance(base, int) and not _is_bool(base)):
+        base = int(base)
+        if not 0 <= base < 2**64:
+            raise ValueError(f"access_policy base must be an address between 0 and 2**64-1, "
+                             f"got {shown_value(base)}")
+        return base
+    if base is None or _is_bool(base) or isinstance(base, float):
+        raise TypeError("access_policy base must be an address (int) or a pointer argument "
+                        f"(a device buffer, an array), got {shown_value(base, True)}")
+    try:
+        blk = _pack_one(base)
+    except (TypeError, ValueError, OverflowError, BufferError) as exc:
+        # The packer names "argument 0 (type)": here, the base is the argument.
+        text = exc_text(exc)
+        if text.startswith("argument 0 "):
+            text = text[len("argument 0 "):]
+        kind = next(k for k in (TypeError, OverflowError, ValueError, BufferError)
+                    if isinstance(exc, k))
+        raise kind(f"access_policy base {text}") from exc
+    try:
+        if blk.sizes != (8,):
+            raise TypeError("access_policy base must be an address (int) or a pointer "
+                            f"argument, got {_type_name(type(base))}, which kernarg packs as "
+                            f"{blk.sizes[0]} bytes")
+        return int.from_bytes(bytes(blk), sys.byteorder)
+    finally:
+        blk.release()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1978,11 +2211,15 @@ cdef class Kernel:
     # parsing.
 
     def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
-                pdl=False, priority=None):
+                pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None,
+                mem_sync_domain=None, shmem_carveout=None, access_policy=None):
         """A launcher with the configuration checked and the stream resolved once; calling it
-        only packs and launches."""
+        only packs and launches. The keywords after ``stream`` are LaunchConfig's."""
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
-                           pdl=pdl, priority=priority)
+                           pdl=pdl, priority=priority, cluster_scheduling=cluster_scheduling,
+                           preferred_cluster=preferred_cluster,
+                           mem_sync_domain=mem_sync_domain, shmem_carveout=shmem_carveout,
+                           access_policy=access_policy)
         return PreparedLaunch(self, cfg, stream_handle(stream))
 
     def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None):
@@ -2091,15 +2328,19 @@ def _unpickle_kernel(tuple recipe, str name, int device):
 # the signatures ``inspect.signature`` reads.
 
 cdef tuple _KERNEL_LAUNCH_NAMES = (
-    "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority")
+    "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority",
+    "cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
+    "access_policy")
+cdef enum:
+    KERNEL_LAUNCH_NAMES = 13
 cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
 
 
 cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nargs,
                                     PyObject* kwnames):
     """``Kernel.launch(grid, block, *args, stream=None, shmem=0, cluster=None,
-    cooperative=False, pdl=False, priority=None)``: ``args[0:nargs]`` by position."""
-    cdef PyObject* given[8]
+    cooperative=False, pdl=False, priority=None, ...)``: ``args[0:nargs]`` by position."""
+    cdef PyObject* given[KERNEL_LAUNCH_NAMES]
     if nargs >= 2 and (kwnames == NULL or (PyTuple_GET_SIZE(<object>kwnames) == 1 and
                                            PyTuple_GET_ITEM(<object>kwnames, 0) == _STREAM)):
         # The usual call, k.launch(grid, block, *args) with or without stream=: nothing to
@@ -2112,24 +2353,29 @@ cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nar
         parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
     _kernel_launch(<Kernel>self,        # the method descriptor has checked the type
                    <object>given[0], <object>given[1], args + 2, nargs - 2 if nargs > 2 else 0,
-                   or_default(given[2], None), or_default(given[3], 0),
-                   or_default(given[4], None), or_default(given[5], False),
-                   or_default(given[6], False), or_default(given[7], None))
+                   or_default(given[2], None), or_default(given[3], 0), given + 4)
     return None
 
 
 cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, Py_ssize_t n,
-                        object stream, object shmem, object cluster, object cooperative,
-                        object pdl, object priority) except -1:
+                        object stream, object shmem, PyObject** attributes) except -1:
     """Pack the ``n`` arguments at ``items`` and launch on ``stream`` (anything
     kernarg.resolve_stream accepts), after making it wait on every producer stream the
-    arguments exported."""
+    arguments exported. ``attributes``: the values given for the launch attributes, cluster
+    to access_policy in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
     cdef Dims d
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
     cdef cydriver.CUlaunchAttribute* attrs = NULL
     cdef unsigned int nattrs = 0
-    if cluster is None and priority is None and not cooperative and not pdl:
+    cdef Py_ssize_t i
+    # No attribute asked for: the flags false, every other value None (or not given).
+    cdef bint plain = (attributes[1] == NULL or not <object>attributes[1]) and \
+        (attributes[2] == NULL or not <object>attributes[2])
+    for i in (0, 3, 4, 5, 6, 7, 8):
+        if attributes[i] != NULL and attributes[i] != <PyObject*>None:
+            plain = False
+    if plain:
         # No launch attributes: check the dimensions straight into the launch, no objects --
         # or not at all, for the objects this kernel's last such launch checked. Code that
         # launches a kernel over and over passes the same ones (constants, cached small ints).
@@ -2143,8 +2389,16 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                 k._last_grid, k._last_block, k._last_shmem = grid, block, shmem
                 k._last_dims = d
     else:
-        cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
-                           pdl=pdl, priority=priority)
+        cfg = LaunchConfig(grid, block, shmem=shmem,
+                           cluster=or_default(attributes[0], None),
+                           cooperative=or_default(attributes[1], False),
+                           pdl=or_default(attributes[2], False),
+                           priority=or_default(attributes[3], None),
+                           cluster_scheduling=or_default(attributes[4], None),
+                           preferred_cluster=or_default(attributes[5], None),
+                           mem_sync_domain=or_default(attributes[6], None),
+                           shmem_carveout=or_default(attributes[7], None),
+                           access_policy=or_default(attributes[8], None))
         dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
     cdef uint64_t handle
     if stream is not None and stream is k._last_stream:        # an int: it cannot change
@@ -2170,12 +2424,14 @@ cdef inline bint _immutable_dims(object value) noexcept:
 
 cdef const char* _KERNEL_LAUNCH_DOC = b"""\
 launch($self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False, \
-pdl=False, priority=None)
+pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None, \
+mem_sync_domain=None, shmem_carveout=None, access_policy=None)
 --
 
 Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts), after
 making it wait on every producer stream the arguments exported. ``shmem``: bytes of dynamic
-shared memory; ``cluster``, ``cooperative``, ``pdl`` and ``priority`` as for LaunchConfig.
+shared memory; ``cluster``, ``cooperative``, ``pdl``, ``priority`` and the launch attributes
+after it as for LaunchConfig.
 """
 cdef PyMethodDef _kernel_launch_def
 kernarg_fastcall_def(&_kernel_launch_def, "launch", <void*>_kernel_launch_fastcall,

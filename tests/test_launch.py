@@ -92,7 +92,8 @@ def test_a_config_with_fields_replaced_is_checked_again():
         c.__replace__(grid=(3, 2))
     with pytest.raises(TypeError, match="LaunchConfig has no field 'stream' \\(its fields: "
                                         "grid, block, shmem, cluster, cooperative, pdl, "
-                                        "priority\\)"):
+                                        "priority, cluster_scheduling, preferred_cluster, "
+                                        "mem_sync_domain, shmem_carveout, access_policy\\)"):
         c.__replace__(stream=5)
     if hasattr(copy, "replace"):
         assert copy.replace(c, block=64) == kernarg.LaunchConfig(
@@ -258,7 +259,8 @@ def test_kernel_launch_takes_its_arguments_as_its_signature_says():
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
     assert list(inspect.signature(kernarg.Kernel.launch).parameters) == [
         "self", "grid", "block", "args", "stream", "shmem", "cluster", "cooperative", "pdl",
-        "priority"]
+        "priority", "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
+        "shmem_carveout", "access_policy"]
     assert "producer stream" in kernarg.Kernel.launch.__doc__
     for call, message in (
             (lambda: k.launch(), "missing required argument 'grid' \\(pos 1\\)"),
@@ -1871,3 +1873,208 @@ def test_from_cubin_finds_a_cpp_kernel_by_its_name_before_loading():
     # Kernel.from_cubin reads the table before the driver is asked (here: there is none).
     with pytest.raises(LookupError, match=r"did you mean 'ns::fill' or 'other::fill'\?$"):
         kernarg.Kernel.from_cubin(cubin, "fill")
+
+
+# ---------------------------------------------------------------------------------------------
+# The hint attributes: cluster scheduling, preferred cluster, memory synchronisation domain,
+# shared memory carveout, access policy window. Each is checked in LaunchConfig, reported by
+# `attributes`, and laid out in the CUlaunchAttribute array as cuda.h lays it out.
+
+# cuda.h's values (the same in CUDA 12.8 and 13).
+ATTR_ACCESS_POLICY_WINDOW, ATTR_CLUSTER_DIMENSION, ATTR_CLUSTER_SCHEDULING = 1, 4, 5
+ATTR_MEM_SYNC_DOMAIN, ATTR_PREFERRED_CLUSTER, ATTR_CARVEOUT = 10, 11, 14
+
+
+def test_hint_attributes_are_laid_out_as_cuda_h_says():
+    import struct
+
+    c = kernarg.LaunchConfig((8, 4), 32, cluster=(2, 2), cluster_scheduling="load_balancing",
+                             preferred_cluster=(4, 4), mem_sync_domain="remote",
+                             shmem_carveout=np.uint8(25),
+                             access_policy=(0x7F00_0000_1000, 2**20, 0.25, "normal"))
+    assert c.cluster_scheduling == "load_balancing" and c.preferred_cluster == (4, 4, 1)
+    assert c.mem_sync_domain == "remote" and c.shmem_carveout == 25
+    assert type(c.shmem_carveout) is int
+    assert c.access_policy == (0x7F00_0000_1000, 2**20, 0.25, "normal", "streaming")
+    assert c.attributes == (
+        ("cluster_dimension", (2, 2, 1)),
+        ("cluster_scheduling_policy_preference", "load_balancing"),
+        ("preferred_cluster_dimension", (4, 4, 1)), ("mem_sync_domain", "remote"),
+        ("preferred_shared_memory_carveout", 25),
+        ("access_policy_window", (0x7F00_0000_1000, 2**20, 0.25, "normal", "streaming")))
+    raw = c._raw_attributes()
+    assert [rid for rid, _ in raw] == [ATTR_CLUSTER_DIMENSION, ATTR_CLUSTER_SCHEDULING,
+                                       ATTR_PREFERRED_CLUSTER, ATTR_MEM_SYNC_DOMAIN,
+                                       ATTR_CARVEOUT, ATTR_ACCESS_POLICY_WINDOW]
+    assert all(len(value) == 64 for _, value in raw)
+    values = [value for _, value in raw]
+    assert struct.unpack_from("<3I", values[0]) == (2, 2, 1)
+    assert struct.unpack_from("<i", values[1]) == (2,)        # CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING
+    assert struct.unpack_from("<3I", values[2]) == (4, 4, 1)
+    assert struct.unpack_from("<i", values[3]) == (1,)        # CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
+    assert struct.unpack_from("<I", values[4]) == (25,)
+    # CUaccessPolicyWindow: void* base_ptr, size_t num_bytes, float hitRatio, then the hit and
+    # miss CUaccessProperty (NORMAL 0, STREAMING 1, PERSISTING 2).
+    assert struct.unpack_from("<QQfii", values[5]) == (0x7F00_0000_1000, 2**20, 0.25, 0, 1)
+    # The other names, and the defaults of a window: all its lines persisting, misses streamed.
+    c = kernarg.LaunchConfig(1, 1, cluster_scheduling="spread", mem_sync_domain="default",
+                             shmem_carveout=0, access_policy=(16, 0))
+    assert c.access_policy == (16, 0, 1.0, "persisting", "streaming")
+    values = [value for _, value in c._raw_attributes()]
+    assert struct.unpack_from("<i", values[0]) == (1,)        # SPREAD
+    assert struct.unpack_from("<i", values[1]) == (0,)
+    assert struct.unpack_from("<I", values[2]) == (0,)
+    assert struct.unpack_from("<QQfii", values[3]) == (16, 0, 1.0, 2, 1)
+    # "default" is asked for, not left out: it overrides what the stream's attributes say.
+    assert ("cluster_scheduling_policy_preference", "default") in kernarg.LaunchConfig(
+        1, 1, cluster_scheduling="default").attributes
+    assert kernarg.LaunchConfig(1, 1)._raw_attributes() == ()
+
+
+def test_an_access_policy_window_takes_a_dict_and_any_pointer_argument():
+    from producers import CAIObject, DLPackProducer, cai
+
+    by_name = kernarg.LaunchConfig(1, 1, access_policy=dict(
+        base=0x1000, num_bytes=np.int64(4096), hit_ratio=np.float32(0.5), miss="normal"))
+    assert by_name.access_policy == (0x1000, 4096, 0.5, "persisting", "normal")
+    assert by_name == kernarg.LaunchConfig(1, 1, access_policy=[0x1000, 4096, 0.5,
+                                                                "persisting", "normal"])
+    # The base as the pointer the object would be as an argument: its CUDA Array Interface's,
+    # a DLPack tensor's data + byte_offset (whose capsule is let go at once).
+    assert kernarg.LaunchConfig(1, 1, access_policy=(CAIObject(cai(0xA000)), 64)) \
+        .access_policy[0] == 0xA000
+    producer = DLPackProducer(0xB000, byte_offset=0x40)
+    c = kernarg.LaunchConfig(1, 1, access_policy=(producer, 64))
+    assert c.access_policy[0] == 0xB040 and producer.exported == producer.deleted == 1
+    assert kernarg.LaunchConfig(1, 1, access_policy=(np.uint64(0x2000), 64)).access_policy[0] \
+        == 0x2000
+
+
+@pytest.mark.parametrize("kwargs, exc, fragment", [
+    (dict(cluster_scheduling="round_robin"), ValueError,
+     "cluster_scheduling must be one of 'default', 'spread', 'load_balancing', got "
+     "'round_robin'"),
+    (dict(cluster_scheduling=1), TypeError, "cluster_scheduling must be one of .*got 1"),
+    (dict(mem_sync_domain="local"), ValueError,
+     "mem_sync_domain must be one of 'default', 'remote', got 'local'"),
+    (dict(mem_sync_domain=True), TypeError, "mem_sync_domain must be one of"),
+    (dict(shmem_carveout=101), ValueError,
+     "shmem_carveout must be a percentage .* from 0 to 100, got 101"),
+    (dict(shmem_carveout=-1), ValueError, "shmem_carveout .*got -1"),
+    (dict(shmem_carveout=50.0), TypeError, "shmem_carveout must be an int, got float"),
+    (dict(shmem_carveout=True), TypeError, "shmem_carveout must be an int, got bool"),
+    (dict(preferred_cluster=2), ValueError,
+     r"preferred_cluster \(2, 1, 1\) needs a cluster"),
+    (dict(grid=8, cluster=2, preferred_cluster=3), ValueError,
+     r"preferred_cluster \(3, 1, 1\) must be a multiple of cluster \(2, 1, 1\) .*axis 0 is 3"),
+    (dict(grid=(2, 2, 4), cluster=(1, 1, 2), preferred_cluster=(1, 1, 4)), ValueError,
+     r"equal to it on axis 2 \(axis 2 is 4\)"),
+    (dict(grid=12, cluster=2, preferred_cluster=8), ValueError,
+     r"grid \(12, 1, 1\) is not a multiple of preferred_cluster \(8, 1, 1\) on axis 0"),
+    (dict(grid=8, cluster=2, preferred_cluster=0), ValueError,
+     r"preferred_cluster\[0\] is 0; it must be between 1"),
+    (dict(grid=8, cluster=2, preferred_cluster="4"), TypeError,
+     "preferred_cluster must be an int or a tuple of 1 to 3 ints"),
+    (dict(access_policy=0x1000), TypeError,
+     r"access_policy must be a tuple \(base, num_bytes\[, hit_ratio\[, hit\[, miss\]\]\]\) "
+     "or a dict of those names, got 4096"),
+    (dict(access_policy=(0x1000,)), TypeError, "access_policy must be a tuple"),
+    (dict(access_policy=(1, 2, 0.5, "normal", "normal", 6)), TypeError,
+     "access_policy must be a tuple"),
+    (dict(access_policy=dict(base=1, size=2)), TypeError,
+     r"access_policy has no field 'size' \(its fields: base, num_bytes, hit_ratio, hit, miss\)"),
+    (dict(access_policy=dict(base=1)), TypeError, "access_policy must give num_bytes"),
+    (dict(access_policy=(-1, 16)), ValueError,
+     "access_policy base must be an address between 0 and 2\\*\\*64-1, got -1"),
+    (dict(access_policy=(2**64, 16)), ValueError, "access_policy base must be an address"),
+    (dict(access_policy=(None, 16)), TypeError,
+     r"access_policy base must be an address \(int\) or a pointer argument .*got None"),
+    (dict(access_policy=(1.5, 16)), TypeError, "access_policy base must be an address"),
+    (dict(access_policy=(True, 16)), TypeError, "access_policy base must be an address"),
+    (dict(access_policy=(np.float32(1), 16)), TypeError,
+     r"access_policy base must be an address \(int\) or a pointer argument, got "
+     "numpy.float32, which kernarg packs as 4 bytes"),
+    (dict(access_policy=(np.zeros(4), 16)), TypeError,
+     r"access_policy base \(numpy.ndarray\): the memory is on the CPU"),
+    (dict(access_policy=(object(), 16)), TypeError,
+     r"access_policy base \(object\): unsupported kernel argument"),
+    (dict(access_policy=(16, -1)), ValueError,
+     "access_policy num_bytes must be between 0 and 2\\*\\*64-1, got -1"),
+    (dict(access_policy=(16, 1.0)), TypeError, "access_policy num_bytes must be an int"),
+    (dict(access_policy=(16, 8, 1.5)), ValueError,
+     "access_policy hit_ratio must be from 0 to 1, got 1.5"),
+    (dict(access_policy=(16, 8, float("nan"))), ValueError, "hit_ratio must be from 0 to 1"),
+    (dict(access_policy=(16, 8, "half")), TypeError,
+     "access_policy hit_ratio must be a number from 0 to 1, got 'half'"),
+    (dict(access_policy=(16, 8, True)), TypeError, "hit_ratio must be a number"),
+    (dict(access_policy=(16, 8, object())), TypeError, "hit_ratio must be a number"),
+    (dict(access_policy=(16, 8, 0.5, "sticky")), ValueError,
+     "access_policy hit must be one of 'normal', 'streaming', 'persisting', got 'sticky'"),
+    (dict(access_policy=(16, 8, 0.5, "normal", "persisting")), ValueError,
+     "access_policy miss must be 'normal' or 'streaming', got 'persisting'"),
+    (dict(access_policy=(16, 8, 0.5, "normal", 2)), TypeError,
+     "access_policy miss must be one of"),
+])
+def test_hint_attribute_errors_name_the_keyword_and_what_it_takes(kwargs, exc, fragment):
+    kwargs = dict(kwargs)
+    grid = kwargs.pop("grid", 1)
+    with pytest.raises(exc, match=fragment):
+        kernarg.LaunchConfig(grid, 1, **kwargs)
+    # Kernel.launch and Kernel.prepare check them alike, before any driver call.
+    k = kernarg.Kernel.from_handle(0x1234)
+    with pytest.raises(exc, match=fragment):
+        k.launch(grid, 1, 1, **kwargs)
+    with pytest.raises(exc, match=fragment):
+        k.prepare(grid, 1, **kwargs)
+
+
+def test_hint_attributes_make_configs_that_pickle_compare_and_replace():
+    import copy
+    import pickle
+
+    c = kernarg.LaunchConfig(8, 32, cluster=2, cluster_scheduling="spread", preferred_cluster=4,
+                             mem_sync_domain="remote", shmem_carveout=10,
+                             access_policy=(0x1000, 64, 0.5))
+    for again in [pickle.loads(pickle.dumps(c, protocol))
+                  for protocol in range(pickle.HIGHEST_PROTOCOL + 1)] + [copy.deepcopy(c)]:
+        assert again == c and hash(again) == hash(c) and again.attributes == c.attributes
+        assert again._raw_attributes() == c._raw_attributes()
+    apart = [kernarg.LaunchConfig(8, 32, cluster=2, **field) for field in (
+        dict(), dict(cluster_scheduling="spread"), dict(cluster_scheduling="default"),
+        dict(preferred_cluster=4), dict(preferred_cluster=8), dict(mem_sync_domain="remote"),
+        dict(shmem_carveout=0), dict(shmem_carveout=1), dict(access_policy=(0x1000, 64)),
+        dict(access_policy=(0x1000, 64, 0.5)))]
+    assert len(set(apart)) == len(apart)
+    # A pickle of a config from before these fields (seven of them) still loads.
+    remake, fields = c.__reduce__()
+    assert len(fields) == 12
+    assert remake(*fields[:7]) == kernarg.LaunchConfig(8, 32, cluster=2)
+    more = c.__replace__(preferred_cluster=None, access_policy=dict(base=0x2000, num_bytes=8))
+    assert more.preferred_cluster is None and more.access_policy[:2] == (0x2000, 8)
+    assert more.mem_sync_domain == "remote" and c.preferred_cluster == (4, 1, 1)
+    with pytest.raises(ValueError, match="preferred_cluster .* needs a cluster"):
+        c.__replace__(cluster=None)
+
+
+def test_launch_and_prepare_take_the_hint_attributes():
+    import inspect
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    names = ["cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
+             "access_policy"]
+    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-5:] == names
+    assert list(inspect.signature(k.prepare).parameters)[-5:] == names
+    attributes = dict(cluster=2, cluster_scheduling="spread", preferred_cluster=4,
+                      mem_sync_domain="remote", shmem_carveout=30, access_policy=(0x1000, 64))
+    p = k.prepare(8, 32, **attributes)
+    assert p.config == kernarg.LaunchConfig(8, 32, **attributes)
+    # None asks for nothing: such a launch takes the path of a launch without attributes,
+    # whose errors are its own (the grid checked in C).
+    with pytest.raises(ValueError, match=r"grid\[0\] is 0"):
+        k.launch(0, 1, None, 1, cluster_scheduling=None, access_policy=None)
+    if not HAS_DRIVER:
+        # Everything was accepted and checked; only the driver is missing.
+        with pytest.raises(kernarg.NoDriverError):
+            k.launch(8, 32, None, 1, **attributes)
+        with pytest.raises(kernarg.NoDriverError):
+            p(None, 1)

@@ -1255,6 +1255,51 @@ def test_launch_priority_reaches_the_driver(ctx):
         assert np.frombuffer(out.read(), np.float32).tolist() == [3.0] * 32
 
 
+def test_the_hint_attributes_reach_the_driver_and_the_kernel_runs(ctx):
+    # The launch attributes that are hints (an L2 access policy window, a shared memory
+    # carveout, a memory synchronisation domain, a cluster scheduling policy): the driver takes
+    # each, from Kernel.launch and a prepared launch, and the kernel writes what it is given.
+    # An access policy window's base is a buffer, read as the pointer its argument would be.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    dev = check(driver.cuDeviceGet(0))
+    window = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev))
+    hopper = _compute_capability() >= (9, 0)
+    cases = [dict(shmem_carveout=0), dict(shmem_carveout=100)]
+    out = DeviceArray(4 * 32, typestr="<f4")
+    if window > 0:      # 0: the device has no L2 persistence (before compute capability 8.0)
+        cases += [dict(access_policy=(out, 4 * 32, 0.5)),
+                  dict(access_policy=dict(base=out.ptr, num_bytes=min(window, 4 * 32),
+                                          hit="normal", miss="normal"))]
+    if hopper:          # memory synchronisation domains and clusters: compute capability 9.0
+        cases += [dict(mem_sync_domain="remote"), dict(mem_sync_domain="default"),
+                  dict(cluster=2, cluster_scheduling="spread"),
+                  dict(cluster=2, cluster_scheduling="load_balancing")]
+    for value, attributes in enumerate(cases, start=1):
+        grid = 2 if "cluster" in attributes else 1
+        n = 16 * grid
+        k.launch(grid, 16, out, float(value), n, **attributes)
+        assert np.frombuffer(out.read(), np.float32)[:n].tolist() == [value] * n, attributes
+        k.prepare(grid, 16, **attributes)(out, value + 0.5, n)
+        assert np.frombuffer(out.read(), np.float32)[:n].tolist() == [value + 0.5] * n, \
+            attributes
+
+
+def test_a_preferred_cluster_reaches_the_driver(ctx):
+    # CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION (drivers of CUDA 12.8+): blocks grouped in
+    # clusters of 4 where the device can, of 2 where not; every block runs either way. cuda.h
+    # permits a preferred cluster "physically unable to fit on any particular device", so a
+    # device of compute capability 9.0 should take it too (not yet seen on one).
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    src = r"""extern "C" __global__ void ids(int* out) {
+        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
+    k = kernarg.Kernel.from_source(src, "ids")
+    out = DeviceArray(4 * 8 * 32, typestr="<i4")
+    k.launch(8, 32, out, cluster=2, preferred_cluster=4)
+    assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
+
+
 def test_cooperative_grid_is_checked_against_co_resident_blocks(ctx):
     """A cooperative launch needs all its blocks resident at once: kernarg asks the driver's
     occupancy calculator and refuses a larger grid before launching, naming the limit."""

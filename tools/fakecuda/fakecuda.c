@@ -332,6 +332,8 @@ static int device_attribute(CUdevice_attribute a) {
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return cc >= 90;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: return 134213632;   /* an H100's */
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: return cc >= 90 ? 4 : 1;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 0;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 1;
@@ -1563,6 +1565,8 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
                     c->sharedMemBytes, f->max_dynamic_shared, f->name);
     if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "numAttrs %u, attrs NULL", c->numAttrs);
     int cooperative = 0, pdl = 0;
+    const unsigned int* cluster = NULL;     /* the cluster attribute's dimensions, if given */
+    const unsigned int* preferred = NULL;   /* the preferred cluster's, if given */
     for (unsigned int i = 0; i < c->numAttrs; i++) {
         const CUlaunchAttribute* a = &c->attrs[i];
         switch (a->id) {
@@ -1576,6 +1580,35 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
             }
             if (n > (f->non_portable_cluster ? 16u : 8u))
                 return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cluster of %u blocks", n);
+            cluster = &a->value.clusterDim.x;
+            break;
+        }
+        /* The rules cuda.h states for each (what a real driver does past them, on a device
+         * without the feature, is not modelled). */
+        case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+            preferred = &a->value.preferredClusterDim.x;
+            break;
+        case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+            if ((unsigned)a->value.clusterSchedulingPolicyPreference > CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING)
+                return fail(CUDA_ERROR_INVALID_VALUE, "cluster scheduling policy %d", (int)a->value.clusterSchedulingPolicyPreference);
+            break;
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+            if ((unsigned)a->value.memSyncDomain > CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE)
+                return fail(CUDA_ERROR_INVALID_VALUE, "memory sync domain %d", (int)a->value.memSyncDomain);
+            break;
+        case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+            if (a->value.sharedMemCarveout > 100)
+                return fail(CUDA_ERROR_INVALID_VALUE, "shared memory carveout %u%%", a->value.sharedMemCarveout);
+            break;
+        case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+            const CUaccessPolicyWindow* w = &a->value.accessPolicyWindow;
+            if (!(w->hitRatio >= 0.0f && w->hitRatio <= 1.0f))
+                return fail(CUDA_ERROR_INVALID_VALUE, "access policy hit ratio %g", (double)w->hitRatio);
+            if ((unsigned)w->hitProp > CU_ACCESS_PROPERTY_PERSISTING
+                || (unsigned)w->missProp > CU_ACCESS_PROPERTY_STREAMING)
+                return fail(CUDA_ERROR_INVALID_VALUE, "access policy properties %d, %d", (int)w->hitProp, (int)w->missProp);
+            if (w->num_bytes > (size_t)device_attribute(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE))
+                return fail(CUDA_ERROR_INVALID_VALUE, "access policy window of %zu bytes", w->num_bytes);
             break;
         }
         case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
@@ -1589,6 +1622,13 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
         default:
             return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d not modelled", (int)a->id);
         }
+    }
+    if (preferred) {
+        if (!cluster) return fail(CUDA_ERROR_INVALID_VALUE, "a preferred cluster without a cluster");
+        for (int k = 0; k < 3; k++)
+            if (!preferred[k] || preferred[k] % cluster[k] || (k == 2 && preferred[k] != cluster[k])
+                || g[k] % preferred[k])
+                return fail(CUDA_ERROR_INVALID_VALUE, "preferred cluster dimension %d (%u)", k, preferred[k]);
     }
     if (cooperative && (unsigned long long)g[0] * g[1] * g[2]
                        > 132ull * blocks_per_sm(f, threads, c->sharedMemBytes))
