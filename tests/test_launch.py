@@ -1909,9 +1909,9 @@ def test_hint_attributes_are_laid_out_as_cuda_h_says():
     assert all(len(value) == 64 for _, value in raw)
     values = [value for _, value in raw]
     assert struct.unpack_from("<3I", values[0]) == (2, 2, 1)
-    assert struct.unpack_from("<i", values[1]) == (2,)        # CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING
+    assert struct.unpack_from("<i", values[1]) == (2,)        # LOAD_BALANCING
     assert struct.unpack_from("<3I", values[2]) == (4, 4, 1)
-    assert struct.unpack_from("<i", values[3]) == (1,)        # CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
+    assert struct.unpack_from("<i", values[3]) == (1,)        # MEM_SYNC_DOMAIN_REMOTE
     assert struct.unpack_from("<I", values[4]) == (25,)
     # CUaccessPolicyWindow: void* base_ptr, size_t num_bytes, float hitRatio, then the hit and
     # miss CUaccessProperty (NORMAL 0, STREAMING 1, PERSISTING 2).
