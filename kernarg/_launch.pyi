@@ -107,7 +107,13 @@ class Kernel:
                 access_policy: AccessPolicy | None = None) -> PreparedLaunch: ...
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
     def graph_node(self, graph: Any, grid: Dims, block: Dims, *args: Any, after: Any = (),
-                   shmem: int = 0, stream: Any = None) -> KernelNode: ...
+                   shmem: int = 0, stream: Any = None, cluster: Dims | None = None,
+                   cooperative: bool = False, priority: int | None = None,
+                   cluster_scheduling: ClusterScheduling | None = None,
+                   preferred_cluster: Dims | None = None,
+                   mem_sync_domain: MemSyncDomain | None = None,
+                   shmem_carveout: int | None = None,
+                   access_policy: AccessPolicy | None = None) -> KernelNode: ...
 
 @final
 class KernelNode:

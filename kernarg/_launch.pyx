@@ -2222,7 +2222,10 @@ cdef class Kernel:
                            access_policy=access_policy)
         return PreparedLaunch(self, cfg, stream_handle(stream))
 
-    def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None):
+    def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None,
+                   cluster=None, cooperative=False, priority=None, cluster_scheduling=None,
+                   preferred_cluster=None, mem_sync_domain=None, shmem_carveout=None,
+                   access_policy=None):
         """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
         (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
 
@@ -2231,8 +2234,17 @@ cdef class Kernel:
         or cuda.bindings) or cuda.core graph nodes. ``stream``: the stream the graph will be
         launched on (default: the default stream): as for a launch, it is made to wait for the
         arguments' producer streams, and DLPack producers are given it. The graph keeps the
-        arguments and the kernel alive until it is destroyed, as a captured launch does."""
-        cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem)
+        arguments and the kernel alive until it is destroyed, as a captured launch does.
+
+        The launch attributes (``cluster`` to ``access_policy``, as for LaunchConfig) are set on
+        the node (``cuGraphKernelNodeSetAttribute``); a node the driver refuses one for is
+        removed again. ``pdl`` is not a node's attribute: a graph orders kernels
+        programmatically through its edges."""
+        cdef LaunchConfig cfg = LaunchConfig(
+            grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+            priority=priority, cluster_scheduling=cluster_scheduling,
+            preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
+            shmem_carveout=shmem_carveout, access_policy=access_policy)
         cdef uintptr_t g = _graph_address(graph, "graph")
         cdef list deps = _node_addresses(after)
         cdef uint64_t s = stream_handle(stream)
@@ -2261,6 +2273,17 @@ cdef class Kernel:
                 if err != cydriver.CUDA_SUCCESS:
                     cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
                     _check(err, f"cuGraphAddKernelNode (kernel {self.name!r})")
+                for i in range(cfg._nattrs):
+                    err = cydriver.cuGraphKernelNodeSetAttribute(
+                        node, <cydriver.CUkernelNodeAttrID>cfg._attrs[i].id,
+                        <const cydriver.CUkernelNodeAttrValue*>&cfg._attrs[i].value)
+                    if err != cydriver.CUDA_SUCCESS:
+                        # The node would run without it: remove it, and the graph's reference
+                        # to what it kept.
+                        cydriver.cuGraphDestroyNode(node)
+                        cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
+                        _check(err, f"cuGraphKernelNodeSetAttribute({cfg.attributes[i][0]}) "
+                                    f"(kernel {self.name!r})")
         finally:
             free(dep_c)
         return KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, func, kept, graph)
@@ -2369,12 +2392,16 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     cdef cydriver.CUlaunchAttribute* attrs = NULL
     cdef unsigned int nattrs = 0
     cdef Py_ssize_t i
-    # No attribute asked for: the flags false, every other value None (or not given).
-    cdef bint plain = (attributes[1] == NULL or not <object>attributes[1]) and \
-        (attributes[2] == NULL or not <object>attributes[2])
-    for i in (0, 3, 4, 5, 6, 7, 8):
+    cdef bint plain = True
+    # No attribute asked for: the flags (cooperative, pdl: 1 and 2) false, every other value
+    # None (or not given). Most launches give none of them: one pass over NULLs, in C.
+    for i in range(KERNEL_LAUNCH_NAMES - 4):
         if attributes[i] != NULL and attributes[i] != <PyObject*>None:
+            if i == 1 or i == 2:
+                if not <object>attributes[i]:
+                    continue
             plain = False
+            break
     if plain:
         # No launch attributes: check the dimensions straight into the launch, no objects --
         # or not at all, for the objects this kernel's last such launch checked. Code that

@@ -1621,7 +1621,13 @@ def test_launch_without_a_driver_is_a_cuda_error():
     (lambda k: k.graph_node(0x99, 0, 1), ValueError, r"grid\[0\] is 0"),
     (lambda k: k.graph_node(0x99, 1, 1, shmem=-1), ValueError, "shmem must be an int"),
     (lambda k: k.graph_node(0x99, 1, 1, stream="s"), TypeError, "stream"),
-    (lambda k: k.graph_node(0x99, 1, 1, cluster=2), TypeError, "unexpected keyword"),
+    # The launch attributes, as LaunchConfig checks them; pdl is a launch's only.
+    (lambda k: k.graph_node(0x99, 1, 1, cluster=2), ValueError, "not a multiple of cluster"),
+    (lambda k: k.graph_node(0x99, 1, 1, mem_sync_domain="near"), ValueError,
+     "mem_sync_domain must be one of 'default', 'remote', got 'near'"),
+    (lambda k: k.graph_node(0x99, 1, 1, access_policy=(16, 8, 2.0)), ValueError,
+     "hit_ratio must be from 0 to 1"),
+    (lambda k: k.graph_node(0x99, 1, 1, pdl=True), TypeError, "unexpected keyword .*'pdl'"),
 ])
 def test_graph_node_checks_its_arguments_before_the_driver(call, exc, fragment):
     # Every value is checked, with a message that names it, before anything reaches the

@@ -2053,6 +2053,101 @@ def test_graph_nodes_are_added_and_given_new_arguments(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def _node_attribute(node, name):
+    """cuGraphKernelNodeGetAttribute of the attribute CU_LAUNCH_ATTRIBUTE_<name> (the names
+    cuda.bindings gives CUkernelNodeAttrID's members differ between releases)."""
+    ids = driver.CUkernelNodeAttrID
+    attr = getattr(ids, f"CU_LAUNCH_ATTRIBUTE_{name}", None) or \
+        getattr(ids, f"CU_KERNEL_NODE_ATTRIBUTE_{name}")
+    return check(driver.cuGraphKernelNodeGetAttribute(node.handle, attr))
+
+
+def test_graph_nodes_take_launch_attributes(ctx):
+    # Kernel.graph_node sets the launch attributes on the node (cuGraphKernelNodeSetAttribute):
+    # the driver reports them back, and the graph runs the kernels with them.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    least, greatest = check(driver.cuCtxGetStreamPriorityRange())
+    a, b = (DeviceArray(4 * 64, typestr="<f4") for _ in range(2))
+    first = k.graph_node(graph, 1, 64, a, 1.5, 64, priority=greatest, shmem_carveout=25,
+                         access_policy=(a, 4 * 64, 0.5))
+    assert first.config.priority == greatest and first.config.shmem_carveout == 25
+    assert _node_attribute(first, "PRIORITY").priority == greatest
+    nodes = [first]
+    if _compute_capability() >= (9, 0):
+        second = k.graph_node(graph, 2, 32, b, 2.5, 64, after=[first], cluster=2,
+                              cluster_scheduling="spread", mem_sync_domain="remote")
+        value = _node_attribute(second, "CLUSTER_DIMENSION")
+        assert (value.clusterDim.x, value.clusterDim.y, value.clusterDim.z) == (2, 1, 1)
+        nodes.append(second)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(a) == [1.5] * 64
+    if len(nodes) == 2:
+        assert _floats(b) == [2.5] * 64
+    # A node's attributes stay when it is given new arguments.
+    first.set_args(b, 3.5, 64)
+    assert _node_attribute(first, "PRIORITY").priority == greatest
+    # pdl is a launch's attribute only: a graph's edges order kernels programmatically.
+    with pytest.raises(TypeError, match="pdl"):
+        k.graph_node(graph, 1, 32, a, 1.0, 32, pdl=True)
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
+@pytest.mark.parametrize("refusing", [False, True], ids=["driver", "fakecuda-refusing"])
+def test_a_graph_node_whose_attribute_the_driver_refuses_is_removed(ctx, monkeypatch, refusing):
+    # A driver that refuses an attribute (tools/fakecuda, told to refuse the memory sync
+    # domain, stands in for one without it): graph_node raises the driver's error naming the
+    # attribute, and takes the node out again, so the graph does not run the kernel without it
+    # and lets go of the arguments. A driver that takes it runs the node.
+    import gc
+    import weakref
+
+    if _compute_capability() < (9, 0):
+        pytest.skip("memory synchronisation domains need compute capability 9.0")
+    if refusing:
+        monkeypatch.setenv("FAKECUDA_REFUSE_NODE_ATTRIBUTE",
+                           str(int(driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN)))
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    check(driver.cuMemsetD8(out.ptr, 0, 4 * 32))
+    check(driver.cuCtxSynchronize())
+    alive = weakref.ref(out)
+    try:
+        k.graph_node(graph, 1, 32, out, 4.5, 32, mem_sync_domain="remote")
+        refused = None
+    except kernarg.CudaError as e:
+        refused = e
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    if refused is not None:
+        assert refused.name == "CUDA_ERROR_NOT_SUPPORTED"
+        assert "cuGraphKernelNodeSetAttribute(mem_sync_domain) (kernel 'fill')" in str(refused)
+        assert _floats(out) == [0.0] * 32
+    else:
+        name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
+        assert not (refusing and b"fakecuda" in name), "tools/fakecuda was told to refuse"
+        assert _floats(out) == [4.5] * 32
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+    data = out.read()
+    del out
+    for _ in range(50):         # the graph's user object is let go on the driver's thread
+        gc.collect()
+        if alive() is None:
+            break
+        time.sleep(0.01)
+    assert alive() is None and len(data) == 4 * 32
+
+
 def test_graph_nodes_keep_their_arguments_and_kernel_while_the_graph_needs_them(ctx):
     import gc
     import weakref

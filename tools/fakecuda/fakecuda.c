@@ -125,6 +125,8 @@ typedef struct Node {
     unsigned int grid[3], block[3], shmem;
     int pdl;                /* launched with programmatic stream serialization allowed */
     unsigned char params[4096];
+    unsigned int nattrs;    /* a kernel node's attributes (cuGraphKernelNodeSetAttribute) */
+    CUlaunchAttribute attrs[16];
 } Node;
 #define MAX_NODES 16
 struct Graph {
@@ -1541,34 +1543,17 @@ static void evict_caches(void) {
     for (long i = 0; i < bytes; i += 64) buf[i]++;
     evict_code();
 }
-/* The node a launch of `f` with config `c` (its stream aside) and `params` makes, checked as a
- * launch is: what a launch runs or a capture records, and what a kernel node holds. */
-static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void** extra,
-                          Node* out) {
-    unsigned int g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
-    unsigned int b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-    static const CUdevice_attribute glim[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
-        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
-    static const CUdevice_attribute blim[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
-        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
-    for (int i = 0; i < 3; i++) {
-        if (g[i] == 0 || g[i] > (unsigned)device_attribute(glim[i]))
-            return fail(CUDA_ERROR_INVALID_VALUE, "grid dimension %d is %u", i, g[i]);
-        if (b[i] == 0 || b[i] > (unsigned)device_attribute(blim[i]))
-            return fail(CUDA_ERROR_INVALID_VALUE, "block dimension %d is %u", i, b[i]);
-    }
-    unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
-    if (threads > (unsigned long long)f->max_threads)
-        return fail(CUDA_ERROR_INVALID_VALUE, "%llu threads, kernel %s allows %d", threads, f->name, f->max_threads);
-    if ((int)c->sharedMemBytes > f->max_dynamic_shared)
-        return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %u > %d allowed for %s",
-                    c->sharedMemBytes, f->max_dynamic_shared, f->name);
-    if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "numAttrs %u, attrs NULL", c->numAttrs);
-    int cooperative = 0, pdl = 0;
+/* The launch attributes `attrs` of a launch (or kernel node) of `f` with grid `g`, checked as the
+ * driver checks them; *pdl says whether programmatic stream serialization is allowed. */
+static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
+                            const unsigned int g[3], unsigned long long threads,
+                            unsigned int shmem, Func* f, int* pdl) {
+    int cooperative = 0;
+    *pdl = 0;
     const unsigned int* cluster = NULL;     /* the cluster attribute's dimensions, if given */
     const unsigned int* preferred = NULL;   /* the preferred cluster's, if given */
-    for (unsigned int i = 0; i < c->numAttrs; i++) {
-        const CUlaunchAttribute* a = &c->attrs[i];
+    for (unsigned int i = 0; i < nattrs; i++) {
+        const CUlaunchAttribute* a = &attrs[i];
         switch (a->id) {
         case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
             unsigned int d[3] = {a->value.clusterDim.x, a->value.clusterDim.y, a->value.clusterDim.z};
@@ -1615,7 +1600,7 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
             cooperative = a->value.cooperative != 0;
             break;
         case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-            pdl = a->value.programmaticStreamSerializationAllowed != 0;
+            *pdl = a->value.programmaticStreamSerializationAllowed != 0;
             break;
         case CU_LAUNCH_ATTRIBUTE_PRIORITY:
             break;
@@ -1631,8 +1616,36 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
                 return fail(CUDA_ERROR_INVALID_VALUE, "preferred cluster dimension %d (%u)", k, preferred[k]);
     }
     if (cooperative && (unsigned long long)g[0] * g[1] * g[2]
-                       > 132ull * blocks_per_sm(f, threads, c->sharedMemBytes))
+                       > 132ull * blocks_per_sm(f, threads, shmem))
         return fail(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative grid too large");
+    return CUDA_SUCCESS;
+}
+/* The node a launch of `f` with config `c` (its stream aside) and `params` makes, checked as a
+ * launch is: what a launch runs or a capture records, and what a kernel node holds. */
+static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void** extra,
+                          Node* out) {
+    unsigned int g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+    unsigned int b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+    static const CUdevice_attribute glim[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+    static const CUdevice_attribute blim[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
+    for (int i = 0; i < 3; i++) {
+        if (g[i] == 0 || g[i] > (unsigned)device_attribute(glim[i]))
+            return fail(CUDA_ERROR_INVALID_VALUE, "grid dimension %d is %u", i, g[i]);
+        if (b[i] == 0 || b[i] > (unsigned)device_attribute(blim[i]))
+            return fail(CUDA_ERROR_INVALID_VALUE, "block dimension %d is %u", i, b[i]);
+    }
+    unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
+    if (threads > (unsigned long long)f->max_threads)
+        return fail(CUDA_ERROR_INVALID_VALUE, "%llu threads, kernel %s allows %d", threads, f->name, f->max_threads);
+    if ((int)c->sharedMemBytes > f->max_dynamic_shared)
+        return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %u > %d allowed for %s",
+                    c->sharedMemBytes, f->max_dynamic_shared, f->name);
+    if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "numAttrs %u, attrs NULL", c->numAttrs);
+    int pdl = 0;
+    CUresult e = check_attrs(c->attrs, c->numAttrs, g, threads, c->sharedMemBytes, f, &pdl);
+    if (e) return e;
     if (extra) return fail(CUDA_ERROR_INVALID_VALUE, "extra is not modelled");
     if (f->nparams && !params) return fail(CUDA_ERROR_INVALID_VALUE, "kernelParams NULL for %d parameters", f->nparams);
     Node* node = out;
@@ -1647,6 +1660,7 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
     memcpy(node->block, b, sizeof b);
     node->shmem = c->sharedMemBytes;
     node->pdl = pdl;
+    node->nattrs = 0;
     return CUDA_SUCCESS;
 }
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
@@ -1995,15 +2009,84 @@ static CUresult fk_GraphAddEmptyNode(CUgraphNode* out, CUgraph gh, const CUgraph
     *out = (CUgraphNode)n;
     return CUDA_SUCCESS;
 }
+/* A node's attributes stay when its parameters are set again, and must hold for the new ones. */
+static CUresult keep_attrs(Node* node, const Node* old) {
+    int pdl;
+    unsigned long long threads = (unsigned long long)node->block[0] * node->block[1] * node->block[2];
+    node->nattrs = old->nattrs;
+    memcpy(node->attrs, old->attrs, sizeof old->attrs);
+    return check_attrs(node->attrs, node->nattrs, node->grid, threads, node->shmem, node->func, &pdl);
+}
 static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS* p) {
     Node* n;
-    Node node;
+    static __thread Node node;
     CUresult e = get_node(h, &n, "cuGraphKernelNodeSetParams");
     if (!e) e = node_from_params(p, &node, "cuGraphKernelNodeSetParams");
+    if (!e) e = keep_attrs(&node, n);
     if (e) return e;
     node.magic = M_NODE;
     node.graph = n->graph;
     *n = node;
+    return CUDA_SUCCESS;
+}
+/* A kernel node's launch attributes, checked as a launch's would be (with the node's grid,
+ * block and kernel), but for programmatic stream serialization, which is valid for launches
+ * only: a graph expresses it with programmatic edges. */
+static CUresult fk_GraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
+                                               const CUkernelNodeAttrValue* value) {
+    Node* n;
+    int pdl;
+    CUresult e = get_node(h, &n, "cuGraphKernelNodeSetAttribute");
+    if (e) return e;
+    if (!n->func || !value)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute: not a kernel node");
+    /* FAKECUDA_REFUSE_NODE_ATTRIBUTE=<id>: refuse that attribute, as a driver without it
+     * would (for tests of what a refused attribute leaves behind). */
+    const char* refuse = getenv("FAKECUDA_REFUSE_NODE_ATTRIBUTE");
+    if (refuse && *refuse && atoi(refuse) == (int)id)
+        return fail(CUDA_ERROR_NOT_SUPPORTED, "cuGraphKernelNodeSetAttribute: attribute %d "
+                    "refused (FAKECUDA_REFUSE_NODE_ATTRIBUTE)", (int)id);
+    if (id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute: programmatic stream "
+                    "serialization is valid for launches only");
+    CUlaunchAttribute attrs[16];
+    unsigned int count = n->nattrs, i;
+    memcpy(attrs, n->attrs, sizeof attrs);
+    for (i = 0; i < count && attrs[i].id != id; i++) {}
+    if (i == count) {
+        if (count == 16) return fail(CUDA_ERROR_INVALID_VALUE, "over 16 node attributes not modelled");
+        count++;
+    }
+    memset(&attrs[i], 0, sizeof attrs[i]);
+    attrs[i].id = id;
+    attrs[i].value = *value;
+    unsigned long long threads = (unsigned long long)n->block[0] * n->block[1] * n->block[2];
+    if ((e = check_attrs(attrs, count, n->grid, threads, n->shmem, n->func, &pdl))) return e;
+    memcpy(n->attrs, attrs, sizeof attrs);
+    n->nattrs = count;
+    trace("graph %p: node %d, attribute %d", (void*)n->graph, (int)(n - n->graph->nodes), (int)id);
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
+                                               CUkernelNodeAttrValue* out) {
+    Node* n;
+    CUresult e = get_node(h, &n, "cuGraphKernelNodeGetAttribute");
+    if (e) return e;
+    if (!n->func || !out)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeGetAttribute: not a kernel node");
+    memset(out, 0, sizeof *out);        /* an attribute never set: its zero value */
+    for (unsigned int i = 0; i < n->nattrs; i++)
+        if (n->attrs[i].id == id) *out = n->attrs[i].value;
+    return CUDA_SUCCESS;
+}
+/* A destroyed node runs nothing and its handle is no node any more. */
+static CUresult fk_GraphDestroyNode(CUgraphNode h) {
+    Node* n;
+    CUresult e = get_node(h, &n, "cuGraphDestroyNode");
+    if (e) return e;
+    n->func = NULL;
+    n->nattrs = 0;
+    n->magic = 0;
     return CUDA_SUCCESS;
 }
 static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
@@ -2018,6 +2101,7 @@ static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
         return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: the node is not "
                     "of the graph this exec was instantiated from");
     if ((e = node_from_params(p, &node, "cuGraphExecKernelNodeSetParams"))) return e;
+    if ((e = keep_attrs(&node, &x->snapshot.nodes[n - n->graph->nodes]))) return e;
     if (((Module*)node.func->module)->ctx != ((Module*)n->func->module)->ctx)
         return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: a kernel of "
                     "another context than the node's");
@@ -2213,6 +2297,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
     F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
+    F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode),
     F(GraphExecKernelNodeSetParams), F(GraphExecNodeSetParams),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
