@@ -259,6 +259,8 @@ cdef class LaunchConfig:
         self.pdl = bool(pdl)
         memset(self._attrs, 0, sizeof(self._attrs))
         self._nattrs = 0
+        cdef cydriver.CUlaunchAttributeValue* v
+        self.cluster = None
         if cluster is not None:
             # Each axis may take all 16 blocks of a non-portable cluster; the block count
             # is checked below, and over 8 needs the kernel's opt-in at launch.
@@ -272,23 +274,14 @@ cdef class LaunchConfig:
                 raise ValueError(f"cluster {self.cluster} has {size} blocks; the limit is 16 "
                                  "(8 is portable)")
             self._d.cluster_blocks = size
-            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            self._attrs[self._nattrs].value.clusterDim.x = self.cluster[0]
-            self._attrs[self._nattrs].value.clusterDim.y = self.cluster[1]
-            self._attrs[self._nattrs].value.clusterDim.z = self.cluster[2]
-            self._nattrs += 1
-        else:
-            self.cluster = None
+            v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            v.clusterDim.x, v.clusterDim.y, v.clusterDim.z = self.cluster
         if self.cooperative:
             self._d.cooperative = True
-            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
-            self._attrs[self._nattrs].value.cooperative = 1
-            self._nattrs += 1
+            self._add(cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE).cooperative = 1
         if self.pdl:
-            self._attrs[self._nattrs].id = \
-                cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            self._attrs[self._nattrs].value.programmaticStreamSerializationAllowed = 1
-            self._nattrs += 1
+            self._add(cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) \
+                .programmaticStreamSerializationAllowed = 1
         if priority is not None:
             # Any int the attribute's C int holds, a numpy int too, as for the other values;
             # the driver judges it against the context's range (cuCtxGetStreamPriorityRange).
@@ -296,38 +289,28 @@ cdef class LaunchConfig:
             if not -2**31 <= priority < 2**31:
                 raise ValueError(f"priority must be an int between -2**31 and 2**31-1 (a C "
                                  f"int), got {shown_value(priority)}")
-            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY
-            self._attrs[self._nattrs].value.priority = priority
-            self._nattrs += 1
+            self._add(cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY).priority = priority
         self.priority = priority
         self.cluster_scheduling = None
         if cluster_scheduling is not None:
             self.cluster_scheduling = _choice(cluster_scheduling, "cluster_scheduling",
                                               _CLUSTER_SCHEDULING)
-            self._attrs[self._nattrs].id = \
-                cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
-            self._attrs[self._nattrs].value.clusterSchedulingPolicyPreference = \
-                <cydriver.CUclusterSchedulingPolicy><int>_CLUSTER_SCHEDULING[
-                    self.cluster_scheduling]
-            self._nattrs += 1
+            self._add(cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) \
+                .clusterSchedulingPolicyPreference = \
+                _CLUSTER_SCHEDULING[self.cluster_scheduling]
         self.preferred_cluster = None
         if preferred_cluster is not None:
             self.preferred_cluster = _preferred_cluster(preferred_cluster, self.grid,
                                                         self.cluster)
-            self._attrs[self._nattrs].id = \
-                cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION
-            self._attrs[self._nattrs].value.preferredClusterDim.x = self.preferred_cluster[0]
-            self._attrs[self._nattrs].value.preferredClusterDim.y = self.preferred_cluster[1]
-            self._attrs[self._nattrs].value.preferredClusterDim.z = self.preferred_cluster[2]
-            self._nattrs += 1
+            v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION)
+            v.preferredClusterDim.x, v.preferredClusterDim.y, v.preferredClusterDim.z = \
+                self.preferred_cluster
         self.mem_sync_domain = None
         if mem_sync_domain is not None:
             self.mem_sync_domain = _choice(mem_sync_domain, "mem_sync_domain",
                                            _MEM_SYNC_DOMAINS)
-            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN
-            self._attrs[self._nattrs].value.memSyncDomain = \
-                <cydriver.CUlaunchMemSyncDomain><int>_MEM_SYNC_DOMAINS[self.mem_sync_domain]
-            self._nattrs += 1
+            self._add(cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN).memSyncDomain = \
+                _MEM_SYNC_DOMAINS[self.mem_sync_domain]
         self.shmem_carveout = None
         if shmem_carveout is not None:
             self.shmem_carveout = _index(shmem_carveout, "shmem_carveout")
@@ -335,51 +318,31 @@ cdef class LaunchConfig:
                 raise ValueError("shmem_carveout must be a percentage of the shared memory "
                                  "and L1 they share, from 0 to 100, got "
                                  f"{shown_value(self.shmem_carveout)}")
-            self._attrs[self._nattrs].id = \
-                cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-            self._attrs[self._nattrs].value.sharedMemCarveout = \
-                <unsigned int>self.shmem_carveout
-            self._nattrs += 1
+            self._add(cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) \
+                .sharedMemCarveout = self.shmem_carveout
         self.access_policy = None
         if access_policy is not None:
             self.access_policy = _access_policy(access_policy)
             base, num_bytes, hit_ratio, hit, miss = self.access_policy
-            self._attrs[self._nattrs].id = cydriver.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
-            self._attrs[self._nattrs].value.accessPolicyWindow.base_ptr = \
-                <void*><uintptr_t><uint64_t>base
-            self._attrs[self._nattrs].value.accessPolicyWindow.num_bytes = <size_t>num_bytes
-            self._attrs[self._nattrs].value.accessPolicyWindow.hitRatio = <float>hit_ratio
-            self._attrs[self._nattrs].value.accessPolicyWindow.hitProp = \
-                <cydriver.CUaccessProperty><int>_ACCESS_PROPERTIES[hit]
-            self._attrs[self._nattrs].value.accessPolicyWindow.missProp = \
-                <cydriver.CUaccessProperty><int>_ACCESS_PROPERTIES[miss]
-            self._nattrs += 1
+            v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW)
+            v.accessPolicyWindow.base_ptr = <void*><uintptr_t><uint64_t>base
+            v.accessPolicyWindow.num_bytes = num_bytes
+            v.accessPolicyWindow.hitRatio = hit_ratio
+            v.accessPolicyWindow.hitProp = _ACCESS_PROPERTIES[hit]
+            v.accessPolicyWindow.missProp = _ACCESS_PROPERTIES[miss]
+
+    cdef cydriver.CUlaunchAttributeValue* _add(self, cydriver.CUlaunchAttributeID attr_id):
+        """The value of one more attribute, ``attr_id``, for the caller to fill (zeroed)."""
+        self._attrs[self._nattrs].id = attr_id
+        self._nattrs += 1
+        return &self._attrs[self._nattrs - 1].value
 
     @property
     def attributes(self):
         """The launch attributes as (name, value) pairs, in the order passed to the driver."""
-        out = []
-        for i in range(self._nattrs):
-            attr_id = self._attrs[i].id
-            if attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-                out.append(("cluster_dimension", self.cluster))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-                out.append(("cooperative", 1))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-                out.append(("programmatic_stream_serialization", 1))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY:
-                out.append(("priority", self.priority))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-                out.append(("cluster_scheduling_policy_preference", self.cluster_scheduling))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-                out.append(("preferred_cluster_dimension", self.preferred_cluster))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-                out.append(("mem_sync_domain", self.mem_sync_domain))
-            elif attr_id == cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-                out.append(("preferred_shared_memory_carveout", self.shmem_carveout))
-            else:
-                out.append(("access_policy_window", self.access_policy))
-        return tuple(out)
+        return tuple([(name, getattr(self, field) if field else 1)
+                      for name, field in [_ATTRIBUTE_NAMES[<int>self._attrs[i].id]
+                                          for i in range(self._nattrs)]])
 
     def _raw_attributes(self):
         """``((id, value bytes), ...)``: the CUlaunchAttribute array given to the driver, each
@@ -439,6 +402,23 @@ def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority,
                         shmem_carveout=shmem_carveout, access_policy=access_policy)
 
 
+# Each launch attribute LaunchConfig passes: its name in ``attributes``, and the field that
+# holds its value (None: the attribute is a flag, passed as 1).
+_ATTRIBUTE_NAMES = {
+    cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: ("cluster_dimension", "cluster"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE: ("cooperative", None),
+    cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        ("programmatic_stream_serialization", None),
+    cydriver.CU_LAUNCH_ATTRIBUTE_PRIORITY: ("priority", "priority"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        ("cluster_scheduling_policy_preference", "cluster_scheduling"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+        ("preferred_cluster_dimension", "preferred_cluster"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: ("mem_sync_domain", "mem_sync_domain"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        ("preferred_shared_memory_carveout", "shmem_carveout"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: ("access_policy_window", "access_policy"),
+}
 # The launch attributes whose values are names: each name, and the driver's enumerator for it.
 _CLUSTER_SCHEDULING = {"default": cydriver.CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
                        "spread": cydriver.CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
