@@ -31,6 +31,7 @@ try:
         LaunchConfig,
         PreparedLaunch,
         launch,
+        set_producer_sync,
     )
 except ImportError as _exc:
     _launch_error = (f"kernarg._launch failed to import ({_exc}); check that cuda-bindings "
@@ -51,6 +52,9 @@ except ImportError as _exc:
 
     def launch(stream, config, kernel, *args):
         raise ImportError(f"kernarg.launch is unavailable: {_launch_error}")
+
+    def set_producer_sync(enabled):
+        raise ImportError(f"kernarg.set_producer_sync is unavailable: {_launch_error}")
 
 
 __all__ = [
@@ -76,5 +80,6 @@ __all__ = [
     "register",
     "registered_types",
     "resolve_stream",
+    "set_producer_sync",
     "use_stream",
 ]

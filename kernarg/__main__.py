@@ -16,6 +16,14 @@ def _info() -> int:
     env = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "<unset>")
     print(f"default stream: {policy}; CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM={env}")
     try:
+        from kernarg import _launch
+
+        sync = "on" if _launch._producer_sync_default() else "off"
+        print(f"waits for producer streams: {sync}; {_launch._ENV_PRODUCER_SYNC}="
+              f"{os.environ.get(_launch._ENV_PRODUCER_SYNC, '<unset>')}")
+    except ImportError:
+        pass
+    try:
         from cuda.bindings import driver
     except ImportError:
         print("cuda.bindings is not installed: no driver information")

@@ -3,7 +3,8 @@ from typing import Any, Literal, final
 
 from kernarg._signature import Signature
 
-__all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
+__all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch",
+           "set_producer_sync"]
 
 Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 ClusterScheduling = Literal["default", "spread", "load_balancing"]
@@ -128,3 +129,4 @@ class KernelNode:
 
 def launch(stream: Any, config: Any, kernel: Any, *args: Any) -> None: ...
 def device_arch(device: int = 0) -> str: ...
+def set_producer_sync(enabled: bool) -> bool: ...

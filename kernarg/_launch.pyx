@@ -65,7 +65,8 @@ from kernarg._errors import CudaError, NoDriverError
 from kernarg._nvrtc import normalize_options
 from kernarg._signature import _inline_namespaces, check_kernel_name
 
-__all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch"]
+__all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunch", "launch",
+           "set_producer_sync"]
 
 cdef enum:
     MAX_ATTRS = 9
@@ -975,10 +976,63 @@ cdef int _check_captured_producer(uint64_t producer, uint64_t stream, Capture* c
         "forked from it)")
 
 
+# Whether launches wait for the producer streams their arguments recorded. The CUDA Array
+# Interface (v3) lets a consumer offer its users a way out of the synchronisation it asks for,
+# as numba (NUMBA_CUDA_ARRAY_INTERFACE_SYNC) and CuPy (CUPY_CUDA_ARRAY_INTERFACE_SYNC) do.
+_ENV_PRODUCER_SYNC = "KERNARG_CUDA_ARRAY_INTERFACE_SYNC"
+
+
+def _producer_sync_default():
+    # "0" (any integer 0) turns the waits off; anything else, unset or not a number, keeps
+    # them: a word kernarg cannot read must not remove a synchronisation.
+    value = os.environ.get(_ENV_PRODUCER_SYNC, "1").strip() or "1"
+    try:
+        return int(value) != 0
+    except ValueError:
+        return True
+
+
+cdef bint _producer_sync = _producer_sync_default()
+
+
+def set_producer_sync(enabled):
+    """Turn the launches' waits for their arguments' producer streams on or off, for the whole
+    process; returns the previous setting.
+
+    A CUDA Array Interface (v3) ``stream``, and the current stream kernarg's adapters read
+    for CuPy and torch (or a DLPack C exchange API producer reports), are streams with work
+    the array may still be waiting for: by
+    default a launch on another stream makes its stream wait for them (an event recorded on
+    each, waited on; ``ParamBlock.producer_streams``). Off, launches skip that, as numba's
+    ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0`` and CuPy's ``CUPY_CUDA_ARRAY_INTERFACE_SYNC=0`` do
+    for their consumers; the arguments' producers must then be done, or ordered by the caller.
+    Blocks still record the streams. DLPack's ``__dlpack__(stream=...)`` is unaffected: there
+    the producer makes the consumer's stream wait. The setting starts from the environment
+    variable ``KERNARG_CUDA_ARRAY_INTERFACE_SYNC`` (``0``: off), read when kernarg is imported.
+
+    Parameters
+    ----------
+    enabled : bool
+        True to wait (the default), False not to.
+
+    Returns
+    -------
+    bool
+        The setting before this call.
+    """
+    global _producer_sync
+    if not _is_bool(enabled):
+        raise TypeError(f"set_producer_sync: enabled must be a bool, got "
+                        f"{type(enabled).__name__}")
+    previous = bool(_producer_sync)
+    _producer_sync = bool(enabled)
+    return previous
+
+
 cdef inline int _wait_for_producers(const BlockState* st, uint64_t stream,
                                     Capture* capture) except -1:
     # Inline, so that a launch with no producer stream (most) makes no call.
-    if st.nstreams == 0:
+    if st.nstreams == 0 or not _producer_sync:
         return 0
     return _wait_on_producers(st, stream, capture)
 

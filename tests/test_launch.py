@@ -2084,3 +2084,34 @@ def test_launch_and_prepare_take_the_hint_attributes():
             k.launch(8, 32, None, 1, **attributes)
         with pytest.raises(kernarg.NoDriverError):
             p(None, 1)
+
+
+def test_producer_sync_is_switched_by_a_bool_and_starts_from_the_environment():
+    assert kernarg.set_producer_sync(False) is True          # on unless the environment says
+    try:
+        assert kernarg.set_producer_sync(np.False_) is False
+        assert kernarg.set_producer_sync(True) is False
+    finally:
+        kernarg.set_producer_sync(True)
+    for bad in (0, 1, "no", None):
+        with pytest.raises(TypeError, match="set_producer_sync: enabled must be a bool, got "
+                                            f"{type(bad).__name__}"):
+            kernarg.set_producer_sync(bad)
+    assert kernarg.set_producer_sync(True) is True              # the refusals changed nothing
+    # KERNARG_CUDA_ARRAY_INTERFACE_SYNC, read at import: any integer 0 turns the waits off;
+    # unset, empty, another integer or a word kernarg cannot read keeps them.
+    code = "import kernarg; print(kernarg.set_producer_sync(True))"
+    for value, on in (("0", False), (" 00 ", False), ("1", True), ("2", True), ("", True),
+                      ("off", True), (None, True)):
+        env = dict(os.environ)
+        env.pop("KERNARG_CUDA_ARRAY_INTERFACE_SYNC", None)
+        if value is not None:
+            env["KERNARG_CUDA_ARRAY_INTERFACE_SYNC"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        assert out == str(on), (value, out)
+    # `python -m kernarg info` says which.
+    env = dict(os.environ, KERNARG_CUDA_ARRAY_INTERFACE_SYNC="0")
+    out = subprocess.run([sys.executable, "-m", "kernarg", "info"], env=env,
+                         capture_output=True, text=True).stdout
+    assert "waits for producer streams: off; KERNARG_CUDA_ARRAY_INTERFACE_SYNC=0" in out

@@ -2842,6 +2842,39 @@ def test_launch_waits_for_torch_current_stream(ctx):
     assert struct.unpack("<i", dst.read())[0] == 1234
 
 
+def test_producer_sync_off_makes_no_wait_on_producer_streams(ctx):
+    # kernarg.set_producer_sync(False): a launch waits for no producer stream. Seen where a
+    # wait would be refused: inside a capture, a producer stream outside the graph (with the
+    # waits on, the test below's ValueError) is then not touched, and the launch is captured.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    capturing = int(check(driver.cuStreamCreate(1)))
+    other = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, stream=other, typestr="<f4")
+    check(driver.cuStreamSynchronize(other))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    check(driver.cuStreamBeginCapture(capturing, mode))
+    previous = kernarg.set_producer_sync(False)
+    try:
+        k.launch(1, 32, out, 3.0, 32, stream=capturing)
+        k.prepare(1, 32, stream=capturing)(out, 4.0, 32)
+    finally:
+        kernarg.set_producer_sync(previous)
+        graph = check(driver.cuStreamEndCapture(capturing))
+    assert previous is True
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, capturing))
+    check(driver.cuStreamSynchronize(capturing))
+    assert (np.frombuffer(out.read(), np.float32) == 4.0).all()
+    # On again: the same launch is refused, as it always was.
+    check(driver.cuStreamBeginCapture(capturing, mode))
+    with pytest.raises(ValueError, match="not part of the graph being captured"):
+        k.launch(1, 32, out, 1.0, 32, stream=capturing)
+    check(driver.cuStreamEndCapture(capturing))
+    for x in (exe,):
+        check(driver.cuGraphExecDestroy(x))
+    check(driver.cuGraphDestroy(graph))
+
+
 def test_capture_refuses_a_producer_stream_outside_the_graph(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     capturing = int(check(driver.cuStreamCreate(1)))
