@@ -47,7 +47,7 @@ from kernarg._handler cimport (
     state_release,
     untyped_block_items,
 )
-from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _type_name
+from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _reraise, _type_name
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport stream_handle
 
@@ -527,14 +527,14 @@ cdef object _window_base(object base):
                         f"(a device buffer, an array), got {shown_value(base, True)}")
     try:
         blk = _pack_one(base)
-    except (TypeError, ValueError, OverflowError, BufferError) as exc:
+    except Exception as exc:
         # The packer names "argument 0 (type)": here, the base is the argument.
         text = exc_text(exc)
         if text.startswith("argument 0 "):
             text = text[len("argument 0 "):]
-        kind = next(k for k in (TypeError, OverflowError, ValueError, BufferError)
-                    if isinstance(exc, k))
-        raise kind(f"access_policy base {text}") from exc
+        else:
+            text = f"({_type_name(type(base))}): {text}"
+        _reraise(exc, f"access_policy base {text}")
     try:
         if blk.sizes != (8,):
             raise TypeError("access_policy base must be an address (int) or a pointer "

@@ -1954,6 +1954,11 @@ def test_an_access_policy_window_takes_a_dict_and_any_pointer_argument():
     assert c.access_policy[0] == 0xB040 and producer.exported == producer.deleted == 1
     assert kernarg.LaunchConfig(1, 1, access_policy=(np.uint64(0x2000), 64)).access_policy[0] \
         == 0x2000
+    # A producer whose interface raises: its error, of its class, naming the base.
+    broken = CAIObject(RuntimeError("the device was lost"))
+    with pytest.raises(RuntimeError, match=r"access_policy base \(producers.CAIObject\): "
+                                           "reading __cuda_array_interface__ raised"):
+        kernarg.LaunchConfig(1, 1, access_policy=(broken, 64))
 
 
 @pytest.mark.parametrize("kwargs, exc, fragment", [
