@@ -25,6 +25,8 @@ class LaunchConfig:
     mem_sync_domain: MemSyncDomain | None
     shmem_carveout: int | None
     access_policy: tuple[int, int, float, str, str] | None
+    launch_completion_event: int | None
+    programmatic_event: tuple[int, bool] | None
     def __init__(self, grid: Dims, block: Dims, *, shmem: int = 0, cluster: Dims | None = None,
                  cooperative: bool = False, pdl: bool = False,
                  priority: int | None = None,
@@ -32,7 +34,9 @@ class LaunchConfig:
                  preferred_cluster: Dims | None = None,
                  mem_sync_domain: MemSyncDomain | None = None,
                  shmem_carveout: int | None = None,
-                 access_policy: AccessPolicy | None = None) -> None: ...
+                 access_policy: AccessPolicy | None = None,
+                 launch_completion_event: Any = None,
+                 programmatic_event: Any = None) -> None: ...
     @property
     def attributes(self) -> tuple[tuple[str, Any], ...]: ...
     def __eq__(self, other: object) -> bool: ...
@@ -97,7 +101,9 @@ class Kernel:
                preferred_cluster: Dims | None = None,
                mem_sync_domain: MemSyncDomain | None = None,
                shmem_carveout: int | None = None,
-               access_policy: AccessPolicy | None = None) -> None: ...
+               access_policy: AccessPolicy | None = None,
+               launch_completion_event: Any = None,
+               programmatic_event: Any = None) -> None: ...
     def prepare(self, grid: Dims, block: Dims, *, stream: Any = None, shmem: int = 0,
                 cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
                 priority: int | None = None,
@@ -105,7 +111,9 @@ class Kernel:
                 preferred_cluster: Dims | None = None,
                 mem_sync_domain: MemSyncDomain | None = None,
                 shmem_carveout: int | None = None,
-                access_policy: AccessPolicy | None = None) -> PreparedLaunch: ...
+                access_policy: AccessPolicy | None = None,
+                launch_completion_event: Any = None,
+                programmatic_event: Any = None) -> PreparedLaunch: ...
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
     def graph_node(self, graph: Any, grid: Dims, block: Dims, *args: Any, after: Any = (),
                    shmem: int = 0, stream: Any = None, cluster: Dims | None = None,

@@ -69,7 +69,7 @@ __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunc
            "set_producer_sync"]
 
 cdef enum:
-    MAX_ATTRS = 9
+    MAX_ATTRS = 11
     MAX_BLOCK_THREADS = 1024
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -231,6 +231,19 @@ cdef class LaunchConfig:
         ``"normal"``, ``"streaming"`` or ``"persisting"``, ``miss`` ``"normal"`` or
         ``"streaming"``; ``num_bytes`` is limited by the device's
         ``MAX_ACCESS_POLICY_WINDOW_SIZE`` (checked by the driver at launch).
+    launch_completion_event : event, optional
+        An event recorded once every block of the kernel has begun
+        (``CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT``; best effort, see cuda.h): a
+        ``CUevent`` as an int or a cuda.bindings handle, or a cuda.core ``Event``. It must be
+        made without timing (``CU_EVENT_DISABLE_TIMING``). The config holds the object given.
+    programmatic_event : event or tuple, optional
+        An event recorded once every block has triggered it
+        (``cudaTriggerProgrammaticLaunchCompletion()``, PTX ``griddepcontrol.launch_dependents``),
+        or, with ``(event, True)``, as each block starts
+        (``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT``; compute capability 9.0+): kernels that
+        wait for it may start before this one ends and synchronise with
+        ``cudaGridDependencySynchronize()``. An event as for ``launch_completion_event``.
+        A config with an event cannot be pickled (a handle is valid in its process only).
     """
 
     cdef readonly tuple grid
@@ -245,13 +258,17 @@ cdef class LaunchConfig:
     cdef readonly object mem_sync_domain
     cdef readonly object shmem_carveout
     cdef readonly object access_policy
+    cdef readonly object launch_completion_event
+    cdef readonly object programmatic_event
+    cdef tuple _events                  # the event objects given: the config keeps them alive
     cdef cydriver.CUlaunchAttribute _attrs[MAX_ATTRS]
     cdef unsigned int _nattrs
     cdef Dims _d
 
     def __init__(self, grid, block, *, shmem=0, cluster=None, cooperative=False, pdl=False,
                  priority=None, cluster_scheduling=None, preferred_cluster=None,
-                 mem_sync_domain=None, shmem_carveout=None, access_policy=None):
+                 mem_sync_domain=None, shmem_carveout=None, access_policy=None,
+                 launch_completion_event=None, programmatic_event=None):
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
@@ -331,6 +348,28 @@ cdef class LaunchConfig:
             v.accessPolicyWindow.hitRatio = hit_ratio
             v.accessPolicyWindow.hitProp = _ACCESS_PROPERTIES[hit]
             v.accessPolicyWindow.missProp = _ACCESS_PROPERTIES[miss]
+        self._events = (launch_completion_event, programmatic_event)
+        self.launch_completion_event = None
+        if launch_completion_event is not None:
+            self.launch_completion_event = _event_handle(launch_completion_event,
+                                                         "launch_completion_event")
+            v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+            v.launchCompletionEvent.event = \
+                <cydriver.CUevent><uintptr_t>self.launch_completion_event
+        self.programmatic_event = None
+        if programmatic_event is not None:
+            event, at_start = programmatic_event, False
+            if isinstance(programmatic_event, tuple):
+                if len(programmatic_event) != 2 or not _is_bool(programmatic_event[1]):
+                    raise TypeError("programmatic_event must be an event or a tuple (event, "
+                                    "trigger_at_block_start: bool), got "
+                                    f"{shown_value(programmatic_event, True)}")
+                event, at_start = programmatic_event
+            self.programmatic_event = (_event_handle(event, "programmatic_event"),
+                                       bool(at_start))
+            v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT)
+            v.programmaticEvent.event = <cydriver.CUevent><uintptr_t>self.programmatic_event[0]
+            v.programmaticEvent.triggerAtBlockStart = self.programmatic_event[1]
 
     cdef cydriver.CUlaunchAttributeValue* _add(self, cydriver.CUlaunchAttributeID attr_id):
         """The value of one more attribute, ``attr_id``, for the caller to fill (zeroed)."""
@@ -362,7 +401,13 @@ cdef class LaunchConfig:
     cdef tuple _fields(self):
         return (self.grid, self.block, self.shmem, self.cluster, self.cooperative, self.pdl,
                 self.priority, self.cluster_scheduling, self.preferred_cluster,
-                self.mem_sync_domain, self.shmem_carveout, self.access_policy)
+                self.mem_sync_domain, self.shmem_carveout, self.access_policy,
+                self.launch_completion_event, self.programmatic_event)
+
+    cdef tuple _given(self):
+        """_fields with the event objects given in place of their handles, to build an equal
+        config that keeps them alive too."""
+        return self._fields()[:-2] + self._events
 
     def __eq__(self, other):
         if not isinstance(other, LaunchConfig):
@@ -373,12 +418,24 @@ cdef class LaunchConfig:
         return hash(self._fields())
 
     def __reduce__(self):
+        if self.launch_completion_event is not None or self.programmatic_event is not None:
+            raise TypeError("a kernarg.LaunchConfig with an event (launch_completion_event, "
+                            "programmatic_event) cannot be pickled: an event handle is valid "
+                            "in its process only")
         return (_launch_config, self._fields())
+
+    # A value that cannot change: a copy is the config itself (one with events cannot be
+    # pickled, which copy would otherwise do).
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     def __replace__(self, **changes):
         """``copy.replace(config, shmem=4096)`` (Python 3.13+): this configuration with the
         fields named changed, checked again as a new one is."""
-        fields = dict(zip(_CONFIG_FIELDS, self._fields()))
+        fields = dict(zip(_CONFIG_FIELDS, self._given()))
         for name in changes:
             if name not in fields:
                 raise TypeError(f"LaunchConfig has no field {name!r} (its fields: "
@@ -389,18 +446,22 @@ cdef class LaunchConfig:
 
 _CONFIG_FIELDS = ("grid", "block", "shmem", "cluster", "cooperative", "pdl", "priority",
                   "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
-                  "shmem_carveout", "access_policy")
+                  "shmem_carveout", "access_policy", "launch_completion_event",
+                  "programmatic_event")
 
 
 def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority,
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
-                   shmem_carveout=None, access_policy=None):
+                   shmem_carveout=None, access_policy=None, launch_completion_event=None,
+                   programmatic_event=None):
     """A pickled LaunchConfig, made again from its fields (pickles of kernarg before the
     fields after ``priority`` have seven)."""
     return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                         pdl=pdl, priority=priority, cluster_scheduling=cluster_scheduling,
                         preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
-                        shmem_carveout=shmem_carveout, access_policy=access_policy)
+                        shmem_carveout=shmem_carveout, access_policy=access_policy,
+                        launch_completion_event=launch_completion_event,
+                        programmatic_event=programmatic_event)
 
 
 # Each launch attribute LaunchConfig passes: its name in ``attributes``, and the field that
@@ -419,6 +480,9 @@ _ATTRIBUTE_NAMES = {
     cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
         ("preferred_shared_memory_carveout", "shmem_carveout"),
     cydriver.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: ("access_policy_window", "access_policy"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        ("launch_completion_event", "launch_completion_event"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: ("programmatic_event", "programmatic_event"),
 }
 # The launch attributes whose values are names: each name, and the driver's enumerator for it.
 _CLUSTER_SCHEDULING = {"default": cydriver.CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
@@ -504,6 +568,17 @@ cdef tuple _access_policy(object value):
                          "'persisting' (the driver refuses it for the lines that miss)")
     miss = _choice(miss, "access_policy miss", _ACCESS_PROPERTIES)
     return (base, num_bytes, hit_ratio, hit, miss)
+
+
+cdef object _event_handle(object event, str what):
+    """The CUevent ``event`` is, as an int: an int handle, a cuda.bindings ``CUevent``, or a
+    cuda.core ``Event``, which must not time (the driver records these attributes' events only
+    where timing is disabled)."""
+    if type(event).__module__.startswith("cuda.core") and \
+            getattr(event, "is_timing_enabled", False) is True:
+        raise ValueError(f"{what} must be an event without timing (CU_EVENT_DISABLE_TIMING), "
+                         "got a cuda.core Event with timing enabled")
+    return int(_handle_address(event, what, "Event"))
 
 
 cdef ParamBlock _pack_one(object value):
@@ -2246,14 +2321,17 @@ cdef class Kernel:
 
     def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
                 pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None,
-                mem_sync_domain=None, shmem_carveout=None, access_policy=None):
+                mem_sync_domain=None, shmem_carveout=None, access_policy=None,
+                launch_completion_event=None, programmatic_event=None):
         """A launcher with the configuration checked and the stream resolved once; calling it
         only packs and launches. The keywords after ``stream`` are LaunchConfig's."""
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                            pdl=pdl, priority=priority, cluster_scheduling=cluster_scheduling,
                            preferred_cluster=preferred_cluster,
                            mem_sync_domain=mem_sync_domain, shmem_carveout=shmem_carveout,
-                           access_policy=access_policy)
+                           access_policy=access_policy,
+                           launch_completion_event=launch_completion_event,
+                           programmatic_event=programmatic_event)
         return PreparedLaunch(self, cfg, stream_handle(stream))
 
     def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None,
@@ -2387,9 +2465,9 @@ def _unpickle_kernel(tuple recipe, str name, int device):
 cdef tuple _KERNEL_LAUNCH_NAMES = (
     "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority",
     "cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
-    "access_policy")
+    "access_policy", "launch_completion_event", "programmatic_event")
 cdef enum:
-    KERNEL_LAUNCH_NAMES = 13
+    KERNEL_LAUNCH_NAMES = 15
 cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
 
 
@@ -2419,7 +2497,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     """Pack the ``n`` arguments at ``items`` and launch on ``stream`` (anything
     kernarg.resolve_stream accepts), after making it wait on every producer stream the
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
-    to access_policy in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
+    to programmatic_event in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
     cdef Dims d
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
@@ -2459,7 +2537,9 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                            preferred_cluster=or_default(attributes[5], None),
                            mem_sync_domain=or_default(attributes[6], None),
                            shmem_carveout=or_default(attributes[7], None),
-                           access_policy=or_default(attributes[8], None))
+                           access_policy=or_default(attributes[8], None),
+                           launch_completion_event=or_default(attributes[9], None),
+                           programmatic_event=or_default(attributes[10], None))
         dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
     cdef uint64_t handle
     if stream is not None and stream is k._last_stream:        # an int: it cannot change
@@ -2486,7 +2566,8 @@ cdef inline bint _immutable_dims(object value) noexcept:
 cdef const char* _KERNEL_LAUNCH_DOC = b"""\
 launch($self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False, \
 pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None, \
-mem_sync_domain=None, shmem_carveout=None, access_policy=None)
+mem_sync_domain=None, shmem_carveout=None, access_policy=None, launch_completion_event=None, \
+programmatic_event=None)
 --
 
 Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts), after
@@ -3213,15 +3294,21 @@ cdef uintptr_t _graph_address(object obj, str what) except 0:
     """The address of the driver graph object (CUgraph, CUgraphNode, CUgraphExec) ``obj`` is: an
     int, a cuda.bindings handle, a KernelNode (its node), or a cuda.core object whose ``handle``
     is one of these (GraphDefinition, GraphNode, Graph)."""
+    if isinstance(obj, KernelNode):
+        return <uintptr_t>(<KernelNode>obj)._node
+    return _handle_address(obj, what, "graph object")
+
+
+cdef uintptr_t _handle_address(object obj, str what, str kind) except 0:
+    """The address of the driver object ``obj`` is: a non-null int, a cuda.bindings handle, or
+    a cuda.core object (a ``kind``) whose ``handle`` is one of these."""
     value = obj
-    if isinstance(value, KernelNode):
-        return <uintptr_t>(<KernelNode>value)._node
     if type(value).__module__.startswith("cuda.core") and hasattr(value, "handle"):
         value = value.handle
     if type(value) is not int:
         if not type(value).__module__.startswith("cuda.bindings"):
             raise TypeError(f"{what} must be an int handle, a cuda.bindings handle or a cuda.core "
-                            f"graph object, got {type(obj).__name__}")
+                            f"{kind}, got {type(obj).__name__}")
         try:
             value = int(value)
         except (TypeError, ValueError) as exc:

@@ -93,7 +93,8 @@ def test_a_config_with_fields_replaced_is_checked_again():
     with pytest.raises(TypeError, match="LaunchConfig has no field 'stream' \\(its fields: "
                                         "grid, block, shmem, cluster, cooperative, pdl, "
                                         "priority, cluster_scheduling, preferred_cluster, "
-                                        "mem_sync_domain, shmem_carveout, access_policy\\)"):
+                                        "mem_sync_domain, shmem_carveout, access_policy, "
+                                        "launch_completion_event, programmatic_event\\)"):
         c.__replace__(stream=5)
     if hasattr(copy, "replace"):
         assert copy.replace(c, block=64) == kernarg.LaunchConfig(
@@ -260,7 +261,7 @@ def test_kernel_launch_takes_its_arguments_as_its_signature_says():
     assert list(inspect.signature(kernarg.Kernel.launch).parameters) == [
         "self", "grid", "block", "args", "stream", "shmem", "cluster", "cooperative", "pdl",
         "priority", "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
-        "shmem_carveout", "access_policy"]
+        "shmem_carveout", "access_policy", "launch_completion_event", "programmatic_event"]
     assert "producer stream" in kernarg.Kernel.launch.__doc__
     for call, message in (
             (lambda: k.launch(), "missing required argument 'grid' \\(pos 1\\)"),
@@ -2058,7 +2059,7 @@ def test_hint_attributes_make_configs_that_pickle_compare_and_replace():
     assert len(set(apart)) == len(apart)
     # A pickle of a config from before these fields (seven of them) still loads.
     remake, fields = c.__reduce__()
-    assert len(fields) == 12
+    assert len(fields) == 14
     assert remake(*fields[:7]) == kernarg.LaunchConfig(8, 32, cluster=2)
     more = c.__replace__(preferred_cluster=None, access_policy=dict(base=0x2000, num_bytes=8))
     assert more.preferred_cluster is None and more.access_policy[:2] == (0x2000, 8)
@@ -2072,9 +2073,9 @@ def test_launch_and_prepare_take_the_hint_attributes():
 
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
     names = ["cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
-             "access_policy"]
-    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-5:] == names
-    assert list(inspect.signature(k.prepare).parameters)[-5:] == names
+             "access_policy", "launch_completion_event", "programmatic_event"]
+    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-7:] == names
+    assert list(inspect.signature(k.prepare).parameters)[-7:] == names
     attributes = dict(cluster=2, cluster_scheduling="spread", preferred_cluster=4,
                       mem_sync_domain="remote", shmem_carveout=30, access_policy=(0x1000, 64))
     p = k.prepare(8, 32, **attributes)
@@ -2120,3 +2121,86 @@ def test_producer_sync_is_switched_by_a_bool_and_starts_from_the_environment():
     out = subprocess.run([sys.executable, "-m", "kernarg", "info"], env=env,
                          capture_output=True, text=True).stdout
     assert "waits for producer streams: off; KERNARG_CUDA_ARRAY_INTERFACE_SYNC=0" in out
+
+
+class _CoreEvent:
+    """Stands in for a cuda.core Event: its ``handle`` and ``is_timing_enabled`` are read."""
+    __module__ = "cuda.core._event"
+
+    def __init__(self, handle, timing=False):
+        self.handle = handle
+        self.is_timing_enabled = timing
+
+
+def test_event_attributes_take_any_event_and_are_laid_out_as_cuda_h_says():
+    import copy
+    import pickle
+    import struct
+
+    from cuda.bindings import driver
+
+    ATTR_PROGRAMMATIC_EVENT, ATTR_LAUNCH_COMPLETION_EVENT = 7, 12
+    core = _CoreEvent(driver.CUevent(0xE2))
+    c = kernarg.LaunchConfig(1, 1, launch_completion_event=0xE1,
+                             programmatic_event=(core, True))
+    assert c.launch_completion_event == 0xE1 and c.programmatic_event == (0xE2, True)
+    assert c.attributes == (("launch_completion_event", 0xE1),
+                            ("programmatic_event", (0xE2, True)))
+    raw = c._raw_attributes()
+    assert [rid for rid, _ in raw] == [ATTR_LAUNCH_COMPLETION_EVENT, ATTR_PROGRAMMATIC_EVENT]
+    # {CUevent event; int flags} and {CUevent event; int flags; int triggerAtBlockStart}.
+    assert struct.unpack_from("<Qi", raw[0][1]) == (0xE1, 0)
+    assert struct.unpack_from("<Qii", raw[1][1]) == (0xE2, 0, 1)
+    plain = kernarg.LaunchConfig(1, 1, programmatic_event=driver.CUevent(0xE2))
+    assert plain.programmatic_event == (0xE2, False)
+    assert struct.unpack_from("<Qii", plain._raw_attributes()[0][1]) == (0xE2, 0, 0)
+    # Equal by handle; the config holds the objects given, copies are the config itself, and
+    # a config with fields replaced keeps holding them.
+    assert c == kernarg.LaunchConfig(1, 1, launch_completion_event=driver.CUevent(0xE1),
+                                     programmatic_event=(0xE2, True))
+    assert hash(plain) == hash(kernarg.LaunchConfig(1, 1, programmatic_event=0xE2))
+    assert copy.copy(c) is c and copy.deepcopy(c) is c
+    wider = c.__replace__(block=64)
+    assert wider.block == (64, 1, 1) and wider.programmatic_event == (0xE2, True)
+    held = _CoreEvent(0xE3)
+    alive = __import__("weakref").ref(held)
+    kept = kernarg.LaunchConfig(1, 1, launch_completion_event=held).__replace__(grid=2)
+    del held
+    gc.collect()
+    assert alive() is not None and kept.launch_completion_event == 0xE3
+    del kept
+    gc.collect()
+    assert alive() is None
+    with pytest.raises(TypeError, match="with an event .* cannot be pickled: an event handle "
+                                        "is valid in its process only"):
+        pickle.dumps(c)
+    assert pickle.loads(pickle.dumps(kernarg.LaunchConfig(1, 1))) == kernarg.LaunchConfig(1, 1)
+
+
+@pytest.mark.parametrize("kwargs, exc, fragment", [
+    (dict(launch_completion_event=0), ValueError,
+     "launch_completion_event must be a non-null handle"),
+    (dict(launch_completion_event=-1), ValueError, "launch_completion_event must be a handle"),
+    (dict(launch_completion_event="e"), TypeError,
+     "launch_completion_event must be an int handle, a cuda.bindings handle or a cuda.core "
+     "Event, got str"),
+    (dict(launch_completion_event=_CoreEvent(0xE1, timing=True)), ValueError,
+     r"launch_completion_event must be an event without timing \(CU_EVENT_DISABLE_TIMING\), "
+     "got a cuda.core Event with timing enabled"),
+    (dict(programmatic_event=(0xE1, 1)), TypeError,
+     r"programmatic_event must be an event or a tuple \(event, trigger_at_block_start: bool\)"),
+    (dict(programmatic_event=(0xE1, True, 0)), TypeError, "programmatic_event must be"),
+    (dict(programmatic_event=(0, True)), ValueError, "programmatic_event must be a non-null"),
+    (dict(programmatic_event=1.5), TypeError, "programmatic_event must be an int handle"),
+])
+def test_event_attribute_errors_name_the_keyword(kwargs, exc, fragment):
+    with pytest.raises(exc, match=fragment):
+        kernarg.LaunchConfig(1, 1, **kwargs)
+    k = kernarg.Kernel.from_handle(0x1234)
+    with pytest.raises(exc, match=fragment):
+        k.launch(1, 1, 1, **kwargs)
+    with pytest.raises(exc, match=fragment):
+        k.prepare(1, 1, **kwargs)
+    # A graph's kernel node takes neither (cuda.h: valid for launches only).
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        k.graph_node(0x99, 1, 1, **kwargs)

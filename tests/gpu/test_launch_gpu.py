@@ -1285,6 +1285,39 @@ def test_the_hint_attributes_reach_the_driver_and_the_kernel_runs(ctx):
             attributes
 
 
+def test_event_attributes_record_their_events(ctx):
+    # launch_completion_event: recorded once every block has begun; another stream waits on
+    # it. programmatic_event (compute capability 9.0): recorded once every block has
+    # triggered it, or (event, True) as each starts; a block that ends triggers it too. The
+    # events are made without timing, as cuda.h asks.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    no_timing = driver.CUevent_flags.CU_EVENT_DISABLE_TIMING
+    stream, other = (int(check(driver.cuStreamCreate(1))) for _ in range(2))
+    done = check(driver.cuEventCreate(no_timing))
+    a, b = (DeviceArray(4 * 32, typestr="<f4") for _ in range(2))
+    k.launch(1, 32, a, 1.0, 32, stream=stream, launch_completion_event=done)
+    check(driver.cuStreamWaitEvent(other, done, 0))
+    k.launch(1, 32, b, 2.0, 32, stream=other)
+    check(driver.cuEventSynchronize(done))
+    for s in (stream, other):
+        check(driver.cuStreamSynchronize(s))
+    assert _floats(a) == [1.0] * 32 and _floats(b) == [2.0] * 32
+    events = [done]
+    if _compute_capability() >= (9, 0):
+        for value, at_start in ((3.0, False), (4.0, True)):
+            event = check(driver.cuEventCreate(no_timing))
+            events.append(event)
+            k.prepare(1, 32, stream=stream,
+                      programmatic_event=(event, at_start))(a, value, 32)
+            check(driver.cuEventSynchronize(event))
+            check(driver.cuStreamSynchronize(stream))
+            assert _floats(a) == [value] * 32
+    for event in events:
+        check(driver.cuEventDestroy(event))
+    for s in (stream, other):
+        check(driver.cuStreamDestroy(s))
+
+
 def test_a_preferred_cluster_reaches_the_driver(ctx):
     # CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION (drivers of CUDA 12.8+): blocks grouped in
     # clusters of 4 where the device can, of 2 where not; every block runs either way. cuda.h

@@ -81,7 +81,8 @@ static Ctx primary[MAX_DEVICES];
 
 typedef struct Graph Graph;
 typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Stream;
-typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Event;
+typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id;
+                 unsigned int flags; } Event;
 
 typedef struct { int magic; void* func; } KernelHandle;     /* see Func's `kernel` */
 
@@ -607,11 +608,11 @@ static CUresult fk_StreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
 }
 
 static CUresult fk_EventCreate(CUevent* h, unsigned int flags) {
-    (void)flags;
     if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuEventCreate without a context");
     Event* ev = calloc(1, sizeof *ev);
     ev->magic = M_EVENT;
     ev->ctx = current();
+    ev->flags = flags;
     *h = (CUevent)ev;
     return CUDA_SUCCESS;
 }
@@ -1585,6 +1586,22 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
             if (a->value.sharedMemCarveout > 100)
                 return fail(CUDA_ERROR_INVALID_VALUE, "shared memory carveout %u%%", a->value.sharedMemCarveout);
             break;
+        case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: {
+            /* cuda.h: not an interprocess or interop event, created without timing; record
+             * flags as cuEventRecordWithFlags takes them, but CU_EVENT_RECORD_EXTERNAL. */
+            int programmatic = a->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+            CUevent eh = programmatic ? a->value.programmaticEvent.event : a->value.launchCompletionEvent.event;
+            int flags = programmatic ? a->value.programmaticEvent.flags : a->value.launchCompletionEvent.flags;
+            Event* ev;
+            CUresult e = get_event(eh, &ev, programmatic ? "programmatic event" : "launch completion event");
+            if (e) return e;
+            if (!(ev->flags & CU_EVENT_DISABLE_TIMING) || (ev->flags & CU_EVENT_INTERPROCESS))
+                return fail(CUDA_ERROR_INVALID_VALUE, "an event with flags %#x (timing, or interprocess)", ev->flags);
+            if (flags & ~CU_EVENT_RECORD_DEFAULT) return fail(CUDA_ERROR_INVALID_VALUE, "event record flags %#x", flags);
+            if (programmatic && cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "programmatic events need cc 9.0");
+            break;
+        }
         case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
             const CUaccessPolicyWindow* w = &a->value.accessPolicyWindow;
             if (!(w->hitRatio >= 0.0f && w->hitRatio <= 1.0f))
@@ -2030,8 +2047,8 @@ static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NOD
     return CUDA_SUCCESS;
 }
 /* A kernel node's launch attributes, checked as a launch's would be (with the node's grid,
- * block and kernel), but for programmatic stream serialization, which is valid for launches
- * only: a graph expresses it with programmatic edges. */
+ * block and kernel), but for those cuda.h says are valid for launches only: programmatic stream
+ * serialization (a graph expresses it with programmatic edges) and the two events. */
 static CUresult fk_GraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
                                                const CUkernelNodeAttrValue* value) {
     Node* n;
@@ -2046,9 +2063,10 @@ static CUresult fk_GraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID
     if (refuse && *refuse && atoi(refuse) == (int)id)
         return fail(CUDA_ERROR_NOT_SUPPORTED, "cuGraphKernelNodeSetAttribute: attribute %d "
                     "refused (FAKECUDA_REFUSE_NODE_ATTRIBUTE)", (int)id);
-    if (id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute: programmatic stream "
-                    "serialization is valid for launches only");
+    if (id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        || id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute: attribute %d is "
+                    "valid for launches only", (int)id);
     CUlaunchAttribute attrs[16];
     unsigned int count = n->nattrs, i;
     memcpy(attrs, n->attrs, sizeof attrs);
