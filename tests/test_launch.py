@@ -2204,3 +2204,36 @@ def test_event_attribute_errors_name_the_keyword(kwargs, exc, fragment):
     # A graph's kernel node takes neither (cuda.h: valid for launches only).
     with pytest.raises(TypeError, match="unexpected keyword"):
         k.graph_node(0x99, 1, 1, **kwargs)
+
+
+def test_launches_with_attributes_check_each_config_they_are_given():
+    # Kernel.launch keeps the config of its last launch with attributes, for the same
+    # (immutable) objects; anything else is checked again: other values, and values that can
+    # change between launches (a list), which are never kept.
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    expect = pytest.raises(kernarg.NoDriverError) if not HAS_DRIVER else None
+
+    def launch(grid, **attributes):
+        if expect is None:
+            return
+        with pytest.raises(kernarg.NoDriverError):
+            k.launch(grid, 32, None, 1, **attributes)
+
+    grid = [8]
+    for _ in range(2):
+        launch(8, cluster=2, mem_sync_domain="remote")
+        launch(grid, cluster=2)
+    grid[0] = 3                                         # the same list, now not a multiple
+    with pytest.raises(ValueError, match=r"grid \(3, 1, 1\) is not a multiple of cluster"):
+        k.launch(grid, 32, None, 1, cluster=2)
+    with pytest.raises(ValueError, match=r"grid \(8, 1, 1\) is not a multiple of cluster "
+                                         r"\(16, 1, 1\)"):
+        k.launch(8, 32, None, 1, cluster=16, mem_sync_domain="remote")
+    with pytest.raises(ValueError, match="shmem_carveout .*got 200"):
+        k.launch(8, 32, None, 1, cluster=2, mem_sync_domain="remote", shmem_carveout=200)
+    launch(8, cluster=2, mem_sync_domain="remote")      # and the first again: still good
+    window = [0x1000, 64]
+    launch(1, access_policy=window)
+    window[1] = -1
+    with pytest.raises(ValueError, match="access_policy num_bytes must be between 0"):
+        k.launch(1, 32, None, 1, access_policy=window)
