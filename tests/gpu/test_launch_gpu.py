@@ -643,6 +643,10 @@ def test_untyped_launch_through_from_handle(ctx):
 WRITE = r"""extern "C" __global__ void fill(float* x, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"""
 
+# Each thread writes its block's index: which blocks ran, with a cluster or without.
+IDS = r"""extern "C" __global__ void ids(int* out) {
+    out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
+
 
 REFERENCES = r"""struct Pair { int a; float b; };
 extern "C" __global__ void refs(const float& x, float& out, const Pair& p, float*& q) {
@@ -814,9 +818,7 @@ def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
     # clusters, so grid=4, cluster=2 launches 8 blocks.
     if dev.compute_capability.major < 9:
         return                                  # thread block clusters need sm_90
-    src = r"""extern "C" __global__ void ids(int* out) {
-        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
-    k = kernarg.Kernel.from_source(src, "ids")
+    k = kernarg.Kernel.from_source(IDS, "ids")
     out = DeviceArray(4 * 8 * 32, typestr="<i4")
     kernarg.launch(stream, core.LaunchConfig(grid=4, cluster=2, block=32), k, out)
     stream.sync()
@@ -1186,9 +1188,7 @@ def test_launch_waits_for_producer_stream(ctx):
 
 
 def test_cluster_and_cooperative(ctx):
-    src = r"""extern "C" __global__ void ids(int* out) {
-        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
-    k = kernarg.Kernel.from_source(src, "ids")
+    k = kernarg.Kernel.from_source(IDS, "ids")
     out = DeviceArray(4 * 8 * 32, typestr="<i4")
     k.launch(8, 32, out, cooperative=True)
     assert np.frombuffer(out.read(), np.int32).reshape(8, 32)[:, 0].tolist() == list(range(8))
@@ -1325,9 +1325,7 @@ def test_a_preferred_cluster_reaches_the_driver(ctx):
     # device of compute capability 9.0 should take it too (not yet seen on one).
     if _compute_capability() < (9, 0):
         pytest.skip("thread block clusters need compute capability 9.0")
-    src = r"""extern "C" __global__ void ids(int* out) {
-        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
-    k = kernarg.Kernel.from_source(src, "ids")
+    k = kernarg.Kernel.from_source(IDS, "ids")
     out = DeviceArray(4 * 8 * 32, typestr="<i4")
     k.launch(8, 32, out, cluster=2, preferred_cluster=4)
     assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(8))
@@ -1336,9 +1334,7 @@ def test_a_preferred_cluster_reaches_the_driver(ctx):
 def test_cooperative_grid_is_checked_against_co_resident_blocks(ctx):
     """A cooperative launch needs all its blocks resident at once: kernarg asks the driver's
     occupancy calculator and refuses a larger grid before launching, naming the limit."""
-    src = r"""extern "C" __global__ void ids(int* out) {
-        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
-    k = kernarg.Kernel.from_source(src, "ids")
+    k = kernarg.Kernel.from_source(IDS, "ids")
     limit = k.max_cooperative_blocks(32)
     dev = check(driver.cuDeviceGet(0))
     sms = check(driver.cuDeviceGetAttribute(
@@ -1754,9 +1750,7 @@ def test_get_global_reads_variables_of_internal_linkage(ctx, load):
 def test_non_portable_cluster_sizes_are_allowed_where_the_gpu_has_them(ctx):
     if _compute_capability() < (9, 0):
         pytest.skip("thread block clusters need compute capability 9.0")
-    src = r"""extern "C" __global__ void ids(int* out) {
-        out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }"""
-    k = kernarg.Kernel.from_source(src, "ids")
+    k = kernarg.Kernel.from_source(IDS, "ids")
     out = DeviceArray(4 * 16 * 32, typestr="<i4")
     k.launch(16, 32, out, cluster=16)              # 16 > 8: non-portable, Hopper has it
     assert np.frombuffer(out.read(), np.int32)[::32].tolist() == list(range(16))
