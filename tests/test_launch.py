@@ -2237,3 +2237,97 @@ def test_launches_with_attributes_check_each_config_they_are_given():
     window[1] = -1
     with pytest.raises(ValueError, match="access_policy num_bytes must be between 0"):
         k.launch(1, 32, None, 1, access_policy=window)
+
+
+# A reference encoder of the launch attributes, from cuda.h's CUlaunchAttributeValue union
+# (each value at offset 0 of 64 bytes, the rest zero), in the order LaunchConfig passes them.
+_SCHEDULING = {"default": 0, "spread": 1, "load_balancing": 2}
+_DOMAINS = {"default": 0, "remote": 1}
+_PROPERTIES = {"normal": 0, "streaming": 1, "persisting": 2}
+
+
+def _reference_attributes(kw):
+    import struct
+
+    out = []
+
+    def put(attr_id, fmt, *values):
+        out.append((attr_id, struct.pack(fmt, *values).ljust(64, b"\0")))
+
+    def dims(v):
+        v = (v,) if isinstance(v, int) else tuple(v)
+        return v + (1,) * (3 - len(v))
+
+    if kw.get("cluster") is not None:
+        put(4, "<3I", *dims(kw["cluster"]))
+    if kw.get("cooperative"):
+        put(2, "<i", 1)
+    if kw.get("pdl"):
+        put(6, "<i", 1)
+    if kw.get("priority") is not None:
+        put(8, "<i", kw["priority"])
+    if kw.get("cluster_scheduling") is not None:
+        put(5, "<i", _SCHEDULING[kw["cluster_scheduling"]])
+    if kw.get("preferred_cluster") is not None:
+        put(11, "<3I", *dims(kw["preferred_cluster"]))
+    if kw.get("mem_sync_domain") is not None:
+        put(10, "<i", _DOMAINS[kw["mem_sync_domain"]])
+    if kw.get("shmem_carveout") is not None:
+        put(14, "<I", kw["shmem_carveout"])
+    if kw.get("access_policy") is not None:
+        base, nbytes, ratio, hit, miss = kw["access_policy"]
+        put(1, "<QQfii", base, nbytes, ratio, _PROPERTIES[hit], _PROPERTIES[miss])
+    if kw.get("launch_completion_event") is not None:
+        put(12, "<Qi", kw["launch_completion_event"], 0)
+    if kw.get("programmatic_event") is not None:
+        event, at_start = kw["programmatic_event"]
+        put(7, "<Qii", event, 0, int(at_start))
+    return tuple(out)
+
+
+@st.composite
+def _configs(draw):
+    """Valid LaunchConfig keywords: a grid that every cluster and preferred cluster divides."""
+    kw = {}
+    cluster = draw(st.none() | st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]),
+                                         st.sampled_from([1, 2])))
+    grid = (16, 8, 4)
+    if cluster is not None:
+        kw["cluster"] = cluster
+        if draw(st.booleans()):
+            kw["preferred_cluster"] = (cluster[0] * draw(st.sampled_from([1, 2, 4])),
+                                       cluster[1] * draw(st.sampled_from([1, 2, 4])),
+                                       cluster[2])
+    kw["cooperative"] = draw(st.booleans())
+    kw["pdl"] = draw(st.booleans())
+    kw["priority"] = draw(st.none() | st.integers(-2**31, 2**31 - 1))
+    kw["cluster_scheduling"] = draw(st.none() | st.sampled_from(sorted(_SCHEDULING)))
+    kw["mem_sync_domain"] = draw(st.none() | st.sampled_from(sorted(_DOMAINS)))
+    kw["shmem_carveout"] = draw(st.none() | st.integers(0, 100))
+    if draw(st.booleans()):
+        kw["access_policy"] = (draw(st.integers(0, 2**64 - 1)), draw(st.integers(0, 2**64 - 1)),
+                               draw(st.floats(0.0, 1.0, width=32)),
+                               draw(st.sampled_from(sorted(_PROPERTIES))),
+                               draw(st.sampled_from(["normal", "streaming"])))
+    kw["launch_completion_event"] = draw(st.none() | st.integers(1, 2**64 - 1))
+    if draw(st.booleans()):
+        kw["programmatic_event"] = (draw(st.integers(1, 2**64 - 1)), draw(st.booleans()))
+    return grid, kw
+
+
+@settings(max_examples=300, deadline=None)
+@given(_configs())
+def test_launch_attributes_match_a_reference_encoder(config):
+    # Every combination of attributes, byte for byte against the reference above, and named
+    # in the same order; the config it makes again from its fields is the same.
+    grid, kw = config
+    c = kernarg.LaunchConfig(grid, 32, **kw)
+    assert c._raw_attributes() == _reference_attributes(kw)
+    assert [name for name, _ in c.attributes] == [
+        {1: "access_policy_window", 2: "cooperative", 4: "cluster_dimension",
+         5: "cluster_scheduling_policy_preference", 6: "programmatic_stream_serialization",
+         7: "programmatic_event", 8: "priority", 10: "mem_sync_domain",
+         11: "preferred_cluster_dimension", 12: "launch_completion_event",
+         14: "preferred_shared_memory_carveout"}[attr_id]
+        for attr_id, _ in _reference_attributes(kw)]
+    assert c.__replace__() == c
