@@ -152,11 +152,17 @@ def driver_compat():
     (feature detection, so any 12.8+ or 13.x release builds).
 
     cuStreamGetCaptureInfo with edge data is ``cuStreamGetCaptureInfo_v3`` in 12.x and plain
-    ``cuStreamGetCaptureInfo`` in 13.x (where the 12.x plain name, the _v2 call, moved to _v2).
+    ``cuStreamGetCaptureInfo`` in 13.x (where the 12.x plain name, the _v2 call, moved to _v2);
+    cuGraphAddDependencies with edge data is ``cuGraphAddDependencies_v2`` in 12.x and plain in
+    13.x.
     """
     _, text = _cydriver_pxd()
     capture = ("cuStreamGetCaptureInfo_v3" if "cuStreamGetCaptureInfo_v3(" in text
                else "cuStreamGetCaptureInfo")
+    # Edges with edge data (a programmatic dependency): cuGraphAddDependencies_v2 in 12.x, the
+    # plain name in 13.x (where the 12.x plain call, without edge data, is gone).
+    edges = ("cuGraphAddDependencies_v2" if "cuGraphAddDependencies_v2(" in text
+             else "cuGraphAddDependencies")
     from importlib.metadata import version
 
     bindings = version("cuda-bindings")
@@ -173,6 +179,13 @@ cdef inline cydriver.CUresult stream_capture_info(
         cydriver.CUstream stream, cydriver.CUstreamCaptureStatus* status,
         cydriver.cuuint64_t* capture_id, cydriver.CUgraph* graph) noexcept nogil:
     return cydriver.{capture}(stream, status, capture_id, graph, NULL, NULL, NULL)
+
+
+cdef inline cydriver.CUresult graph_add_edges(
+        cydriver.CUgraph graph, const cydriver.CUgraphNode* from_,
+        const cydriver.CUgraphNode* to, const cydriver.CUgraphEdgeData* data,
+        size_t count) noexcept nogil:
+    return cydriver.{edges}(graph, from_, to, data, count)
 """
     out = os.path.join("kernarg", "_driver_compat.pxi")
     old = open(out).read() if os.path.exists(out) else None

@@ -117,7 +117,7 @@ class Kernel:
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
     def graph_node(self, graph: Any, grid: Dims, block: Dims, *args: Any, after: Any = (),
                    shmem: int = 0, stream: Any = None, cluster: Dims | None = None,
-                   cooperative: bool = False, priority: int | None = None,
+                   cooperative: bool = False, pdl: bool = False, priority: int | None = None,
                    cluster_scheduling: ClusterScheduling | None = None,
                    preferred_cluster: Dims | None = None,
                    mem_sync_domain: MemSyncDomain | None = None,

@@ -2349,9 +2349,9 @@ cdef class Kernel:
         return PreparedLaunch(self, cfg, stream_handle(stream))
 
     def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None,
-                   cluster=None, cooperative=False, priority=None, cluster_scheduling=None,
-                   preferred_cluster=None, mem_sync_domain=None, shmem_carveout=None,
-                   access_policy=None):
+                   cluster=None, cooperative=False, pdl=False, priority=None,
+                   cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
+                   shmem_carveout=None, access_policy=None):
         """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
         (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
 
@@ -2364,15 +2364,23 @@ cdef class Kernel:
 
         The launch attributes (``cluster`` to ``access_policy``, as for LaunchConfig) are set on
         the node (``cuGraphKernelNodeSetAttribute``); a node the driver refuses one for is
-        removed again. ``pdl`` is not a node's attribute: a graph orders kernels
-        programmatically through its edges."""
+        removed again. ``pdl=True`` is a graph's programmatic dependent launch: the edges from
+        the kernel nodes ``after`` are programmatic ones (``CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC``
+        from their ``CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC``), what a stream capture makes of a
+        launch with ``pdl=True``: this kernel may start once every block of theirs has called
+        ``cudaTriggerProgrammaticLaunchCompletion()`` or ended, and must call
+        ``cudaGridDependencySynchronize()`` before it reads what they wrote."""
         cdef LaunchConfig cfg = LaunchConfig(
-            grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
+            grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative, pdl=pdl,
             priority=priority, cluster_scheduling=cluster_scheduling,
             preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
             shmem_carveout=shmem_carveout, access_policy=access_policy)
         cdef uintptr_t g = _graph_address(graph, "graph")
         cdef list deps = _node_addresses(after)
+        if cfg.pdl and not deps:
+            raise ValueError("graph_node: pdl=True needs the nodes it follows (after=): in a "
+                             "graph, a programmatic dependent launch is an edge from a kernel "
+                             "node before it")
         cdef uint64_t s = stream_handle(stream)
         cdef Py_ssize_t i, n = len(deps)
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
@@ -2381,25 +2389,48 @@ cdef class Kernel:
         cdef cydriver.CUuserObject kept = NULL
         cdef cydriver.CUfunction func
         cdef cydriver.CUresult err
+        cdef cydriver.CUgraphNode* to = NULL
+        cdef cydriver.CUgraphEdgeData* edges = NULL
         _ensure_driver()
         if n:
-            dep_c = <cydriver.CUgraphNode*>malloc(n * sizeof(cydriver.CUgraphNode))
+            # The dependencies; for pdl, also the other ends of their edges and the edges' data.
+            dep_c = <cydriver.CUgraphNode*>malloc(
+                n * (sizeof(cydriver.CUgraphNode) * 2 + sizeof(cydriver.CUgraphEdgeData)))
             if dep_c == NULL:
                 raise MemoryError()
+            to = dep_c + n
+            edges = <cydriver.CUgraphEdgeData*>(dep_c + 2 * n)
+            memset(edges, 0, n * sizeof(cydriver.CUgraphEdgeData))
         try:
             for i in range(n):
                 dep_c[i] = <cydriver.CUgraphNode><uintptr_t>deps[i]
+                edges[i].from_port = cydriver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+                edges[i].type = cydriver.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
             with _in_context(self._ctx):
                 # A CUkernel (a cuda.core Kernel's) as its CUfunction in this context: a kernel
                 # node takes a CUfunction in ``func``. Found once; the node's updates reuse it.
                 func = _queryable(self._func)
                 blk = _node_params(self, cfg, args, s, func, &p)
                 kept = _node_kept(<cydriver.CUgraph>g, blk, self)
-                err = cydriver.cuGraphAddKernelNode(&node, <cydriver.CUgraph>g, dep_c, n, &p)
+                # With pdl, added with no dependency: its edges are added programmatic below.
+                err = cydriver.cuGraphAddKernelNode(&node, <cydriver.CUgraph>g, dep_c,
+                                                    0 if cfg.pdl else n, &p)
                 if err != cydriver.CUDA_SUCCESS:
                     cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
                     _check(err, f"cuGraphAddKernelNode (kernel {self.name!r})")
+                if cfg.pdl:
+                    for i in range(n):
+                        to[i] = node
+                    err = graph_add_edges(<cydriver.CUgraph>g, dep_c, to, edges, n)
+                    if err != cydriver.CUDA_SUCCESS:
+                        cydriver.cuGraphDestroyNode(node)
+                        cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
+                        _check(err, f"cuGraphAddDependencies (programmatic edges to kernel "
+                                    f"{self.name!r}: each node after= must be a kernel node)")
                 for i in range(cfg._nattrs):
+                    if cfg._attrs[i].id == \
+                            cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+                        continue        # a launch's attribute: the node has its edges instead
                     err = cydriver.cuGraphKernelNodeSetAttribute(
                         node, <cydriver.CUkernelNodeAttrID>cfg._attrs[i].id,
                         <const cydriver.CUkernelNodeAttrValue*>&cfg._attrs[i].value)

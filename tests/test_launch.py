@@ -1628,7 +1628,8 @@ def test_launch_without_a_driver_is_a_cuda_error():
      "mem_sync_domain must be one of 'default', 'remote', got 'near'"),
     (lambda k: k.graph_node(0x99, 1, 1, access_policy=(16, 8, 2.0)), ValueError,
      "hit_ratio must be from 0 to 1"),
-    (lambda k: k.graph_node(0x99, 1, 1, pdl=True), TypeError, "unexpected keyword .*'pdl'"),
+    (lambda k: k.graph_node(0x99, 1, 1, pdl=True), ValueError,
+     r"graph_node: pdl=True needs the nodes it follows \(after=\)"),
 ])
 def test_graph_node_checks_its_arguments_before_the_driver(call, exc, fragment):
     # Every value is checked, with a message that names it, before anything reaches the

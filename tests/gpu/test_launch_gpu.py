@@ -1240,6 +1240,35 @@ def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def test_programmatic_dependent_launch_in_a_graph_built_node_by_node(ctx):
+    # graph_node(..., after=[first], pdl=True): a programmatic edge from the first kernel's
+    # programmatic port, what a capture makes of pdl=True. As with the stream launches above,
+    # the second starts once the first has run griddepcontrol.launch_dependents, and sets the
+    # flag the first waits for; with an ordinary edge it starts after the first has ended.
+    if _compute_capability() < (9, 0):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0 or newer")
+    first = kernarg.Kernel.from_source(PDL, "pdl_first")
+    second = kernarg.Kernel.from_source(PDL, "pdl_second")
+    stream = int(check(driver.cuStreamCreate(1)))
+    spin = 100_000_000
+    for pdl in (True, False):
+        x, flag, y = (DeviceArray(n, typestr="<i4") for n in (8, 4, 4))
+        check(driver.cuMemsetD8(flag.ptr, 0, 4))
+        check(driver.cuCtxSynchronize())
+        graph = check(driver.cuGraphCreate(0))
+        a = first.graph_node(graph, 1, 1, x, flag, spin)
+        b = second.graph_node(graph, 1, 1, x, flag, y, after=[a], pdl=pdl)
+        assert b.config.pdl is pdl
+        exe = check(driver.cuGraphInstantiate(graph, 0))
+        check(driver.cuGraphLaunch(exe, stream))
+        check(driver.cuStreamSynchronize(stream))
+        assert struct.unpack("<i", y.read()) == (42,)
+        assert struct.unpack("<ii", x.read()) == (41, int(pdl)), f"pdl={pdl}"
+        check(driver.cuGraphExecDestroy(exe))
+        check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
 def test_launch_priority_reaches_the_driver(ctx):
     # CU_LAUNCH_ATTRIBUTE_PRIORITY takes a stream priority of the context's range (lower numbers
     # are higher priorities): the driver takes both ends, from Kernel.launch and a prepared
@@ -2117,8 +2146,8 @@ def test_graph_nodes_take_launch_attributes(ctx):
     # A node's attributes stay when it is given new arguments.
     first.set_args(b, 3.5, 64)
     assert _node_attribute(first, "PRIORITY").priority == greatest
-    # pdl is a launch's attribute only: a graph's edges order kernels programmatically.
-    with pytest.raises(TypeError, match="pdl"):
+    # pdl=True is an edge from the nodes it follows: with none, there is no edge to make.
+    with pytest.raises(ValueError, match="pdl=True needs the nodes it follows"):
         k.graph_node(graph, 1, 32, a, 1.0, 32, pdl=True)
     check(driver.cuGraphExecDestroy(exe))
     check(driver.cuGraphDestroy(graph))

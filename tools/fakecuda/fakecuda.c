@@ -2032,6 +2032,7 @@ static CUresult keep_attrs(Node* node, const Node* old) {
     unsigned long long threads = (unsigned long long)node->block[0] * node->block[1] * node->block[2];
     node->nattrs = old->nattrs;
     memcpy(node->attrs, old->attrs, sizeof old->attrs);
+    node->pdl = old->pdl;           /* a programmatic edge's, which new parameters keep */
     return check_attrs(node->attrs, node->nattrs, node->grid, threads, node->shmem, node->func, &pdl);
 }
 static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS* p) {
@@ -2096,6 +2097,46 @@ static CUresult fk_GraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID
     for (unsigned int i = 0; i < n->nattrs; i++)
         if (n->attrs[i].id == id) *out = n->attrs[i].value;
     return CUDA_SUCCESS;
+}
+/* Edges added after the nodes, with edge data (the ABI of cuGraphAddDependencies_v2, 12.3+).
+ * Nodes run in the order they were added, so an edge orders nothing here; what is checked is
+ * that both ends are nodes of the graph, the later one added after, and that a programmatic
+ * edge (CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) joins kernel nodes from the programmatic or
+ * launch-order port. The node it leads to then runs as a programmatic dependent launch. */
+static CUresult fk_GraphAddDependencies_v2(CUgraph gh, const CUgraphNode* from, const CUgraphNode* to,
+                                           const CUgraphEdgeData* data, size_t n) {
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: graph %p", (void*)gh);
+    if (n && (!from || !to)) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: no nodes");
+    for (size_t i = 0; i < n; i++) {
+        Node *a, *b;
+        CUresult e = get_node(from[i], &a, "cuGraphAddDependencies");
+        if (!e) e = get_node(to[i], &b, "cuGraphAddDependencies");
+        if (e) return e;
+        if (a->graph != g || b->graph != g)
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: edge %zu joins a node of another graph", i);
+        if (a >= b) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: edge %zu to an earlier node not modelled", i);
+        if (!data || data[i].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT) {
+            if (data && (data[i].from_port || data[i].to_port))
+                return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: a default edge with ports");
+            continue;
+        }
+        if (data[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: edge type %d", data[i].type);
+        if (!a->func || !b->func)
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: a programmatic edge joins kernel nodes only");
+        if ((data[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+             && data[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER) || data[i].to_port)
+            return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: programmatic edge ports %d, %d",
+                        data[i].from_port, data[i].to_port);
+        if (cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "programmatic edges need cc 9.0");
+    }
+    for (size_t i = 0; i < n; i++)
+        if (data && data[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphAddDependencies(CUgraph gh, const CUgraphNode* from, const CUgraphNode* to, size_t n) {
+    return fk_GraphAddDependencies_v2(gh, from, to, NULL, n);    /* before 12.3: no edge data */
 }
 /* A destroyed node runs nothing and its handle is no node any more. */
 static CUresult fk_GraphDestroyNode(CUgraphNode h) {
@@ -2316,6 +2357,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
     F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode),
+    F(GraphAddDependencies_v2),
     F(GraphExecKernelNodeSetParams), F(GraphExecNodeSetParams),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
     F(FuncGetAttribute), F(FuncSetAttribute), F(FuncGetParamInfo), F(FuncGetName),
@@ -2342,6 +2384,8 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         *pfn = version >= 12030 ? (void*)fk_StreamGetCaptureInfo_v3 : (void*)fk_StreamGetCaptureInfo_v2;
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v2")) *pfn = (void*)fk_StreamGetCaptureInfo_v2;
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v3")) *pfn = (void*)fk_StreamGetCaptureInfo_v3;
+    else if (!strcmp(symbol, "cuGraphAddDependencies"))  /* edge data from 12.3 */
+        *pfn = version >= 12030 ? (void*)fk_GraphAddDependencies_v2 : (void*)fk_GraphAddDependencies;
     else if (!strcmp(symbol, "cuCtxCreate"))             /* the ABI changed in 12.5 */
         *pfn = version >= 12050 ? (void*)fk_CtxCreate_v4 : (void*)fk_CtxCreate_v2;
     else
