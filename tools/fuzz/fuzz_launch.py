@@ -4,11 +4,13 @@ layout and the configuration against the device's limits, and refuses unknown ha
 ``run.sh launch`` builds the fake driver and runs this with it.
 
 Each input gives a grid, a block, shared memory, a cluster, the cooperative/PDL/priority
-flags, a stream (None, the default-stream handles, a stream of this process, or objects of
-the stream protocols), the call form (``launch``, ``kernel[...]``, ``prepare``,
-``kernarg.launch``, or a kernel node: ``graph_node`` into a graph of its own, then
-``set_args`` or ``set_exec_args`` with a second set of arguments) and arguments of every kind
-(fuzz_pack's). The launch must either reach
+flags, the hint and event attributes (cluster scheduling, a preferred cluster, the memory
+synchronisation domain, the carveout, an access policy window, launch completion and
+programmatic events: events of this process's or refused values), a stream (None, the
+default-stream handles, a stream of this process, or objects of the stream protocols), the
+call form (``launch``, ``kernel[...]``, ``prepare``, ``kernarg.launch``, or a kernel node:
+``graph_node`` into a graph of its own, then ``set_args`` or ``set_exec_args`` with a second
+set of arguments) and arguments of every kind (fuzz_pack's). The launch must either reach
 the driver with a block the fake driver accepts, or be refused with TypeError/ValueError/
 OverflowError/RuntimeError/BufferError (kernarg.CudaError is a RuntimeError) with a message.
 Some inputs launch while a context of the process's own is current, over the kernels' (device
@@ -84,7 +86,16 @@ def _current():
     return int(ctx)
 
 
+def _event_handle():
+    from cuda.bindings import driver
+
+    err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return int(event)
+
+
 OWN_STREAM = _stream_handle()
+EVENTS = [_event_handle(), _event_handle()]
 OWN_CONTEXT, OTHER_STREAM = _own_context()     # a stream no kernel here can launch on
 HANDLES = [1, 2, OWN_STREAM, OTHER_STREAM]
 
@@ -120,6 +131,52 @@ def _dim(fdp):
     if choice == 4:
         return fuzz_pack._int(fdp)
     return fuzz_pack._hostile(fdp)
+
+
+def _event(fdp):
+    # An event of this process's, or a value refused before any driver call (a made-up
+    # handle is the caller's error, which the driver may not survive, nor the fake one).
+    choice = fdp.ConsumeIntInRange(0, 3)
+    if choice <= 1:
+        return EVENTS[choice]
+    if choice == 2:
+        return (EVENTS[0], fdp.ConsumeBool())
+    return [0, -1, 2**64, "e", 1.5, (EVENTS[0], 1), (EVENTS[0],), None][
+        fdp.ConsumeIntInRange(0, 7)]
+
+
+def _attributes(fdp):
+    """The hint and event attributes, each given or not, valid or not."""
+    out = {}
+    if fdp.ConsumeBool():
+        return out
+    if fdp.ConsumeBool():
+        out["cluster_scheduling"] = ["default", "spread", "load_balancing", "x", 1, None][
+            fdp.ConsumeIntInRange(0, 5)]
+    if fdp.ConsumeBool():
+        out["preferred_cluster"] = [fdp.ConsumeIntInRange(0, 16), _dim(fdp)][
+            fdp.ConsumeIntInRange(0, 1)]
+    if fdp.ConsumeBool():
+        out["mem_sync_domain"] = ["default", "remote", "far", True][fdp.ConsumeIntInRange(0, 3)]
+    if fdp.ConsumeBool():
+        out["shmem_carveout"] = [fdp.ConsumeIntInRange(-5, 105), fuzz_pack._int(fdp),
+                                 fuzz_pack._hostile(fdp)][fdp.ConsumeIntInRange(0, 2)]
+    if fdp.ConsumeBool():
+        window = [fdp.ConsumeIntInRange(0, 2**64 - 1), fdp.ConsumeIntInRange(-1, 2**28),
+                  fdp.ConsumeFloat(), ["normal", "streaming", "persisting", "x"][
+                      fdp.ConsumeIntInRange(0, 3)],
+                  ["normal", "streaming", "persisting", 0][fdp.ConsumeIntInRange(0, 3)]]
+        if fdp.ConsumeBool():
+            window[0] = fuzz_pack.MAKERS[fdp.ConsumeIntInRange(0, len(fuzz_pack.MAKERS) - 1)](fdp)
+        window = window[:fdp.ConsumeIntInRange(0, 6)]
+        names = ("base", "num_bytes", "hit_ratio", "hit", "miss")[:len(window)]
+        out["access_policy"] = (tuple(window) if fdp.ConsumeBool() else
+                                dict(zip(names, window, strict=True)))
+    if fdp.ConsumeBool():
+        out["launch_completion_event"] = _event(fdp)
+    if fdp.ConsumeBool():
+        out["programmatic_event"] = _event(fdp)
+    return out
 
 
 def _args(fdp, kernel):
@@ -166,6 +223,7 @@ def test_one_input(data):
             fdp.ConsumeIntInRange(0, 2)]
     cooperative, pdl = fdp.ConsumeBool(), fdp.ConsumeBool()
     priority = None if fdp.ConsumeBool() else fdp.ConsumeIntInRange(-10, 10)
+    attributes = _attributes(fdp)
     stream = _stream(fdp)
     form = fdp.ConsumeIntInRange(0, 5)
     kernel = KERNELS[fdp.ConsumeIntInRange(0, 1)]
@@ -180,20 +238,27 @@ def test_one_input(data):
     try:
         if form == 0:
             kernel.launch(grid, block, *args, stream=stream, shmem=shmem, cluster=cluster,
-                          cooperative=cooperative, pdl=pdl, priority=priority)
+                          cooperative=cooperative, pdl=pdl, priority=priority, **attributes)
         elif form == 1:
             kernel[grid, block, stream, shmem](*args)
         elif form == 2:
             kernel.prepare(grid, block, stream=stream, shmem=shmem, cluster=cluster,
-                           cooperative=cooperative, pdl=pdl, priority=priority)(*args)
+                           cooperative=cooperative, pdl=pdl, priority=priority,
+                           **attributes)(*args)
         elif form == 3:
             config = kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=cluster,
-                                          cooperative=cooperative, pdl=pdl, priority=priority)
+                                          cooperative=cooperative, pdl=pdl, priority=priority,
+                                          **attributes)
             kernarg.launch(stream, config, kernel, *args)
         else:
             more = _known_producer_streams(_args(fdp, kernel))
             dlpacks += [a for a in more if isinstance(a, fuzz_pack.producers.DLPackProducer)]
-            _graph_node(kernel, grid, block, shmem, stream, args, more, form == 5)
+            # A node takes the attributes but the events (and pdl, with no node before it).
+            node_attributes = {key: value for key, value in attributes.items()
+                               if not key.endswith("_event")}
+            node_attributes.update(cluster=cluster, cooperative=cooperative, priority=priority)
+            _graph_node(kernel, grid, block, shmem, stream, args, more, form == 5,
+                        node_attributes)
     except ALLOWED as exc:
         assert str(exc), repr(exc)
     assert _current() == before, (hex(_current()), hex(before))
@@ -208,7 +273,7 @@ def test_one_input(data):
             assert p.deleted <= p.exported, (p.deleted, p.exported)
 
 
-def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec):
+def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attributes):
     """A kernel node of a graph of its own, given ``more`` afterwards: in the graph, or in a
     graph instantiated from it; everything is destroyed again, whatever was refused."""
     from cuda.bindings import driver
@@ -217,7 +282,8 @@ def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec):
     assert err == driver.CUresult.CUDA_SUCCESS, err
     exe = None
     try:
-        node = kernel.graph_node(graph, grid, block, *args, shmem=shmem, stream=stream)
+        node = kernel.graph_node(graph, grid, block, *args, shmem=shmem, stream=stream,
+                                 **attributes)
         assert node.graph == int(graph) and node.handle
         if in_exec:
             err, exe = driver.cuGraphInstantiate(graph, 0)
