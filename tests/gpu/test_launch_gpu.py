@@ -1217,11 +1217,15 @@ extern "C" __global__ void pdl_second(const int* x, int* flag, int* y) {
 """
 
 
-def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx):
+@pytest.mark.parametrize("how", ["stream", "graph"])
+def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx, how):
     # pdl=True sets CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the second kernel may
     # start once the first has run griddepcontrol.launch_dependents, and griddepcontrol.wait
     # holds it until the first has ended. The first waits (~50 ms at most) for the second to
     # set a flag: with pdl it sees it; without, the second cannot start before the first ends.
+    # "graph": the two as nodes of a graph built node by node, graph_node(..., after=[first],
+    # pdl=True) making a programmatic edge from the first's programmatic port (what a capture
+    # makes of pdl=True); without pdl, an ordinary edge.
     if _compute_capability() < (9, 0):
         pytest.skip("programmatic dependent launch needs compute capability 9.0 or newer")
     first = kernarg.Kernel.from_source(PDL, "pdl_first")
@@ -1232,40 +1236,22 @@ def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx):
         x, flag, y = (DeviceArray(n, typestr="<i4") for n in (8, 4, 4))
         check(driver.cuMemsetD8(flag.ptr, 0, 4))
         check(driver.cuCtxSynchronize())        # the memset ran on the legacy default stream
-        first.launch(1, 1, x, flag, spin, stream=stream)
-        second.launch(1, 1, x, flag, y, stream=stream, pdl=pdl)
+        if how == "stream":
+            first.launch(1, 1, x, flag, spin, stream=stream)
+            second.launch(1, 1, x, flag, y, stream=stream, pdl=pdl)
+        else:
+            graph = check(driver.cuGraphCreate(0))
+            a = first.graph_node(graph, 1, 1, x, flag, spin)
+            b = second.graph_node(graph, 1, 1, x, flag, y, after=[a], pdl=pdl)
+            assert b.config.pdl is pdl
+            exe = check(driver.cuGraphInstantiate(graph, 0))
+            check(driver.cuGraphLaunch(exe, stream))
         check(driver.cuStreamSynchronize(stream))
         assert struct.unpack("<i", y.read()) == (42,)
         assert struct.unpack("<ii", x.read()) == (41, int(pdl)), f"pdl={pdl}"
-    check(driver.cuStreamDestroy(stream))
-
-
-def test_programmatic_dependent_launch_in_a_graph_built_node_by_node(ctx):
-    # graph_node(..., after=[first], pdl=True): a programmatic edge from the first kernel's
-    # programmatic port, what a capture makes of pdl=True. As with the stream launches above,
-    # the second starts once the first has run griddepcontrol.launch_dependents, and sets the
-    # flag the first waits for; with an ordinary edge it starts after the first has ended.
-    if _compute_capability() < (9, 0):
-        pytest.skip("programmatic dependent launch needs compute capability 9.0 or newer")
-    first = kernarg.Kernel.from_source(PDL, "pdl_first")
-    second = kernarg.Kernel.from_source(PDL, "pdl_second")
-    stream = int(check(driver.cuStreamCreate(1)))
-    spin = 100_000_000
-    for pdl in (True, False):
-        x, flag, y = (DeviceArray(n, typestr="<i4") for n in (8, 4, 4))
-        check(driver.cuMemsetD8(flag.ptr, 0, 4))
-        check(driver.cuCtxSynchronize())
-        graph = check(driver.cuGraphCreate(0))
-        a = first.graph_node(graph, 1, 1, x, flag, spin)
-        b = second.graph_node(graph, 1, 1, x, flag, y, after=[a], pdl=pdl)
-        assert b.config.pdl is pdl
-        exe = check(driver.cuGraphInstantiate(graph, 0))
-        check(driver.cuGraphLaunch(exe, stream))
-        check(driver.cuStreamSynchronize(stream))
-        assert struct.unpack("<i", y.read()) == (42,)
-        assert struct.unpack("<ii", x.read()) == (41, int(pdl)), f"pdl={pdl}"
-        check(driver.cuGraphExecDestroy(exe))
-        check(driver.cuGraphDestroy(graph))
+        if how == "graph":
+            check(driver.cuGraphExecDestroy(exe))
+            check(driver.cuGraphDestroy(graph))
     check(driver.cuStreamDestroy(stream))
 
 
