@@ -2137,6 +2137,7 @@ def test_event_attributes_take_any_event_and_are_laid_out_as_cuda_h_says():
     import copy
     import pickle
     import struct
+    import weakref
 
     from cuda.bindings import driver
 
@@ -2164,7 +2165,7 @@ def test_event_attributes_take_any_event_and_are_laid_out_as_cuda_h_says():
     wider = c.__replace__(block=64)
     assert wider.block == (64, 1, 1) and wider.programmatic_event == (0xE2, True)
     held = _CoreEvent(0xE3)
-    alive = __import__("weakref").ref(held)
+    alive = weakref.ref(held)
     kept = kernarg.LaunchConfig(1, 1, launch_completion_event=held).__replace__(grid=2)
     del held
     gc.collect()
