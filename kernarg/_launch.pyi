@@ -10,6 +10,7 @@ Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 ClusterScheduling = Literal["default", "spread", "load_balancing"]
 MemSyncDomain = Literal["default", "remote"]
 AccessPolicy = tuple[Any, ...] | Mapping[str, Any]
+DomainMap = tuple[int, int] | Mapping[str, int]
 
 @final
 class LaunchConfig:
@@ -27,6 +28,7 @@ class LaunchConfig:
     access_policy: tuple[int, int, float, str, str] | None
     launch_completion_event: int | None
     programmatic_event: tuple[int, bool] | None
+    mem_sync_domain_map: tuple[int, int] | None
     def __init__(self, grid: Dims, block: Dims, *, shmem: int = 0, cluster: Dims | None = None,
                  cooperative: bool = False, pdl: bool = False,
                  priority: int | None = None,
@@ -36,7 +38,8 @@ class LaunchConfig:
                  shmem_carveout: int | None = None,
                  access_policy: AccessPolicy | None = None,
                  launch_completion_event: Any = None,
-                 programmatic_event: Any = None) -> None: ...
+                 programmatic_event: Any = None,
+                 mem_sync_domain_map: DomainMap | None = None) -> None: ...
     @property
     def attributes(self) -> tuple[tuple[str, Any], ...]: ...
     def __eq__(self, other: object) -> bool: ...
@@ -103,7 +106,8 @@ class Kernel:
                shmem_carveout: int | None = None,
                access_policy: AccessPolicy | None = None,
                launch_completion_event: Any = None,
-               programmatic_event: Any = None) -> None: ...
+               programmatic_event: Any = None,
+               mem_sync_domain_map: DomainMap | None = None) -> None: ...
     def prepare(self, grid: Dims, block: Dims, *, stream: Any = None, shmem: int = 0,
                 cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
                 priority: int | None = None,
@@ -113,7 +117,8 @@ class Kernel:
                 shmem_carveout: int | None = None,
                 access_policy: AccessPolicy | None = None,
                 launch_completion_event: Any = None,
-                programmatic_event: Any = None) -> PreparedLaunch: ...
+                programmatic_event: Any = None,
+                mem_sync_domain_map: DomainMap | None = None) -> PreparedLaunch: ...
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
     def graph_node(self, graph: Any, grid: Dims, block: Dims, *args: Any, after: Any = (),
                    shmem: int = 0, stream: Any = None, cluster: Dims | None = None,
@@ -122,7 +127,8 @@ class Kernel:
                    preferred_cluster: Dims | None = None,
                    mem_sync_domain: MemSyncDomain | None = None,
                    shmem_carveout: int | None = None,
-                   access_policy: AccessPolicy | None = None) -> KernelNode: ...
+                   access_policy: AccessPolicy | None = None,
+                   mem_sync_domain_map: DomainMap | None = None) -> KernelNode: ...
 
 @final
 class KernelNode:

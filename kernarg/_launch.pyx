@@ -69,7 +69,7 @@ __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunc
            "set_producer_sync"]
 
 cdef enum:
-    MAX_ATTRS = 11
+    MAX_ATTRS = 12
     MAX_BLOCK_THREADS = 1024
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -91,6 +91,7 @@ cdef struct Dims:
     unsigned int shmem
     unsigned int threads            # block[0] * block[1] * block[2]
     unsigned int cluster_blocks     # blocks per cluster (0: no cluster attribute)
+    unsigned int domains            # 1 + the highest domain mem_sync_domain_map names (or 0)
     bint cooperative                # a cooperative launch: all blocks must be co-resident
 
 
@@ -174,6 +175,7 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
     threads = <long long>d.block[0] * d.block[1] * d.block[2]
     d.threads = <unsigned int>threads
     d.cluster_blocks = 0
+    d.domains = 0
     d.cooperative = False
     if threads > MAX_BLOCK_THREADS:
         raise ValueError(f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; "
@@ -222,6 +224,11 @@ cdef class LaunchConfig:
     mem_sync_domain : str, optional
         The memory synchronisation domain of the kernel's memory operations: ``"default"`` or
         ``"remote"`` (``CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN``; compute capability 9.0+).
+    mem_sync_domain_map : tuple or dict, optional
+        The physical domains the two logical ones are mapped to for this launch, ``(default,
+        remote)`` or ``{"default": d, "remote": r}``: domain ids from 0 to the device's
+        ``MEM_SYNC_DOMAIN_COUNT`` - 1 (4 domains on compute capability 9.0; checked at launch)
+        (``CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP``).
     shmem_carveout : int, optional
         Preferred shared memory carveout, in percent (0-100) of the shared memory and L1 they
         share; a hint (``CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT``).
@@ -259,6 +266,7 @@ cdef class LaunchConfig:
     cdef readonly object cluster_scheduling
     cdef readonly object preferred_cluster
     cdef readonly object mem_sync_domain
+    cdef readonly object mem_sync_domain_map
     cdef readonly object shmem_carveout
     cdef readonly object access_policy
     cdef readonly object launch_completion_event
@@ -271,7 +279,8 @@ cdef class LaunchConfig:
     def __init__(self, grid, block, *, shmem=0, cluster=None, cooperative=False, pdl=False,
                  priority=None, cluster_scheduling=None, preferred_cluster=None,
                  mem_sync_domain=None, shmem_carveout=None, access_policy=None,
-                 launch_completion_event=None, programmatic_event=None):
+                 launch_completion_event=None, programmatic_event=None,
+                 mem_sync_domain_map=None):
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
@@ -336,6 +345,12 @@ cdef class LaunchConfig:
                                            _MEM_SYNC_DOMAINS)
             self._add(cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN).memSyncDomain = \
                 _MEM_SYNC_DOMAINS[self.mem_sync_domain]
+        self.mem_sync_domain_map = None
+        if mem_sync_domain_map is not None:
+            self.mem_sync_domain_map = _domain_map(mem_sync_domain_map)
+            v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP)
+            v.memSyncDomainMap.default_, v.memSyncDomainMap.remote = self.mem_sync_domain_map
+            self._d.domains = 1 + max(self.mem_sync_domain_map)
         self.shmem_carveout = None
         if shmem_carveout is not None:
             self.shmem_carveout = _index(shmem_carveout, "shmem_carveout")
@@ -409,12 +424,14 @@ cdef class LaunchConfig:
         return (self.grid, self.block, self.shmem, self.cluster, self.cooperative, self.pdl,
                 self.priority, self.cluster_scheduling, self.preferred_cluster,
                 self.mem_sync_domain, self.shmem_carveout, self.access_policy,
-                self.launch_completion_event, self.programmatic_event)
+                self.launch_completion_event, self.programmatic_event,
+                self.mem_sync_domain_map)
 
     cdef tuple _given(self):
         """_fields with the event objects given in place of their handles, to build an equal
         config that keeps them alive too."""
-        return self._fields()[:-2] + self._events
+        cdef tuple fields = self._fields()
+        return fields[:12] + self._events + fields[14:]
 
     def __eq__(self, other):
         if not isinstance(other, LaunchConfig):
@@ -454,21 +471,22 @@ cdef class LaunchConfig:
 _CONFIG_FIELDS = ("grid", "block", "shmem", "cluster", "cooperative", "pdl", "priority",
                   "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
                   "shmem_carveout", "access_policy", "launch_completion_event",
-                  "programmatic_event")
+                  "programmatic_event", "mem_sync_domain_map")
 
 
 def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority,
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
                    shmem_carveout=None, access_policy=None, launch_completion_event=None,
-                   programmatic_event=None):
+                   programmatic_event=None, mem_sync_domain_map=None):
     """A pickled LaunchConfig, made again from its fields (pickles of kernarg before the
-    fields after ``priority`` have seven)."""
+    fields after ``priority`` have seven, and before ``mem_sync_domain_map`` fourteen)."""
     return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                         pdl=pdl, priority=priority, cluster_scheduling=cluster_scheduling,
                         preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
                         shmem_carveout=shmem_carveout, access_policy=access_policy,
                         launch_completion_event=launch_completion_event,
-                        programmatic_event=programmatic_event)
+                        programmatic_event=programmatic_event,
+                        mem_sync_domain_map=mem_sync_domain_map)
 
 
 # Each launch attribute LaunchConfig passes: its name in ``attributes``, and the field that
@@ -484,6 +502,8 @@ _ATTRIBUTE_NAMES = {
     cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
         ("preferred_cluster_dimension", "preferred_cluster"),
     cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: ("mem_sync_domain", "mem_sync_domain"),
+    cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+        ("mem_sync_domain_map", "mem_sync_domain_map"),
     cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
         ("preferred_shared_memory_carveout", "shmem_carveout"),
     cydriver.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: ("access_policy_window", "access_policy"),
@@ -510,6 +530,31 @@ cdef str _choice(object value, str what, dict choices):
         kind = ValueError if isinstance(value, str) else TypeError
         raise kind(f"{what} must be one of {names}, got {shown_value(value, True)}")
     return value
+
+
+cdef tuple _domain_map(object value):
+    """``(default, remote)``: the domain ids a mem_sync_domain_map maps the two logical
+    domains to, from a pair or a dict of the two names; each a C unsigned char (the device's
+    domain count is checked at launch)."""
+    if isinstance(value, dict):
+        unknown = [key for key in value if key not in _MEM_SYNC_DOMAINS]
+        if unknown or len(value) != 2:
+            raise TypeError("mem_sync_domain_map must map both 'default' and 'remote' to a "
+                            f"domain id, got {shown_value(value, True)}")
+        pair = (value["default"], value["remote"])
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        pair = tuple(value)
+    else:
+        raise TypeError("mem_sync_domain_map must be a pair (default, remote) of domain ids or "
+                        f"a dict of those names, got {shown_value(value, True)}")
+    ids = []
+    for name, domain in zip(("default", "remote"), pair):
+        domain = _index(domain, f"mem_sync_domain_map {name}")
+        if not 0 <= domain <= 255:
+            raise ValueError(f"mem_sync_domain_map {name} must be a domain id from 0 to the "
+                             f"device's domain count - 1, got {shown_value(domain)}")
+        ids.append(domain)
+    return tuple(ids)
 
 
 cdef tuple _preferred_cluster(object value, tuple grid, object cluster):
@@ -1192,6 +1237,8 @@ cdef inline int _ready_to_enqueue(Kernel k, const Dims* d, const BlockState* st,
         _allow_nonportable_cluster(k)
     if d.cooperative and d.cluster_blocks == 0:
         _check_cooperative(k, d)
+    if d.domains > k._domains_ok:
+        _check_domains(k, d)
     if stream != 1:
         _capture_of(<cydriver.CUstream><uintptr_t>stream, capture)
     else:
@@ -1443,6 +1490,28 @@ cdef int _check_cooperative(Kernel k, const Dims* d) except -1:
         f"{k.name!r} can have at most {limit} resident at once with block "
         f"{(d.block[0], d.block[1], d.block[2])} and {d.shmem} bytes of dynamic shared memory "
         f"({k._coop_per_sm} per multiprocessor); see Kernel.max_cooperative_blocks")
+
+
+cdef int _check_domains(Kernel k, const Dims* d) except -1:
+    """Refuse a mem_sync_domain_map that names a domain the device does not have
+    (``MEM_SYNC_DOMAIN_COUNT``: 4 on compute capability 9.0, 1 before), naming the count;
+    remember it so later launches compare one int. Where the driver cannot say, it has the
+    last word."""
+    cdef int count = 0
+    cdef cydriver.CUdevice dev
+    if cydriver.cuCtxGetDevice(&dev) != cydriver.CUDA_SUCCESS or \
+            cydriver.cuDeviceGetAttribute(
+                &count, cydriver.CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, dev) \
+            != cydriver.CUDA_SUCCESS or count <= 0:
+        k._domains_ok = d.domains
+        return 0
+    k._domains_ok = <unsigned int>count
+    if d.domains > k._domains_ok:
+        raise ValueError(f"mem_sync_domain_map names domain {d.domains - 1}; device {dev} "
+                         f"has {count} memory synchronisation domain"
+                         f"{'' if count == 1 else 's'} (0 to {count - 1}: "
+                         "MEM_SYNC_DOMAIN_COUNT), for kernel {k.name!r}")
+    return 0
 
 
 cdef int _allow_nonportable_cluster(Kernel k) except -1:
@@ -1959,6 +2028,7 @@ cdef class Kernel:
     # fewer than the device's 1024); 0 until the first launch asks the driver.
     cdef unsigned int _threads_ok
     cdef bint _nonportable_ok       # cluster sizes over 8 allowed (set on first need)
+    cdef unsigned int _domains_ok   # the device's sync domains (0 until a launch maps some)
     # The co-resident block limit of the last cooperative block shape (0: none asked yet).
     cdef unsigned int _coop_threads, _coop_shmem
     cdef long long _coop_limit
@@ -2002,6 +2072,7 @@ cdef class Kernel:
         k._shmem_ok = 0
         k._threads_ok = 0
         k._nonportable_ok = False
+        k._domains_ok = 0
         k._coop_limit = 0
         return k
 
@@ -2336,7 +2407,8 @@ cdef class Kernel:
     def prepare(self, grid, block, *, stream=None, shmem=0, cluster=None, cooperative=False,
                 pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None,
                 mem_sync_domain=None, shmem_carveout=None, access_policy=None,
-                launch_completion_event=None, programmatic_event=None):
+                launch_completion_event=None, programmatic_event=None,
+                mem_sync_domain_map=None):
         """A launcher with the configuration checked and the stream resolved once; calling it
         only packs and launches. The keywords after ``stream`` are LaunchConfig's."""
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
@@ -2345,13 +2417,14 @@ cdef class Kernel:
                            mem_sync_domain=mem_sync_domain, shmem_carveout=shmem_carveout,
                            access_policy=access_policy,
                            launch_completion_event=launch_completion_event,
-                           programmatic_event=programmatic_event)
+                           programmatic_event=programmatic_event,
+                           mem_sync_domain_map=mem_sync_domain_map)
         return PreparedLaunch(self, cfg, stream_handle(stream))
 
     def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None,
                    cluster=None, cooperative=False, pdl=False, priority=None,
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
-                   shmem_carveout=None, access_policy=None):
+                   shmem_carveout=None, access_policy=None, mem_sync_domain_map=None):
         """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
         (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
 
@@ -2362,19 +2435,21 @@ cdef class Kernel:
         arguments' producer streams, and DLPack producers are given it. The graph keeps the
         arguments and the kernel alive until it is destroyed, as a captured launch does.
 
-        The launch attributes (``cluster`` to ``access_policy``, as for LaunchConfig) are set on
-        the node (``cuGraphKernelNodeSetAttribute``); a node the driver refuses one for is
-        removed again. ``pdl=True`` is a graph's programmatic dependent launch: the edges from
-        the kernel nodes ``after`` are programmatic ones (``CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC``
-        from their ``CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC``), what a stream capture makes of a
-        launch with ``pdl=True``: this kernel may start once every block of theirs has called
+        The launch attributes (``cluster`` to ``mem_sync_domain_map``, as for LaunchConfig)
+        are set on the node (``cuGraphKernelNodeSetAttribute``); a node the driver refuses one
+        for is removed again. ``pdl=True`` is a graph's programmatic dependent launch: the
+        edges from the kernel nodes ``after`` are programmatic ones
+        (``CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`` from their
+        ``CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC``), what a stream capture makes of a launch
+        with ``pdl=True``: this kernel may start once every block of theirs has called
         ``cudaTriggerProgrammaticLaunchCompletion()`` or ended, and must call
         ``cudaGridDependencySynchronize()`` before it reads what they wrote."""
         cdef LaunchConfig cfg = LaunchConfig(
             grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative, pdl=pdl,
             priority=priority, cluster_scheduling=cluster_scheduling,
             preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
-            shmem_carveout=shmem_carveout, access_policy=access_policy)
+            shmem_carveout=shmem_carveout, access_policy=access_policy,
+            mem_sync_domain_map=mem_sync_domain_map)
         cdef uintptr_t g = _graph_address(graph, "graph")
         cdef list deps = _node_addresses(after)
         if cfg.pdl and not deps:
@@ -2387,7 +2462,7 @@ cdef class Kernel:
         cdef cydriver.CUgraphNode node = NULL
         cdef cydriver.CUgraphNode* dep_c = NULL
         cdef cydriver.CUuserObject kept = NULL
-        cdef cydriver.CUfunction func
+        cdef cydriver.CUfunction func = NULL
         cdef cydriver.CUresult err
         cdef cydriver.CUgraphNode* to = NULL
         cdef cydriver.CUgraphEdgeData* edges = NULL
@@ -2510,9 +2585,9 @@ def _unpickle_kernel(tuple recipe, str name, int device):
 cdef tuple _KERNEL_LAUNCH_NAMES = (
     "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority",
     "cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
-    "access_policy", "launch_completion_event", "programmatic_event")
+    "access_policy", "launch_completion_event", "programmatic_event", "mem_sync_domain_map")
 cdef enum:
-    KERNEL_LAUNCH_NAMES = 15
+    KERNEL_LAUNCH_NAMES = 16
 cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
 
 
@@ -2542,7 +2617,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     """Pack the ``n`` arguments at ``items`` and launch on ``stream`` (anything
     kernarg.resolve_stream accepts), after making it wait on every producer stream the
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
-    to programmatic_event in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
+    to mem_sync_domain_map in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
     cdef Dims d
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
@@ -2591,7 +2666,8 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                            shmem_carveout=or_default(attributes[7], None),
                            access_policy=or_default(attributes[8], None),
                            launch_completion_event=or_default(attributes[9], None),
-                           programmatic_event=or_default(attributes[10], None))
+                           programmatic_event=or_default(attributes[10], None),
+                           mem_sync_domain_map=or_default(attributes[11], None))
         dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
         made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
                                                   for i in range(KERNEL_LAUNCH_NAMES - 4)])
@@ -2660,7 +2736,7 @@ cdef const char* _KERNEL_LAUNCH_DOC = b"""\
 launch($self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False, \
 pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None, \
 mem_sync_domain=None, shmem_carveout=None, access_policy=None, launch_completion_event=None, \
-programmatic_event=None)
+programmatic_event=None, mem_sync_domain_map=None)
 --
 
 Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts), after

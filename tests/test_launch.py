@@ -94,7 +94,8 @@ def test_a_config_with_fields_replaced_is_checked_again():
                                         "grid, block, shmem, cluster, cooperative, pdl, "
                                         "priority, cluster_scheduling, preferred_cluster, "
                                         "mem_sync_domain, shmem_carveout, access_policy, "
-                                        "launch_completion_event, programmatic_event\\)"):
+                                        "launch_completion_event, programmatic_event, "
+                                        "mem_sync_domain_map\\)"):
         c.__replace__(stream=5)
     if hasattr(copy, "replace"):
         assert copy.replace(c, block=64) == kernarg.LaunchConfig(
@@ -261,7 +262,8 @@ def test_kernel_launch_takes_its_arguments_as_its_signature_says():
     assert list(inspect.signature(kernarg.Kernel.launch).parameters) == [
         "self", "grid", "block", "args", "stream", "shmem", "cluster", "cooperative", "pdl",
         "priority", "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
-        "shmem_carveout", "access_policy", "launch_completion_event", "programmatic_event"]
+        "shmem_carveout", "access_policy", "launch_completion_event", "programmatic_event",
+        "mem_sync_domain_map"]
     assert "producer stream" in kernarg.Kernel.launch.__doc__
     for call, message in (
             (lambda: k.launch(), "missing required argument 'grid' \\(pos 1\\)"),
@@ -1626,6 +1628,8 @@ def test_launch_without_a_driver_is_a_cuda_error():
     (lambda k: k.graph_node(0x99, 1, 1, cluster=2), ValueError, "not a multiple of cluster"),
     (lambda k: k.graph_node(0x99, 1, 1, mem_sync_domain="near"), ValueError,
      "mem_sync_domain must be one of 'default', 'remote', got 'near'"),
+    (lambda k: k.graph_node(0x99, 1, 1, mem_sync_domain_map=(0, 300)), ValueError,
+     "mem_sync_domain_map remote must be a domain id"),
     (lambda k: k.graph_node(0x99, 1, 1, access_policy=(16, 8, 2.0)), ValueError,
      "hit_ratio must be from 0 to 1"),
     (lambda k: k.graph_node(0x99, 1, 1, pdl=True), ValueError,
@@ -1939,6 +1943,21 @@ def test_hint_attributes_are_laid_out_as_cuda_h_says():
     assert kernarg.LaunchConfig(1, 1)._raw_attributes() == ()
 
 
+def test_a_domain_map_is_two_domain_ids_laid_out_as_cuda_h_says():
+    # CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: a CUlaunchMemSyncDomainMap, two unsigned chars
+    # (default_, then remote), from a pair or a dict of the two names, any integers.
+    c = kernarg.LaunchConfig(1, 1, mem_sync_domain="remote",
+                             mem_sync_domain_map={"remote": np.uint8(3), "default": 2})
+    assert c.mem_sync_domain_map == (2, 3)
+    assert all(type(d) is int for d in c.mem_sync_domain_map)
+    assert c.attributes == (("mem_sync_domain", "remote"), ("mem_sync_domain_map", (2, 3)))
+    assert c._raw_attributes()[1] == (9, b"\x02\x03".ljust(64, b"\0"))
+    assert c == kernarg.LaunchConfig(1, 1, mem_sync_domain="remote", mem_sync_domain_map=[2, 3])
+    assert c != kernarg.LaunchConfig(1, 1, mem_sync_domain="remote", mem_sync_domain_map=(3, 2))
+    assert kernarg.LaunchConfig(1, 1, mem_sync_domain_map=(255, 0))._raw_attributes() == \
+        ((9, b"\xff".ljust(64, b"\0")),)
+
+
 def test_an_access_policy_window_takes_a_dict_and_any_pointer_argument():
     from producers import CAIObject, DLPackProducer, cai
 
@@ -1971,6 +1990,22 @@ def test_an_access_policy_window_takes_a_dict_and_any_pointer_argument():
     (dict(mem_sync_domain="local"), ValueError,
      "mem_sync_domain must be one of 'default', 'remote', got 'local'"),
     (dict(mem_sync_domain=True), TypeError, "mem_sync_domain must be one of"),
+    (dict(mem_sync_domain_map=1), TypeError,
+     r"mem_sync_domain_map must be a pair \(default, remote\) of domain ids or a dict of "
+     "those names, got 1"),
+    (dict(mem_sync_domain_map=(0, 1, 2)), TypeError, "mem_sync_domain_map must be a pair"),
+    (dict(mem_sync_domain_map={"default": 0}), TypeError,
+     "mem_sync_domain_map must map both 'default' and 'remote' to a domain id"),
+    (dict(mem_sync_domain_map={"default": 0, "remote": 1, "near": 2}), TypeError,
+     "mem_sync_domain_map must map both"),
+    (dict(mem_sync_domain_map=(0, 256)), ValueError,
+     "mem_sync_domain_map remote must be a domain id from 0 to the device's domain count - 1, "
+     "got 256"),
+    (dict(mem_sync_domain_map=(-1, 0)), ValueError, "mem_sync_domain_map default must be"),
+    (dict(mem_sync_domain_map=(True, 0)), TypeError,
+     "mem_sync_domain_map default must be an int, got bool"),
+    (dict(mem_sync_domain_map=(0, 1.0)), TypeError,
+     "mem_sync_domain_map remote must be an int, got float"),
     (dict(shmem_carveout=101), ValueError,
      "shmem_carveout must be a percentage .* from 0 to 100, got 101"),
     (dict(shmem_carveout=-1), ValueError, "shmem_carveout .*got -1"),
@@ -2056,12 +2091,15 @@ def test_hint_attributes_make_configs_that_pickle_compare_and_replace():
         dict(), dict(cluster_scheduling="spread"), dict(cluster_scheduling="default"),
         dict(preferred_cluster=4), dict(preferred_cluster=8), dict(mem_sync_domain="remote"),
         dict(shmem_carveout=0), dict(shmem_carveout=1), dict(access_policy=(0x1000, 64)),
-        dict(access_policy=(0x1000, 64, 0.5)))]
+        dict(access_policy=(0x1000, 64, 0.5)), dict(mem_sync_domain_map=(0, 1)),
+        dict(mem_sync_domain_map=(1, 0)))]
     assert len(set(apart)) == len(apart)
-    # A pickle of a config from before these fields (seven of them) still loads.
+    # A pickle of a config from before these fields (seven of them, or fourteen before
+    # mem_sync_domain_map) still loads.
     remake, fields = c.__reduce__()
-    assert len(fields) == 14
+    assert len(fields) == 15
     assert remake(*fields[:7]) == kernarg.LaunchConfig(8, 32, cluster=2)
+    assert remake(*fields[:14]) == c
     more = c.__replace__(preferred_cluster=None, access_policy=dict(base=0x2000, num_bytes=8))
     assert more.preferred_cluster is None and more.access_policy[:2] == (0x2000, 8)
     assert more.mem_sync_domain == "remote" and c.preferred_cluster == (4, 1, 1)
@@ -2074,9 +2112,10 @@ def test_launch_and_prepare_take_the_hint_attributes():
 
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
     names = ["cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
-             "access_policy", "launch_completion_event", "programmatic_event"]
-    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-7:] == names
-    assert list(inspect.signature(k.prepare).parameters)[-7:] == names
+             "access_policy", "launch_completion_event", "programmatic_event",
+             "mem_sync_domain_map"]
+    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-8:] == names
+    assert list(inspect.signature(k.prepare).parameters)[-8:] == names
     attributes = dict(cluster=2, cluster_scheduling="spread", preferred_cluster=4,
                       mem_sync_domain="remote", shmem_carveout=30, access_policy=(0x1000, 64))
     p = k.prepare(8, 32, **attributes)
@@ -2274,6 +2313,8 @@ def _reference_attributes(kw):
         put(11, "<3I", *dims(kw["preferred_cluster"]))
     if kw.get("mem_sync_domain") is not None:
         put(10, "<i", _DOMAINS[kw["mem_sync_domain"]])
+    if kw.get("mem_sync_domain_map") is not None:
+        put(9, "<BB", *kw["mem_sync_domain_map"])     # CUlaunchMemSyncDomainMap: default_, remote
     if kw.get("shmem_carveout") is not None:
         put(14, "<I", kw["shmem_carveout"])
     if kw.get("access_policy") is not None:
@@ -2305,6 +2346,8 @@ def _configs(draw):
     kw["priority"] = draw(st.none() | st.integers(-2**31, 2**31 - 1))
     kw["cluster_scheduling"] = draw(st.none() | st.sampled_from(sorted(_SCHEDULING)))
     kw["mem_sync_domain"] = draw(st.none() | st.sampled_from(sorted(_DOMAINS)))
+    kw["mem_sync_domain_map"] = draw(st.none() | st.tuples(st.integers(0, 255),
+                                                           st.integers(0, 255)))
     kw["shmem_carveout"] = draw(st.none() | st.integers(0, 100))
     if draw(st.booleans()):
         kw["access_policy"] = (draw(st.integers(0, 2**64 - 1)), draw(st.integers(0, 2**64 - 1)),
@@ -2328,7 +2371,8 @@ def test_launch_attributes_match_a_reference_encoder(config):
     assert [name for name, _ in c.attributes] == [
         {1: "access_policy_window", 2: "cooperative", 4: "cluster_dimension",
          5: "cluster_scheduling_policy_preference", 6: "programmatic_stream_serialization",
-         7: "programmatic_event", 8: "priority", 10: "mem_sync_domain",
+         7: "programmatic_event", 8: "priority", 9: "mem_sync_domain_map",
+         10: "mem_sync_domain",
          11: "preferred_cluster_dimension", 12: "launch_completion_event",
          14: "preferred_shared_memory_carveout"}[attr_id]
         for attr_id, _ in _reference_attributes(kw)]

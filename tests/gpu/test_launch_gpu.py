@@ -1288,6 +1288,8 @@ def test_the_hint_attributes_reach_the_driver_and_the_kernel_runs(ctx):
                                           hit="normal", miss="normal"))]
     if hopper:          # memory synchronisation domains and clusters: compute capability 9.0
         cases += [dict(mem_sync_domain="remote"), dict(mem_sync_domain="default"),
+                  dict(mem_sync_domain="remote", mem_sync_domain_map=(0, 1)),
+                  dict(mem_sync_domain_map={"default": 1, "remote": 0}),
                   dict(cluster=2, cluster_scheduling="spread"),
                   dict(cluster=2, cluster_scheduling="load_balancing")]
     for value, attributes in enumerate(cases, start=1):
@@ -1298,6 +1300,32 @@ def test_the_hint_attributes_reach_the_driver_and_the_kernel_runs(ctx):
         k.prepare(grid, 16, **attributes)(out, value + 0.5, n)
         assert np.frombuffer(out.read(), np.float32)[:n].tolist() == [value + 0.5] * n, \
             attributes
+
+
+def test_a_domain_map_past_the_devices_domains_is_refused_before_the_launch(ctx):
+    # mem_sync_domain_map names physical domains: the device has MEM_SYNC_DOMAIN_COUNT of them
+    # (4 on compute capability 9.0, 1 before). A map past them is a ValueError that names the
+    # count, from a launch, a prepared launch and a graph node, before the driver is asked;
+    # the last domain is taken, and the kernel runs.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    dev = check(driver.cuDeviceGet(0))
+    count = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, dev))
+    assert count >= 1
+    out = DeviceArray(4 * 32, typestr="<f4")
+    message = f"mem_sync_domain_map names domain {count}; device 0 has {count} memory"
+    with pytest.raises(ValueError, match=message):
+        k.launch(1, 32, out, 1.0, 32, mem_sync_domain_map=(0, count))
+    with pytest.raises(ValueError, match=message):
+        k.prepare(1, 32, mem_sync_domain_map=(count, 0))(out, 1.0, 32)
+    graph = check(driver.cuGraphCreate(0))
+    with pytest.raises(ValueError, match=message):
+        k.graph_node(graph, 1, 32, out, 1.0, 32, mem_sync_domain_map=(count, count))
+    assert check(driver.cuGraphGetNodes(graph, 0))[1] == 0
+    check(driver.cuGraphDestroy(graph))
+    k.launch(1, 32, out, 2.0, 32, mem_sync_domain_map=(count - 1, 0))
+    check(driver.cuCtxSynchronize())
+    assert _floats(out) == [2.0] * 32
 
 
 def test_event_attributes_record_their_events(ctx):
@@ -2119,9 +2147,12 @@ def test_graph_nodes_take_launch_attributes(ctx):
     nodes = [first]
     if _compute_capability() >= (9, 0):
         second = k.graph_node(graph, 2, 32, b, 2.5, 64, after=[first], cluster=2,
-                              cluster_scheduling="spread", mem_sync_domain="remote")
+                              cluster_scheduling="spread", mem_sync_domain="remote",
+                              mem_sync_domain_map=(1, 0))
         value = _node_attribute(second, "CLUSTER_DIMENSION")
         assert (value.clusterDim.x, value.clusterDim.y, value.clusterDim.z) == (2, 1, 1)
+        value = _node_attribute(second, "MEM_SYNC_DOMAIN_MAP")
+        assert (value.memSyncDomainMap.default_, value.memSyncDomainMap.remote) == (1, 0)
         nodes.append(second)
     exe = check(driver.cuGraphInstantiate(graph, 0))
     check(driver.cuGraphLaunch(exe, stream))

@@ -1582,6 +1582,14 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
             if ((unsigned)a->value.memSyncDomain > CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE)
                 return fail(CUDA_ERROR_INVALID_VALUE, "memory sync domain %d", (int)a->value.memSyncDomain);
             break;
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: {
+            /* A modelled rule: each physical domain below the device's count. */
+            int count = device_attribute(CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT);
+            if (a->value.memSyncDomainMap.default_ >= count || a->value.memSyncDomainMap.remote >= count)
+                return fail(CUDA_ERROR_INVALID_VALUE, "memory sync domain map (%u, %u) past %d domains",
+                            a->value.memSyncDomainMap.default_, a->value.memSyncDomainMap.remote, count);
+            break;
+        }
         case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
             if (a->value.sharedMemCarveout > 100)
                 return fail(CUDA_ERROR_INVALID_VALUE, "shared memory carveout %u%%", a->value.sharedMemCarveout);
@@ -2148,6 +2156,21 @@ static CUresult fk_GraphDestroyNode(CUgraphNode h) {
     n->magic = 0;
     return CUDA_SUCCESS;
 }
+/* The graph's nodes: those added or captured, less those destroyed (a captured launch's node
+ * is not a handle this fake hands out, so only counts are modelled for those). */
+static CUresult fk_GraphGetNodes(CUgraph gh, CUgraphNode* nodes, size_t* num) {
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    if (!num) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetNodes: numNodes is NULL");
+    size_t n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (!g->nodes[i].func) continue;
+        if (nodes && n < *num) nodes[n] = (CUgraphNode)&g->nodes[i];
+        n++;
+    }
+    if (!nodes || n < *num) *num = n;
+    return CUDA_SUCCESS;
+}
 static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
                                                 const CUDA_KERNEL_NODE_PARAMS* p) {
     Exec* x = (Exec*)xh;
@@ -2356,7 +2379,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
     F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
-    F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode),
+    F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode), F(GraphGetNodes),
     F(GraphAddDependencies_v2),
     F(GraphExecKernelNodeSetParams), F(GraphExecNodeSetParams),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),

@@ -159,6 +159,14 @@ def _attributes(fdp):
     if fdp.ConsumeBool():
         out["mem_sync_domain"] = ["default", "remote", "far", True][fdp.ConsumeIntInRange(0, 3)]
     if fdp.ConsumeBool():
+        # Domain ids past the device's 4 (fakecuda's, at compute capability 9.0) and past a
+        # C unsigned char, as a pair, a dict, or neither.
+        pair = [fdp.ConsumeIntInRange(-1, 300), fdp.ConsumeIntInRange(0, 5)]
+        if fdp.ConsumeBool():
+            pair[fdp.ConsumeIntInRange(0, 1)] = fuzz_pack._hostile(fdp)
+        out["mem_sync_domain_map"] = [tuple(pair), {"default": pair[0], "remote": pair[1]},
+                                      pair[:1], pair[0]][fdp.ConsumeIntInRange(0, 3)]
+    if fdp.ConsumeBool():
         out["shmem_carveout"] = [fdp.ConsumeIntInRange(-5, 105), fuzz_pack._int(fdp),
                                  fuzz_pack._hostile(fdp)][fdp.ConsumeIntInRange(0, 2)]
     if fdp.ConsumeBool():
