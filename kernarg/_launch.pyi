@@ -128,7 +128,8 @@ class Kernel:
                    mem_sync_domain: MemSyncDomain | None = None,
                    shmem_carveout: int | None = None,
                    access_policy: AccessPolicy | None = None,
-                   mem_sync_domain_map: DomainMap | None = None) -> KernelNode: ...
+                   mem_sync_domain_map: DomainMap | None = None,
+                   after_launch: Any = ()) -> KernelNode: ...
 
 @final
 class KernelNode:

@@ -2424,7 +2424,8 @@ cdef class Kernel:
     def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None,
                    cluster=None, cooperative=False, pdl=False, priority=None,
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
-                   shmem_carveout=None, access_policy=None, mem_sync_domain_map=None):
+                   shmem_carveout=None, access_policy=None, mem_sync_domain_map=None,
+                   after_launch=()):
         """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
         (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
 
@@ -2443,7 +2444,13 @@ cdef class Kernel:
         ``CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC``), what a stream capture makes of a launch
         with ``pdl=True``: this kernel may start once every block of theirs has called
         ``cudaTriggerProgrammaticLaunchCompletion()`` or ended, and must call
-        ``cudaGridDependencySynchronize()`` before it reads what they wrote."""
+        ``cudaGridDependencySynchronize()`` before it reads what they wrote.
+
+        ``after_launch``: kernel nodes this one waits to have been launched, not to have ended
+        -- every block of theirs begun, best effort as for ``launch_completion_event``, what a
+        capture makes of a launch that waits on another's launch completion event: the edges
+        come from their ``CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER``. Nothing they write is
+        ordered before this kernel reads it."""
         cdef LaunchConfig cfg = LaunchConfig(
             grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative, pdl=pdl,
             priority=priority, cluster_scheduling=cluster_scheduling,
@@ -2451,12 +2458,21 @@ cdef class Kernel:
             shmem_carveout=shmem_carveout, access_policy=access_policy,
             mem_sync_domain_map=mem_sync_domain_map)
         cdef uintptr_t g = _graph_address(graph, "graph")
-        cdef list deps = _node_addresses(after)
+        cdef list deps = _node_addresses(after, "after")
+        cdef list launched = _node_addresses(after_launch, "after_launch")
         if cfg.pdl and not deps:
             raise ValueError("graph_node: pdl=True needs the nodes it follows (after=): in a "
                              "graph, a programmatic dependent launch is an edge from a kernel "
                              "node before it")
+        for j, node_address in enumerate(launched):
+            if node_address in deps:
+                raise ValueError(f"graph_node: after_launch[{j}] is in after= too: a node "
+                                 "follows another's end or its launch, not both")
         cdef uint64_t s = stream_handle(stream)
+        # The dependencies given to cuGraphAddKernelNode: after=, unless its edges are
+        # programmatic; those and after_launch='s are added as edges with their data.
+        cdef Py_ssize_t plain = 0 if cfg.pdl else len(deps)
+        deps += launched
         cdef Py_ssize_t i, n = len(deps)
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
         cdef cydriver.CUgraphNode node = NULL
@@ -2468,7 +2484,7 @@ cdef class Kernel:
         cdef cydriver.CUgraphEdgeData* edges = NULL
         _ensure_driver()
         if n:
-            # The dependencies; for pdl, also the other ends of their edges and the edges' data.
+            # The dependencies; also the other ends of the edges with data, and their data.
             dep_c = <cydriver.CUgraphNode*>malloc(
                 n * (sizeof(cydriver.CUgraphNode) * 2 + sizeof(cydriver.CUgraphEdgeData)))
             if dep_c == NULL:
@@ -2479,7 +2495,8 @@ cdef class Kernel:
         try:
             for i in range(n):
                 dep_c[i] = <cydriver.CUgraphNode><uintptr_t>deps[i]
-                edges[i].from_port = cydriver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+                edges[i].from_port = cydriver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC \
+                    if i < n - len(launched) else cydriver.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
                 edges[i].type = cydriver.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
             with _in_context(self._ctx):
                 # A CUkernel (a cuda.core Kernel's) as its CUfunction in this context: a kernel
@@ -2487,21 +2504,26 @@ cdef class Kernel:
                 func = _queryable(self._func)
                 blk = _node_params(self, cfg, args, s, func, &p)
                 kept = _node_kept(<cydriver.CUgraph>g, blk, self)
-                # With pdl, added with no dependency: its edges are added programmatic below.
-                err = cydriver.cuGraphAddKernelNode(&node, <cydriver.CUgraph>g, dep_c,
-                                                    0 if cfg.pdl else n, &p)
+                # The plain dependencies; the edges with data are added below.
+                err = cydriver.cuGraphAddKernelNode(&node, <cydriver.CUgraph>g, dep_c, plain,
+                                                    &p)
                 if err != cydriver.CUDA_SUCCESS:
                     cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
                     _check(err, f"cuGraphAddKernelNode (kernel {self.name!r})")
-                if cfg.pdl:
-                    for i in range(n):
+                if n > plain:
+                    for i in range(plain, n):
                         to[i] = node
-                    err = graph_add_edges(<cydriver.CUgraph>g, dep_c, to, edges, n)
+                    err = graph_add_edges(<cydriver.CUgraph>g, dep_c + plain, to + plain,
+                                          edges + plain, n - plain)
                     if err != cydriver.CUDA_SUCCESS:
                         cydriver.cuGraphDestroyNode(node)
                         cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
-                        _check(err, f"cuGraphAddDependencies (programmatic edges to kernel "
-                                    f"{self.name!r}: each node after= must be a kernel node)")
+                        what = " and ".join(
+                            (["programmatic edges from after="] if cfg.pdl else []) +
+                            (["launch-order edges from after_launch="] if launched else []))
+                        _check(err, f"cuGraphAddDependencies ({what} to kernel "
+                                    f"{self.name!r}: each of those must be a kernel node "
+                                    "of this graph)")
                 for i in range(cfg._nattrs):
                     if cfg._attrs[i].id == \
                             cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
@@ -3491,14 +3513,14 @@ cdef uintptr_t _handle_address(object obj, str what, str kind) except 0:
     return <uintptr_t>value
 
 
-cdef list _node_addresses(object after):
-    """The node addresses of ``after``: a node, or a list or tuple of nodes (see
-    _graph_address), None or () for none."""
+cdef list _node_addresses(object after, str what):
+    """The node addresses of ``after`` (the keyword ``what``): a node, or a list or tuple of
+    nodes (see _graph_address), None or () for none."""
     if after is None:
         return []
     if not isinstance(after, (list, tuple)):
         after = (after,)
-    return [_graph_address(node, f"after[{i}]") for i, node in enumerate(after)]
+    return [_graph_address(node, f"{what}[{i}]") for i, node in enumerate(after)]
 
 
 cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t stream,

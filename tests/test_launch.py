@@ -1634,6 +1634,16 @@ def test_launch_without_a_driver_is_a_cuda_error():
      "hit_ratio must be from 0 to 1"),
     (lambda k: k.graph_node(0x99, 1, 1, pdl=True), ValueError,
      r"graph_node: pdl=True needs the nodes it follows \(after=\)"),
+    (lambda k: k.graph_node(0x99, 1, 1, after_launch=[0x98, 2.5]), TypeError,
+     r"after_launch\[1\] must be"),
+    (lambda k: k.graph_node(0x99, 1, 1, after_launch=0), ValueError,
+     r"after_launch\[0\] must be a non-null"),
+    (lambda k: k.graph_node(0x99, 1, 1, after=[0x97, 0x98], after_launch=0x98), ValueError,
+     r"graph_node: after_launch\[0\] is in after= too: a node follows another's end or its "
+     "launch, not both"),
+    (lambda k: k.graph_node(0x99, 1, 1, after=_CoreGraphObject(0x98),
+                            after_launch=[0x96, 0x98]), ValueError,
+     r"after_launch\[1\] is in after= too"),
 ])
 def test_graph_node_checks_its_arguments_before_the_driver(call, exc, fragment):
     # Every value is checked, with a message that names it, before anything reaches the

@@ -1255,6 +1255,91 @@ def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx, how):
     check(driver.cuStreamDestroy(stream))
 
 
+ORDER = r"""
+extern "C" __global__ void order_first(int* seen, const int* flag, long long spin) {
+    // Wait (at most spin cycles) for the second kernel to set the flag.
+    volatile const int* f = flag;
+    int s = 0;
+    long long t0 = clock64();
+    while (!s && clock64() - t0 < spin) s = *f;
+    seen[0] = s;
+}
+extern "C" __global__ void order_second(int* flag, int* seen) {
+    // (seen is tools/fakecuda's, which emulates what the first would have seen.)
+    *(volatile int*)flag = 1;
+}
+"""
+
+
+def test_a_launch_order_edge_lets_a_node_start_once_the_other_has_begun(ctx):
+    # graph_node(..., after_launch=[first]): an edge from the first's LAUNCH_ORDER port (what
+    # a capture makes of waiting on a launch completion event), so the second may start once
+    # every block of the first has begun; the first, waiting (~50 ms at most) for the second's
+    # flag, sees it. After an ordinary edge (after=) the second starts only once the first has
+    # ended, and the first never sees the flag. cuda.h calls launch order best effort; the
+    # kernels here are one block each, on an otherwise idle GPU.
+    first = kernarg.Kernel.from_source(ORDER, "order_first")
+    second = kernarg.Kernel.from_source(ORDER, "order_second")
+    stream = int(check(driver.cuStreamCreate(1)))
+    for launch_order in (True, False):
+        seen, flag = (DeviceArray(4, typestr="<i4") for _ in range(2))
+        check(driver.cuMemsetD8(flag.ptr, 0, 4))
+        check(driver.cuMemsetD8(seen.ptr, 0xFF, 4))
+        check(driver.cuCtxSynchronize())
+        graph = check(driver.cuGraphCreate(0))
+        a = first.graph_node(graph, 1, 1, seen, flag, 100_000_000)
+        if launch_order:
+            second.graph_node(graph, 1, 1, flag, seen, after_launch=[a])
+        else:
+            second.graph_node(graph, 1, 1, flag, seen, after=[a])
+        exe = check(driver.cuGraphInstantiate(graph, 0))
+        check(driver.cuGraphLaunch(exe, stream))
+        check(driver.cuStreamSynchronize(stream))
+        assert struct.unpack("<i", flag.read()) == (1,)
+        assert struct.unpack("<i", seen.read()) == (int(launch_order),), \
+            f"launch_order={launch_order}"
+        check(driver.cuGraphExecDestroy(exe))
+        check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
+@pytest.mark.parametrize("edge", ["after_launch", "pdl"])
+def test_a_graph_node_whose_edges_the_driver_refuses_is_removed(ctx, edge):
+    # The edges with data (launch-order, programmatic) are added once the node is: an edge the
+    # driver refuses, here from a node of another graph, takes the node out again, and the
+    # graph lets go of its arguments. The error names the edges.
+    import gc
+    import weakref
+
+    if edge == "pdl" and _compute_capability() < (9, 0):
+        pytest.skip("programmatic edges need compute capability 9.0")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph, elsewhere = check(driver.cuGraphCreate(0)), check(driver.cuGraphCreate(0))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    here = k.graph_node(graph, 1, 32, out, 1.0, 32)
+    there = k.graph_node(elsewhere, 1, 32, out, 2.0, 32)
+    alive = weakref.ref(extra := DeviceArray(4 * 32, typestr="<f4"))
+    kwargs = dict(after_launch=[there]) if edge == "after_launch" else \
+        dict(after=[there], pdl=True)
+    with pytest.raises(kernarg.CudaError, match="cuGraphAddDependencies") as refused:
+        k.graph_node(graph, 1, 32, extra, 3.0, 32, **kwargs)
+    what = "launch-order edges from after_launch=" if edge == "after_launch" else \
+        "programmatic edges from after="
+    assert f"({what} to kernel 'fill': each of those must be a kernel node of this graph)" \
+        in str(refused.value)
+    assert check(driver.cuGraphGetNodes(graph, 0))[1] == 1
+    del extra, refused
+    for _ in range(50):         # the graph's user object is let go on the driver's thread
+        gc.collect()
+        if alive() is None:
+            break
+        time.sleep(0.01)
+    assert alive() is None
+    assert here.graph == int(graph)
+    for g in (graph, elsewhere):
+        check(driver.cuGraphDestroy(g))
+
+
 def test_launch_priority_reaches_the_driver(ctx):
     # CU_LAUNCH_ATTRIBUTE_PRIORITY takes a stream priority of the context's range (lower numbers
     # are higher priorities): the driver takes both ends, from Kernel.launch and a prepared

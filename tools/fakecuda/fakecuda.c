@@ -125,6 +125,7 @@ typedef struct Node {
     Func* func;
     unsigned int grid[3], block[3], shmem;
     int pdl;                /* launched with programmatic stream serialization allowed */
+    int launch_order;       /* after a launch-order edge (from a kernel's LAUNCH_ORDER port) */
     unsigned char params[4096];
     unsigned int nattrs;    /* a kernel node's attributes (cuGraphKernelNodeSetAttribute) */
     CUlaunchAttribute attrs[16];
@@ -1685,6 +1686,7 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
     memcpy(node->block, b, sizeof b);
     node->shmem = c->sharedMemBytes;
     node->pdl = pdl;
+    node->launch_order = 0;
     node->nattrs = 0;
     return CUDA_SUCCESS;
 }
@@ -1927,6 +1929,15 @@ static CUresult run_kernel(const Node* n) {
         /* A programmatic dependent launch starts while its primary still runs, which then sees
          * the flag: what the GPU shows, emulated after the fact. */
         if (!e && n->pdl) e = store(out + 4, &one, 4, k);
+    } else if (!strcmp(k, "order_first")) {  /* (int* seen, const int* flag, long long spin) */
+        int zero = 0;                         /* it saw no flag: nothing ran alongside */
+        e = store(out, &zero, 4, k);
+    } else if (!strcmp(k, "order_second")) { /* (int* flag, int* seen) */
+        int one = 1;
+        e = store(out, &one, 4, k);
+        /* After a launch-order edge it starts once the first's blocks have: the first then
+         * sees the flag, emulated after the fact as for pdl_second. */
+        if (!e && n->launch_order) e = store((uintptr_t)P(uint64_t, 1), &one, 4, k);
     } else if (!strcmp(k, "arch_value")) {   /* (int* out, int v) */
         int v = P(int, 1);
         e = store(out, &v, 4, k);
@@ -2041,6 +2052,7 @@ static CUresult keep_attrs(Node* node, const Node* old) {
     node->nattrs = old->nattrs;
     memcpy(node->attrs, old->attrs, sizeof old->attrs);
     node->pdl = old->pdl;           /* a programmatic edge's, which new parameters keep */
+    node->launch_order = old->launch_order;
     return check_attrs(node->attrs, node->nattrs, node->grid, threads, node->shmem, node->func, &pdl);
 }
 static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS* p) {
@@ -2137,10 +2149,15 @@ static CUresult fk_GraphAddDependencies_v2(CUgraph gh, const CUgraphNode* from, 
              && data[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER) || data[i].to_port)
             return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphAddDependencies: programmatic edge ports %d, %d",
                         data[i].from_port, data[i].to_port);
-        if (cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "programmatic edges need cc 9.0");
+        /* A launch-order edge is a launch completion event's (cuda.h: below cc 9.0 too). */
+        if (cc < 90 && data[i].from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC)
+            return fail(CUDA_ERROR_NOT_SUPPORTED, "programmatic edges need cc 9.0");
     }
-    for (size_t i = 0; i < n; i++)
-        if (data && data[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!data || data[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) continue;
+        if (data[i].from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
+        else ((Node*)to[i])->launch_order = 1;
+    }
     return CUDA_SUCCESS;
 }
 static CUresult fk_GraphAddDependencies(CUgraph gh, const CUgraphNode* from, const CUgraphNode* to, size_t n) {

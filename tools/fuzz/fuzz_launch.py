@@ -266,7 +266,7 @@ def test_one_input(data):
                                if not key.endswith("_event")}
             node_attributes.update(cluster=cluster, cooperative=cooperative, priority=priority)
             _graph_node(kernel, grid, block, shmem, stream, args, more, form == 5,
-                        node_attributes)
+                        node_attributes, fdp.ConsumeIntInRange(0, 4))
     except ALLOWED as exc:
         assert str(exc), repr(exc)
     assert _current() == before, (hex(_current()), hex(before))
@@ -281,15 +281,26 @@ def test_one_input(data):
             assert p.deleted <= p.exported, (p.deleted, p.exported)
 
 
-def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attributes):
+def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attributes, edges):
     """A kernel node of a graph of its own, given ``more`` afterwards: in the graph, or in a
-    graph instantiated from it; everything is destroyed again, whatever was refused."""
+    graph instantiated from it; everything is destroyed again, whatever was refused.
+    ``edges``: 0, the node alone; else after a first node of the same launch, by an ordinary
+    edge (1), a launch-order one (2), both (3, refused), or a programmatic one (4)."""
     from cuda.bindings import driver
 
     err, graph = driver.cuGraphCreate(0)
     assert err == driver.CUresult.CUDA_SUCCESS, err
     exe = None
     try:
+        if edges:
+            first = kernel.graph_node(graph, grid, block, *args, shmem=shmem, stream=stream)
+            attributes = dict(attributes)
+            if edges in (1, 3, 4):
+                attributes["after"] = [first]
+            if edges in (2, 3):
+                attributes["after_launch"] = first
+            if edges == 4:
+                attributes["pdl"] = True
         node = kernel.graph_node(graph, grid, block, *args, shmem=shmem, stream=stream,
                                  **attributes)
         assert node.graph == int(graph) and node.handle
