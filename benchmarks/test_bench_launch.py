@@ -5,9 +5,10 @@
 Every contender of `python -m kernarg bench` (kernarg.launch, prepared and bound, with plain
 arguments and with torch tensors; cuda.core, cuda.bindings, CuPy, numba-cuda) launches the same
 empty kernel with the same arguments on one stream (cuda.core's launch and kernarg's in its call
-form also launch two such kernels in turn, each with its own config). A round is a burst of
-BURST launches after an untimed stream synchronise, so no launch waits for the GPU: divide a
-round's time by BURST for the host cost of one launch. "C loop" is the floor: BURST
+form also launch two such kernels in turn, each with its own config; kernarg.launch and
+cuda.core's launch also launch two blocks as a cluster, on compute capability 9.0+). A round
+is a burst of BURST launches after an untimed stream synchronise, so no launch waits for the
+GPU: divide a round's time by BURST for the host cost of one launch. "C loop" is the floor: BURST
 cuLaunchKernel calls in one C loop. Compare within a group.
 """
 import pytest
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.skipif(REASON is not None,
 
 CONTENDERS = (_bench_launch.FLOOR, "kernarg.launch", "kernarg prepared", "kernarg bound",
               "kernarg.launch+torch",
-              "kernarg prepared+torch", "cuda.core launch", _bench_launch.DROP_IN,
+              "kernarg prepared+torch", _bench_launch.WITH_CLUSTER, "cuda.core launch",
+              _bench_launch.CORE_WITH_CLUSTER, _bench_launch.DROP_IN,
               _bench_launch.CORE_IN_TURN, _bench_launch.DROP_IN_IN_TURN,
               "cuda.bindings cuLaunchKernel",
               "CuPy RawKernel", "numba-cuda")

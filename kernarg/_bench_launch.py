@@ -72,6 +72,8 @@ def _written_out(call: str, args: tuple, **names):
 
 
 FLOOR = "C loop"     # the in-process floor contender (see _contenders)
+WITH_CLUSTER = "kernarg.launch+cluster"         # grid 2, cluster=2 (see _contenders)
+CORE_WITH_CLUSTER = "cuda.core launch+cluster"  # the same config, cuda.core's launch
 DROP_IN = "kernarg.launch(cuda.core form)"  # kernarg.launch(stream, config, kernel, *args)
 # cuda.core's launch and DROP_IN launching two kernels in turn, each with its own config, as a
 # loop of a few kernels does (the rows above launch one kernel with one config every time).
@@ -164,6 +166,14 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         # Packed once by bind(): what is left is kernarg's per-launch driver work.
         "kernarg bound": prepared.bind(*args),
     }
+    # A launch with an attribute (a cluster of 2 blocks, compute capability 9.0+): the grid
+    # is 2 blocks, so compare it with cuda.core's launch of the same config, not the rows above.
+    from kernarg._launch import device_arch
+
+    cluster = int(device_arch(k.device)[len("compute_"):][:-1]) >= 9
+    if cluster:
+        out[WITH_CLUSTER] = _written_out("k.launch(2, 1, {args}stream=stream, cluster=2)", args,
+                                         k=k, stream=stream)
     # The floor, in this process: the bound block launched BURST times by cuLaunchKernel in a
     # C loop. Interleaved with the rest in every round, so the ratios to it are side by side;
     # the nvcc-built loop (_cpp_floor) runs in a process of its own, as a cross-check.
@@ -198,6 +208,11 @@ def _contenders(n: int, stream: int, buf: int, tensor, file) -> dict:
         launch(cstream, cfg, ck, *args)
         out["cuda.core launch"] = _written_out("launch(cstream, cfg, ck, {args})", args,
                                                launch=launch, cstream=cstream, cfg=cfg, ck=ck)
+        if cluster:
+            ccfg = LaunchConfig(grid=2, block=1, cluster=2)
+            out[CORE_WITH_CLUSTER] = _written_out("launch(cstream, ccfg, ck, {args})", args,
+                                                  launch=launch, cstream=cstream, ccfg=ccfg,
+                                                  ck=ck)
         # The same call, the same cuda.core objects, with kernarg's launch imported instead:
         # what switching the import buys (issue 5's "2x cuda.core on the same arguments").
         out[DROP_IN] = _written_out("launch(cstream, cfg, ck, {args})", args,
@@ -422,6 +437,8 @@ def run(rounds: int = 21, bursts: int = 30, file=None) -> dict:
         for key, value in (("cuda_core_over_kernarg",
                             _ratio(times, "cuda.core launch", "kernarg.launch")),
                            ("cuda_core_over_drop_in", _ratio(times, "cuda.core launch", DROP_IN)),
+                           ("cuda_core_over_kernarg_with_cluster",
+                            _ratio(times, CORE_WITH_CLUSTER, WITH_CLUSTER)),
                            ("cuda_core_over_drop_in_in_turn",
                             _ratio(times, CORE_IN_TURN, DROP_IN_IN_TURN)),
                            ("cuda_core_overhead_over_drop_in",
@@ -485,6 +502,13 @@ def print_table(result: dict, file=None) -> None:
             print(f"{row['nargs']:4d}{row.get('cuda_core_over_drop_in', float('nan')):19.2f}"
                   f"{row.get('cuda_core_overhead_over_drop_in', float('nan')):13.2f}"
                   f"{row.get('cuda_core_over_drop_in_in_turn', float('nan')):19.2f}", file=file)
+    if any("cuda_core_over_kernarg_with_cluster" in row for row in rows):
+        print(f"\nwith a cluster (grid 2, cluster=2): {CORE_WITH_CLUSTER} over {WITH_CLUSTER}",
+              file=file)
+        for row in rows:
+            print(f"{row['nargs']:4d}"
+                  f"{row.get('cuda_core_over_kernarg_with_cluster', float('nan')):10.2f}",
+                  file=file)
     if any("checked_over_floor" in row for row in rows):
         print(f"\nabove the floor: {FLOOR_EX} (the driver's cuLaunchKernelEx), {FLOOR_CHECKED} "
               "(+ kernarg's C checks), kernarg bound over the checked loop (the Python call)",
