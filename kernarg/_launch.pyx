@@ -1507,10 +1507,10 @@ cdef int _check_domains(Kernel k, const Dims* d) except -1:
         return 0
     k._domains_ok = <unsigned int>count
     if d.domains > k._domains_ok:
-        raise ValueError(f"mem_sync_domain_map names domain {d.domains - 1}; device {dev} "
-                         f"has {count} memory synchronisation domain"
-                         f"{'' if count == 1 else 's'} (0 to {count - 1}: "
-                         "MEM_SYNC_DOMAIN_COUNT), for kernel {k.name!r}")
+        raise ValueError(f"mem_sync_domain_map names domain {d.domains - 1}; device {dev}, "
+                         f"where kernel {k.name!r} runs, has {count} memory synchronisation "
+                         f"domain{'' if count == 1 else 's'} (0 to {count - 1}: "
+                         "MEM_SYNC_DOMAIN_COUNT)")
     return 0
 
 

@@ -1398,7 +1398,10 @@ def test_a_domain_map_past_the_devices_domains_is_refused_before_the_launch(ctx)
         driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, dev))
     assert count >= 1
     out = DeviceArray(4 * 32, typestr="<f4")
-    message = f"mem_sync_domain_map names domain {count}; device 0 has {count} memory"
+    message = re.escape(f"mem_sync_domain_map names domain {count}; device 0, where kernel "
+                        f"'fill' runs, has {count} memory synchronisation domain"
+                        f"{'' if count == 1 else 's'} (0 to {count - 1}: "
+                        "MEM_SYNC_DOMAIN_COUNT)")
     with pytest.raises(ValueError, match=message):
         k.launch(1, 32, out, 1.0, 32, mem_sync_domain_map=(0, count))
     with pytest.raises(ValueError, match=message):
