@@ -1614,14 +1614,23 @@ def _evaluate_extents(str source, str kernel_name, dict queries, compile):
     struct stays opaque bytes."""
     spec = _parse_c_param("unsigned long long")[0]
     order = list(queries)
-    values = _evaluate_defaults(source, kernel_name,
-                                {i: ("unsigned long long", q, spec, _EVAL_PLAIN)
-                                 for i, q in enumerate(order)}, compile)
+    lines = {}
+    for i, q in enumerate(order):
+        member = queries[q]
+        if member is not None and member[1] is None and member[0].endswith("::"):
+            # A base's alignment or size (_SourceStructs._asked): through its object's type.
+            prelude, text = _base_query(i, member[0], member[2])
+            lines[i] = ("unsigned long long", text, spec, _EVAL_PLAIN, prelude)
+        else:
+            lines[i] = ("unsigned long long", q, spec, _EVAL_PLAIN)
+    values = _evaluate_defaults(source, kernel_name, lines, compile)
     found = {order[i]: v for i, v in values.items() if type(v) is int and v > 0}
     again = {}
     for i, q in enumerate(order):
         member = queries[q]
-        asked = None if q in found or member is None else _unchecked(i, *member)
+        # (A base's, refused: a private base's injected name; asked no more.)
+        asked = None if q in found or member is None or len(lines[i]) > 4 else \
+            _unchecked(i, *member)
         if asked is not None:
             again[i] = ("unsigned long long", asked[1], spec, _EVAL_PLAIN, asked[0])
     if again:
@@ -2067,12 +2076,6 @@ def _cpp_name(entry):
         if n and len(own) == n:
             return own
     return entry
-
-
-def _own_name(str name):
-    """A qualified C++ name's last part, without its template arguments (``'ns::f<a::b>'``:
-    ``'f'``)."""
-    return split_template_name(name)[0].rpartition("::")[2]
 
 
 def _did_you_mean(str name, names):
@@ -5500,13 +5503,15 @@ class _SourceStructs:
     def _asked(self, str operator="alignof"):
         """The alignment of the struct being laid out, whose head holds one kernarg does not
         evaluate, as the compiler gives it: ``alignof`` of the object the root's ``path``
-        names (exactly that: NVRTC's for ``__align__(N)`` and ``alignas(N)`` alike), asked
-        as _shape asks an extent; None until it is known, or where no object is (a base).
-        With ``operator`` "sizeof", its size."""
+        names (exactly that: NVRTC's for ``__align__(N)`` and ``alignas(N)`` alike), or of
+        the base it names (``d.B::``, see _bases: ``alignof(decltype(d)::B)``, B's injected
+        class name, which D inherits), asked as _shape asks an extent; None until it is
+        known, or where there is no object. With ``operator`` "sizeof", its size."""
         root = self.root
-        if root.path is None or not root.path.endswith("."):
+        typed = _asked_type(root.path)
+        if typed is None:
             return None
-        query = f"{operator}(decltype({root.path[:-1]}))"
+        query = f"{operator}({typed})"
         found = root.extents.get(query)
         if found is None:
             root.wanted[query] = (root.path, None, operator)
@@ -5915,8 +5920,9 @@ def _specifier_macros(str code):
 
 
 def _own_name(str key):
-    """The name a struct's members call it by (its constructors'): ``Params`` of
-    ``Gemm<double>::Params``, ``Box`` of ``ns::Box<int, 2>``."""
+    """A qualified C++ name's last part, without its template arguments: the name a struct's
+    members call it by (its constructors'), ``Params`` of ``Gemm<double>::Params``, ``Box`` of
+    ``ns::Box<int, 2>``, ``f`` of ``ns::f<a::b>``."""
     out, depth = [], 0
     for ch in key:
         if ch == "<":
@@ -6129,6 +6135,56 @@ def _struct_definitions(text):
         # offsets; its size is rounded to N); alignas(N) may only raise it (lower is an error).
         at_least = max([n for _, n in specs], default=1)
         yield (opening, (at_least, exact.pop() if exact else 0) + kinds, closing, names, header)
+
+
+def _asked_type(path):
+    """The type the object ``path`` names (a root's path: ``d.m.`` of member m of parameter
+    d, ``decltype(d.m)``), or the base class (``d.B::``, ``d.m.ns::Box<int>::``, ``d.B::A::``:
+    a base's base), named by its injected class name through the object's type
+    (``decltype(d)::B``, ``decltype(d.m)::Box``, ``decltype(d)::A``: the query's key, which
+    _base_query writes as the compiler takes it); None for no path."""
+    if path is None:
+        return None
+    if path.endswith("."):
+        return f"decltype({path[:-1]})"
+    found = _base_of_path(path)
+    return None if found is None else f"decltype({found[0]})::{found[1]}"
+
+
+def _base_of_path(path):
+    """(the object, the base's injected class name) of a base's path (``d.B::``: ``('d',
+    'B')``; see _asked_type), or None."""
+    if path is None or not path.endswith("::"):
+        return None
+    depth = 0
+    for i in range(len(path) - 1, -1, -1):     # the last "." outside template arguments
+        ch = path[i]
+        if ch in ">)]":
+            depth += 1
+        elif ch in "<([":
+            depth -= 1
+        elif ch == "." and depth == 0:
+            break
+    else:
+        return None
+    base = _own_name(path[i + 1:-2])
+    if not path[:i] or not base.isidentifier():
+        return None
+    return path[:i], base
+
+
+def _base_query(i, str path, str operator):
+    """(declarations, expression) that give ``operator`` (alignof, sizeof) of the base that
+    ``path`` names (_base_of_path), as _evaluate_line's ``prelude`` and ``text``: the base
+    named through the object's type, less the reference and const that ``decltype`` of the
+    object (``(*static_cast<D*>(nullptr))``, an lvalue) gives it."""
+    obj, base = _base_of_path(path)
+    t, bare = "__kernarg_T", f"__kernarg_bare_{i}"
+    prelude = (f"template <class {t}> struct {bare} {{ typedef {t} type; }}; "
+               f"template <class {t}> struct {bare}<{t}&> {{ typedef {t} type; }}; "
+               f"template <class {t}> struct {bare}<const {t}&> {{ typedef {t} type; }}; "
+               f"template <class {t}> struct {bare}<const {t}> {{ typedef {t} type; }}; ")
+    return prelude, f"{operator}({bare}<decltype({obj})>::type::{base})"
 
 
 def _alignment_value(str text):

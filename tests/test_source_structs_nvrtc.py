@@ -781,6 +781,23 @@ HEAD_MACROS = [
     # and a parameter holding it is not read, though its size and alignment are the PTX's.
     ("#define PACKED __attribute__((packed))\nstruct PACKED P { char c; int a; };\n"
      "struct S { P p; double d; };", "S", False),
+    # Base classes whose heads hold macros (session 67; before, the derived struct stayed
+    # opaque bytes): the compiler is asked the base's alignment and size through the derived
+    # type, by the base's injected class name (decltype(s)::B), a template's too.
+    ("#define ALIGN16 __align__(16)\nstruct ALIGN16 B { float a; };\nstruct S : B { float y; };",
+     "S", True),
+    ("#define API\nstruct API B { double d; char c; };\nstruct S : public B { char e; };",
+     "S", True),
+    ("#define API\nstruct API B { double d; char c; };\nstruct M : B { char e; };\n"
+     "struct S { int i; M m[2]; };", "S", True),
+    ("#define ALIGN(n) __align__(n)\nnamespace ns { template <class T> struct ALIGN(16) Box "
+     "{ T t; }; }\nstruct S : ns::Box<int> { char e; };", "S", True),
+    ("#define ALIGN(n) __align__(n)\nnamespace ns { struct ALIGN(8) A { int a; }; }\n"
+     "struct S : ns::A { char e; };", "S", True),
+    # A private base (a class's, by default): its name is not the caller's to use, and the
+    # struct stays opaque bytes.
+    ("#define ALIGN(n) __align__(n)\nstruct ALIGN(8) A { int a; };\n"
+     "class S : A { public: char e; };", "S", False),
 ]
 
 
