@@ -5524,8 +5524,9 @@ class _SourceStructs:
         something (``K``, a constant or a macro; ``sizeof(T)``) is the compiler's to
         evaluate: a ``sizeof`` ratio of the field of an object of the struct (the root's
         ``path``, named where the kernel is declared), asked once (``wanted``), its answer
-        taken from ``extents`` when the structs are laid out again. Where no such object is
-        known (a base's field), or the compiler gives no answer, None."""
+        taken from ``extents`` when the structs are laid out again (a base's field through
+        the derived object, ``d.B::v``). Where no object is known (a type laid out apart from
+        any parameter), or the compiler gives no answer, None."""
         root = self.root
         if len(texts) > 64:
             return None         # (numpy describes up to 64 extents)
