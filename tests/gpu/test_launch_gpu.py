@@ -1244,6 +1244,9 @@ def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx, how):
             a = first.graph_node(graph, 1, 1, x, flag, spin)
             b = second.graph_node(graph, 1, 1, x, flag, y, after=[a], pdl=pdl)
             assert b.config.pdl is pdl
+            # From the first's programmatic port (1), a programmatic dependency (1).
+            assert _edges(graph) == [(a.handle, b.handle, 1, 1) if pdl else
+                                     (a.handle, b.handle, 0, 0)]
             exe = check(driver.cuGraphInstantiate(graph, 0))
             check(driver.cuGraphLaunch(exe, stream))
         check(driver.cuStreamSynchronize(stream))
@@ -1253,6 +1256,17 @@ def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx, how):
             check(driver.cuGraphExecDestroy(exe))
             check(driver.cuGraphDestroy(graph))
     check(driver.cuStreamDestroy(stream))
+
+
+def _edges(graph):
+    """``[(from, to, from_port, type), ...]``: the graph's edges with their data, the nodes as
+    ints, from cuGraphGetEdges with edge data (cuda.bindings 12.x names it
+    cuGraphGetEdges_v2)."""
+    get = getattr(driver, "cuGraphGetEdges_v2", None) or driver.cuGraphGetEdges
+    count = check(get(graph, 0))[-1]
+    sources, targets, data, count = check(get(graph, count))
+    return [(int(a), int(b), d.from_port, d.type)
+            for a, b, d in zip(sources[:count], targets[:count], data[:count], strict=True)]
 
 
 ORDER = r"""
@@ -1289,9 +1303,13 @@ def test_a_launch_order_edge_lets_a_node_start_once_the_other_has_begun(ctx):
         graph = check(driver.cuGraphCreate(0))
         a = first.graph_node(graph, 1, 1, seen, flag, 100_000_000)
         if launch_order:
-            second.graph_node(graph, 1, 1, flag, seen, after_launch=[a])
+            b = second.graph_node(graph, 1, 1, flag, seen, after_launch=[a])
         else:
-            second.graph_node(graph, 1, 1, flag, seen, after=[a])
+            b = second.graph_node(graph, 1, 1, flag, seen, after=[a])
+        # The one edge, as the driver holds it: from the first's launch-order port (2), a
+        # programmatic dependency (1); else the plain edge of a node added after another.
+        assert _edges(graph) == [(a.handle, b.handle, 2, 1) if launch_order else
+                                 (a.handle, b.handle, 0, 0)]
         exe = check(driver.cuGraphInstantiate(graph, 0))
         check(driver.cuGraphLaunch(exe, stream))
         check(driver.cuStreamSynchronize(stream))
@@ -1327,7 +1345,7 @@ def test_a_graph_node_whose_edges_the_driver_refuses_is_removed(ctx, edge):
         "programmatic edges from after="
     assert f"({what} to kernel 'fill': each of those must be a kernel node of this graph)" \
         in str(refused.value)
-    assert check(driver.cuGraphGetNodes(graph, 0))[1] == 1
+    assert check(driver.cuGraphGetNodes(graph, 0))[1] == 1 and _edges(graph) == []
     del extra, refused
     for _ in range(50):         # the graph's user object is let go on the driver's thread
         gc.collect()

@@ -131,11 +131,16 @@ typedef struct Node {
     CUlaunchAttribute attrs[16];
 } Node;
 #define MAX_NODES 16
+#define MAX_EDGES 64
+/* An edge between two nodes added to a graph (by index), with its data. */
+typedef struct { int from, to; CUgraphEdgeData data; } Edge;
 struct Graph {
     int magic;
     int invalidated;        /* a capture into it met a prohibited call (see unsafe_call) */
     int nnodes;
     Node nodes[MAX_NODES];
+    int nedges;             /* the edges of added nodes (captured launches have none here) */
+    Edge edges[MAX_EDGES];
     Retained retained[64];
     int nretained;
 };
@@ -2016,7 +2021,18 @@ static CUresult check_add(CUgraph gh, CUgraphNode* out, const CUgraphNode* deps,
     }
     if (g->nnodes == MAX_NODES)
         return fail(CUDA_ERROR_INVALID_VALUE, "over %d nodes a graph not modelled", MAX_NODES);
+    if (g->nedges + (int)ndeps > MAX_EDGES)
+        return fail(CUDA_ERROR_INVALID_VALUE, "over %d edges a graph not modelled", MAX_EDGES);
     return CUDA_SUCCESS;
+}
+/* The plain edges from `deps` to the node just added at index `to` (check_add passed). */
+static void add_plain_edges(Graph* g, const CUgraphNode* deps, size_t ndeps, int to) {
+    for (size_t i = 0; i < ndeps; i++) {
+        Edge* edge = &g->edges[g->nedges++];
+        memset(edge, 0, sizeof *edge);
+        edge->from = (int)((Node*)deps[i] - g->nodes);
+        edge->to = to;
+    }
 }
 static CUresult fk_GraphAddKernelNode(CUgraphNode* out, CUgraph gh, const CUgraphNode* deps,
                                       size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
@@ -2028,6 +2044,7 @@ static CUresult fk_GraphAddKernelNode(CUgraphNode* out, CUgraph gh, const CUgrap
     node.magic = M_NODE;
     node.graph = g;
     g->nodes[g->nnodes] = node;
+    add_plain_edges(g, deps, ndeps, g->nnodes);
     *out = (CUgraphNode)&g->nodes[g->nnodes++];
     trace("graph %p: kernel node %d, %s", (void*)g, g->nnodes - 1, node.func->name);
     return CUDA_SUCCESS;
@@ -2038,6 +2055,7 @@ static CUresult fk_GraphAddEmptyNode(CUgraphNode* out, CUgraph gh, const CUgraph
     Graph* g = (Graph*)gh;
     CUresult e = check_add(gh, out, deps, ndeps, "cuGraphAddEmptyNode");
     if (e) return e;
+    add_plain_edges(g, deps, ndeps, g->nnodes);
     Node* n = &g->nodes[g->nnodes++];
     memset(n, 0, sizeof *n);
     n->magic = M_NODE;
@@ -2153,6 +2171,15 @@ static CUresult fk_GraphAddDependencies_v2(CUgraph gh, const CUgraphNode* from, 
         if (cc < 90 && data[i].from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC)
             return fail(CUDA_ERROR_NOT_SUPPORTED, "programmatic edges need cc 9.0");
     }
+    if (g->nedges + (int)n > MAX_EDGES)
+        return fail(CUDA_ERROR_INVALID_VALUE, "over %d edges a graph not modelled", MAX_EDGES);
+    for (size_t i = 0; i < n; i++) {
+        Edge* edge = &g->edges[g->nedges++];
+        memset(edge, 0, sizeof *edge);
+        edge->from = (int)((Node*)from[i] - g->nodes);
+        edge->to = (int)((Node*)to[i] - g->nodes);
+        if (data) edge->data = data[i];
+    }
     for (size_t i = 0; i < n; i++) {
         if (!data || data[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) continue;
         if (data[i].from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
@@ -2171,7 +2198,45 @@ static CUresult fk_GraphDestroyNode(CUgraphNode h) {
     n->func = NULL;
     n->nattrs = 0;
     n->magic = 0;
+    /* Its edges go with it. */
+    Graph* g = n->graph;
+    int at = (int)(n - g->nodes), kept = 0;
+    for (int i = 0; i < g->nedges; i++)
+        if (g->edges[i].from != at && g->edges[i].to != at) g->edges[kept++] = g->edges[i];
+    g->nedges = kept;
     return CUDA_SUCCESS;
+}
+/* The graph's edges with their data (cuGraphGetEdges_v2's ABI, 12.3+): the count where `from`
+ * is NULL; else up to *num of them, and LOSSY_QUERY where the data is not asked for and some
+ * edge has some, as cuda.h says. */
+static CUresult fk_GraphGetEdges_v2(CUgraph gh, CUgraphNode* from, CUgraphNode* to,
+                                    CUgraphEdgeData* data, size_t* num) {
+    Graph* g = (Graph*)gh;
+    if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetEdges: graph %p", (void*)gh);
+    if (!num) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetEdges: numEdges is NULL");
+    if (!from) {
+        *num = (size_t)g->nedges;
+        return CUDA_SUCCESS;
+    }
+    if (!to) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetEdges: from without to");
+    size_t n = *num < (size_t)g->nedges ? *num : (size_t)g->nedges;
+    int lossy = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Edge* edge = &g->edges[i];
+        from[i] = (CUgraphNode)&g->nodes[edge->from];
+        to[i] = (CUgraphNode)&g->nodes[edge->to];
+        if (data) data[i] = edge->data;
+        else lossy |= edge->data.type || edge->data.from_port || edge->data.to_port;
+    }
+    for (size_t i = n; i < *num; i++) {
+        from[i] = to[i] = NULL;
+        if (data) memset(&data[i], 0, sizeof data[i]);
+    }
+    *num = n;
+    return lossy ? fail(CUDA_ERROR_LOSSY_QUERY, "cuGraphGetEdges: edges with data, none asked") : CUDA_SUCCESS;
+}
+static CUresult fk_GraphGetEdges(CUgraph gh, CUgraphNode* from, CUgraphNode* to, size_t* num) {
+    return fk_GraphGetEdges_v2(gh, from, to, NULL, num);      /* before 12.3: no edge data */
 }
 /* The graph's nodes: those added or captured, less those destroyed (a captured launch's node
  * is not a handle this fake hands out, so only counts are modelled for those). */
@@ -2426,6 +2491,8 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v3")) *pfn = (void*)fk_StreamGetCaptureInfo_v3;
     else if (!strcmp(symbol, "cuGraphAddDependencies"))  /* edge data from 12.3 */
         *pfn = version >= 12030 ? (void*)fk_GraphAddDependencies_v2 : (void*)fk_GraphAddDependencies;
+    else if (!strcmp(symbol, "cuGraphGetEdges"))         /* edge data from 12.3 */
+        *pfn = version >= 12030 ? (void*)fk_GraphGetEdges_v2 : (void*)fk_GraphGetEdges;
     else if (!strcmp(symbol, "cuCtxCreate"))             /* the ABI changed in 12.5 */
         *pfn = version >= 12050 ? (void*)fk_CtxCreate_v4 : (void*)fk_CtxCreate_v2;
     else
