@@ -2447,10 +2447,10 @@ cdef class Kernel:
         ``cudaGridDependencySynchronize()`` before it reads what they wrote.
 
         ``after_launch``: kernel nodes this one waits to have been launched, not to have ended
-        -- every block of theirs begun, best effort as for ``launch_completion_event``, what a
-        capture makes of a launch that waits on another's launch completion event: the edges
-        come from their ``CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER``. Nothing they write is
-        ordered before this kernel reads it."""
+        -- every block of theirs begun, best effort as for ``launch_completion_event``, the
+        graph's counterpart of that attribute (cuda.h ties the port to it): the edges come
+        from their ``CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER``. Nothing they write is ordered
+        before this kernel reads it."""
         cdef LaunchConfig cfg = LaunchConfig(
             grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative, pdl=pdl,
             priority=priority, cluster_scheduling=cluster_scheduling,

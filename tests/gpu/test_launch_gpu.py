@@ -1286,8 +1286,8 @@ extern "C" __global__ void order_second(int* flag, int* seen) {
 
 
 def test_a_launch_order_edge_lets_a_node_start_once_the_other_has_begun(ctx):
-    # graph_node(..., after_launch=[first]): an edge from the first's LAUNCH_ORDER port (what
-    # a capture makes of waiting on a launch completion event), so the second may start once
+    # graph_node(..., after_launch=[first]): an edge from the first's LAUNCH_ORDER port (the
+    # graph's counterpart of a launch completion event), so the second may start once
     # every block of the first has begun; the first, waiting (~50 ms at most) for the second's
     # flag, sees it. After an ordinary edge (after=) the second starts only once the first has
     # ended, and the first never sees the flag. cuda.h calls launch order best effort; the
