@@ -1321,6 +1321,32 @@ def test_a_launch_order_edge_lets_a_node_start_once_the_other_has_begun(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def test_a_node_takes_plain_programmatic_and_launch_order_edges_together(ctx):
+    # after= (plain, or programmatic with pdl=True) and after_launch= in one node: each edge
+    # as asked, in that order, and the graph runs every node.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    outs = [DeviceArray(4 * 32, typestr="<f4") for _ in range(5)]
+    a, b, c = (k.graph_node(graph, 1, 32, outs[i], float(i), 32) for i in range(3))
+    d = k.graph_node(graph, 1, 32, outs[3], 3.0, 32, after=[a, b], after_launch=c)
+    expected = [(a.handle, d.handle, 0, 0), (b.handle, d.handle, 0, 0),
+                (c.handle, d.handle, 2, 1)]
+    if _compute_capability() >= (9, 0):
+        e = k.graph_node(graph, 1, 32, outs[4], 4.0, 32, after=[d], pdl=True,
+                         after_launch=[a])
+        expected += [(d.handle, e.handle, 1, 1), (a.handle, e.handle, 2, 1)]
+    assert sorted(_edges(graph)) == sorted(expected)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    ran = 5 if _compute_capability() >= (9, 0) else 4
+    assert [_floats(out)[0] for out in outs[:ran]] == [float(i) for i in range(ran)]
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
 @pytest.mark.parametrize("edge", ["after_launch", "pdl"])
 def test_a_graph_node_whose_edges_the_driver_refuses_is_removed(ctx, edge):
     # The edges with data (launch-order, programmatic) are added once the node is: an edge the
