@@ -59,7 +59,31 @@ def _info() -> int:
                 f"{target} machine code" if target.startswith("sm_")
                 else f"PTX (this NVRTC has no sm_{major}{minor})"))
         print(line)
+        print(f"  launch keywords it takes: {_features(driver, dev)}")
     return 0
+
+
+def _features(driver, dev) -> str:
+    """Which of the launch keywords that depend on the device ``dev`` takes, with its limits;
+    what the driver does not say counts as not taken."""
+    attr = driver.CUdevice_attribute
+
+    def get(name):
+        err, value = driver.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"), dev)
+        return value if err == driver.CUresult.CUDA_SUCCESS else 0
+
+    domains = get("MEM_SYNC_DOMAIN_COUNT")
+    window = get("MAX_ACCESS_POLICY_WINDOW_SIZE")
+    features = [("cluster", get("CLUSTER_LAUNCH") > 0),
+                ("cooperative", get("COOPERATIVE_LAUNCH") > 0),
+                (f"mem_sync_domain_map (domains 0-{domains - 1})" if domains > 1 else
+                 "mem_sync_domain_map (domain 0 only)", domains > 0),
+                (f"access_policy (windows up to {window:,} bytes)", window > 0)]
+    takes = [name for name, taken in features if taken]
+    lacks = [name.split(" ")[0] for name, taken in features if not taken]
+    return ", ".join(takes or ["none of cluster, cooperative, mem_sync_domain_map, "
+                               "access_policy"]) + ("; not " + ", ".join(lacks)
+                                                    if takes and lacks else "")
 
 
 def _nvrtc_line() -> bool:

@@ -1431,6 +1431,31 @@ def test_the_hint_attributes_reach_the_driver_and_the_kernel_runs(ctx):
             attributes
 
 
+def test_info_says_which_launch_keywords_each_device_takes(ctx):
+    # `python -m kernarg info`: per device, the keywords whose support the device decides,
+    # with the limits the driver reports.
+    import subprocess
+    import sys
+
+    attribute = driver.CUdevice_attribute
+    dev = check(driver.cuDeviceGet(0))
+
+    def get(name):
+        return check(driver.cuDeviceGetAttribute(getattr(attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                                                 dev))
+
+    out = subprocess.run([sys.executable, "-m", "kernarg", "info"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.split("\ndevice 0: ", 1)[1].splitlines()[1]
+    assert line.startswith("  launch keywords it takes: "), line
+    domains, window = get("MEM_SYNC_DOMAIN_COUNT"), get("MAX_ACCESS_POLICY_WINDOW_SIZE")
+    taken = line.split(": ", 1)[1].split("; not ")[0]
+    assert ("cluster" in taken) == bool(get("CLUSTER_LAUNCH"))
+    assert (f"mem_sync_domain_map (domains 0-{domains - 1})" in taken) == (domains > 1)
+    assert (f"access_policy (windows up to {window:,} bytes)" in taken) == (window > 0)
+
+
 def test_a_domain_map_past_the_devices_domains_is_refused_before_the_launch(ctx):
     # mem_sync_domain_map names physical domains: the device has MEM_SYNC_DOMAIN_COUNT of them
     # (4 on compute capability 9.0, 1 before). A map past them is a ValueError that names the
