@@ -5194,9 +5194,17 @@ class _SourceStructs:
             # up in the derived struct first, where it is the base's own, unless the derived
             # struct names something so.)
             outer = self.root.path
-            own = _own_name(words)
+            # (A base named by an alias, `using B2 = ns::B; struct D : B2`: named as the alias
+            # says, `d.ns::B::`, since D's scope has B's injected class name, not the alias.)
+            named = words
+            for _ in range(_MAX_NESTING):
+                alias = self._alias_of(named)
+                if alias is None:
+                    break
+                named = alias[0]
+            own = _own_name(named)
             with self._object(None if outer is None or not own.isidentifier() or
-                              re.search(rf"\b{own}\b", body) else f"{outer}{words}::"):
+                              re.search(rf"\b{own}\b", body) else f"{outer}{named}::"):
                 dt = self.by_value(_substitute_aliases(words, self.aliases, self.scope), None)
             if dt is None:
                 return None

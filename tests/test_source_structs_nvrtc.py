@@ -844,6 +844,14 @@ HEAD_MACROS = [
      "{ T t; }; }\nstruct S : ns::Box<int> { char e; };", "S", True),
     ("#define ALIGN(n) __align__(n)\nnamespace ns { struct ALIGN(8) A { int a; }; }\n"
      "struct S : ns::A { char e; };", "S", True),
+    # A base named by an alias (a chain of them; a struct's member alias): asked by the name
+    # the alias gives, whose injected class name the derived struct has.
+    ("#define ALIGN16 __align__(16)\nstruct ALIGN16 B { float a; };\nusing B2 = B;\n"
+     "struct S : B2 { float y; };", "S", True),
+    ("#define ALIGN16 __align__(16)\nnamespace ns { struct ALIGN16 B { float a; }; }\n"
+     "typedef ns::B B2;\nusing B3 = B2;\nstruct S : B3 { float y; };", "S", True),
+    ("#define ALIGN16 __align__(16)\nstruct R { struct ALIGN16 In { float a; }; using P = In; };"
+     "\nstruct S : R::P { float y; };", "S", True),
     # A private base (a class's, by default): its name is not the caller's to use, and the
     # struct stays opaque bytes.
     ("#define ALIGN(n) __align__(n)\nstruct ALIGN(8) A { int a; };\n"
