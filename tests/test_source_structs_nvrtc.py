@@ -859,6 +859,22 @@ HEAD_MACROS = [
 ]
 
 
+def test_a_bases_query_names_it_through_the_derived_object():
+    # The key of a base's alignment query (what the compiler is asked is _base_query's text):
+    # the base by its injected class name through the object's type, a "." inside template
+    # arguments or a call not taken for the object's end.
+    from kernarg._signature import _asked_type, _base_of_path
+
+    obj = "(*static_cast<const D*>(nullptr))"
+    assert _asked_type(obj + ".") == f"decltype({obj})"
+    assert _asked_type(obj + ".B::") == f"decltype({obj})::B"
+    assert _asked_type(obj + ".m[0].ns::Box<int>::") == f"decltype({obj}.m[0])::Box"
+    assert _asked_type(obj + ".B::A::") == f"decltype({obj})::A"
+    assert _base_of_path(obj + ".Box<Lit<1.5>>::") == (obj, "Box")
+    assert _asked_type(None) is None and _base_of_path(obj + ".") is None
+    assert _base_of_path("B::") is None             # no object
+
+
 @pytest.mark.parametrize("definition, declared, laid_out", HEAD_MACROS)
 def test_structs_whose_heads_hold_macros_are_laid_out_as_nvrtc_does(definition, declared,
                                                                     laid_out):
