@@ -2025,14 +2025,18 @@ static CUresult check_add(CUgraph gh, CUgraphNode* out, const CUgraphNode* deps,
         return fail(CUDA_ERROR_INVALID_VALUE, "over %d edges a graph not modelled", MAX_EDGES);
     return CUDA_SUCCESS;
 }
-/* The plain edges from `deps` to the node just added at index `to` (check_add passed). */
+/* One more edge of `g`, from node `from` to node `to`, with `data` (NULL: a plain edge); the
+ * caller has checked there is room. */
+static void add_edge(Graph* g, CUgraphNode from, CUgraphNode to, const CUgraphEdgeData* data) {
+    Edge* edge = &g->edges[g->nedges++];
+    memset(edge, 0, sizeof *edge);
+    edge->from = (int)((Node*)from - g->nodes);
+    edge->to = (int)((Node*)to - g->nodes);
+    if (data) edge->data = *data;
+}
+/* The plain edges from `deps` to the node about to be added at index `to` (check_add passed). */
 static void add_plain_edges(Graph* g, const CUgraphNode* deps, size_t ndeps, int to) {
-    for (size_t i = 0; i < ndeps; i++) {
-        Edge* edge = &g->edges[g->nedges++];
-        memset(edge, 0, sizeof *edge);
-        edge->from = (int)((Node*)deps[i] - g->nodes);
-        edge->to = to;
-    }
+    for (size_t i = 0; i < ndeps; i++) add_edge(g, deps[i], (CUgraphNode)&g->nodes[to], NULL);
 }
 static CUresult fk_GraphAddKernelNode(CUgraphNode* out, CUgraph gh, const CUgraphNode* deps,
                                       size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
@@ -2173,13 +2177,7 @@ static CUresult fk_GraphAddDependencies_v2(CUgraph gh, const CUgraphNode* from, 
     }
     if (g->nedges + (int)n > MAX_EDGES)
         return fail(CUDA_ERROR_INVALID_VALUE, "over %d edges a graph not modelled", MAX_EDGES);
-    for (size_t i = 0; i < n; i++) {
-        Edge* edge = &g->edges[g->nedges++];
-        memset(edge, 0, sizeof *edge);
-        edge->from = (int)((Node*)from[i] - g->nodes);
-        edge->to = (int)((Node*)to[i] - g->nodes);
-        if (data) edge->data = data[i];
-    }
+    for (size_t i = 0; i < n; i++) add_edge(g, from[i], to[i], data ? &data[i] : NULL);
     for (size_t i = 0; i < n; i++) {
         if (!data || data[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) continue;
         if (data[i].from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
@@ -2238,15 +2236,16 @@ static CUresult fk_GraphGetEdges_v2(CUgraph gh, CUgraphNode* from, CUgraphNode* 
 static CUresult fk_GraphGetEdges(CUgraph gh, CUgraphNode* from, CUgraphNode* to, size_t* num) {
     return fk_GraphGetEdges_v2(gh, from, to, NULL, num);      /* before 12.3: no edge data */
 }
-/* The graph's nodes: those added or captured, less those destroyed (a captured launch's node
- * is not a handle this fake hands out, so only counts are modelled for those). */
+/* The graph's nodes: those added (kernel and empty nodes) or captured, less those destroyed (a
+ * captured launch's node is not a handle this fake hands out, so only counts are modelled for
+ * those). */
 static CUresult fk_GraphGetNodes(CUgraph gh, CUgraphNode* nodes, size_t* num) {
     Graph* g = (Graph*)gh;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
     if (!num) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetNodes: numNodes is NULL");
     size_t n = 0;
     for (int i = 0; i < g->nnodes; i++) {
-        if (!g->nodes[i].func) continue;
+        if (g->nodes[i].magic != M_NODE && !g->nodes[i].func) continue;    /* destroyed */
         if (nodes && n < *num) nodes[n] = (CUgraphNode)&g->nodes[i];
         n++;
     }
