@@ -1617,7 +1617,11 @@ def _evaluate_extents(str source, str kernel_name, dict queries, compile):
     lines = {}
     for i, q in enumerate(order):
         member = queries[q]
-        if member is not None and member[1] is None and member[0].endswith("::"):
+        if member is not None and member[2] == "width":
+            # A bit-field's width (_SourceStructs._bit_width).
+            prelude, text = _width_query(i, member[0], member[1])
+            lines[i] = ("unsigned long long", text, spec, _EVAL_PLAIN, prelude)
+        elif member is not None and member[1] is None and member[0].endswith("::"):
             # A base's alignment or size (_SourceStructs._asked): through its object's type.
             prelude, text = _base_query(i, member[0], member[2])
             lines[i] = ("unsigned long long", text, spec, _EVAL_PLAIN, prelude)
@@ -4829,7 +4833,7 @@ _STRUCT_HEAD = re.compile(rf"(\btypedef\s+)?\b(?:struct|class|union)\b\s*({_ALIG
 _TEMPLATE_HEAD = re.compile(r"\btemplate\s*<([^;{}]*)>\s*$")
 _ALIGN_ITEM = re.compile(rf"(__align__|alignas|{_ALIGNED_ATTRIBUTE})\s*\(({_ALIGN_VALUE})\)")
 # A data member declaration (what _data_members leaves) kernarg does not lay out: a lone `:`
-# (but a bit-field's width, a literal: see _BIT_WIDTH), an attribute (`(`), a reference, an
+# (but a bit-field's width: see _BIT_WIDTH), an attribute (`(`), a reference, an
 # unnamed class, and what
 # _data_members does not expect among data members.
 _NOT_A_FIELD = re.compile(r"(?<!:):(?!:)|[(){}&~\[\]]|\b(?:static|template|using|typedef|friend|"
@@ -4860,10 +4864,11 @@ class _SourceStructs:
     fixed-size array types, bit-fields, and structs and unions defined before or in place,
     their member functions left out (_data_members). A struct kernarg cannot lay out (a
     union whose T{} sets a member, a virtual function, a member it cannot tell from data, a
-    type it has no name for, a macro for a bit-field's width, a name defined twice, `#pragma
-    pack`) is None, and its parameters stay opaque bytes. An array extent that is not a
-    literal is the compiler's to evaluate (see _shape): the structs holding one are None
-    until they are laid out again with ``extents``, the compiler's answers."""
+    type it has no name for, a bit-field's width the compiler is not asked (_bit_field), a
+    name defined twice, `#pragma pack`) is None, and its parameters stay opaque bytes. An
+    array extent or a bit-field's width that is not a literal is the compiler's to evaluate
+    (see _shape, _bit_width): the structs holding one are None until they are laid out again
+    with ``extents``, the compiler's answers."""
 
     def __init__(self, source, aliases, parent=None, extents=None):
         self.source = source
@@ -5306,12 +5311,13 @@ class _SourceStructs:
         for member in members:
             pieces = [_without_initializer(piece) for piece in _items(member, False)]
             # (A bit-field's width left out: a lone `:` is no field's else.)
-            if _NOT_A_FIELD.search(_without_dims(",".join(_BIT_WIDTH.sub(" ", p) if ":" in p
-                                                          else p for p, _ in pieces))):
+            if _NOT_A_FIELD.search(_without_dims(",".join(
+                    _BIT_WIDTH.sub(r"\g<declarator> ", p) if ":" in p else p
+                    for p, _ in pieces))):
                 return None
             first_type = None
             for piece, initialized in pieces:
-                width = _BIT_WIDTH.search(piece)
+                width = _BIT_WIDTH.match(piece)
                 if width is not None:
                     # A bit-field (`unsigned flag : 1`, `int : 0`), placed as Itanium's ABI
                     # (GCC's, which NVRTC follows) places it: where the last member ended,
@@ -5320,10 +5326,13 @@ class _SourceStructs:
                     # alignment. An unnamed one does not align the struct.
                     if initialized:
                         return None     # (C++20's default member initializer of a bit-field)
-                    found = _bit_field(self, piece[:width.start()], int(width[1]), first_type)
+                    found = _bit_field(self, width["declarator"], width["width"],
+                                       first_type, union)
                     if found is None:
                         return None
                     fname, code, w, falign, tbits, first_type = found
+                    if w is None:
+                        continue    # (its width asked: the fields after it are asked about too)
                     if union:
                         at_bit = 0
                     elif w == 0:
@@ -5526,6 +5535,22 @@ class _SourceStructs:
             root.pending += 1
         return found
 
+    def _bit_width(self, str name):
+        """The width of bit-field ``name`` of the struct being laid out, as the compiler
+        gives it: counted by a constant expression that sets each bit of a value of the
+        struct's type (the object the root's ``path`` names, or the base it names) in turn
+        and reads the field back (_width_query), asked as _shape asks an extent; None until
+        it is known, or where there is no object."""
+        root = self.root
+        if root.path is None:
+            return None
+        query = f"bit width of {root.path}{name}"
+        found = root.extents.get(query)
+        if found is None:
+            root.wanted[query] = (root.path, name, "width")
+            root.pending += 1
+        return found
+
     def _shape(self, list texts, str name):
         """The extents ``texts`` of array field ``name`` (``[4][2 * 3]``: ``(4, 6)``), or
         None. An extent of literals is evaluated here (_constant_value); one that names
@@ -5708,6 +5733,8 @@ def _function_kind(str member, str own, specifiers=_FUNCTION_SPECIFIERS):
     equals = head.find("=")
     if equals >= 0 and (op is None or equals < op.start()):
         return "data"           # a default member initializer's call: `float a = f(1)`
+    if op is None and _BIT_FIELD_HEAD.match(head) is not None:
+        return "data"           # a bit-field's width: `unsigned f : sizeof(int)`
     if op is not None:          # (`operator==`, `operator float`, `operator()`)
         name, destructor, before = "operator", False, head[:op.start()]
     else:
@@ -5763,17 +5790,30 @@ def _not_data(str member, specifiers):
 
 
 _NEXT_CHARACTER = re.compile(r"\s*(\S?)")
-# A bit-field's width, after its declarator (`unsigned flag : 1`): a literal (a macro's or
-# constant's would be a width kernarg does not know, and leaves the struct opaque).
-_BIT_WIDTH = re.compile(r"(?<!:):(?!:)\s*(\d+)\s*$")
+# A bit-field's declarator (`unsigned flag`, `ns::Mode m`), and its width after a lone `:`
+# (`1`, `MODE_BITS`, `sizeof(int)`: the rest of the member). A declarator holds no bracket,
+# brace or parenthesis, so a `:` after one is no bit-field's: `short s[c ? 3 : 1]` (a `:`
+# in a template's arguments is refused with the member, see _NOT_A_FIELD).
+_BIT_DECLARATOR = r"[^\[\](){}:]*(?:::[^\[\](){}:]*)*"
+_BIT_WIDTH = re.compile(rf"\A(?P<declarator>{_BIT_DECLARATOR}):(?!:)\s*(?P<width>\S.*?)\s*$",
+                        re.S)
+_BIT_FIELD_HEAD = re.compile(rf"{_BIT_DECLARATOR}:(?!:)")
 
 
-def _bit_field(reader, str declarator, int width, first_type):
+def _bit_field(reader, str declarator, str width_text, first_type, bint union):
     """(name or None, scalar code, width, the type's alignment and size in bits, the type's
     words) of a bit-field whose declarator (before its ``:``) is ``declarator`` (``unsigned
     flag``, ``int`` for an unnamed one; after ``first_type`` where it is not the member's
-    first); None where it is no bit-field kernarg packs: not of an integer or bool type, of
-    a width its type does not hold (or a bool's of more than 1), a named one of width 0."""
+    first) and whose width is ``width_text``; None where it is no bit-field kernarg packs:
+    not of an integer or bool type, of a width its type does not hold (or a bool's of more
+    than 1), a named one of width 0. A width of literals is evaluated here
+    (_constant_value); one that names something (`MODE_BITS`, a constant, an enumerator,
+    `sizeof`) is the compiler's (_SourceStructs._bit_width), and is None in what this
+    returns until the compiler has answered, and one it gives as its type's bits (or more)
+    is not read (_width_query counts no more). An unnamed bit-field's, a ``bool``'s or one
+    in a ``union``'s is not asked (there is no member to ask; a bool reads back true
+    whichever bit is set; C++17 sets no member of a union in a constant but the one active,
+    and NVRTC 13.5 initializes no bit-field of one), and leaves the struct opaque."""
     declarator = declarator.strip()
     field = reader._field(declarator, first_type) if declarator else None
     if field is None:
@@ -5789,7 +5829,24 @@ def _bit_field(reader, str declarator, int width, first_type):
     if fmt.subdtype is not None or fmt.metadata is not None or fmt.kind not in "iub":
         return None     # (an array, a pointer, a __nv_bfloat16, a float, a struct)
     code = _FIELD_CODES.get((fmt.kind, fmt.itemsize))
-    if code is None or width > (1 if code == C_BOOL else fmt.itemsize * 8) or \
+    if code is None:
+        return None
+    found = _constant_value(width_text, {})
+    if found is not None:
+        width = found[0]
+    elif name is None or union or code == C_BOOL:
+        return None
+    else:
+        width = reader._bit_width(name)
+        if width is None:
+            return (None if reader.root.path is None else
+                    (name, code, None, falign, fmt.itemsize * 8, type_words))
+        if width >= fmt.itemsize * 8:
+            # The probe counts the type's bits for a width that fills the type and for a
+            # wider one (`unsigned char b : 12`: C++ makes the bits past 8 padding), and
+            # places the next member otherwise: not told apart, not read.
+            return None
+    if not 0 <= width <= (1 if code == C_BOOL else fmt.itemsize * 8) or \
             (width == 0 and name is not None):
         return None
     return name, code, width, falign, fmt.itemsize * 8, type_words
@@ -6182,18 +6239,47 @@ def _base_of_path(path):
     return path[:i], base
 
 
+def _bare(i):
+    """(declarations, name) of a template whose ``<T>::type`` is T less the reference and const
+    that ``decltype`` of an object (``(*static_cast<D*>(nullptr))``, an lvalue) gives it."""
+    t, bare = "__kernarg_T", f"__kernarg_bare_{i}"
+    return (f"template <class {t}> struct {bare} {{ typedef {t} type; }}; "
+            f"template <class {t}> struct {bare}<{t}&> {{ typedef {t} type; }}; "
+            f"template <class {t}> struct {bare}<const {t}&> {{ typedef {t} type; }}; "
+            f"template <class {t}> struct {bare}<const {t}> {{ typedef {t} type; }}; "), bare
+
+
 def _base_query(i, str path, str operator):
     """(declarations, expression) that give ``operator`` (alignof, sizeof) of the base that
     ``path`` names (_base_of_path), as _evaluate_line's ``prelude`` and ``text``: the base
-    named through the object's type, less the reference and const that ``decltype`` of the
-    object (``(*static_cast<D*>(nullptr))``, an lvalue) gives it."""
+    named through the object's type (_bare)."""
     obj, base = _base_of_path(path)
-    t, bare = "__kernarg_T", f"__kernarg_bare_{i}"
-    prelude = (f"template <class {t}> struct {bare} {{ typedef {t} type; }}; "
-               f"template <class {t}> struct {bare}<{t}&> {{ typedef {t} type; }}; "
-               f"template <class {t}> struct {bare}<const {t}&> {{ typedef {t} type; }}; "
-               f"template <class {t}> struct {bare}<const {t}> {{ typedef {t} type; }}; ")
+    prelude, bare = _bare(i)
     return prelude, f"{operator}({bare}<decltype({obj})>::type::{base})"
+
+
+def _width_query(i, str path, str name):
+    """(declarations, expression) that give the width of bit-field ``name`` of the object
+    ``path`` names (a root's path: ``d.m.``, or a base's, ``d.B::``), as _evaluate_line's
+    ``prelude`` and ``text``. A constant expression sets bit k of a value-initialized object
+    of its type, for k = 0 to 63, and counts the values the field reads back as not 0: the
+    bits it keeps are its low ``width`` ones (a conversion to its type, then to the field,
+    keeps the low bits: C++20's rule, and what NVRTC does in C++17, where it is the
+    implementation's). A type with no constant value-initialization, or a member not
+    accessible where the kernel is declared (a private bit-field), is refused, and its
+    struct stays opaque bytes."""
+    prelude, bare = _bare(i)
+    found = _base_of_path(path)
+    typed = (f"typename {bare}<decltype({path[:-1]})>::type" if found is None else
+             f"typename {bare}<decltype({found[0]})>::type::{found[1]}")
+    # (Every name __kernarg_'s: the source's macros, `#define N 3`, would replace others.)
+    t, n, k = "__kernarg_T", "__kernarg_n", "__kernarg_k"
+    prelude += (
+        f"template <class {t}> __device__ constexpr unsigned long long __kernarg_width_{i}() "
+        f"{{ unsigned long long {n} = 0; for (int {k} = 0; {k} < 64; ++{k}) {{ {t} "
+        f"__kernarg_t{{}}; __kernarg_t.{name} = static_cast<decltype(__kernarg_t.{name})>"
+        f"(1ull << {k}); {n} += __kernarg_t.{name} != 0; }} return {n}; }} ")
+    return prelude, f"__kernarg_width_{i}<{typed}>()"
 
 
 def _alignment_value(str text):

@@ -3674,8 +3674,9 @@ def test_from_source_reads_the_structs_the_source_defines():
     ("template <class T> union S { T v; };\ntemplate <> union S<int> { float f; };", "S<int>"),
     # An unnamed union or struct with an alignment of its own.
     ("struct S { char c; struct __align__(16) { int b; } in; };", "S"),
-    # A bit-field's width kernarg does not know (a macro), or one past its type's bits.
-    ("#define W 3\nstruct S { int a : W; int b : 5; };", "S"),
+    # A bit-field's width the compiler is not asked (a private member's: since session 68 a
+    # macro's or a constant's is asked), or one past its type's bits.
+    ("#define W 3\nclass S { int a : W; public: int b : 5; };", "S"),
     ("struct S { int a : 3; bool b : 2; };", "S"),
     # What a member function's head holds that kernarg cannot tell from a type or a data
     # member's attribute (a macro of more than specifiers: `HD float f()`, `float x AL(8)`),

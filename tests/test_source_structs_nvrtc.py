@@ -544,9 +544,14 @@ BIT_TYPES = {"char": 8, "signed char": 8, "unsigned char": 8, "short": 16, "unsi
              "bool": 1, "index_t": 32}
 
 
-def _bit_members(rng, i, k, depth=0):
+def _literal(type_name, width):
+    return str(width)
+
+
+def _bit_members(rng, i, k, depth=0, written=_literal):
     """Members of a struct of bit-fields: named and unnamed ones (width 0 too), two to a
-    declaration, between plain fields and, once, an anonymous struct of more."""
+    declaration, between plain fields and, once, an anonymous struct of more; a named one's
+    width as ``written(type, width)`` writes it (the draws are the same whatever it writes)."""
     out = []
     for j in range(rng.randint(1, 6)):
         t = rng.choice(tuple(BIT_TYPES))
@@ -560,32 +565,36 @@ def _bit_members(rng, i, k, depth=0):
             out.append(f"{rng.choice(('char', 'short', 'int', 'double', 'char3', 'float2'))} "
                        f"s{i}p{k}_{j};")
         elif r < 0.42 and not depth:
-            out.append("struct { " + " ".join(_bit_members(rng, i, f"{k}_{j}", 1)) + " };")
+            out.append("struct { " + " ".join(_bit_members(rng, i, f"{k}_{j}", 1, written))
+                       + " };")
         else:
-            decls = [f"s{i}b{k}_{j} : {rng.randint(1, bits)}"]
+            decls = [f"s{i}b{k}_{j} : {written(t, rng.randint(1, bits))}"]
             if rng.random() < 0.3:
-                decls.append(f"s{i}c{k}_{j} : {rng.randint(1, bits)}")
+                decls.append(f"s{i}c{k}_{j} : {written(t, rng.randint(1, bits))}")
             out.append(f"{t} {', '.join(decls)};")
     return out
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_bit_fields_are_laid_out_as_nvrtc_does(seed):
-    # Differential (session 63): random structs of bit-fields. Each named bit-field's bits
-    # (read from the PTX of a constant of the struct with only that field set, all its bits)
-    # must be the ones kernarg's record gives it, and the plain fields' offsets, the size and
-    # the alignment NVRTC's. Before, any bit-field left its struct opaque bytes.
-    from nvrtc_oracle import bitfield_bits
-
-    rng = random.Random(seed)
+def _bit_field_structs(rng, written=_literal):
+    """(source, struct names) of ten random structs of bit-fields (_bit_members, the named
+    ones' widths as ``written`` writes them), each a parameter of kernel ``k``."""
     parts, names = [PRELUDE], []
     for i in range(10):
         align = rng.choice(("", "", "", "__align__(8) ", "__align__(1) "))
-        parts.append(f"struct {align}B{i} {{ " + " ".join(_bit_members(rng, i, 0)) + " };\n")
+        parts.append(f"struct {align}B{i} {{ " + " ".join(_bit_members(rng, i, 0, 0, written))
+                     + " };\n")
         names.append(f"B{i}")
     params = ", ".join(f"{n} p{i}" for i, n in enumerate(names))
-    source = "".join(parts) + f'extern "C" __global__ void k({params}) {{}}\n'
-    sig = kernarg.Signature.from_source(source, "k")
+    return "".join(parts) + f'extern "C" __global__ void k({params}) {{}}\n', names
+
+
+def _bits_as_nvrtc_lays_them_out(source, names, sig):
+    """Assert that each struct of ``names`` that ``sig`` lays out has NVRTC's offsets of its
+    plain fields, size and alignment, and that each named bit-field's bits (read from the PTX
+    of a constant of the struct with only that field set, all its bits) are the ones its
+    record gives it; the number of structs laid out."""
+    from nvrtc_oracle import bitfield_bits
+
     compiler = _compiler_layouts(source, names, sig)
     named = {n: [b[0] for b in (r.metadata.get("bits", ()) if r is not None else ())]
              for n, r in zip(names, sig.records, strict=True)}
@@ -600,8 +609,141 @@ def test_bit_fields_are_laid_out_as_nvrtc_does(seed):
                 record.metadata["align"]) == (offsets, size, align), (name, source)
         for field, first, width, _ in record.metadata.get("bits", ()):
             assert oracle[(name, field)] == ((1 << width) - 1) << first, (name, field, source)
+    return laid_out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bit_fields_are_laid_out_as_nvrtc_does(seed):
+    # Differential (session 63): random structs of bit-fields, each named bit-field's bits,
+    # the plain fields' offsets, the size and the alignment NVRTC's. Before, any bit-field
+    # left its struct opaque bytes.
+    source, names = _bit_field_structs(random.Random(seed))
+    laid_out = _bits_as_nvrtc_lays_them_out(source, names,
+                                            kernarg.Signature.from_source(source, "k"))
     # (__align__(1) below a member's alignment: its parameter is rounded up in the PTX.)
     assert laid_out >= 6, laid_out
+
+
+# The forms a drawn bit-field width is rewritten in (session 68): a constant, a macro, an
+# enumerator, sizeof, parentheses, an expression of literals; the literal itself.
+NAMED_WIDTHS = "".join(f"constexpr int KW{d} = {d};\n#define MW{d} {d}\nenum {{ EW{d} = {d} }};\n"
+                       for d in range(1, 65))
+WIDTH_FORMS = ("KW{d}", "MW{d}", "EW{d} + 0", "sizeof(char) * {d}", "({d})", "{d} * 1", "{d}")
+
+
+def _named_width(forms):
+    """A _bit_members ``written`` that writes each width in the next of ``forms``, but a
+    bool's and one that fills its type, which the compiler is not asked (see
+    test_bit_field_widths_the_compiler_is_not_asked_leave_the_struct_opaque)."""
+    count = [0]
+
+    def written(type_name, width):
+        if type_name == "bool" or width == BIT_TYPES[type_name]:
+            return str(width)
+        count[0] += 1
+        return forms[count[0] % len(forms)].format(d=width)
+
+    return written
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bit_fields_whose_widths_name_something_are_laid_out_as_with_literals(seed):
+    # Differential (session 68): the structs of the test above, their named bit-fields' widths
+    # written as constants, macros, enumerators, sizeof and expressions, which the compiler is
+    # asked, are laid out as with literal widths and as NVRTC lays them out. Before, a width
+    # that was not a literal left its struct opaque bytes.
+    source, names = _bit_field_structs(random.Random(seed))
+    drawn = kernarg.Signature.from_source(source, "k")
+    named, _ = _bit_field_structs(random.Random(seed), _named_width(WIDTH_FORMS))
+    named = named.replace(PRELUDE, PRELUDE + NAMED_WIDTHS, 1)
+    assert "sizeof(char)" in named, named     # (rewritten)
+    sig = kernarg.Signature.from_source(named, "k")
+    assert sig.records == drawn.records, named
+    assert _bits_as_nvrtc_lays_them_out(named, names, sig) >= 6
+
+
+# Bit-field widths that are no literals (session 68), each the compiler's: (definition, the
+# parameter's type, {bit-field: (first bit, width)}).
+BIT_WIDTHS = [
+    ("#define W 5\nstruct S { int a : W; unsigned b : 3; float c; };", "S",
+     {"a": (0, 5), "b": (5, 3)}),
+    ("constexpr int K = 3;\nstruct S { unsigned a : K, b : K + 1; short c; };", "S",
+     {"a": (0, 3), "b": (3, 4)}),
+    # A static member hides the namespace's constant of its name, as C++ looks names up.
+    ("constexpr int K = 2;\nstruct S { static constexpr int K = 7; unsigned char a : K; "
+     "unsigned char b : 2; };", "S", {"a": (0, 7), "b": (8, 2)}),
+    ("enum { E = 4 };\nstruct S { long long a : E * 10; long long b : 30; };", "S",
+     {"a": (0, 40), "b": (64, 30)}),
+    ("struct S { unsigned a : sizeof(short); int b : (3); char c; };", "S",
+     {"a": (0, 2), "b": (2, 3)}),
+    ("struct S { unsigned a : 2 * 3; int b : 1 << 2; };", "S", {"a": (0, 6), "b": (6, 4)}),
+    ("namespace ns { constexpr int K = 9; struct S { short a : K; short b : K; }; }", "ns::S",
+     {"a": (0, 9), "b": (16, 9)}),
+    # In a base, in a struct inside (an array of them), in an anonymous struct.
+    ("#define W 5\nstruct B { int a : W; };\nstruct S : B { int b : W; };", "S",
+     {"a": (0, 5), "b": (32, 5)}),
+    ("#define W 5\nstruct Q { int a : W; int z; };\nstruct S { Q q[2]; int b : W + 1; };",
+     "S", {"b": (128, 6)}),
+    ("#define W 5\nstruct S { struct { unsigned a : W; unsigned b : W; }; int c; };", "S",
+     {"a": (0, 5), "b": (5, 5)}),
+    # A template's argument in the width, and one as a constant.
+    ("template <int N> struct S { unsigned a : N; unsigned b : N * 2; };", "S<3>",
+     {"a": (0, 3), "b": (3, 6)}),
+    ("constexpr int K = 4;\ntemplate <class T> struct S { T a : K; T b : sizeof(T) * 8 - K; };",
+     "S<unsigned short>", {"a": (0, 4), "b": (4, 12)}),
+]
+
+
+@pytest.mark.parametrize("definition, declared, bits", BIT_WIDTHS)
+def test_bit_field_widths_that_name_something_are_the_compilers(definition, declared, bits):
+    from nvrtc_oracle import bitfield_bits
+
+    source = PRELUDE + definition + f'\nextern "C" __global__ void k({declared} s, int n) {{}}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    record = sig.records[0]
+    assert record is not None, sig.types
+    found = {b[0]: b[1:3] for b in record.metadata["bits"]}
+    assert {f: found[f] for f in bits} == bits
+    _as_nvrtc_lays_it_out(source, declared, record)
+    oracle = bitfield_bits(source, {declared: list(found)})
+    for field, (first, width) in found.items():
+        assert oracle[(declared, field)] == ((1 << width) - 1) << first, field
+
+
+def test_a_width_the_compiler_gives_is_checked_when_packing():
+    # The compiler's width bounds the values a dict gives the field, as a literal's does.
+    source = ('#define MODE_BITS 3\nstruct Op { unsigned mode : MODE_BITS; int sign : '
+              'MODE_BITS - 1; float scale; };\nextern "C" __global__ void k(Op op) {}\n')
+    sig = kernarg.Signature.from_source(source, "k")
+    data = bytes(sig.pack(({"mode": 5, "sign": -2, "scale": 2.0},)))
+    assert data[0] == 5 | (0b10 << 3)
+    assert struct.unpack_from("<f", data, 4) == (2.0,)
+    with pytest.raises(OverflowError, match=r"mode.*unsigned int : 3.*8 is outside 0 \.\. 7"):
+        sig.pack(({"mode": 8},))
+    with pytest.raises(OverflowError, match=r"sign.*int : 2.*2 is outside -2 \.\. 1"):
+        sig.pack(({"sign": 2},))
+
+
+@pytest.mark.parametrize("definition", [
+    # A private bit-field: the probe may not name it where the kernel is declared.
+    "#define W 5\nclass S { int a : W; public: int c; };",
+    # A bool reads back true whichever bit is set; an unnamed bit-field has no name to ask.
+    "#define W 1\nstruct S { bool a : W; int c; };",
+    "#define W 5\nstruct S { int a : 3; int : W; int c : 4; };",
+    # A union's bit-field (C++17 sets only the active member of a union in a constant).
+    "#define W 5\nunion S { int a : W; int c; };",
+    # No constant of the struct (its constructor is no constexpr one).
+    "#define W 5\nstruct S { int a : W; int c; __device__ S() : c(1) {} };",
+    # A width that fills its type, or more (C++'s padding bits): the probe counts the type's
+    # bits either way, so it cannot tell them apart.
+    "#define W 32\nstruct S { int a : W; int c : 3; };",
+    "#define W 12\nstruct S { long long a : W; unsigned char b : W; };",
+])
+def test_bit_field_widths_the_compiler_is_not_asked_leave_the_struct_opaque(definition):
+    source = PRELUDE + definition + '\nextern "C" __global__ void k(S s, int n) {}\n'
+    sig = kernarg.Signature.from_source(source, "k")
+    assert sig.records[0] is None
+    assert sig.types[0].endswith(f".b8 [{sig.sizes[0]}]")     # (the PTX's bytes)
 
 
 # Array extents that are not literals (session 64): a constant, a static member, an enumerator,
