@@ -677,6 +677,7 @@ BIT_WIDTHS = [
     ("struct S { unsigned a : sizeof(short); int b : (3); char c; };", "S",
      {"a": (0, 2), "b": (2, 3)}),
     ("struct S { unsigned a : 2 * 3; int b : 1 << 2; };", "S", {"a": (0, 6), "b": (6, 4)}),
+    ("struct S { unsigned a : 010; unsigned b : 0x3; };", "S", {"a": (0, 8), "b": (8, 3)}),
     ("namespace ns { constexpr int K = 9; struct S { short a : K; short b : K; }; }", "ns::S",
      {"a": (0, 9), "b": (16, 9)}),
     # In a base, in a struct inside (an array of them), in an anonymous struct.
@@ -708,6 +709,31 @@ def test_bit_field_widths_that_name_something_are_the_compilers(definition, decl
     oracle = bitfield_bits(source, {declared: list(found)})
     for field, (first, width) in found.items():
         assert oracle[(declared, field)] == ((1 << width) - 1) << first, field
+
+
+def test_bit_field_widths_and_extents_are_asked_in_one_compilation(monkeypatch):
+    # Widths of literals are evaluated by kernarg; the others by the compiler, with the array
+    # extents, all in one more compilation.
+    import kernarg._nvrtc as nvrtc
+
+    compiled = []
+    cached = nvrtc.compile_program_cached
+
+    def counting(text, **kw):
+        compiled.append(text)
+        return cached(text, **kw)
+
+    monkeypatch.setattr(nvrtc, "compile_program_cached", counting)
+    literal = ('struct S { unsigned a : 2 * 3, b : (4); float v[2]; };\n'
+               'extern "C" __global__ void k(S s) {}\n')
+    assert kernarg.Signature.from_source(literal, "k").records[0] is not None
+    assert compiled == []
+    named = ("#define N 3\nstruct Q { unsigned a : N; double d[N]; };\n"
+             "struct S { Q qs[N - 1]; int b : N + 1; };\n"
+             'extern "C" __global__ void k(S s) {}\n')
+    record = kernarg.Signature.from_source(named, "k").records[0]
+    assert record is not None and record.metadata["bits"][0][1:3] == (2 * 32 * 8, 4)
+    assert len(compiled) == 1
 
 
 def test_a_width_the_compiler_gives_is_checked_when_packing():
