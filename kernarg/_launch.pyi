@@ -11,6 +11,9 @@ ClusterScheduling = Literal["default", "spread", "load_balancing"]
 MemSyncDomain = Literal["default", "remote"]
 AccessPolicy = tuple[Any, ...] | Mapping[str, Any]
 DomainMap = tuple[int, int] | Mapping[str, int]
+ClusterSizeMode = Literal["default", "require_portable", "allow_non_portable"]
+ShmemMode = Literal["default", "require_portable", "allow_non_portable", "allow_oversized",
+                    "prefer_oversized"]
 
 @final
 class LaunchConfig:
@@ -29,6 +32,9 @@ class LaunchConfig:
     launch_completion_event: int | None
     programmatic_event: tuple[int, bool] | None
     mem_sync_domain_map: tuple[int, int] | None
+    nvlink_util_centric: bool | None
+    cluster_size_mode: ClusterSizeMode | None
+    shmem_mode: ShmemMode | None
     def __init__(self, grid: Dims, block: Dims, *, shmem: int = 0, cluster: Dims | None = None,
                  cooperative: bool = False, pdl: bool = False,
                  priority: int | None = None,
@@ -39,7 +45,10 @@ class LaunchConfig:
                  access_policy: AccessPolicy | None = None,
                  launch_completion_event: Any = None,
                  programmatic_event: Any = None,
-                 mem_sync_domain_map: DomainMap | None = None) -> None: ...
+                 mem_sync_domain_map: DomainMap | None = None,
+                 nvlink_util_centric: bool | None = None,
+                 cluster_size_mode: ClusterSizeMode | None = None,
+                 shmem_mode: ShmemMode | None = None) -> None: ...
     @property
     def attributes(self) -> tuple[tuple[str, Any], ...]: ...
     def __eq__(self, other: object) -> bool: ...
@@ -107,7 +116,10 @@ class Kernel:
                access_policy: AccessPolicy | None = None,
                launch_completion_event: Any = None,
                programmatic_event: Any = None,
-               mem_sync_domain_map: DomainMap | None = None) -> None: ...
+               mem_sync_domain_map: DomainMap | None = None,
+               nvlink_util_centric: bool | None = None,
+               cluster_size_mode: ClusterSizeMode | None = None,
+               shmem_mode: ShmemMode | None = None) -> None: ...
     def prepare(self, grid: Dims, block: Dims, *, stream: Any = None, shmem: int = 0,
                 cluster: Dims | None = None, cooperative: bool = False, pdl: bool = False,
                 priority: int | None = None,
@@ -118,7 +130,10 @@ class Kernel:
                 access_policy: AccessPolicy | None = None,
                 launch_completion_event: Any = None,
                 programmatic_event: Any = None,
-                mem_sync_domain_map: DomainMap | None = None) -> PreparedLaunch: ...
+                mem_sync_domain_map: DomainMap | None = None,
+                nvlink_util_centric: bool | None = None,
+                cluster_size_mode: ClusterSizeMode | None = None,
+                shmem_mode: ShmemMode | None = None) -> PreparedLaunch: ...
     def __getitem__(self, config: tuple[Any, ...]) -> PreparedLaunch: ...
     def graph_node(self, graph: Any, grid: Dims, block: Dims, *args: Any, after: Any = (),
                    shmem: int = 0, stream: Any = None, cluster: Dims | None = None,
@@ -129,7 +144,10 @@ class Kernel:
                    shmem_carveout: int | None = None,
                    access_policy: AccessPolicy | None = None,
                    mem_sync_domain_map: DomainMap | None = None,
-                   after_launch: Any = ()) -> KernelNode: ...
+                   after_launch: Any = (),
+                   nvlink_util_centric: bool | None = None,
+                   cluster_size_mode: ClusterSizeMode | None = None,
+                   shmem_mode: ShmemMode | None = None) -> KernelNode: ...
 
 @final
 class KernelNode:

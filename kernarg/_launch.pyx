@@ -69,7 +69,7 @@ __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunc
            "set_producer_sync"]
 
 cdef enum:
-    MAX_ATTRS = 12
+    MAX_ATTRS = 15
     MAX_BLOCK_THREADS = 1024
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -93,6 +93,8 @@ cdef struct Dims:
     unsigned int cluster_blocks     # blocks per cluster (0: no cluster attribute)
     unsigned int domains            # 1 + the highest domain mem_sync_domain_map names (or 0)
     bint cooperative                # a cooperative launch: all blocks must be co-resident
+    bint shmem_by_driver            # a shmem_mode other than "default": the driver alone
+                                    # judges shmem (the mode overrides the kernel's attribute)
 
 
 cdef bint _is_bool(object v):
@@ -177,6 +179,7 @@ cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -
     d.cluster_blocks = 0
     d.domains = 0
     d.cooperative = False
+    d.shmem_by_driver = False
     if threads > MAX_BLOCK_THREADS:
         raise ValueError(f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; "
                          f"the limit is {MAX_BLOCK_THREADS}")
@@ -229,6 +232,27 @@ cdef class LaunchConfig:
         remote)`` or ``{"default": d, "remote": r}``: domain ids from 0 to the device's
         ``MEM_SYNC_DOMAIN_COUNT`` - 1 (4 domains on compute capability 9.0; checked at launch)
         (``CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP``).
+    nvlink_util_centric : bool, optional
+        A hint that the kernel's blocks each carry about as much NVLink traffic, which the
+        driver may schedule the launch for (``True``), or not (``False``, passed too: a launch
+        attribute overrides the stream's) (``CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING``;
+        CUDA 13 drivers).
+    cluster_size_mode : str, optional
+        Whether the cluster may have a non-portable size (more than 8 blocks):
+        ``"default"`` (the kernel's ``NON_PORTABLE_CLUSTER_SIZE_ALLOWED``, which kernarg sets
+        on first need), ``"require_portable"`` (a cluster of more than 8 blocks is a
+        ValueError here) or ``"allow_non_portable"``
+        (``CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE``; CUDA 13.2 drivers).
+    shmem_mode : str, optional
+        The dynamic shared memory ``shmem`` may take: ``"default"`` (the kernel's
+        ``MAX_DYNAMIC_SHARED_SIZE_BYTES``, which kernarg raises at launch up to the device's
+        opt-in limit), ``"require_portable"`` (within ``MAX_SHARED_MEMORY_PER_BLOCK``),
+        ``"allow_non_portable"`` (within ``MAX_SHARED_MEMORY_PER_BLOCK_OPTIN``),
+        ``"allow_oversized"`` or ``"prefer_oversized"`` (past it, up to
+        ``MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK``, with 8 KiB of L1 cache left)
+        (``CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE``; CUDA 13.2 drivers). With a mode but
+        ``"default"``, the driver alone judges ``shmem``: kernarg neither raises the kernel's
+        attribute, which the mode overrides, nor refuses a size.
     shmem_carveout : int, optional
         Preferred shared memory carveout, in percent (0-100) of the shared memory and L1 they
         share; a hint (``CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT``).
@@ -267,6 +291,9 @@ cdef class LaunchConfig:
     cdef readonly object preferred_cluster
     cdef readonly object mem_sync_domain
     cdef readonly object mem_sync_domain_map
+    cdef readonly object nvlink_util_centric
+    cdef readonly object cluster_size_mode
+    cdef readonly object shmem_mode
     cdef readonly object shmem_carveout
     cdef readonly object access_policy
     cdef readonly object launch_completion_event
@@ -280,7 +307,8 @@ cdef class LaunchConfig:
                  priority=None, cluster_scheduling=None, preferred_cluster=None,
                  mem_sync_domain=None, shmem_carveout=None, access_policy=None,
                  launch_completion_event=None, programmatic_event=None,
-                 mem_sync_domain_map=None):
+                 mem_sync_domain_map=None, nvlink_util_centric=None, cluster_size_mode=None,
+                 shmem_mode=None):
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
@@ -351,6 +379,28 @@ cdef class LaunchConfig:
             v = self._add(cydriver.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP)
             v.memSyncDomainMap.default_, v.memSyncDomainMap.remote = self.mem_sync_domain_map
             self._d.domains = 1 + max(self.mem_sync_domain_map)
+        self.nvlink_util_centric = None
+        if nvlink_util_centric is not None:
+            if not _is_bool(nvlink_util_centric):
+                raise TypeError("nvlink_util_centric must be True or False (a scheduling hint), "
+                                f"got {shown_value(nvlink_util_centric, True)}")
+            self.nvlink_util_centric = bool(nvlink_util_centric)
+            self._add_uint(ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING, self.nvlink_util_centric)
+        self.cluster_size_mode = None
+        if cluster_size_mode is not None:
+            self.cluster_size_mode = _choice(cluster_size_mode, "cluster_size_mode",
+                                             _CLUSTER_SIZE_MODES)
+            if self.cluster_size_mode == "require_portable" and self._d.cluster_blocks > 8:
+                raise ValueError(f"cluster {self.cluster} has {self._d.cluster_blocks} blocks; "
+                                 "cluster_size_mode='require_portable' allows at most 8 (the "
+                                 "portable cluster size)")
+            self._add_uint(ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE,
+                           _CLUSTER_SIZE_MODES[self.cluster_size_mode])
+        self.shmem_mode = None
+        if shmem_mode is not None:
+            self.shmem_mode = _choice(shmem_mode, "shmem_mode", _SHMEM_MODES)
+            self._d.shmem_by_driver = self.shmem_mode != "default"
+            self._add_uint(ATTRIBUTE_SHARED_MEMORY_MODE, _SHMEM_MODES[self.shmem_mode])
         self.shmem_carveout = None
         if shmem_carveout is not None:
             self.shmem_carveout = _index(shmem_carveout, "shmem_carveout")
@@ -399,6 +449,11 @@ cdef class LaunchConfig:
         self._nattrs += 1
         return &self._attrs[self._nattrs - 1].value
 
+    cdef void _add_uint(self, int attr_id, unsigned int value) noexcept:
+        """One more attribute, ``attr_id``, whose value is the union's first 4 bytes: an
+        unsigned int or an enum (the attributes of CUDA 13 cydriver 12.x does not name)."""
+        (<unsigned int*>self._add(<cydriver.CUlaunchAttributeID>attr_id))[0] = value
+
     @property
     def attributes(self):
         """The launch attributes as (name, value) pairs, in the order passed to the driver."""
@@ -425,7 +480,8 @@ cdef class LaunchConfig:
                 self.priority, self.cluster_scheduling, self.preferred_cluster,
                 self.mem_sync_domain, self.shmem_carveout, self.access_policy,
                 self.launch_completion_event, self.programmatic_event,
-                self.mem_sync_domain_map)
+                self.mem_sync_domain_map, self.nvlink_util_centric, self.cluster_size_mode,
+                self.shmem_mode)
 
     cdef tuple _given(self):
         """_fields with the event objects given in place of their handles, to build an equal
@@ -471,22 +527,37 @@ cdef class LaunchConfig:
 _CONFIG_FIELDS = ("grid", "block", "shmem", "cluster", "cooperative", "pdl", "priority",
                   "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
                   "shmem_carveout", "access_policy", "launch_completion_event",
-                  "programmatic_event", "mem_sync_domain_map")
+                  "programmatic_event", "mem_sync_domain_map", "nvlink_util_centric",
+                  "cluster_size_mode", "shmem_mode")
 
 
 def _launch_config(grid, block, shmem, cluster, cooperative, pdl, priority,
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
                    shmem_carveout=None, access_policy=None, launch_completion_event=None,
-                   programmatic_event=None, mem_sync_domain_map=None):
+                   programmatic_event=None, mem_sync_domain_map=None,
+                   nvlink_util_centric=None, cluster_size_mode=None, shmem_mode=None):
     """A pickled LaunchConfig, made again from its fields (pickles of kernarg before the
-    fields after ``priority`` have seven, and before ``mem_sync_domain_map`` fourteen)."""
+    fields after ``priority`` have seven, before ``mem_sync_domain_map`` fourteen, and
+    before ``nvlink_util_centric`` fifteen)."""
     return LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
                         pdl=pdl, priority=priority, cluster_scheduling=cluster_scheduling,
                         preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
                         shmem_carveout=shmem_carveout, access_policy=access_policy,
                         launch_completion_event=launch_completion_event,
                         programmatic_event=programmatic_event,
-                        mem_sync_domain_map=mem_sync_domain_map)
+                        mem_sync_domain_map=mem_sync_domain_map,
+                        nvlink_util_centric=nvlink_util_centric,
+                        cluster_size_mode=cluster_size_mode, shmem_mode=shmem_mode)
+
+
+# The launch attributes of CUDA 13 that cuda-bindings 12.x's cydriver does not name: their
+# cuda.h values, which the driver's ABI fixes. Each value is the union's first 4 bytes: an
+# unsigned int (nvlinkUtilCentricScheduling) or an enum (portableClusterSizeMode,
+# sharedMemoryMode). A driver that does not know one refuses the launch, as for any attribute.
+cdef enum:
+    ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING = 16
+    ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE = 17
+    ATTRIBUTE_SHARED_MEMORY_MODE = 18
 
 
 # Each launch attribute LaunchConfig passes: its name in ``attributes``, and the field that
@@ -510,13 +581,49 @@ _ATTRIBUTE_NAMES = {
     cydriver.CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
         ("launch_completion_event", "launch_completion_event"),
     cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: ("programmatic_event", "programmatic_event"),
+    ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+        ("nvlink_util_centric_scheduling", "nvlink_util_centric"),
+    ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE: ("portable_cluster_size_mode", "cluster_size_mode"),
+    ATTRIBUTE_SHARED_MEMORY_MODE: ("shared_memory_mode", "shmem_mode"),
 }
+# The attributes older drivers do not know: (id, keyword, the CUDA version of the first driver
+# that takes it, as cuDriverGetVersion gives it; cuda.h 13.0 added the first, 13.2 the others).
+cdef tuple _NEWER_ATTRIBUTES = (
+    (ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING, "nvlink_util_centric", 13000),
+    (ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE, "cluster_size_mode", 13020),
+    (ATTRIBUTE_SHARED_MEMORY_MODE, "shmem_mode", 13020))
+
+
+cdef object _too_new(const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs):
+    """Why the driver refused the attributes ``attrs``, where one is newer than the driver (the
+    driver reports it as an invalid value only), in words; else None."""
+    cdef int version = 0
+    cdef unsigned int i
+    for i in range(nattrs):
+        if <int>attrs[i].id < ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+            continue
+        for attr_id, keyword, needed in _NEWER_ATTRIBUTES:
+            if <int>attrs[i].id == attr_id:
+                if version == 0 and cydriver.cuDriverGetVersion(&version) \
+                        != cydriver.CUDA_SUCCESS:
+                    return None
+                if version < needed:
+                    return (f"{keyword} needs a driver of CUDA {needed // 1000}."
+                            f"{needed % 1000 // 10} or later; this one is CUDA "
+                            f"{version // 1000}.{version % 1000 // 10}")
+    return None
+
+
 # The launch attributes whose values are names: each name, and the driver's enumerator for it.
 _CLUSTER_SCHEDULING = {"default": cydriver.CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
                        "spread": cydriver.CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
                        "load_balancing": cydriver.CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING}
 _MEM_SYNC_DOMAINS = {"default": cydriver.CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
                      "remote": cydriver.CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE}
+# cuda.h 13's CUlaunchAttributePortableClusterMode and CUsharedMemoryMode (not in 12.x's).
+_CLUSTER_SIZE_MODES = {"default": 0, "require_portable": 1, "allow_non_portable": 2}
+_SHMEM_MODES = {"default": 0, "require_portable": 1, "allow_non_portable": 2,
+                "allow_oversized": 3, "prefer_oversized": 4}
 _ACCESS_PROPERTIES = {"normal": cydriver.CU_ACCESS_PROPERTY_NORMAL,
                       "streaming": cydriver.CU_ACCESS_PROPERTY_STREAMING,
                       "persisting": cydriver.CU_ACCESS_PROPERTY_PERSISTING}
@@ -1231,7 +1338,7 @@ cdef inline int _ready_to_enqueue(Kernel k, const Dims* d, const BlockState* st,
     capturing a graph (``capture``); make the stream wait on ``st``'s producer streams."""
     if d.threads > k._threads_ok:
         _check_threads(k, d)
-    if d.shmem > k._shmem_ok:
+    if d.shmem > k._shmem_ok and not d.shmem_by_driver:
         _allow_shmem(k, d.shmem)
     if d.cluster_blocks > 8 and not k._nonportable_ok:
         _allow_nonportable_cluster(k)
@@ -1261,7 +1368,7 @@ cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribut
     with nogil:
         err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
     if err != cydriver.CUDA_SUCCESS:
-        _launch_failed(k, err, stream)
+        _launch_failed(k, err, stream, attrs, nattrs)
     return 0
 
 
@@ -1277,10 +1384,16 @@ cdef int _context_device(cydriver.CUcontext ctx) noexcept:
     return <int>dev
 
 
-cdef int _launch_failed(Kernel k, cydriver.CUresult err, uint64_t stream) except -1:
+cdef int _launch_failed(Kernel k, cydriver.CUresult err, uint64_t stream,
+                        const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs) except -1:
     """Raise the CudaError of a failed launch. A stream of another context than the launch's
     (another device's: torch's current stream of device 0 for a kernel on device 1, say) is the
-    commonest cause, which the driver reports only as an invalid handle: said in words."""
+    commonest cause, which the driver reports only as an invalid handle: said in words; and so
+    is an attribute the driver is too old to know (_too_new)."""
+    newer = _too_new(attrs, nattrs)
+    if newer is not None:
+        name = _error_name(err)
+        raise CudaError(f"cuLaunchKernelEx failed: {name}: {newer}", name, <int>err)
     cdef cydriver.CUcontext current = NULL, owner = NULL
     cdef int theirs, ours
     if stream > 2 \
@@ -2408,7 +2521,8 @@ cdef class Kernel:
                 pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None,
                 mem_sync_domain=None, shmem_carveout=None, access_policy=None,
                 launch_completion_event=None, programmatic_event=None,
-                mem_sync_domain_map=None):
+                mem_sync_domain_map=None, nvlink_util_centric=None, cluster_size_mode=None,
+                shmem_mode=None):
         """A launcher with the configuration checked and the stream resolved once; calling it
         only packs and launches. The keywords after ``stream`` are LaunchConfig's."""
         cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative,
@@ -2418,14 +2532,17 @@ cdef class Kernel:
                            access_policy=access_policy,
                            launch_completion_event=launch_completion_event,
                            programmatic_event=programmatic_event,
-                           mem_sync_domain_map=mem_sync_domain_map)
+                           mem_sync_domain_map=mem_sync_domain_map,
+                           nvlink_util_centric=nvlink_util_centric,
+                           cluster_size_mode=cluster_size_mode, shmem_mode=shmem_mode)
         return PreparedLaunch(self, cfg, stream_handle(stream))
 
     def graph_node(self, graph, grid, block, *args, after=(), shmem=0, stream=None,
                    cluster=None, cooperative=False, pdl=False, priority=None,
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
                    shmem_carveout=None, access_policy=None, mem_sync_domain_map=None,
-                   after_launch=()):
+                   after_launch=(), nvlink_util_centric=None, cluster_size_mode=None,
+                   shmem_mode=None):
         """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
         (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
 
@@ -2436,7 +2553,8 @@ cdef class Kernel:
         arguments' producer streams, and DLPack producers are given it. The graph keeps the
         arguments and the kernel alive until it is destroyed, as a captured launch does.
 
-        The launch attributes (``cluster`` to ``mem_sync_domain_map``, as for LaunchConfig)
+        The launch attributes (``cluster`` to ``mem_sync_domain_map``,
+        ``nvlink_util_centric``, ``cluster_size_mode`` and ``shmem_mode``, as for LaunchConfig)
         are set on the node (``cuGraphKernelNodeSetAttribute``); a node the driver refuses one
         for is removed again. ``pdl=True`` is a graph's programmatic dependent launch: the
         edges from the kernel nodes ``after`` are programmatic ones
@@ -2456,7 +2574,8 @@ cdef class Kernel:
             priority=priority, cluster_scheduling=cluster_scheduling,
             preferred_cluster=preferred_cluster, mem_sync_domain=mem_sync_domain,
             shmem_carveout=shmem_carveout, access_policy=access_policy,
-            mem_sync_domain_map=mem_sync_domain_map)
+            mem_sync_domain_map=mem_sync_domain_map, nvlink_util_centric=nvlink_util_centric,
+            cluster_size_mode=cluster_size_mode, shmem_mode=shmem_mode)
         cdef uintptr_t g = _graph_address(graph, "graph")
         cdef list deps = _node_addresses(after, "after")
         cdef list launched = _node_addresses(after_launch, "after_launch")
@@ -2536,8 +2655,10 @@ cdef class Kernel:
                         # to what it kept.
                         cydriver.cuGraphDestroyNode(node)
                         cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
+                        newer = _too_new(&cfg._attrs[i], 1)
                         _check(err, f"cuGraphKernelNodeSetAttribute({cfg.attributes[i][0]}) "
-                                    f"(kernel {self.name!r})")
+                                    f"(kernel {self.name!r}"
+                                    f"{'' if newer is None else ': ' + newer})")
         finally:
             free(dep_c)
         return KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, func, kept, graph)
@@ -2607,9 +2728,10 @@ def _unpickle_kernel(tuple recipe, str name, int device):
 cdef tuple _KERNEL_LAUNCH_NAMES = (
     "grid", "block", "stream", "shmem", "cluster", "cooperative", "pdl", "priority",
     "cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
-    "access_policy", "launch_completion_event", "programmatic_event", "mem_sync_domain_map")
+    "access_policy", "launch_completion_event", "programmatic_event", "mem_sync_domain_map",
+    "nvlink_util_centric", "cluster_size_mode", "shmem_mode")
 cdef enum:
-    KERNEL_LAUNCH_NAMES = 16
+    KERNEL_LAUNCH_NAMES = 19
 cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
 
 
@@ -2639,7 +2761,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     """Pack the ``n`` arguments at ``items`` and launch on ``stream`` (anything
     kernarg.resolve_stream accepts), after making it wait on every producer stream the
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
-    to mem_sync_domain_map in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
+    to shmem_mode in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
     cdef Dims d
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
@@ -2689,7 +2811,10 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                            access_policy=or_default(attributes[8], None),
                            launch_completion_event=or_default(attributes[9], None),
                            programmatic_event=or_default(attributes[10], None),
-                           mem_sync_domain_map=or_default(attributes[11], None))
+                           mem_sync_domain_map=or_default(attributes[11], None),
+                           nvlink_util_centric=or_default(attributes[12], None),
+                           cluster_size_mode=or_default(attributes[13], None),
+                           shmem_mode=or_default(attributes[14], None))
         dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
         made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
                                                   for i in range(KERNEL_LAUNCH_NAMES - 4)])
@@ -2758,7 +2883,8 @@ cdef const char* _KERNEL_LAUNCH_DOC = b"""\
 launch($self, grid, block, *args, stream=None, shmem=0, cluster=None, cooperative=False, \
 pdl=False, priority=None, cluster_scheduling=None, preferred_cluster=None, \
 mem_sync_domain=None, shmem_carveout=None, access_policy=None, launch_completion_event=None, \
-programmatic_event=None, mem_sync_domain_map=None)
+programmatic_event=None, mem_sync_domain_map=None, nvlink_util_centric=None, \
+cluster_size_mode=None, shmem_mode=None)
 --
 
 Pack ``args`` and launch on ``stream`` (anything kernarg.resolve_stream accepts), after

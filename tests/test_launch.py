@@ -3,6 +3,7 @@ that happens before the driver call."""
 import gc
 import os
 import re
+import struct
 import subprocess
 import sys
 from decimal import Decimal
@@ -95,7 +96,8 @@ def test_a_config_with_fields_replaced_is_checked_again():
                                         "priority, cluster_scheduling, preferred_cluster, "
                                         "mem_sync_domain, shmem_carveout, access_policy, "
                                         "launch_completion_event, programmatic_event, "
-                                        "mem_sync_domain_map\\)"):
+                                        "mem_sync_domain_map, nvlink_util_centric, "
+                                        "cluster_size_mode, shmem_mode\\)"):
         c.__replace__(stream=5)
     if hasattr(copy, "replace"):
         assert copy.replace(c, block=64) == kernarg.LaunchConfig(
@@ -263,7 +265,7 @@ def test_kernel_launch_takes_its_arguments_as_its_signature_says():
         "self", "grid", "block", "args", "stream", "shmem", "cluster", "cooperative", "pdl",
         "priority", "cluster_scheduling", "preferred_cluster", "mem_sync_domain",
         "shmem_carveout", "access_policy", "launch_completion_event", "programmatic_event",
-        "mem_sync_domain_map"]
+        "mem_sync_domain_map", "nvlink_util_centric", "cluster_size_mode", "shmem_mode"]
     assert "producer stream" in kernarg.Kernel.launch.__doc__
     for call, message in (
             (lambda: k.launch(), "missing required argument 'grid' \\(pos 1\\)"),
@@ -2102,14 +2104,18 @@ def test_hint_attributes_make_configs_that_pickle_compare_and_replace():
         dict(preferred_cluster=4), dict(preferred_cluster=8), dict(mem_sync_domain="remote"),
         dict(shmem_carveout=0), dict(shmem_carveout=1), dict(access_policy=(0x1000, 64)),
         dict(access_policy=(0x1000, 64, 0.5)), dict(mem_sync_domain_map=(0, 1)),
-        dict(mem_sync_domain_map=(1, 0)))]
+        dict(mem_sync_domain_map=(1, 0)), dict(nvlink_util_centric=True),
+        dict(nvlink_util_centric=False), dict(cluster_size_mode="default"),
+        dict(cluster_size_mode="require_portable"), dict(shmem_mode="default"),
+        dict(shmem_mode="prefer_oversized"))]
     assert len(set(apart)) == len(apart)
-    # A pickle of a config from before these fields (seven of them, or fourteen before
-    # mem_sync_domain_map) still loads.
+    # A pickle of a config from before these fields (seven of them, fourteen before
+    # mem_sync_domain_map, fifteen before nvlink_util_centric) still loads.
     remake, fields = c.__reduce__()
-    assert len(fields) == 15
+    assert len(fields) == 18
     assert remake(*fields[:7]) == kernarg.LaunchConfig(8, 32, cluster=2)
     assert remake(*fields[:14]) == c
+    assert remake(*fields[:15]) == c
     more = c.__replace__(preferred_cluster=None, access_policy=dict(base=0x2000, num_bytes=8))
     assert more.preferred_cluster is None and more.access_policy[:2] == (0x2000, 8)
     assert more.mem_sync_domain == "remote" and c.preferred_cluster == (4, 1, 1)
@@ -2123,9 +2129,9 @@ def test_launch_and_prepare_take_the_hint_attributes():
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
     names = ["cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
              "access_policy", "launch_completion_event", "programmatic_event",
-             "mem_sync_domain_map"]
-    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-8:] == names
-    assert list(inspect.signature(k.prepare).parameters)[-8:] == names
+             "mem_sync_domain_map", "nvlink_util_centric", "cluster_size_mode", "shmem_mode"]
+    assert list(inspect.signature(kernarg.Kernel.launch).parameters)[-11:] == names
+    assert list(inspect.signature(k.prepare).parameters)[-11:] == names
     attributes = dict(cluster=2, cluster_scheduling="spread", preferred_cluster=4,
                       mem_sync_domain="remote", shmem_carveout=30, access_policy=(0x1000, 64))
     p = k.prepare(8, 32, **attributes)
@@ -2140,6 +2146,86 @@ def test_launch_and_prepare_take_the_hint_attributes():
             k.launch(8, 32, None, 1, **attributes)
         with pytest.raises(kernarg.NoDriverError):
             p(None, 1)
+
+
+# The launch attributes of CUDA 13 (session 68), each as cuda.h 13.5 numbers it and its value:
+# (keyword, value given, the value read back, CUlaunchAttributeID, the union's first 4 bytes).
+CUDA13_ATTRIBUTES = [
+    ("nvlink_util_centric", True, True, 16, 1),
+    ("nvlink_util_centric", np.False_, False, 16, 0),     # (False is passed: it overrides)
+    ("cluster_size_mode", "default", "default", 17, 0),
+    ("cluster_size_mode", "require_portable", "require_portable", 17, 1),
+    ("cluster_size_mode", "allow_non_portable", "allow_non_portable", 17, 2),
+    ("shmem_mode", "default", "default", 18, 0),
+    ("shmem_mode", "require_portable", "require_portable", 18, 1),
+    ("shmem_mode", "allow_non_portable", "allow_non_portable", 18, 2),
+    ("shmem_mode", "allow_oversized", "allow_oversized", 18, 3),
+    ("shmem_mode", "prefer_oversized", "prefer_oversized", 18, 4),
+]
+
+
+@pytest.mark.parametrize("keyword, given, read, attr_id, code", CUDA13_ATTRIBUTES)
+def test_the_cuda13_attributes_reach_the_attribute_array_as_cuda_h_lays_them_out(
+        keyword, given, read, attr_id, code):
+    # cydriver of cuda-bindings 12.x names none of them: kernarg writes cuda.h 13's ids and
+    # values itself, so the lower-bounds build passes them as the 13.x one does.
+    c = kernarg.LaunchConfig(8, 32, cluster=2, **{keyword: given})
+    assert getattr(c, keyword) == read and type(getattr(c, keyword)) is type(read)
+    name = {16: "nvlink_util_centric_scheduling", 17: "portable_cluster_size_mode",
+            18: "shared_memory_mode"}[attr_id]
+    assert c.attributes == (("cluster_dimension", (2, 1, 1)), (name, read))
+    raw_id, value = c._raw_attributes()[1]
+    assert raw_id == attr_id and value == struct.pack("<I", code) + bytes(60)
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return
+    ids = {16: "CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING",
+           17: "CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE",
+           18: "CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE"}
+    enum = getattr(driver.CUlaunchAttributeID, ids[attr_id], None)
+    if enum is not None:            # (cuda-bindings 13.x: its numbers are kernarg's)
+        assert int(enum) == attr_id
+
+
+def test_the_cuda13_attributes_refuse_what_cuda_h_does_not_define():
+    for keyword, value, error, message in (
+            ("nvlink_util_centric", 1, TypeError, "nvlink_util_centric must be True or False"),
+            ("nvlink_util_centric", "yes", TypeError, "must be True or False.*got 'yes'"),
+            ("cluster_size_mode", "portable", ValueError,
+             "cluster_size_mode must be one of 'default', 'require_portable', "
+             "'allow_non_portable', got 'portable'"),
+            ("shmem_mode", "oversized", ValueError,
+             "shmem_mode must be one of 'default', 'require_portable', 'allow_non_portable', "
+             "'allow_oversized', 'prefer_oversized', got 'oversized'"),
+            ("shmem_mode", 3, TypeError, "shmem_mode must be one of")):
+        with pytest.raises(error, match=message):
+            kernarg.LaunchConfig(8, 32, **{keyword: value})
+    # A portable cluster has at most 8 blocks: more, with require_portable, is refused before
+    # any driver is asked; allowed otherwise (over 8 needs the kernel's opt-in, at launch).
+    with pytest.raises(ValueError, match=r"cluster \(4, 4, 1\) has 16 blocks; "
+                                         "cluster_size_mode='require_portable' allows at most 8"):
+        kernarg.LaunchConfig((8, 8), 32, cluster=(4, 4), cluster_size_mode="require_portable")
+    assert kernarg.LaunchConfig((8, 8), 32, cluster=(4, 2),
+                                cluster_size_mode="require_portable").cluster == (4, 2, 1)
+    assert kernarg.LaunchConfig((8, 8), 32, cluster=(4, 4),
+                                cluster_size_mode="allow_non_portable").cluster == (4, 4, 1)
+
+
+def test_launch_prepare_and_graph_node_take_the_cuda13_attributes():
+    import inspect
+
+    k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")
+    attributes = dict(nvlink_util_centric=False, cluster_size_mode="allow_non_portable",
+                      shmem_mode="allow_oversized")
+    p = k.prepare(8, 32, cluster=2, **attributes)
+    assert p.config == kernarg.LaunchConfig(8, 32, cluster=2, **attributes)
+    assert [n for n in inspect.signature(k.graph_node).parameters][-3:] == list(attributes)
+    with pytest.raises(ValueError, match="cluster_size_mode='require_portable' allows at most"):
+        k.launch(16, 32, None, 1, cluster=16, cluster_size_mode="require_portable")
+    if not HAS_DRIVER:
+        with pytest.raises(kernarg.NoDriverError):
+            k.launch(8, 32, None, 1, **attributes)
 
 
 def test_producer_sync_is_switched_by_a_bool_and_starts_from_the_environment():
@@ -2295,6 +2381,9 @@ def test_launches_with_attributes_check_each_config_they_are_given():
 _SCHEDULING = {"default": 0, "spread": 1, "load_balancing": 2}
 _DOMAINS = {"default": 0, "remote": 1}
 _PROPERTIES = {"normal": 0, "streaming": 1, "persisting": 2}
+_CLUSTER_SIZE_MODES = {"default": 0, "require_portable": 1, "allow_non_portable": 2}
+_SHMEM_MODES = {"default": 0, "require_portable": 1, "allow_non_portable": 2,
+                "allow_oversized": 3, "prefer_oversized": 4}
 
 
 def _reference_attributes(kw):
@@ -2325,6 +2414,12 @@ def _reference_attributes(kw):
         put(10, "<i", _DOMAINS[kw["mem_sync_domain"]])
     if kw.get("mem_sync_domain_map") is not None:
         put(9, "<BB", *kw["mem_sync_domain_map"])     # CUlaunchMemSyncDomainMap: default_, remote
+    if kw.get("nvlink_util_centric") is not None:
+        put(16, "<I", int(kw["nvlink_util_centric"]))
+    if kw.get("cluster_size_mode") is not None:
+        put(17, "<i", _CLUSTER_SIZE_MODES[kw["cluster_size_mode"]])
+    if kw.get("shmem_mode") is not None:
+        put(18, "<i", _SHMEM_MODES[kw["shmem_mode"]])
     if kw.get("shmem_carveout") is not None:
         put(14, "<I", kw["shmem_carveout"])
     if kw.get("access_policy") is not None:
@@ -2358,6 +2453,11 @@ def _configs(draw):
     kw["mem_sync_domain"] = draw(st.none() | st.sampled_from(sorted(_DOMAINS)))
     kw["mem_sync_domain_map"] = draw(st.none() | st.tuples(st.integers(0, 255),
                                                            st.integers(0, 255)))
+    kw["nvlink_util_centric"] = draw(st.none() | st.booleans())
+    portable = cluster is None or cluster[0] * cluster[1] * cluster[2] <= 8
+    kw["cluster_size_mode"] = draw(st.none() | st.sampled_from(
+        sorted(_CLUSTER_SIZE_MODES) if portable else ["default", "allow_non_portable"]))
+    kw["shmem_mode"] = draw(st.none() | st.sampled_from(sorted(_SHMEM_MODES)))
     kw["shmem_carveout"] = draw(st.none() | st.integers(0, 100))
     if draw(st.booleans()):
         kw["access_policy"] = (draw(st.integers(0, 2**64 - 1)), draw(st.integers(0, 2**64 - 1)),
@@ -2384,6 +2484,7 @@ def test_launch_attributes_match_a_reference_encoder(config):
          7: "programmatic_event", 8: "priority", 9: "mem_sync_domain_map",
          10: "mem_sync_domain",
          11: "preferred_cluster_dimension", 12: "launch_completion_event",
-         14: "preferred_shared_memory_carveout"}[attr_id]
+         14: "preferred_shared_memory_carveout", 16: "nvlink_util_centric_scheduling",
+         17: "portable_cluster_size_mode", 18: "shared_memory_mode"}[attr_id]
         for attr_id, _ in _reference_attributes(kw)]
     assert c.__replace__() == c

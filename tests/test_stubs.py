@@ -14,7 +14,7 @@ STUBS = sorted(pathlib.Path(kernarg.__file__).parent.glob("_*.pyi"))
 # Names a stub may hold that the runtime does not: type aliases, and the buffer protocol's
 # __buffer__ (Python 3.12's name for what Cython implements as a C slot).
 STUB_ONLY = {"Dims", "ClusterScheduling", "MemSyncDomain", "AccessPolicy", "DomainMap",
-             "__buffer__"}
+             "ClusterSizeMode", "ShmemMode", "__buffer__"}
 
 
 def _stub_names(path):
