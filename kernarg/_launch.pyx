@@ -93,8 +93,9 @@ cdef struct Dims:
     unsigned int cluster_blocks     # blocks per cluster (0: no cluster attribute)
     unsigned int domains            # 1 + the highest domain mem_sync_domain_map names (or 0)
     bint cooperative                # a cooperative launch: all blocks must be co-resident
-    bint shmem_by_driver            # a shmem_mode other than "default": the driver alone
-                                    # judges shmem (the mode overrides the kernel's attribute)
+    # A shmem_mode other than "default": the driver alone judges shmem (the mode overrides the
+    # kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES).
+    bint shmem_by_driver
 
 
 cdef bint _is_bool(object v):
