@@ -1431,6 +1431,103 @@ def test_the_hint_attributes_reach_the_driver_and_the_kernel_runs(ctx):
             attributes
 
 
+def _driver_version():
+    """cuDriverGetVersion's CUDA version: 13020 for 13.2."""
+    return check(driver.cuDriverGetVersion())
+
+
+def test_the_cuda13_attributes_reach_the_driver_and_the_kernel_runs(ctx):
+    # The launch attributes of CUDA 13 (session 68): nvlink_util_centric (13.0 drivers),
+    # cluster_size_mode and shmem_mode (13.2): the driver takes each, from Kernel.launch and a
+    # prepared launch, and the kernel writes what it is given.
+    version = _driver_version()
+    if version < 13000:
+        pytest.skip(f"the CUDA 13 launch attributes need a CUDA 13.0 driver (this one: {version})")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    cases = [dict(nvlink_util_centric=True), dict(nvlink_util_centric=False)]
+    if version >= 13020:
+        cases += [dict(shmem=1024, shmem_mode=mode) for mode in (
+            "default", "require_portable", "allow_non_portable", "allow_oversized",
+            "prefer_oversized")]
+        if _compute_capability() >= (9, 0):     # clusters: compute capability 9.0
+            cases += [dict(cluster=2, cluster_size_mode=mode) for mode in (
+                "default", "require_portable", "allow_non_portable")]
+    out = DeviceArray(4 * 32, typestr="<f4")
+    for value, attributes in enumerate(cases, start=1):
+        grid = 2 if "cluster" in attributes else 1
+        n = 16 * grid
+        k.launch(grid, 16, out, float(value), n, **attributes)
+        assert _floats(out)[:n] == [value] * n, attributes
+        k.prepare(grid, 16, **attributes)(out, value + 0.5, n)
+        assert _floats(out)[:n] == [value + 0.5] * n, attributes
+
+
+def test_a_shmem_mode_leaves_shared_memory_to_the_driver(ctx):
+    # With a shmem_mode but "default", the launch's mode overrides the kernel's
+    # MAX_DYNAMIC_SHARED_SIZE_BYTES (cuda.h 13.2): kernarg no longer raises that attribute
+    # itself, nor refuses a size, and the driver launches more than 48 KiB within the device's
+    # opt-in limit. With the default mode kernarg raises the attribute, as before.
+    if _driver_version() < 13020:
+        pytest.skip(f"shmem_mode needs a CUDA 13.2 driver (this one: {_driver_version()})")
+    # (A source of this test's own: from_source's kernels are cached, and another test may
+    # have raised the attribute of the same kernel.)
+    k = kernarg.Kernel.from_source(WRITE + "\n// shmem_mode\n", "fill")
+    dev = check(driver.cuDeviceGet(0))
+    optin = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev))
+    most = optin - k.attributes["shared_size_bytes"]
+    if most <= 48 * 1024:
+        pytest.skip(f"device 0 allows no more than 48 KiB of shared memory a block ({optin})")
+    before = k.attributes["max_dynamic_shared_size_bytes"]
+    assert before < most
+    out = DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 1.5, 32, shmem=most, shmem_mode="allow_non_portable")
+    assert _floats(out) == [1.5] * 32
+    assert k.attributes["max_dynamic_shared_size_bytes"] == before     # not raised
+    with pytest.raises(kernarg.CudaError):      # the driver's to refuse: past the opt-in limit
+        k.launch(1, 32, out, 2.5, 32, shmem=most + 1024, shmem_mode="allow_non_portable")
+    with pytest.raises(kernarg.CudaError):      # past the portable 48 KiB
+        k.launch(1, 32, out, 2.5, 32, shmem=most, shmem_mode="require_portable")
+    k.launch(1, 32, out, 3.5, 32, shmem=most)
+    assert _floats(out) == [3.5] * 32
+    assert k.attributes["max_dynamic_shared_size_bytes"] == most       # raised by kernarg
+
+
+@pytest.mark.parametrize("older_driver", [False, True], ids=["driver", "fakecuda-older"])
+def test_an_attribute_newer_than_the_driver_names_the_driver_it_needs(ctx, monkeypatch,
+                                                                      older_driver):
+    # A driver older than an attribute refuses it as an invalid value, no more: kernarg's error
+    # says which keyword needs which driver, for a launch and for a graph node (whose node is
+    # removed again). tools/fakecuda, told it is CUDA 12.8's, stands in for an older driver.
+    if older_driver:
+        monkeypatch.setenv("FAKECUDA_DRIVER_VERSION", "12080")
+    version = _driver_version()
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 32, typestr="<f4")
+    graph = check(driver.cuGraphCreate(0))
+    if version >= 13020:
+        name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
+        assert not (older_driver and b"fakecuda" in name), "tools/fakecuda was told it is older"
+        k.launch(1, 32, out, 1.5, 32, shmem_mode="default")
+        assert _floats(out) == [1.5] * 32
+        k.graph_node(graph, 1, 32, out, 2.5, 32, shmem_mode="default")
+    else:
+        shown = f"CUDA {version // 1000}.{version % 1000 // 10}"
+        with pytest.raises(kernarg.CudaError, match=rf"shmem_mode needs a driver of CUDA 13.2 "
+                                                    rf"or later; this one is {shown}"):
+            k.launch(1, 32, out, 1.5, 32, shmem_mode="default")
+        with pytest.raises(kernarg.CudaError, match=r"cuGraphKernelNodeSetAttribute\("
+                                                    r"shared_memory_mode\) \(kernel 'fill': "
+                                                    r"shmem_mode needs a driver of CUDA 13.2"):
+            k.graph_node(graph, 1, 32, out, 2.5, 32, shmem_mode="default")
+        assert check(driver.cuGraphGetNodes(graph, 0))[1] == 0      # the node removed again
+        if version < 13000:
+            with pytest.raises(kernarg.CudaError, match="nvlink_util_centric needs a driver "
+                                                        "of CUDA 13.0 or later"):
+                k.launch(1, 32, out, 1.5, 32, nvlink_util_centric=True)
+    check(driver.cuGraphDestroy(graph))
+
+
 def test_info_says_which_launch_keywords_each_device_takes(ctx):
     # `python -m kernarg info`: per device, the keywords whose support the device decides,
     # with the limits the driver reports.

@@ -271,7 +271,14 @@ static CUresult fk_Init(unsigned int flags) {
     return CUDA_SUCCESS;
 }
 
-static CUresult fk_DriverGetVersion(int* v) { *v = 13000; return CUDA_SUCCESS; }
+/* The driver's CUDA version: 13.2, which knows every launch attribute kernarg passes, or
+ * FAKECUDA_DRIVER_VERSION's (13000, 12080, ...: an older driver refuses the attributes it
+ * does not know, see check_attrs). */
+static int driver_version(void) {
+    const char* s = getenv("FAKECUDA_DRIVER_VERSION");
+    return s && *s ? atoi(s) : 13020;
+}
+static CUresult fk_DriverGetVersion(int* v) { *v = driver_version(); return CUDA_SUCCESS; }
 static CUresult fk_DeviceGetCount(int* n) {
     CUresult e = need_init();
     if (e) return e;
@@ -1550,6 +1557,21 @@ static void evict_caches(void) {
     for (long i = 0; i < bytes; i += 64) buf[i]++;
     evict_code();
 }
+/* The launch attributes of cuda.h 13 (a CUDA 12 cuda.h does not name them), by number: each
+ * value the union's first 4 bytes, and the driver version that first knows it. */
+enum { ATTR_NVLINK_UTIL_CENTRIC_SCHEDULING = 16, ATTR_PORTABLE_CLUSTER_SIZE_MODE = 17,
+       ATTR_SHARED_MEMORY_MODE = 18 };
+static unsigned int attr_uint(const CUlaunchAttribute* a) {
+    unsigned int v;
+    memcpy(&v, &a->value, sizeof v);
+    return v;
+}
+/* The shared memory mode among `attrs` (CUsharedMemoryMode; 0, the default, if none). */
+static unsigned int shmem_mode(const CUlaunchAttribute* attrs, unsigned int nattrs) {
+    for (unsigned int i = 0; i < nattrs; i++)
+        if ((int)attrs[i].id == ATTR_SHARED_MEMORY_MODE) return attr_uint(&attrs[i]);
+    return 0;
+}
 /* The launch attributes `attrs` of a launch (or kernel node) of `f` with grid `g`, checked as the
  * driver checks them; *pdl says whether programmatic stream serialization is allowed. */
 static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
@@ -1559,9 +1581,10 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
     *pdl = 0;
     const unsigned int* cluster = NULL;     /* the cluster attribute's dimensions, if given */
     const unsigned int* preferred = NULL;   /* the preferred cluster's, if given */
+    unsigned int cluster_blocks = 0, cluster_mode = 0;
     for (unsigned int i = 0; i < nattrs; i++) {
         const CUlaunchAttribute* a = &attrs[i];
-        switch (a->id) {
+        switch ((int)a->id) {
         case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
             unsigned int d[3] = {a->value.clusterDim.x, a->value.clusterDim.y, a->value.clusterDim.z};
             if (cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "cluster launch needs cc 9.0");
@@ -1570,9 +1593,23 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
                 if (!d[k] || g[k] % d[k]) return fail(CUDA_ERROR_INVALID_VALUE, "cluster dimension %d (%u) does not divide grid (%u)", k, d[k], g[k]);
                 n *= d[k];
             }
-            if (n > (f->non_portable_cluster ? 16u : 8u))
-                return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cluster of %u blocks", n);
+            cluster_blocks = n;
             cluster = &a->value.clusterDim.x;
+            break;
+        }
+        /* cuda.h 13: a hint of 0 or 1 (13.0); a cluster size mode, of 0-2, and a shared memory
+         * mode, of 0-4 (13.2). An older driver does not know them: an invalid value. */
+        case ATTR_NVLINK_UTIL_CENTRIC_SCHEDULING:
+        case ATTR_PORTABLE_CLUSTER_SIZE_MODE:
+        case ATTR_SHARED_MEMORY_MODE: {
+            int id = (int)a->id;
+            unsigned int v = attr_uint(a), most = id == ATTR_NVLINK_UTIL_CENTRIC_SCHEDULING ? 1
+                : id == ATTR_PORTABLE_CLUSTER_SIZE_MODE ? 2 : 4;
+            if (driver_version() < (id == ATTR_NVLINK_UTIL_CENTRIC_SCHEDULING ? 13000 : 13020))
+                return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d is newer than driver %d",
+                            id, driver_version());
+            if (v > most) return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d value %u", id, v);
+            if (id == ATTR_PORTABLE_CLUSTER_SIZE_MODE) cluster_mode = v;
             break;
         }
         /* The rules cuda.h states for each (what a real driver does past them, on a device
@@ -1639,6 +1676,11 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
             return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d not modelled", (int)a->id);
         }
     }
+    /* A portable cluster has up to 8 blocks; a non-portable one 16, where the launch's mode
+     * allows it, or the kernel's NON_PORTABLE_CLUSTER_SIZE_ALLOWED under the default mode. */
+    if (cluster_blocks > (cluster_mode == 1 ? 8u : cluster_mode == 2 || f->non_portable_cluster ? 16u : 8u))
+        return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cluster of %u blocks (cluster size mode %u)",
+                    cluster_blocks, cluster_mode);
     if (preferred) {
         if (!cluster) return fail(CUDA_ERROR_INVALID_VALUE, "a preferred cluster without a cluster");
         for (int k = 0; k < 3; k++)
@@ -1670,10 +1712,19 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
     unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
     if (threads > (unsigned long long)f->max_threads)
         return fail(CUDA_ERROR_INVALID_VALUE, "%llu threads, kernel %s allows %d", threads, f->name, f->max_threads);
-    if ((int)c->sharedMemBytes > f->max_dynamic_shared)
-        return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %u > %d allowed for %s",
-                    c->sharedMemBytes, f->max_dynamic_shared, f->name);
     if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "numAttrs %u, attrs NULL", c->numAttrs);
+    /* The dynamic shared memory the launch may have: the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES,
+     * unless a shared memory mode (cuda.h 13.2) overrides it: the portable 48 KiB, or the
+     * device's opt-in limit (this device has no oversized shared memory: modes 3 and 4 allow
+     * no more than 2 does). */
+    unsigned int mode = c->numAttrs ? shmem_mode(c->attrs, c->numAttrs) : 0;
+    long long allowed = mode == 0 ? f->max_dynamic_shared
+        : (long long)device_attribute(mode == 1 ? CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
+                                                : CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+          - f->static_shared;
+    if ((long long)c->sharedMemBytes > allowed)
+        return fail(CUDA_ERROR_INVALID_VALUE, "dynamic shared %u > %lld allowed for %s (shared "
+                    "memory mode %u)", c->sharedMemBytes, allowed, f->name, mode);
     int pdl = 0;
     CUresult e = check_attrs(c->attrs, c->numAttrs, g, threads, c->sharedMemBytes, f, &pdl);
     if (e) return e;
