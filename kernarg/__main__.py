@@ -39,7 +39,7 @@ def _info() -> int:
         print(f"no CUDA driver/GPU found (cuInit: {err.name})")
         return 0
     _, version = driver.cuDriverGetVersion()
-    print(f"CUDA driver {version // 1000}.{version % 1000 // 10}")
+    print(f"CUDA driver {version // 1000}.{version % 1000 // 10}; {_driver_keywords(version)}")
     _, count = driver.cuDeviceGetCount()
     attr = driver.CUdevice_attribute
     for i in range(count):
@@ -61,6 +61,18 @@ def _info() -> int:
         print(line)
         print(f"  launch keywords it takes: {_features(driver, dev)}")
     return 0
+
+
+def _driver_keywords(version: int) -> str:
+    """Which of the launch keywords that the driver's version decides (cuda.h 13.0 added the
+    first, 13.2 the others) a driver of CUDA ``version`` (13020 for 13.2) takes."""
+    newer = (("nvlink_util_centric", 13000), ("cluster_size_mode", 13020),
+             ("shmem_mode", 13020))
+    takes = [name for name, needed in newer if version >= needed]
+    lacks = [f"{name} (CUDA {needed // 1000}.{needed % 1000 // 10}+)" for name, needed in newer
+             if version < needed]
+    return "; ".join((["takes the CUDA 13 launch keywords " + ", ".join(takes)] if takes else [])
+                     + (["too old for " + ", ".join(lacks)] if lacks else []))
 
 
 def _features(driver, dev) -> str:

@@ -669,6 +669,18 @@ def test_info_command_runs_without_a_gpu(tmp_path):
     assert f"cuda-bindings {running}; kernarg's launcher built against {running}\n" in out.stdout
 
 
+def test_info_says_which_cuda13_keywords_the_driver_takes():
+    # The driver line of `python -m kernarg info`: the keywords a driver's version decides.
+    from kernarg.__main__ import _driver_keywords
+
+    assert _driver_keywords(13020) == ("takes the CUDA 13 launch keywords nvlink_util_centric, "
+                                       "cluster_size_mode, shmem_mode")
+    assert _driver_keywords(13000) == ("takes the CUDA 13 launch keywords nvlink_util_centric; "
+                                       "too old for cluster_size_mode (CUDA 13.2+), shmem_mode "
+                                       "(CUDA 13.2+)")
+    assert _driver_keywords(12080).startswith("too old for nvlink_util_centric (CUDA 13.0+), ")
+
+
 def test_cuda_error_carries_name():
     e = kernarg.CudaError("cuX failed: CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_INVALID_VALUE", 1)
     assert e.name == "CUDA_ERROR_INVALID_VALUE" and e.code == 1

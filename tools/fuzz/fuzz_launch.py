@@ -4,8 +4,9 @@ layout and the configuration against the device's limits, and refuses unknown ha
 ``run.sh launch`` builds the fake driver and runs this with it.
 
 Each input gives a grid, a block, shared memory, a cluster, the cooperative/PDL/priority
-flags, the hint and event attributes (cluster scheduling, a preferred cluster, the memory
-synchronisation domain, the carveout, an access policy window, launch completion and
+flags, the hint, mode and event attributes (cluster scheduling, a preferred cluster, the memory
+synchronisation domain and its map, NVLink scheduling, the cluster size and shared memory
+modes, the carveout, an access policy window, launch completion and
 programmatic events: events of this process's or refused values), a stream (None, the
 default-stream handles, a stream of this process, or objects of the stream protocols), the
 call form (``launch``, ``kernel[...]``, ``prepare``, ``kernarg.launch``, or a kernel node:
@@ -146,7 +147,7 @@ def _event(fdp):
 
 
 def _attributes(fdp):
-    """The hint and event attributes, each given or not, valid or not."""
+    """The hint, mode and event attributes, each given or not, valid or not."""
     out = {}
     if fdp.ConsumeBool():
         return out
@@ -166,6 +167,16 @@ def _attributes(fdp):
             pair[fdp.ConsumeIntInRange(0, 1)] = fuzz_pack._hostile(fdp)
         out["mem_sync_domain_map"] = [tuple(pair), {"default": pair[0], "remote": pair[1]},
                                       pair[:1], pair[0]][fdp.ConsumeIntInRange(0, 3)]
+    if fdp.ConsumeBool():
+        out["nvlink_util_centric"] = [True, False, 1, "yes", fuzz_pack._hostile(fdp)][
+            fdp.ConsumeIntInRange(0, 4)]
+    if fdp.ConsumeBool():
+        out["cluster_size_mode"] = ["default", "require_portable", "allow_non_portable", "x",
+                                    2][fdp.ConsumeIntInRange(0, 4)]
+    if fdp.ConsumeBool():
+        out["shmem_mode"] = ["default", "require_portable", "allow_non_portable",
+                             "allow_oversized", "prefer_oversized", "oversized", 3][
+            fdp.ConsumeIntInRange(0, 6)]
     if fdp.ConsumeBool():
         out["shmem_carveout"] = [fdp.ConsumeIntInRange(-5, 105), fuzz_pack._int(fdp),
                                  fuzz_pack._hostile(fdp)][fdp.ConsumeIntInRange(0, 2)]
