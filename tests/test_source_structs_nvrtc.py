@@ -711,19 +711,9 @@ def test_bit_field_widths_that_name_something_are_the_compilers(definition, decl
         assert oracle[(declared, field)] == ((1 << width) - 1) << first, field
 
 
-def test_bit_field_widths_and_extents_are_asked_in_one_compilation(monkeypatch):
+def test_bit_field_widths_and_extents_are_asked_in_one_compilation(compiled):
     # Widths of literals are evaluated by kernarg; the others by the compiler, with the array
     # extents, all in one more compilation.
-    import kernarg._nvrtc as nvrtc
-
-    compiled = []
-    cached = nvrtc.compile_program_cached
-
-    def counting(text, **kw):
-        compiled.append(text)
-        return cached(text, **kw)
-
-    monkeypatch.setattr(nvrtc, "compile_program_cached", counting)
     literal = ('struct S { unsigned a : 2 * 3, b : (4); float v[2]; };\n'
                'extern "C" __global__ void k(S s) {}\n')
     assert kernarg.Signature.from_source(literal, "k").records[0] is not None
@@ -770,6 +760,22 @@ def test_bit_field_widths_the_compiler_is_not_asked_leave_the_struct_opaque(defi
     sig = kernarg.Signature.from_source(source, "k")
     assert sig.records[0] is None
     assert sig.types[0].endswith(f".b8 [{sig.sizes[0]}]")     # (the PTX's bytes)
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The sources from_source compiles during the test, in order (each still compiled)."""
+    import kernarg._nvrtc as nvrtc
+
+    texts = []
+    cached = nvrtc.compile_program_cached
+
+    def counting(text, **kw):
+        texts.append(text)
+        return cached(text, **kw)
+
+    monkeypatch.setattr(nvrtc, "compile_program_cached", counting)
+    return texts
 
 
 # Array extents that are not literals (session 64): a constant, a static member, an enumerator,
@@ -859,19 +865,9 @@ def test_array_extents_in_a_namespaced_kernel_and_a_template_kernel():
     assert record.fields["v"][0].shape == (3,) and record.fields["v"][0].base == np.float64
 
 
-def test_array_extents_take_one_more_compilation_only_where_one_names_something(monkeypatch):
+def test_array_extents_take_one_more_compilation_only_where_one_names_something(compiled):
     # Literal extents are evaluated by kernarg; the others by the compiler, all in one more
     # compilation (an array of structs and what those hold asked together).
-    import kernarg._nvrtc as nvrtc
-
-    compiled = []
-    cached = nvrtc.compile_program_cached
-
-    def counting(text, **kw):
-        compiled.append(text)
-        return cached(text, **kw)
-
-    monkeypatch.setattr(nvrtc, "compile_program_cached", counting)
     literal = ('struct S { float v[2 * 3]; int n; };\n'
                'extern "C" __global__ void k(S s) {}\n')
     assert kernarg.Signature.from_source(literal, "k").records[0] is not None
