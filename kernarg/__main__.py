@@ -66,8 +66,9 @@ def _info() -> int:
 def _driver_keywords(version: int) -> str:
     """Which of the launch keywords that the driver's version decides (cuda.h 13.0 added the
     first, 13.2 the others) a driver of CUDA ``version`` (13020 for 13.2) takes."""
-    newer = (("nvlink_util_centric", 13000), ("cluster_size_mode", 13020),
-             ("shmem_mode", 13020))
+    from kernarg._launch import _NEWER_ATTRIBUTES
+
+    newer = _NEWER_ATTRIBUTES.values()
     takes = [name for name, needed in newer if version >= needed]
     lacks = [f"{name} (CUDA {needed // 1000}.{needed % 1000 // 10}+)" for name, needed in newer
              if version < needed]

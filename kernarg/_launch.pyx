@@ -587,12 +587,12 @@ _ATTRIBUTE_NAMES = {
     ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE: ("portable_cluster_size_mode", "cluster_size_mode"),
     ATTRIBUTE_SHARED_MEMORY_MODE: ("shared_memory_mode", "shmem_mode"),
 }
-# The attributes older drivers do not know: (id, keyword, the CUDA version of the first driver
-# that takes it, as cuDriverGetVersion gives it; cuda.h 13.0 added the first, 13.2 the others).
-cdef tuple _NEWER_ATTRIBUTES = (
-    (ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING, "nvlink_util_centric", 13000),
-    (ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE, "cluster_size_mode", 13020),
-    (ATTRIBUTE_SHARED_MEMORY_MODE, "shmem_mode", 13020))
+# The attributes older drivers do not know: id -> (keyword, the CUDA version of the first
+# driver that takes it, as cuDriverGetVersion gives it; cuda.h 13.0 added the first, 13.2 the
+# others).
+_NEWER_ATTRIBUTES = {ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: ("nvlink_util_centric", 13000),
+                     ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE: ("cluster_size_mode", 13020),
+                     ATTRIBUTE_SHARED_MEMORY_MODE: ("shmem_mode", 13020)}
 
 
 cdef object _too_new(const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs):
@@ -601,17 +601,15 @@ cdef object _too_new(const cydriver.CUlaunchAttribute* attrs, unsigned int nattr
     cdef int version = 0
     cdef unsigned int i
     for i in range(nattrs):
-        if <int>attrs[i].id < ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+        found = _NEWER_ATTRIBUTES.get(<int>attrs[i].id)
+        if found is None:
             continue
-        for attr_id, keyword, needed in _NEWER_ATTRIBUTES:
-            if <int>attrs[i].id == attr_id:
-                if version == 0 and cydriver.cuDriverGetVersion(&version) \
-                        != cydriver.CUDA_SUCCESS:
-                    return None
-                if version < needed:
-                    return (f"{keyword} needs a driver of CUDA {needed // 1000}."
-                            f"{needed % 1000 // 10} or later; this one is CUDA "
-                            f"{version // 1000}.{version % 1000 // 10}")
+        keyword, needed = found
+        if version == 0 and cydriver.cuDriverGetVersion(&version) != cydriver.CUDA_SUCCESS:
+            return None
+        if version < needed:
+            return (f"{keyword} needs a driver of CUDA {needed // 1000}.{needed % 1000 // 10} "
+                    f"or later; this one is CUDA {version // 1000}.{version % 1000 // 10}")
     return None
 
 
