@@ -64,16 +64,17 @@ def _info() -> int:
 
 
 def _driver_keywords(version: int) -> str:
-    """Which of the launch keywords that the driver's version decides (cuda.h 13.0 added the
-    first, 13.2 the others) a driver of CUDA ``version`` (13020 for 13.2) takes."""
+    """Which of the launch keywords that the driver's version decides (cuda.h 12.4 added
+    graph_node's device_updatable, 13.0 nvlink_util_centric, 13.2 the others) a driver of CUDA
+    ``version`` (13020 for 13.2) takes."""
     from kernarg._launch import _NEWER_ATTRIBUTES
 
     newer = _NEWER_ATTRIBUTES.values()
     takes = [name for name, needed in newer if version >= needed]
     lacks = [f"{name} (CUDA {needed // 1000}.{needed % 1000 // 10}+)" for name, needed in newer
              if version < needed]
-    return "; ".join((["takes the CUDA 13 launch keywords " + ", ".join(takes)] if takes else [])
-                     + (["too old for " + ", ".join(lacks)] if lacks else []))
+    return "; ".join((["takes the launch keywords of newer drivers " + ", ".join(takes)]
+                      if takes else []) + (["too old for " + ", ".join(lacks)] if lacks else []))
 
 
 def _features(driver, dev) -> str:

@@ -588,11 +588,15 @@ _ATTRIBUTE_NAMES = {
     ATTRIBUTE_SHARED_MEMORY_MODE: ("shared_memory_mode", "shmem_mode"),
 }
 # The attributes older drivers do not know: id -> (keyword, the CUDA version of the first
-# driver that takes it, as cuDriverGetVersion gives it; cuda.h 13.0 added the first, 13.2 the
-# others).
-_NEWER_ATTRIBUTES = {ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: ("nvlink_util_centric", 13000),
-                     ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE: ("cluster_size_mode", 13020),
-                     ATTRIBUTE_SHARED_MEMORY_MODE: ("shmem_mode", 13020)}
+# driver that takes it, as cuDriverGetVersion gives it), oldest first: cuda.h 12.4 added the
+# device-updatable node (Kernel.graph_node's keyword only), 13.0 the NVLink hint, 13.2 the two
+# modes.
+_NEWER_ATTRIBUTES = {
+    cydriver.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: ("device_updatable", 12040),
+    ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: ("nvlink_util_centric", 13000),
+    ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE: ("cluster_size_mode", 13020),
+    ATTRIBUTE_SHARED_MEMORY_MODE: ("shmem_mode", 13020),
+}
 
 
 cdef object _too_new(const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs):
@@ -2541,7 +2545,7 @@ cdef class Kernel:
                    cluster_scheduling=None, preferred_cluster=None, mem_sync_domain=None,
                    shmem_carveout=None, access_policy=None, mem_sync_domain_map=None,
                    after_launch=(), nvlink_util_centric=None, cluster_size_mode=None,
-                   shmem_mode=None):
+                   shmem_mode=None, device_updatable=False):
         """Add a launch of this kernel with ``args`` to ``graph`` as a kernel node
         (``cuGraphAddKernelNode``), after the nodes ``after``; returns a :class:`KernelNode`.
 
@@ -2567,7 +2571,21 @@ cdef class Kernel:
         -- every block of theirs begun, best effort as for ``launch_completion_event``, the
         graph's counterpart of that attribute (cuda.h ties the port to it): the edges come
         from their ``CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER``. Nothing they write is ordered
-        before this kernel reads it."""
+        before this kernel reads it.
+
+        ``device_updatable=True`` makes the node device-updatable
+        (``CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE``, drivers of CUDA 12.4 or later):
+        kernels may then change its arguments, grid or enabled state from the device
+        (``cudaGraphKernelNodeSetParam`` and the other functions of
+        ``cudaGraphKernelNodeUpdatesApply``), given the node's :attr:`KernelNode.device_node`
+        and an argument's offset, ``kernel.signature.offsets[i]``. cuda.h's rules for such a
+        node hold: it cannot be removed from its graph, its graph can be instantiated only once
+        at a time and not updated with ``cuGraphExecUpdate``, and a graph whose kernels update
+        it must be uploaded (``cuGraphUpload``) before it is launched. It is the last attribute
+        set, so a node the driver refuses any attribute for is still removed again."""
+        if not _is_bool(device_updatable):
+            raise TypeError("graph_node: device_updatable must be True or False, got "
+                            f"{shown_value(device_updatable, True)}")
         cdef LaunchConfig cfg = LaunchConfig(
             grid, block, shmem=shmem, cluster=cluster, cooperative=cooperative, pdl=pdl,
             priority=priority, cluster_scheduling=cluster_scheduling,
@@ -2600,6 +2618,7 @@ cdef class Kernel:
         cdef cydriver.CUresult err
         cdef cydriver.CUgraphNode* to = NULL
         cdef cydriver.CUgraphEdgeData* edges = NULL
+        cdef cydriver.CUlaunchAttribute updatable
         _ensure_driver()
         if n:
             # The dependencies; also the other ends of the edges with data, and their data.
@@ -2658,9 +2677,29 @@ cdef class Kernel:
                         _check(err, f"cuGraphKernelNodeSetAttribute({cfg.attributes[i][0]}) "
                                     f"(kernel {self.name!r}"
                                     f"{'' if newer is None else ': ' + newer})")
+                if device_updatable:
+                    # Last: a device-updatable node cannot be destroyed, so every refusal that
+                    # removes the node again comes before it (and a refusal of this one leaves
+                    # the node as it was, removable).
+                    memset(&updatable, 0, sizeof(updatable))
+                    updatable.id = cydriver.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE
+                    updatable.value.deviceUpdatableKernelNode.deviceUpdatable = 1
+                    err = cydriver.cuGraphKernelNodeSetAttribute(
+                        node, <cydriver.CUkernelNodeAttrID>updatable.id,
+                        <const cydriver.CUkernelNodeAttrValue*>&updatable.value)
+                    if err != cydriver.CUDA_SUCCESS:
+                        cydriver.cuGraphDestroyNode(node)
+                        cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
+                        newer = _too_new(&updatable, 1)
+                        _check(err, f"cuGraphKernelNodeSetAttribute(device_updatable) "
+                                    f"(kernel {self.name!r}"
+                                    f"{'' if newer is None else ': ' + newer})")
         finally:
             free(dep_c)
-        return KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, func, kept, graph)
+        cdef KernelNode made = KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, func, kept,
+                                                graph)
+        made.device_updatable = device_updatable
+        return made
 
     def __getitem__(self, config):
         """``kernel[grid, block]``, ``[grid, block, stream]``, ``[grid, block, stream, shmem]``.
@@ -3694,10 +3733,14 @@ cdef class KernelNode:
     ``set_exec_args`` gives them to the node in one instantiated graph (its next launches see
     them), the way to replay a graph with other arrays without building it again. Either packs
     as a launch does, typed by the kernel's signature, and makes ``stream`` (the stream the graph
-    will be launched on) wait for the arguments' producers."""
+    will be launched on) wait for the arguments' producers. ``device_updatable``: whether it
+    was made device-updatable (``graph_node(..., device_updatable=True)``), when
+    ``device_node`` is the handle device code updates it by."""
 
     cdef readonly Kernel kernel
     cdef readonly LaunchConfig config
+    cdef readonly bint device_updatable
+    cdef uintptr_t _device_node         # its CUgraphDeviceNode, once asked (0 before)
     cdef cydriver.CUgraph _graph
     cdef cydriver.CUgraphNode _node
     cdef cydriver.CUfunction _func      # the kernel's CUfunction in its context
@@ -3732,6 +3775,32 @@ cdef class KernelNode:
     def graph(self):
         """The ``CUgraph`` the node is in, as an int."""
         return <uintptr_t>self._graph
+
+    @property
+    def device_node(self):
+        """The node's ``CUgraphDeviceNode`` (``cudaGraphDeviceNode_t`` in device code), as an
+        int, for a device-updatable node; None for another. A kernel takes it as an argument
+        (a ``cudaGraphDeviceNode_t`` parameter) and passes it to ``cudaGraphKernelNodeSetParam``
+        and the other device-side update functions. Asked of the driver
+        (``cuGraphKernelNodeGetAttribute``) once."""
+        cdef cydriver.CUkernelNodeAttrValue value
+        if not self.device_updatable:
+            return None
+        if self._device_node == 0:
+            memset(&value, 0, sizeof(value))
+            _ensure_driver()
+            with _in_context(self.kernel._ctx):
+                _check(cydriver.cuGraphKernelNodeGetAttribute(
+                    self._node, cydriver.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE,
+                    &value), f"cuGraphKernelNodeGetAttribute(device_updatable) "
+                             f"(kernel {self.kernel.name!r})")
+            if value.deviceUpdatableKernelNode.devNode == NULL:
+                raise CudaError(f"cuGraphKernelNodeGetAttribute(device_updatable) (kernel "
+                                f"{self.kernel.name!r}) gave no device node for a "
+                                "device-updatable node", "CUDA_ERROR_UNKNOWN",
+                                <int>cydriver.CUDA_ERROR_UNKNOWN)
+            self._device_node = <uintptr_t>value.deviceUpdatableKernelNode.devNode
+        return self._device_node
 
     def set_args(self, *args, stream=None):
         """Give the node ``args`` in its graph (``cuGraphKernelNodeSetParams``): graphs
@@ -3783,7 +3852,8 @@ cdef class KernelNode:
     def __repr__(self):
         return (f"<kernarg.KernelNode {self.kernel.name} node={<uintptr_t>self._node:#x} "
                 f"graph={<uintptr_t>self._graph:#x} grid={self.config.grid} "
-                f"block={self.config.block}>")
+                f"block={self.config.block}"
+                f"{' device-updatable' if self.device_updatable else ''}>")
 
     def __reduce__(self):
         raise TypeError("a kernarg.KernelNode cannot be pickled or copied: it is a node of a "

@@ -669,16 +669,20 @@ def test_info_command_runs_without_a_gpu(tmp_path):
     assert f"cuda-bindings {running}; kernarg's launcher built against {running}\n" in out.stdout
 
 
-def test_info_says_which_cuda13_keywords_the_driver_takes():
+def test_info_says_which_newer_keywords_the_driver_takes():
     # The driver line of `python -m kernarg info`: the keywords a driver's version decides.
     from kernarg.__main__ import _driver_keywords
 
-    assert _driver_keywords(13020) == ("takes the CUDA 13 launch keywords nvlink_util_centric, "
+    assert _driver_keywords(13020) == ("takes the launch keywords of newer drivers "
+                                       "device_updatable, nvlink_util_centric, "
                                        "cluster_size_mode, shmem_mode")
-    assert _driver_keywords(13000) == ("takes the CUDA 13 launch keywords nvlink_util_centric; "
-                                       "too old for cluster_size_mode (CUDA 13.2+), shmem_mode "
-                                       "(CUDA 13.2+)")
-    assert _driver_keywords(12080).startswith("too old for nvlink_util_centric (CUDA 13.0+), ")
+    assert _driver_keywords(13000) == ("takes the launch keywords of newer drivers "
+                                       "device_updatable, nvlink_util_centric; too old for "
+                                       "cluster_size_mode (CUDA 13.2+), shmem_mode (CUDA 13.2+)")
+    assert _driver_keywords(12080).startswith("takes the launch keywords of newer drivers "
+                                              "device_updatable; too old for "
+                                              "nvlink_util_centric (CUDA 13.0+), ")
+    assert _driver_keywords(12030).startswith("too old for device_updatable (CUDA 12.4+), ")
 
 
 def test_cuda_error_carries_name():
@@ -1658,6 +1662,11 @@ def test_launch_without_a_driver_is_a_cuda_error():
     (lambda k: k.graph_node(0x99, 1, 1, after=_CoreGraphObject(0x98),
                             after_launch=[0x96, 0x98]), ValueError,
      r"after_launch\[1\] is in after= too"),
+    # A node, once device-updatable, cannot be removed again: nothing but True or False.
+    (lambda k: k.graph_node(0x99, 1, 1, device_updatable=1), TypeError,
+     "graph_node: device_updatable must be True or False, got 1"),
+    (lambda k: k.graph_node(0x99, 1, 1, device_updatable=None), TypeError,
+     "graph_node: device_updatable must be True or False, got None"),
 ])
 def test_graph_node_checks_its_arguments_before_the_driver(call, exc, fragment):
     # Every value is checked, with a message that names it, before anything reaches the
@@ -1687,6 +1696,9 @@ def test_graph_node_without_a_driver_says_so():
                          (_CoreGraphObject(driver.CUgraph(0x99)), None)]:
         with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
             k.graph_node(graph, 1, 1, 7, after=after)
+    for updatable in (False, True, np.bool_(True)):
+        with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
+            k.graph_node(0x99, 1, 1, 7, device_updatable=updatable)
     with pytest.raises(ValueError, match="graph must be a non-null handle"):
         k.graph_node(driver.CUgraph(), 1, 1)
     with pytest.raises(TypeError, match="graph must be .* got _CoreGraphObject"):
@@ -2232,7 +2244,8 @@ def test_launch_prepare_and_graph_node_take_the_cuda13_attributes():
                       shmem_mode="allow_oversized")
     p = k.prepare(8, 32, cluster=2, **attributes)
     assert p.config == kernarg.LaunchConfig(8, 32, cluster=2, **attributes)
-    assert [n for n in inspect.signature(k.graph_node).parameters][-3:] == list(attributes)
+    assert [n for n in inspect.signature(k.graph_node).parameters][-4:] == \
+        list(attributes) + ["device_updatable"]
     with pytest.raises(ValueError, match="cluster_size_mode='require_portable' allows at most"):
         k.launch(16, 32, None, 1, cluster=16, cluster_size_mode="require_portable")
     if not HAS_DRIVER:
