@@ -2475,6 +2475,105 @@ def test_a_graph_node_whose_attribute_the_driver_refuses_is_removed(ctx, monkeyp
     assert alive() is None and len(data) == 4 * 32
 
 
+# A kernel that updates a device-updatable node's int parameter at `offset` from the device
+# (cudaGraphKernelNodeSetParam: the CUDA device runtime's, so -rdc=true and libcudadevrt.a).
+DEVICE_UPDATE = r"""
+extern "C" __global__ void node_set_param(cudaGraphDeviceNode_t node, size_t offset, int v) {
+    cudaGraphKernelNodeSetParam(node, offset, v);
+}"""
+
+
+def test_a_device_updatable_node_takes_its_arguments_from_a_kernel(ctx):
+    # graph_node(device_updatable=True): the node's device_node is the driver's handle, which a
+    # kernel passes to cudaGraphKernelNodeSetParam with an offset from the kernel's signature;
+    # the next launch of the graph runs with what the kernel wrote. cuda.h's rules for such a
+    # node hold: it stays in its graph, and the graph is instantiated once at a time.
+    from kernarg._launch import device_arch
+    from kernarg._nvrtc import cudadevrt_library, supported_archs
+
+    cc = int(device_arch(0)[len("compute_"):])
+    if cc not in supported_archs():
+        pytest.skip(f"this NVRTC makes no machine code for sm_{cc}")
+    if cudadevrt_library() is None:
+        pytest.skip("no libcudadevrt.a (nvidia-cuda-runtime's, or a toolkit's) to link with")
+    fill = kernarg.Kernel.from_source(WRITE, "fill")
+    update = kernarg.Kernel.from_source(DEVICE_UPDATE, "node_set_param", options=("-rdc=true",))
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    check(driver.cuMemsetD8(out.ptr, 0, 4 * 32))
+    check(driver.cuCtxSynchronize())
+    node = fill.graph_node(graph, 1, 32, out, 2.5, 8, device_updatable=True)
+    plain = fill.graph_node(graph, 1, 32, out, 2.5, 0, after=node)
+    assert node.device_updatable and not plain.device_updatable and plain.device_node is None
+    handle = node.device_node
+    assert isinstance(handle, int) and handle not in (0, node.handle) and node.device_node == handle
+    value = _node_attribute(node, "DEVICE_UPDATABLE_KERNEL_NODE").deviceUpdatableKernelNode
+    assert value.deviceUpdatable == 1 and int(value.devNode) == handle
+    assert "device-updatable" in repr(node) and "device-updatable" not in repr(plain)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphUpload(exe, stream))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(out) == [2.5] * 8 + [0.0] * 24
+    # n, fill's third parameter, set to 32 by a kernel; the graph's next launch fills 32.
+    update.launch(1, 1, handle, fill.signature.offsets[2], 32, stream=stream)
+    check(driver.cuMemsetD8Async(out.ptr, 0, 4 * 32, stream))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(out) == [2.5] * 32
+    # A device-updatable node cannot be removed, and its graph has one executable graph at a
+    # time; a plain node can be.
+    err, *_ = driver.cuGraphDestroyNode(node.handle)
+    assert err != driver.CUresult.CUDA_SUCCESS
+    err, *_ = driver.cuGraphInstantiate(graph, 0)
+    assert err != driver.CUresult.CUDA_SUCCESS
+    check(driver.cuGraphDestroyNode(plain.handle))
+    check(driver.cuGraphExecDestroy(exe))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
+@pytest.mark.parametrize("refusal", ["driver", "fakecuda-refusing", "fakecuda-refusing-priority",
+                                     "fakecuda-older"])
+def test_a_node_the_driver_will_not_make_device_updatable_is_removed(ctx, monkeypatch, refusal):
+    # The device-updatable attribute is set last, after the others, as a device-updatable node
+    # cannot be removed: a driver that refuses it or another attribute (tools/fakecuda told to
+    # refuse one, or told it is CUDA 12.3's) leaves a node that can still be removed, and is.
+    # The error names the keyword, and for the older driver the driver it needs. A driver that
+    # takes them makes the node device-updatable, with its other attributes.
+    attribute = driver.CUlaunchAttributeID
+    if refusal.startswith("fakecuda-refusing"):
+        monkeypatch.setenv("FAKECUDA_REFUSE_NODE_ATTRIBUTE", str(int(
+            attribute.CU_LAUNCH_ATTRIBUTE_PRIORITY if refusal.endswith("priority")
+            else attribute.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)))
+    elif refusal == "fakecuda-older":
+        monkeypatch.setenv("FAKECUDA_DRIVER_VERSION", "12030")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    out = DeviceArray(4 * 32, typestr="<f4")
+    least, greatest = check(driver.cuCtxGetStreamPriorityRange())
+    try:
+        node = k.graph_node(graph, 1, 32, out, 1.5, 32, priority=greatest, device_updatable=True)
+        refused = None
+    except kernarg.CudaError as e:
+        refused = e
+    name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
+    if refused is None:
+        assert not (refusal != "driver" and b"fakecuda" in name), "tools/fakecuda was told"
+        assert node.device_updatable and node.device_node
+        assert _node_attribute(node, "PRIORITY").priority == greatest
+        assert check(driver.cuGraphGetNodes(graph, 0))[1] == 1
+    else:
+        which = "priority" if refusal.endswith("priority") else "device_updatable"
+        assert f"cuGraphKernelNodeSetAttribute({which}) (kernel 'fill'" in str(refused)
+        if _driver_version() < 12040:
+            assert "device_updatable needs a driver of CUDA 12.4 or later; this one is CUDA " \
+                   "12.3" in str(refused)
+        assert check(driver.cuGraphGetNodes(graph, 0))[1] == 0      # the node removed again
+    check(driver.cuGraphDestroy(graph))
+
+
 def test_graph_nodes_keep_their_arguments_and_kernel_while_the_graph_needs_them(ctx):
     import gc
     import weakref

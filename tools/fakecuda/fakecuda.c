@@ -129,6 +129,7 @@ typedef struct Node {
     unsigned char params[4096];
     unsigned int nattrs;    /* a kernel node's attributes (cuGraphKernelNodeSetAttribute) */
     CUlaunchAttribute attrs[16];
+    int device_updatable;   /* CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE set: for good */
 } Node;
 #define MAX_NODES 16
 #define MAX_EDGES 64
@@ -729,10 +730,31 @@ static CUresult fk_GraphRetainUserObject(CUgraph gh, CUuserObject h, unsigned in
     if (slot == g->nretained) g->nretained++;
     return CUDA_SUCCESS;
 }
+/* The executable graphs not destroyed yet: a graph with device-updatable nodes has at most one,
+ * which the device updates its nodes in. */
+#define MAX_EXECS 256
+static Exec* live_execs[MAX_EXECS];
+static Exec* exec_of(const Graph* g) {
+    for (int i = 0; i < MAX_EXECS; i++)
+        if (live_execs[i] && live_execs[i]->source == g) return live_execs[i];
+    return NULL;
+}
 static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long long flags) {
     Graph* g = (Graph*)gh;
     (void)flags;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
+    int updatable = 0, slot = -1;
+    for (int i = 0; i < g->nnodes; i++) updatable |= g->nodes[i].device_updatable;
+    pthread_mutex_lock(&lock);
+    for (int i = MAX_EXECS - 1; i >= 0; i--) if (!live_execs[i]) slot = i;
+    /* cuda.h: a graph with device-updatable kernel nodes is instantiated once at a time. */
+    int again = updatable && exec_of(g);
+    pthread_mutex_unlock(&lock);
+    if (again) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiate: graph %p has "
+                           "device-updatable nodes and an executable graph already", (void*)g);
+    /* Past MAX_EXECS alive, only a graph with device-updatable nodes needs a slot. */
+    if (slot < 0 && updatable)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY, "over %d executable graphs not modelled", MAX_EXECS);
     static unsigned int next_exec_id = 1;
     Exec* x = malloc(sizeof *x);
     x->magic = M_EXEC;
@@ -743,6 +765,9 @@ static CUresult fk_GraphInstantiate(CUgraphExec* out, CUgraph gh, unsigned long 
         if (g->retained[i].count)
             __atomic_add_fetch(&g->retained[i].obj->refs, (int)g->retained[i].count,
                                __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&lock);
+    if (slot >= 0) live_execs[slot] = x;
+    pthread_mutex_unlock(&lock);
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
@@ -774,6 +799,13 @@ static CUresult fk_GraphReleaseUserObject(CUgraph gh, CUuserObject h, unsigned i
         }
     return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphReleaseUserObject(%p, %u)", (void*)h, count);
 }
+/* Nothing to upload here: the exec and the stream are checked. */
+static CUresult fk_GraphUpload(CUgraphExec h, CUstream sh) {
+    Exec* x = (Exec*)h;
+    Stream* s;
+    if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
+    return get_stream(sh, &s, "cuGraphUpload");
+}
 static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     Exec* x = (Exec*)h;
     Stream* s;
@@ -799,6 +831,9 @@ static CUresult fk_GraphExecDestroy(CUgraphExec h) {
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
     release_retained(&x->snapshot);
     x->magic = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_EXECS; i++) if (live_execs[i] == x) live_execs[i] = NULL;
+    pthread_mutex_unlock(&lock);
     free(x);
     return CUDA_SUCCESS;
 }
@@ -806,6 +841,10 @@ static CUresult fk_GraphDestroy(CUgraph gh) {
     Graph* g = (Graph*)gh;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
     release_retained(g);
+    pthread_mutex_lock(&lock);      /* its execs live on, with no graph to name */
+    for (int i = 0; i < MAX_EXECS; i++)
+        if (live_execs[i] && live_execs[i]->source == g) live_execs[i]->source = NULL;
+    pthread_mutex_unlock(&lock);
     free(g);
     return CUDA_SUCCESS;
 }
@@ -1219,7 +1258,10 @@ static CUresult fk_LinkComplete(CUlinkState h, void** image, size_t* size) {
                  * "Undefined reference". Which CUresult the driver gives is not known here. */
                 if (shndx == 0 && elf[at + 4] >> 4 == 1 && name && stroff + name < l->size) {
                     const char* sym = (const char*)elf + stroff + name;
-                    if (l->devrt && !strncmp(sym, "__cudaCDP", 9)) continue;
+                    /* The device runtime's: dynamic parallelism, and the device-side updates
+                     * of device-updatable graph nodes. */
+                    if (l->devrt && (!strncmp(sym, "__cudaCDP", 9)
+                                     || !strncmp(sym, "cudaGraphKernelNode", 19))) continue;
                     if (l->log && l->log_size)
                         snprintf(l->log, l->log_size, "error   : Undefined reference to '%.*s' "
                                  "in 'relocatable cubin'", (int)strnlen(sym, 256), sym);
@@ -1744,6 +1786,7 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
     node->pdl = pdl;
     node->launch_order = 0;
     node->nattrs = 0;
+    node->device_updatable = 0;
     return CUDA_SUCCESS;
 }
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
@@ -1997,6 +2040,31 @@ static CUresult run_kernel(const Node* n) {
     } else if (!strcmp(k, "arch_value")) {   /* (int* out, int v) */
         int v = P(int, 1);
         e = store(out, &v, 4, k);
+    } else if (!strcmp(k, "node_set_param")) {
+        /* (cudaGraphDeviceNode_t node, size_t offset, int v): cudaGraphKernelNodeSetParam(node,
+         * offset, v), into the one executable graph of the node's graph. A handle that is no
+         * device node, a graph never instantiated or an offset past the node's parameters
+         * fail the launch here (on a GPU the call returns an error in the kernel). */
+        uintptr_t h = (uintptr_t)P(uint64_t, 0);
+        size_t offset = (size_t)P(uint64_t, 1);
+        int v = P(int, 2);
+        Node* target = (Node*)(h & ~(uintptr_t)1);
+        if (!(h & 1) || target->magic != M_NODE || !target->device_updatable || !target->graph
+                || target->graph->magic != M_GRAPH)
+            return fail(CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: %#lx is no device node", k,
+                        (unsigned long)h);
+        pthread_mutex_lock(&lock);
+        Exec* x = exec_of(target->graph);
+        pthread_mutex_unlock(&lock);
+        if (!x) return fail(CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: the node's graph has no "
+                            "executable graph", k);
+        Node* live = &x->snapshot.nodes[target - target->graph->nodes];
+        const Func* tf = live->func;
+        size_t end = tf->nparams ? (size_t)tf->offset[tf->nparams - 1] + tf->size[tf->nparams - 1] : 0;
+        if (offset > end || end - offset < sizeof v)
+            return fail(CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: offset %zu past the node's %zu "
+                        "bytes of parameters", k, offset, end);
+        memcpy(live->params + offset, &v, sizeof v);
     } else if (!strcmp(k, "cdp_parent")) {   /* (int* out, int v, int n): child<<<1, n>>> stores v */
         int v = P(int, 1);
         for (int i = 0; !e && i < P(int, 2); i++) e = store(out + 4 * (uintptr_t)i, &v, 4, k);
@@ -2023,6 +2091,11 @@ static CUresult fk_GraphCreate(CUgraph* out, unsigned int flags) {
     g->magic = M_GRAPH;
     *out = (CUgraph)g;
     return CUDA_SUCCESS;
+}
+/* A device-updatable node's CUgraphDeviceNode: its address with the low bit set (a Node is
+ * aligned), so that it is no CUgraphNode. */
+static CUgraphDeviceNode device_node_of(const Node* n) {
+    return (CUgraphDeviceNode)((uintptr_t)n | 1);
 }
 static CUresult get_node(CUgraphNode h, Node** out, const char* what) {
     Node* n = (Node*)h;
@@ -2126,6 +2199,7 @@ static CUresult keep_attrs(Node* node, const Node* old) {
     memcpy(node->attrs, old->attrs, sizeof old->attrs);
     node->pdl = old->pdl;           /* a programmatic edge's, which new parameters keep */
     node->launch_order = old->launch_order;
+    node->device_updatable = old->device_updatable;
     return check_attrs(node->attrs, node->nattrs, node->grid, threads, node->shmem, node->func, &pdl);
 }
 static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS* p) {
@@ -2161,6 +2235,21 @@ static CUresult fk_GraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID
         || id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
         return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute: attribute %d is "
                     "valid for launches only", (int)id);
+    if (id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
+        /* cuda.h 12.4: 0 or 1, and a node that opted in cannot opt out. The handle is the
+         * node's for cuGraphKernelNodeGetAttribute (value is const here). */
+        int v = value->deviceUpdatableKernelNode.deviceUpdatable;
+        if (driver_version() < 12040)
+            return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d is newer than driver %d",
+                        (int)id, driver_version());
+        if (v != 0 && v != 1)
+            return fail(CUDA_ERROR_INVALID_VALUE, "deviceUpdatable %d (0 or 1)", v);
+        if (!v && n->device_updatable)
+            return fail(CUDA_ERROR_INVALID_VALUE, "a device-updatable node cannot opt out");
+        n->device_updatable |= v;
+        trace("graph %p: node %d device-updatable", (void*)n->graph, (int)(n - n->graph->nodes));
+        return CUDA_SUCCESS;
+    }
     CUlaunchAttribute attrs[16];
     unsigned int count = n->nattrs, i;
     memcpy(attrs, n->attrs, sizeof attrs);
@@ -2187,6 +2276,10 @@ static CUresult fk_GraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID
     if (!n->func || !out)
         return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeGetAttribute: not a kernel node");
     memset(out, 0, sizeof *out);        /* an attribute never set: its zero value */
+    if (id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE && n->device_updatable) {
+        out->deviceUpdatableKernelNode.deviceUpdatable = 1;
+        out->deviceUpdatableKernelNode.devNode = device_node_of(n);
+    }
     for (unsigned int i = 0; i < n->nattrs; i++)
         if (n->attrs[i].id == id) *out = n->attrs[i].value;
     return CUDA_SUCCESS;
@@ -2244,6 +2337,8 @@ static CUresult fk_GraphDestroyNode(CUgraphNode h) {
     Node* n;
     CUresult e = get_node(h, &n, "cuGraphDestroyNode");
     if (e) return e;
+    if (n->device_updatable)        /* cuda.h: such a node stays in its graph */
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphDestroyNode: node %p is device-updatable", (void*)h);
     n->func = NULL;
     n->nattrs = 0;
     n->magic = 0;
@@ -2509,7 +2604,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
     F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
-    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphExecDestroy), F(GraphCreate),
+    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphUpload), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
     F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode), F(GraphGetNodes),
     F(GraphAddDependencies_v2),
