@@ -3714,6 +3714,16 @@ cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t st
     return blk
 
 
+cdef LaunchConfig _reshaped(LaunchConfig cfg, object grid, object block, object shmem):
+    """``cfg`` with the grid, block and shared memory size given (None: kept), checked again
+    as a new LaunchConfig is."""
+    if grid is None and block is None and shmem is None:
+        return cfg
+    return cfg.__replace__(grid=cfg.grid if grid is None else grid,
+                           block=cfg.block if block is None else block,
+                           shmem=cfg.shmem if shmem is None else shmem)
+
+
 cdef cydriver.CUuserObject _node_kept(cydriver.CUgraph graph, ParamBlock blk,
                                       Kernel k) except NULL:
     """_graph_keeps of a kernel node's block and kernel; where that fails, the block is
@@ -3747,6 +3757,7 @@ cdef class KernelNode:
     cdef cydriver.CUuserObject _kept    # the graph's reference to the node's arguments
     cdef object _owner                  # the graph object given (a cuda.core GraphDefinition)
     cdef dict _exec_blocks              # graph exec address -> the block last set in it
+    cdef dict _exec_configs             # graph exec address -> its config, where one was given
 
     def __init__(self):
         raise TypeError("KernelNode objects come from Kernel.graph_node(...)")
@@ -3764,6 +3775,7 @@ cdef class KernelNode:
         self._kept = kept
         self._owner = owner if not isinstance(owner, int) else None
         self._exec_blocks = {}
+        self._exec_configs = {}
         return self
 
     @property
@@ -3802,19 +3814,24 @@ cdef class KernelNode:
             self._device_node = <uintptr_t>value.deviceUpdatableKernelNode.devNode
         return self._device_node
 
-    def set_args(self, *args, stream=None):
+    def set_args(self, *args, stream=None, grid=None, block=None, shmem=None):
         """Give the node ``args`` in its graph (``cuGraphKernelNodeSetParams``): graphs
         instantiated from it afterwards launch them; those instantiated before keep theirs. The
         graph keeps the new arguments alive, and lets go of the old ones (a graph instantiated
-        before holds its own reference to them)."""
+        before holds its own reference to them).
+
+        ``grid``, ``block``, ``shmem``: a new grid, block or dynamic shared memory size for the
+        node, checked as a LaunchConfig's are, with the node's attributes (a cluster must still
+        divide the grid); ``config`` is then the node's new configuration."""
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
         cdef cydriver.CUuserObject kept, old
         cdef cydriver.CUresult err
         cdef uint64_t s = stream_handle(stream)
         cdef Kernel k = self.kernel
+        cdef LaunchConfig cfg = _reshaped(self.config, grid, block, shmem)
         _ensure_driver()
         with _in_context(k._ctx):
-            blk = _node_params(k, self.config, args, s, self._func, &p)
+            blk = _node_params(k, cfg, args, s, self._func, &p)
             kept = _node_kept(self._graph, blk, k)
             err = cydriver.cuGraphKernelNodeSetParams(self._node, &p)
             if err != cydriver.CUDA_SUCCESS:
@@ -3822,28 +3839,42 @@ cdef class KernelNode:
                 _check(err, f"cuGraphKernelNodeSetParams (kernel {k.name!r})")
             old = self._kept
             self._kept = kept
+            self.config = cfg
             _check(cydriver.cuGraphReleaseUserObject(self._graph, old, 1),
                    "cuGraphReleaseUserObject (the node's previous arguments)")
 
-    def set_exec_args(self, graph_exec, *args, stream=None):
+    def set_exec_args(self, graph_exec, *args, stream=None, grid=None, block=None,
+                      shmem=None):
         """Give the node ``args`` in ``graph_exec``, a graph instantiated from the node's graph
         (``cuGraphExecKernelNodeSetParams``; an int, a cuda.bindings ``CUgraphExec`` or a
         cuda.core ``Graph``): its next launches launch them. The node keeps the arguments last
         set in each instantiated graph alive until they are set again there or the node is
-        gone; as for any launch, arrays must stay valid until the launches that use them end."""
+        gone; as for any launch, arrays must stay valid until the launches that use them end.
+
+        ``grid``, ``block``, ``shmem``: a new grid, block or dynamic shared memory size for the
+        node in ``graph_exec`` only, checked as for ``set_args``. The driver sets them all at
+        each call: what is not given is what was last given for ``graph_exec``, else the
+        node's ``config``."""
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
         cdef cydriver.CUresult err
         cdef uintptr_t x = _graph_address(graph_exec, "graph_exec")
         cdef uint64_t s = stream_handle(stream)
         cdef Kernel k = self.kernel
+        cdef LaunchConfig cfg = self.config
+        if self._exec_configs:
+            cfg = self._exec_configs.get(x, cfg)
+        if grid is not None or block is not None or shmem is not None:
+            cfg = _reshaped(cfg, grid, block, shmem)
         _ensure_driver()
         with _in_context(k._ctx):
-            blk = _node_params(k, self.config, args, s, self._func, &p)
+            blk = _node_params(k, cfg, args, s, self._func, &p)
             err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>x, self._node,
                                                           &p)
             if err != cydriver.CUDA_SUCCESS:
                 block_release(blk)
                 _check(err, f"cuGraphExecKernelNodeSetParams (kernel {k.name!r})")
+        if cfg is not self.config or x in self._exec_configs:
+            self._exec_configs[x] = cfg
         old = self._exec_blocks.get(x)
         self._exec_blocks[x] = blk
         if old is not None:

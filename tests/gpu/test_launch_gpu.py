@@ -2377,6 +2377,60 @@ def test_graph_nodes_are_added_and_given_new_arguments(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def test_a_node_is_given_a_new_grid_block_and_shared_memory(ctx):
+    # set_args and set_exec_args take grid=, block= and shmem= besides the arguments: checked
+    # as a LaunchConfig's (with the node's cluster), set with them, and kept: set_args's as
+    # the node's config, set_exec_args's for that instantiated graph only, until given again.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    out = DeviceArray(4 * 128, typestr="<f4")
+
+    def run(exe, value, n):
+        check(driver.cuMemsetD8Async(out.ptr, 0, 4 * 128, stream))
+        check(driver.cuGraphLaunch(exe, stream))
+        check(driver.cuStreamSynchronize(stream))
+        assert _floats(out) == [value] * n + [0.0] * (128 - n)
+
+    node = k.graph_node(graph, 1, 32, out, 1.5, 128)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    run(exe, 1.5, 32)
+    node.set_exec_args(exe, out, 2.5, 128, grid=2)          # this exec: 2 blocks of 32
+    run(exe, 2.5, 64)
+    assert node.config.grid == (1, 1, 1)
+    node.set_exec_args(exe, out, 3.5, 128)                  # its grid stays
+    run(exe, 3.5, 64)
+    node.set_exec_args(exe, out, 3.0, 128, block=(64,))      # and grid 2 with it
+    run(exe, 3.0, 128)
+    # The graph's node: 1 block of 64, and 64 KiB of shared memory, past the 48 KiB a kernel
+    # may have before kernarg raises its attribute.
+    node.set_args(out, 4.5, 128, block=64, shmem=64 * 1024)
+    assert node.config == kernarg.LaunchConfig(1, 64, shmem=64 * 1024)
+    assert k.attributes["max_dynamic_shared_size_bytes"] >= 64 * 1024
+    exe2 = check(driver.cuGraphInstantiate(graph, 0))
+    run(exe2, 4.5, 64)
+    run(exe, 3.0, 128)                                      # instantiated before: its own
+    # Refused before the driver, naming the value; the node keeps what it had.
+    with pytest.raises(ValueError, match=r"grid\[0\] is 0"):
+        node.set_exec_args(exe, out, 1.0, 128, grid=0)
+    with pytest.raises(ValueError, match=r"block\[0\] is 2048"):
+        node.set_args(out, 1.0, 128, block=2048)
+    with pytest.raises(ValueError, match="shmem must be an int"):
+        node.set_args(out, 1.0, 128, shmem=-1)
+    assert node.config.block == (64, 1, 1)
+    run(exe, 3.0, 128)
+    if _compute_capability() >= (9, 0):
+        clustered = k.graph_node(graph, 2, 32, out, 5.5, 128, cluster=2)
+        with pytest.raises(ValueError, match="not a multiple of cluster"):
+            clustered.set_args(out, 5.5, 128, grid=3)
+        clustered.set_args(out, 5.5, 128, grid=4)
+        assert clustered.config.grid == (4, 1, 1) and clustered.config.cluster == (2, 1, 1)
+    for x in (exe, exe2):
+        check(driver.cuGraphExecDestroy(x))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
 def _node_attribute(node, name):
     """cuGraphKernelNodeGetAttribute of the attribute CU_LAUNCH_ATTRIBUTE_<name> (the names
     cuda.bindings gives CUkernelNodeAttrID's members differ between releases)."""
