@@ -3757,7 +3757,6 @@ cdef class KernelNode:
     cdef cydriver.CUuserObject _kept    # the graph's reference to the node's arguments
     cdef object _owner                  # the graph object given (a cuda.core GraphDefinition)
     cdef dict _exec_blocks              # graph exec address -> the block last set in it
-    cdef dict _exec_configs             # graph exec address -> its config, where one was given
 
     def __init__(self):
         raise TypeError("KernelNode objects come from Kernel.graph_node(...)")
@@ -3775,7 +3774,6 @@ cdef class KernelNode:
         self._kept = kept
         self._owner = owner if not isinstance(owner, int) else None
         self._exec_blocks = {}
-        self._exec_configs = {}
         return self
 
     @property
@@ -3851,20 +3849,16 @@ cdef class KernelNode:
         set in each instantiated graph alive until they are set again there or the node is
         gone; as for any launch, arrays must stay valid until the launches that use them end.
 
-        ``grid``, ``block``, ``shmem``: a new grid, block or dynamic shared memory size for the
-        node in ``graph_exec`` only, checked as for ``set_args``. The driver sets them all at
-        each call: what is not given is what was last given for ``graph_exec``, else the
-        node's ``config``."""
+        ``grid``, ``block``, ``shmem``: a grid, block or dynamic shared memory size for the
+        node in ``graph_exec``, this time, checked as for ``set_args``. The driver sets them all
+        at each call, and what is not given is the node's ``config``'s: kernarg keeps nothing
+        per instantiated graph, since another one may later have the same handle."""
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
         cdef cydriver.CUresult err
         cdef uintptr_t x = _graph_address(graph_exec, "graph_exec")
         cdef uint64_t s = stream_handle(stream)
         cdef Kernel k = self.kernel
-        cdef LaunchConfig cfg = self.config
-        if self._exec_configs:
-            cfg = self._exec_configs.get(x, cfg)
-        if grid is not None or block is not None or shmem is not None:
-            cfg = _reshaped(cfg, grid, block, shmem)
+        cdef LaunchConfig cfg = _reshaped(self.config, grid, block, shmem)
         _ensure_driver()
         with _in_context(k._ctx):
             blk = _node_params(k, cfg, args, s, self._func, &p)
@@ -3873,8 +3867,6 @@ cdef class KernelNode:
             if err != cydriver.CUDA_SUCCESS:
                 block_release(blk)
                 _check(err, f"cuGraphExecKernelNodeSetParams (kernel {k.name!r})")
-        if cfg is not self.config or x in self._exec_configs:
-            self._exec_configs[x] = cfg
         old = self._exec_blocks.get(x)
         self._exec_blocks[x] = blk
         if old is not None:

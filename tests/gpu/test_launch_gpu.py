@@ -2379,8 +2379,8 @@ def test_graph_nodes_are_added_and_given_new_arguments(ctx):
 
 def test_a_node_is_given_a_new_grid_block_and_shared_memory(ctx):
     # set_args and set_exec_args take grid=, block= and shmem= besides the arguments: checked
-    # as a LaunchConfig's (with the node's cluster), set with them, and kept: set_args's as
-    # the node's config, set_exec_args's for that instantiated graph only, until given again.
+    # as a LaunchConfig's (with the node's cluster) and set with them. set_args's become the
+    # node's config; set_exec_args's are that call's only (what it omits is the config's).
     k = kernarg.Kernel.from_source(WRITE, "fill")
     graph = check(driver.cuGraphCreate(0))
     stream = int(check(driver.cuStreamCreate(1)))
@@ -2398,9 +2398,9 @@ def test_a_node_is_given_a_new_grid_block_and_shared_memory(ctx):
     node.set_exec_args(exe, out, 2.5, 128, grid=2)          # this exec: 2 blocks of 32
     run(exe, 2.5, 64)
     assert node.config.grid == (1, 1, 1)
-    node.set_exec_args(exe, out, 3.5, 128)                  # its grid stays
-    run(exe, 3.5, 64)
-    node.set_exec_args(exe, out, 3.0, 128, block=(64,))      # and grid 2 with it
+    node.set_exec_args(exe, out, 3.5, 128)                  # the config's grid again
+    run(exe, 3.5, 32)
+    node.set_exec_args(exe, out, 3.0, 128, grid=2, block=(64,))
     run(exe, 3.0, 128)
     # The graph's node: 1 block of 64, and 64 KiB of shared memory, past the 48 KiB a kernel
     # may have before kernarg raises its attribute.
