@@ -3872,6 +3872,32 @@ cdef class KernelNode:
         if old is not None:
             block_release(<ParamBlock>old)
 
+    def set_enabled(self, graph_exec, enabled):
+        """Enable or disable the node in ``graph_exec``, a graph instantiated from the node's
+        graph (``cuGraphNodeSetEnabled``; as for ``set_exec_args``): a disabled node runs
+        nothing at that graph's next launches, and its dependencies hold as if it ran; its
+        arguments stay set."""
+        cdef uintptr_t x = _graph_address(graph_exec, "graph_exec")
+        if not _is_bool(enabled):
+            raise TypeError("set_enabled: enabled must be True or False, got "
+                            f"{shown_value(enabled, True)}")
+        _ensure_driver()
+        with _in_context(self.kernel._ctx):
+            _check(cydriver.cuGraphNodeSetEnabled(<cydriver.CUgraphExec>x, self._node,
+                                                  1 if enabled else 0),
+                   f"cuGraphNodeSetEnabled (kernel {self.kernel.name!r})")
+
+    def is_enabled(self, graph_exec):
+        """Whether the node is enabled in ``graph_exec`` (``cuGraphNodeGetEnabled``)."""
+        cdef uintptr_t x = _graph_address(graph_exec, "graph_exec")
+        cdef unsigned int enabled = 0
+        _ensure_driver()
+        with _in_context(self.kernel._ctx):
+            _check(cydriver.cuGraphNodeGetEnabled(<cydriver.CUgraphExec>x, self._node,
+                                                  &enabled),
+                   f"cuGraphNodeGetEnabled (kernel {self.kernel.name!r})")
+        return enabled != 0
+
     def __repr__(self):
         return (f"<kernarg.KernelNode {self.kernel.name} node={<uintptr_t>self._node:#x} "
                 f"graph={<uintptr_t>self._graph:#x} grid={self.config.grid} "

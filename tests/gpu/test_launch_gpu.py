@@ -2431,6 +2431,43 @@ def test_a_node_is_given_a_new_grid_block_and_shared_memory(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def test_a_node_is_disabled_and_enabled_in_an_instantiated_graph(ctx):
+    # set_enabled(graph_exec, False): the node runs nothing at that graph's launches, while
+    # the node after it still runs; new arguments leave it disabled; other instantiated graphs
+    # are not touched; True enables it again.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    a, b = (DeviceArray(4 * 32, typestr="<f4") for _ in range(2))
+    first = k.graph_node(graph, 1, 32, a, 1.5, 32)
+    k.graph_node(graph, 1, 32, b, 2.5, 32, after=first)
+    exe, other = (check(driver.cuGraphInstantiate(graph, 0)) for _ in range(2))
+
+    def run(x):
+        for arr in (a, b):
+            check(driver.cuMemsetD8Async(arr.ptr, 0, 4 * 32, stream))
+        check(driver.cuGraphLaunch(x, stream))
+        check(driver.cuStreamSynchronize(stream))
+        return _floats(a)[0], _floats(b)[0]
+
+    assert first.is_enabled(exe) is True and run(exe) == (1.5, 2.5)
+    first.set_enabled(exe, False)
+    assert first.is_enabled(exe) is False and first.is_enabled(int(other)) is True
+    assert run(exe) == (0.0, 2.5) and run(other) == (1.5, 2.5)
+    first.set_exec_args(exe, a, 3.5, 32)
+    assert first.is_enabled(exe) is False and run(exe) == (0.0, 2.5)
+    first.set_enabled(exe, np.bool_(True))
+    assert run(exe) == (3.5, 2.5)
+    with pytest.raises(TypeError, match="set_enabled: enabled must be True or False, got 0"):
+        first.set_enabled(exe, 0)
+    with pytest.raises(ValueError, match="graph_exec must be a non-null handle"):
+        first.is_enabled(0)
+    for x in (exe, other):
+        check(driver.cuGraphExecDestroy(x))
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
 def _node_attribute(node, name):
     """cuGraphKernelNodeGetAttribute of the attribute CU_LAUNCH_ATTRIBUTE_<name> (the names
     cuda.bindings gives CUkernelNodeAttrID's members differ between releases)."""

@@ -130,6 +130,7 @@ typedef struct Node {
     unsigned int nattrs;    /* a kernel node's attributes (cuGraphKernelNodeSetAttribute) */
     CUlaunchAttribute attrs[16];
     int device_updatable;   /* CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE set: for good */
+    int disabled;           /* in an executable graph: cuGraphNodeSetEnabled(..., 0) */
 } Node;
 #define MAX_NODES 16
 #define MAX_EDGES 64
@@ -812,9 +813,9 @@ static CUresult fk_GraphLaunch(CUgraphExec h, CUstream sh) {
     if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)h);
     CUresult e = get_stream(sh, &s, "cuGraphLaunch");
     for (int i = 0; !e && i < x->snapshot.nnodes; i++)
-        /* An empty node runs nothing. A node whose module has been unloaded since: the
-         * kernel's code is gone. */
-        e = !x->snapshot.nodes[i].func ? CUDA_SUCCESS
+        /* An empty or a disabled node runs nothing. A node whose module has been unloaded
+         * since: the kernel's code is gone. */
+        e = !x->snapshot.nodes[i].func || x->snapshot.nodes[i].disabled ? CUDA_SUCCESS
             : x->snapshot.nodes[i].func->magic != M_FUNC
             ? fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphLaunch: node %d's kernel %s was unloaded "
                    "with its module", i, x->snapshot.nodes[i].func->name)
@@ -1787,6 +1788,7 @@ static CUresult make_node(const CUlaunchConfig* c, Func* f, void** params, void*
     node->launch_order = 0;
     node->nattrs = 0;
     node->device_updatable = 0;
+    node->disabled = 0;
     return CUDA_SUCCESS;
 }
 static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, void** extra) {
@@ -2200,6 +2202,7 @@ static CUresult keep_attrs(Node* node, const Node* old) {
     node->pdl = old->pdl;           /* a programmatic edge's, which new parameters keep */
     node->launch_order = old->launch_order;
     node->device_updatable = old->device_updatable;
+    node->disabled = old->disabled;         /* new parameters leave a node as enabled as it was */
     return check_attrs(node->attrs, node->nattrs, node->grid, threads, node->shmem, node->func, &pdl);
 }
 static CUresult fk_GraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS* p) {
@@ -2419,6 +2422,36 @@ static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
     x->snapshot.nodes[n - n->graph->nodes] = node;
     return CUDA_SUCCESS;
 }
+/* A node of an executable graph, by the node of the graph it was instantiated from. */
+static CUresult exec_node(CUgraphExec xh, CUgraphNode h, Node** out, const char* what) {
+    Exec* x = (Exec*)xh;
+    Node* n;
+    if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "%s: graph exec %p", what, (void*)xh);
+    CUresult e = get_node(h, &n, what);
+    if (e) return e;
+    if (n->graph != x->source)
+        return fail(CUDA_ERROR_INVALID_VALUE, "%s: the node is not of the graph this exec was "
+                    "instantiated from", what);
+    *out = &x->snapshot.nodes[n - n->graph->nodes];
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphNodeSetEnabled(CUgraphExec xh, CUgraphNode h, unsigned int enabled) {
+    Node* n;
+    CUresult e = exec_node(xh, h, &n, "cuGraphNodeSetEnabled");
+    if (e) return e;
+    if (!n->func) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphNodeSetEnabled: kernel, memcpy "
+                              "and memset nodes only");
+    n->disabled = !enabled;
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphNodeGetEnabled(CUgraphExec xh, CUgraphNode h, unsigned int* enabled) {
+    Node* n;
+    CUresult e = exec_node(xh, h, &n, "cuGraphNodeGetEnabled");
+    if (e) return e;
+    if (!enabled) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphNodeGetEnabled: isEnabled is NULL");
+    *enabled = !n->disabled;
+    return CUDA_SUCCESS;
+}
 static CUresult fk_GraphExecNodeSetParams(CUgraphExec xh, CUgraphNode h, CUgraphNodeParams* p) {
     /* The generic form (what cuda.core's ExecutableKernelNode.update calls): kernel nodes only.
      * CUDA_KERNEL_NODE_PARAMS_v3 is laid out as the v2 the rest of this file reads. */
@@ -2604,7 +2637,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
     F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
-    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphUpload), F(GraphExecDestroy), F(GraphCreate),
+    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphUpload), F(GraphNodeSetEnabled), F(GraphNodeGetEnabled), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
     F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode), F(GraphGetNodes),
     F(GraphAddDependencies_v2),
