@@ -2665,18 +2665,8 @@ cdef class Kernel:
                     if cfg._attrs[i].id == \
                             cydriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
                         continue        # a launch's attribute: the node has its edges instead
-                    err = cydriver.cuGraphKernelNodeSetAttribute(
-                        node, <cydriver.CUkernelNodeAttrID>cfg._attrs[i].id,
-                        <const cydriver.CUkernelNodeAttrValue*>&cfg._attrs[i].value)
-                    if err != cydriver.CUDA_SUCCESS:
-                        # The node would run without it: remove it, and the graph's reference
-                        # to what it kept.
-                        cydriver.cuGraphDestroyNode(node)
-                        cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
-                        newer = _too_new(&cfg._attrs[i], 1)
-                        _check(err, f"cuGraphKernelNodeSetAttribute({cfg.attributes[i][0]}) "
-                                    f"(kernel {self.name!r}"
-                                    f"{'' if newer is None else ': ' + newer})")
+                    _set_node_attribute(node, <cydriver.CUgraph>g, kept, &cfg._attrs[i],
+                                        cfg.attributes[i][0], self.name)
                 if device_updatable:
                     # Last: a device-updatable node cannot be destroyed, so every refusal that
                     # removes the node again comes before it (and a refusal of this one leaves
@@ -2684,16 +2674,8 @@ cdef class Kernel:
                     memset(&updatable, 0, sizeof(updatable))
                     updatable.id = cydriver.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE
                     updatable.value.deviceUpdatableKernelNode.deviceUpdatable = 1
-                    err = cydriver.cuGraphKernelNodeSetAttribute(
-                        node, <cydriver.CUkernelNodeAttrID>updatable.id,
-                        <const cydriver.CUkernelNodeAttrValue*>&updatable.value)
-                    if err != cydriver.CUDA_SUCCESS:
-                        cydriver.cuGraphDestroyNode(node)
-                        cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)
-                        newer = _too_new(&updatable, 1)
-                        _check(err, f"cuGraphKernelNodeSetAttribute(device_updatable) "
-                                    f"(kernel {self.name!r}"
-                                    f"{'' if newer is None else ': ' + newer})")
+                    _set_node_attribute(node, <cydriver.CUgraph>g, kept, &updatable,
+                                        "device_updatable", self.name)
         finally:
             free(dep_c)
         cdef KernelNode made = KernelNode._make(self, cfg, <cydriver.CUgraph>g, node, func, kept,
@@ -3712,6 +3694,26 @@ cdef ParamBlock _node_params(Kernel k, LaunchConfig cfg, tuple args, uint64_t st
         block_release(blk)
         raise
     return blk
+
+
+cdef int _set_node_attribute(cydriver.CUgraphNode node, cydriver.CUgraph graph,
+                             cydriver.CUuserObject kept, const cydriver.CUlaunchAttribute* attr,
+                             str name, str kernel) except -1:
+    """Set ``attr`` on the kernel node ``node`` of ``graph`` just added, which ``kept`` keeps
+    the arguments of. Where the driver refuses it, the node would run without it: it is
+    removed again, with the graph's reference to ``kept``, and the driver's error raised,
+    naming the attribute (and the driver it needs, where it is newer than this one)."""
+    cdef cydriver.CUresult err = cydriver.cuGraphKernelNodeSetAttribute(
+        node, <cydriver.CUkernelNodeAttrID>attr.id,
+        <const cydriver.CUkernelNodeAttrValue*>&attr.value)
+    if err == cydriver.CUDA_SUCCESS:
+        return 0
+    cydriver.cuGraphDestroyNode(node)
+    cydriver.cuGraphReleaseUserObject(graph, kept, 1)
+    newer = _too_new(attr, 1)
+    _check(err, f"cuGraphKernelNodeSetAttribute({name}) (kernel {kernel!r}"
+                f"{'' if newer is None else ': ' + newer})")
+    return 0
 
 
 cdef LaunchConfig _reshaped(LaunchConfig cfg, object grid, object block, object shmem):
