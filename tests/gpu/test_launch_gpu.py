@@ -2377,13 +2377,23 @@ def test_graph_nodes_are_added_and_given_new_arguments(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
-def test_a_node_is_given_a_new_grid_block_and_shared_memory(ctx):
+@pytest.fixture
+def graph_stream(ctx):
+    """A new graph and a stream to launch it on, destroyed after the test (its executable
+    graphs are the test's to destroy first)."""
+    graph = check(driver.cuGraphCreate(0))
+    stream = int(check(driver.cuStreamCreate(1)))
+    yield graph, stream
+    check(driver.cuGraphDestroy(graph))
+    check(driver.cuStreamDestroy(stream))
+
+
+def test_a_node_is_given_a_new_grid_block_and_shared_memory(graph_stream):
     # set_args and set_exec_args take grid=, block= and shmem= besides the arguments: checked
     # as a LaunchConfig's (with the node's cluster) and set with them. set_args's become the
     # node's config; set_exec_args's are that call's only (what it omits is the config's).
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    graph = check(driver.cuGraphCreate(0))
-    stream = int(check(driver.cuStreamCreate(1)))
+    graph, stream = graph_stream
     out = DeviceArray(4 * 128, typestr="<f4")
 
     def run(exe, value, n):
@@ -2427,17 +2437,14 @@ def test_a_node_is_given_a_new_grid_block_and_shared_memory(ctx):
         assert clustered.config.grid == (4, 1, 1) and clustered.config.cluster == (2, 1, 1)
     for x in (exe, exe2):
         check(driver.cuGraphExecDestroy(x))
-    check(driver.cuGraphDestroy(graph))
-    check(driver.cuStreamDestroy(stream))
 
 
-def test_a_node_is_disabled_and_enabled_in_an_instantiated_graph(ctx):
+def test_a_node_is_disabled_and_enabled_in_an_instantiated_graph(graph_stream):
     # set_enabled(graph_exec, False): the node runs nothing at that graph's launches, while
     # the node after it still runs; new arguments leave it disabled; other instantiated graphs
     # are not touched; True enables it again.
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    graph = check(driver.cuGraphCreate(0))
-    stream = int(check(driver.cuStreamCreate(1)))
+    graph, stream = graph_stream
     a, b = (DeviceArray(4 * 32, typestr="<f4") for _ in range(2))
     first = k.graph_node(graph, 1, 32, a, 1.5, 32)
     k.graph_node(graph, 1, 32, b, 2.5, 32, after=first)
@@ -2464,8 +2471,6 @@ def test_a_node_is_disabled_and_enabled_in_an_instantiated_graph(ctx):
         first.is_enabled(0)
     for x in (exe, other):
         check(driver.cuGraphExecDestroy(x))
-    check(driver.cuGraphDestroy(graph))
-    check(driver.cuStreamDestroy(stream))
 
 
 def _node_attribute(node, name):
@@ -2574,7 +2579,7 @@ extern "C" __global__ void node_set_param(cudaGraphDeviceNode_t node, size_t off
 }"""
 
 
-def test_a_device_updatable_node_takes_its_arguments_from_a_kernel(ctx):
+def test_a_device_updatable_node_takes_its_arguments_from_a_kernel(graph_stream):
     # graph_node(device_updatable=True): the node's device_node is the driver's handle, which a
     # kernel passes to cudaGraphKernelNodeSetParam with an offset from the kernel's signature;
     # the next launch of the graph runs with what the kernel wrote. cuda.h's rules for such a
@@ -2589,8 +2594,7 @@ def test_a_device_updatable_node_takes_its_arguments_from_a_kernel(ctx):
         pytest.skip("no libcudadevrt.a (nvidia-cuda-runtime's, or a toolkit's) to link with")
     fill = kernarg.Kernel.from_source(WRITE, "fill")
     update = kernarg.Kernel.from_source(DEVICE_UPDATE, "node_set_param", options=("-rdc=true",))
-    graph = check(driver.cuGraphCreate(0))
-    stream = int(check(driver.cuStreamCreate(1)))
+    graph, stream = graph_stream
     out = DeviceArray(4 * 32, typestr="<f4")
     check(driver.cuMemsetD8(out.ptr, 0, 4 * 32))
     check(driver.cuCtxSynchronize())
@@ -2621,8 +2625,6 @@ def test_a_device_updatable_node_takes_its_arguments_from_a_kernel(ctx):
     assert err != driver.CUresult.CUDA_SUCCESS
     check(driver.cuGraphDestroyNode(plain.handle))
     check(driver.cuGraphExecDestroy(exe))
-    check(driver.cuGraphDestroy(graph))
-    check(driver.cuStreamDestroy(stream))
 
 
 @pytest.mark.parametrize("refusal", ["driver", "fakecuda-refusing", "fakecuda-refusing-priority",
