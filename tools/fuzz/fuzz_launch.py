@@ -10,8 +10,9 @@ modes, the carveout, an access policy window, launch completion and
 programmatic events: events of this process's or refused values), a stream (None, the
 default-stream handles, a stream of this process, or objects of the stream protocols), the
 call form (``launch``, ``kernel[...]``, ``prepare``, ``kernarg.launch``, or a kernel node:
-``graph_node`` into a graph of its own, then ``set_args`` or ``set_exec_args`` with a second
-set of arguments) and arguments of every kind (fuzz_pack's). The launch must either reach
+``graph_node`` into a graph of its own, device-updatable or not, then ``set_args`` or
+``set_exec_args`` with a second set of arguments and maybe a new grid, block or shared memory,
+and ``set_enabled``) and arguments of every kind (fuzz_pack's). The launch must either reach
 the driver with a block the fake driver accepts, or be refused with TypeError/ValueError/
 OverflowError/RuntimeError/BufferError (kernarg.CudaError is a RuntimeError) with a message.
 Some inputs launch while a context of the process's own is current, over the kernels' (device
@@ -276,8 +277,19 @@ def test_one_input(data):
             node_attributes = {key: value for key, value in attributes.items()
                                if not key.endswith("_event")}
             node_attributes.update(cluster=cluster, cooperative=cooperative, priority=priority)
+            if fdp.ConsumeBool():
+                node_attributes["device_updatable"] = [False, True, fuzz_pack._hostile(fdp)][
+                    fdp.ConsumeIntInRange(0, 2)]
+            reshape = {}
+            for key in ("grid", "block", "shmem"):
+                if fdp.ConsumeIntInRange(0, 3) == 0:
+                    reshape[key] = (_dim(fdp) if key != "shmem" else
+                                    [fdp.ConsumeIntInRange(0, 300000), fuzz_pack._int(fdp)][
+                                        fdp.ConsumeIntInRange(0, 1)])
+            enabled = None if fdp.ConsumeBool() else \
+                [False, True, fuzz_pack._hostile(fdp)][fdp.ConsumeIntInRange(0, 2)]
             _graph_node(kernel, grid, block, shmem, stream, args, more, form == 5,
-                        node_attributes, fdp.ConsumeIntInRange(0, 4))
+                        node_attributes, fdp.ConsumeIntInRange(0, 4), reshape, enabled)
     except ALLOWED as exc:
         assert str(exc), repr(exc)
     assert _current() == before, (hex(_current()), hex(before))
@@ -292,11 +304,14 @@ def test_one_input(data):
             assert p.deleted <= p.exported, (p.deleted, p.exported)
 
 
-def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attributes, edges):
-    """A kernel node of a graph of its own, given ``more`` afterwards: in the graph, or in a
-    graph instantiated from it; everything is destroyed again, whatever was refused.
-    ``edges``: 0, the node alone; else after a first node of the same launch, by an ordinary
-    edge (1), a launch-order one (2), both (3, refused), or a programmatic one (4)."""
+def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attributes, edges,
+                reshape, enabled):
+    """A kernel node of a graph of its own, given ``more`` (and the grid, block or shared
+    memory in ``reshape``) afterwards: in the graph, or in a graph instantiated from it, which
+    ``enabled`` (None: untouched) then enables or disables it in; everything is destroyed
+    again, whatever was refused. ``edges``: 0, the node alone; else after a first node of the
+    same launch, by an ordinary edge (1), a launch-order one (2), both (3, refused), or a
+    programmatic one (4)."""
     from cuda.bindings import driver
 
     err, graph = driver.cuGraphCreate(0)
@@ -315,12 +330,22 @@ def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attribu
         node = kernel.graph_node(graph, grid, block, *args, shmem=shmem, stream=stream,
                                  **attributes)
         assert node.graph == int(graph) and node.handle
+        assert node.device_updatable == (attributes.get("device_updatable") is True)
+        assert (node.device_node is None) != node.device_updatable, node.device_node
         if in_exec:
             err, exe = driver.cuGraphInstantiate(graph, 0)
             assert err == driver.CUresult.CUDA_SUCCESS, err
-            node.set_exec_args(exe, *more, stream=stream)
+            config = node.config
+            node.set_exec_args(exe, *more, stream=stream, **reshape)
+            assert node.config is config        # an exec's grid is not the node's
+            if enabled is not None:
+                node.set_enabled(exe, enabled)
+                assert node.is_enabled(exe) == enabled
         else:
-            node.set_args(*more, stream=stream)
+            node.set_args(*more, stream=stream, **reshape)
+            given = kernarg.LaunchConfig(reshape.get("grid", 1), reshape.get("block", 1),
+                                         shmem=reshape.get("shmem", 0))
+            assert all(getattr(node.config, key) == getattr(given, key) for key in reshape)
     finally:
         if exe is not None:
             driver.cuGraphExecDestroy(exe)
