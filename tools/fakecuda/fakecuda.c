@@ -2401,27 +2401,6 @@ static CUresult fk_GraphGetNodes(CUgraph gh, CUgraphNode* nodes, size_t* num) {
     if (!nodes || n < *num) *num = n;
     return CUDA_SUCCESS;
 }
-static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
-                                                const CUDA_KERNEL_NODE_PARAMS* p) {
-    Exec* x = (Exec*)xh;
-    Node* n;
-    Node node;
-    if (!x || x->magic != M_EXEC) return fail(CUDA_ERROR_INVALID_VALUE, "graph exec %p", (void*)xh);
-    CUresult e = get_node(h, &n, "cuGraphExecKernelNodeSetParams");
-    if (e) return e;
-    if (n->graph != x->source)
-        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: the node is not "
-                    "of the graph this exec was instantiated from");
-    if ((e = node_from_params(p, &node, "cuGraphExecKernelNodeSetParams"))) return e;
-    if ((e = keep_attrs(&node, &x->snapshot.nodes[n - n->graph->nodes]))) return e;
-    if (((Module*)node.func->module)->ctx != ((Module*)n->func->module)->ctx)
-        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: a kernel of "
-                    "another context than the node's");
-    node.magic = M_NODE;
-    node.graph = n->graph;
-    x->snapshot.nodes[n - n->graph->nodes] = node;
-    return CUDA_SUCCESS;
-}
 /* A node of an executable graph, by the node of the graph it was instantiated from. */
 static CUresult exec_node(CUgraphExec xh, CUgraphNode h, Node** out, const char* what) {
     Exec* x = (Exec*)xh;
@@ -2433,6 +2412,22 @@ static CUresult exec_node(CUgraphExec xh, CUgraphNode h, Node** out, const char*
         return fail(CUDA_ERROR_INVALID_VALUE, "%s: the node is not of the graph this exec was "
                     "instantiated from", what);
     *out = &x->snapshot.nodes[n - n->graph->nodes];
+    return CUDA_SUCCESS;
+}
+static CUresult fk_GraphExecKernelNodeSetParams(CUgraphExec xh, CUgraphNode h,
+                                                const CUDA_KERNEL_NODE_PARAMS* p) {
+    Node* live;
+    Node node;
+    CUresult e = exec_node(xh, h, &live, "cuGraphExecKernelNodeSetParams");
+    if (e) return e;
+    if ((e = node_from_params(p, &node, "cuGraphExecKernelNodeSetParams"))) return e;
+    if ((e = keep_attrs(&node, live))) return e;
+    if (((Module*)node.func->module)->ctx != ((Module*)live->func->module)->ctx)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams: a kernel of "
+                    "another context than the node's");
+    node.magic = M_NODE;
+    node.graph = live->graph;
+    *live = node;
     return CUDA_SUCCESS;
 }
 static CUresult fk_GraphNodeSetEnabled(CUgraphExec xh, CUgraphNode h, unsigned int enabled) {
