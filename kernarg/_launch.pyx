@@ -2353,6 +2353,87 @@ cdef class Kernel:
                 f"cuOccupancyMaxActiveBlocksPerMultiprocessor of kernel {self.name!r}")
         return per_sm
 
+    def available_shmem(self, block, blocks_per_sm=1):
+        """The most dynamic shared memory, in bytes, a block of shape ``block`` may have for
+        ``blocks_per_sm`` such blocks to be resident on one multiprocessor at once
+        (``cuOccupancyAvailableDynamicSMemPerBlock``); 0 where they cannot be, whatever the
+        shared memory. A launch asking for more than 48 KiB has kernarg raise the kernel's
+        limit first, up to the device's.
+
+        Returns
+        -------
+        int
+        """
+        cdef Dims d
+        cdef size_t available = 0
+        _fill_config(&d, 1, block, 0)
+        blocks = _index(blocks_per_sm, "blocks_per_sm")
+        if not 1 <= blocks <= 2**31 - 1:
+            raise ValueError(f"blocks_per_sm must be from 1 to 2**31 - 1, got {blocks}")
+        _ensure_driver()
+        with _in_context(self._ctx):
+            _check(cydriver.cuOccupancyAvailableDynamicSMemPerBlock(
+                &available, _queryable(self._func), <int>blocks, <int>d.threads),
+                f"cuOccupancyAvailableDynamicSMemPerBlock of kernel {self.name!r}")
+        return available
+
+    def max_active_clusters(self, grid, block, cluster=None, shmem=0):
+        """How many clusters of the launch ``grid``, ``block``, ``cluster``, ``shmem`` can be
+        resident on the device at once (``cuOccupancyMaxActiveClusters``). ``cluster=None``:
+        the kernel's own cluster size (``__cluster_dims__``), which the driver otherwise
+        requires. As before a launch, kernarg first allows the kernel clusters of over 8 blocks
+        and dynamic shared memory over 48 KiB where the configuration needs them. The driver's
+        estimate: the device may schedule fewer.
+
+        Returns
+        -------
+        int
+        """
+        cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster)
+        cdef int count = 0
+        cdef cydriver.CUlaunchConfig config
+        _ensure_driver()
+        with _in_context(self._ctx):
+            if cfg._d.shmem > self._shmem_ok:
+                _allow_shmem(self, cfg._d.shmem)
+            if cfg._d.cluster_blocks > 8 and not self._nonportable_ok:
+                _allow_nonportable_cluster(self)
+            _fill_launch_config(&config, &cfg._d, NULL, cfg._attrs, cfg._nattrs)
+            _check(cydriver.cuOccupancyMaxActiveClusters(&count, _queryable(self._func),
+                                                         &config),
+                   f"cuOccupancyMaxActiveClusters of kernel {self.name!r} with {cfg!r}")
+        return count
+
+    def max_potential_cluster_size(self, grid, block, shmem=0, non_portable=False):
+        """The largest cluster, in blocks, a launch of ``grid``, ``block``, ``shmem`` can have
+        (``cuOccupancyMaxPotentialClusterSize``): the kernel's own size where it has one
+        (``__cluster_dims__``), else at most 8, the portable size. ``non_portable=True`` first
+        allows the kernel larger clusters (``NON_PORTABLE_CLUSTER_SIZE_ALLOWED``, which a
+        launch with a cluster of over 8 blocks sets too), where the device has them (16 on
+        compute capability 9.0).
+
+        Returns
+        -------
+        int
+        """
+        cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem)
+        cdef int size = 0
+        cdef cydriver.CUlaunchConfig config
+        if not _is_bool(non_portable):
+            raise TypeError("non_portable must be True or False, got "
+                            f"{shown_value(non_portable, True)}")
+        _ensure_driver()
+        with _in_context(self._ctx):
+            if cfg._d.shmem > self._shmem_ok:
+                _allow_shmem(self, cfg._d.shmem)
+            if non_portable and not self._nonportable_ok:
+                _allow_nonportable_cluster(self)
+            _fill_launch_config(&config, &cfg._d, NULL, cfg._attrs, cfg._nattrs)
+            _check(cydriver.cuOccupancyMaxPotentialClusterSize(&size, _queryable(self._func),
+                                                               &config),
+                   f"cuOccupancyMaxPotentialClusterSize of kernel {self.name!r} with {cfg!r}")
+        return size
+
     @property
     def module_handle(self):
         """The CUmodule the kernel was loaded from, as an int (for ``cuModuleGetGlobal``, say:

@@ -592,6 +592,26 @@ def test_no_driver_is_a_cuda_error_not_a_loader_traceback():
         k.max_active_blocks_per_sm((64, 64))
     with pytest.raises(kernarg.NoDriverError):
         k.max_potential_block_size()
+    # The occupancy of clusters and shared memory: values checked first, as a launch's are.
+    for call in (lambda: k.available_shmem(32), lambda: k.available_shmem(32, np.int64(4)),
+                 lambda: k.max_active_clusters(4, 32, cluster=2, shmem=1024),
+                 lambda: k.max_potential_cluster_size(4, 32, non_portable=True)):
+        with pytest.raises(kernarg.NoDriverError):
+            call()
+    for call, exc, fragment in (
+            (lambda: k.available_shmem(2048), ValueError, "block"),
+            (lambda: k.available_shmem(32, 0), ValueError, "blocks_per_sm must be from 1"),
+            (lambda: k.available_shmem(32, 2**31), ValueError, "blocks_per_sm must be from 1"),
+            (lambda: k.available_shmem(32, 1.5), TypeError, "blocks_per_sm must be an int"),
+            (lambda: k.available_shmem(32, True), TypeError, "blocks_per_sm must be an int"),
+            (lambda: k.max_active_clusters(3, 32, cluster=2), ValueError,
+             "not a multiple of cluster"),
+            (lambda: k.max_active_clusters(4, 32, cluster=2, shmem=-1), ValueError, "shmem"),
+            (lambda: k.max_potential_cluster_size(0, 32), ValueError, r"grid\[0\] is 0"),
+            (lambda: k.max_potential_cluster_size(4, 32, non_portable=1), TypeError,
+             "non_portable must be True or False, got 1")):
+        with pytest.raises(exc, match=fragment):
+            call()
     with pytest.raises(kernarg.NoDriverError):
         k.max_potential_block_size(lambda threads: 4 * threads, block_limit=256)
     # The launch benchmark's probe of the per-launch driver calls needs the driver too.

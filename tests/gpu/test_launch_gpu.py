@@ -1734,6 +1734,49 @@ def test_attributes_are_the_drivers(ctx):
     assert dyn.attributes["max_dynamic_shared_size_bytes"] >= 60 * 1024
 
 
+def test_available_shared_memory_is_the_occupancy_calculators(ctx):
+    # available_shmem(block, n): the most dynamic shared memory for n blocks an SM, as the
+    # driver computes it; a kernel launched with that much (kernarg raising its limit) then has
+    # n blocks an SM.
+    k = kernarg.Kernel.from_source(SHARED, "dyn")
+    one, two = k.available_shmem(128), k.available_shmem((64, 2), blocks_per_sm=np.int32(2))
+    assert one >= two > 0 and one >= 48 * 1024
+    assert one == check(driver.cuOccupancyAvailableDynamicSMemPerBlock(k.handle, 1, 128))
+    k.launch(1, 128, DeviceArray(4, typestr="<f4"), 16, shmem=two)
+    assert k.attributes["max_dynamic_shared_size_bytes"] >= two
+    assert k.max_active_blocks_per_sm(128, shmem=two) >= 2
+    with pytest.raises(ValueError, match="blocks_per_sm must be from 1 to 2\\*\\*31 - 1, got 0"):
+        k.available_shmem(128, 0)
+
+
+def test_cluster_occupancy_is_the_drivers(ctx):
+    # max_potential_cluster_size: at most the portable 8 blocks, up to 16 once the kernel
+    # allows non-portable sizes; max_active_clusters: fewer clusters the larger they are, and
+    # a cluster of 16 once allowed (kernarg allows it, as a launch does). Without a cluster
+    # (and no __cluster_dims__) the driver's refusal is a CudaError naming the call.
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    k = kernarg.Kernel.from_source(SHARED + "// clusters\n", "dyn")     # a module of its own
+    fresh = kernarg.Kernel.from_source(SHARED + "// clusters of 16\n", "dyn")
+    # Shared memory past 48 KiB: kernarg raises the kernel's limit first, as for a launch.
+    assert 0 < k.max_active_clusters(16, 128, cluster=2, shmem=64 * 1024)
+    portable = k.max_potential_cluster_size(16, 128)
+    assert 1 <= portable <= 8
+    larger = k.max_potential_cluster_size(16, 128, non_portable=True)
+    assert portable <= larger <= 16
+    assert check(driver.cuFuncGetAttribute(
+        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+        k.handle)) == 1
+    two = k.max_active_clusters(16, 128, cluster=2)
+    four = k.max_active_clusters((16, 2), 128, cluster=(2, 2))
+    assert two >= four > 0
+    assert k.max_active_clusters(16, 128, cluster=2, shmem=64 * 1024) <= two
+    if larger == 16:        # a kernel not yet allowed 16: kernarg allows it, as a launch does
+        assert 0 < fresh.max_active_clusters(16, 128, cluster=16) <= four
+    with pytest.raises(kernarg.CudaError, match="cuOccupancyMaxActiveClusters of kernel 'dyn'"):
+        k.max_active_clusters(16, 128)
+
+
 def test_max_potential_block_size_is_the_occupancy_calculators(ctx):
     dev = check(driver.cuDeviceGet(0))
     sms = check(driver.cuDeviceGetAttribute(

@@ -1380,6 +1380,77 @@ static CUresult fk_OccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction 
     *n = blocks_per_sm(f, (unsigned long long)threads, dynamic_shared);
     return CUDA_SUCCESS;
 }
+/* The dynamic shared memory a block may have for `blocks` of them to be resident on an SM: the
+ * SM's shared memory shared out, less each block's reserved 1 KiB and static shared memory,
+ * up to the opt-in limit; 0 where the threads or the block count do not fit at all. */
+static CUresult fk_OccupancyAvailableDynamicSMemPerBlock(size_t* out, CUfunction h, int blocks,
+                                                         int threads) {
+    Func* f;
+    CUresult e = get_launchable(h, &f, "cuOccupancyAvailableDynamicSMemPerBlock");
+    if (e) return e;
+    if (!out || blocks <= 0 || threads <= 0)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuOccupancyAvailableDynamicSMemPerBlock(%d, %d)", blocks, threads);
+    long long each = smem_per_sm() / blocks - smem_reserved() - f->static_shared;
+    long long most = device_attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) - f->static_shared;
+    if (threads > f->max_threads || (long long)blocks * threads > 2048 || blocks > 32) each = 0;
+    *out = (size_t)(each < 0 ? 0 : each < most ? each : most);
+    return CUDA_SUCCESS;
+}
+/* Cluster occupancy (cuda.h 12.0), modelled on GPCs of 16 SMs (132 SMs: 8 of them): a cluster's
+ * blocks share a GPC, at blocks_per_sm a multiprocessor. Clusters need cc 9.0; a config's
+ * dynamic shared memory is checked against the kernel's limit, as a launch's is. */
+#define GPC_SMS 16
+static CUresult cluster_occupancy(CUfunction h, const CUlaunchConfig* c, Func** f, int* per_sm,
+                                  unsigned int* cluster, const char* what) {
+    CUresult e = get_launchable(h, f, what);
+    if (e) return e;
+    if (!c) return fail(CUDA_ERROR_INVALID_VALUE, "%s: config NULL", what);
+    if (!current()) return fail(CUDA_ERROR_INVALID_CONTEXT, "%s without a context", what);
+    if (cc < 90) return fail(CUDA_ERROR_NOT_SUPPORTED, "%s: clusters need cc 9.0", what);
+    if (c->numAttrs && !c->attrs) return fail(CUDA_ERROR_INVALID_VALUE, "%s: attrs NULL", what);
+    if (c->sharedMemBytes > (unsigned int)(*f)->max_dynamic_shared)
+        return fail(CUDA_ERROR_INVALID_VALUE, "%s: %u bytes of dynamic shared memory, kernel %s "
+                    "allows %d", what, c->sharedMemBytes, (*f)->name, (*f)->max_dynamic_shared);
+    *per_sm = blocks_per_sm(*f, (unsigned long long)c->blockDimX * c->blockDimY * c->blockDimZ,
+                            c->sharedMemBytes);
+    *cluster = 0;
+    for (unsigned int i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            *cluster = c->attrs[i].value.clusterDim.x * c->attrs[i].value.clusterDim.y
+                       * c->attrs[i].value.clusterDim.z;
+    return CUDA_SUCCESS;
+}
+/* The config's cluster dimensions are ignored: 8 blocks, 16 where the kernel allows
+ * non-portable sizes, fewer where a GPC holds fewer of its blocks. */
+static CUresult fk_OccupancyMaxPotentialClusterSize(int* size, CUfunction h, const CUlaunchConfig* c) {
+    Func* f;
+    int per_sm;
+    unsigned int given;
+    CUresult e = cluster_occupancy(h, c, &f, &per_sm, &given, "cuOccupancyMaxPotentialClusterSize");
+    if (e) return e;
+    if (!size) return fail(CUDA_ERROR_INVALID_VALUE, "cuOccupancyMaxPotentialClusterSize: size NULL");
+    int most = f->non_portable_cluster ? 16 : 8;
+    *size = per_sm * GPC_SMS < most ? per_sm * GPC_SMS : most;
+    return CUDA_SUCCESS;
+}
+/* There are no required cluster sizes here: the config must give one, within the kernel's
+ * portable (8) or non-portable (16) limit. */
+static CUresult fk_OccupancyMaxActiveClusters(int* n, CUfunction h, const CUlaunchConfig* c) {
+    Func* f;
+    int per_sm;
+    unsigned int given;
+    CUresult e = cluster_occupancy(h, c, &f, &per_sm, &given, "cuOccupancyMaxActiveClusters");
+    if (e) return e;
+    if (!n) return fail(CUDA_ERROR_INVALID_VALUE, "cuOccupancyMaxActiveClusters: numClusters NULL");
+    if (!given) return fail(CUDA_ERROR_INVALID_VALUE, "cuOccupancyMaxActiveClusters: no cluster "
+                            "dimension in the config, and kernel %s has no required size", f->name);
+    if (given > (f->non_portable_cluster ? 16u : 8u))
+        return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cuOccupancyMaxActiveClusters: a cluster "
+                    "of %u blocks", given);
+    *n = per_sm * GPC_SMS / (int)given
+         * (device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) / GPC_SMS);
+    return CUDA_SUCCESS;
+}
 /* The block size (a multiple of 32, the largest of those with the most resident threads) and
  * the grid that fills the device with it, as the CUDA occupancy calculator does. */
 static CUresult fk_OccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunction h,
@@ -2632,7 +2703,8 @@ static const struct { const char* name; void* fn; } table[] = {
     F(EventCreate), F(EventDestroy), F(EventRecord), F(EventRecordWithFlags), F(EventSynchronize),
     F(EventQuery), F(StreamWaitEvent), F(UserObjectCreate), F(UserObjectRelease),
     F(GraphRetainUserObject), F(GraphInstantiate), F(GraphInstantiateWithParams), F(GraphExecGetId),
-    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphUpload), F(GraphNodeSetEnabled), F(GraphNodeGetEnabled), F(GraphExecDestroy), F(GraphCreate),
+    F(GraphReleaseUserObject), F(GraphLaunch), F(GraphUpload), F(OccupancyAvailableDynamicSMemPerBlock),
+    F(OccupancyMaxPotentialClusterSize), F(OccupancyMaxActiveClusters), F(GraphNodeSetEnabled), F(GraphNodeGetEnabled), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
     F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode), F(GraphGetNodes),
     F(GraphAddDependencies_v2),
