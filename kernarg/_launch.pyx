@@ -2029,6 +2029,20 @@ _FUNC_ATTRIBUTES = (
     ("max_dynamic_shared_size_bytes",
      <int>cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
 )
+# And those of thread block clusters and the carveout (cuda.h 11.8 and later), reported where
+# the driver answers for them.
+_FUNC_CLUSTER_ATTRIBUTES = (
+    ("preferred_shared_memory_carveout",
+     <int>cydriver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT),
+    ("cluster_size_must_be_set", <int>cydriver.CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET),
+    ("required_cluster_width", <int>cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH),
+    ("required_cluster_height", <int>cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT),
+    ("required_cluster_depth", <int>cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH),
+    ("non_portable_cluster_size_allowed",
+     <int>cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED),
+    ("cluster_scheduling_policy_preference",
+     <int>cydriver.CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE),
+)
 
 
 # cuOccupancyMaxPotentialBlockSize calls its per-block-size shared memory function back, in
@@ -2500,7 +2514,13 @@ cdef class Kernel:
         ``shared_size_bytes`` (static shared memory), ``const_size_bytes``,
         ``local_size_bytes`` (per thread), ``max_dynamic_shared_size_bytes`` (what a launch
         may ask for now; kernarg raises it when a launch asks for more, see ``shmem``),
-        ``ptx_version`` and ``binary_version`` (major * 10 + minor)."""
+        ``ptx_version`` and ``binary_version`` (major * 10 + minor). Also, where the driver
+        answers for them (compute capability 9.0 has clusters), those of thread block clusters:
+        ``required_cluster_width``, ``_height`` and ``_depth`` (its ``__cluster_dims__``, 0
+        where it has none), ``cluster_size_must_be_set``, ``non_portable_cluster_size_allowed``
+        (kernarg sets it for a launch with a cluster of over 8 blocks),
+        ``cluster_scheduling_policy_preference``, and ``preferred_shared_memory_carveout``
+        (-1: none)."""
         cdef int value = 0
         cdef cydriver.CUfunction f
         _ensure_driver()
@@ -2512,6 +2532,10 @@ cdef class Kernel:
                                                    f),
                        f"cuFuncGetAttribute({key}) of kernel {self.name!r}")
                 out[key] = value
+            for key, attr in _FUNC_CLUSTER_ATTRIBUTES:
+                if cydriver.cuFuncGetAttribute(&value, <cydriver.CUfunction_attribute>attr, f) \
+                        == cydriver.CUDA_SUCCESS:
+                    out[key] = value
         return out
 
     def max_potential_block_size(self, shmem=0, block_limit=0):

@@ -1725,13 +1725,22 @@ def test_attributes_are_the_drivers(ctx):
         assert attrs[key] == check(driver.cuFuncGetAttribute(attr, k.handle)), key
     assert 0 < attrs["max_threads_per_block"] <= 128
     assert attrs["shared_size_bytes"] >= 1024 and attrs["num_regs"] > 0
-    assert set(attrs) == {"max_threads_per_block", "shared_size_bytes", "const_size_bytes",
-                          "local_size_bytes", "num_regs", "ptx_version", "binary_version",
-                          "max_dynamic_shared_size_bytes"}
+    assert set(attrs) - CLUSTER_ATTRIBUTES == {
+        "max_threads_per_block", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
+        "num_regs", "ptx_version", "binary_version", "max_dynamic_shared_size_bytes"}
     # kernarg raises the dynamic shared memory limit for a launch that asks for more: seen here.
     dyn = kernarg.Kernel.from_source(SHARED, "dyn")
     dyn.launch(1, 32, DeviceArray(4, typestr="<f4"), 16, shmem=60 * 1024)
     assert dyn.attributes["max_dynamic_shared_size_bytes"] >= 60 * 1024
+
+
+CLUSTER_ATTRIBUTES = {"preferred_shared_memory_carveout", "cluster_size_must_be_set",
+                      "required_cluster_width", "required_cluster_height",
+                      "required_cluster_depth", "non_portable_cluster_size_allowed",
+                      "cluster_scheduling_policy_preference"}
+CLUSTER_DIMS = r"""
+extern "C" __global__ void __cluster_dims__(2, 1, 1) paired(int* out) {
+    out[blockIdx.x] = blockIdx.x; }"""
 
 
 def test_available_shared_memory_is_the_occupancy_calculators(ctx):
@@ -1775,6 +1784,22 @@ def test_cluster_occupancy_is_the_drivers(ctx):
         assert 0 < fresh.max_active_clusters(16, 128, cluster=16) <= four
     with pytest.raises(kernarg.CudaError, match="cuOccupancyMaxActiveClusters of kernel 'dyn'"):
         k.max_active_clusters(16, 128)
+    # The driver's cluster attributes of a kernel, its __cluster_dims__ among them.
+    attrs = k.attributes
+    assert attrs["non_portable_cluster_size_allowed"] == 1
+    assert attrs["required_cluster_width"] == 0
+    paired = kernarg.Kernel.from_source(CLUSTER_DIMS, "paired")
+    a = driver.CUfunction_attribute
+    for key in sorted(CLUSTER_ATTRIBUTES):
+        attr = getattr(a, f"CU_FUNC_ATTRIBUTE_{key.upper()}")
+        assert paired.attributes[key] == check(driver.cuFuncGetAttribute(attr, paired.handle))
+    assert [paired.attributes[f"required_cluster_{axis}"]
+            for axis in ("width", "height", "depth")] == [2, 1, 1]
+    # Its own clusters: cluster=None asks of them, and a launch without cluster= has them.
+    assert paired.max_active_clusters(4, 32) == paired.max_active_clusters(4, 32, cluster=2) > 0
+    out = DeviceArray(4 * 4, typestr="<i4")
+    paired.launch(4, 1, out)
+    assert np.frombuffer(out.read(), np.int32).tolist() == [0, 1, 2, 3]
 
 
 def test_max_potential_block_size_is_the_occupancy_calculators(ctx):

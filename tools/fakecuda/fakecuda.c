@@ -95,6 +95,7 @@ typedef struct {
     int static_shared;
     int max_dynamic_shared;
     int non_portable_cluster;
+    unsigned int cluster[3];    /* its __cluster_dims__ (.reqnctapercluster), 0s where none */
     void* module;
     /* The function's CUkernel handle (the library API's, which cuda.core uses): a handle of
      * its own, as the driver's is. The driver launches it, and its occupancy calculator takes
@@ -966,6 +967,11 @@ static int parse_ptx(const char* ptx, Module* m) {
             sscanf(mt, ".maxntid %d, %d, %d", &x, &y, &z);
             f->max_threads = x * y * z;
         }
+        const char* rc = strstr(close, ".reqnctapercluster");
+        if (rc && rc < body) {
+            f->cluster[1] = f->cluster[2] = 1;
+            sscanf(rc, ".reqnctapercluster %u, %u, %u", &f->cluster[0], &f->cluster[1], &f->cluster[2]);
+        }
         for (const char* s = strstr(body, ".shared "); s && (!next || s < next); s = strstr(s + 8, ".shared ")) {
             const char* br = strchr(s, '[');
             const char* nl = strchr(s, '\n');
@@ -1042,6 +1048,8 @@ static int parse_cubin(const unsigned char* elf, Module* m) {
                     memcpy(&y, v + 4, 4);
                     memcpy(&z, v + 8, 4);
                     f->max_threads = (int)(x * y * z);
+                } else if (attr == 0x3d && len >= 12) {     /* EIATTR_CTA_PER_CLUSTER */
+                    memcpy(f->cluster, v, 12);
                 }
                 p += 4 + (fmt == 4 ? len : 0);
             }
@@ -1354,6 +1362,9 @@ static CUresult fk_FuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction 
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = f->static_shared; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dynamic_shared; break;
     case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = f->non_portable_cluster; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *pi = (int)f->cluster[0]; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: *pi = (int)f->cluster[1]; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *pi = (int)f->cluster[2]; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = cc; break;
     default: *pi = 0;
@@ -1413,11 +1424,16 @@ static CUresult cluster_occupancy(CUfunction h, const CUlaunchConfig* c, Func** 
                     "allows %d", what, c->sharedMemBytes, (*f)->name, (*f)->max_dynamic_shared);
     *per_sm = blocks_per_sm(*f, (unsigned long long)c->blockDimX * c->blockDimY * c->blockDimZ,
                             c->sharedMemBytes);
-    *cluster = 0;
+    *cluster = (*f)->cluster[0] * (*f)->cluster[1] * (*f)->cluster[2];   /* required, or 0 */
     for (unsigned int i = 0; i < c->numAttrs; i++)
-        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-            *cluster = c->attrs[i].value.clusterDim.x * c->attrs[i].value.clusterDim.y
-                       * c->attrs[i].value.clusterDim.z;
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            unsigned int given = c->attrs[i].value.clusterDim.x * c->attrs[i].value.clusterDim.y
+                                 * c->attrs[i].value.clusterDim.z;
+            if (*cluster && given != *cluster)      /* cuda.h: unspecified, or the same */
+                return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "%s: a cluster of %u blocks, kernel "
+                            "%s requires %u", what, given, (*f)->name, *cluster);
+            *cluster = given;
+        }
     return CUDA_SUCCESS;
 }
 /* The config's cluster dimensions are ignored: 8 blocks, 16 where the kernel allows
@@ -1433,8 +1449,8 @@ static CUresult fk_OccupancyMaxPotentialClusterSize(int* size, CUfunction h, con
     *size = per_sm * GPC_SMS < most ? per_sm * GPC_SMS : most;
     return CUDA_SUCCESS;
 }
-/* There are no required cluster sizes here: the config must give one, within the kernel's
- * portable (8) or non-portable (16) limit. */
+/* The config must give a cluster or the kernel require one, within the kernel's portable (8)
+ * or non-portable (16) limit. */
 static CUresult fk_OccupancyMaxActiveClusters(int* n, CUfunction h, const CUlaunchConfig* c) {
     Func* f;
     int per_sm;
@@ -1790,6 +1806,15 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
             return fail(CUDA_ERROR_INVALID_VALUE, "launch attribute %d not modelled", (int)a->id);
         }
     }
+    /* A kernel's own cluster dimensions (__cluster_dims__): a launch gives none or the same,
+     * and its grid is a multiple of them. */
+    if (f->cluster[0]) {
+        for (int k = 0; k < 3; k++)
+            if ((cluster && cluster[k] != f->cluster[k]) || g[k] % f->cluster[k])
+                return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "kernel %s requires clusters of "
+                            "(%u, %u, %u)", f->name, f->cluster[0], f->cluster[1], f->cluster[2]);
+        if (!cluster) cluster_blocks = f->cluster[0] * f->cluster[1] * f->cluster[2];
+    }
     /* A portable cluster has up to 8 blocks; a non-portable one 16, where the launch's mode
      * allows it, or the kernel's NON_PORTABLE_CLUSTER_SIZE_ALLOWED under the default mode. */
     if (cluster_blocks > (cluster_mode == 1 ? 8u : cluster_mode == 2 || f->non_portable_cluster ? 16u : 8u))
@@ -2041,7 +2066,7 @@ static CUresult run_kernel(const Node* n) {
         int v;
         e = load((uintptr_t)P(uint64_t, 1), &v, 4, k);
         if (!e) e = store(out, &v, 4, k);
-    } else if (!strcmp(k, "ids")) {
+    } else if (!strcmp(k, "ids") || !strcmp(k, "paired")) {    /* paired: ids of 1 thread */
         for (unsigned long long b = 0; !e && b < n->grid[0]; b++)
             for (unsigned long long t = 0; !e && t < n->block[0]; t++) {
                 int v = (int)b;
