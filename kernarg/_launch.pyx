@@ -2404,10 +2404,18 @@ cdef class Kernel:
         int
         """
         cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster)
-        cdef int count = 0
+        cdef int count = 0, width = -1
         cdef cydriver.CUlaunchConfig config
         _ensure_driver()
         with _in_context(self._ctx):
+            if cluster is None:
+                cydriver.cuFuncGetAttribute(
+                    &width, cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+                    _queryable(self._func))
+                if width == 0:
+                    raise ValueError(f"max_active_clusters: kernel {self.name!r} has no cluster "
+                                     "size of its own (__cluster_dims__) for cluster=None to "
+                                     "ask of: give cluster=")
             if cfg._d.shmem > self._shmem_ok:
                 _allow_shmem(self, cfg._d.shmem)
             if cfg._d.cluster_blocks > 8 and not self._nonportable_ok:
