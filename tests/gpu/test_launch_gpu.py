@@ -1798,6 +1798,7 @@ def test_cluster_occupancy_is_the_drivers(ctx):
             for axis in ("width", "height", "depth")] == [2, 1, 1]
     # Its own clusters: cluster=None asks of them, and a launch without cluster= has them.
     assert paired.max_active_clusters(4, 32) == paired.max_active_clusters(4, 32, cluster=2) > 0
+    assert paired.max_potential_cluster_size(4, 32) == 2
     out = DeviceArray(4 * 4, typestr="<i4")
     paired.launch(4, 1, out)
     assert np.frombuffer(out.read(), np.int32).tolist() == [0, 1, 2, 3]
