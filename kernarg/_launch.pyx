@@ -2394,8 +2394,8 @@ cdef class Kernel:
     def max_active_clusters(self, grid, block, cluster=None, shmem=0):
         """How many clusters of the launch ``grid``, ``block``, ``cluster``, ``shmem`` can be
         resident on the device at once (``cuOccupancyMaxActiveClusters``). ``cluster=None``:
-        the kernel's own cluster size (``__cluster_dims__``), which the driver otherwise
-        requires. As before a launch, kernarg first allows the kernel clusters of over 8 blocks
+        the kernel's own cluster size (``__cluster_dims__``); a ValueError for a kernel without
+        one. As before a launch, kernarg first allows the kernel clusters of over 8 blocks
         and dynamic shared memory over 48 KiB where the configuration needs them. The driver's
         estimate: the device may schedule fewer.
 
