@@ -1630,6 +1630,29 @@ cdef int _check_domains(Kernel k, const Dims* d) except -1:
     return 0
 
 
+cdef int _cluster_occupancy(Kernel k, LaunchConfig cfg, bint non_portable,
+                            bint active) except -1:
+    """In ``k``'s context: how many clusters of ``cfg`` can be resident at once (``active``,
+    cuOccupancyMaxActiveClusters), else the largest cluster ``cfg`` can have
+    (cuOccupancyMaxPotentialClusterSize). As before a launch, the kernel is first let have
+    ``cfg``'s dynamic shared memory, and clusters of over 8 blocks where ``non_portable``."""
+    cdef int value = 0
+    cdef cydriver.CUlaunchConfig config
+    cdef cydriver.CUfunction f = _queryable(k._func)
+    if cfg._d.shmem > k._shmem_ok:
+        _allow_shmem(k, cfg._d.shmem)
+    if non_portable and not k._nonportable_ok:
+        _allow_nonportable_cluster(k)
+    _fill_launch_config(&config, &cfg._d, NULL, cfg._attrs, cfg._nattrs)
+    if active:
+        _check(cydriver.cuOccupancyMaxActiveClusters(&value, f, &config),
+               f"cuOccupancyMaxActiveClusters of kernel {k.name!r} with {cfg!r}")
+    else:
+        _check(cydriver.cuOccupancyMaxPotentialClusterSize(&value, f, &config),
+               f"cuOccupancyMaxPotentialClusterSize of kernel {k.name!r} with {cfg!r}")
+    return value
+
+
 cdef int _allow_nonportable_cluster(Kernel k) except -1:
     """Clusters of more than 8 blocks (up to 16 on Hopper) are non-portable: a kernel takes
     them only with NON_PORTABLE_CLUSTER_SIZE_ALLOWED set, which kernarg sets on first need.
@@ -2404,8 +2427,7 @@ cdef class Kernel:
         int
         """
         cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem, cluster=cluster)
-        cdef int count = 0, width = -1
-        cdef cydriver.CUlaunchConfig config
+        cdef int width = -1
         _ensure_driver()
         with _in_context(self._ctx):
             if cluster is None:
@@ -2416,15 +2438,7 @@ cdef class Kernel:
                     raise ValueError(f"max_active_clusters: kernel {self.name!r} has no cluster "
                                      "size of its own (__cluster_dims__) for cluster=None to "
                                      "ask of: give cluster=")
-            if cfg._d.shmem > self._shmem_ok:
-                _allow_shmem(self, cfg._d.shmem)
-            if cfg._d.cluster_blocks > 8 and not self._nonportable_ok:
-                _allow_nonportable_cluster(self)
-            _fill_launch_config(&config, &cfg._d, NULL, cfg._attrs, cfg._nattrs)
-            _check(cydriver.cuOccupancyMaxActiveClusters(&count, _queryable(self._func),
-                                                         &config),
-                   f"cuOccupancyMaxActiveClusters of kernel {self.name!r} with {cfg!r}")
-        return count
+            return _cluster_occupancy(self, cfg, cfg._d.cluster_blocks > 8, True)
 
     def max_potential_cluster_size(self, grid, block, shmem=0, non_portable=False):
         """The largest cluster, in blocks, a launch of ``grid``, ``block``, ``shmem`` can have
@@ -2439,22 +2453,12 @@ cdef class Kernel:
         int
         """
         cdef LaunchConfig cfg = LaunchConfig(grid, block, shmem=shmem)
-        cdef int size = 0
-        cdef cydriver.CUlaunchConfig config
         if not _is_bool(non_portable):
             raise TypeError("non_portable must be True or False, got "
                             f"{shown_value(non_portable, True)}")
         _ensure_driver()
         with _in_context(self._ctx):
-            if cfg._d.shmem > self._shmem_ok:
-                _allow_shmem(self, cfg._d.shmem)
-            if non_portable and not self._nonportable_ok:
-                _allow_nonportable_cluster(self)
-            _fill_launch_config(&config, &cfg._d, NULL, cfg._attrs, cfg._nattrs)
-            _check(cydriver.cuOccupancyMaxPotentialClusterSize(&size, _queryable(self._func),
-                                                               &config),
-                   f"cuOccupancyMaxPotentialClusterSize of kernel {self.name!r} with {cfg!r}")
-        return size
+            return _cluster_occupancy(self, cfg, non_portable, False)
 
     @property
     def module_handle(self):
