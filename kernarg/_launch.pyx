@@ -213,7 +213,9 @@ cdef class LaunchConfig:
         Thread-block cluster dimensions (compute capability 9.0+); the grid must be a multiple.
     cooperative : bool
         Cooperative launch (grid-wide synchronisation); at launch, the grid is checked
-        against the blocks the kernel can have resident at once (Kernel.max_cooperative_blocks).
+        against the blocks the kernel can have resident at once (Kernel.max_cooperative_blocks);
+        a grid of clusters is the driver's to refuse, with the clusters it has and
+        Kernel.max_active_clusters in the error.
     pdl : bool
         Programmatic dependent launch (may overlap the previous kernel in the stream).
     priority : int, optional
@@ -1371,7 +1373,7 @@ cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribut
     with nogil:
         err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
     if err != cydriver.CUDA_SUCCESS:
-        _launch_failed(k, err, stream, attrs, nattrs)
+        _launch_failed(k, err, stream, d, attrs, nattrs)
     return 0
 
 
@@ -1387,13 +1389,16 @@ cdef int _context_device(cydriver.CUcontext ctx) noexcept:
     return <int>dev
 
 
-cdef int _launch_failed(Kernel k, cydriver.CUresult err, uint64_t stream,
+cdef int _launch_failed(Kernel k, cydriver.CUresult err, uint64_t stream, const Dims* d,
                         const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs) except -1:
-    """Raise the CudaError of a failed launch. A stream of another context than the launch's
-    (another device's: torch's current stream of device 0 for a kernel on device 1, say) is the
-    commonest cause, which the driver reports only as an invalid handle: said in words; and so
-    is an attribute the driver is too old to know (_too_new)."""
+    """Raise the CudaError of a failed launch of ``d``. A stream of another context than the
+    launch's (another device's: torch's current stream of device 0 for a kernel on device 1,
+    say) is the commonest cause, which the driver reports only as an invalid handle: said in
+    words; and so are an attribute the driver is too old to know (_too_new) and a cooperative
+    grid of clusters larger than can be resident (_clusters_too_many)."""
     newer = _too_new(attrs, nattrs)
+    if newer is None and err == cydriver.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+        newer = _clusters_too_many(k, d, attrs, nattrs)
     if newer is not None:
         name = _error_name(err)
         raise CudaError(f"cuLaunchKernelEx failed: {name}: {newer}", name, <int>err)
@@ -1606,6 +1611,55 @@ cdef int _check_cooperative(Kernel k, const Dims* d) except -1:
         f"{k.name!r} can have at most {limit} resident at once with block "
         f"{(d.block[0], d.block[1], d.block[2])} and {d.shmem} bytes of dynamic shared memory "
         f"({k._coop_per_sm} per multiprocessor); see Kernel.max_cooperative_blocks")
+
+
+cdef object _clusters_too_many(Kernel k, const Dims* d, const cydriver.CUlaunchAttribute* attrs,
+                               unsigned int nattrs):
+    """Why the driver refused a cooperative launch of ``d`` as too large, in the kernel's
+    context, where the launch has clusters (its cluster= or the kernel's __cluster_dims__):
+    more clusters than the driver's occupancy calculator says can be resident at once
+    (cuOccupancyMaxActiveClusters, Kernel.max_active_clusters). None where it has no clusters,
+    the calculator cannot say, or says they fit: the driver's error stands as it is. Not checked
+    before the launch, as a grid without clusters is (_check_cooperative): cuda.h does not say
+    that a cooperative launch's cluster limit is the calculator's, so only the driver refuses."""
+    cdef cydriver.CUlaunchConfig config
+    cdef const cydriver.CUlaunchAttribute* cluster = NULL
+    cdef cydriver.CUfunction f = _queryable(k._func)
+    cdef int n = 0
+    cdef int dims[3]
+    cdef unsigned int i
+    for i in range(nattrs):
+        if attrs[i].id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            cluster = &attrs[i]
+    if cluster != NULL:
+        dims[0] = <int>cluster.value.clusterDim.x
+        dims[1] = <int>cluster.value.clusterDim.y
+        dims[2] = <int>cluster.value.clusterDim.z
+    elif cydriver.cuFuncGetAttribute(&dims[0], cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+                                     f) != cydriver.CUDA_SUCCESS \
+            or dims[0] <= 0 \
+            or cydriver.cuFuncGetAttribute(
+                &dims[1], cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, f) \
+            != cydriver.CUDA_SUCCESS \
+            or cydriver.cuFuncGetAttribute(
+                &dims[2], cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, f) \
+            != cydriver.CUDA_SUCCESS:
+        return None                     # no clusters (or none the driver will tell of)
+    # The calculator's config: the launch's, with the cluster attribute alone (none for the
+    # kernel's own size, which cuda.h says it then takes).
+    _fill_launch_config(&config, d, NULL, <cydriver.CUlaunchAttribute*>cluster,
+                        1 if cluster != NULL else 0)
+    if cydriver.cuOccupancyMaxActiveClusters(&n, f, &config) != cydriver.CUDA_SUCCESS:
+        return None
+    cdef long long size = <long long>max(dims[0], 1) * max(dims[1], 1) * max(dims[2], 1)
+    cdef long long clusters = <long long>d.grid[0] * d.grid[1] * d.grid[2] // size
+    if clusters <= n:
+        return None
+    return (f"cooperative grid {(d.grid[0], d.grid[1], d.grid[2])} has {clusters} clusters of "
+            f"{(dims[0], dims[1], dims[2])} blocks; kernel {k.name!r} can have at most {n} "
+            f"resident at once with block {(d.block[0], d.block[1], d.block[2])} and {d.shmem} "
+            "bytes of dynamic shared memory, by the driver's occupancy calculator; see "
+            "Kernel.max_active_clusters")
 
 
 cdef int _check_domains(Kernel k, const Dims* d) except -1:

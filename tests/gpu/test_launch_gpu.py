@@ -1653,6 +1653,48 @@ def test_cooperative_grid_is_checked_against_co_resident_blocks(ctx):
         k.max_cooperative_blocks(2048)
 
 
+def test_a_cooperative_grid_of_too_many_clusters_names_the_cluster_limit(ctx):
+    """A cooperative launch with clusters is left to the driver (cuda.h does not say its limit
+    is the occupancy calculator's); where the driver refuses it as too large, kernarg's
+    CudaError says how many clusters the grid has and how many the calculator lets be
+    resident (Kernel.max_active_clusters), for cluster= and for a kernel's __cluster_dims__."""
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    k = kernarg.Kernel.from_source(IDS, "ids")
+    paired = kernarg.Kernel.from_source(CLUSTER_DIMS, "paired")
+    # More blocks than can be resident even without clusters: surely refused.
+    clusters = k.max_cooperative_blocks(32) // 2 + 1
+    limit = k.max_active_clusters(2 * clusters, 32, cluster=2)
+    assert 0 < limit < clusters
+    out = DeviceArray(4 * 2 * clusters * 32, typestr="<i4")
+    with pytest.raises(kernarg.CudaError, match=(
+            rf"COOPERATIVE_LAUNCH_TOO_LARGE: cooperative grid \({2 * clusters}, 1, 1\) has "
+            rf"{clusters} clusters of \(2, 1, 1\) blocks; kernel 'ids' can have at most "
+            rf"{limit} resident at once with block \(32, 1, 1\) and 0 bytes")) as refused:
+        k.launch(2 * clusters, 32, out, cluster=2, cooperative=True)
+    assert refused.value.name == "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"
+    # A kernel's own clusters, launched without cluster=: more blocks than can be resident
+    # are refused before the launch, by the limit without clusters (an upper bound of it).
+    own_limit = paired.max_active_clusters(2, 1)
+    with pytest.raises(ValueError, match="see Kernel.max_cooperative_blocks"):
+        paired.launch(2 * (paired.max_cooperative_blocks(1) // 2 + 1), 1,
+                      DeviceArray(4 * 2 * own_limit, typestr="<i4"), cooperative=True)
+    # One cluster more than the calculator's number, within that bound: where the driver
+    # refuses it (fakecuda does; a GPU's driver decides), the error counts clusters too.
+    many = DeviceArray(4 * 2 * (own_limit + 1), typestr="<i4")
+    try:
+        paired.launch(2 * (own_limit + 1), 1, many, cooperative=True)
+    except kernarg.CudaError as exc:
+        assert exc.name == "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"
+        assert (f"has {own_limit + 1} clusters of (2, 1, 1) blocks; kernel 'paired' can have "
+                f"at most {own_limit} resident") in str(exc)
+    # The calculator's number of clusters, as cuda.h's "could co-exist" implies, launches
+    # (a real GPU's driver decides; fakecuda models it so).
+    k.launch(2 * limit, 32, out, cluster=2, cooperative=True)
+    assert np.frombuffer(out.read(), np.int32)[:2 * limit * 32:32].tolist() \
+        == list(range(2 * limit))
+
+
 SHARED = r"""
 extern "C" __global__ void dyn(float* out, int n) {
     extern __shared__ float s[];

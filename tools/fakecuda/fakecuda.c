@@ -1411,6 +1411,12 @@ static CUresult fk_OccupancyAvailableDynamicSMemPerBlock(size_t* out, CUfunction
  * blocks share a GPC, at blocks_per_sm a multiprocessor. Clusters need cc 9.0; a config's
  * dynamic shared memory is checked against the kernel's limit, as a launch's is. */
 #define GPC_SMS 16
+/* How many clusters of `size` blocks are resident at once, at `per_sm` blocks a multiprocessor:
+ * what cuOccupancyMaxActiveClusters answers, and (a model: cuda.h does not say) the most a
+ * cooperative launch of such clusters may have. */
+static int active_clusters(int per_sm, unsigned int size) {
+    return per_sm * GPC_SMS / (int)size * (device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) / GPC_SMS);
+}
 static CUresult cluster_occupancy(CUfunction h, const CUlaunchConfig* c, Func** f, int* per_sm,
                                   unsigned int* cluster, const char* what) {
     CUresult e = get_launchable(h, f, what);
@@ -1464,8 +1470,7 @@ static CUresult fk_OccupancyMaxActiveClusters(int* n, CUfunction h, const CUlaun
     if (given > (f->non_portable_cluster ? 16u : 8u))
         return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cuOccupancyMaxActiveClusters: a cluster "
                     "of %u blocks", given);
-    *n = per_sm * GPC_SMS / (int)given
-         * (device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) / GPC_SMS);
+    *n = active_clusters(per_sm, given);
     return CUDA_SUCCESS;
 }
 /* The block size (a multiple of 32, the largest of those with the most resident threads) and
@@ -1828,8 +1833,10 @@ static CUresult check_attrs(const CUlaunchAttribute* attrs, unsigned int nattrs,
                 || g[k] % preferred[k])
                 return fail(CUDA_ERROR_INVALID_VALUE, "preferred cluster dimension %d (%u)", k, preferred[k]);
     }
-    if (cooperative && (unsigned long long)g[0] * g[1] * g[2]
-                       > 132ull * blocks_per_sm(f, threads, shmem))
+    unsigned long long blocks = (unsigned long long)g[0] * g[1] * g[2];
+    if (cooperative && (cluster_blocks
+            ? blocks / cluster_blocks > (unsigned long long)active_clusters(blocks_per_sm(f, threads, shmem), cluster_blocks)
+            : blocks > 132ull * blocks_per_sm(f, threads, shmem)))
         return fail(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative grid too large");
     return CUDA_SUCCESS;
 }
