@@ -154,6 +154,7 @@ class Kernel:
                    cluster_size_mode: ClusterSizeMode | None = None,
                    shmem_mode: ShmemMode | None = None,
                    device_updatable: bool = False) -> KernelNode: ...
+    def nodes_in(self, graph: Any) -> list[KernelNode]: ...
 
 @final
 class KernelNode:

@@ -2854,6 +2854,61 @@ cdef class Kernel:
         made.device_updatable = device_updatable
         return made
 
+    def nodes_in(self, graph):
+        """The kernel nodes of ``graph`` (a ``CUgraph`` as an int, a cuda.bindings ``CUgraph``
+        or a cuda.core graph) that launch this kernel, in the graph's node order, as
+        :class:`KernelNode` objects: the nodes a stream capture made of its launches, or
+        nodes added otherwise. Their ``set_args``, ``set_exec_args`` and ``set_enabled`` work
+        as those of ``graph_node``'s nodes do: a graph captured once can be instantiated and
+        launched again with other arrays. Nodes of child graphs are not searched.
+
+        A node's ``config`` is its grid, block and dynamic shared memory, with the cluster
+        and cooperative attributes the driver reports for it: what new arguments and shapes are
+        checked against. Setting new arguments leaves the node's other attributes as they are.
+        The arguments a node had when found stay alive as long as the graph (a capture gave
+        them to it), not only until new ones are set."""
+        cdef uintptr_t g = _graph_address(graph, "graph")
+        cdef size_t i, count = 0
+        cdef cydriver.CUgraphNode* nodes = NULL
+        cdef cydriver.CUgraphNodeType kind
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
+        cdef cydriver.CUfunction func
+        cdef KernelNode made
+        found = []
+        _ensure_driver()
+        with _in_context(self._ctx):
+            func = _queryable(self._func)
+            _check(cydriver.cuGraphGetNodes(<cydriver.CUgraph>g, NULL, &count),
+                   "cuGraphGetNodes (the graph's node count)")
+            if count == 0:
+                return found
+            nodes = <cydriver.CUgraphNode*>malloc(count * sizeof(cydriver.CUgraphNode))
+            if nodes == NULL:
+                raise MemoryError()
+            try:
+                _check(cydriver.cuGraphGetNodes(<cydriver.CUgraph>g, nodes, &count),
+                       "cuGraphGetNodes")
+                for i in range(count):
+                    _check(cydriver.cuGraphNodeGetType(nodes[i], &kind), "cuGraphNodeGetType")
+                    if kind != cydriver.CU_GRAPH_NODE_TYPE_KERNEL:
+                        continue
+                    memset(&p, 0, sizeof(p))
+                    _check(cydriver.cuGraphKernelNodeGetParams(nodes[i], &p),
+                           "cuGraphKernelNodeGetParams")
+                    # A node launches a CUfunction (this context's, where the kernel is a
+                    # CUkernel), or a CUkernel with no function.
+                    if not (p.func == func or p.func == self._func or
+                            (p.func == NULL and
+                             <cydriver.CUfunction>p.kern == self._func)):
+                        continue
+                    made = KernelNode._make(self, _node_config(nodes[i], &p),
+                                            <cydriver.CUgraph>g, nodes[i], func, NULL, graph)
+                    made.device_updatable = _node_device_updatable(nodes[i])
+                    found.append(made)
+            finally:
+                free(nodes)
+        return found
+
     def __getitem__(self, config):
         """``kernel[grid, block]``, ``[grid, block, stream]``, ``[grid, block, stream, shmem]``.
         """
@@ -3887,6 +3942,39 @@ cdef int _set_node_attribute(cydriver.CUgraphNode node, cydriver.CUgraph graph,
     return 0
 
 
+cdef LaunchConfig _node_config(cydriver.CUgraphNode node,
+                               const cydriver.CUDA_KERNEL_NODE_PARAMS* p):
+    """The LaunchConfig of a kernel node found in a graph (Kernel.nodes_in): ``p``'s grid,
+    block and shared memory, and the cluster and cooperative attributes the driver reports for
+    the node (none where it reports none, or cannot say: a cluster of one block is none)."""
+    cdef cydriver.CUkernelNodeAttrValue value
+    cluster = None
+    cooperative = False
+    memset(&value, 0, sizeof(value))
+    if cydriver.cuGraphKernelNodeGetAttribute(
+            node, cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value) \
+            == cydriver.CUDA_SUCCESS \
+            and value.clusterDim.x * value.clusterDim.y * value.clusterDim.z > 1:
+        cluster = (value.clusterDim.x, value.clusterDim.y, value.clusterDim.z)
+    memset(&value, 0, sizeof(value))
+    if cydriver.cuGraphKernelNodeGetAttribute(
+            node, cydriver.CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &value) == cydriver.CUDA_SUCCESS:
+        cooperative = value.cooperative != 0
+    return LaunchConfig((p.gridDimX, p.gridDimY, p.gridDimZ),
+                        (p.blockDimX, p.blockDimY, p.blockDimZ), shmem=p.sharedMemBytes,
+                        cluster=cluster, cooperative=cooperative)
+
+
+cdef bint _node_device_updatable(cydriver.CUgraphNode node) noexcept:
+    """Whether the driver says kernel node ``node`` is device-updatable (False where it cannot
+    say: a driver before 12.4)."""
+    cdef cydriver.CUkernelNodeAttrValue value
+    memset(&value, 0, sizeof(value))
+    return cydriver.cuGraphKernelNodeGetAttribute(
+        node, cydriver.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &value) \
+        == cydriver.CUDA_SUCCESS and value.deviceUpdatableKernelNode.deviceUpdatable != 0
+
+
 cdef LaunchConfig _reshaped(LaunchConfig cfg, object grid, object block, object shmem):
     """``cfg`` with the grid, block and shared memory size given (None: kept), checked again
     as a new LaunchConfig is."""
@@ -3910,7 +3998,8 @@ cdef cydriver.CUuserObject _node_kept(cydriver.CUgraph graph, ParamBlock blk,
 
 @cython.final
 cdef class KernelNode:
-    """A kernel node of a CUDA graph, from :meth:`Kernel.graph_node`.
+    """A kernel node of a CUDA graph, from :meth:`Kernel.graph_node` (a node added) or
+    :meth:`Kernel.nodes_in` (a graph's nodes of a kernel, a capture's among them).
 
     ``set_args`` gives the node new arguments in its graph (graphs instantiated after see them);
     ``set_exec_args`` gives them to the node in one instantiated graph (its next launches see
@@ -3932,7 +4021,8 @@ cdef class KernelNode:
     cdef dict _exec_blocks              # graph exec address -> the block last set in it
 
     def __init__(self):
-        raise TypeError("KernelNode objects come from Kernel.graph_node(...)")
+        raise TypeError("KernelNode objects come from Kernel.graph_node(...) and "
+                        "Kernel.nodes_in(graph)")
 
     @staticmethod
     cdef KernelNode _make(Kernel k, LaunchConfig cfg, cydriver.CUgraph graph,
@@ -4011,8 +4101,9 @@ cdef class KernelNode:
             old = self._kept
             self._kept = kept
             self.config = cfg
-            _check(cydriver.cuGraphReleaseUserObject(self._graph, old, 1),
-                   "cuGraphReleaseUserObject (the node's previous arguments)")
+            if old != NULL:         # NULL: a node found (nodes_in), whose arguments it keeps
+                _check(cydriver.cuGraphReleaseUserObject(self._graph, old, 1),
+                       "cuGraphReleaseUserObject (the node's previous arguments)")
 
     def set_exec_args(self, graph_exec, *args, stream=None, grid=None, block=None,
                       shmem=None):

@@ -1723,10 +1723,19 @@ def test_graph_node_without_a_driver_says_so():
         k.graph_node(driver.CUgraph(), 1, 1)
     with pytest.raises(TypeError, match="graph must be .* got _CoreGraphObject"):
         k.graph_node(_CoreGraphObject("nope"), 1, 1)
+    # nodes_in takes the same graph objects, checked the same way.
+    for graph in (0x99, driver.CUgraph(0x99), _CoreGraphObject(0x99)):
+        with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
+            k.nodes_in(graph)
+    with pytest.raises(ValueError, match="graph must be a non-null handle"):
+        k.nodes_in(driver.CUgraph())
+    with pytest.raises(TypeError, match="graph must be .* got str"):
+        k.nodes_in("graph")
 
 
-def test_kernel_nodes_come_from_graph_node_only():
-    with pytest.raises(TypeError, match="KernelNode objects come from Kernel.graph_node"):
+def test_kernel_nodes_come_from_graph_node_and_nodes_in_only():
+    with pytest.raises(TypeError, match=r"KernelNode objects come from Kernel.graph_node\(...\) "
+                                        r"and Kernel.nodes_in\(graph\)"):
         kernarg.KernelNode()
     assert "KernelNode" in kernarg.__all__ and kernarg.KernelNode.__module__ == "kernarg._launch"
 

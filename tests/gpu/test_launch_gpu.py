@@ -2585,6 +2585,62 @@ def test_a_node_is_disabled_and_enabled_in_an_instantiated_graph(graph_stream):
         check(driver.cuGraphExecDestroy(x))
 
 
+def test_a_captured_graphs_nodes_are_found_and_given_new_arguments(ctx):
+    # Kernel.nodes_in(graph): the nodes a capture made of a kernel's launches, in order, with
+    # their grid, block, shared memory and cluster; another kernel's nodes are not among them.
+    # set_exec_args replays the instantiated graph with another array; set_args changes the
+    # graph; set_enabled disables one. The arguments captured stay alive with the graph.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    other = kernarg.Kernel.from_source(IDS, "ids")
+    stream = int(check(driver.cuStreamCreate(1)))
+    a, b, c = (DeviceArray(4 * 64, typestr="<f4") for _ in range(3))
+    ids = DeviceArray(4 * 32, typestr="<i4")
+    clusters = _compute_capability() >= (9, 0)
+    check(driver.cuStreamBeginCapture(
+        stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    k.launch(1, 32, a, 1.5, 32, stream=stream)
+    other.launch(1, 32, ids, stream=stream)
+    k.launch(2, 32, b, 2.5, 64, stream=stream, shmem=256, cluster=2 if clusters else None)
+    graph = check(driver.cuStreamEndCapture(stream))
+    first, second = k.nodes_in(graph)
+    assert [n.handle for n in k.nodes_in(int(graph))] == [first.handle, second.handle]
+    assert first.kernel is k and first.graph == int(graph) and not first.device_updatable
+    assert first.config == kernarg.LaunchConfig(1, 32)
+    assert second.config == kernarg.LaunchConfig(2, 32, shmem=256,
+                                                 cluster=2 if clusters else None)
+    assert len(other.nodes_in(graph)) == 1 and kernarg.Kernel.from_source(
+        WRITE + "// another module\n", "fill").nodes_in(graph) == []
+
+    def run(x):
+        for arr in (a, b, c):
+            check(driver.cuMemsetD8Async(arr.ptr, 0, 4 * 64, stream))
+        check(driver.cuGraphLaunch(x, stream))
+        check(driver.cuStreamSynchronize(stream))
+        return _floats(a)[0], _floats(b)[63], _floats(c)[0]
+
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    assert run(exe) == (1.5, 2.5, 0.0)
+    first.set_exec_args(exe, c, 3.5, 32, stream=stream)     # this exec: c instead of a
+    assert run(exe) == (0.0, 2.5, 3.5)
+    with pytest.raises(TypeError, match="3 arguments"):     # typed by the kernel's signature
+        first.set_exec_args(exe, c)
+    if clusters:                                            # the cluster found is checked
+        with pytest.raises(ValueError, match="not a multiple of cluster"):
+            second.set_args(b, 1.0, 64, grid=3)
+    second.set_args(b, 4.5, 64)                             # the graph: later execs see it
+    second.set_enabled(exe, False)
+    assert run(exe) == (0.0, 0.0, 3.5)
+    exe2 = check(driver.cuGraphInstantiate(graph, 0))
+    assert run(exe2) == (1.5, 4.5, 0.0)
+    for x in (exe, exe2):
+        check(driver.cuGraphExecDestroy(x))
+    check(driver.cuGraphDestroy(graph))
+    empty = check(driver.cuGraphCreate(0))
+    assert k.nodes_in(empty) == []
+    check(driver.cuGraphDestroy(empty))
+    check(driver.cuStreamDestroy(stream))
+
+
 def _node_attribute(node, name):
     """cuGraphKernelNodeGetAttribute of the attribute CU_LAUNCH_ATTRIBUTE_<name> (the names
     cuda.bindings gives CUkernelNodeAttrID's members differ between releases)."""

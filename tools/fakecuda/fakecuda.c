@@ -118,8 +118,8 @@ typedef struct {
 
 typedef struct { UserObject* obj; unsigned int count; } Retained;
 /* A captured launch, or a kernel node added to a graph: the driver copies the parameter values
- * into the node. A node added by cuGraphAddKernelNode has magic M_NODE and its graph, and its
- * handle is its address in the graph's array. */
+ * into the node. A node of a graph has magic M_NODE and its graph, and its handle is its
+ * address in the graph's array. */
 typedef struct Node {
     int magic;
     struct Graph* graph;
@@ -1911,6 +1911,19 @@ static CUresult launch(const CUlaunchConfig* c, CUfunction h, void** params, voi
     if ((e = make_node(c, f, params, extra, &node))) return e;
     node.magic = 0;
     node.graph = NULL;
+    if (s->capture) {
+        /* A captured launch is a kernel node of the graph, with its launch's attributes but
+         * those a capture makes edges of (cuGraphKernelNodeSetAttribute refuses them too). */
+        node.magic = M_NODE;
+        node.graph = s->capture;
+        for (unsigned int i = 0; i < c->numAttrs && node.nattrs < 16; i++) {
+            int id = (int)c->attrs[i].id;
+            if (id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                && id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT
+                && id != CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+                node.attrs[node.nattrs++] = c->attrs[i];
+        }
+    }
     const unsigned int* g = node.grid;
     const unsigned int* b = node.block;
     size_t total = f->nparams ? (size_t)f->offset[f->nparams - 1] + f->size[f->nparams - 1] : 0;
@@ -2297,6 +2310,36 @@ static CUresult fk_GraphAddEmptyNode(CUgraphNode* out, CUgraph gh, const CUgraph
     *out = (CUgraphNode)n;
     return CUDA_SUCCESS;
 }
+/* A node's type: a kernel node, or an empty one (func NULL). */
+static CUresult fk_GraphNodeGetType(CUgraphNode h, CUgraphNodeType* type) {
+    Node* n;
+    CUresult e = get_node(h, &n, "cuGraphNodeGetType");
+    if (e) return e;
+    if (!type) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphNodeGetType: type NULL");
+    *type = n->func ? CU_GRAPH_NODE_TYPE_KERNEL : CU_GRAPH_NODE_TYPE_EMPTY;
+    return CUDA_SUCCESS;
+}
+/* A kernel node's parameters: its CUfunction (whether it was given as one or as a CUkernel),
+ * its shape, and kernelParams pointing into the node's own copy of the values. */
+static CUresult fk_GraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS* p) {
+    Node* n;
+    static __thread void* args[MAX_PARAMS];
+    CUresult e = get_node(h, &n, "cuGraphKernelNodeGetParams");
+    if (e) return e;
+    if (!n->func || !p) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeGetParams: not a kernel node");
+    memset(p, 0, sizeof *p);
+    p->func = (CUfunction)n->func;
+    p->gridDimX = n->grid[0];
+    p->gridDimY = n->grid[1];
+    p->gridDimZ = n->grid[2];
+    p->blockDimX = n->block[0];
+    p->blockDimY = n->block[1];
+    p->blockDimZ = n->block[2];
+    p->sharedMemBytes = n->shmem;
+    for (int i = 0; i < n->func->nparams; i++) args[i] = n->params + n->func->offset[i];
+    p->kernelParams = args;
+    return CUDA_SUCCESS;
+}
 /* A node's attributes stay when its parameters are set again, and must hold for the new ones. */
 static CUresult keep_attrs(Node* node, const Node* old) {
     int pdl;
@@ -2489,9 +2532,7 @@ static CUresult fk_GraphGetEdges_v2(CUgraph gh, CUgraphNode* from, CUgraphNode* 
 static CUresult fk_GraphGetEdges(CUgraph gh, CUgraphNode* from, CUgraphNode* to, size_t* num) {
     return fk_GraphGetEdges_v2(gh, from, to, NULL, num);      /* before 12.3: no edge data */
 }
-/* The graph's nodes: those added (kernel and empty nodes) or captured, less those destroyed (a
- * captured launch's node is not a handle this fake hands out, so only counts are modelled for
- * those). */
+/* The graph's nodes: those added (kernel and empty nodes) or captured, less those destroyed. */
 static CUresult fk_GraphGetNodes(CUgraph gh, CUgraphNode* nodes, size_t* num) {
     Graph* g = (Graph*)gh;
     if (!g || g->magic != M_GRAPH) return fail(CUDA_ERROR_INVALID_VALUE, "graph %p", (void*)gh);
@@ -2740,6 +2781,7 @@ static const struct { const char* name; void* fn; } table[] = {
     F(OccupancyMaxPotentialClusterSize), F(OccupancyMaxActiveClusters), F(GraphNodeSetEnabled), F(GraphNodeGetEnabled), F(GraphExecDestroy), F(GraphCreate),
     F(GraphAddKernelNode), F(GraphAddEmptyNode), F(GraphKernelNodeSetParams),
     F(GraphKernelNodeSetAttribute), F(GraphKernelNodeGetAttribute), F(GraphDestroyNode), F(GraphGetNodes),
+    F(GraphNodeGetType), F(GraphKernelNodeGetParams),
     F(GraphAddDependencies_v2),
     F(GraphExecKernelNodeSetParams), F(GraphExecNodeSetParams),
     F(GraphDestroy), F(ModuleLoadData), F(ModuleLoadDataEx), F(ModuleUnload), F(ModuleGetFunction),
