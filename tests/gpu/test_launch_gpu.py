@@ -2944,6 +2944,35 @@ def test_graph_node_takes_cuda_core_graphs_and_nodes(ctx):
     assert _floats(a) == [10.5] * 32
 
 
+def test_a_cuda_core_builders_graph_is_replayed_with_new_arguments(ctx):
+    """A graph cuda.core's GraphBuilder captured kernarg's launches into: nodes_in finds them
+    in its GraphDefinition, and set_exec_args gives cuda.core's instantiated Graph new
+    arrays."""
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    stream = dev.create_stream()
+    builder = stream.create_graph_builder()
+    if not hasattr(type(builder), "graph_definition"):
+        pytest.skip("this cuda.core's GraphBuilder has no graph_definition")
+    builder.begin_building()
+    out, later = DeviceArray(4 * 32, typestr="<f4"), DeviceArray(4 * 32, typestr="<f4")
+    k.launch(1, 32, out, 6.5, 32, stream=builder)
+    graph = builder.end_building().complete()
+    (node,) = k.nodes_in(builder.graph_definition)
+    assert node.config == kernarg.LaunchConfig(1, 32)
+    node.set_exec_args(graph, later, 7.5, 32, stream=stream)
+    graph.launch(stream)
+    stream.sync()
+    assert _floats(later) == [7.5] * 32
+    graph.close()
+    builder.close()
+
+
 def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
     """cuda.core's launch takes a GraphBuilder for its stream (it has __cuda_stream__, the
     stream it captures), so kernarg.launch in that call form does too, and so does stream=.
