@@ -2973,6 +2973,31 @@ def test_a_cuda_core_builders_graph_is_replayed_with_new_arguments(ctx):
     builder.close()
 
 
+def test_a_torch_cuda_graphs_kernarg_nodes_are_given_new_tensors(ctx):
+    """kernarg launches captured by torch.cuda.graph on torch's capture stream: with
+    keep_graph=True (torch 2.8+), nodes_in finds them in raw_cuda_graph(), set_args gives one
+    another tensor, and the graph torch instantiates afterwards writes that tensor."""
+    torch = _torch_cuda()
+    try:
+        g = torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:
+        pytest.skip(f"torch {torch.__version__}'s CUDAGraph has no keep_graph")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    x, y = torch.zeros(32, device="cuda"), torch.zeros(32, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        k.launch(1, 32, x, 1.5, 32, stream=torch.cuda.current_stream())
+    (node,) = k.nodes_in(g.raw_cuda_graph())
+    assert node.config == kernarg.LaunchConfig(1, 32)
+    node.set_args(y, 2.5, 32, stream=torch.cuda.current_stream())
+    g.instantiate()
+    g.replay()
+    torch.cuda.synchronize()
+    assert (y == 2.5).all() and (x == 0).all()
+    del g
+    torch.cuda.synchronize()
+
+
 def test_cuda_core_graph_builder_takes_kernarg_launches(ctx):
     """cuda.core's launch takes a GraphBuilder for its stream (it has __cuda_stream__, the
     stream it captures), so kernarg.launch in that call form does too, and so does stream=.
