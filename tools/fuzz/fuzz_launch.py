@@ -12,7 +12,9 @@ default-stream handles, a stream of this process, or objects of the stream proto
 call form (``launch``, ``kernel[...]``, ``prepare``, ``kernarg.launch``, or a kernel node:
 ``graph_node`` into a graph of its own, device-updatable or not, then ``set_args`` or
 ``set_exec_args`` with a second set of arguments and maybe a new grid, block or shared memory,
-and ``set_enabled``) and arguments of every kind (fuzz_pack's). The launch must either reach
+and ``set_enabled``; or a launch captured into a graph, whose node ``Kernel.nodes_in`` must
+find with the launch's configuration, then given the second set in an instantiated graph)
+and arguments of every kind (fuzz_pack's). The launch must either reach
 the driver with a block the fake driver accepts, or be refused with TypeError/ValueError/
 OverflowError/RuntimeError/BufferError (kernarg.CudaError is a RuntimeError) with a message.
 Some inputs launch while a context of the process's own is current, over the kernels' (device
@@ -97,6 +99,7 @@ def _event_handle():
 
 
 OWN_STREAM = _stream_handle()
+CAPTURE_STREAM = _stream_handle()              # captures only (fuzzed streams may be OWN_STREAM)
 EVENTS = [_event_handle(), _event_handle()]
 OWN_CONTEXT, OTHER_STREAM = _own_context()     # a stream no kernel here can launch on
 HANDLES = [1, 2, OWN_STREAM, OTHER_STREAM]
@@ -245,7 +248,7 @@ def test_one_input(data):
     priority = None if fdp.ConsumeBool() else fdp.ConsumeIntInRange(-10, 10)
     attributes = _attributes(fdp)
     stream = _stream(fdp)
-    form = fdp.ConsumeIntInRange(0, 5)
+    form = fdp.ConsumeIntInRange(0, 6)
     kernel = KERNELS[fdp.ConsumeIntInRange(0, 1)]
     args = _known_producer_streams(_args(fdp, kernel))
     dlpacks = [a for a in args if isinstance(a, fuzz_pack.producers.DLPackProducer)]
@@ -270,6 +273,12 @@ def test_one_input(data):
                                           cooperative=cooperative, pdl=pdl, priority=priority,
                                           **attributes)
             kernarg.launch(stream, config, kernel, *args)
+        elif form == 6:
+            more = _known_producer_streams(_args(fdp, kernel))
+            dlpacks += [a for a in more if isinstance(a, fuzz_pack.producers.DLPackProducer)]
+            _captured(kernel, grid, block, shmem, args, more,
+                      dict(attributes, cluster=cluster, cooperative=cooperative, pdl=pdl,
+                           priority=priority))
         else:
             more = _known_producer_streams(_args(fdp, kernel))
             dlpacks += [a for a in more if isinstance(a, fuzz_pack.producers.DLPackProducer)]
@@ -302,6 +311,42 @@ def test_one_input(data):
             assert p.deleted == p.exported, (p.deleted, p.exported)
         else:
             assert p.deleted <= p.exported, (p.deleted, p.exported)
+
+
+def _captured(kernel, grid, block, shmem, args, more, attributes):
+    """A launch captured on a stream of this process's own; where it was captured, its graph's
+    one node of ``kernel`` (Kernel.nodes_in) has the launch's grid, block, shared memory,
+    cluster and cooperative flag, and takes ``more`` in a graph instantiated from it.
+    Everything is destroyed again, whatever was refused."""
+    from cuda.bindings import driver
+
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    err, = driver.cuStreamBeginCapture(CAPTURE_STREAM, mode)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    graph = exe = None
+    try:
+        try:
+            kernel.launch(grid, block, *args, stream=CAPTURE_STREAM, shmem=shmem, **attributes)
+        finally:
+            err, graph = driver.cuStreamEndCapture(CAPTURE_STREAM)
+            if err != driver.CUresult.CUDA_SUCCESS:
+                graph = None
+        assert graph is not None, "a launch kernarg let through invalidated the capture"
+        (node,) = kernel.nodes_in(graph)
+        given = kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=attributes["cluster"],
+                                     cooperative=attributes["cooperative"])
+        cluster = given.cluster if given.cluster not in (None, (1, 1, 1)) else None
+        assert (node.config.grid, node.config.block, node.config.shmem, node.config.cluster,
+                node.config.cooperative) == (given.grid, given.block, given.shmem, cluster,
+                                             given.cooperative), (node.config, given)
+        err, exe = driver.cuGraphInstantiate(graph, 0)
+        assert err == driver.CUresult.CUDA_SUCCESS, err
+        node.set_exec_args(exe, *more, stream=CAPTURE_STREAM)
+    finally:
+        if exe is not None:
+            driver.cuGraphExecDestroy(exe)
+        if graph is not None:
+            driver.cuGraphDestroy(graph)
 
 
 def _graph_node(kernel, grid, block, shmem, stream, args, more, in_exec, attributes, edges,
