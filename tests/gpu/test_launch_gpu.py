@@ -2641,6 +2641,32 @@ def test_a_captured_graphs_nodes_are_found_and_given_new_arguments(ctx):
     check(driver.cuStreamDestroy(stream))
 
 
+def test_nodes_in_finds_added_nodes_among_other_kinds(graph_stream):
+    # Nodes added by graph_node are found too, past a node of another kind (an empty node),
+    # with their attributes; a node found and the one added are the same node, and new
+    # arguments set through either reach it.
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    graph, stream = graph_stream
+    out = DeviceArray(4 * 32, typestr="<f4")
+    empty = check(driver.cuGraphAddEmptyNode(graph, None, 0))
+    added = k.graph_node(graph, 1, 32, out, 1.5, 32, after=[empty], cooperative=True)
+    (found,) = k.nodes_in(graph)
+    assert found.handle == added.handle and found.config == added.config
+    assert found.config.cooperative
+    found.set_args(out, 2.5, 32)
+    exe = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(out) == [2.5] * 32
+    added.set_args(out, 3.5, 32)        # releases what graph_node gave the graph, not found's
+    exe2 = check(driver.cuGraphInstantiate(graph, 0))
+    check(driver.cuGraphLaunch(exe2, stream))
+    check(driver.cuStreamSynchronize(stream))
+    assert _floats(out) == [3.5] * 32
+    for x in (exe, exe2):
+        check(driver.cuGraphExecDestroy(x))
+
+
 def _node_attribute(node, name):
     """cuGraphKernelNodeGetAttribute of the attribute CU_LAUNCH_ATTRIBUTE_<name> (the names
     cuda.bindings gives CUkernelNodeAttrID's members differ between releases)."""
