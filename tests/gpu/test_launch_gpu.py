@@ -2653,17 +2653,15 @@ def test_nodes_in_finds_added_nodes_among_other_kinds(graph_stream):
     (found,) = k.nodes_in(graph)
     assert found.handle == added.handle and found.config == added.config
     assert found.config.cooperative
-    found.set_args(out, 2.5, 32)
-    exe = check(driver.cuGraphInstantiate(graph, 0))
-    check(driver.cuGraphLaunch(exe, stream))
-    check(driver.cuStreamSynchronize(stream))
-    assert _floats(out) == [2.5] * 32
-    added.set_args(out, 3.5, 32)        # releases what graph_node gave the graph, not found's
-    exe2 = check(driver.cuGraphInstantiate(graph, 0))
-    check(driver.cuGraphLaunch(exe2, stream))
-    check(driver.cuStreamSynchronize(stream))
-    assert _floats(out) == [3.5] * 32
-    for x in (exe, exe2):
+    exes = []
+    # added's set_args releases what graph_node gave the graph, not what found's gave it.
+    for node, value in ((found, 2.5), (added, 3.5)):
+        node.set_args(out, value, 32)
+        exes.append(check(driver.cuGraphInstantiate(graph, 0)))
+        check(driver.cuGraphLaunch(exes[-1], stream))
+        check(driver.cuStreamSynchronize(stream))
+        assert _floats(out) == [value] * 32
+    for x in exes:
         check(driver.cuGraphExecDestroy(x))
 
 
