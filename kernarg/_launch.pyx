@@ -1618,48 +1618,38 @@ cdef object _clusters_too_many(Kernel k, const Dims* d, const cydriver.CUlaunchA
     """Why the driver refused a cooperative launch of ``d`` as too large, in the kernel's
     context, where the launch has clusters (its cluster= or the kernel's __cluster_dims__):
     more clusters than the driver's occupancy calculator says can be resident at once
-    (cuOccupancyMaxActiveClusters, Kernel.max_active_clusters). None where it has no clusters,
+    (_cluster_occupancy, as Kernel.max_active_clusters asks it). None where it has no clusters,
     the calculator cannot say, or says they fit: the driver's error stands as it is. Not checked
     before the launch, as a grid without clusters is (_check_cooperative): cuda.h does not say
     that a cooperative launch's cluster limit is the calculator's, so only the driver refuses."""
-    cdef cydriver.CUlaunchConfig config
-    cdef const cydriver.CUlaunchAttribute* cluster = NULL
-    cdef cydriver.CUfunction f = _queryable(k._func)
-    cdef int n = 0
-    cdef int dims[3]
     cdef unsigned int i
+    cluster = None
     for i in range(nattrs):
         if attrs[i].id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-            cluster = &attrs[i]
-    if cluster != NULL:
-        dims[0] = <int>cluster.value.clusterDim.x
-        dims[1] = <int>cluster.value.clusterDim.y
-        dims[2] = <int>cluster.value.clusterDim.z
-    elif cydriver.cuFuncGetAttribute(&dims[0], cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
-                                     f) != cydriver.CUDA_SUCCESS \
-            or dims[0] <= 0 \
-            or cydriver.cuFuncGetAttribute(
-                &dims[1], cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, f) \
-            != cydriver.CUDA_SUCCESS \
-            or cydriver.cuFuncGetAttribute(
-                &dims[2], cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, f) \
-            != cydriver.CUDA_SUCCESS:
-        return None                     # no clusters (or none the driver will tell of)
-    # The calculator's config: the launch's, with the cluster attribute alone (none for the
-    # kernel's own size, which cuda.h says it then takes).
-    _fill_launch_config(&config, d, NULL, <cydriver.CUlaunchAttribute*>cluster,
-                        1 if cluster != NULL else 0)
-    if cydriver.cuOccupancyMaxActiveClusters(&n, f, &config) != cydriver.CUDA_SUCCESS:
+            cluster = (attrs[i].value.clusterDim.x, attrs[i].value.clusterDim.y,
+                       attrs[i].value.clusterDim.z)
+    dims = cluster
+    if dims is None:        # the kernel's own, which the calculator then takes (cuda.h)
+        own = k.attributes
+        dims = tuple(own.get(f"required_cluster_{axis}", 0)
+                     for axis in ("width", "height", "depth"))
+        if dims[0] <= 0:
+            return None
+    grid = (d.grid[0], d.grid[1], d.grid[2])
+    block = (d.block[0], d.block[1], d.block[2])
+    try:
+        n = _cluster_occupancy(k, LaunchConfig(grid, block, shmem=d.shmem, cluster=cluster),
+                               False, True)
+    except (CudaError, ValueError):
         return None
-    cdef long long size = <long long>max(dims[0], 1) * max(dims[1], 1) * max(dims[2], 1)
-    cdef long long clusters = <long long>d.grid[0] * d.grid[1] * d.grid[2] // size
+    clusters = grid[0] * grid[1] * grid[2] // (max(dims[0], 1) * max(dims[1], 1) *
+                                               max(dims[2], 1))
     if clusters <= n:
         return None
-    return (f"cooperative grid {(d.grid[0], d.grid[1], d.grid[2])} has {clusters} clusters of "
-            f"{(dims[0], dims[1], dims[2])} blocks; kernel {k.name!r} can have at most {n} "
-            f"resident at once with block {(d.block[0], d.block[1], d.block[2])} and {d.shmem} "
-            "bytes of dynamic shared memory, by the driver's occupancy calculator; see "
-            "Kernel.max_active_clusters")
+    return (f"cooperative grid {grid} has {clusters} clusters of {dims} blocks; kernel "
+            f"{k.name!r} can have at most {n} resident at once with block {block} and "
+            f"{d.shmem} bytes of dynamic shared memory, by the driver's occupancy calculator; "
+            "see Kernel.max_active_clusters")
 
 
 cdef int _check_domains(Kernel k, const Dims* d) except -1:
