@@ -1763,6 +1763,15 @@ cdef int _allow_shmem(Kernel k, unsigned int shmem) except -1:
 # block onto a lock-free stack and asks the interpreter (Py_AddPendingCall, callable without
 # the GIL) to drop the references from the main thread. The next captured launch drains the
 # stack too, should the pending-call queue have been full.
+#
+# Dropping a reference can run Python code (an array's __del__), here inside a pending call.
+# CPython 3.11 then hangs where a trace or profile function is set (a debugger, coverage): a
+# pending call added meanwhile (another graph going, on the driver's thread) signals the eval
+# breaker, which the running one cannot clear (CPython runs no pending call inside another),
+# and 3.11's traced dispatch goes back to the RESUME that checks it, for ever: a function
+# called from then on in that pending call never starts. So on 3.11 the pending call drops the
+# references with tracing suspended (PyThreadState_EnterTracing, as CPython does around a trace
+# function); 3.10's and 3.12's eval loops move past the check, and keep it.
 
 cdef extern from *:
     """
@@ -1780,16 +1789,31 @@ cdef extern from *:
     static kernarg_keep *kernarg_keep_take_all(void) {
         return __atomic_exchange_n(&kernarg_keep_released, NULL, __ATOMIC_ACQUIRE);
     }
+
+    /* Tracing off and on again around a pending call's Python code, on CPython 3.11 only
+       (see above). */
+    static void kernarg_untraced_begin(void) {
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+        PyThreadState_EnterTracing(PyThreadState_Get());
+    #endif
+    }
+    static void kernarg_untraced_end(void) {
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+        PyThreadState_LeaveTracing(PyThreadState_Get());
+    #endif
+    }
     """
     ctypedef struct kernarg_keep:
         PyObject* obj
         kernarg_keep* next
     void kernarg_keep_push(kernarg_keep* node) noexcept nogil
     kernarg_keep* kernarg_keep_take_all() noexcept nogil
+    void kernarg_untraced_begin() noexcept
+    void kernarg_untraced_end() noexcept
     int Py_AddPendingCall(int (*func)(void*) noexcept, void* arg) noexcept nogil
 
 
-cdef int _drain_released(void* unused) noexcept with gil:
+cdef int _drain_released(void* unused) noexcept:
     """Drop the references of every keep-alive whose graph is gone (with the GIL)."""
     cdef kernarg_keep* node = kernarg_keep_take_all()
     cdef kernarg_keep* nxt
@@ -1801,10 +1825,48 @@ cdef int _drain_released(void* unused) noexcept with gil:
     return 0
 
 
+cdef int _drain_pending(void* unused) noexcept with gil:
+    """_drain_released as the interpreter's pending call, untraced on 3.11 (see above)."""
+    kernarg_untraced_begin()
+    _drain_released(NULL)
+    kernarg_untraced_end()
+    return 0
+
+
 cdef void _keep_destroyed(void* data) noexcept nogil:
     # Runs on a driver thread without the GIL: no Python API here but Py_AddPendingCall.
     kernarg_keep_push(<kernarg_keep*>data)
-    Py_AddPendingCall(_drain_released, NULL)
+    Py_AddPendingCall(_drain_pending, NULL)
+
+
+@cython.final
+cdef class _DriverRelease:
+    """For tests without a driver: a keep-alive of ``kept`` as a graph's user object holds
+    one (_graph_keeps), whose ``destroy`` does what the driver does when the graph goes: calls
+    the user object's destructor, without the GIL (call it on a thread of its own, as the
+    driver does). Never destroyed, it drops ``kept`` when collected."""
+    cdef kernarg_keep* node
+
+    def __cinit__(self, kept):
+        self.node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
+        if self.node == NULL:
+            raise MemoryError()
+        Py_INCREF(kept)
+        self.node.obj = <PyObject*>kept
+        self.node.next = NULL
+
+    def destroy(self):
+        cdef kernarg_keep* node = self.node
+        if node == NULL:
+            raise RuntimeError("this keep-alive was destroyed already")
+        self.node = NULL
+        with nogil:
+            _keep_destroyed(node)
+
+    def __dealloc__(self):
+        if self.node != NULL:
+            Py_XDECREF(self.node.obj)
+            free(self.node)
 
 
 cdef int _keep_for_graph(cydriver.CUgraph graph, ParamBlock blk, Kernel k) except -1:

@@ -1733,6 +1733,93 @@ def test_graph_node_without_a_driver_says_so():
         k.nodes_in("graph")
 
 
+_RELEASED_WHILE_TRACED = r"""
+import sys, threading, time
+from kernarg import _launch
+
+log = []
+
+
+def destroyed(keep):
+    # What the driver does when a graph goes: the user object's destructor, on its own thread.
+    thread = threading.Thread(target=keep.destroy)
+    thread.start()
+    thread.join()
+
+
+class Kept:
+    def __init__(self, name, then=None):
+        self.name, self.then = name, then
+
+    def __del__(self):
+        log.append(self.name)
+        if self.then is not None:
+            destroyed(self.then)        # another graph goes while this one's arguments go
+            log.append(self.name + "-on")   # a Python call, after b's pending call was added
+
+
+def traced(frame, event, arg):
+    if frame.f_code.co_name == "after":
+        log.append(event)
+
+
+def after():
+    pass
+
+
+b = _launch._DriverRelease(Kept("b"))
+a = _launch._DriverRelease(Kept("a", then=b))
+del b
+if sys.argv[1] == "traced":
+    sys.settrace(traced)
+destroyed(a)
+deadline = time.monotonic() + 30
+while "b" not in log and time.monotonic() < deadline:
+    for _ in range(1000):           # pending calls run at the interpreter's next check
+        pass
+    time.sleep(0.001)
+after()                             # still traced where it was
+sys.settrace(None)
+print(" ".join(log), sys.gettrace())
+"""
+
+
+@pytest.mark.parametrize("how", ["traced", "untraced"])
+def test_arguments_a_graph_drops_in_a_pending_call_do_not_hang_a_traced_interpreter(how):
+    # A graph's user object (what keeps a captured launch's or a graph node's arguments
+    # alive) is destroyed on the driver's thread, and its references are dropped in a pending
+    # call. An argument's __del__ that runs Python code there, after another graph's pending
+    # call was added, hung CPython 3.11 for ever under a trace function (a debugger,
+    # coverage): kernarg now drops them untraced on 3.11. What the driver does is
+    # _launch._DriverRelease's destroy, so this runs without one, in a process of its own (a
+    # hang is a timeout, not a stuck suite).
+    run = subprocess.run([sys.executable, "-c", _RELEASED_WHILE_TRACED, how],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    # Both arguments went, in order, and tracing was back afterwards where it was set.
+    expected = "a a-on b call None" if how == "traced" else "a a-on b None"
+    assert run.stdout.split() == expected.split()
+
+
+def test_a_driver_release_stand_in_drops_its_reference_once():
+    kept = object()
+    before = sys.getrefcount(kept)
+    keep = kernarg._launch._DriverRelease(kept)
+    assert sys.getrefcount(kept) == before + 1
+    del keep                                            # never destroyed: collected
+    assert sys.getrefcount(kept) == before
+    keep = kernarg._launch._DriverRelease(kept)
+    keep.destroy()                                      # dropped by the next pending call
+    with pytest.raises(RuntimeError, match="destroyed already"):
+        keep.destroy()
+    for _ in range(100):
+        for _ in range(1000):
+            pass
+        if sys.getrefcount(kept) == before:
+            break
+    assert sys.getrefcount(kept) == before
+
+
 def test_kernel_nodes_come_from_graph_node_and_nodes_in_only():
     with pytest.raises(TypeError, match=r"KernelNode objects come from Kernel.graph_node\(...\) "
                                         r"and Kernel.nodes_in\(graph\)"):

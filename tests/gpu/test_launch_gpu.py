@@ -3432,6 +3432,79 @@ def test_a_child_forked_after_cuda_was_initialised_is_refused_cuda(ctx):
     assert run.stdout.split() == ["child", "3"], (run.stdout, run.stderr)
 
 
+GRAPHS_GO_WHILE_TRACED = r"""
+import sys, time
+from cuda.bindings import driver
+import kernarg
+
+def check(result):
+    assert result[0] == driver.CUresult.CUDA_SUCCESS, result[0]
+    return result[1] if len(result) == 2 else None
+
+check(driver.cuInit(0))
+ctx = check(driver.cuDevicePrimaryCtxRetain(check(driver.cuDeviceGet(0))))
+check(driver.cuCtxSetCurrent(ctx))
+k = kernarg.Kernel.from_source(sys.argv[1], "fill")
+memory = check(driver.cuMemAlloc(4 * 32))
+log = []
+
+
+class Array:
+    def __init__(self, name, then=None):
+        self.name, self.then = name, then
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"data": (int(memory), False), "shape": (32,), "typestr": "<f4", "version": 3}
+
+    def __del__(self):
+        log.append(self.name)
+        if self.then is not None:
+            check(driver.cuGraphDestroy(self.then))     # another graph goes meanwhile
+            time.sleep(0.2)                             # the driver's thread lets it go
+            log.append(self.name + "-on")               # Python code, in the pending call
+
+
+def traced(frame, event, arg):
+    if frame.f_code.co_name == "after":
+        log.append(event)
+
+
+def after():
+    pass
+
+
+ga, gb = check(driver.cuGraphCreate(0)), check(driver.cuGraphCreate(0))
+k.graph_node(gb, 1, 32, Array("b"), 1.0, 32)
+k.graph_node(ga, 1, 32, Array("a", then=gb), 1.0, 32)
+sys.settrace(traced)
+check(driver.cuGraphDestroy(ga))
+deadline = time.monotonic() + 30
+while "b" not in log and time.monotonic() < deadline:
+    for _ in range(1000):
+        pass
+    time.sleep(0.001)
+after()
+sys.settrace(None)
+print(" ".join(log))
+"""
+
+
+def test_graphs_going_while_their_arguments_go_do_not_hang_a_traced_interpreter(ctx):
+    """The driver's thread destroys a graph's user objects; kernarg drops what they kept in a
+    pending call. Where an argument's __del__ there destroys another graph and then calls
+    Python code, CPython 3.11 under a trace function (a debugger, coverage) hung for ever
+    (tests/test_launch.py has the case without a driver): both arguments now go, and tracing
+    is back afterwards. In a process of its own: a hang is a timeout."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", GRAPHS_GO_WHILE_TRACED, WRITE],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["a", "a-on", "b", "call"], (run.stdout, run.stderr)
+
+
 def test_launch_from_a_thread_with_no_current_context(ctx):
     """A new thread has no current CUDA context: the launch makes the kernel's current."""
     import threading
