@@ -1825,6 +1825,8 @@ cdef int _drain_released(void* unused) noexcept:
     return 0
 
 
+@cython.profile(False)      # a KERNARG_DEBUG build's own trace events must not straddle the
+@cython.linetrace(False)    # suspension: the one at return then found no trace function
 cdef int _drain_pending(void* unused) noexcept with gil:
     """_drain_released as the interpreter's pending call, untraced on 3.11 (see above)."""
     kernarg_untraced_begin()
