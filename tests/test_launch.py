@@ -1723,6 +1723,11 @@ def test_graph_node_without_a_driver_says_so():
         k.graph_node(driver.CUgraph(), 1, 1)
     with pytest.raises(TypeError, match="graph must be .* got _CoreGraphObject"):
         k.graph_node(_CoreGraphObject("nope"), 1, 1)
+    # A cuda.bindings object that is no handle (int() refuses it) is named, as is int()'s why.
+    for call in (lambda g: k.graph_node(g, 1, 1), k.nodes_in):
+        with pytest.raises(TypeError, match=r"^graph: CUDA_KERNEL_NODE_PARAMS is not a handle "
+                                            r"\(int\(\) argument must be .*\)$"):
+            call(driver.CUDA_KERNEL_NODE_PARAMS())
     # nodes_in takes the same graph objects, checked the same way.
     for graph in (0x99, driver.CUgraph(0x99), _CoreGraphObject(0x99)):
         with pytest.raises(kernarg.NoDriverError, match="no CUDA driver"):
