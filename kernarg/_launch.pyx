@@ -15,7 +15,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport atexit, free, malloc
 
 from kernarg._cdefs cimport (
     PyCFunction_NewEx,
@@ -1811,6 +1811,7 @@ cdef extern from *:
     void kernarg_untraced_begin() noexcept
     void kernarg_untraced_end() noexcept
     int Py_AddPendingCall(int (*func)(void*) noexcept, void* arg) noexcept nogil
+    int Py_IsInitialized() noexcept nogil
 
 
 cdef int _drain_released(void* unused) noexcept:
@@ -1836,9 +1837,22 @@ cdef int _drain_pending(void* unused) noexcept with gil:
 
 
 cdef void _keep_destroyed(void* data) noexcept nogil:
-    # Runs on a driver thread without the GIL: no Python API here but Py_AddPendingCall.
+    # Runs on a driver thread without the GIL: no Python API here but Py_AddPendingCall, and
+    # that only while the interpreter is up. The driver may run it late (the user object is
+    # CU_USER_OBJECT_NO_DESTRUCTOR_SYNC's), after the interpreter has finalized, when a graph
+    # went at exit: a pending call added then crashed the process (NVIDIA/cuda-python#2042 is
+    # cuda.core's). Py_IsInitialized is 0 from the end of the atexit handlers on, when no
+    # pending call runs any more; what the graph kept then goes with the process.
     kernarg_keep_push(<kernarg_keep*>data)
-    Py_AddPendingCall(_drain_pending, NULL)
+    if Py_IsInitialized():
+        Py_AddPendingCall(_drain_pending, NULL)
+
+
+cdef kernarg_keep* _destroyed_at_exit = NULL     # _DriverRelease.destroy_at_exit's
+
+
+cdef void _destroy_at_exit() noexcept nogil:
+    _keep_destroyed(_destroyed_at_exit)
 
 
 @cython.final
@@ -1864,6 +1878,17 @@ cdef class _DriverRelease:
         self.node = NULL
         with nogil:
             _keep_destroyed(node)
+
+    def destroy_at_exit(self):
+        """Destroy it at the process's exit (a C atexit handler), after the interpreter has
+        finalized: what a driver that ran a late destructor then would do. One at a time."""
+        global _destroyed_at_exit
+        if self.node == NULL:
+            raise RuntimeError("this keep-alive was destroyed already")
+        if _destroyed_at_exit != NULL or atexit(_destroy_at_exit) != 0:
+            raise RuntimeError("cannot destroy another keep-alive at exit")
+        _destroyed_at_exit = self.node
+        self.node = NULL
 
     def __dealloc__(self):
         if self.node != NULL:

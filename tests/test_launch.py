@@ -1806,6 +1806,27 @@ def test_arguments_a_graph_drops_in_a_pending_call_do_not_hang_a_traced_interpre
     assert run.stdout.split() == expected.split()
 
 
+def test_a_graph_let_go_after_the_interpreter_finalized_does_not_crash_the_exit():
+    # The driver may run a graph's user-object destructor late (the user object is
+    # CU_USER_OBJECT_NO_DESTRUCTOR_SYNC's): for a graph that went at exit, after the
+    # interpreter has finalized. Asking for a pending call then crashed the process (SIGSEGV;
+    # NVIDIA/cuda-python#2042 is cuda.core's); now what the graph kept goes with the process.
+    # _DriverRelease.destroy_at_exit runs the destructor from a C atexit handler, after
+    # Py_Finalize.
+    code = ("from kernarg import _launch\n"
+            "keep = _launch._DriverRelease(object())\n"
+            "keep.destroy_at_exit()\n"
+            "try:\n"
+            "    _launch._DriverRelease(object()).destroy_at_exit()\n"
+            "except RuntimeError as exc:\n"
+            "    print(exc)\n"
+            "print('exiting')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stderr)
+    assert run.stdout.splitlines() == ["cannot destroy another keep-alive at exit", "exiting"]
+
+
 def test_a_driver_release_stand_in_drops_its_reference_once():
     kept = object()
     before = sys.getrefcount(kept)

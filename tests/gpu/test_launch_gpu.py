@@ -3505,6 +3505,41 @@ def test_graphs_going_while_their_arguments_go_do_not_hang_a_traced_interpreter(
     assert run.stdout.split() == ["a", "a-on", "b", "call"], (run.stdout, run.stderr)
 
 
+GRAPH_GOES_AT_EXIT = r"""
+import sys
+from cuda.bindings import driver
+import kernarg
+
+def check(result):
+    assert result[0] == driver.CUresult.CUDA_SUCCESS, result[0]
+    return result[1] if len(result) == 2 else None
+
+check(driver.cuInit(0))
+ctx = check(driver.cuDevicePrimaryCtxRetain(check(driver.cuDeviceGet(0))))
+check(driver.cuCtxSetCurrent(ctx))
+k = kernarg.Kernel.from_source(sys.argv[1], "fill")
+graph = check(driver.cuGraphCreate(0))
+k.graph_node(graph, 1, 32, int(check(driver.cuMemAlloc(4 * 32))), 1.0, 32)
+check(driver.cuGraphDestroy(graph))
+print("exiting")
+"""
+
+
+def test_a_graph_destroyed_as_the_process_exits_does_not_crash_it(ctx):
+    """A graph destroyed just before the process exits: the driver may run its user object's
+    destructor after the interpreter has finalized (fakecuda does, with
+    FAKECUDA_DESTROY_DELAY_MS, and waits for it at exit). A pending call asked for then crashed
+    the process; now it exits cleanly."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FAKECUDA_DESTROY_DELAY_MS="300")
+    run = subprocess.run([sys.executable, "-c", GRAPH_GOES_AT_EXIT, WRITE], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout) == (0, "exiting\n"), run.stderr
+
+
 def test_launch_from_a_thread_with_no_current_context(ctx):
     """A new thread has no current CUDA context: the launch makes the kernel's current."""
     import threading

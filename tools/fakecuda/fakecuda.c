@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
@@ -683,16 +684,32 @@ static CUresult fk_StreamWaitEvent(CUstream sh, CUevent h, unsigned int flags) {
 
 /* ------------------------------------------------------------------ user objects, graphs */
 static CUresult run_kernel(const Node* n);
+/* User-object destructors run on a thread of their own, as the driver's do, each
+ * FAKECUDA_DESTROY_DELAY_MS (default 0) after the last reference went: CU_USER_OBJECT_NO_
+ * DESTRUCTOR_SYNC lets the driver run them late. The process's exit waits for those in flight
+ * (up to 5 s), so a delayed one runs after the interpreter has finalized, as a driver that
+ * ran its queue at exit would (NVIDIA/cuda-python#2042). */
+static int destroys_in_flight = 0;
+static void wait_for_destroys(void) {
+    for (int i = 0; i < 5000 && __atomic_load_n(&destroys_in_flight, __ATOMIC_SEQ_CST); i++)
+        usleep(1000);
+}
 static void* run_destroy(void* arg) {
     UserObject* u = arg;
+    const char* delay = getenv("FAKECUDA_DESTROY_DELAY_MS");
+    if (delay && atoi(delay) > 0) usleep(1000 * (useconds_t)atoi(delay));
     u->destroy(u->ptr);
     u->magic = 0;
     free(u);
+    __atomic_sub_fetch(&destroys_in_flight, 1, __ATOMIC_SEQ_CST);
     return NULL;
 }
 static void release_uobj(UserObject* u, unsigned int count) {
+    static int registered = 0;
     if (__atomic_sub_fetch(&u->refs, (int)count, __ATOMIC_SEQ_CST) == 0) {
         pthread_t t;
+        if (!__atomic_exchange_n(&registered, 1, __ATOMIC_SEQ_CST)) atexit(wait_for_destroys);
+        __atomic_add_fetch(&destroys_in_flight, 1, __ATOMIC_SEQ_CST);
         pthread_create(&t, NULL, run_destroy, u);   /* the driver calls it on its own thread */
         pthread_detach(t);
     }
