@@ -1841,8 +1841,9 @@ cdef void _keep_destroyed(void* data) noexcept nogil:
     # that only while the interpreter is up. The driver may run it late (the user object is
     # CU_USER_OBJECT_NO_DESTRUCTOR_SYNC's), after the interpreter has finalized, when a graph
     # went at exit: a pending call added then crashed the process (NVIDIA/cuda-python#2042 is
-    # cuda.core's). Py_IsInitialized is 0 from the end of the atexit handlers on, when no
-    # pending call runs any more; what the graph kept then goes with the process.
+    # cuda.core's). Py_IsInitialized is 0 once finalization is past the atexit handlers, and
+    # the interpreter runs no pending call from there on: what the graph kept goes with the
+    # process.
     kernarg_keep_push(<kernarg_keep*>data)
     if Py_IsInitialized():
         Py_AddPendingCall(_drain_pending, NULL)
