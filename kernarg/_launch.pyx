@@ -1836,6 +1836,17 @@ cdef int _drain_pending(void* unused) noexcept with gil:
     return 0
 
 
+cdef kernarg_keep* _keep_node(object kept) except NULL:
+    """A new keep-alive node holding a reference to ``kept``."""
+    cdef kernarg_keep* node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
+    if node == NULL:
+        raise MemoryError()
+    Py_INCREF(kept)
+    node.obj = <PyObject*>kept
+    node.next = NULL
+    return node
+
+
 cdef void _keep_destroyed(void* data) noexcept nogil:
     # Runs on a driver thread without the GIL: no Python API here but Py_AddPendingCall, and
     # that only while the interpreter is up. The driver may run it late (the user object is
@@ -1865,12 +1876,7 @@ cdef class _DriverRelease:
     cdef kernarg_keep* node
 
     def __cinit__(self, kept):
-        self.node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
-        if self.node == NULL:
-            raise MemoryError()
-        Py_INCREF(kept)
-        self.node.obj = <PyObject*>kept
-        self.node.next = NULL
+        self.node = _keep_node(kept)
 
     def destroy(self):
         cdef kernarg_keep* node = self.node
@@ -1913,12 +1919,7 @@ cdef cydriver.CUuserObject _graph_keeps(cydriver.CUgraph graph, object kept,
     cdef cydriver.CUresult err
     cdef kernarg_keep* node
     _drain_released(NULL)
-    node = <kernarg_keep*>malloc(sizeof(kernarg_keep))
-    if node == NULL:
-        raise MemoryError()
-    Py_INCREF(kept)
-    node.obj = <PyObject*>kept
-    node.next = NULL
+    node = _keep_node(kept)
     err = cydriver.cuUserObjectCreate(&obj, node, _keep_destroyed, 1,
                                       cydriver.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
     if err != cydriver.CUDA_SUCCESS:
