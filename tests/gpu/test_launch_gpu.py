@@ -3432,7 +3432,8 @@ def test_a_child_forked_after_cuda_was_initialised_is_refused_cuda(ctx):
     assert run.stdout.split() == ["child", "3"], (run.stdout, run.stderr)
 
 
-GRAPHS_GO_WHILE_TRACED = r"""
+# A process of its own with a current context and `k`, the `fill` kernel of sys.argv[1].
+FILL_IN_A_PROCESS = r"""
 import sys, time
 from cuda.bindings import driver
 import kernarg
@@ -3445,6 +3446,9 @@ check(driver.cuInit(0))
 ctx = check(driver.cuDevicePrimaryCtxRetain(check(driver.cuDeviceGet(0))))
 check(driver.cuCtxSetCurrent(ctx))
 k = kernarg.Kernel.from_source(sys.argv[1], "fill")
+"""
+
+GRAPHS_GO_WHILE_TRACED = FILL_IN_A_PROCESS + r"""
 memory = check(driver.cuMemAlloc(4 * 32))
 log = []
 
@@ -3505,19 +3509,7 @@ def test_graphs_going_while_their_arguments_go_do_not_hang_a_traced_interpreter(
     assert run.stdout.split() == ["a", "a-on", "b", "call"], (run.stdout, run.stderr)
 
 
-GRAPH_GOES_AT_EXIT = r"""
-import sys
-from cuda.bindings import driver
-import kernarg
-
-def check(result):
-    assert result[0] == driver.CUresult.CUDA_SUCCESS, result[0]
-    return result[1] if len(result) == 2 else None
-
-check(driver.cuInit(0))
-ctx = check(driver.cuDevicePrimaryCtxRetain(check(driver.cuDeviceGet(0))))
-check(driver.cuCtxSetCurrent(ctx))
-k = kernarg.Kernel.from_source(sys.argv[1], "fill")
+GRAPH_GOES_AT_EXIT = FILL_IN_A_PROCESS + r"""
 graph = check(driver.cuGraphCreate(0))
 k.graph_node(graph, 1, 32, int(check(driver.cuMemAlloc(4 * 32))), 1.0, 32)
 check(driver.cuGraphDestroy(graph))
