@@ -1847,6 +1847,8 @@ cdef kernarg_keep* _keep_node(object kept) except NULL:
     return node
 
 
+@cython.profile(False)      # a KERNARG_DEBUG build's trace hooks would take the GIL here, on
+@cython.linetrace(False)    # the driver's thread, and after finalization crash in doing so
 cdef void _keep_destroyed(void* data) noexcept nogil:
     # Runs on a driver thread without the GIL: no Python API here but Py_AddPendingCall, and
     # that only while the interpreter is up. The driver may run it late (the user object is
@@ -1863,6 +1865,8 @@ cdef void _keep_destroyed(void* data) noexcept nogil:
 cdef kernarg_keep* _destroyed_at_exit = NULL     # _DriverRelease.destroy_at_exit's
 
 
+@cython.profile(False)      # runs after finalization: no trace hooks (see _keep_destroyed)
+@cython.linetrace(False)
 cdef void _destroy_at_exit() noexcept nogil:
     _keep_destroyed(_destroyed_at_exit)
 
