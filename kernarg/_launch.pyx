@@ -1814,7 +1814,7 @@ cdef extern from *:
     int Py_IsInitialized() noexcept nogil
 
 
-cdef int _drain_released(void* unused) noexcept:
+cdef void _drain_released() noexcept:
     """Drop the references of every keep-alive whose graph is gone (with the GIL)."""
     cdef kernarg_keep* node = kernarg_keep_take_all()
     cdef kernarg_keep* nxt
@@ -1823,7 +1823,6 @@ cdef int _drain_released(void* unused) noexcept:
         Py_XDECREF(node.obj)
         free(node)
         node = nxt
-    return 0
 
 
 @cython.profile(False)      # a KERNARG_DEBUG build's own trace events must not straddle the
@@ -1831,7 +1830,7 @@ cdef int _drain_released(void* unused) noexcept:
 cdef int _drain_pending(void* unused) noexcept with gil:
     """_drain_released as the interpreter's pending call, untraced on 3.11 (see above)."""
     kernarg_untraced_begin()
-    _drain_released(NULL)
+    _drain_released()
     kernarg_untraced_end()
     return 0
 
@@ -1922,7 +1921,7 @@ cdef cydriver.CUuserObject _graph_keeps(cydriver.CUgraph graph, object kept,
     cdef cydriver.CUuserObject obj
     cdef cydriver.CUresult err
     cdef kernarg_keep* node
-    _drain_released(NULL)
+    _drain_released()
     node = _keep_node(kept)
     err = cydriver.cuUserObjectCreate(&obj, node, _keep_destroyed, 1,
                                       cydriver.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
