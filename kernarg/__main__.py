@@ -12,9 +12,7 @@ def _info() -> int:
     from kernarg import _stream
 
     print(f"kernarg {kernarg.__version__} (Python {sys.version.split()[0]})")
-    policy = "per-thread (2)" if _stream._POLICY_DEFAULT == 2 else "legacy (1)"
-    env = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "<unset>")
-    print(f"default stream: {policy}; CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM={env}")
+    print(_default_stream_line(_stream))
     try:
         from kernarg import _launch
 
@@ -33,7 +31,10 @@ def _info() -> int:
     try:
         (err,) = driver.cuInit(0)
     except Exception as exc:   # the driver library itself could not be loaded
-        print(f"no CUDA driver/GPU found ({type(exc).__name__}: {exc})")
+        if isinstance(exc, ValueError) and _stream._ENV_PROBLEM is not None:
+            print(f"the CUDA driver was not loaded: {_stream._ENV_PER_THREAD} (above)")
+        else:
+            print(f"no CUDA driver/GPU found ({type(exc).__name__}: {exc})")
         return 0
     if err != driver.CUresult.CUDA_SUCCESS:
         print(f"no CUDA driver/GPU found (cuInit: {err.name})")
@@ -121,6 +122,22 @@ def _nvrtc_line() -> bool:
           f"CCCL headers: {cccl_include_dir() or 'not found'}")
     print(f"compilation cache on disk: {cache_dir() or 'off'} (KERNARG_CACHE_DIR)")
     return True
+
+
+def _default_stream_line(_stream) -> str:
+    """The default-stream policy, what stream 0 means where the running cuda-bindings reads
+    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM otherwise, and a value that stops it."""
+    names = {1: "legacy (1)", 2: "per-thread (2)"}
+    value = os.environ.get(_stream._ENV_PER_THREAD)
+    line = (f"default stream: {names[_stream._POLICY_DEFAULT]}; "
+            f"{_stream._ENV_PER_THREAD}={'<unset>' if value is None else repr(value)}")
+    if _stream._ENV_PROBLEM is not None:
+        return f"{line}\n  {_stream._ENV_PROBLEM}"
+    if _stream._NULL_STREAM != _stream._POLICY_DEFAULT:
+        line += (f"\n  stream 0 (the NULL stream) is the {names[_stream._NULL_STREAM]} one: "
+                 "this cuda-bindings loads the driver's per-thread functions for any value "
+                 "set (fixed in 12.9.7 and 13.3.0, NVIDIA/cuda-python#2076)")
+    return line
 
 
 def _bindings_line() -> str:

@@ -847,13 +847,25 @@ cdef int _init_driver() except -1:
         try:
             err = cydriver.cuInit(0)
         except Exception as exc:   # libcuda could not be loaded at all
-            raise NoDriverError(f"no CUDA driver/GPU found: {exc}") from exc
+            raise _driver_load_error(exc) from exc
         if err == cydriver.CUDA_ERROR_NO_DEVICE or err == cydriver.CUDA_ERROR_NOT_INITIALIZED:
             raise NoDriverError(f"no CUDA driver/GPU found ({_error_name(err)})",
                                 _error_name(err), <int>err)
         _check(err, "cuInit")
         _driver_state = True
     return 0
+
+
+def _driver_load_error(exc):
+    """The error for cuda.bindings failing to load the driver with ``exc``: a CudaError naming
+    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM where its value stopped cuda.bindings (a
+    ValueError from int(), which says neither the variable nor that a driver is there), else
+    NoDriverError."""
+    from kernarg import _stream
+
+    if isinstance(exc, ValueError) and _stream._ENV_PROBLEM is not None:
+        return CudaError(_stream._ENV_PROBLEM)
+    return NoDriverError(f"no CUDA driver/GPU found: {exc}")
 
 
 def _after_fork_in_child():

@@ -46,6 +46,7 @@ cdef extern from *:
     bint kernarg_is_method_descriptor(PyObject* f) noexcept
 
 import os
+import re
 import threading
 
 __all__ = [
@@ -81,27 +82,86 @@ _local = _Local()
 # default without a look at the thread-local stack. Changed only with the GIL held.
 cdef Py_ssize_t _open_blocks = 0
 cdef uint64_t _policy = 1
+# What stream handle 0 (the NULL stream) means to the driver functions cuda.bindings loaded:
+# what DLPack producers are told for a launch on 0. Equal to the policy except where the running
+# cuda-bindings misreads the variable (_env_reading).
+cdef uint64_t _null = 1
 
 
-def _policy_default():
-    # Same switch cuda.bindings reads; any non-zero integer selects the per-thread stream.
-    value = os.environ.get(_ENV_PER_THREAD, "0").strip() or "0"
+def _bindings_version():
+    """The running cuda-bindings' (major, minor, patch), or None where it cannot be read."""
+    from importlib.metadata import PackageNotFoundError, version
     try:
-        per_thread = int(value) != 0
+        text = version("cuda-bindings")
+    except PackageNotFoundError:     # installed without its metadata (a source tree, say)
+        try:
+            from cuda.bindings import __version__ as text
+        except ImportError:
+            return None
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    return tuple(int(part or 0) for part in found.groups()) if found else None
+
+
+def _reads_presence(bindings_version):
+    """Whether cuda-bindings ``bindings_version`` loads the per-thread driver functions for any
+    non-empty value of CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM, "0" included: 12.8.0 to
+    12.9.6 and 13.0.0 to 13.2.x tested only whether it was set (NVIDIA/cuda-python#2076,
+    fixed in 12.9.7 and 13.3.0; measured against tools/fakecuda, development.md)."""
+    v = bindings_version
+    return v is not None and (v < (12, 9, 7) or (13, 0, 0) <= v < (13, 3, 0))
+
+
+def _env_reading(value, bindings_version):
+    """``(policy, null, problem)`` for CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=``value``
+    (None: unset) under cuda-bindings ``bindings_version``.
+
+    ``policy`` is what ``None`` means to kernarg: the per-thread default stream (2) for a
+    non-zero integer, else the legacy one (1), as cuda.bindings documents the variable (and
+    cuda.core's default stream reads it). ``null`` is what handle 0 means to the driver
+    functions cuda.bindings loaded: the same, except that a cuda-bindings which reads only
+    whether the variable is set (_reads_presence) takes "0" as per-thread. ``problem`` is why
+    cuda.bindings cannot load the driver at all (a value int() refuses, where it reads the
+    value with int()), else None."""
+    if value is None:
+        return LEGACY_DEFAULT_STREAM, LEGACY_DEFAULT_STREAM, None
+    presence = _reads_presence(bindings_version)
+    try:
+        number = int(value)
     except ValueError:
-        per_thread = False
-    return PER_THREAD_DEFAULT_STREAM if per_thread else LEGACY_DEFAULT_STREAM
+        number = None
+    if presence:
+        null = PER_THREAD_DEFAULT_STREAM if value else LEGACY_DEFAULT_STREAM
+    elif number is None:
+        shown = ".".join(map(str, bindings_version)) if bindings_version else "?"
+        return LEGACY_DEFAULT_STREAM, LEGACY_DEFAULT_STREAM, (
+            f"{_ENV_PER_THREAD}={value!r} is not an integer: cuda-bindings {shown} reads it "
+            "with int() and so cannot load the CUDA driver; set it to 1 for the per-thread "
+            "default stream, or to 0 (or unset it) for the legacy one")
+    else:
+        null = PER_THREAD_DEFAULT_STREAM if number else LEGACY_DEFAULT_STREAM
+    # A value that is no integer but that cuda.bindings takes as set: None is its stream 0.
+    policy = null if number is None else (
+        PER_THREAD_DEFAULT_STREAM if number else LEGACY_DEFAULT_STREAM)
+    return policy, null, None
 
 
-_POLICY_DEFAULT = _policy_default()
+def _read_env():
+    value = os.environ.get(_ENV_PER_THREAD)
+    return _env_reading(value, _bindings_version() if value is not None else None)
+
+
+_POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM = _read_env()
 _policy = _POLICY_DEFAULT
+_null = _NULL_STREAM
 
 
 def _reload_policy():
-    """Re-read CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (it is read once at import)."""
-    global _POLICY_DEFAULT, _policy
-    _POLICY_DEFAULT = _policy_default()
+    """Re-read CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (it is read once at import) and
+    return the policy."""
+    global _POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM, _policy, _null
+    _POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM = _read_env()
     _policy = _POLICY_DEFAULT
+    _null = _NULL_STREAM
     return _POLICY_DEFAULT
 
 
@@ -116,10 +176,11 @@ cdef inline uint64_t _default_stream() except? 0:
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept:
     """Stream ``handle`` as DLPack's ``__dlpack__(stream=...)`` names it. Handle 0 is the NULL
     stream, which the driver calls of cuda.bindings (and so kernarg's launches) take as the
-    process policy's default: the legacy stream (1), or the per-thread one (2) when
-    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM selects it. The DLPack specification forbids 0
-    for CUDA as ambiguous, and producers refuse it (or read it as they please)."""
-    return _policy if handle == 0 else handle
+    legacy stream (1), or the per-thread one (2) where cuda.bindings loaded the per-thread
+    functions (CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM; _env_reading). The DLPack
+    specification forbids 0 for CUDA as ambiguous, and producers refuse it (or read it as they
+    please)."""
+    return _null if handle == 0 else handle
 
 
 def default_stream():
@@ -127,7 +188,8 @@ def default_stream():
 
     The innermost :func:`use_stream` of this thread, else the process policy: the legacy default
     stream (1), or the per-thread default stream (2) when
-    ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM`` is a non-zero integer.
+    ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM`` is a non-zero integer (a value that is no
+    integer: as the running cuda-bindings reads it, docs/launching.md).
     """
     return _default_stream()
 

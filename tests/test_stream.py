@@ -297,6 +297,7 @@ def test_bad_streams(bad, exc, fragment):
 
 def test_default_policy(monkeypatch):
     try:
+        monkeypatch.setattr(_stream, "_bindings_version", lambda: (13, 5, 0))
         monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
         assert _stream._reload_policy() == kernarg.PER_THREAD_DEFAULT_STREAM == 2
         assert kernarg.resolve_stream(None) == 2
@@ -305,6 +306,103 @@ def test_default_policy(monkeypatch):
         assert kernarg.resolve_stream(None) == 1
         monkeypatch.delenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM")
         assert _stream._reload_policy() == 1
+    finally:
+        monkeypatch.undo()
+        _stream._reload_policy()
+
+
+# cuda-bindings from 12.9.7 / 13.3.0 read the variable with int(); 12.8.0 - 12.9.6 and
+# 13.0.0 - 13.2.x only whether it was set (NVIDIA/cuda-python#2076). (policy, null stream).
+_READS = {
+    None: {"int": (1, 1), "presence": (1, 1)},
+    "0": {"int": (1, 1), "presence": (1, 2)},
+    " 00 ": {"int": (1, 1), "presence": (1, 2)},
+    "1": {"int": (2, 2), "presence": (2, 2)},
+    "-3": {"int": (2, 2), "presence": (2, 2)},
+    "yes": {"int": None, "presence": (2, 2)},
+    "": {"int": None, "presence": (1, 1)},
+}
+
+
+@pytest.mark.parametrize("version, reads", [
+    ((12, 8, 0), "presence"), ((12, 9, 6), "presence"), ((12, 9, 7), "int"),
+    ((12, 9, 10), "int"), ((13, 0, 0), "presence"), ((13, 2, 0), "presence"),
+    ((13, 3, 0), "int"), ((13, 5, 0), "int"), ((14, 0, 0), "int"), (None, "int"),
+])
+@pytest.mark.parametrize("value", list(_READS))
+def test_the_variable_is_read_as_the_running_cuda_bindings_reads_it(version, reads, value):
+    policy, null, problem = _stream._env_reading(value, version)
+    expected = _READS[value][reads]
+    if expected is None:       # cuda.bindings' int() refuses it: no driver call can work
+        assert (policy, null) == (1, 1)
+        shown = ".".join(map(str, version)) if version else "?"
+        assert problem == (f"CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM={value!r} is not an "
+                           f"integer: cuda-bindings {shown} reads it with int() and so cannot "
+                           "load the CUDA driver; set it to 1 for the per-thread default "
+                           "stream, or to 0 (or unset it) for the legacy one")
+    else:
+        assert (policy, null, problem) == (*expected, None)
+
+
+def test_the_null_stream_follows_cuda_bindings_and_none_the_value(monkeypatch):
+    # Under a cuda-bindings that loads the per-thread functions for "0", a launch on handle 0
+    # runs on the per-thread stream: DLPack producers are told 2 for it. None stays the
+    # legacy stream the value asks for (and that cuda.core's default stream is).
+    class Producer:
+        def __init__(self):
+            self.streams = []
+
+        def __dlpack__(self, *, stream=None, max_version=None):
+            self.streams.append(stream)
+            raise BufferError("recorded")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    try:
+        monkeypatch.setattr(_stream, "_bindings_version", lambda: (13, 2, 0))
+        monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0")
+        assert _stream._reload_policy() == 1
+        assert (_stream._NULL_STREAM, _stream._ENV_PROBLEM) == (2, None)
+        assert kernarg.resolve_stream(None) == kernarg.default_stream() == 1
+        assert kernarg.resolve_stream(0) == 0       # passed on: the driver reads it
+        prod = Producer()
+        for stream in (0, None, 5):
+            with pytest.raises(BufferError):
+                kernarg.pack((prod,), stream=stream)
+        assert prod.streams == [2, 1, 5]
+        monkeypatch.setattr(_stream, "_bindings_version", lambda: (13, 3, 0))
+        assert _stream._reload_policy() == 1 and _stream._NULL_STREAM == 1
+        with pytest.raises(BufferError):
+            kernarg.pack((prod,), stream=0)
+        assert prod.streams[-1] == 1
+    finally:
+        monkeypatch.undo()
+        _stream._reload_policy()
+
+
+def test_a_value_cuda_bindings_refuses_is_named_where_the_driver_would_load(monkeypatch):
+    # cuda.bindings' own error is int()'s ValueError, which names neither the variable nor the
+    # fact that a driver is there: kernarg says which variable, and it is no NoDriverError
+    # (a suite would skip its GPU tests as if there were no GPU).
+    from kernarg import _launch
+
+    try:
+        monkeypatch.setattr(_stream, "_bindings_version", lambda: (13, 5, 0))
+        monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "true")
+        _stream._reload_policy()
+        err = _launch._driver_load_error(ValueError("invalid literal for int() with base 10: "
+                                                    "'true'"))
+        assert type(err) is kernarg.CudaError
+        assert str(err).startswith("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM='true' is not "
+                                   "an integer: cuda-bindings 13.5.0 reads it with int()")
+        # A library that cannot be loaded is still no driver, whatever the variable says.
+        err = _launch._driver_load_error(RuntimeError("Failed to dlopen libcuda.so.1"))
+        assert type(err) is kernarg.NoDriverError
+        assert str(err) == "no CUDA driver/GPU found: Failed to dlopen libcuda.so.1"
+        monkeypatch.setenv("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
+        _stream._reload_policy()
+        assert type(_launch._driver_load_error(ValueError("x"))) is kernarg.NoDriverError
     finally:
         monkeypatch.undo()
         _stream._reload_policy()
@@ -385,3 +483,105 @@ def test_a_method_result_whose_reading_raises_is_said_so_either_way():
             kernarg.resolve_stream(CountingStream(Odd((0, 5, 6))))
         messages.append(str(info.value))
     assert messages[0] == messages[1]
+
+
+_LOADER_PROBE = r"""
+import json, sys
+from cuda.bindings import driver as d
+import kernarg
+from kernarg import _stream
+
+out = {"policy": _stream._POLICY_DEFAULT, "null": _stream._NULL_STREAM,
+       "problem": _stream._ENV_PROBLEM}
+try:
+    (err,) = d.cuInit(0)
+except ValueError:                     # cuda.bindings' int() refused the value
+    out["driver_null"] = None
+    try:
+        kernarg.Kernel.from_ptx(".version 8.0\n.target sm_90\n.address_size 64\n", "k")
+    except kernarg.CudaError as exc:
+        out["kernarg_error"] = [type(exc).__name__, str(exc)]
+else:
+    assert err == d.CUresult.CUDA_SUCCESS, err
+    err, dev = d.cuDeviceGet(0)
+    err, ctx = d.cuDevicePrimaryCtxRetain(dev)
+    (err,) = d.cuCtxSetCurrent(ctx)
+    ids = [d.cuStreamGetId(d.CUstream(h))[1] for h in (0, 1, 2)]
+    # The driver function cuda.bindings loaded says which stream handle 0 is.
+    out["driver_null"] = {ids[1]: 1, ids[2]: 2}[ids[0]]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("value", [None, "0", "1", "00", "yes", ""])
+def test_the_null_stream_is_what_the_loaded_driver_functions_take(value, tmp_path):
+    # Against the cuda-bindings this job installed (the lower-bounds job's reads only whether
+    # the variable is set) and tools/fakecuda, whose cuStreamGetId for the per-thread lookup
+    # flag takes handle 0 as the per-thread stream, as the driver's cuStreamGetId_ptsz does.
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "tools" / "fakecuda" / "run.sh"
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"}
+    if value is not None:
+        env["CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"] = value
+    script = tmp_path / "probe.py"
+    script.write_text(_LOADER_PROBE)
+    done = subprocess.run(["bash", str(run), sys.executable, str(script)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    if out["driver_null"] is None:
+        assert out["problem"] is not None
+        assert out["kernarg_error"] == ["CudaError", out["problem"]]
+        return
+    assert out["problem"] is None
+    assert out["null"] == out["driver_null"]
+    try:
+        number = int(value or "x")
+    except ValueError:
+        assert out["policy"] == out["driver_null"]      # set, but no integer: as cuda.bindings
+    else:
+        assert out["policy"] == (2 if number else 1)
+
+
+def test_info_says_what_stream_0_is_and_what_stops_cuda_bindings(monkeypatch):
+    from kernarg.__main__ import _default_stream_line
+
+    var = "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"
+    try:
+        monkeypatch.setenv(var, "0")
+        monkeypatch.setattr(_stream, "_bindings_version", lambda: (13, 2, 0))
+        _stream._reload_policy()
+        assert _default_stream_line(_stream) == (
+            f"default stream: legacy (1); {var}='0'\n"
+            "  stream 0 (the NULL stream) is the per-thread (2) one: this cuda-bindings loads "
+            "the driver's per-thread functions for any value set (fixed in 12.9.7 and 13.3.0, "
+            "NVIDIA/cuda-python#2076)")
+        monkeypatch.setattr(_stream, "_bindings_version", lambda: (13, 3, 0))
+        _stream._reload_policy()
+        assert _default_stream_line(_stream) == f"default stream: legacy (1); {var}='0'"
+        monkeypatch.setenv(var, "on")
+        _stream._reload_policy()
+        assert _default_stream_line(_stream) == (
+            f"default stream: legacy (1); {var}='on'\n  {_stream._ENV_PROBLEM}")
+        monkeypatch.delenv(var)
+        _stream._reload_policy()
+        assert _default_stream_line(_stream) == f"default stream: legacy (1); {var}=<unset>"
+    finally:
+        monkeypatch.undo()
+        _stream._reload_policy()
+
+
+def test_the_running_cuda_bindings_version_is_read():
+    from importlib.metadata import version
+
+    import cuda.bindings
+
+    parts = version("cuda-bindings").split(".")
+    found = _stream._bindings_version()
+    assert found[:2] == (int(parts[0]), int(parts[1])) and len(found) == 3
+    assert cuda.bindings.__version__.startswith(".".join(map(str, found[:2])))

@@ -547,6 +547,12 @@ static CUresult fk_StreamGetId(CUstream h, unsigned long long* id) {
     *id = (uintptr_t)s;
     return e;
 }
+/* What cuGetProcAddress gives for cuStreamGetId with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+   (cuStreamGetId_ptsz): there the NULL stream is the per-thread one. The one function where
+   fakecuda models the flag, so a test can see how cuda.bindings loaded the driver. */
+static CUresult fk_StreamGetId_ptsz(CUstream h, unsigned long long* id) {
+    return fk_StreamGetId(h ? h : CU_STREAM_PER_THREAD, id);
+}
 
 static CUresult fk_StreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     Stream* s;
@@ -2819,9 +2825,10 @@ static const struct { const char* name; void* fn; } table[] = {
 
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult* status) {
-    (void)flags;
     *pfn = NULL;
     if (!strcmp(symbol, "cuGetProcAddress")) *pfn = (void*)cuGetProcAddress_v2;
+    else if (!strcmp(symbol, "cuStreamGetId") && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+        *pfn = (void*)fk_StreamGetId_ptsz;
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo"))  /* the ABI changed in 12.3 */
         *pfn = version >= 12030 ? (void*)fk_StreamGetCaptureInfo_v3 : (void*)fk_StreamGetCaptureInfo_v2;
     else if (!strcmp(symbol, "cuStreamGetCaptureInfo_v2")) *pfn = (void*)fk_StreamGetCaptureInfo_v2;
@@ -2841,7 +2848,8 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
                 break;
             }
         }
-    trace("cuGetProcAddress(%s, %d) -> %s", symbol, version, *pfn ? "found" : "not found");
+    trace("cuGetProcAddress(%s, %d, flags %llu) -> %s", symbol, version, (unsigned long long)flags,
+          *pfn ? "found" : "not found");
     if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
