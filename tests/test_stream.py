@@ -485,68 +485,6 @@ def test_a_method_result_whose_reading_raises_is_said_so_either_way():
     assert messages[0] == messages[1]
 
 
-_LOADER_PROBE = r"""
-import json, sys
-from cuda.bindings import driver as d
-import kernarg
-from kernarg import _stream
-
-out = {"policy": _stream._POLICY_DEFAULT, "null": _stream._NULL_STREAM,
-       "problem": _stream._ENV_PROBLEM}
-try:
-    (err,) = d.cuInit(0)
-except ValueError:                     # cuda.bindings' int() refused the value
-    out["driver_null"] = None
-    try:
-        kernarg.Kernel.from_ptx(".version 8.0\n.target sm_90\n.address_size 64\n", "k")
-    except kernarg.CudaError as exc:
-        out["kernarg_error"] = [type(exc).__name__, str(exc)]
-else:
-    assert err == d.CUresult.CUDA_SUCCESS, err
-    err, dev = d.cuDeviceGet(0)
-    err, ctx = d.cuDevicePrimaryCtxRetain(dev)
-    (err,) = d.cuCtxSetCurrent(ctx)
-    ids = [d.cuStreamGetId(d.CUstream(h))[1] for h in (0, 1, 2)]
-    # The driver function cuda.bindings loaded says which stream handle 0 is.
-    out["driver_null"] = {ids[1]: 1, ids[2]: 2}[ids[0]]
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.parametrize("value", [None, "0", "1", "00", "yes", ""])
-def test_the_null_stream_is_what_the_loaded_driver_functions_take(value, tmp_path):
-    # Against the cuda-bindings this job installed (the lower-bounds job's reads only whether
-    # the variable is set) and tools/fakecuda, whose cuStreamGetId for the per-thread lookup
-    # flag takes handle 0 as the per-thread stream, as the driver's cuStreamGetId_ptsz does.
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    run = Path(__file__).resolve().parents[1] / "tools" / "fakecuda" / "run.sh"
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"}
-    if value is not None:
-        env["CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"] = value
-    script = tmp_path / "probe.py"
-    script.write_text(_LOADER_PROBE)
-    done = subprocess.run(["bash", str(run), sys.executable, str(script)], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
-    if out["driver_null"] is None:
-        assert out["problem"] is not None
-        assert out["kernarg_error"] == ["CudaError", out["problem"]]
-        return
-    assert out["problem"] is None
-    assert out["null"] == out["driver_null"]
-    try:
-        number = int(value or "x")
-    except ValueError:
-        assert out["policy"] == out["driver_null"]      # set, but no integer: as cuda.bindings
-    else:
-        assert out["policy"] == (2 if number else 1)
-
 
 def test_info_says_what_stream_0_is_and_what_stops_cuda_bindings(monkeypatch):
     from kernarg.__main__ import _default_stream_line

@@ -3778,3 +3778,67 @@ def test_capture_waits_on_a_producer_forked_into_the_graph(ctx):
     exe = check(driver.cuGraphInstantiate(graph, 0))
     check(driver.cuGraphLaunch(exe, capturing))
     assert struct.unpack("<i", dst.read())[0] == 1234
+
+
+# What stream handle 0 is to the driver functions cuda.bindings loaded (cuStreamGetId through
+# them: the per-thread variant takes 0 as the per-thread stream), next to kernarg's reading of
+# CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM.
+NULL_STREAM_IN_A_PROCESS = r"""
+import json
+from cuda.bindings import driver as d
+import kernarg
+from kernarg import _stream
+
+out = {"policy": _stream._POLICY_DEFAULT, "null": _stream._NULL_STREAM,
+       "problem": _stream._ENV_PROBLEM}
+try:
+    (err,) = d.cuInit(0)
+except ValueError:                     # cuda.bindings' int() refused the value
+    out["driver_null"] = None
+    try:
+        kernarg.Kernel.from_ptx(".version 8.0\n.target sm_90\n.address_size 64\n", "k")
+    except kernarg.CudaError as exc:
+        out["kernarg_error"] = [type(exc).__name__, str(exc)]
+else:
+    assert err == d.CUresult.CUDA_SUCCESS, err
+    err, dev = d.cuDeviceGet(0)
+    err, ctx = d.cuDevicePrimaryCtxRetain(dev)
+    (err,) = d.cuCtxSetCurrent(ctx)
+    ids = [d.cuStreamGetId(d.CUstream(h))[1] for h in (0, 1, 2)]
+    out["driver_null"] = {ids[1]: 1, ids[2]: 2}[ids[0]]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("value", [None, "0", "1", "00", "yes", ""])
+def test_the_null_stream_is_what_the_loaded_driver_functions_take(value):
+    """kernarg's reading of CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM against the running
+    cuda-bindings' loader: 12.8.0-12.9.6 and 13.0-13.2 load the per-thread functions for any
+    value set, "0" included; later ones read it with int() and refuse what is no integer
+    (test_stream.py has the table). Against tools/fakecuda, whose cuStreamGetId honours the
+    per-thread lookup flag, it fails for a cuda-bindings 13.2.0 build without the table."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    var = "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"
+    env = {k: v for k, v in os.environ.items() if k != var}
+    if value is not None:
+        env[var] = value
+    done = subprocess.run([sys.executable, "-c", NULL_STREAM_IN_A_PROCESS], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    if out["driver_null"] is None:
+        assert out["problem"] is not None
+        assert out["kernarg_error"] == ["CudaError", out["problem"]]
+        return
+    assert out["problem"] is None
+    assert out["null"] == out["driver_null"]
+    try:
+        number = int(value or "x")
+    except ValueError:
+        assert out["policy"] == out["driver_null"]      # set, but no integer: as cuda.bindings
+    else:
+        assert out["policy"] == (2 if number else 1)
