@@ -124,12 +124,11 @@ def _env_reading(value, bindings_version):
     value with int()), else None."""
     if value is None:
         return LEGACY_DEFAULT_STREAM, LEGACY_DEFAULT_STREAM, None
-    presence = _reads_presence(bindings_version)
     try:
         number = int(value)
     except ValueError:
         number = None
-    if presence:
+    if _reads_presence(bindings_version):
         null = PER_THREAD_DEFAULT_STREAM if value else LEGACY_DEFAULT_STREAM
     elif number is None:
         shown = ".".join(map(str, bindings_version)) if bindings_version else "?"
@@ -139,10 +138,9 @@ def _env_reading(value, bindings_version):
             "default stream, or to 0 (or unset it) for the legacy one")
     else:
         null = PER_THREAD_DEFAULT_STREAM if number else LEGACY_DEFAULT_STREAM
-    # A value that is no integer but that cuda.bindings takes as set: None is its stream 0.
-    policy = null if number is None else (
-        PER_THREAD_DEFAULT_STREAM if number else LEGACY_DEFAULT_STREAM)
-    return policy, null, None
+    if number is None:      # no integer, but cuda.bindings takes it as set: None is its stream 0
+        return null, null, None
+    return PER_THREAD_DEFAULT_STREAM if number else LEGACY_DEFAULT_STREAM, null, None
 
 
 def _read_env():
