@@ -1258,15 +1258,32 @@ def test_programmatic_dependent_launch_starts_before_its_primary_ends(ctx, how):
     check(driver.cuStreamDestroy(stream))
 
 
+class _EdgeData(ctypes.Structure):
+    """cuda.h's CUgraphEdgeData."""
+    _fields_ = [("from_port", ctypes.c_ubyte), ("to_port", ctypes.c_ubyte),
+                ("type", ctypes.c_ubyte), ("reserved", ctypes.c_ubyte * 5)]
+
+
 def _edges(graph):
     """``[(from, to, from_port, type), ...]``: the graph's edges with their data, the nodes as
-    ints, from cuGraphGetEdges with edge data (cuda.bindings 12.x names it
-    cuGraphGetEdges_v2)."""
-    get = getattr(driver, "cuGraphGetEdges_v2", None) or driver.cuGraphGetEdges
-    count = check(get(graph, 0))[-1]
-    sources, targets, data, count = check(get(graph, count))
-    return [(int(a), int(b), d.from_port, d.type)
-            for a, b, d in zip(sources[:count], targets[:count], data[:count], strict=True)]
+    ints, from the driver's cuGraphGetEdges with edge data (its 12.3 ABI), called through
+    ctypes: cuda.bindings before 13.3 gives back edge data whose memory it has already freed
+    (NVIDIA/cuda-python#1804; under 13.2.0 the test read from_port 158, type 145 where the
+    driver had 1 and 1)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuGetProcAddress_v2.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p]
+    fn = ctypes.c_void_p()
+    assert lib.cuGetProcAddress_v2(b"cuGraphGetEdges", ctypes.byref(fn), 12030, 0, None) == 0
+    get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t))(fn.value)
+    count = ctypes.c_size_t(0)
+    assert get(int(graph), None, None, None, ctypes.byref(count)) == 0
+    sources, targets = (ctypes.c_void_p * count.value)(), (ctypes.c_void_p * count.value)()
+    data = (_EdgeData * count.value)()
+    assert get(int(graph), sources, targets, data, ctypes.byref(count)) == 0
+    return [(sources[i] or 0, targets[i] or 0, data[i].from_port, data[i].type)
+            for i in range(count.value)]
 
 
 ORDER = r"""
