@@ -89,15 +89,13 @@ cdef uint64_t _null = 1
 
 
 def _bindings_version():
-    """The running cuda-bindings' (major, minor, patch), or None where it cannot be read."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The running cuda-bindings' (major, minor, patch), or None where it cannot be read: the
+    imported package's own, which kernarg's launcher imports anyway (importlib.metadata alone
+    took 23 ms to import, and could name another installation)."""
     try:
-        text = version("cuda-bindings")
-    except PackageNotFoundError:     # installed without its metadata (a source tree, say)
-        try:
-            from cuda.bindings import __version__ as text
-        except ImportError:
-            return None
+        from cuda.bindings import __version__ as text
+    except ImportError:
+        return None
     found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text))
     return tuple(int(part or 0) for part in found.groups()) if found else None
 
