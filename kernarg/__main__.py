@@ -31,7 +31,7 @@ def _info() -> int:
     try:
         (err,) = driver.cuInit(0)
     except Exception as exc:   # the driver library itself could not be loaded
-        if isinstance(exc, ValueError) and _stream._ENV_PROBLEM is not None:
+        if _stream._env_stopped(exc):
             print(f"the CUDA driver was not loaded: {_stream._ENV_PER_THREAD} (above)")
         else:
             print(f"no CUDA driver/GPU found ({type(exc).__name__}: {exc})")

@@ -863,7 +863,7 @@ def _driver_load_error(exc):
     NoDriverError."""
     from kernarg import _stream
 
-    if isinstance(exc, ValueError) and _stream._ENV_PROBLEM is not None:
+    if _stream._env_stopped(exc):
         return CudaError(_stream._ENV_PROBLEM)
     return NoDriverError(f"no CUDA driver/GPU found: {exc}")
 

@@ -151,6 +151,12 @@ _policy = _POLICY_DEFAULT
 _null = _NULL_STREAM
 
 
+def _env_stopped(exc):
+    """Whether ``exc``, raised by cuda.bindings as it loaded the driver, is its int() refusing
+    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (then ``_ENV_PROBLEM`` says so)."""
+    return isinstance(exc, ValueError) and _ENV_PROBLEM is not None
+
+
 def _reload_policy():
     """Re-read CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (it is read once at import) and
     return the policy."""
