@@ -84,11 +84,14 @@ def test_million_packs_every_kind_flat():
 
 def test_dlpack_packs_release_every_capsule():
     prod = DLPackProducer(0x3000)
+    # A baseline, not a literal: CPython 3.14 passes a local to getrefcount without a new
+    # reference (it reads 1 where 3.13 reads 2).
+    before = sys.getrefcount(prod)
     for _ in range(20_000):
         kernarg.pack((prod, 1, prod))
     gc.collect()
     assert prod.exported == 40_000 and prod.deleted == 40_000
-    assert sys.getrefcount(prod) == 2
+    assert sys.getrefcount(prod) == before
 
 
 def test_error_paths_do_not_leak():
