@@ -161,6 +161,7 @@ _DL_DEVICE_NAMES = {
     1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
     9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev", 13: "kDLCUDAManaged",
     14: "kDLOneAPI", 15: "kDLWebGPU", 16: "kDLHexagon", 17: "kDLMAIA",
+    18: "kDLTrn",       # DLPack 1.2: AWS Trainium
 }
 
 _ACCEPTED = (

@@ -395,7 +395,8 @@ def test_dlpack_cpu_memory_refused_with_cpu_message():
     assert prod.exported == 0   # refused from __dlpack_device__, nothing exported
 
 
-@pytest.mark.parametrize("device, name", [((10, 0), "kDLROCM"), ((99, 0), "unknown")])
+@pytest.mark.parametrize("device, name", [((10, 0), "kDLROCM"), ((18, 0), r"kDLTrn \(18\)"),
+                                          ((99, 0), r"unknown \(99\)")])
 def test_dlpack_other_devices_refused(device, name):
     with pytest.raises(TypeError, match=f"argument 0.*{name}"):
         kernarg.pack((DLPackProducer(PTR, device=device),))
