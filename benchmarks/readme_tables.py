@@ -2,6 +2,7 @@
 
     python benchmarks/readme_tables.py benchmarks/results/pack-cpu-x86_64-py311.json
     python benchmarks/readme_tables.py bench-gpu.json     # from `bench --gpu-only` on a GPU
+    python benchmarks/readme_tables.py --pythons A.json B.json ...   # runs side by side
 
 The README's "Measured results" tables are this script's output for the committed JSON, so
 they can be regenerated whenever the benchmark is re-recorded, rather than edited by hand.
@@ -171,7 +172,33 @@ def pinned_numpy(result: dict) -> list[str]:
     return interop_gpu({"rows": result.get("pinned_numpy", [])})
 
 
+def pythons(results: list[dict]) -> list[str]:
+    """The packing rows of runs on different Pythons (or the same one, again), one column per
+    run in the order given: kernarg's time and its speed-up over ParamHolder in that run."""
+    def title(result):
+        return f"{result['machine']['python']}, {result['date']}"
+    lines = ["| case | " + " | ".join(title(r) for r in results) + " |",
+             "|---|" + "---:|" * len(results)]
+    for i, row in enumerate(results[0]["rows"]):
+        cells = []
+        for result in results:
+            other = result["rows"][i]
+            assert other["case"] == row["case"], (other["case"], row["case"])
+            speedup = other.get("speedup_vs_paramholder")
+            cells.append(_ns(other["kernarg_ns"])
+                         + ("" if speedup is None else f", {_x(speedup, bold=True)}"))
+        lines.append(f"| {row['case']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) > 2 and argv[1] == "--pythons":
+        results = []
+        for path in argv[2:]:
+            with open(path) as f:
+                results.append(json.load(f))
+        print("\n".join(pythons(results)))
+        return 0
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

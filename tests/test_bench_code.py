@@ -601,3 +601,21 @@ def test_bench_writes_the_launch_results_before_the_next_part_runs(monkeypatch, 
     assert cli.main(["bench", "--gpu-only", "--json", str(path)]) == 0
     assert seen[0]["launch"] == {"rows": [{"nargs": 0}]} and "interop_gpu" not in seen[0]
     assert json.loads(path.read_text())["interop_gpu"] == {"rows": []}
+
+
+def test_readme_python_314_table_matches_the_committed_runs():
+    # The README's CPython 3.14 table is readme_tables.py --pythons of the four runs of
+    # 2026-12-02, in the order they ran.
+    import io
+    from contextlib import redirect_stdout
+
+    runs = [os.path.join(ROOT, "benchmarks", "results", f"pack-cpu-x86_64-{name}.json")
+            for name in ("py314-2026-12-02", "py311-2026-12-02", "py314-2026-12-02b",
+                         "py311-2026-12-02b")]
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert _script("readme_tables").main(["readme_tables", "--pythons", *runs]) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 + 7 and "3.14.10" in lines[0] and "3.11.7" in lines[0]
+    readme = _readme()
+    assert [line for line in lines if line not in readme] == []
