@@ -183,7 +183,9 @@ def pythons(results: list[dict]) -> list[str]:
         cells = []
         for result in results:
             other = result["rows"][i]
-            assert other["case"] == row["case"], (other["case"], row["case"])
+            if other["case"] != row["case"]:
+                raise ValueError(f"run {result['date']} on {result['machine']['python']} has "
+                                 f"case {other['case']!r} where the first has {row['case']!r}")
             speedup = other.get("speedup_vs_paramholder")
             cells.append(_ns(other["kernarg_ns"])
                          + ("" if speedup is None else f", {_x(speedup, bold=True)}"))
