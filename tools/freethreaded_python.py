@@ -129,8 +129,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(_tarball(ver, tmp)) as tf:
             tf.extractall(tmp, filter="data")
-        src = next(os.path.join(tmp, d) for d in os.listdir(tmp)
-                   if os.path.isfile(os.path.join(tmp, d, "configure")))
+        src = next((os.path.join(tmp, d) for d in os.listdir(tmp)
+                    if os.path.isfile(os.path.join(tmp, d, "configure"))), None)
+        if src is None:
+            _fail("the tarball holds no folder with a configure script")
         _run(["./configure", f"--prefix={dest}", "--disable-gil", "--with-ensurepip=install"],
              src, log)
         _run(["make", f"-j{os.cpu_count() or 1}"], src, log)
