@@ -13,6 +13,7 @@ import json
 import platform
 import statistics
 import sys
+import sysconfig
 import time
 import timeit
 
@@ -391,7 +392,11 @@ def run(quick: bool = False, json_path: str | None = None, file=sys.stdout) -> d
 
 
 def machine() -> dict:
-    return {"python": sys.version.split()[0], "platform": platform.platform(),
+    """The Python (its version, with "t" for a free-threaded build, as in python3.14t), the
+    platform and the processor a run was measured on."""
+    free_threaded = sysconfig.get_config_var("Py_GIL_DISABLED")
+    return {"python": sys.version.split()[0] + ("t" if free_threaded else ""),
+            "platform": platform.platform(),
             "processor": platform.processor() or platform.machine()}
 
 

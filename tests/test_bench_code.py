@@ -619,3 +619,34 @@ def test_readme_python_314_table_matches_the_committed_runs():
     assert len(lines) == 2 + 7 and "3.14.10" in lines[0] and "3.11.7" in lines[0]
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
+
+
+def test_readme_free_threaded_table_matches_the_committed_runs():
+    # The README's free-threaded table: readme_tables.py --pythons of the six alternating runs
+    # on 3.14.4 and 3.14.4t, in the order they ran; the free-threaded runs name the build.
+    import io
+    from contextlib import redirect_stdout
+
+    runs = [os.path.join(ROOT, "benchmarks", "results", f"pack-cpu-x86_64-{name}.json")
+            for i in (1, 2, 3) for name in (f"py3144-2026-12-02-{i}", f"py3144t-2026-12-02-{i}")]
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert _script("readme_tables").main(["readme_tables", "--pythons", *runs]) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 + 7
+    assert lines[0].count("3.14.4t,") == 3 and lines[0].count("3.14.4,") == 3
+    readme = _readme()
+    assert [line for line in lines if line not in readme] == []
+
+
+def test_machine_names_a_free_threaded_build(monkeypatch):
+    import sysconfig
+
+    from kernarg import _bench
+
+    real = sysconfig.get_config_var
+    for flag, suffix in ((1, "t"), (0, ""), (None, "")):
+        monkeypatch.setattr(sysconfig, "get_config_var",
+                            lambda name, flag=flag: flag if name == "Py_GIL_DISABLED"
+                            else real(name))
+        assert _bench.machine()["python"] == sys.version.split()[0] + suffix
