@@ -603,19 +603,25 @@ def test_bench_writes_the_launch_results_before_the_next_part_runs(monkeypatch, 
     assert json.loads(path.read_text())["interop_gpu"] == {"rows": []}
 
 
-def test_readme_python_314_table_matches_the_committed_runs():
-    # The README's CPython 3.14 table is readme_tables.py --pythons of the four runs of
-    # 2026-12-02, in the order they ran.
+def _pythons_table(names):
+    """readme_tables.py --pythons of the committed packing runs ``pack-cpu-x86_64-<name>.json``,
+    as lines."""
     import io
     from contextlib import redirect_stdout
 
     runs = [os.path.join(ROOT, "benchmarks", "results", f"pack-cpu-x86_64-{name}.json")
-            for name in ("py314-2026-12-02", "py311-2026-12-02", "py314-2026-12-02b",
-                         "py311-2026-12-02b")]
+            for name in names]
     out = io.StringIO()
     with redirect_stdout(out):
         assert _script("readme_tables").main(["readme_tables", "--pythons", *runs]) == 0
-    lines = out.getvalue().splitlines()
+    return out.getvalue().splitlines()
+
+
+def test_readme_python_314_table_matches_the_committed_runs():
+    # The README's CPython 3.14 table is readme_tables.py --pythons of the four runs of
+    # 2026-12-02, in the order they ran.
+    lines = _pythons_table(("py314-2026-12-02", "py311-2026-12-02", "py314-2026-12-02b",
+                            "py311-2026-12-02b"))
     assert len(lines) == 2 + 7 and "3.14.10" in lines[0] and "3.11.7" in lines[0]
     readme = _readme()
     assert [line for line in lines if line not in readme] == []
@@ -624,15 +630,8 @@ def test_readme_python_314_table_matches_the_committed_runs():
 def test_readme_free_threaded_table_matches_the_committed_runs():
     # The README's free-threaded table: readme_tables.py --pythons of the six alternating runs
     # on 3.14.4 and 3.14.4t, in the order they ran; the free-threaded runs name the build.
-    import io
-    from contextlib import redirect_stdout
-
-    runs = [os.path.join(ROOT, "benchmarks", "results", f"pack-cpu-x86_64-{name}.json")
-            for i in (1, 2, 3) for name in (f"py3144-2026-12-02-{i}", f"py3144t-2026-12-02-{i}")]
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert _script("readme_tables").main(["readme_tables", "--pythons", *runs]) == 0
-    lines = out.getvalue().splitlines()
+    lines = _pythons_table([name for i in (1, 2, 3)
+                            for name in (f"py3144-2026-12-02-{i}", f"py3144t-2026-12-02-{i}")])
     assert len(lines) == 2 + 7
     assert lines[0].count("3.14.4t,") == 3 and lines[0].count("3.14.4,") == 3
     readme = _readme()
