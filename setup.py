@@ -1,5 +1,6 @@
 """Build the Cython extensions. Set KERNARG_DEBUG=1 for line tracing and internal asserts."""
 import os
+import sysconfig
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -7,6 +8,15 @@ from setuptools import Extension, setup
 DEBUG = os.environ.get("KERNARG_DEBUG", "0") not in ("", "0")
 
 directives = {"language_level": 3, "embedsignature": True, "binding": True}
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    # A free-threaded CPython keeps the GIL off: every way into kernarg's modules takes one
+    # critical section there (kernarg/_guard.h). Cython >= 3.1 knows the directive.
+    import Cython
+
+    if tuple(int(p) for p in Cython.__version__.split(".")[:2]) < (3, 1):
+        raise RuntimeError(f"a free-threaded CPython needs Cython >= 3.1 to build kernarg, "
+                           f"found {Cython.__version__}")
+    directives["freethreading_compatible"] = True
 macros = []
 compile_args = ["-O3"]
 if DEBUG:

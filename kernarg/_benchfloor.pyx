@@ -8,6 +8,8 @@ compares kernarg.pack against it.
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.string cimport memcpy
 
+from kernarg._stream cimport guard_module
+
 __all__ = ["copy_ints"]
 
 cdef long long _buf[4096]
@@ -24,3 +26,7 @@ def copy_ints(tuple args):
         value = <long long><object>PyTuple_GET_ITEM(args, i)   # Cython's inline coercion
         memcpy(&_buf[i], &value, 8)
         _argv[i] = &_buf[i]
+
+
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
+guard_module(globals(), __name__)

@@ -23,13 +23,14 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 
 from kernarg._cdefs cimport tuple_items
 from kernarg._signature cimport Signature, pack_typed_state, with_defaults
-from kernarg._stream cimport stream_handle
+from kernarg._stream cimport guard_module, kernarg_section, state_enter, state_leave, stream_handle
 
 import os
 
 __all__ = ["get_include"]
 
-# sizes for callers that pass none: never read back (the GIL serialises writers).
+# sizes for callers that pass none: never read back (the GIL, or kernarg's critical section on
+# a free-threaded build, serialises writers).
 cdef uint16_t _scratch_sizes[KERNARG_MAX_PARAM_BYTES]
 
 
@@ -78,7 +79,19 @@ cdef int _pack_block(object signature, object args, object stream, int device,
                      kernarg_block* block) except -1:
     """Pack into the caller's block, typed when ``signature`` is not None, refusing arrays
     known to live on another CUDA device than ``device`` (-1: no check). On error the block is
-    left empty (capsules consumed so far are released)."""
+    left empty (capsules consumed so far are released). C callers come in here, not through a
+    guarded Python entry point: on a free-threaded build this takes kernarg's critical
+    section (_guard.h)."""
+    cdef kernarg_section cs
+    state_enter(&cs)
+    try:
+        return _pack_block_held(signature, args, stream, device, block)
+    finally:
+        state_leave(&cs)
+
+
+cdef int _pack_block_held(object signature, object args, object stream, int device,
+                          kernarg_block* block) except -1:
     cdef tuple t = as_arg_tuple(args, "kernarg")
     cdef BlockState st
     if signature is not None:
@@ -122,9 +135,18 @@ cdef int pack_signature_into_block(object signature, object args, object stream,
 
 cdef int release_block(kernarg_block* block) except -1:
     """Drop the block's references and run DLPack deleters, exactly once (idempotent)."""
-    cdef BlockState st
+    cdef kernarg_section cs
     if block == NULL:
         return 0
+    state_enter(&cs)
+    try:
+        return _release_block_held(block)
+    finally:
+        state_leave(&cs)
+
+
+cdef int _release_block_held(kernarg_block* block) except -1:
+    cdef BlockState st
     keep = block.keep
     block.keep = NULL
     memset(&st, 0, sizeof(BlockState))
@@ -176,9 +198,14 @@ cdef int _c_release(kernarg_block* block) except -1:
 
 
 cdef int _c_resolve_stream(PyObject* stream, uint64_t* handle) except -1:
+    cdef kernarg_section cs
     if handle == NULL:
         raise ValueError("kernarg: handle is NULL")
-    handle[0] = stream_handle(None if stream == NULL else <object>stream)
+    state_enter(&cs)
+    try:
+        handle[0] = stream_handle(None if stream == NULL else <object>stream)
+    finally:
+        state_leave(&cs)
     return 0
 
 
@@ -203,3 +230,6 @@ _api.pack_signature_device = _c_pack_signature_device
 
 #: The C API table (see kernarg.h); C code gets it with import_kernarg().
 _C_API = PyCapsule_New(<void*>&_api, b"kernarg._C_API", NULL)
+
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
+guard_module(globals(), __name__)

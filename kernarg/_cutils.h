@@ -20,6 +20,14 @@
 #define KERNARG_NOINLINE
 #endif
 
+/* Room for kernarg's critical section on a free-threaded build (_guard.h); nothing on a GIL
+   build, where the GIL is kernarg's exclusion. */
+#ifdef Py_GIL_DISABLED
+typedef PyCriticalSection kernarg_section;
+#else
+typedef struct { char unused; } kernarg_section;
+#endif
+
 /* Fill def as a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (that of
    builtins): it reads its positional arguments where the caller put them, then the keyword
    values named by kwnames, with no tuple made and no generic keyword parser run. The first

@@ -52,7 +52,7 @@ from kernarg._interop cimport (
     tensor_map_value,
 )
 
-from kernarg._stream cimport stream_handle
+from kernarg._stream cimport guard_module, stream_handle
 from kernarg._interop import record_problem
 from kernarg._interop import register as _register
 
@@ -941,3 +941,7 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
     set_launch_device(&blk.st, device)
     pack_items(&blk.st, items, n, stream)
     return blk
+
+
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
+guard_module(globals(), __name__)

@@ -37,7 +37,7 @@ from libc.string cimport memcpy, memset, strcmp
 from kernarg._cdefs cimport (
     exc_quoted, exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
 )
-from kernarg._stream cimport dlpack_stream
+from kernarg._stream cimport dlpack_stream, guard_module
 
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
@@ -2353,3 +2353,7 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
     if kind == KIND_DLPACK:
         return _consume_dlpack(obj, index, stream, r)
     return _unsupported(index, obj)
+
+
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
+guard_module(globals(), __name__)

@@ -49,7 +49,9 @@ from kernarg._handler cimport (
 )
 from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _reraise, _type_name
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
-from kernarg._stream cimport stream_handle
+from kernarg._stream cimport (
+    guard_module, kernarg_section, state_enter, state_leave, stream_handle,
+)
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
 
@@ -3867,13 +3869,20 @@ cdef inline int _prepared_launch(PreparedLaunch p, PyObject** items, Py_ssize_t 
 
 cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf,
                                  PyObject* kwnames):
-    """PreparedLaunch's call, as CPython's vectorcall: ``args[0:n]`` are the arguments."""
+    """PreparedLaunch's call, as CPython's vectorcall: ``args[0:n]`` are the arguments. CPython
+    calls it from the instance, past the type's guarded slots: on a free-threaded build it takes
+    kernarg's critical section itself (_guard.h)."""
     cdef PreparedLaunch self = <PreparedLaunch>callable
     cdef Py_ssize_t n = PyVectorcall_NARGS(nargsf)
+    cdef kernarg_section cs
     if kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames) != 0:
         raise TypeError(f"{type(self).__name__}() takes kernel arguments by position only, "
                         f"got keyword argument {(<tuple>kwnames)[0]!r}")
-    _prepared_launch(self, args, n, None)
+    state_enter(&cs)
+    try:
+        _prepared_launch(self, args, n, None)
+    finally:
+        state_leave(&cs)
     return None
 
 
@@ -4354,3 +4363,7 @@ def _entry_name(str ptx, str name, source=None):
     from kernarg._signature import ptx_entry_name
     return ptx_entry_name(re.findall(r"\.entry\s+([\w$]+)", ptx), name,
                           inline=_inline_namespaces(source) if source else frozenset())
+
+
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
+guard_module(globals(), __name__)

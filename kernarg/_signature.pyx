@@ -81,7 +81,7 @@ from kernarg._interop import (
 
 __all__ = ["Signature"]
 
-from kernarg._stream cimport stream_handle
+from kernarg._stream cimport guard_module, stream_handle
 
 from kernarg._cdefs cimport (
     Py_None,
@@ -6761,3 +6761,7 @@ def _last_identifier(text):
         return group.group(1)
     words = re.findall(r"[A-Za-z_]\w*", plain)
     return words[-1] if len(words) > 1 else None
+
+
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
+guard_module(globals(), __name__)

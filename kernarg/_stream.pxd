@@ -5,3 +5,13 @@ from libc.stdint cimport uint64_t
 
 cdef uint64_t stream_handle(object obj) except? 0
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept
+
+# kernarg's state guard on free-threaded CPython (_guard.h): each module guards its namespace at
+# the end of its initialisation; C entry points (the C API, driver callbacks) enter and leave.
+cdef extern from "_cutils.h":
+    ctypedef struct kernarg_section:
+        pass
+
+cdef int guard_module(dict namespace, str name) except -1
+cdef void state_enter(kernarg_section* cs) noexcept
+cdef void state_leave(kernarg_section* cs) noexcept

@@ -6,6 +6,7 @@ DLPack consumer stream without a layering cycle. Compiled, because every launch 
 stream: ``None`` and int handles take a few nanoseconds (stream_handle, cimported by the
 launcher), the protocols cost what their Python calls cost.
 """
+cimport cython
 from libc.stdint cimport uint64_t
 from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.number cimport PyIndex_Check, PyNumber_Index
@@ -329,7 +330,8 @@ def _stream_method(t):
     return _fixed_method(t, "__cuda_stream__")
 
 
-cdef class _FixedStream:
+@cython.auto_pickle(False)  # a test helper: no pickling, and no __pyx_unpickle function, which
+cdef class _FixedStream:    # Cython would define after the module's end, past its guard
     """A stream type whose attributes are fixed, as cuda.core's ``Stream`` (a static type with
     no instance dict): resolving one calls its ``__cuda_stream__`` function directly. Its
     method counts its calls and answers ``answer`` (raises it, if an exception) (for tests)."""
@@ -505,3 +507,35 @@ cdef class use_stream:
         # A copy (or pickle) is a new block for the same stream object, not yet open: Cython's
         # own copy shared the open block's stack, so leaving the copy left the block itself.
         return (use_stream, (self._stream,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Free-threaded CPython: kernarg's state guard (_guard.h), defined here because every other
+# kernarg module cimports this one.
+
+cdef extern from "_guard.h":
+    int kernarg_guard_init() except -1
+    int kernarg_guard_namespace(object ns, object module_name) except -1
+    void kernarg_guard_enter(kernarg_section* cs) noexcept
+    void kernarg_guard_leave(kernarg_section* cs) noexcept
+    bint kernarg_guard_active() noexcept
+
+
+cdef int guard_module(dict namespace, str name) except -1:
+    """Guard what module ``name`` defined in ``namespace`` (free-threaded builds only)."""
+    return kernarg_guard_namespace(namespace, name)
+
+
+cdef void state_enter(kernarg_section* cs) noexcept:
+    kernarg_guard_enter(cs)
+
+
+cdef void state_leave(kernarg_section* cs) noexcept:
+    kernarg_guard_leave(cs)
+
+
+#: Whether kernarg guards its state with a critical section (a free-threaded build).
+GUARDED = kernarg_guard_active()
+
+kernarg_guard_init()
+guard_module(globals(), __name__)

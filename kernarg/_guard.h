@@ -1,0 +1,566 @@
+/* kernarg's state guard on free-threaded CPython (internal; included by _stream.pyx only).
+
+   kernarg's modules keep shared state (per-type caches, block pools, events, kernel caches) that
+   its code was written to touch under the GIL. On a free-threaded build (Py_GIL_DISABLED) every
+   way into that code takes one critical section, on one object, kernarg_state: a critical
+   section is suspended whenever the thread would block (a contended lock, a call that detaches
+   the thread, such as `with nogil`), as the GIL is handed over then, and taking it again on a
+   thread that holds it is free. So kernarg's code keeps the exclusion it had under the GIL.
+
+   The ways in are not edited one by one: kernarg_guard_namespace() runs at the end of each
+   module's initialisation and replaces, in the module's namespace,
+     - every function defined there by a GuardedFunction that calls it in the section;
+     - in every class defined there, every method (instance, class or static) by its guarded
+       form, and, in extension types, every property and member by a GuardedAttr;
+     - in every extension type, the slots its methods do not cover (tp_new, tp_init, tp_call,
+       tp_repr, tp_hash, tp_richcompare, sq/mp_length, mp_subscript, the buffer procs and
+       tp_dealloc) by trampolines that call the type's own slot in the section.
+   A method, property or special method added later is guarded without a line written for it;
+   what CPython calls past the type (a vectorcall an instance carries, as PreparedLaunch's) and
+   C entry points (the C API; callbacks) enter the section themselves.
+   The wrappers forward what introspection reads (__name__, __qualname__, __doc__,
+   __text_signature__, __wrapped__, ...), and pickle as the function they wrap.
+
+   On a GIL build none of this is compiled: kernarg_guard_namespace() does nothing, and
+   kernarg_enter/kernarg_leave (for C entry points: the C API, driver callbacks) compile to
+   nothing. */
+#ifndef KERNARG_GUARD_H
+#define KERNARG_GUARD_H
+
+#include <Python.h>
+#include "_cutils.h"
+
+#ifndef Py_GIL_DISABLED
+
+static int kernarg_guard_init(void) { return 0; }
+static int kernarg_guard_namespace(PyObject *ns, PyObject *module_name) {
+    (void)ns; (void)module_name;
+    return 0;
+}
+static void kernarg_guard_enter(kernarg_section *cs) { (void)cs; }
+static void kernarg_guard_leave(kernarg_section *cs) { (void)cs; }
+static int kernarg_guard_active(void) { return 0; }
+
+#else
+
+static PyObject *kernarg_state = NULL;        /* the object whose lock is kernarg's section */
+static PyTypeObject *kernarg_guarded_function = NULL;
+static PyTypeObject *kernarg_guarded_method = NULL;
+static PyTypeObject *kernarg_guarded_attr = NULL;
+
+static void kernarg_guard_enter(kernarg_section *cs) { PyCriticalSection_Begin(cs, kernarg_state); }
+static void kernarg_guard_leave(kernarg_section *cs) { PyCriticalSection_End(cs); }
+static int kernarg_guard_active(void) { return 1; }
+
+/* --- GuardedFunction / GuardedMethod: fn called inside the section ---------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    vectorcallfunc vectorcall;
+} KernargGuarded;
+
+static PyObject *kernarg_guarded_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+    PyCriticalSection cs;
+    PyObject *r;
+    PyCriticalSection_Begin(&cs, kernarg_state);
+    r = PyObject_Vectorcall(((KernargGuarded *)self)->fn, args, nargsf, kwnames);
+    PyCriticalSection_End(&cs);
+    return r;
+}
+
+static PyObject *kernarg_guarded_new(PyTypeObject *tp, PyObject *fn) {
+    KernargGuarded *g = PyObject_GC_New(KernargGuarded, tp);
+    if (g == NULL) return NULL;
+    g->fn = Py_NewRef(fn);
+    g->vectorcall = kernarg_guarded_call;
+    PyObject_GC_Track(g);
+    return (PyObject *)g;
+}
+
+static int kernarg_guarded_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(((KernargGuarded *)self)->fn);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int kernarg_guarded_clear(PyObject *self) {
+    Py_CLEAR(((KernargGuarded *)self)->fn);
+    return 0;
+}
+
+static void kernarg_guarded_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    kernarg_guarded_clear(self);
+    PyObject_GC_Del(self);
+    Py_DECREF(tp);
+}
+
+/* What introspection reads is the wrapped function's: its names, documentation, signature,
+   defaults, code. Other dunders (__call__, __get__, __reduce__, ...) are the wrapper's own. */
+static int kernarg_forwarded(PyObject *name) {
+    static const char *const names[] = {
+        "__name__", "__qualname__", "__module__", "__doc__", "__text_signature__",
+        "__signature__", "__defaults__", "__kwdefaults__", "__annotations__", "__dict__",
+        "__code__", "__globals__", "__self__", "__func__", "__type_params__", NULL};
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+    if (s == NULL) { PyErr_Clear(); return 0; }
+    if (n < 4 || s[0] != '_' || s[1] != '_') return 1;      /* not a dunder */
+    for (int i = 0; names[i] != NULL; i++)
+        if (strcmp(s, names[i]) == 0) return 1;
+    return 0;
+}
+
+static PyObject *kernarg_guarded_getattro(PyObject *self, PyObject *name) {
+    if (PyUnicode_Check(name)) {
+        if (PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0)
+            return Py_NewRef(((KernargGuarded *)self)->fn);
+        if (kernarg_forwarded(name))
+            return PyObject_GetAttr(((KernargGuarded *)self)->fn, name);
+    }
+    return PyObject_GenericGetAttr(self, name);
+}
+
+static PyObject *kernarg_guarded_repr(PyObject *self) {
+    return PyObject_Repr(((KernargGuarded *)self)->fn);
+}
+
+/* Pickled (and copied) as what it wraps: a function's __reduce__ gives its qualified name,
+   which pickle looks up in the module and finds this wrapper there. */
+static PyObject *kernarg_guarded_reduce(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyObject_CallMethod(((KernargGuarded *)self)->fn, "__reduce__", NULL);
+}
+
+static PyObject *kernarg_method_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyMethodDef kernarg_guarded_methods[] = {
+    {"__reduce__", kernarg_guarded_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef kernarg_guarded_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(KernargGuarded, vectorcall),
+     Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+#define KERNARG_GUARDED_SLOTS                                               \
+    {Py_tp_call, (void *)PyVectorcall_Call},                                \
+    {Py_tp_getattro, (void *)kernarg_guarded_getattro},                     \
+    {Py_tp_repr, (void *)kernarg_guarded_repr},                             \
+    {Py_tp_traverse, (void *)kernarg_guarded_traverse},                     \
+    {Py_tp_clear, (void *)kernarg_guarded_clear},                           \
+    {Py_tp_dealloc, (void *)kernarg_guarded_dealloc},                       \
+    {Py_tp_methods, kernarg_guarded_methods},                               \
+    {Py_tp_members, kernarg_guarded_members}
+
+static PyType_Slot kernarg_function_slots[] = {KERNARG_GUARDED_SLOTS, {0, NULL}};
+static PyType_Slot kernarg_method_slots[] = {
+    KERNARG_GUARDED_SLOTS, {Py_tp_descr_get, (void *)kernarg_method_get}, {0, NULL}};
+
+#define KERNARG_GUARDED_FLAGS \
+    (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | \
+     Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION)
+
+static PyType_Spec kernarg_function_spec = {
+    "kernarg._stream.GuardedFunction", sizeof(KernargGuarded), 0, KERNARG_GUARDED_FLAGS,
+    kernarg_function_slots};
+static PyType_Spec kernarg_method_spec = {
+    "kernarg._stream.GuardedMethod", sizeof(KernargGuarded), 0,
+    KERNARG_GUARDED_FLAGS | Py_TPFLAGS_METHOD_DESCRIPTOR, kernarg_method_slots};
+
+/* --- GuardedAttr: a property or member read and written inside the section --------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *descr;
+} KernargGuardedAttr;
+
+static PyObject *kernarg_attr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    PyObject *d = ((KernargGuardedAttr *)self)->descr;
+    PyCriticalSection cs;
+    PyObject *r;
+    if (obj == NULL) return Py_NewRef(self);
+    PyCriticalSection_Begin(&cs, kernarg_state);
+    r = Py_TYPE(d)->tp_descr_get(d, obj, type);
+    PyCriticalSection_End(&cs);
+    return r;
+}
+
+static int kernarg_attr_set(PyObject *self, PyObject *obj, PyObject *value) {
+    PyObject *d = ((KernargGuardedAttr *)self)->descr;
+    PyCriticalSection cs;
+    int r;
+    PyCriticalSection_Begin(&cs, kernarg_state);
+    r = Py_TYPE(d)->tp_descr_set(d, obj, value);
+    PyCriticalSection_End(&cs);
+    return r;
+}
+
+static PyObject *kernarg_attr_getattro(PyObject *self, PyObject *name) {
+    if (PyUnicode_Check(name) && kernarg_forwarded(name))
+        return PyObject_GetAttr(((KernargGuardedAttr *)self)->descr, name);
+    return PyObject_GenericGetAttr(self, name);
+}
+
+static PyObject *kernarg_attr_repr(PyObject *self) {
+    return PyObject_Repr(((KernargGuardedAttr *)self)->descr);
+}
+
+static int kernarg_attr_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(((KernargGuardedAttr *)self)->descr);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int kernarg_attr_clear(PyObject *self) {
+    Py_CLEAR(((KernargGuardedAttr *)self)->descr);
+    return 0;
+}
+
+static void kernarg_attr_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    kernarg_attr_clear(self);
+    PyObject_GC_Del(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot kernarg_attr_slots[] = {
+    {Py_tp_descr_get, (void *)kernarg_attr_get},
+    {Py_tp_descr_set, (void *)kernarg_attr_set},
+    {Py_tp_getattro, (void *)kernarg_attr_getattro},
+    {Py_tp_repr, (void *)kernarg_attr_repr},
+    {Py_tp_traverse, (void *)kernarg_attr_traverse},
+    {Py_tp_clear, (void *)kernarg_attr_clear},
+    {Py_tp_dealloc, (void *)kernarg_attr_dealloc},
+    {0, NULL}};
+
+static PyType_Spec kernarg_attr_spec = {
+    "kernarg._stream.GuardedAttr", sizeof(KernargGuardedAttr), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    kernarg_attr_slots};
+
+/* --- Slot trampolines ---------------------------------------------------------------------
+   Each guarded extension type has a record of its own slots; a trampoline finds the record of
+   the object's type, or of the nearest base that has one (a Python subclass inherits the
+   trampolines), and calls the saved slot inside the section. */
+
+typedef struct {
+    PyTypeObject *tp;
+    newfunc tp_new;
+    initproc tp_init;
+    ternaryfunc tp_call;
+    reprfunc tp_repr;
+    hashfunc tp_hash;
+    richcmpfunc tp_richcompare;
+    lenfunc sq_length;
+    lenfunc mp_length;
+    binaryfunc mp_subscript;
+    getbufferproc bf_getbuffer;
+    releasebufferproc bf_releasebuffer;
+    destructor tp_dealloc;
+} KernargSlots;
+
+#define KERNARG_MAX_GUARDED_TYPES 64
+static KernargSlots kernarg_slots[KERNARG_MAX_GUARDED_TYPES];
+/* Records are appended while modules initialise (under the import lock) and never change
+   after: a record is complete before the count that covers it is published. */
+static int kernarg_nslots = 0;
+
+static const KernargSlots *kernarg_slots_of(PyTypeObject *tp) {
+    const int n = __atomic_load_n(&kernarg_nslots, __ATOMIC_ACQUIRE);
+    for (; tp != NULL; tp = tp->tp_base)
+        for (int i = 0; i < n; i++)
+            if (kernarg_slots[i].tp == tp) return &kernarg_slots[i];
+    Py_FatalError("kernarg: a guarded slot was called on a type kernarg did not guard");
+    return NULL;
+}
+
+#define KERNARG_ENTER PyCriticalSection _cs; PyCriticalSection_Begin(&_cs, kernarg_state)
+#define KERNARG_LEAVE PyCriticalSection_End(&_cs)
+
+static PyObject *kernarg_slot_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+    PyObject *r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(tp)->tp_new(tp, args, kw);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static int kernarg_slot_init(PyObject *o, PyObject *args, PyObject *kw) {
+    int r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->tp_init(o, args, kw);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static PyObject *kernarg_slot_call(PyObject *o, PyObject *args, PyObject *kw) {
+    PyObject *r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->tp_call(o, args, kw);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static PyObject *kernarg_slot_repr(PyObject *o) {
+    PyObject *r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->tp_repr(o);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static Py_hash_t kernarg_slot_hash(PyObject *o) {
+    Py_hash_t r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->tp_hash(o);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static PyObject *kernarg_slot_richcompare(PyObject *o, PyObject *other, int op) {
+    PyObject *r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->tp_richcompare(o, other, op);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static Py_ssize_t kernarg_slot_sq_length(PyObject *o) {
+    Py_ssize_t r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->sq_length(o);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static Py_ssize_t kernarg_slot_mp_length(PyObject *o) {
+    Py_ssize_t r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->mp_length(o);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static PyObject *kernarg_slot_subscript(PyObject *o, PyObject *key) {
+    PyObject *r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->mp_subscript(o, key);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static int kernarg_slot_getbuffer(PyObject *o, Py_buffer *view, int flags) {
+    int r;
+    KERNARG_ENTER;
+    r = kernarg_slots_of(Py_TYPE(o))->bf_getbuffer(o, view, flags);
+    KERNARG_LEAVE;
+    return r;
+}
+
+static void kernarg_slot_releasebuffer(PyObject *o, Py_buffer *view) {
+    KERNARG_ENTER;
+    kernarg_slots_of(Py_TYPE(o))->bf_releasebuffer(o, view);
+    KERNARG_LEAVE;
+}
+
+static void kernarg_slot_dealloc(PyObject *o) {
+    KERNARG_ENTER;
+    kernarg_slots_of(Py_TYPE(o))->tp_dealloc(o);
+    KERNARG_LEAVE;
+}
+
+#undef KERNARG_ENTER
+#undef KERNARG_LEAVE
+
+/* Replace tp's slots by trampolines, for the slots tp defines itself (not inherited from a
+   base kernarg does not guard, such as object's repr). */
+static int kernarg_guard_slots(PyTypeObject *tp) {
+    PyTypeObject *base = tp->tp_base;
+    KernargSlots *s;
+    if (kernarg_nslots == KERNARG_MAX_GUARDED_TYPES) {
+        PyErr_SetString(PyExc_RuntimeError, "kernarg: too many types to guard");
+        return -1;
+    }
+    s = &kernarg_slots[kernarg_nslots];
+    memset(s, 0, sizeof *s);
+    s->tp = tp;
+#define KERNARG_GUARD(field, slot, trampoline)                                          \
+    if (tp->field != NULL && (base == NULL || tp->field != base->field)) {             \
+        s->slot = tp->field;                                                           \
+        tp->field = trampoline;                                                        \
+    }
+#define KERNARG_GUARD_SUB(sub, field, slot, trampoline)                                 \
+    if (tp->sub != NULL && tp->sub->field != NULL                                      \
+        && (base == NULL || base->sub == NULL || tp->sub->field != base->sub->field)) { \
+        s->slot = tp->sub->field;                                                      \
+        tp->sub->field = trampoline;                                                   \
+    }
+    KERNARG_GUARD(tp_new, tp_new, kernarg_slot_new)
+    KERNARG_GUARD(tp_init, tp_init, kernarg_slot_init)
+    KERNARG_GUARD(tp_call, tp_call, kernarg_slot_call)
+    KERNARG_GUARD(tp_repr, tp_repr, kernarg_slot_repr)
+    KERNARG_GUARD(tp_hash, tp_hash, kernarg_slot_hash)
+    KERNARG_GUARD(tp_richcompare, tp_richcompare, kernarg_slot_richcompare)
+    KERNARG_GUARD(tp_dealloc, tp_dealloc, kernarg_slot_dealloc)
+    KERNARG_GUARD_SUB(tp_as_sequence, sq_length, sq_length, kernarg_slot_sq_length)
+    KERNARG_GUARD_SUB(tp_as_mapping, mp_length, mp_length, kernarg_slot_mp_length)
+    KERNARG_GUARD_SUB(tp_as_mapping, mp_subscript, mp_subscript, kernarg_slot_subscript)
+    KERNARG_GUARD_SUB(tp_as_buffer, bf_getbuffer, bf_getbuffer, kernarg_slot_getbuffer)
+    KERNARG_GUARD_SUB(tp_as_buffer, bf_releasebuffer, bf_releasebuffer,
+                      kernarg_slot_releasebuffer)
+#undef KERNARG_GUARD
+#undef KERNARG_GUARD_SUB
+    /* A vectorcall an instance carries (tp_vectorcall_offset: PreparedLaunch's) is called
+       past these slots, so such a function takes the section itself (kernarg_guard_enter). */
+    __atomic_store_n(&kernarg_nslots, kernarg_nslots + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* --- Putting the guards in place ----------------------------------------------------------- */
+
+/* A function of the module: a Cython def (a cyfunction, whatever Cython names its type), a
+   C function (kernarg.pack) or a Python function. */
+static int kernarg_is_function(PyObject *v) {
+    return PyCFunction_Check(v) || PyFunction_Check(v)
+        || strstr(Py_TYPE(v)->tp_name, "cython_function_or_method") != NULL;
+}
+
+static int kernarg_is_method_like(PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    return kernarg_is_function(v) || strcmp(t->tp_name, "method_descriptor") == 0
+        || strcmp(t->tp_name, "wrapper_descriptor") == 0;
+}
+
+/* The guarded form of a class attribute v, or NULL with no error where v is left as it is. */
+static PyObject *kernarg_guarded_attribute(PyObject *v, int extension_type) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == kernarg_guarded_method || t == kernarg_guarded_attr) return NULL;
+    if (kernarg_is_method_like(v))
+        return kernarg_guarded_new(kernarg_guarded_method, v);
+    if (PyObject_TypeCheck(v, &PyClassMethod_Type) || PyObject_TypeCheck(v, &PyStaticMethod_Type)) {
+        /* classmethod(f) / staticmethod(f): the same around the guarded f. */
+        PyObject *f = PyObject_GetAttrString(v, "__func__"), *g, *r;
+        if (f == NULL) return NULL;
+        if (Py_TYPE(f) == kernarg_guarded_function) { Py_DECREF(f); return NULL; }
+        g = kernarg_guarded_new(kernarg_guarded_function, f);
+        Py_DECREF(f);
+        if (g == NULL) return NULL;
+        r = PyObject_CallOneArg((PyObject *)t, g);
+        Py_DECREF(g);
+        return r;
+    }
+    if (extension_type && (strcmp(t->tp_name, "getset_descriptor") == 0
+                           || strcmp(t->tp_name, "member_descriptor") == 0)) {
+        KernargGuardedAttr *a = PyObject_GC_New(KernargGuardedAttr, kernarg_guarded_attr);
+        if (a == NULL) return NULL;
+        a->descr = Py_NewRef(v);
+        PyObject_GC_Track(a);
+        return (PyObject *)a;
+    }
+    return NULL;
+}
+
+static destructor kernarg_subtype_dealloc = NULL;   /* a class statement's tp_dealloc */
+
+static int kernarg_guard_type(PyTypeObject *tp) {
+    /* An extension type (a cdef class; a heap type where Cython makes them from specs), not
+       a class statement's, whose instances CPython itself keeps safe. */
+    const int extension_type = tp->tp_dealloc != kernarg_subtype_dealloc;
+    PyObject *dict = PyType_GetDict(tp), *items, *k, *v, *g;
+    Py_ssize_t n;
+    if (dict == NULL) return -1;
+    items = PyDict_Items(dict);
+    if (items == NULL) { Py_DECREF(dict); return -1; }
+    n = PyList_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        k = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        v = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        /* __new__ is tp_new's wrapper; the tp_new trampoline guards it. */
+        if (PyUnicode_Check(k) && PyUnicode_CompareWithASCIIString(k, "__new__") == 0) continue;
+        g = kernarg_guarded_attribute(v, extension_type);
+        if (g == NULL) {
+            if (PyErr_Occurred()) goto fail;
+            continue;
+        }
+        if (PyDict_SetItem(dict, k, g) < 0) { Py_DECREF(g); goto fail; }
+        Py_DECREF(g);
+    }
+    Py_DECREF(items);
+    Py_DECREF(dict);
+    if (extension_type && kernarg_guard_slots(tp) < 0) return -1;
+    PyType_Modified(tp);
+    return 0;
+fail:
+    Py_DECREF(items);
+    Py_DECREF(dict);
+    return -1;
+}
+
+/* Guard what module `module_name` defined in its namespace ns (its globals). */
+static int kernarg_guard_namespace(PyObject *ns, PyObject *module_name) {
+    PyObject *items = PyDict_Items(ns), *k, *v, *mod, *g;
+    PyObject *done = PyDict_New();     /* function -> its wrapper: an alias gets the same one */
+    Py_ssize_t n;
+    int same;
+    if (items == NULL || done == NULL) { Py_XDECREF(items); Py_XDECREF(done); return -1; }
+    n = PyList_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        k = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        v = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        if (!(PyType_Check(v) || kernarg_is_function(v))) continue;
+        if (Py_TYPE(v) == kernarg_guarded_function) continue;
+        mod = PyObject_GetAttrString(v, "__module__");
+        if (mod == NULL) { PyErr_Clear(); continue; }
+        same = PyUnicode_Check(mod) && PyUnicode_Compare(mod, module_name) == 0;
+        Py_DECREF(mod);
+        if (!same) continue;
+        if (PyType_Check(v)) {
+            if (kernarg_guard_type((PyTypeObject *)v) < 0) goto fail;
+            continue;
+        }
+        if (PyDict_GetItemRef(done, v, &g) < 0) goto fail;
+        if (g == NULL) {
+            g = kernarg_guarded_new(kernarg_guarded_function, v);
+            if (g == NULL || PyDict_SetItem(done, v, g) < 0) { Py_XDECREF(g); goto fail; }
+        }
+        if (PyDict_SetItem(ns, k, g) < 0) { Py_DECREF(g); goto fail; }
+        Py_DECREF(g);
+    }
+    Py_DECREF(items);
+    Py_DECREF(done);
+    return 0;
+fail:
+    Py_DECREF(items);
+    Py_DECREF(done);
+    return -1;
+}
+
+static int kernarg_guard_init(void) {
+    PyObject *cls;
+    if (kernarg_state != NULL) return 0;
+    cls = PyObject_CallFunction((PyObject *)&PyType_Type, "s(){}", "kernarg_probe");
+    if (cls == NULL) return -1;
+    kernarg_subtype_dealloc = ((PyTypeObject *)cls)->tp_dealloc;
+    Py_DECREF(cls);
+    kernarg_guarded_function = (PyTypeObject *)PyType_FromSpec(&kernarg_function_spec);
+    kernarg_guarded_method = (PyTypeObject *)PyType_FromSpec(&kernarg_method_spec);
+    kernarg_guarded_attr = (PyTypeObject *)PyType_FromSpec(&kernarg_attr_spec);
+    if (kernarg_guarded_function == NULL || kernarg_guarded_method == NULL
+            || kernarg_guarded_attr == NULL)
+        return -1;
+    kernarg_state = PyType_GenericNew(&PyBaseObject_Type, NULL, NULL);
+    return kernarg_state == NULL ? -1 : 0;
+}
+
+#endif /* Py_GIL_DISABLED */
+#endif /* KERNARG_GUARD_H */
