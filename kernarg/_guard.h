@@ -58,14 +58,17 @@ typedef struct {
     PyObject_HEAD
     PyObject *fn;
     vectorcallfunc vectorcall;
+    vectorcallfunc inner;      /* fn's own vectorcall, read once: every kernarg callable has one */
 } KernargGuarded;
 
 static PyObject *kernarg_guarded_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                       PyObject *kwnames) {
+    KernargGuarded *g = (KernargGuarded *)self;
     PyCriticalSection cs;
     PyObject *r;
     PyCriticalSection_Begin(&cs, kernarg_state);
-    r = PyObject_Vectorcall(((KernargGuarded *)self)->fn, args, nargsf, kwnames);
+    r = g->inner != NULL ? g->inner(g->fn, args, nargsf, kwnames)
+                         : PyObject_Vectorcall(g->fn, args, nargsf, kwnames);
     PyCriticalSection_End(&cs);
     return r;
 }
@@ -74,6 +77,7 @@ static PyObject *kernarg_guarded_new(PyTypeObject *tp, PyObject *fn) {
     KernargGuarded *g = PyObject_GC_New(KernargGuarded, tp);
     if (g == NULL) return NULL;
     g->fn = Py_NewRef(fn);
+    g->inner = PyVectorcall_Function(fn);
     g->vectorcall = kernarg_guarded_call;
     PyObject_GC_Track(g);
     return (PyObject *)g;

@@ -15,6 +15,19 @@ static double held_area[4096];
 static void *held_argv[MAX_ARGS];
 static kernarg_block held;
 
+/* kernarg's C API may be called from any thread: on a free-threaded CPython it guards
+   kernarg's own state. This module's shared state is its own to guard: the held block (a
+   lock around its use) and the driver's entry point (found once, read atomically). On a GIL
+   build the GIL does both. */
+#ifdef Py_GIL_DISABLED
+static PyMutex held_lock;
+#define HELD_LOCK() PyMutex_Lock(&held_lock)
+#define HELD_UNLOCK() PyMutex_Unlock(&held_lock)
+#else
+#define HELD_LOCK()
+#define HELD_UNLOCK()
+#endif
+
 static PyObject *block_result(kernarg_block *b) {
     PyObject *offsets = PyTuple_New((Py_ssize_t)b->nargs);
     PyObject *streams = PyTuple_New((Py_ssize_t)b->nstreams);
@@ -115,7 +128,7 @@ static PyObject *pack_only(PyObject *self, PyObject *kargs) {
 }
 
 /* hold(args): pack into the module's block and keep it until release_held(). */
-static PyObject *hold(PyObject *self, PyObject *kargs) {
+static PyObject *hold_locked(PyObject *kargs) {
     if (held.keep != NULL && kernarg->release(&held) < 0)
         return NULL;
     kernarg_block_init(&held, held_area, sizeof(held_area), held_argv, MAX_ARGS);
@@ -124,8 +137,20 @@ static PyObject *hold(PyObject *self, PyObject *kargs) {
     return block_result(&held);
 }
 
+static PyObject *hold(PyObject *self, PyObject *kargs) {
+    PyObject *r;
+    HELD_LOCK();
+    r = hold_locked(kargs);
+    HELD_UNLOCK();
+    return r;
+}
+
 static PyObject *release_held(PyObject *self, PyObject *unused) {
-    if (kernarg->release(&held) < 0)
+    int rc;
+    HELD_LOCK();
+    rc = kernarg->release(&held);
+    HELD_UNLOCK();
+    if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -158,13 +183,15 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "K(III)(III)O|KI", &function, &gx, &gy, &gz, &bx, &by, &bz,
                           &kargs, &stream, &shmem))
         return NULL;
-    if (launch_kernel == NULL) {
+    cuLaunchKernel_t launch_fn = __atomic_load_n(&launch_kernel, __ATOMIC_ACQUIRE);
+    if (launch_fn == NULL) {
         void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         if (lib == NULL)
             return PyErr_Format(PyExc_RuntimeError, "no CUDA driver found (%s)", dlerror());
-        launch_kernel = (cuLaunchKernel_t)dlsym(lib, "cuLaunchKernel");
-        if (launch_kernel == NULL)
+        launch_fn = (cuLaunchKernel_t)dlsym(lib, "cuLaunchKernel");
+        if (launch_fn == NULL)
             return PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel not found");
+        __atomic_store_n(&launch_kernel, launch_fn, __ATOMIC_RELEASE);   /* the same value */
     }
     kernarg_block_init(&block, area, sizeof(area), argv, MAX_ARGS);
     PyObject *stream_obj = PyLong_FromUnsignedLongLong(stream);   /* DLPack producers get it */
@@ -176,7 +203,7 @@ static PyObject *launch(PyObject *self, PyObject *args) {
         return NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = launch_kernel((void *)(uintptr_t)function, gx, gy, gz, bx, by, bz, shmem,
+    err = launch_fn((void *)(uintptr_t)function, gx, gy, gz, bx, by, bz, shmem,
                         (void *)(uintptr_t)stream, block.argv, NULL);
     Py_END_ALLOW_THREADS
     if (kernarg->release(&block) < 0)
@@ -204,7 +231,16 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "kernarg_example",
                                        methods};
 
 PyMODINIT_FUNC PyInit_kernarg_example(void) {
+    PyObject *m;
     if (import_kernarg() < 0)
         return NULL;
-    return PyModule_Create(&moduledef);
+    m = PyModule_Create(&moduledef);
+#ifdef Py_GIL_DISABLED
+    /* Safe without the GIL (see held_lock): a free-threaded CPython keeps it off. */
+    if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
+    return m;
 }
