@@ -1,5 +1,6 @@
 """Build the Cython extensions. Set KERNARG_DEBUG=1 for line tracing and internal asserts."""
 import os
+import sys
 import sysconfig
 
 from Cython.Build import cythonize
@@ -8,9 +9,11 @@ from setuptools import Extension, setup
 DEBUG = os.environ.get("KERNARG_DEBUG", "0") not in ("", "0")
 
 directives = {"language_level": 3, "embedsignature": True, "binding": True}
-if sysconfig.get_config_var("Py_GIL_DISABLED"):
+if sysconfig.get_config_var("Py_GIL_DISABLED") and sys.version_info >= (3, 14):
     # A free-threaded CPython keeps the GIL off: every way into kernarg's modules takes one
-    # critical section there (kernarg/_guard.h). Cython >= 3.1 knows the directive.
+    # critical section there (kernarg/_guard.h). Cython >= 3.1 knows the directive. Not on
+    # 3.13t, whose critical sections lack what the guard needs (see _guard.h): the GIL then
+    # comes back on when kernarg is imported.
     import Cython
 
     if tuple(int(p) for p in Cython.__version__.split(".")[:2]) < (3, 1):

@@ -22,15 +22,24 @@
    __text_signature__, __wrapped__, ...), and pickle as the function they wrap.
 
    On a GIL build none of this is compiled: kernarg_guard_namespace() does nothing, and
-   kernarg_enter/kernarg_leave (for C entry points: the C API, driver callbacks) compile to
-   nothing. */
+   kernarg_guard_enter/kernarg_guard_leave (for C entry points: the C API, PreparedLaunch's
+   vectorcall) compile to nothing. Nor on 3.13t, where setup.py does not declare free-threading
+   support either, so the GIL comes back on at import: 3.13's critical sections have no fast
+   path for a thread taking again the lock its top-most section holds (CPython gh-114203, in
+   3.14). They park the thread instead, suspending its outer section, so every nested way in
+   (kernarg's code calling one of its own guarded functions, or dropping a ParamBlock) would
+   let other threads into the middle of an operation, where the GIL lets none. */
 #ifndef KERNARG_GUARD_H
 #define KERNARG_GUARD_H
 
 #include <Python.h>
 #include "_cutils.h"
 
-#ifndef Py_GIL_DISABLED
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000
+#define KERNARG_GUARDED 1
+#endif
+
+#ifndef KERNARG_GUARDED
 
 static int kernarg_guard_init(void) { return 0; }
 static int kernarg_guard_namespace(PyObject *ns, PyObject *module_name) {
@@ -566,5 +575,5 @@ static int kernarg_guard_init(void) {
     return kernarg_state == NULL ? -1 : 0;
 }
 
-#endif /* Py_GIL_DISABLED */
+#endif /* KERNARG_GUARDED */
 #endif /* KERNARG_GUARD_H */
