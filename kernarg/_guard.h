@@ -61,63 +61,58 @@ static void kernarg_guard_enter(kernarg_section *cs) { PyCriticalSection_Begin(c
 static void kernarg_guard_leave(kernarg_section *cs) { PyCriticalSection_End(cs); }
 static int kernarg_guard_active(void) { return 1; }
 
-/* --- GuardedFunction / GuardedMethod: fn called inside the section ---------------------- */
+/* --- The wrappers: GuardedFunction and GuardedMethod (a callable, called inside the section),
+   GuardedAttr (a property or member, read and written inside it). Each holds what it wraps
+   first, which the functions below that serve all three read. -------------------------- */
 
 typedef struct {
     PyObject_HEAD
-    PyObject *fn;
+    PyObject *wrapped;
+} KernargWrapper;
+
+typedef struct {
+    KernargWrapper base;
     vectorcallfunc vectorcall;
-    vectorcallfunc inner;      /* fn's own vectorcall, read once: every kernarg callable has one */
+    vectorcallfunc inner;      /* the wrapped function's own vectorcall, read once */
 } KernargGuarded;
 
-static PyObject *kernarg_guarded_call(PyObject *self, PyObject *const *args, size_t nargsf,
-                                      PyObject *kwnames) {
-    KernargGuarded *g = (KernargGuarded *)self;
-    PyCriticalSection cs;
-    PyObject *r;
-    PyCriticalSection_Begin(&cs, kernarg_state);
-    r = g->inner != NULL ? g->inner(g->fn, args, nargsf, kwnames)
-                         : PyObject_Vectorcall(g->fn, args, nargsf, kwnames);
-    PyCriticalSection_End(&cs);
-    return r;
+#define KERNARG_WRAPPED(self) (((KernargWrapper *)(self))->wrapped)
+
+/* A new wrapper of type tp (its basic size: a KernargWrapper or more), not yet tracked. */
+static PyObject *kernarg_wrapper_new(PyTypeObject *tp, PyObject *wrapped) {
+    KernargWrapper *w = PyObject_GC_New(KernargWrapper, tp);
+    if (w == NULL) return NULL;
+    w->wrapped = Py_NewRef(wrapped);
+    return (PyObject *)w;
 }
 
-static PyObject *kernarg_guarded_new(PyTypeObject *tp, PyObject *fn) {
-    KernargGuarded *g = PyObject_GC_New(KernargGuarded, tp);
-    if (g == NULL) return NULL;
-    g->fn = Py_NewRef(fn);
-    g->inner = PyVectorcall_Function(fn);
-    g->vectorcall = kernarg_guarded_call;
-    PyObject_GC_Track(g);
-    return (PyObject *)g;
-}
-
-static int kernarg_guarded_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(((KernargGuarded *)self)->fn);
+static int kernarg_wrapper_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(KERNARG_WRAPPED(self));
     Py_VISIT(Py_TYPE(self));
     return 0;
 }
 
-static int kernarg_guarded_clear(PyObject *self) {
-    Py_CLEAR(((KernargGuarded *)self)->fn);
+static int kernarg_wrapper_clear(PyObject *self) {
+    Py_CLEAR(KERNARG_WRAPPED(self));
     return 0;
 }
 
-static void kernarg_guarded_dealloc(PyObject *self) {
+static void kernarg_wrapper_dealloc(PyObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    kernarg_guarded_clear(self);
+    kernarg_wrapper_clear(self);
     PyObject_GC_Del(self);
     Py_DECREF(tp);
 }
 
-/* What introspection reads is the wrapped function's: its names, documentation, signature,
+/* What introspection reads is the wrapped object's: its names, documentation, signature,
    defaults, code. Other dunders (__call__, __get__, __reduce__, ...) are the wrapper's own. */
 static int kernarg_forwarded(PyObject *name) {
     static const char *const names[] = {
         "__name__", "__qualname__", "__module__", "__doc__", "__text_signature__",
         "__signature__", "__defaults__", "__kwdefaults__", "__annotations__", "__dict__",
-        "__code__", "__globals__", "__self__", "__func__", "__type_params__", NULL};
+        "__code__", "__globals__", "__self__", "__func__", "__type_params__", "__objclass__",
+        NULL};
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(name, &n);
     if (s == NULL) { PyErr_Clear(); return 0; }
@@ -127,25 +122,59 @@ static int kernarg_forwarded(PyObject *name) {
     return 0;
 }
 
-static PyObject *kernarg_guarded_getattro(PyObject *self, PyObject *name) {
+static PyObject *kernarg_wrapper_getattro(PyObject *self, PyObject *name) {
     if (PyUnicode_Check(name)) {
         if (PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0)
-            return Py_NewRef(((KernargGuarded *)self)->fn);
+            return Py_NewRef(KERNARG_WRAPPED(self));
         if (kernarg_forwarded(name))
-            return PyObject_GetAttr(((KernargGuarded *)self)->fn, name);
+            return PyObject_GetAttr(KERNARG_WRAPPED(self), name);
     }
     return PyObject_GenericGetAttr(self, name);
 }
 
-static PyObject *kernarg_guarded_repr(PyObject *self) {
-    return PyObject_Repr(((KernargGuarded *)self)->fn);
+static PyObject *kernarg_wrapper_repr(PyObject *self) {
+    return PyObject_Repr(KERNARG_WRAPPED(self));
+}
+
+#define KERNARG_WRAPPER_SLOTS                                               \
+    {Py_tp_getattro, (void *)kernarg_wrapper_getattro},                     \
+    {Py_tp_repr, (void *)kernarg_wrapper_repr},                             \
+    {Py_tp_traverse, (void *)kernarg_wrapper_traverse},                     \
+    {Py_tp_clear, (void *)kernarg_wrapper_clear},                           \
+    {Py_tp_dealloc, (void *)kernarg_wrapper_dealloc}
+
+#define KERNARG_WRAPPER_FLAGS \
+    (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | \
+     Py_TPFLAGS_DISALLOW_INSTANTIATION)
+
+/* GuardedFunction, GuardedMethod */
+
+static PyObject *kernarg_guarded_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+    KernargGuarded *g = (KernargGuarded *)self;
+    PyCriticalSection cs;
+    PyObject *r;
+    PyCriticalSection_Begin(&cs, kernarg_state);
+    r = g->inner != NULL ? g->inner(g->base.wrapped, args, nargsf, kwnames)
+                         : PyObject_Vectorcall(g->base.wrapped, args, nargsf, kwnames);
+    PyCriticalSection_End(&cs);
+    return r;
+}
+
+static PyObject *kernarg_guarded_new(PyTypeObject *tp, PyObject *fn) {
+    KernargGuarded *g = (KernargGuarded *)kernarg_wrapper_new(tp, fn);
+    if (g == NULL) return NULL;
+    g->inner = PyVectorcall_Function(fn);
+    g->vectorcall = kernarg_guarded_call;
+    PyObject_GC_Track(g);
+    return (PyObject *)g;
 }
 
 /* Pickled (and copied) as what it wraps: a function's __reduce__ gives its qualified name,
    which pickle looks up in the module and finds this wrapper there. */
 static PyObject *kernarg_guarded_reduce(PyObject *self, PyObject *unused) {
     (void)unused;
-    return PyObject_CallMethod(((KernargGuarded *)self)->fn, "__reduce__", NULL);
+    return PyObject_CallMethod(KERNARG_WRAPPED(self), "__reduce__", NULL);
 }
 
 static PyObject *kernarg_method_get(PyObject *self, PyObject *obj, PyObject *type) {
@@ -164,12 +193,8 @@ static PyMemberDef kernarg_guarded_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 #define KERNARG_GUARDED_SLOTS                                               \
+    KERNARG_WRAPPER_SLOTS,                                                  \
     {Py_tp_call, (void *)PyVectorcall_Call},                                \
-    {Py_tp_getattro, (void *)kernarg_guarded_getattro},                     \
-    {Py_tp_repr, (void *)kernarg_guarded_repr},                             \
-    {Py_tp_traverse, (void *)kernarg_guarded_traverse},                     \
-    {Py_tp_clear, (void *)kernarg_guarded_clear},                           \
-    {Py_tp_dealloc, (void *)kernarg_guarded_dealloc},                       \
     {Py_tp_methods, kernarg_guarded_methods},                               \
     {Py_tp_members, kernarg_guarded_members}
 
@@ -177,26 +202,18 @@ static PyType_Slot kernarg_function_slots[] = {KERNARG_GUARDED_SLOTS, {0, NULL}}
 static PyType_Slot kernarg_method_slots[] = {
     KERNARG_GUARDED_SLOTS, {Py_tp_descr_get, (void *)kernarg_method_get}, {0, NULL}};
 
-#define KERNARG_GUARDED_FLAGS \
-    (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | \
-     Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION)
-
 static PyType_Spec kernarg_function_spec = {
-    "kernarg._stream.GuardedFunction", sizeof(KernargGuarded), 0, KERNARG_GUARDED_FLAGS,
-    kernarg_function_slots};
+    "kernarg._stream.GuardedFunction", sizeof(KernargGuarded), 0,
+    KERNARG_WRAPPER_FLAGS | Py_TPFLAGS_HAVE_VECTORCALL, kernarg_function_slots};
 static PyType_Spec kernarg_method_spec = {
     "kernarg._stream.GuardedMethod", sizeof(KernargGuarded), 0,
-    KERNARG_GUARDED_FLAGS | Py_TPFLAGS_METHOD_DESCRIPTOR, kernarg_method_slots};
+    KERNARG_WRAPPER_FLAGS | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    kernarg_method_slots};
 
-/* --- GuardedAttr: a property or member read and written inside the section --------------- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *descr;
-} KernargGuardedAttr;
+/* GuardedAttr: class access gives the wrapper itself, as a property's does. */
 
 static PyObject *kernarg_attr_get(PyObject *self, PyObject *obj, PyObject *type) {
-    PyObject *d = ((KernargGuardedAttr *)self)->descr;
+    PyObject *d = KERNARG_WRAPPED(self);
     PyCriticalSection cs;
     PyObject *r;
     if (obj == NULL) return Py_NewRef(self);
@@ -207,7 +224,7 @@ static PyObject *kernarg_attr_get(PyObject *self, PyObject *obj, PyObject *type)
 }
 
 static int kernarg_attr_set(PyObject *self, PyObject *obj, PyObject *value) {
-    PyObject *d = ((KernargGuardedAttr *)self)->descr;
+    PyObject *d = KERNARG_WRAPPED(self);
     PyCriticalSection cs;
     int r;
     PyCriticalSection_Begin(&cs, kernarg_state);
@@ -216,49 +233,14 @@ static int kernarg_attr_set(PyObject *self, PyObject *obj, PyObject *value) {
     return r;
 }
 
-static PyObject *kernarg_attr_getattro(PyObject *self, PyObject *name) {
-    if (PyUnicode_Check(name) && kernarg_forwarded(name))
-        return PyObject_GetAttr(((KernargGuardedAttr *)self)->descr, name);
-    return PyObject_GenericGetAttr(self, name);
-}
-
-static PyObject *kernarg_attr_repr(PyObject *self) {
-    return PyObject_Repr(((KernargGuardedAttr *)self)->descr);
-}
-
-static int kernarg_attr_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(((KernargGuardedAttr *)self)->descr);
-    Py_VISIT(Py_TYPE(self));
-    return 0;
-}
-
-static int kernarg_attr_clear(PyObject *self) {
-    Py_CLEAR(((KernargGuardedAttr *)self)->descr);
-    return 0;
-}
-
-static void kernarg_attr_dealloc(PyObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    kernarg_attr_clear(self);
-    PyObject_GC_Del(self);
-    Py_DECREF(tp);
-}
-
 static PyType_Slot kernarg_attr_slots[] = {
+    KERNARG_WRAPPER_SLOTS,
     {Py_tp_descr_get, (void *)kernarg_attr_get},
     {Py_tp_descr_set, (void *)kernarg_attr_set},
-    {Py_tp_getattro, (void *)kernarg_attr_getattro},
-    {Py_tp_repr, (void *)kernarg_attr_repr},
-    {Py_tp_traverse, (void *)kernarg_attr_traverse},
-    {Py_tp_clear, (void *)kernarg_attr_clear},
-    {Py_tp_dealloc, (void *)kernarg_attr_dealloc},
     {0, NULL}};
 
 static PyType_Spec kernarg_attr_spec = {
-    "kernarg._stream.GuardedAttr", sizeof(KernargGuardedAttr), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
-        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    "kernarg._stream.GuardedAttr", sizeof(KernargWrapper), 0, KERNARG_WRAPPER_FLAGS,
     kernarg_attr_slots};
 
 /* --- Slot trampolines ---------------------------------------------------------------------
@@ -474,11 +456,9 @@ static PyObject *kernarg_guarded_attribute(PyObject *v, int extension_type) {
     }
     if (extension_type && (strcmp(t->tp_name, "getset_descriptor") == 0
                            || strcmp(t->tp_name, "member_descriptor") == 0)) {
-        KernargGuardedAttr *a = PyObject_GC_New(KernargGuardedAttr, kernarg_guarded_attr);
-        if (a == NULL) return NULL;
-        a->descr = Py_NewRef(v);
-        PyObject_GC_Track(a);
-        return (PyObject *)a;
+        PyObject *a = kernarg_wrapper_new(kernarg_guarded_attr, v);
+        if (a != NULL) PyObject_GC_Track(a);
+        return a;
     }
     return NULL;
 }

@@ -12,13 +12,13 @@ import pickle
 import subprocess
 import sys
 import sysconfig
-import threading
 
 import pytest
 
 import kernarg
 
 from producers import DLPackProducer, double_deletes
+from test_threads import _run_threads
 
 # kernarg keeps the GIL off from CPython 3.14t (on 3.13t it turns it back on: _guard.h says why).
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED")) and sys.version_info >= (3, 14)
@@ -154,26 +154,6 @@ def test_a_python_subclass_reaches_the_guarded_slots():
     del block                                           # its dealloc: the base's, guarded
 
 
-def _race(target, n=THREADS):
-    errors = []
-    start = threading.Barrier(n)
-
-    def body(seed):
-        try:
-            start.wait()
-            target(seed)
-        except BaseException as exc:   # re-raised in the main thread, below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(seed,)) for seed in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-
-
 @free_threaded
 def test_threads_releasing_one_block_run_each_deleter_once():
     """Eight threads release the same blocks while reading them: each DLPack deleter runs
@@ -196,7 +176,7 @@ def test_threads_releasing_one_block_run_each_deleter_once():
                     assert block.args is None or len(block.args) == len(producers)
                     assert len(bytes(block)) == block.nbytes
 
-        _race(work)
+        _run_threads(work, THREADS)
         assert [p.deleted for p in producers] == [1] * len(producers)
     assert double_deletes()[before:] == []
 
@@ -223,7 +203,7 @@ def test_threads_packing_at_once_share_the_caches_and_pools():
             if seed == 0 and i % 50 == 0:
                 kernarg._handler._forget_types()
 
-    _race(work)
+    _run_threads(work, THREADS)
 
 
 @free_threaded
@@ -240,4 +220,4 @@ def test_threads_opening_stream_blocks_each_see_their_own():
             assert kernarg.resolve_stream(None) in (kernarg.LEGACY_DEFAULT_STREAM,
                                                     kernarg.PER_THREAD_DEFAULT_STREAM)
 
-    _race(work)
+    _run_threads(work, THREADS)
