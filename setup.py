@@ -14,9 +14,11 @@ if sysconfig.get_config_var("Py_GIL_DISABLED") and sys.version_info >= (3, 14):
     # critical section there (kernarg/_guard.h). Cython >= 3.1 knows the directive. Not on
     # 3.13t, whose critical sections lack what the guard needs (see _guard.h): the GIL then
     # comes back on when kernarg is imported.
+    import re
+
     import Cython
 
-    if tuple(int(p) for p in Cython.__version__.split(".")[:2]) < (3, 1):
+    if tuple(map(int, re.match(r"(\d+)\.(\d+)", Cython.__version__).groups())) < (3, 1):
         raise RuntimeError(f"a free-threaded CPython needs Cython >= 3.1 to build kernarg, "
                            f"found {Cython.__version__}")
     directives["freethreading_compatible"] = True

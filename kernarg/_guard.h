@@ -17,7 +17,7 @@
        tp_dealloc) by trampolines that call the type's own slot in the section.
    A method, property or special method added later is guarded without a line written for it;
    what CPython calls past the type (a vectorcall an instance carries, as PreparedLaunch's) and
-   C entry points (the C API; callbacks) enter the section themselves.
+   C entry points (the C API) enter the section themselves.
    The wrappers forward what introspection reads (__name__, __qualname__, __doc__,
    __text_signature__, __wrapped__, ...), and pickle as the function they wrap.
 
@@ -431,9 +431,8 @@ static int kernarg_is_function(PyObject *v) {
 }
 
 static int kernarg_is_method_like(PyObject *v) {
-    PyTypeObject *t = Py_TYPE(v);
-    return kernarg_is_function(v) || strcmp(t->tp_name, "method_descriptor") == 0
-        || strcmp(t->tp_name, "wrapper_descriptor") == 0;
+    return kernarg_is_function(v) || Py_IS_TYPE(v, &PyMethodDescr_Type)
+        || Py_IS_TYPE(v, &PyWrapperDescr_Type);
 }
 
 /* The guarded form of a class attribute v, or NULL with no error where v is left as it is. */
@@ -442,7 +441,8 @@ static PyObject *kernarg_guarded_attribute(PyObject *v, int extension_type) {
     if (t == kernarg_guarded_method || t == kernarg_guarded_attr) return NULL;
     if (kernarg_is_method_like(v))
         return kernarg_guarded_new(kernarg_guarded_method, v);
-    if (PyObject_TypeCheck(v, &PyClassMethod_Type) || PyObject_TypeCheck(v, &PyStaticMethod_Type)) {
+    if (PyObject_TypeCheck(v, &PyClassMethod_Type)
+            || PyObject_TypeCheck(v, &PyStaticMethod_Type)) {
         /* classmethod(f) / staticmethod(f): the same around the guarded f. */
         PyObject *f = PyObject_GetAttrString(v, "__func__"), *g, *r;
         if (f == NULL) return NULL;
@@ -454,8 +454,7 @@ static PyObject *kernarg_guarded_attribute(PyObject *v, int extension_type) {
         Py_DECREF(g);
         return r;
     }
-    if (extension_type && (strcmp(t->tp_name, "getset_descriptor") == 0
-                           || strcmp(t->tp_name, "member_descriptor") == 0)) {
+    if (extension_type && (t == &PyGetSetDescr_Type || t == &PyMemberDescr_Type)) {
         PyObject *a = kernarg_wrapper_new(kernarg_guarded_attr, v);
         if (a != NULL) PyObject_GC_Track(a);
         return a;

@@ -7,7 +7,8 @@ cdef uint64_t stream_handle(object obj) except? 0
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept
 
 # kernarg's state guard on free-threaded CPython (_guard.h): each module guards its namespace at
-# the end of its initialisation; C entry points (the C API, driver callbacks) enter and leave.
+# the end of its initialisation; C entry points (the C API, PreparedLaunch's vectorcall) enter
+# and leave.
 cdef extern from "_cutils.h":
     ctypedef struct kernarg_section:
         pass

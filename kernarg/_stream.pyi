@@ -12,6 +12,7 @@ __all__ = [
 LEGACY_DEFAULT_STREAM: int
 PER_THREAD_DEFAULT_STREAM: int
 _POLICY_DEFAULT: int
+GUARDED: bool
 
 def _reload_policy() -> int: ...
 def default_stream() -> int: ...
