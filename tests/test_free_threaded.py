@@ -87,9 +87,7 @@ def test_every_function_and_method_of_every_module_is_guarded():
                 for attr, d in vars(value).items():
                     kind = _type_names(d)
                     if kind in ("classmethod", "staticmethod"):
-                        d, kind = d.__func__, "GuardedFunction" if \
-                            _type_names(d.__func__) == "GuardedFunction" else kind
-                        ok = kind == "GuardedFunction"
+                        ok = _type_names(d.__func__) == "GuardedFunction"
                     elif kind in ("cython_function_or_method", "function", "method_descriptor",
                                   "wrapper_descriptor", "builtin_function_or_method"):
                         ok = attr == "__new__"      # tp_new's wrapper: the slot is guarded
