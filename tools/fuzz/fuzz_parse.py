@@ -3,7 +3,8 @@ the build): C parameter lists (``Signature(text)``), PTX entries (``Signature.fr
 kernel declarations in CUDA C++ source read against the PTX's layout (what
 ``Signature.from_source`` does after NVRTC, without NVRTC), and the lookup of a kernel's name
 among a module's entries, mangled or not, the reading of a mangled symbol's C++ name, and of
-a struct's body (its data members among member functions).
+a struct's body (its data members among member functions), and of a whole source whose
+struct parameter is laid out with what it asks the compiler answered (sixth mode).
 Any text must give a Signature whose layout is consistent, or a TypeError/ValueError/
 OverflowError/LookupError -- never another exception (an IndexError, a KeyError, a
 RecursionError...) or a crash; and it pickles as the same Signature.
@@ -12,6 +13,7 @@ RecursionError...) or a crash; and it pickles as the same Signature.
 """
 import pickle
 import sys
+import zlib
 
 import atheris
 
@@ -19,7 +21,14 @@ with atheris.instrument_imports(include=["kernarg"]):
     import kernarg
     from kernarg._demangle import cxx_name, demangle
     from kernarg._images import cubin_entry_names, image_variable_names
-    from kernarg._signature import _constant_value, _data_members, _SourceStructs, ptx_entry_name
+    from kernarg._signature import (
+        _constant_value,
+        _data_members,
+        _declared_type,
+        _last_identifier,
+        _SourceStructs,
+        ptx_entry_name,
+    )
 
 ALLOWED = (TypeError, ValueError, OverflowError, LookupError)
 LIMIT = kernarg.MAX_PARAM_BYTES
@@ -51,11 +60,67 @@ def _consistent(sig):
     assert end <= LIMIT
 
 
+def _check_layout(dt):
+    """Fields inside the struct, and the fields its metadata names (which share bytes, a
+    tuple's) its own."""
+    assert all(0 <= dt.fields[n][1] and dt.fields[n][1] + dt.fields[n][0].itemsize
+               <= dt.itemsize for n in dt.names), dt
+    bits = dt.metadata.get("bits", ())
+    assert all(0 <= first and 0 < width and first + width <= 8 * dt.itemsize
+               for _, first, width, _ in bits), dt
+    named = [n for group in dt.metadata.get("overlaps", ()) for alternative in group
+             for n in alternative] + list(dt.metadata.get("positions", ()))
+    assert set(named) <= set(dt.names) | {b[0] for b in bits}, dt
+
+
+def _answer(query, how, seed):
+    """What a compiler could answer to ``query`` (_SourceStructs.wanted): a power of two for
+    an alignment, 1-64 for a bit-field's width, else 1-300; drawn from ``seed``."""
+    h = zlib.crc32(query.encode("utf-8", "surrogatepass"), seed)
+    kind = how[2] if how is not None else None
+    if kind == "alignof":
+        return 1 << h % 9
+    if kind == "width":
+        return 1 + h % 64
+    return 1 + h % 300
+
+
+def _laid_out_twice(piece, source, seed):
+    """The struct parameter ``piece`` of ``source`` laid out as from_source lays it out:
+    then again with what it asked the compiler (array extents, bit-field widths, a head's
+    alignment, a base's size) answered. Each layout, where there is one, is consistent."""
+    path = f"(*static_cast<{_declared_type(piece)}*>(nullptr))."
+    name = _last_identifier(piece)
+    structs = _SourceStructs(source, {})
+    with structs._object(path):
+        dt = structs.by_value(piece, name)
+    if dt is not None:
+        _check_layout(dt)
+    if not structs.wanted:
+        return
+    extents = {q: _answer(q, how, seed) for q, how in structs.wanted.items()}
+    structs = _SourceStructs(source, {}, extents=extents)
+    with structs._object(path):
+        dt = structs.by_value(piece, name)
+    if dt is not None:
+        _check_layout(dt)
+
+
 def test_one_input(data):
     if not data:
         return
-    mode = data[0] % 5
+    mode = data[0] % 6
     text = data[1:].decode("utf-8", "replace")
+    if mode == 5:
+        # The text as a whole source, its first line a struct parameter's declaration
+        # (`S s`): struct heads holding macros, bases, aliases, templates, bit-field widths
+        # and extents that name constants, in any order.
+        piece, _, source = text.partition("\n")
+        try:
+            _laid_out_twice(piece, source, data[0])
+        except ALLOWED as exc:
+            assert "int_max_str_digits" not in str(exc), exc
+        return
     if mode == 4:
         # A kernel name looked up among a PTX module's entries (C++ mangled or not): one of
         # them, or a LookupError naming the kernel. And the bytes as a cubin or fatbin whose
@@ -102,14 +167,7 @@ def test_one_input(data):
             # struct, and the fields its metadata names (which share bytes, a tuple's) its own.
             dt = _SourceStructs(f"struct S {{{text}}};", {}).layout("S")
             if dt is not None:
-                assert all(0 <= dt.fields[n][1] and dt.fields[n][1] + dt.fields[n][0].itemsize
-                           <= dt.itemsize for n in dt.names), dt
-                bits = dt.metadata.get("bits", ())
-                assert all(0 <= first and 0 < width and first + width <= 8 * dt.itemsize
-                           for _, first, width, _ in bits), dt
-                named = [n for group in dt.metadata.get("overlaps", ()) for alternative in group
-                         for n in alternative] + list(dt.metadata.get("positions", ()))
-                assert set(named) <= set(dt.names) | {b[0] for b in bits}, dt
+                _check_layout(dt)
             sig = kernarg.Signature._from_source_and_ptx(SOURCE_PREFIX + text, "k", PTX_KNOWN)
     except ALLOWED as exc:
         # Not str()'s refusal of an int of over 4,300 digits, raised while writing a message.
