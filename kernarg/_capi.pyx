@@ -23,7 +23,9 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 
 from kernarg._cdefs cimport tuple_items
 from kernarg._signature cimport Signature, pack_typed_state, with_defaults
-from kernarg._stream cimport guard_module, kernarg_section, state_enter, state_leave, stream_handle
+from kernarg._stream cimport (
+    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
+)
 
 import os
 
@@ -83,6 +85,8 @@ cdef int _pack_block(object signature, object args, object stream, int device,
     guarded Python entry point: on a free-threaded build this takes kernarg's critical
     section (_guard.h)."""
     cdef kernarg_section cs
+    if not KERNARG_GUARDED_BUILD:       # (a C constant: a GIL build compiles only this)
+        return _pack_block_held(signature, args, stream, device, block)
     state_enter(&cs)
     try:
         return _pack_block_held(signature, args, stream, device, block)
@@ -138,6 +142,8 @@ cdef int release_block(kernarg_block* block) except -1:
     cdef kernarg_section cs
     if block == NULL:
         return 0
+    if not KERNARG_GUARDED_BUILD:
+        return _release_block_held(block)
     state_enter(&cs)
     try:
         return _release_block_held(block)
@@ -201,6 +207,9 @@ cdef int _c_resolve_stream(PyObject* stream, uint64_t* handle) except -1:
     cdef kernarg_section cs
     if handle == NULL:
         raise ValueError("kernarg: handle is NULL")
+    if not KERNARG_GUARDED_BUILD:
+        handle[0] = stream_handle(None if stream == NULL else <object>stream)
+        return 0
     state_enter(&cs)
     try:
         handle[0] = stream_handle(None if stream == NULL else <object>stream)

@@ -28,6 +28,16 @@ typedef PyCriticalSection kernarg_section;
 typedef struct { char unused; } kernarg_section;
 #endif
 
+/* Whether kernarg's state guard is compiled (_guard.h): a free-threaded build of 3.14 or
+   later. KERNARG_GUARDED_BUILD is the same as a constant, for Cython code to test in an `if`
+   the C compiler removes (the hot entry points that take the section themselves). */
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000
+#define KERNARG_GUARDED 1
+#define KERNARG_GUARDED_BUILD 1
+#else
+#define KERNARG_GUARDED_BUILD 0
+#endif
+
 /* Fill def as a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (that of
    builtins): it reads its positional arguments where the caller put them, then the keyword
    values named by kwnames, with no tuple made and no generic keyword parser run. The first

@@ -52,7 +52,9 @@ from kernarg._interop cimport (
     tensor_map_value,
 )
 
-from kernarg._stream cimport guard_module, stream_handle
+from kernarg._stream cimport (
+    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
+)
 from kernarg._interop import record_problem
 from kernarg._interop import register as _register
 
@@ -792,7 +794,19 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
 
 cdef object _pack_fastcall(object self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     """``pack(args, *, stream=None, device=None)``: ``args[0:nargs]`` by position, then the
-    values of the keywords ``kwnames`` names."""
+    values of the keywords ``kwnames`` names. On a free-threaded build it takes kernarg's
+    critical section itself (the guard leaves it unwrapped: see the module's end)."""
+    cdef kernarg_section cs
+    if not KERNARG_GUARDED_BUILD:
+        return _pack_call(args, nargs, kwnames)
+    state_enter(&cs)
+    try:
+        return _pack_call(args, nargs, kwnames)
+    finally:
+        state_leave(&cs)
+
+
+cdef inline object _pack_call(PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
         return _pack(<object>args[0], None, None)
@@ -943,5 +957,6 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
     return blk
 
 
-# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
-guard_module(globals(), __name__)
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h);
+# pack takes it itself, so that the interpreter calls it as a builtin.
+guard_module(globals(), __name__, (pack,))

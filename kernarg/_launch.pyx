@@ -50,7 +50,7 @@ from kernarg._handler cimport (
 from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _reraise, _type_name
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport (
-    guard_module, kernarg_section, state_enter, state_leave, stream_handle,
+    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
 )
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -3082,7 +3082,21 @@ cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned
 cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nargs,
                                     PyObject* kwnames):
     """``Kernel.launch(grid, block, *args, stream=None, shmem=0, cluster=None,
-    cooperative=False, pdl=False, priority=None, ...)``: ``args[0:nargs]`` by position."""
+    cooperative=False, pdl=False, priority=None, ...)``: ``args[0:nargs]`` by position. On a
+    free-threaded build it takes kernarg's critical section itself (the guard leaves it
+    unwrapped: see the module's end)."""
+    cdef kernarg_section cs
+    if not KERNARG_GUARDED_BUILD:
+        return _kernel_launch_call(self, args, nargs, kwnames)
+    state_enter(&cs)
+    try:
+        return _kernel_launch_call(self, args, nargs, kwnames)
+    finally:
+        state_leave(&cs)
+
+
+cdef inline object _kernel_launch_call(object self, PyObject** args, Py_ssize_t nargs,
+                                       PyObject* kwnames):
     cdef PyObject* given[KERNEL_LAUNCH_NAMES]
     if nargs >= 2 and (kwnames == NULL or (PyTuple_GET_SIZE(<object>kwnames) == 1 and
                                            PyTuple_GET_ITEM(<object>kwnames, 0) == _STREAM)):
@@ -3750,7 +3764,18 @@ cdef tuple _LAUNCH_NAMES = ("stream", "config", "kernel")
 cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
                              PyObject* kwnames):
     """``kernarg.launch(stream, config, kernel, *args)``: ``args[0:nargs]`` by position (see
-    _kernel_launch_fastcall)."""
+    _kernel_launch_fastcall, also for the section)."""
+    cdef kernarg_section cs
+    if not KERNARG_GUARDED_BUILD:
+        return _launch_call(args, nargs, kwnames)
+    state_enter(&cs)
+    try:
+        return _launch_call(args, nargs, kwnames)
+    finally:
+        state_leave(&cs)
+
+
+cdef inline object _launch_call(PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef PyObject* given[3]
     cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
     if kwnames == NULL and nargs >= 3:         # the usual call: nothing to sort by name
@@ -3878,6 +3903,9 @@ cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf
     if kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames) != 0:
         raise TypeError(f"{type(self).__name__}() takes kernel arguments by position only, "
                         f"got keyword argument {(<tuple>kwnames)[0]!r}")
+    if not KERNARG_GUARDED_BUILD:       # (a C constant: a GIL build compiles only this)
+        _prepared_launch(self, args, n, None)
+        return None
     state_enter(&cs)
     try:
         _prepared_launch(self, args, n, None)
@@ -4365,5 +4393,6 @@ def _entry_name(str ptx, str name, source=None):
                           inline=_inline_namespaces(source) if source else frozenset())
 
 
-# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
-guard_module(globals(), __name__)
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h);
+# the launches take it themselves, so that the interpreter calls them as builtins.
+guard_module(globals(), __name__, (launch, Kernel.__dict__["launch"]))

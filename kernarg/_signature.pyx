@@ -81,7 +81,9 @@ from kernarg._interop import (
 
 __all__ = ["Signature"]
 
-from kernarg._stream cimport guard_module, stream_handle
+from kernarg._stream cimport (
+    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
+)
 
 from kernarg._cdefs cimport (
     Py_None,
@@ -2633,7 +2635,20 @@ def _unpickle_signature(tuple specs, tuple names, tuple default_texts, defaults,
 cdef object _signature_pack_fastcall(object self, PyObject** args, Py_ssize_t nargs,
                                      PyObject* kwnames):
     """``Signature.pack(args, *, stream=None, device=None)``; ``self`` is a Signature (the
-    method descriptor checked it)."""
+    method descriptor checked it). On a free-threaded build it takes kernarg's critical
+    section itself (the guard leaves it unwrapped: see the module's end)."""
+    cdef kernarg_section cs
+    if not KERNARG_GUARDED_BUILD:
+        return _signature_pack_call(self, args, nargs, kwnames)
+    state_enter(&cs)
+    try:
+        return _signature_pack_call(self, args, nargs, kwnames)
+    finally:
+        state_leave(&cs)
+
+
+cdef inline object _signature_pack_call(object self, PyObject** args, Py_ssize_t nargs,
+                                        PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
         return _signature_pack(<Signature>self, <object>args[0], None, None)
@@ -6763,5 +6778,6 @@ def _last_identifier(text):
     return words[-1] if len(words) > 1 else None
 
 
-# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h).
-guard_module(globals(), __name__)
+# Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h);
+# Signature.pack takes it itself, so that the interpreter calls it as a builtin method.
+guard_module(globals(), __name__, (Signature.__dict__["pack"],))

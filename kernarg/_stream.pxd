@@ -12,7 +12,9 @@ cdef uint64_t dlpack_stream(uint64_t handle) noexcept
 cdef extern from "_cutils.h":
     ctypedef struct kernarg_section:
         pass
+    # 1 where the guard is compiled (a free-threaded 3.14+), else 0: a C constant.
+    bint KERNARG_GUARDED_BUILD
 
-cdef int guard_module(dict namespace, str name) except -1
+cdef int guard_module(dict namespace, str name, tuple unwrapped=*) except -1
 cdef void state_enter(kernarg_section* cs) noexcept
 cdef void state_leave(kernarg_section* cs) noexcept

@@ -515,15 +515,19 @@ cdef class use_stream:
 
 cdef extern from "_guard.h":
     int kernarg_guard_init() except -1
-    int kernarg_guard_namespace(object ns, object module_name) except -1
+    int kernarg_guard_namespace(object ns, object module_name, object unwrapped) except -1
     void kernarg_guard_enter(kernarg_section* cs) noexcept
     void kernarg_guard_leave(kernarg_section* cs) noexcept
     bint kernarg_guard_active() noexcept
+    bint kernarg_guard_held() noexcept
+    tuple kernarg_guard_unwrapped()
 
 
-cdef int guard_module(dict namespace, str name) except -1:
-    """Guard what module ``name`` defined in ``namespace`` (free-threaded builds only)."""
-    return kernarg_guard_namespace(namespace, name)
+cdef int guard_module(dict namespace, str name, tuple unwrapped=()) except -1:
+    """Guard what module ``name`` defined in ``namespace`` (free-threaded builds only), but
+    the functions and methods in ``unwrapped``: they take the section themselves
+    (``if KERNARG_GUARDED_BUILD: state_enter(...)``)."""
+    return kernarg_guard_namespace(namespace, name, unwrapped)
 
 
 cdef void state_enter(kernarg_section* cs) noexcept:
@@ -537,5 +541,18 @@ cdef void state_leave(kernarg_section* cs) noexcept:
 #: Whether kernarg guards its state with a critical section (a free-threaded build).
 GUARDED = kernarg_guard_active()
 
+
+def _holds_section():
+    """Whether the calling thread is inside kernarg's critical section (False on a GIL
+    build): for the tests, from Python code that kernarg's code calls."""
+    return kernarg_guard_held()
+
+
+def _unwrapped():
+    """The functions and methods the guard left as they are (empty on a GIL build): the hot
+    entry points, which take the section themselves, and _holds_section."""
+    return kernarg_guard_unwrapped()
+
+
 kernarg_guard_init()
-guard_module(globals(), __name__)
+guard_module(globals(), __name__, (_holds_section,))    # (it must not take the section)

@@ -1,9 +1,10 @@
 """kernarg on a free-threaded CPython (python3.14t), with the GIL off: every way into kernarg's
 modules takes kernarg's critical section (kernarg/_guard.h), put in place when each module
-finishes initialising. These tests check that nothing was left out, that the guarded functions
-still look like what they wrap, and that threads racing on kernarg's shared state get right
-answers. They run in CI's free-threaded job and skip on GIL builds, where nothing is wrapped
-(the GIL is kernarg's exclusion there), but for the first, which checks just that."""
+finishes initialising, or taken by the hot entry points themselves. These tests check that
+nothing was left out, that the guarded functions still look like what they wrap, and that
+threads racing on kernarg's shared state get right answers. They run in CI's free-threaded
+job and skip on GIL builds, where nothing is wrapped (the GIL is kernarg's exclusion there),
+but for the first, which checks just that."""
 import copy
 import importlib
 import inspect
@@ -46,6 +47,7 @@ def test_a_gil_build_wraps_nothing():
     own, with no wrapper to pay for, and the modules keep the GIL (Cython's default
     declaration)."""
     assert kernarg._stream.GUARDED is False
+    assert kernarg._stream._unwrapped() == () and kernarg._stream._holds_section() is False
     assert type(kernarg.pack).__name__ == "builtin_function_or_method"
     assert type(kernarg.resolve_stream).__name__ == "cython_function_or_method"
     assert type(vars(kernarg.ParamBlock)["nbytes"]).__name__ == "getset_descriptor"
@@ -76,16 +78,20 @@ def test_free_threaded_python_keeps_the_gil_off_with_kernarg():
 
 @free_threaded
 def test_every_function_and_method_of_every_module_is_guarded():
+    """Guarded by a wrapper, or named as taking the section itself (see the test below)."""
     unguarded, seen = [], 0
+    itself = {id(f) for f in kernarg._stream._unwrapped()}
     for module in _modules():
         for name, value in vars(module).items():
-            if getattr(value, "__module__", None) != module.__name__:
+            if getattr(value, "__module__", None) != module.__name__ or id(value) in itself:
                 continue
             if isinstance(value, type):
                 # A class statement's class has __dict__ or __slots__; a cdef class neither.
                 extension = not {"__dict__", "__slots__"} & set(vars(value))
                 for attr, d in vars(value).items():
                     kind = _type_names(d)
+                    if id(d) in itself:
+                        continue
                     if kind in ("classmethod", "staticmethod"):
                         ok = _type_names(d.__func__) == "GuardedFunction"
                     elif kind in ("cython_function_or_method", "function", "method_descriptor",
@@ -107,9 +113,56 @@ def test_every_function_and_method_of_every_module_is_guarded():
 
 
 @free_threaded
+def test_the_hot_entry_points_take_the_section_themselves():
+    """kernarg.pack, Signature.pack, Kernel.launch and kernarg.launch are left unwrapped, so
+    that the interpreter calls them as the builtins they are, and take the section
+    themselves: Python code they call back (a property, __index__, __cuda_stream__) runs
+    inside it, as it does when a guarded function calls it."""
+    stream = kernarg._stream
+    unwrapped = stream._unwrapped()
+    assert {f.__qualname__ for f in unwrapped} == {
+        "pack", "Signature.pack", "launch", "Kernel.launch", "_holds_section"}
+    for f in (kernarg.pack, vars(kernarg.Signature)["pack"], kernarg.launch,
+              vars(kernarg.Kernel)["launch"]):
+        assert any(f is u for u in unwrapped), f
+    assert {type(f).__name__ for f in unwrapped} == {
+        "builtin_function_or_method", "method_descriptor", "cython_function_or_method"}
+    seen = []
+
+    class Array:
+        @property
+        def __cuda_array_interface__(self):
+            seen.append(stream._holds_section())
+            raise ValueError("seen")
+
+    class Index:
+        def __index__(self):
+            seen.append(stream._holds_section())
+            raise ValueError("seen")
+
+    class Stream:
+        def __cuda_stream__(self):
+            seen.append(stream._holds_section())
+            raise ValueError("seen")
+
+    assert stream._holds_section() is False             # outside kernarg
+    with pytest.raises(TypeError, match="seen"):
+        kernarg.resolve_stream(Stream())                 # a guarded function: the reference
+    bare = kernarg.Kernel.__new__(kernarg.Kernel)
+    for call in (lambda: kernarg.pack((Array(),)),
+                 lambda: kernarg.Signature("float* p").pack((Array(),)),
+                 lambda: bare.launch((Index(), 1, 1), 1),
+                 lambda: kernarg.launch(Stream(), kernarg.LaunchConfig(1, 1), bare)):
+        with pytest.raises((TypeError, ValueError), match="seen"):
+            call()
+        assert stream._holds_section() is False         # left
+    assert seen == [True] * 5
+
+
+@free_threaded
 def test_guarded_functions_look_like_what_they_wrap():
-    for f in (kernarg.pack, kernarg.resolve_stream, kernarg.register, kernarg.Signature.pack,
-              kernarg.Kernel.from_source, kernarg.Kernel.launch, kernarg.ParamBlock.release):
+    for f in (kernarg.resolve_stream, kernarg.register, kernarg.Signature.from_ptx,
+              kernarg.Kernel.from_source, kernarg.Kernel.prepare, kernarg.ParamBlock.release):
         inner = f.__func__.__wrapped__ if inspect.ismethod(f) else f.__wrapped__
         assert _type_names(inner) != "GuardedFunction"
         for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
