@@ -52,9 +52,7 @@ from kernarg._interop cimport (
     tensor_map_value,
 )
 
-from kernarg._stream cimport (
-    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
-)
+from kernarg._stream cimport guard_module, in_section, stream_handle
 from kernarg._interop import record_problem
 from kernarg._interop import register as _register
 
@@ -796,17 +794,10 @@ cdef object _pack_fastcall(object self, PyObject** args, Py_ssize_t nargs, PyObj
     """``pack(args, *, stream=None, device=None)``: ``args[0:nargs]`` by position, then the
     values of the keywords ``kwnames`` names. On a free-threaded build it takes kernarg's
     critical section itself (the guard leaves it unwrapped: see the module's end)."""
-    cdef kernarg_section cs
-    if not KERNARG_GUARDED_BUILD:
-        return _pack_call(args, nargs, kwnames)
-    state_enter(&cs)
-    try:
-        return _pack_call(args, nargs, kwnames)
-    finally:
-        state_leave(&cs)
+    return in_section(_pack_call, <PyObject*>self, args, nargs, kwnames)
 
 
-cdef inline object _pack_call(PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+cdef object _pack_call(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
         return _pack(<object>args[0], None, None)

@@ -50,7 +50,8 @@ from kernarg._handler cimport (
 from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _reraise, _type_name
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport (
-    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
+    KERNARG_GUARDED_BUILD, guard_module, in_section, kernarg_section, state_enter, state_leave,
+    stream_handle,
 )
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -3085,18 +3086,11 @@ cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nar
     cooperative=False, pdl=False, priority=None, ...)``: ``args[0:nargs]`` by position. On a
     free-threaded build it takes kernarg's critical section itself (the guard leaves it
     unwrapped: see the module's end)."""
-    cdef kernarg_section cs
-    if not KERNARG_GUARDED_BUILD:
-        return _kernel_launch_call(self, args, nargs, kwnames)
-    state_enter(&cs)
-    try:
-        return _kernel_launch_call(self, args, nargs, kwnames)
-    finally:
-        state_leave(&cs)
+    return in_section(_kernel_launch_call, <PyObject*>self, args, nargs, kwnames)
 
 
-cdef inline object _kernel_launch_call(object self, PyObject** args, Py_ssize_t nargs,
-                                       PyObject* kwnames):
+cdef object _kernel_launch_call(PyObject* self, PyObject** args, Py_ssize_t nargs,
+                                PyObject* kwnames):
     cdef PyObject* given[KERNEL_LAUNCH_NAMES]
     if nargs >= 2 and (kwnames == NULL or (PyTuple_GET_SIZE(<object>kwnames) == 1 and
                                            PyTuple_GET_ITEM(<object>kwnames, 0) == _STREAM)):
@@ -3765,17 +3759,11 @@ cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs
                              PyObject* kwnames):
     """``kernarg.launch(stream, config, kernel, *args)``: ``args[0:nargs]`` by position (see
     _kernel_launch_fastcall, also for the section)."""
-    cdef kernarg_section cs
-    if not KERNARG_GUARDED_BUILD:
-        return _launch_call(args, nargs, kwnames)
-    state_enter(&cs)
-    try:
-        return _launch_call(args, nargs, kwnames)
-    finally:
-        state_leave(&cs)
+    return in_section(_launch_call, module, args, nargs, kwnames)
 
 
-cdef inline object _launch_call(PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+cdef object _launch_call(PyObject* module, PyObject** args, Py_ssize_t nargs,
+                         PyObject* kwnames):
     cdef PyObject* given[3]
     cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
     if kwnames == NULL and nargs >= 3:         # the usual call: nothing to sort by name

@@ -81,9 +81,7 @@ from kernarg._interop import (
 
 __all__ = ["Signature"]
 
-from kernarg._stream cimport (
-    KERNARG_GUARDED_BUILD, guard_module, kernarg_section, state_enter, state_leave, stream_handle,
-)
+from kernarg._stream cimport guard_module, in_section, stream_handle
 
 from kernarg._cdefs cimport (
     Py_None,
@@ -2637,18 +2635,11 @@ cdef object _signature_pack_fastcall(object self, PyObject** args, Py_ssize_t na
     """``Signature.pack(args, *, stream=None, device=None)``; ``self`` is a Signature (the
     method descriptor checked it). On a free-threaded build it takes kernarg's critical
     section itself (the guard leaves it unwrapped: see the module's end)."""
-    cdef kernarg_section cs
-    if not KERNARG_GUARDED_BUILD:
-        return _signature_pack_call(self, args, nargs, kwnames)
-    state_enter(&cs)
-    try:
-        return _signature_pack_call(self, args, nargs, kwnames)
-    finally:
-        state_leave(&cs)
+    return in_section(_signature_pack_call, <PyObject*>self, args, nargs, kwnames)
 
 
-cdef inline object _signature_pack_call(object self, PyObject** args, Py_ssize_t nargs,
-                                        PyObject* kwnames):
+cdef object _signature_pack_call(PyObject* self, PyObject** args, Py_ssize_t nargs,
+                                 PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
         return _signature_pack(<Signature>self, <object>args[0], None, None)

@@ -1,5 +1,6 @@
 # The C-level stream resolution that kernarg's other modules cimport (resolve_stream without a
 # Python call). This file is ABI between kernarg's own modules.
+from cpython.object cimport PyObject
 from libc.stdint cimport uint64_t
 
 
@@ -7,8 +8,8 @@ cdef uint64_t stream_handle(object obj) except? 0
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept
 
 # kernarg's state guard on free-threaded CPython (_guard.h): each module guards its namespace at
-# the end of its initialisation; C entry points (the C API, PreparedLaunch's vectorcall) enter
-# and leave.
+# the end of its initialisation; C entry points (the C API, PreparedLaunch's vectorcall) and
+# the hot entry points the guard leaves unwrapped (in_section) enter and leave.
 cdef extern from "_cutils.h":
     ctypedef struct kernarg_section:
         pass
@@ -18,3 +19,22 @@ cdef extern from "_cutils.h":
 cdef int guard_module(dict namespace, str name, tuple unwrapped=*) except -1
 cdef void state_enter(kernarg_section* cs) noexcept
 cdef void state_leave(kernarg_section* cs) noexcept
+
+# A C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (kernarg_fastcall_def).
+ctypedef object (*fastcall)(PyObject* self, PyObject** args, Py_ssize_t nargs,
+                            PyObject* kwnames)
+
+
+cdef inline object in_section(fastcall call, PyObject* self, PyObject** args, Py_ssize_t nargs,
+                              PyObject* kwnames):
+    """``call(self, args, nargs, kwnames)`` inside kernarg's critical section: the body of a
+    hot entry point that the module's guard leaves unwrapped (guard_module's ``unwrapped``),
+    so that the interpreter calls it as a builtin. A GIL build compiles only the call."""
+    cdef kernarg_section cs
+    if not KERNARG_GUARDED_BUILD:
+        return call(self, args, nargs, kwnames)
+    state_enter(&cs)
+    try:
+        return call(self, args, nargs, kwnames)
+    finally:
+        state_leave(&cs)
