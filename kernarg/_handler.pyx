@@ -790,14 +790,16 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
 # (timeit, the builds side by side). The usual call, pack(args), reads its one argument where
 # the caller put it; keywords are sorted by name only when given.
 
-cdef object _pack_fastcall(object self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+cdef object _pack_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
+                           PyObject* kwnames):
     """``pack(args, *, stream=None, device=None)``: ``args[0:nargs]`` by position, then the
-    values of the keywords ``kwnames`` names. On a free-threaded build it takes kernarg's
-    critical section itself (the guard leaves it unwrapped: see the module's end)."""
-    return in_section(_pack_call, <PyObject*>self, args, nargs, kwnames)
+    values of the keywords ``kwnames`` names (``module``: NULL, the function's self). On a
+    free-threaded build it takes kernarg's critical section itself (the guard leaves it
+    unwrapped: see the module's end)."""
+    return in_section(_pack_call, module, args, nargs, kwnames)
 
 
-cdef object _pack_call(PyObject* self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+cdef object _pack_call(PyObject* module, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
         return _pack(<object>args[0], None, None)
