@@ -66,12 +66,17 @@ static void kernarg_guard_enter(kernarg_section *cs) { PyCriticalSection_Begin(c
 static void kernarg_guard_leave(kernarg_section *cs) { PyCriticalSection_End(cs); }
 static int kernarg_guard_active(void) { return 1; }
 
-/* (For the tests.) Whether this thread's top-most critical section is kernarg's, read from
-   the thread state's tagged pointer to it (its low two bits are flags), whose layout 3.14
-   documents as private: what kernarg's code, and Python code it calls, runs inside. */
+/* (For the tests.) Whether this thread's top-most critical section is kernarg's (1 or 0),
+   read from the thread state's tagged pointer to it (its low two bits are flags): what
+   kernarg's code, and Python code it calls, runs inside. 3.14 documents that layout as
+   private, so a later version answers -1 (not read) until it has been checked. */
 static int kernarg_guard_held(void) {
+#if PY_VERSION_HEX < 0x030F0000
     const uintptr_t top = PyThreadState_Get()->critical_section & ~(uintptr_t)3;
     return top != 0 && ((PyCriticalSection *)top)->_cs_mutex == &kernarg_state->ob_mutex;
+#else
+    return -1;
+#endif
 }
 
 static PyObject *kernarg_guard_unwrapped(void) { return PyList_AsTuple(kernarg_unwrapped); }

@@ -519,7 +519,7 @@ cdef extern from "_guard.h":
     void kernarg_guard_enter(kernarg_section* cs) noexcept
     void kernarg_guard_leave(kernarg_section* cs) noexcept
     bint kernarg_guard_active() noexcept
-    bint kernarg_guard_held() noexcept
+    int kernarg_guard_held() noexcept
     tuple kernarg_guard_unwrapped()
 
 
@@ -544,8 +544,10 @@ GUARDED = kernarg_guard_active()
 
 def _holds_section():
     """Whether the calling thread is inside kernarg's critical section (False on a GIL
-    build): for the tests, from Python code that kernarg's code calls."""
-    return kernarg_guard_held()
+    build; None where kernarg does not read the thread state: _guard.h): for the tests, from
+    Python code that kernarg's code calls."""
+    cdef int held = kernarg_guard_held()
+    return None if held < 0 else held == 1
 
 
 def _unwrapped():

@@ -119,6 +119,8 @@ def test_the_hot_entry_points_take_the_section_themselves():
     themselves: Python code they call back (a property, __index__, __cuda_stream__) runs
     inside it, as it does when a guarded function calls it."""
     stream = kernarg._stream
+    if stream._holds_section() is None:
+        pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
     unwrapped = stream._unwrapped()
     assert {f.__qualname__ for f in unwrapped} == {
         "pack", "Signature.pack", "launch", "Kernel.launch", "_holds_section"}
