@@ -526,7 +526,7 @@ cdef extern from "_guard.h":
 cdef int guard_module(dict namespace, str name, tuple unwrapped=()) except -1:
     """Guard what module ``name`` defined in ``namespace`` (free-threaded builds only), but
     the functions and methods in ``unwrapped``: they take the section themselves
-    (``if KERNARG_GUARDED_BUILD: state_enter(...)``)."""
+    (in_section)."""
     return kernarg_guard_namespace(namespace, name, unwrapped)
 
 

@@ -77,7 +77,7 @@ def _answer(query, how, seed):
     """What a compiler could answer to ``query`` (_SourceStructs.wanted): a power of two for
     an alignment, 1-64 for a bit-field's width, else 1-300; drawn from ``seed``."""
     h = zlib.crc32(query.encode("utf-8", "surrogatepass"), seed)
-    kind = how[2] if how is not None else None
+    kind = how[2]               # (path, member, "alignof" / "sizeof" / "width" / dimension)
     if kind == "alignof":
         return 1 << h % 9
     if kind == "width":
@@ -91,19 +91,16 @@ def _laid_out_twice(piece, source, seed):
     alignment, a base's size) answered. Each layout, where there is one, is consistent."""
     path = f"(*static_cast<{_declared_type(piece)}*>(nullptr))."
     name = _last_identifier(piece)
-    structs = _SourceStructs(source, {})
-    with structs._object(path):
-        dt = structs.by_value(piece, name)
-    if dt is not None:
-        _check_layout(dt)
-    if not structs.wanted:
-        return
-    extents = {q: _answer(q, how, seed) for q, how in structs.wanted.items()}
-    structs = _SourceStructs(source, {}, extents=extents)
-    with structs._object(path):
-        dt = structs.by_value(piece, name)
-    if dt is not None:
-        _check_layout(dt)
+    extents = None
+    while True:
+        structs = _SourceStructs(source, {}, extents=extents)
+        with structs._object(path):
+            dt = structs.by_value(piece, name)
+        if dt is not None:
+            _check_layout(dt)
+        if extents is not None or not structs.wanted:
+            return
+        extents = {q: _answer(q, how, seed) for q, how in structs.wanted.items()}
 
 
 def test_one_input(data):
