@@ -5,6 +5,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 
 /* CUDA hosts (x86-64, aarch64, ppc64le) are little-endian; the packers rely on it. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -37,6 +38,39 @@ typedef struct { char unused; } kernarg_section;
 #else
 #define KERNARG_GUARDED_BUILD 0
 #endif
+
+/* Word-sized values that a free-threaded build reads outside kernarg's critical section
+   (what `None` means as a stream: _stream.pyx's count of open use_stream blocks and the
+   policy) are read and written whole, as relaxed atomics; on a GIL build the same plain loads
+   and stores as before. */
+#define KERNARG_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define KERNARG_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+/* The lock of one of _handler.pyx's block pools on a free-threaded build, where kernarg.pack
+   takes or returns a block outside kernarg's critical section; nothing on a GIL build. It is
+   held for a pop or a push (malloc and free run outside it). A spin lock, not a PyMutex: a
+   thread that waits for a PyMutex detaches, which suspends the critical sections it holds,
+   so that a launch or a pack inside kernarg's section would let other threads into it in the
+   middle of taking a block. */
+typedef struct { char locked; } kernarg_spinlock;
+
+static inline void kernarg_spin_lock(kernarg_spinlock *l) {
+#if KERNARG_GUARDED_BUILD
+    while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
+            sched_yield();
+#else
+    (void)l;
+#endif
+}
+
+static inline void kernarg_spin_unlock(kernarg_spinlock *l) {
+#if KERNARG_GUARDED_BUILD
+    __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+#else
+    (void)l;
+#endif
+}
 
 /* Fill def as a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (that of
    builtins): it reads its positional arguments where the caller put them, then the keyword

@@ -490,7 +490,9 @@ static PyObject *kernarg_guarded_attribute(PyObject *v, int extension_type) {
 
 static destructor kernarg_subtype_dealloc = NULL;   /* a class statement's tp_dealloc */
 
-static int kernarg_guard_type(PyTypeObject *tp, PyObject *unwrapped) {
+/* Guard tp's methods and properties (but those in `unwrapped`) and, unless keep_slots, its
+   slots. */
+static int kernarg_guard_type(PyTypeObject *tp, PyObject *unwrapped, int keep_slots) {
     /* An extension type (a cdef class; a heap type where Cython makes them from specs), not
        a class statement's, whose instances CPython itself keeps safe. */
     const int extension_type = tp->tp_dealloc != kernarg_subtype_dealloc;
@@ -516,7 +518,7 @@ static int kernarg_guard_type(PyTypeObject *tp, PyObject *unwrapped) {
     }
     Py_DECREF(items);
     Py_DECREF(dict);
-    if (extension_type && kernarg_guard_slots(tp) < 0) return -1;
+    if (extension_type && !keep_slots && kernarg_guard_slots(tp) < 0) return -1;
     PyType_Modified(tp);
     return 0;
 fail:
@@ -526,7 +528,8 @@ fail:
 }
 
 /* Guard what module `module_name` defined in its namespace ns (its globals), but the
-   functions and methods in the tuple `unwrapped`, which take the section themselves. */
+   functions and methods in the tuple `unwrapped`, which take the section themselves, and the
+   slots of the types there, which need none (their methods and properties are guarded). */
 static int kernarg_guard_namespace(PyObject *ns, PyObject *module_name, PyObject *unwrapped) {
     PyObject *items, *k, *v, *mod, *g, *done;
     Py_ssize_t n;
@@ -541,14 +544,16 @@ static int kernarg_guard_namespace(PyObject *ns, PyObject *module_name, PyObject
         k = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
         v = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
         if (!(PyType_Check(v) || kernarg_is_function(v))) continue;
-        if (Py_TYPE(v) == kernarg_guarded_function || kernarg_listed(unwrapped, v)) continue;
+        if (Py_TYPE(v) == kernarg_guarded_function) continue;
+        if (kernarg_listed(unwrapped, v) && !PyType_Check(v)) continue;
         mod = PyObject_GetAttrString(v, "__module__");
         if (mod == NULL) { PyErr_Clear(); continue; }
         same = PyUnicode_Check(mod) && PyUnicode_Compare(mod, module_name) == 0;
         Py_DECREF(mod);
         if (!same) continue;
         if (PyType_Check(v)) {
-            if (kernarg_guard_type((PyTypeObject *)v, unwrapped) < 0) goto fail;
+            if (kernarg_guard_type((PyTypeObject *)v, unwrapped,
+                                   kernarg_listed(unwrapped, v)) < 0) goto fail;
             continue;
         }
         if (PyDict_GetItemRef(done, v, &g) < 0) goto fail;

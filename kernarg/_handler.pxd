@@ -5,6 +5,7 @@ from libc.string cimport memcpy
 
 from kernarg._cdefs cimport PyLong_Type, Py_TYPE_P, kernarg_small_int
 from kernarg._interop cimport MrCache, PtrResult, TypeInfo, getter_t, mr_cache
+from kernarg._stream cimport LazySection
 
 
 cdef enum:
@@ -105,7 +106,8 @@ cdef inline tuple as_arg_tuple(object args, str who):
     raise TypeError(f"{who}: args must be a tuple or list of kernel arguments, got "
                     f"{type(args).__name__}")
 cdef int pack_state(BlockState* st, tuple args, uint64_t stream) except -1
-cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t stream) except -1
+cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t stream,
+                    LazySection* lazy) except -1
 cdef int state_release(BlockState* st) except -1
 cdef int block_release(ParamBlock blk) except -1
 cdef int device_ordinal(object device) except -2

@@ -52,7 +52,19 @@ from kernarg._interop cimport (
     tensor_map_value,
 )
 
-from kernarg._stream cimport guard_module, in_section, stream_handle
+from kernarg._stream cimport (
+    KERNARG_GUARDED_BUILD,
+    LazySection,
+    enter_lazily,
+    guard_module,
+    in_section,
+    kernarg_section,
+    leave_lazily,
+    policy_handle,
+    state_enter,
+    state_leave,
+    stream_handle,
+)
 from kernarg._interop import record_problem
 from kernarg._interop import register as _register
 
@@ -195,9 +207,16 @@ def _classification(obj):
 
 
 # ---------------------------------------------------------------------------------------------
-# Pools: LIFO stacks of recycled fixed-size blocks (the GIL serialises access). One for Arenas
-# (up to KERNARG_INLINE_ARGS arguments), one for large blocks (up to KERNARG_POOLED_ARGS: argv,
-# area and sizes laid out as in block_init, sized for the largest n).
+# Pools: LIFO stacks of recycled fixed-size blocks. One for Arenas (up to KERNARG_INLINE_ARGS
+# arguments), one for large blocks (up to KERNARG_POOLED_ARGS: argv, area and sizes laid out as
+# in block_init, sized for the largest n). The GIL serialises access; on a free-threaded build,
+# where kernarg.pack takes and returns blocks outside kernarg's section, each pool's spin lock.
+
+cdef extern from "_cutils.h":
+    ctypedef struct kernarg_spinlock:
+        pass
+    void kernarg_spin_lock(kernarg_spinlock* lock) noexcept nogil
+    void kernarg_spin_unlock(kernarg_spinlock* lock) noexcept nogil
 
 cdef enum:
     POOL_CAPACITY = 64
@@ -207,13 +226,19 @@ cdef struct Pool:
     Py_ssize_t count
     Py_ssize_t keep             # at most this many blocks are kept; the rest are freed
     size_t block_size
+    kernarg_spinlock lock       # (free-threaded builds) held for a pop or a push
 
 
 cdef inline void* pool_get(Pool* pool) noexcept:
     """A block from the pool, or a new one (NULL if out of memory)."""
+    cdef void* block
+    kernarg_spin_lock(&pool.lock)
     if pool.count > 0:
         pool.count -= 1
-        return pool.items[pool.count]
+        block = pool.items[pool.count]
+        kernarg_spin_unlock(&pool.lock)
+        return block
+    kernarg_spin_unlock(&pool.lock)
     return malloc(pool.block_size)
 
 
@@ -225,20 +250,23 @@ cdef enum:
 
 cdef Pool _arenas
 cdef Pool _large
-_arenas.count = 0
+memset(&_arenas, 0, sizeof(Pool))
+memset(&_large, 0, sizeof(Pool))
 _arenas.keep = ARENA_POOL_KEEP
 _arenas.block_size = sizeof(Arena)
-_large.count = 0
 _large.keep = LARGE_POOL_KEEP
 _large.block_size = LARGE_BLOCK_BYTES
 
 
 cdef inline void _pool_put(Pool* pool, void* block) noexcept:
+    kernarg_spin_lock(&pool.lock)
     if pool.count < pool.keep:
         pool.items[pool.count] = block
         pool.count += 1
-    else:
-        free(block)
+        kernarg_spin_unlock(&pool.lock)
+        return
+    kernarg_spin_unlock(&pool.lock)
+    free(block)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,13 +466,20 @@ cdef void _run_deleters(BlockState* st) noexcept:
 
 cdef void _free_storage(ParamBlock blk) noexcept:
     """Free blk's C storage. blk is dying (refcount 0): no reference may be taken to it, so
-    this touches only C fields (it is called with a borrowed pointer and never stores it)."""
+    this touches only C fields (it is called with a borrowed pointer and never stores it).
+    On a free-threaded build ParamBlock's slots are not guarded (see the module's end): the
+    pools have locks of their own, and the deleters run inside kernarg's section here."""
     cdef PyObject *t
     cdef PyObject *v
     cdef PyObject *tb
+    cdef kernarg_section cs
     if blk.st.capsules != NULL:
         PyErr_Fetch(&t, &v, &tb)
+        if KERNARG_GUARDED_BUILD:
+            state_enter(&cs)
         _run_deleters(&blk.st)
+        if KERNARG_GUARDED_BUILD:
+            state_leave(&cs)
         PyErr_Restore(t, v, tb)
     if blk._arena != NULL:
         _pool_put(&_arenas, blk._arena)
@@ -704,12 +739,16 @@ cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes
 cdef int pack_state(BlockState* st, tuple args, uint64_t stream) except -1:
     """Pack ``args`` into ``st`` (fresh: nbytes 0). ``stream``: the launch stream's handle, which
     DLPack producers are given (as an int, made only for them)."""
-    return pack_items(st, tuple_items(args), PyTuple_GET_SIZE(args), stream)
+    return pack_items(st, tuple_items(args), PyTuple_GET_SIZE(args), stream, NULL)
 
 
-cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t stream) except -1:
+cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t stream,
+                    LazySection* lazy) except -1:
     """Pack the ``n`` objects at ``items`` into ``st`` (fresh: nbytes 0). The caller keeps
-    them alive while this runs (a tuple's items, or a vectorcall's arguments)."""
+    them alive while this runs (a tuple's items, or a vectorcall's arguments). ``lazy``: NULL
+    where the caller holds kernarg's section (or the GIL); else (kernarg.pack on a
+    free-threaded build) the section to enter at the first argument that is not an exact int,
+    float or bool placed by the fast paths below, which touch nothing but ``st``."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -755,6 +794,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 i += 1
                 continue
         else:
+            enter_lazily(lazy)
             info = _lookup(<object>item, i)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
@@ -774,6 +814,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                     i += 1
                     continue
         # Slow path: anything the fast paths could not place.
+        enter_lazily(lazy)
         st.nbytes = cur
         _put_other(st, i, <object>item, stream)
         data = st.data
@@ -795,28 +836,40 @@ cdef object _pack_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
     """``pack(args, *, stream=None, device=None)``: ``args[0:nargs]`` by position, then the
     values of the keywords ``kwnames`` names (``module``: NULL, the function's self). On a
     free-threaded build it takes kernarg's critical section itself (the guard leaves it
-    unwrapped: see the module's end)."""
+    unwrapped: see the module's end); the usual call, pack(args), only once an argument needs
+    it (pack_items), so that threads packing exact ints, floats and bools pack in parallel."""
+    cdef LazySection lazy
+    if KERNARG_GUARDED_BUILD and nargs == 1 and kwnames == NULL:
+        lazy.held = False
+        try:
+            return _pack(<object>args[0], None, None, &lazy)
+        finally:
+            leave_lazily(&lazy)
     return in_section(_pack_call, module, args, nargs, kwnames)
 
 
 cdef object _pack_call(PyObject* module, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
-        return _pack(<object>args[0], None, None)
+        return _pack(<object>args[0], None, None, NULL)
     parse_pack_call("pack", args, nargs, kwnames, given)
     return _pack(<object>given[0], or_default(given[1], None),
-                 or_default(given[2], None))
+                 or_default(given[2], None), NULL)
 
 
-cdef inline ParamBlock _pack(object args, object stream, object device):
+cdef inline ParamBlock _pack(object args, object stream, object device, LazySection* lazy):
+    """``lazy``: as for pack_items (``stream`` and ``device`` are then None)."""
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
-    cdef uint64_t handle = stream_handle(stream)
+    cdef uint64_t handle
+    if lazy == NULL or not policy_handle(&handle):
+        enter_lazily(lazy)
+        handle = stream_handle(stream)
     # untyped_block_items' body, inline: a call here costs more than these lines.
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))
     if device is not None:
         set_launch_device(&blk.st, device_ordinal(device))
-    pack_state(&blk.st, t, handle)
+    pack_items(&blk.st, tuple_items(t), PyTuple_GET_SIZE(t), handle, lazy)
     return blk
 
 
@@ -946,10 +999,14 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, keep, n, 8 * n)
     set_launch_device(&blk.st, device)
-    pack_items(&blk.st, items, n, stream)
+    pack_items(&blk.st, items, n, stream, NULL)
     return blk
 
 
 # Free-threaded CPython: every way into this module takes kernarg's critical section (_guard.h);
-# pack takes it itself, so that the interpreter calls it as a builtin.
-guard_module(globals(), __name__, (pack,))
+# pack takes it itself, so that the interpreter calls it as a builtin, and only once an
+# argument needs it. ParamBlock's slots are left as they are, so that a pack of ints neither
+# makes nor frees its block inside the section: its tp_new sets the object's own fields, and
+# its tp_dealloc returns storage to the pools, which have locks of their own, and runs DLPack
+# deleters inside the section (_free_storage). Its methods and properties are guarded.
+guard_module(globals(), __name__, (pack, ParamBlock))

@@ -1480,7 +1480,7 @@ def _kept_for_a_graph(tuple args, uint64_t stream=0):
         raise ValueError(f"at most {KERNARG_INLINE_ARGS} arguments")
     _stack_state_init(&st, &arena, len(args), -1)
     try:
-        pack_items(&st, tuple_items(args), len(args), stream)
+        pack_items(&st, tuple_items(args), len(args), stream, NULL)
         return block_from_state(&st, args)
     finally:
         state_release(&st)
@@ -1511,7 +1511,7 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
             memcpy(st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
             pack_typed_items(sig, &st, items, n, stream)
         else:
-            pack_items(&st, items, n, stream)
+            pack_items(&st, items, n, stream, NULL)
             _check_untyped(k, &st, items)
         _enqueue(k, d, attrs, nattrs, &st, stream, &capture)
         if capture.active:

@@ -6,6 +6,8 @@ from libc.stdint cimport uint64_t
 
 cdef uint64_t stream_handle(object obj) except? 0
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept
+# stream_handle(None) where it can be told without kernarg's section (see _stream.pyx).
+cdef bint policy_handle(uint64_t* out) noexcept
 
 # kernarg's state guard on free-threaded CPython (_guard.h): each module guards its namespace at
 # the end of its initialisation; C entry points (the C API, PreparedLaunch's vectorcall) and
@@ -38,3 +40,25 @@ cdef inline object in_section(fastcall call, PyObject* self, PyObject** args, Py
         return call(self, args, nargs, kwnames)
     finally:
         state_leave(&cs)
+
+
+# kernarg's section entered only once it is needed: kernarg.pack on a free-threaded build packs
+# exact ints, floats and bools (which touch no state but the block's own) outside the section,
+# and enters it at the first argument that needs more (a type lookup, a slow path), until the
+# end of the call. `held` starts False; leave_lazily leaves the section if it was entered. A GIL
+# build compiles neither.
+cdef struct LazySection:
+    kernarg_section cs
+    bint held
+
+
+cdef inline void enter_lazily(LazySection* s) noexcept:
+    if KERNARG_GUARDED_BUILD and s != NULL and not s.held:
+        state_enter(&s.cs)
+        s.held = True
+
+
+cdef inline void leave_lazily(LazySection* s) noexcept:
+    if KERNARG_GUARDED_BUILD and s.held:
+        s.held = False
+        state_leave(&s.cs)

@@ -80,7 +80,15 @@ class _Local(threading.local):
 
 _local = _Local()
 # use_stream blocks open in all threads together: while none is, `None` means the policy
-# default without a look at the thread-local stack. Changed only with the GIL held.
+# default without a look at the thread-local stack. Changed only with the GIL held (kernarg's
+# section, on a free-threaded build); this count and the policy are read and written whole
+# (relaxed atomics), as policy_handle reads them outside the section.
+cdef extern from "_cutils.h":
+    Py_ssize_t load_count "KERNARG_LOAD_RELAXED"(Py_ssize_t)
+    uint64_t load_handle "KERNARG_LOAD_RELAXED"(uint64_t)
+    void store_count "KERNARG_STORE_RELAXED"(Py_ssize_t, Py_ssize_t)
+    void store_handle "KERNARG_STORE_RELAXED"(uint64_t, uint64_t)
+
 cdef Py_ssize_t _open_blocks = 0
 cdef uint64_t _policy = 1
 # What stream handle 0 (the NULL stream) means to the driver functions cuda.bindings loaded:
@@ -148,7 +156,7 @@ def _read_env():
 
 
 _POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM = _read_env()
-_policy = _POLICY_DEFAULT
+store_handle(_policy, _POLICY_DEFAULT)
 _null = _NULL_STREAM
 
 
@@ -161,19 +169,31 @@ def _env_stopped(exc):
 def _reload_policy():
     """Re-read CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM (it is read once at import) and
     return the policy."""
-    global _POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM, _policy, _null
+    global _POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM, _null
     _POLICY_DEFAULT, _NULL_STREAM, _ENV_PROBLEM = _read_env()
-    _policy = _POLICY_DEFAULT
+    store_handle(_policy, _POLICY_DEFAULT)
     _null = _NULL_STREAM
     return _POLICY_DEFAULT
 
 
 cdef inline uint64_t _default_stream() except? 0:
-    if _open_blocks:
+    if load_count(_open_blocks):
         stack = _local.stack
         if stack:
             return stack[-1]
-    return _policy
+    return load_handle(_policy)
+
+
+cdef bint policy_handle(uint64_t* out) noexcept:
+    """Set ``out`` to what ``None`` means as a stream on this thread and return True, where that
+    can be told without kernarg's section (by a thread that does not hold it): while no
+    use_stream block is open in any thread, the policy. False while one is: the caller takes
+    the section, then stream_handle. (A block this thread opened counts before this thread
+    reads the count; another thread's, opened since, does not concern it.)"""
+    if load_count(_open_blocks):
+        return False
+    out[0] = load_handle(_policy)
+    return True
 
 
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept:
@@ -204,8 +224,8 @@ cdef uint64_t stream_handle(object obj) except? 0:
     # register saves and no error-handling frame: the rest is a function of its own, called
     # through a pointer so that the compiler does not inline it back. None: 34 -> 9
     # instructions (callgrind).
-    if obj is None and not _open_blocks:
-        return _policy
+    if obj is None and not load_count(_open_blocks):
+        return load_handle(_policy)
     if type(obj) is int and kernarg_small_int(<PyObject*>obj, &small) and small >= 0:
         return <uint64_t>small
     return _other_handle_fn(obj)
@@ -483,7 +503,6 @@ cdef class use_stream:
         self._stack = None
 
     def __enter__(self):
-        global _open_blocks
         if self._stack is not None:
             raise RuntimeError("this use_stream block is already open; make a new one")
         self._handle = resolve_stream(self._stream)
@@ -492,15 +511,14 @@ cdef class use_stream:
             stack = _local.stack = []
         stack.append(self._handle)
         self._stack = stack
-        _open_blocks += 1
+        store_count(_open_blocks, _open_blocks + 1)
         return self._handle
 
     def __exit__(self, *exc_info):
-        global _open_blocks
         if self._stack is not None:
             self._stack.pop()
             self._stack = None
-            _open_blocks -= 1
+            store_count(_open_blocks, _open_blocks - 1)
         return False
 
     def __reduce__(self):
