@@ -4,8 +4,8 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 
 /* CUDA hosts (x86-64, aarch64, ppc64le) are little-endian; the packers rely on it. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -46,31 +46,50 @@ typedef struct { char unused; } kernarg_section;
 #define KERNARG_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define KERNARG_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
-/* The lock of one of _handler.pyx's block pools on a free-threaded build, where kernarg.pack
-   takes or returns a block outside kernarg's critical section; nothing on a GIL build. It is
-   held for a pop or a push (malloc and free run outside it). A spin lock, not a PyMutex: a
-   thread that waits for a PyMutex detaches, which suspends the critical sections it holds,
-   so that a launch or a pack inside kernarg's section would let other threads into it in the
-   middle of taking a block. */
-typedef struct { char locked; } kernarg_spinlock;
-
-static inline void kernarg_spin_lock(kernarg_spinlock *l) {
+/* Per-thread storage for _handler.pyx's block pools on a free-threaded build, where
+   kernarg.pack takes and returns blocks outside kernarg's section: each thread has pools of
+   its own (a block freed on another thread than the one that took it goes to the freeing
+   thread's), so that threads packing at once share no pool. One pool shared under a spin lock
+   made two threads packing ints slower together than one alone: every pack moved the pool's
+   cache line between the cores twice, and waits ended in sched_yield. kernarg_pools_init (at
+   the module's initialisation) makes the key whose destructor frees a thread's pools when the
+   thread exits; kernarg_thread_pools returns this thread's, zeroed when first made, or NULL if
+   there is no memory for them (the caller then allocates and frees each block itself). A GIL
+   build keeps one set of pools for the process and compiles none of this. */
 #if KERNARG_GUARDED_BUILD
-    while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE))
-        while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED))
-            sched_yield();
-#else
-    (void)l;
-#endif
+#include <pthread.h>
+static pthread_key_t kernarg_pools_key;
+
+static KERNARG_MAYBE_UNUSED int kernarg_pools_init(void (*destroy)(void *)) {
+    if (pthread_key_create(&kernarg_pools_key, destroy) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "kernarg: no thread-specific key for its pools");
+        return -1;
+    }
+    return 0;
 }
 
-static inline void kernarg_spin_unlock(kernarg_spinlock *l) {
-#if KERNARG_GUARDED_BUILD
-    __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
-#else
-    (void)l;
-#endif
+static KERNARG_MAYBE_UNUSED void *kernarg_thread_pools(size_t size) {
+    void *pools = pthread_getspecific(kernarg_pools_key);
+    if (pools == NULL) {
+        pools = calloc(1, size);
+        if (pools != NULL && pthread_setspecific(kernarg_pools_key, pools) != 0) {
+            free(pools);
+            pools = NULL;
+        }
+    }
+    return pools;
 }
+#else
+static KERNARG_MAYBE_UNUSED int kernarg_pools_init(void (*destroy)(void *)) {
+    (void)destroy;
+    return 0;
+}
+
+static KERNARG_MAYBE_UNUSED void *kernarg_thread_pools(size_t size) {
+    (void)size;
+    return NULL;
+}
+#endif
 
 /* Fill def as a C function of CPython's METH_FASTCALL | METH_KEYWORDS convention (that of
    builtins): it reads its positional arguments where the caller put them, then the keyword

@@ -22,7 +22,10 @@
    C functions of the fastcall convention), which are left as they are, so that the
    interpreter calls them as the builtins they are: a call through a wrapper is one it cannot
    specialise (Signature.pack of 3 arguments took 96 ns wrapped, 78 unwrapped and 66 with no
-   guard at all, on 3.14.4t).
+   guard at all, on 3.14.4t). kernarg.pack(args) enters it only at the first argument that
+   needs it (_stream.pxd's LazySection), so that packs of numbers run in parallel. A type
+   named in `unwrapped` (ParamBlock) keeps its slots, which need no section; its methods and
+   properties are guarded.
    The wrappers forward what introspection reads (__name__, __qualname__, __doc__,
    __text_signature__, __wrapped__, ...), and pickle as the function they wrap.
 
@@ -534,8 +537,17 @@ static int kernarg_guard_namespace(PyObject *ns, PyObject *module_name, PyObject
     PyObject *items, *k, *v, *mod, *g, *done;
     Py_ssize_t n;
     int same;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(unwrapped); i++)
-        if (PyList_Append(kernarg_unwrapped, PyTuple_GET_ITEM(unwrapped, i)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(unwrapped); i++) {
+        PyObject *f = PyTuple_GET_ITEM(unwrapped, i);
+        if (PyList_Append(kernarg_unwrapped, f) < 0) return -1;
+        /* A function threads call at once (kernarg.pack runs in parallel) has its references
+           from the interpreter's stack deferred, as a Python function's are: else every call
+           adds to and takes from its shared count, one cache line that the threads' cores pass
+           between them (two threads packing ints in parallel then took as long together as
+           one alone). Types have per-thread counts already. */
+        if (!PyType_Check(f) && PyObject_IS_GC(f))
+            (void)PyUnstable_Object_EnableDeferredRefcount(f);
+    }
     items = PyDict_Items(ns);
     done = PyDict_New();        /* function -> its wrapper: an alias gets the same one */
     if (items == NULL || done == NULL) { Py_XDECREF(items); Py_XDECREF(done); return -1; }

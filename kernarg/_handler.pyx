@@ -209,63 +209,91 @@ def _classification(obj):
 # ---------------------------------------------------------------------------------------------
 # Pools: LIFO stacks of recycled fixed-size blocks. One for Arenas (up to KERNARG_INLINE_ARGS
 # arguments), one for large blocks (up to KERNARG_POOLED_ARGS: argv, area and sizes laid out as
-# in block_init, sized for the largest n). The GIL serialises access; on a free-threaded build,
-# where kernarg.pack takes and returns blocks outside kernarg's section, each pool's spin lock.
+# in block_init, sized for the largest n). A GIL build has one pair for the process (the GIL
+# serialises access); a free-threaded one a pair per thread (_cutils.h says why), freed when the
+# thread exits.
 
 cdef extern from "_cutils.h":
-    ctypedef struct kernarg_spinlock:
-        pass
-    void kernarg_spin_lock(kernarg_spinlock* lock) noexcept nogil
-    void kernarg_spin_unlock(kernarg_spinlock* lock) noexcept nogil
+    int kernarg_pools_init(void (*destroy)(void*) noexcept nogil) except -1
+    void* kernarg_thread_pools(size_t size) noexcept nogil
 
 cdef enum:
     POOL_CAPACITY = 64
+    ARENA_POOL_KEEP = 64
+    LARGE_POOL_KEEP = 4
+    # argv (8 per arg) + alignment + area (8 per arg) + sizes (2 per arg)
+    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 18 + 16
 
 cdef struct Pool:
     void* items[POOL_CAPACITY]
     Py_ssize_t count
     Py_ssize_t keep             # at most this many blocks are kept; the rest are freed
     size_t block_size
-    kernarg_spinlock lock       # (free-threaded builds) held for a pop or a push
+
+cdef struct Pools:
+    Pool arenas
+    Pool large
 
 
-cdef inline void* pool_get(Pool* pool) noexcept:
-    """A block from the pool, or a new one (NULL if out of memory)."""
-    cdef void* block
-    kernarg_spin_lock(&pool.lock)
+cdef void _pools_init(Pools* pools) noexcept nogil:
+    memset(pools, 0, sizeof(Pools))
+    pools.arenas.keep = ARENA_POOL_KEEP
+    pools.arenas.block_size = sizeof(Arena)
+    pools.large.keep = LARGE_POOL_KEEP
+    pools.large.block_size = LARGE_BLOCK_BYTES
+
+
+cdef void _pools_free(void* p) noexcept nogil:
+    """A thread's pools, as it exits: free every block they keep, then the pools."""
+    cdef Pools* pools = <Pools*>p
+    cdef Py_ssize_t i
+    for i in range(pools.arenas.count):
+        free(pools.arenas.items[i])
+    for i in range(pools.large.count):
+        free(pools.large.items[i])
+    free(pools)
+
+
+cdef Pools _process_pools
+_pools_init(&_process_pools)
+kernarg_pools_init(_pools_free)
+
+
+cdef inline Pools* _pools() noexcept:
+    """This thread's pools (a free-threaded build), or the process's; NULL if a thread's could
+    not be made (no memory): blocks are then allocated and freed one by one."""
+    cdef Pools* pools
+    if not KERNARG_GUARDED_BUILD:
+        return &_process_pools
+    pools = <Pools*>kernarg_thread_pools(sizeof(Pools))
+    if pools != NULL and pools.arenas.block_size == 0:
+        _pools_init(pools)
+    return pools
+
+
+cdef inline void* pool_get(bint large) noexcept:
+    """A block from this thread's arena pool (or large-block pool), or a new one (NULL if out of
+    memory)."""
+    cdef Pools* pools = _pools()
+    cdef Pool* pool
+    if pools == NULL:
+        return malloc(LARGE_BLOCK_BYTES if large else sizeof(Arena))
+    pool = &pools.large if large else &pools.arenas
     if pool.count > 0:
         pool.count -= 1
-        block = pool.items[pool.count]
-        kernarg_spin_unlock(&pool.lock)
-        return block
-    kernarg_spin_unlock(&pool.lock)
+        return pool.items[pool.count]
     return malloc(pool.block_size)
 
 
-cdef enum:
-    ARENA_POOL_KEEP = 64
-    LARGE_POOL_KEEP = 4
-    # argv (8 per arg) + alignment + area (8 per arg) + sizes (2 per arg)
-    LARGE_BLOCK_BYTES = KERNARG_POOLED_ARGS * 18 + 16
-
-cdef Pool _arenas
-cdef Pool _large
-memset(&_arenas, 0, sizeof(Pool))
-memset(&_large, 0, sizeof(Pool))
-_arenas.keep = ARENA_POOL_KEEP
-_arenas.block_size = sizeof(Arena)
-_large.keep = LARGE_POOL_KEEP
-_large.block_size = LARGE_BLOCK_BYTES
-
-
-cdef inline void _pool_put(Pool* pool, void* block) noexcept:
-    kernarg_spin_lock(&pool.lock)
-    if pool.count < pool.keep:
-        pool.items[pool.count] = block
-        pool.count += 1
-        kernarg_spin_unlock(&pool.lock)
-        return
-    kernarg_spin_unlock(&pool.lock)
+cdef inline void _pool_put(bint large, void* block) noexcept:
+    cdef Pools* pools = _pools()
+    cdef Pool* pool
+    if pools != NULL:
+        pool = &pools.large if large else &pools.arenas
+        if pool.count < pool.keep:
+            pool.items[pool.count] = block
+            pool.count += 1
+            return
     free(block)
 
 
@@ -468,7 +496,7 @@ cdef void _free_storage(ParamBlock blk) noexcept:
     """Free blk's C storage. blk is dying (refcount 0): no reference may be taken to it, so
     this touches only C fields (it is called with a borrowed pointer and never stores it).
     On a free-threaded build ParamBlock's slots are not guarded (see the module's end): the
-    pools have locks of their own, and the deleters run inside kernarg's section here."""
+    pools are the thread's own, and the deleters run inside kernarg's section here."""
     cdef PyObject *t
     cdef PyObject *v
     cdef PyObject *tb
@@ -482,12 +510,12 @@ cdef void _free_storage(ParamBlock blk) noexcept:
             state_leave(&cs)
         PyErr_Restore(t, v, tb)
     if blk._arena != NULL:
-        _pool_put(&_arenas, blk._arena)
+        _pool_put(False, blk._arena)
     if blk.st.heap_data != NULL:
         free(blk.st.heap_data)
     if blk._heap_args != NULL:
         if blk._heap_args_pooled:
-            _pool_put(&_large, blk._heap_args)
+            _pool_put(True, blk._heap_args)
         else:
             free(blk._heap_args)
 
@@ -710,7 +738,7 @@ cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes
     cdef void* mem
     cdef Py_ssize_t cap
     cdef BlockState* st = &blk.st
-    cdef Arena* arena = <Arena*>pool_get(&_arenas)
+    cdef Arena* arena = <Arena*>pool_get(False)
     if arena == NULL:
         raise MemoryError()
     arena_block_init(blk, keep, n, arena)
@@ -722,7 +750,7 @@ cdef int block_init(ParamBlock blk, object keep, Py_ssize_t n, Py_ssize_t nbytes
         # 8-byte arguments, as most are; _grow moves it if not), then sizes[n].
         cap = min(max(nbytes, 16), KERNARG_MAX_PARAM_BYTES)
         if n <= KERNARG_POOLED_ARGS and cap <= 8 * KERNARG_POOLED_ARGS:
-            mem = pool_get(&_large)
+            mem = pool_get(True)
             blk._heap_args_pooled = True
         else:
             mem = malloc(n * sizeof(void*) + 16 + cap + n * sizeof(uint16_t))
@@ -982,7 +1010,7 @@ cdef ParamBlock arena_block(object keep, Py_ssize_t n):
     KERNARG_INLINE_BYTES bytes, for packers that fill argv, sizes and the area themselves;
     ``keep`` as for arena_block_init."""
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
-    cdef Arena* arena = <Arena*>pool_get(&_arenas)
+    cdef Arena* arena = <Arena*>pool_get(False)
     if arena == NULL:
         raise MemoryError()
     arena_block_init(blk, keep, n, arena)
@@ -1007,6 +1035,6 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
 # pack takes it itself, so that the interpreter calls it as a builtin, and only once an
 # argument needs it. ParamBlock's slots are left as they are, so that a pack of ints neither
 # makes nor frees its block inside the section: its tp_new sets the object's own fields, and
-# its tp_dealloc returns storage to the pools, which have locks of their own, and runs DLPack
-# deleters inside the section (_free_storage). Its methods and properties are guarded.
+# its tp_dealloc returns storage to the thread's own pools and runs DLPack deleters inside the
+# section (_free_storage). Its methods and properties are guarded.
 guard_module(globals(), __name__, (pack, ParamBlock))
