@@ -18,8 +18,9 @@ cdef enum:
     KERNARG_MAX_STREAMS = 16          # distinct producer streams recorded per argument list
 
 
-# Storage for the common case, recycled through a C-level pool so that a pack allocates
-# nothing but the ParamBlock object itself (which Cython's freelist recycles).
+# Storage for the common case, recycled through a C-level pool (per thread on a free-threaded
+# build) so that a pack allocates nothing but the ParamBlock object itself (which Cython's
+# freelist recycles on a GIL build).
 cdef struct Arena:
     double data[KERNARG_INLINE_WORDS]
     void* argv[KERNARG_INLINE_ARGS]
