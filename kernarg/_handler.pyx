@@ -60,7 +60,6 @@ from kernarg._stream cimport (
     in_section,
     kernarg_section,
     leave_lazily,
-    policy_handle,
     state_enter,
     state_leave,
     stream_handle,
@@ -228,7 +227,6 @@ cdef struct Pool:
     void* items[POOL_CAPACITY]
     Py_ssize_t count
     Py_ssize_t keep             # at most this many blocks are kept; the rest are freed
-    size_t block_size
 
 cdef struct Pools:
     Pool arenas
@@ -238,9 +236,7 @@ cdef struct Pools:
 cdef void _pools_init(Pools* pools) noexcept nogil:
     memset(pools, 0, sizeof(Pools))
     pools.arenas.keep = ARENA_POOL_KEEP
-    pools.arenas.block_size = sizeof(Arena)
     pools.large.keep = LARGE_POOL_KEEP
-    pools.large.block_size = LARGE_BLOCK_BYTES
 
 
 cdef void _pools_free(void* p) noexcept nogil:
@@ -266,7 +262,7 @@ cdef inline Pools* _pools() noexcept:
     if not KERNARG_GUARDED_BUILD:
         return &_process_pools
     pools = <Pools*>kernarg_thread_pools(sizeof(Pools))
-    if pools != NULL and pools.arenas.block_size == 0:
+    if pools != NULL and pools.arenas.keep == 0:      # made zeroed just now
         _pools_init(pools)
     return pools
 
@@ -276,13 +272,12 @@ cdef inline void* pool_get(bint large) noexcept:
     memory)."""
     cdef Pools* pools = _pools()
     cdef Pool* pool
-    if pools == NULL:
-        return malloc(LARGE_BLOCK_BYTES if large else sizeof(Arena))
-    pool = &pools.large if large else &pools.arenas
-    if pool.count > 0:
-        pool.count -= 1
-        return pool.items[pool.count]
-    return malloc(pool.block_size)
+    if pools != NULL:
+        pool = &pools.large if large else &pools.arenas
+        if pool.count > 0:
+            pool.count -= 1
+            return pool.items[pool.count]
+    return malloc(LARGE_BLOCK_BYTES if large else sizeof(Arena))
 
 
 cdef inline void _pool_put(bint large, void* block) noexcept:
@@ -886,12 +881,10 @@ cdef object _pack_call(PyObject* module, PyObject** args, Py_ssize_t nargs, PyOb
 
 
 cdef inline ParamBlock _pack(object args, object stream, object device, LazySection* lazy):
-    """``lazy``: as for pack_items (``stream`` and ``device`` are then None)."""
+    """``lazy``: as for pack_items (``stream`` and ``device`` are then None: what None means
+    as a stream needs no section, see _stream.pyx's _open_blocks)."""
     cdef tuple t = as_arg_tuple(args, "kernarg.pack")
-    cdef uint64_t handle
-    if lazy == NULL or not policy_handle(&handle):
-        enter_lazily(lazy)
-        handle = stream_handle(stream)
+    cdef uint64_t handle = stream_handle(stream)
     # untyped_block_items' body, inline: a call here costs more than these lines.
     cdef ParamBlock blk = ParamBlock.__new__(ParamBlock)
     block_init(blk, t, PyTuple_GET_SIZE(t), 8 * PyTuple_GET_SIZE(t))

@@ -6,8 +6,6 @@ from libc.stdint cimport uint64_t
 
 cdef uint64_t stream_handle(object obj) except? 0
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept
-# stream_handle(None) where it can be told without kernarg's section (see _stream.pyx).
-cdef bint policy_handle(uint64_t* out) noexcept
 
 # kernarg's state guard on free-threaded CPython (_guard.h): each module guards its namespace at
 # the end of its initialisation; C entry points (the C API, PreparedLaunch's vectorcall) and

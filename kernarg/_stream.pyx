@@ -82,7 +82,8 @@ _local = _Local()
 # use_stream blocks open in all threads together: while none is, `None` means the policy
 # default without a look at the thread-local stack. Changed only with the GIL held (kernarg's
 # section, on a free-threaded build); this count and the policy are read and written whole
-# (relaxed atomics), as policy_handle reads them outside the section.
+# (relaxed atomics), as kernarg.pack reads them outside the section there (stream_handle(None):
+# besides them it reads only this thread's own stack).
 cdef extern from "_cutils.h":
     Py_ssize_t load_count "KERNARG_LOAD_RELAXED"(Py_ssize_t)
     uint64_t load_handle "KERNARG_LOAD_RELAXED"(uint64_t)
@@ -182,18 +183,6 @@ cdef inline uint64_t _default_stream() except? 0:
         if stack:
             return stack[-1]
     return load_handle(_policy)
-
-
-cdef bint policy_handle(uint64_t* out) noexcept:
-    """Set ``out`` to what ``None`` means as a stream on this thread and return True, where that
-    can be told without kernarg's section (by a thread that does not hold it): while no
-    use_stream block is open in any thread, the policy. False while one is: the caller takes
-    the section, then stream_handle. (A block this thread opened counts before this thread
-    reads the count; another thread's, opened since, does not concern it.)"""
-    if load_count(_open_blocks):
-        return False
-    out[0] = load_handle(_policy)
-    return True
 
 
 cdef uint64_t dlpack_stream(uint64_t handle) noexcept:

@@ -321,14 +321,19 @@ def test_threads_packing_at_once_share_the_caches_and_pools():
 @free_threaded
 def test_threads_opening_stream_blocks_each_see_their_own():
     """use_stream blocks opening and closing in eight threads at once: each thread sees its
-    own. With the guard switched off by hand, the count of open blocks (which lets a thread
-    skip its stack when no block is open anywhere) lost updates, and threads saw the policy's
-    stream inside their own blocks."""
+    own, and so do the DLPack producers its packs call. With the guard switched off by hand,
+    the count of open blocks (which lets a thread skip its stack when no block is open
+    anywhere) lost updates, and threads saw the policy's stream inside their own blocks."""
     def work(seed):
-        for _ in range(500):
+        for i in range(500):
             with kernarg.use_stream(0x100 + seed):
                 assert kernarg.resolve_stream(None) == 0x100 + seed
                 assert kernarg.default_stream() == 0x100 + seed
+                if i % 10 == 0:
+                    # kernarg.pack reads the stream before it enters the section.
+                    producer = DLPackProducer(0x10000)
+                    kernarg.pack((1, 2.0, producer)).release()
+                    assert producer.streams == [0x100 + seed]
             assert kernarg.resolve_stream(None) in (kernarg.LEGACY_DEFAULT_STREAM,
                                                     kernarg.PER_THREAD_DEFAULT_STREAM)
 
