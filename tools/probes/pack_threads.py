@@ -1,0 +1,80 @@
+"""Total throughput of kernarg.pack from one thread and from two at once, on a free-threaded
+CPython (3.14t): whether threads pack in parallel.
+
+Why: on a free-threaded build kernarg's code runs inside one critical section, but for
+``kernarg.pack`` of exact ints, floats and bools, which enters it only at the first argument
+that needs it (docs/development.md, "Free-threaded CPython"). Two threads packing numbers should
+then get up to twice one thread's throughput; a numpy scalar (a type lookup, inside the section)
+about one thread's. A loop of pure Python code gives the interpreter's own scaling on the same
+machine, which bounds what any extension can show there.
+
+Each thread packs its own argument tuple, made at run time: a tuple written as a constant in
+the loop's code is one object whose reference count both threads change, which alone holds two
+threads to one thread's throughput. Each row is the best of ``--repeat`` runs of ``--n`` packs
+per thread: (ns per pack from one thread, ns per pack from two, their ratio).
+
+Run from the repository root, with kernarg built in place for the free-threaded Python:
+    python3.14t tools/probes/pack_threads.py [--n 2000000] [--repeat 3]
+On a GIL build it runs too, and two threads take turns.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+
+import kernarg  # noqa: E402
+
+CASES = {
+    "pack 1 int": lambda: tuple([5]),
+    "pack 16 ints": lambda: tuple(range(16)),
+    "pack 4 ints + 4 floats": lambda: tuple([1, 2, 3, 4, 0.5, 1.5, 2.5, 3.5]),
+    "pack 1 numpy.float32": lambda: (np.float32(2.0),),
+    "pure Python loop": None,
+}
+
+
+def _per_op_ns(make, threads, n):
+    def work():
+        if make is None:
+            x = 0
+            for i in range(n):
+                x += i * 3 % 7
+            return
+        args = make()
+        pack = kernarg.pack
+        for _ in range(n):
+            pack(args)
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return (time.perf_counter() - start) * 1e9 / (n * threads)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2_000_000, help="packs per thread and run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs; the best is kept")
+    opts = parser.parse_args(argv)
+    gil = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
+    out = {"python": sys.version.split()[0], "gil": gil}
+    for name, make in CASES.items():
+        one = min(_per_op_ns(make, 1, opts.n) for _ in range(opts.repeat))
+        two = min(_per_op_ns(make, 2, opts.n) for _ in range(opts.repeat))
+        out[name] = [round(one, 1), round(two, 1), round(one / two, 2)]
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
