@@ -225,18 +225,12 @@ cdef enum:
 
 cdef struct Pool:
     void* items[POOL_CAPACITY]
-    Py_ssize_t count
-    Py_ssize_t keep             # at most this many blocks are kept; the rest are freed
+    Py_ssize_t count            # at most ARENA_POOL_KEEP / LARGE_POOL_KEEP; the rest are freed
 
+# Zeroed is empty: the process's pair is static, a thread's is made by calloc.
 cdef struct Pools:
     Pool arenas
     Pool large
-
-
-cdef void _pools_init(Pools* pools) noexcept nogil:
-    memset(pools, 0, sizeof(Pools))
-    pools.arenas.keep = ARENA_POOL_KEEP
-    pools.large.keep = LARGE_POOL_KEEP
 
 
 cdef void _pools_free(void* p) noexcept nogil:
@@ -251,20 +245,15 @@ cdef void _pools_free(void* p) noexcept nogil:
 
 
 cdef Pools _process_pools
-_pools_init(&_process_pools)
 kernarg_pools_init(_pools_free)
 
 
 cdef inline Pools* _pools() noexcept:
     """This thread's pools (a free-threaded build), or the process's; NULL if a thread's could
     not be made (no memory): blocks are then allocated and freed one by one."""
-    cdef Pools* pools
     if not KERNARG_GUARDED_BUILD:
         return &_process_pools
-    pools = <Pools*>kernarg_thread_pools(sizeof(Pools))
-    if pools != NULL and pools.arenas.keep == 0:      # made zeroed just now
-        _pools_init(pools)
-    return pools
+    return <Pools*>kernarg_thread_pools(sizeof(Pools))
 
 
 cdef inline void* pool_get(bint large) noexcept:
@@ -285,7 +274,7 @@ cdef inline void _pool_put(bint large, void* block) noexcept:
     cdef Pool* pool
     if pools != NULL:
         pool = &pools.large if large else &pools.arenas
-        if pool.count < pool.keep:
+        if pool.count < (LARGE_POOL_KEEP if large else ARENA_POOL_KEEP):
             pool.items[pool.count] = block
             pool.count += 1
             return
