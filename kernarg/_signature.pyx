@@ -2223,12 +2223,19 @@ cdef class Signature:
     """
 
     def __cinit__(self):
+        # Signature.__new__ without __init__ is a list of no parameters (until __init__).
         self._params = NULL
+        self._names = self._types = self._structs = self._records = self._default_texts = ()
 
     def __dealloc__(self):
         free(self._params)      # the columns live in the same allocation
 
     def __init__(self, params):
+        if self._params != NULL:
+            # _build would free the columns that a pack running now (another thread's, or
+            # this thread's, under a value's __index__) reads: a signature is made once.
+            raise TypeError("Signature.__init__: this signature is already made, and a "
+                            "signature does not change; make a new Signature")
         texts = []
         if isinstance(params, str):
             # Comments first, as the preprocessor removes them: a comment's `*`s and words are

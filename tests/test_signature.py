@@ -2410,6 +2410,36 @@ def test_numpy_and_other_number_types_convert():
                             + b"\x01")
 
 
+def test_a_signature_is_made_once():
+    """__init__ again would free the layout that packs read while they run (another thread's,
+    or this one's, inside a value's __index__): it is refused, and the signature is as made."""
+    sig = kernarg.Signature("int a, double b, int c")
+    with pytest.raises(TypeError, match="already made"):
+        sig.__init__("char a")
+    assert sig.types == ("int", "double", "int")
+
+    class Reinit:
+        def __index__(self):
+            sig.__init__("char a")
+            return 3
+
+    with pytest.raises(TypeError, match="parameter 0 .*a.*expected an int") as info:
+        sig.pack((Reinit(), 2.0, 1))
+    assert "already made" in str(info.value.__context__)
+    assert bytes(sig.pack((3, 2.0, 1))) == struct.pack("<i4xdi", 3, 2.0, 1)
+
+
+def test_a_signature_never_initialised_has_no_parameters():
+    sig = kernarg.Signature.__new__(kernarg.Signature)
+    assert (sig.types, sig.names, sig.offsets, sig.nbytes) == ((), (), (), 0)
+    assert repr(sig) == "kernarg.Signature('')"
+    assert bytes(sig.pack(())) == b""
+    with pytest.raises(TypeError, match="takes 0 arguments"):
+        sig.pack((1,))
+    sig.__init__("int a")       # made now, once
+    assert bytes(sig.pack((5,))) == struct.pack("<i", 5)
+
+
 _CTYPES_SCALARS = [
     ("bool", ctypes.c_bool(True)), ("char", ctypes.c_char(b"z")),
     ("signed char", ctypes.c_byte(-5)), ("unsigned char", ctypes.c_ubyte(200)),
