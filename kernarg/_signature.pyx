@@ -81,11 +81,21 @@ from kernarg._interop import (
 
 __all__ = ["Signature"]
 
-from kernarg._stream cimport guard_module, in_section, stream_handle
+from kernarg._stream cimport (
+    KERNARG_GUARDED_BUILD,
+    LazySection,
+    enter_lazily,
+    guard_module,
+    in_section,
+    leave_lazily,
+    stream_handle,
+)
 
 from kernarg._cdefs cimport (
     Py_None,
+    Py_True,
     Py_TYPE_P,
+    PyBool_Type,
     PyMethodDef,
     PyFloat_AS_DOUBLE_P,
     PyFloat_AsDouble,
@@ -2641,7 +2651,16 @@ cdef object _signature_pack_fastcall(object self, PyObject** args, Py_ssize_t na
                                      PyObject* kwnames):
     """``Signature.pack(args, *, stream=None, device=None)``; ``self`` is a Signature (the
     method descriptor checked it). On a free-threaded build it takes kernarg's critical
-    section itself (the guard leaves it unwrapped: see the module's end)."""
+    section itself (the guard leaves it unwrapped: see the module's end); the usual call,
+    sig.pack(args), only once an argument needs it (_pack_typed), as kernarg.pack does. The
+    signature's columns need none: only construction writes them (__init__ runs once)."""
+    cdef LazySection lazy
+    if KERNARG_GUARDED_BUILD and nargs == 1 and kwnames == NULL:
+        lazy.held = False
+        try:
+            return _signature_pack(<Signature>self, <object>args[0], None, None, &lazy)
+        finally:
+            leave_lazily(&lazy)
     return in_section(_signature_pack_call, <PyObject*>self, args, nargs, kwnames)
 
 
@@ -2649,27 +2668,35 @@ cdef object _signature_pack_call(PyObject* self, PyObject** args, Py_ssize_t nar
                                  PyObject* kwnames):
     cdef PyObject* given[3]
     if nargs == 1 and kwnames == NULL:
-        return _signature_pack(<Signature>self, <object>args[0], None, None)
+        return _signature_pack(<Signature>self, <object>args[0], None, None, NULL)
     parse_pack_call("Signature.pack", args, nargs, kwnames, given)
     return _signature_pack(<Signature>self, <object>given[0],
                            or_default(given[1], None),
-                           or_default(given[2], None))
+                           or_default(given[2], None), NULL)
 
 
 cdef inline ParamBlock _signature_pack(Signature self, object args, object stream,
-                                       object device):
+                                       object device, LazySection* lazy):
+    """``lazy``: as for _pack_typed (``stream`` and ``device`` are then None, which need no
+    section: see kernarg._handler._pack)."""
     cdef tuple t = as_arg_tuple(args, "Signature.pack")
     t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
     cdef uint64_t handle = stream_handle(stream)
     cdef ParamBlock blk
-    if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
-        # typed_block's common case, inline: a call here costs more than these lines.
-        blk = arena_block(t, self._n)
-        memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+    if PyTuple_GET_SIZE(t) == self._n:
+        # typed_block_items' body, inline: a call here costs more than these lines.
+        if self._fits_arena:
+            blk = arena_block(t, self._n)
+            memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
+        else:
+            blk = ParamBlock.__new__(ParamBlock)
+            block_init(blk, t, self._n, self._nbytes)
         if device is not None:
             set_launch_device(&blk.st, device_ordinal(device))
-        _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, False)
+        _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, not self._fits_arena,
+                    lazy)
         return blk
+    enter_lazily(lazy)      # (the count's refusal reads the signature's Python objects)
     return typed_block(self, t, handle, device_ordinal(device))
 
 
@@ -2723,7 +2750,7 @@ cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n,
         blk = ParamBlock.__new__(ParamBlock)
         block_init(blk, keep, n, sig._nbytes)
     set_launch_device(&blk.st, device)
-    _pack_typed(sig, &blk.st, items, n, stream, not in_arena)
+    _pack_typed(sig, &blk.st, items, n, stream, not in_arena, NULL)
     return blk
 
 
@@ -2740,18 +2767,23 @@ cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ss
     """Pack the ``n`` arguments at ``items`` into ``st``, a fresh state over an Arena's storage
     whose sizes column the caller has copied from ``sig._sizes`` (as typed_block_items does for
     a block, ``sig._fits_arena`` and ``n == sig._n``)."""
-    return _pack_typed(sig, st, items, n, stream, False)
+    return _pack_typed(sig, st, items, n, stream, False, NULL)
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1:
     """Pack ``t`` as ``sig``'s parameter types into ``st`` (fresh, room for len(t) arguments).
     ``stream``: the launch stream's handle."""
-    return _pack_typed(sig, st, tuple_items(t), PyTuple_GET_SIZE(t), stream, True)
+    return _pack_typed(sig, st, tuple_items(t), PyTuple_GET_SIZE(t), stream, True, NULL)
 
 
 cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
-                            uint64_t stream, bint copy_sizes) except -1:
+                            uint64_t stream, bint copy_sizes, LazySection* lazy) except -1:
+    """Pack the ``n`` arguments at ``items`` as ``sig``'s parameter types into ``st``.
+    ``lazy``: NULL where the caller holds kernarg's section (or the GIL); else (Signature.pack
+    on a free-threaded build) the section to enter at the first argument the fast paths below
+    do not place: they read only ``sig``'s columns and write only ``st``."""
     if n != sig._n:
+        enter_lazily(lazy)
         raise TypeError(_count_message(sig, n))
     if st.capacity < sig._nbytes:
         raise ValueError(f"the parameters need {sig._nbytes} bytes, more than the "
@@ -2814,7 +2846,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                         memcpy(dst, &u32, 4)
                         i += 1
                         continue
-                elif C_I8 <= code <= C_U16:
+                elif code <= C_U16:        # bool (0 or 1), and the 8- and 16-bit ints
                     if _INT_MIN[code] <= v <= _INT_MAX[code]:
                         _store_int(dst, v, p.size)
                         i += 1
@@ -2834,8 +2866,17 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 _store_float(code, PyFloat_AS_DOUBLE_P(item), dst)
                 i += 1
                 continue
+        elif tp == &PyBool_Type and code <= C_F64:
+            # As the int it is (C converts a bool so): 1 or 0 of the parameter's type.
+            if code <= C_U64:
+                _store_int(dst, item == Py_True, p.size)
+            else:
+                _store_float(code, item == Py_True, dst)
+            i += 1
+            continue
         elif code <= C_F64:
             # numpy scalars: read the value in place.
+            enter_lazily(lazy)
             info = _type_info(item, i)
             if info.kind == KIND_INLINE:
                 got = _inline_number(item, info, &d, &v)
@@ -2860,6 +2901,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 i += 1
                 continue
             if tp != &PyLong_Type:
+                enter_lazily(lazy)
                 info = _type_info(item, i)
                 if info.kind == KIND_BUFFER:
                     # The C getter behind Buffer.handle, called directly (see classify).
@@ -2879,6 +2921,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                                 _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
+        # The general converters: they look types up, and call back into Python.
+        enter_lazily(lazy)
         try:
             _put_typed(sig, st, p, i, <object>item, dst, stream)
         except Exception as exc:

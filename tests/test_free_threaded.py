@@ -165,12 +165,12 @@ def test_the_hot_entry_points_take_the_section_themselves():
 
 @free_threaded
 def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
-    """kernarg.pack enters kernarg's section only at the first argument that needs it: a pack
-    of exact ints, floats and bools makes its block, fills it and frees it without it. So one
-    thread packs numbers while another holds the section, busy (not blocked, which would
-    suspend the section) in a CUDA Array Interface property that kernarg.pack is reading.
-    (With every pack taking the section on entry, the numbers waited, and the holder gave up
-    after its 60 s.)"""
+    """kernarg.pack and Signature.pack enter kernarg's section only at the first argument that
+    needs it: a pack of exact ints, floats and bools makes its block, fills it and frees it
+    without it. So one thread packs numbers while another holds the section, busy (not
+    blocked, which would suspend the section) in a CUDA Array Interface property that
+    kernarg.pack is reading. (With every pack taking the section on entry, the numbers
+    waited, and the holder gave up after its 60 s.)"""
     stream = kernarg._stream
     if stream._holds_section() is None:
         pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
@@ -195,6 +195,11 @@ def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
         with pytest.raises(ValueError, match="released"):
             kernarg.pack((Holder(),))
 
+    # Typed: every fast path's widths (the float rounded to float; 2.5 exact in a __half),
+    # gaps to zero, and a signature too large for an Arena.
+    typed = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, "
+                              "unsigned g, __half h, char i, double j = 0.25")
+    wide = kernarg.Signature(", ".join(["int"] * 40))
     holder = threading.Thread(target=hold)
     holder.start()
     try:
@@ -207,6 +212,11 @@ def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
             assert stream._holds_section() is False
             many = list(range(i, i + 40))            # a block from the large pool
             assert bytes(kernarg.pack(many)) == struct.pack("<40q", *many)
+            values = (i, -(2**40) - i, i + 0.5, 1 / (i + 1), True, -i, 2**32 - 1 - i, 2.5, 65)
+            block = typed.pack(values)
+            assert bytes(block) == struct.pack("<i4xqf4xd?xhIeb5xd", *values, 0.25)
+            assert stream._holds_section() is False
+            assert bytes(wide.pack(many)) == struct.pack("<40i", *many)
     finally:
         state["done"] = True
         holder.join()

@@ -2410,6 +2410,36 @@ def test_numpy_and_other_number_types_convert():
                             + b"\x01")
 
 
+_NUMBER_TYPES = ["bool", "char", "signed char", "unsigned char", "short", "unsigned short",
+                 "int", "unsigned int", "long long", "unsigned long long", "__half",
+                 "__nv_bfloat16", "float", "double"]
+
+
+@pytest.mark.parametrize("t", _NUMBER_TYPES)
+def test_a_bool_packs_as_the_int_it_is(t):
+    """A Python bool has a fast path of its own; it writes what the int, numpy's bool and
+    ctypes' bool (the general converters) write."""
+    sig = kernarg.Signature([t, "int"])
+    for b in (True, False):
+        want = bytes(sig.pack((int(b), 7)))
+        assert want[:1] == (b"\x01" if b else b"\x00") or t in ("__half", "__nv_bfloat16",
+                                                              "float", "double")
+        for same in (b, np.bool_(b), ctypes.c_bool(b)):
+            assert bytes(sig.pack((same, 7))) == want, (t, same)
+
+
+@pytest.mark.parametrize("t", ["bool", "unsigned char", "signed char", "short"])
+def test_ints_out_of_a_small_types_range_are_refused(t):
+    sig = kernarg.Signature([t])
+    lo, hi = {"bool": (0, 1), "unsigned char": (0, 255), "signed char": (-128, 127),
+              "short": (-2**15, 2**15 - 1)}[t]
+    assert bytes(sig.pack((hi,))) == hi.to_bytes(sig.sizes[0], "little", signed=lo < 0)
+    assert bytes(sig.pack((lo,))) == lo.to_bytes(sig.sizes[0], "little", signed=lo < 0)
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(OverflowError, match=f"parameter 0 is {t}: {bad} is outside"):
+            sig.pack((bad,))
+
+
 def test_a_signature_is_made_once():
     """__init__ again would free the layout that packs read while they run (another thread's,
     or this one's, inside a value's __index__): it is refused, and the signature is as made."""
