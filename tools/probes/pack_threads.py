@@ -1,11 +1,12 @@
-"""Total throughput of kernarg.pack from one thread and from two at once, on a free-threaded
-CPython (3.14t): whether threads pack in parallel.
+"""Total throughput of kernarg.pack and Signature.pack from one thread and from two at once, on
+a free-threaded CPython (3.14t): whether threads pack in parallel.
 
 Why: on a free-threaded build kernarg's code runs inside one critical section, but for
-``kernarg.pack`` of exact ints, floats and bools, which enters it only at the first argument
-that needs it (docs/development.md, "Free-threaded CPython"). Two threads packing numbers should
-then get up to twice one thread's throughput; a numpy scalar (a type lookup, inside the section)
-about one thread's. A loop of pure Python code gives the interpreter's own scaling on the same
+``kernarg.pack`` and ``Signature.pack`` of exact ints, floats and bools, which enter it only at
+the first argument that needs it (docs/development.md, "Free-threaded CPython"). Two threads
+packing numbers should then get up to twice one thread's throughput; a numpy scalar (a type
+lookup, inside the section) about one thread's. The signatures are shared by the threads, as
+one kernel's is. A loop of pure Python code gives the interpreter's own scaling on the same
 machine, which bounds what any extension can show there.
 
 Each thread packs its own argument tuple, made at run time: a tuple written as a constant in
@@ -32,24 +33,35 @@ import numpy as np  # noqa: E402
 
 import kernarg  # noqa: E402
 
+_SIG3 = kernarg.Signature("float* out, float alpha, int n")
+_SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
+                          "__half h")
+
+# name: (the function each thread calls, or the signature whose pack it calls; a function making
+# the thread's own argument tuple), or None: the loop of pure Python code. Each thread binds
+# its own Signature.pack: one bound method that both threads call is one more object whose
+# reference count both change (kernarg.pack's is deferred, see development.md).
 CASES = {
-    "pack 1 int": lambda: tuple([5]),
-    "pack 16 ints": lambda: tuple(range(16)),
-    "pack 4 ints + 4 floats": lambda: tuple([1, 2, 3, 4, 0.5, 1.5, 2.5, 3.5]),
-    "pack 1 numpy.float32": lambda: (np.float32(2.0),),
+    "pack 1 int": (kernarg.pack, lambda: tuple([5])),
+    "pack 16 ints": (kernarg.pack, lambda: tuple(range(16))),
+    "pack 4 ints + 4 floats": (kernarg.pack, lambda: tuple([1, 2, 3, 4, 0.5, 1.5, 2.5, 3.5])),
+    "pack 1 numpy.float32": (kernarg.pack, lambda: (np.float32(2.0),)),
+    "Signature.pack 3 (pointer as int, float, int)": (_SIG3, lambda: tuple([1 << 32, 0.5,
+                                                                            1024])),
+    "Signature.pack 8 numbers": (_SIG8, lambda: tuple([1, -2, 0.5, 0.25, True, -3, 7, 1.5])),
     "pure Python loop": None,
 }
 
 
-def _per_op_ns(make, threads, n):
+def _per_op_ns(case, threads, n):
     def work():
-        if make is None:
+        if case is None:
             x = 0
             for i in range(n):
                 x += i * 3 % 7
             return
-        args = make()
-        pack = kernarg.pack
+        pack = case[0].pack if isinstance(case[0], kernarg.Signature) else case[0]
+        args = case[1]()
         for _ in range(n):
             pack(args)
 
@@ -69,9 +81,9 @@ def main(argv=None):
     opts = parser.parse_args(argv)
     gil = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
     out = {"python": sys.version.split()[0], "gil": gil}
-    for name, make in CASES.items():
-        one = min(_per_op_ns(make, 1, opts.n) for _ in range(opts.repeat))
-        two = min(_per_op_ns(make, 2, opts.n) for _ in range(opts.repeat))
+    for name, case in CASES.items():
+        one = min(_per_op_ns(case, 1, opts.n) for _ in range(opts.repeat))
+        two = min(_per_op_ns(case, 2, opts.n) for _ in range(opts.repeat))
         out[name] = [round(one, 1), round(two, 1), round(one / two, 2)]
     print(json.dumps(out, indent=1))
 
