@@ -2229,7 +2229,8 @@ cdef class Signature:
     (0, 8, 16, 20)
     >>> block = sig.pack((out, x, 2.0, 1024))   # alpha packed as float, n as int
 
-    A signature pickles (and copies) as its layout, names and defaults, as read.
+    A signature pickles (and copies) as its layout, names and defaults, as read. It is made
+    once: ``__init__`` called again raises TypeError, as packs may be reading its layout.
     """
 
     def __cinit__(self):
