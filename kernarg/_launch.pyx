@@ -2770,7 +2770,7 @@ cdef class Kernel:
         ``keep``: their tuple, or None (see kernarg._handler.untyped_block_items)."""
         if self.signature is not None:
             return typed_block_items(<Signature>self.signature, items, n, keep, stream,
-                                     self.device)
+                                     self.device, NULL)
         cdef ParamBlock blk = untyped_block_items(items, n, keep, stream, self.device)
         try:
             _check_untyped(self, &blk.st, items)

@@ -3,6 +3,7 @@ from cpython.object cimport PyObject
 from libc.stdint cimport uint8_t, uint16_t, uint64_t
 
 from kernarg._handler cimport BlockState, ParamBlock
+from kernarg._stream cimport LazySection
 
 
 cdef struct Param:
@@ -49,7 +50,6 @@ cdef str ptx_text(object ptx, str who)
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1
 cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
                           uint64_t stream) except -1
-cdef ParamBlock typed_block(Signature sig, tuple t, uint64_t stream, int device)
 cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n)
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
-                                  uint64_t stream, int device)
+                                  uint64_t stream, int device, LazySection* lazy)

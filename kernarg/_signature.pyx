@@ -2684,21 +2684,16 @@ cdef inline ParamBlock _signature_pack(Signature self, object args, object strea
     t = with_defaults(self, tuple_items(t), PyTuple_GET_SIZE(t)) or t
     cdef uint64_t handle = stream_handle(stream)
     cdef ParamBlock blk
-    if PyTuple_GET_SIZE(t) == self._n:
-        # typed_block_items' body, inline: a call here costs more than these lines.
-        if self._fits_arena:
-            blk = arena_block(t, self._n)
-            memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
-        else:
-            blk = ParamBlock.__new__(ParamBlock)
-            block_init(blk, t, self._n, self._nbytes)
+    if self._fits_arena and PyTuple_GET_SIZE(t) == self._n:
+        # typed_block_items' common case, inline: a call here costs more than these lines.
+        blk = arena_block(t, self._n)
+        memcpy(blk.st.sizes, self._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
         if device is not None:
             set_launch_device(&blk.st, device_ordinal(device))
-        _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, not self._fits_arena,
-                    lazy)
+        _pack_typed(self, &blk.st, tuple_items(t), self._n, handle, False, lazy)
         return blk
-    enter_lazily(lazy)      # (the count's refusal reads the signature's Python objects)
-    return typed_block(self, t, handle, device_ordinal(device))
+    return typed_block_items(self, tuple_items(t), PyTuple_GET_SIZE(t), t, handle,
+                             device_ordinal(device), lazy)
 
 
 cdef const char* _SIGNATURE_PACK_DOC = b"""\
@@ -2724,23 +2719,19 @@ kernarg_fastcall_def(&_signature_pack_def, "pack", <void*>_signature_pack_fastca
 kernarg_install_method(<PyTypeObject*>Signature, &_signature_pack_def)
 
 
-cdef ParamBlock typed_block(Signature sig, tuple t, uint64_t stream, int device):
-    """A new ParamBlock with ``t`` packed as ``sig``'s types, keeping ``t`` alive. ``stream``:
-    the launch stream's handle; ``device``: the launch device's ordinal, or -1 for no device
-    check."""
-    return typed_block_items(sig, tuple_items(t), PyTuple_GET_SIZE(t), t, stream, device)
-
-
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
-                                  uint64_t stream, int device):
-    """typed_block for the ``n`` objects at ``items``; ``keep`` as for
-    kernarg._handler.untyped_block_items (None: the block must not outlive the call)."""
+                                  uint64_t stream, int device, LazySection* lazy):
+    """A new ParamBlock with the ``n`` objects at ``items`` packed as ``sig``'s types.
+    ``keep``: as for kernarg._handler.untyped_block_items (None: the block must not outlive
+    the call). ``stream``: the launch stream's handle; ``device``: the launch device's
+    ordinal, or -1 for no device check; ``lazy``: as for _pack_typed."""
     cdef ParamBlock blk
     cdef tuple full
     if n != sig._n:
         full = with_defaults(sig, items, n)
         if full is not None:    # the block keeps it: a graph then needs no borrowed items
-            return typed_block_items(sig, tuple_items(full), sig._n, full, stream, device)
+            return typed_block_items(sig, tuple_items(full), sig._n, full, stream, device,
+                                     lazy)
     cdef bint in_arena = sig._fits_arena and n == sig._n
     if in_arena:
         # The common case: an Arena holds everything, and the sizes column (padded to
@@ -2751,7 +2742,7 @@ cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n,
         blk = ParamBlock.__new__(ParamBlock)
         block_init(blk, keep, n, sig._nbytes)
     set_launch_device(&blk.st, device)
-    _pack_typed(sig, &blk.st, items, n, stream, not in_arena, NULL)
+    _pack_typed(sig, &blk.st, items, n, stream, not in_arena, lazy)
     return blk
 
 
