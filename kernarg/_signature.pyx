@@ -3029,14 +3029,17 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
             # As Python reads an index: the type's __index__ (not an instance attribute), and
             # an int subclass's own value (as untyped packing, numpy and ctypes take it).
             value = PyNumber_Index(value)
-        except (AttributeError, TypeError):     # no __index__, or numpy's array refusing
+        except (AttributeError, TypeError) as exc:  # no __index__, or one refusing (numpy's)
             info = lookup_type(value, i) if code == C_U64 else NULL
             if info != NULL and info.kind == KIND_HANDLE:
                 return handle_value(info, value, i, dst)      # a texture/surface object
             number = _ctypes_number(value, False)
             if number is None:
+                # An __index__ that raised says why, which "expected an int" alone would hide.
+                why = (f" (its __index__ raised {type(exc).__name__}: {exc_text(exc)})"
+                       if hasattr(type(value), "__index__") else "")
                 raise TypeError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: expected an "
-                                f"int, got {type(value).__name__}") from None
+                                f"int, got {type(value).__name__}{why}") from None
             value = PyNumber_Index(number)
         v = PyLong_AsLongLongAndOverflow(value, &overflow)
         if overflow:
