@@ -22,6 +22,7 @@ cdef extern from "_cutils.h":
                                           uint32_t unsigned64) noexcept nogil
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
+    double kernarg_half_to_double(uint16_t h) noexcept nogil
     bint kernarg_type_name_is(PyTypeObject* t, const char* name) noexcept
     bint kernarg_static_type_in(PyTypeObject* t, const char* prefix) noexcept
     ctypedef struct PyMethodDef:

@@ -46,6 +46,40 @@ typedef struct { char unused; } kernarg_section;
 #define KERNARG_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define KERNARG_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
+/* A sequence lock, for caches that a free-threaded build reads outside kernarg's section
+   (_handler.pyx's per-type cache, _interop.pyx's last memory resource) and writes only inside
+   it, so one writer at a time. A writer makes the count odd, writes, and makes it even again;
+   a reader reads the count, copies the fields it needs, and uses the copy only if the count
+   was even and is unchanged (else it takes the section and reads again). Each field such a
+   reader reads is loaded and stored whole (KERNARG_LOAD_RELAXED), so no read is torn; the
+   count says whether the copy is of one write. The fences are those of H.-J. Boehm's "Can
+   seqlocks get along with programming language memory models?" (MSPC 2012). On a GIL build
+   none of it is compiled: a read is always valid and a write is the stores alone. */
+#if KERNARG_GUARDED_BUILD
+static inline unsigned kernarg_seq_begin(const unsigned *seq) {
+    return __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+}
+static inline int kernarg_seq_valid(const unsigned *seq, unsigned begun) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return (begun & 1) == 0 && __atomic_load_n(seq, __ATOMIC_RELAXED) == begun;
+}
+static inline void kernarg_seq_write_begin(unsigned *seq) {
+    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline void kernarg_seq_write_end(unsigned *seq) {
+    __atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+#else
+static inline unsigned kernarg_seq_begin(const unsigned *seq) { (void)seq; return 0; }
+static inline int kernarg_seq_valid(const unsigned *seq, unsigned begun) {
+    (void)seq; (void)begun;
+    return 1;
+}
+static inline void kernarg_seq_write_begin(unsigned *seq) { (void)seq; }
+static inline void kernarg_seq_write_end(unsigned *seq) { (void)seq; }
+#endif
+
 /* Per-thread storage for _handler.pyx's block pools on a free-threaded build, where
    kernarg.pack takes and returns blocks outside kernarg's section: each thread has pools of
    its own (a block freed on another thread than the one that took it goes to the freeing
@@ -275,6 +309,26 @@ static inline uint16_t kernarg_double_to_half(double x) {
 
 static inline uint16_t kernarg_double_to_bfloat16(double x) {
     return (uint16_t)kernarg_round_double(x, 8, 7);
+}
+
+/* An IEEE half's value as a double, exactly (every half is a double): the bits numpy's
+   float(numpy.float16) gives, NaN payloads and signs included, so that a numpy.float16 read in
+   place packs as the float it converts to. */
+static inline double kernarg_half_to_double(uint16_t h) {
+    const uint64_t sign = (uint64_t)(h >> 15) << 63;
+    const uint64_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    uint64_t bits;
+    double d;
+    if (exp == 0) {                        /* zero or subnormal: man * 2**-24 */
+        d = (double)man * (1.0 / 16777216.0);
+        return sign ? -d : d;
+    }
+    if (exp == 0x1f)                       /* infinity or NaN */
+        bits = sign | 0x7ff0000000000000ULL | (man << 42);
+    else
+        bits = sign | ((exp - 15 + 1023) << 52) | (man << 42);
+    memcpy(&d, &bits, 8);
+    return d;
 }
 
 /* Whether `type.__name__ == name` (name: ASCII) without building `__name__`, as CPython's

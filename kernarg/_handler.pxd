@@ -4,8 +4,24 @@ from libc.stdint cimport uint16_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 
 from kernarg._cdefs cimport PyLong_Type, Py_TYPE_P, kernarg_small_int
-from kernarg._interop cimport MrCache, PtrResult, TypeInfo, getter_t, mr_cache
-from kernarg._stream cimport LazySection
+from kernarg._interop cimport (
+    MrCache,
+    PtrResult,
+    TypeInfo,
+    getter_t,
+    kernarg_seq_begin,
+    kernarg_seq_valid,
+    load_char,
+    load_const_pointer,
+    load_getter,
+    load_int,
+    load_object,
+    load_pointer,
+    load_ssize,
+    load_type,
+    mr_cache,
+)
+from kernarg._stream cimport KERNARG_GUARDED_BUILD, LazySection
 
 
 cdef enum:
@@ -47,22 +63,51 @@ cdef struct BlockState:
 
 
 # The per-type cache (direct-mapped on a multiplicative hash of the type pointer). Exposed so
-# other modules can probe it inline; on a miss they call lookup_type.
+# other modules can probe it inline; on a miss they call lookup_type. Only kernarg's section
+# writes it (_handler.pyx's _cache_miss and _clear_cache), bracketing each entry's stores with
+# its ``seq`` (_cutils.h's sequence lock), so that a free-threaded build can read it outside
+# the section (cache_view).
 cdef enum:
     KERNARG_CACHE_BITS = 7
     KERNARG_CACHE_SIZE = 128          # 1 << KERNARG_CACHE_BITS
 
 cdef struct CacheEntry:
+    unsigned seq
     PyTypeObject* type
     TypeInfo info
 
 
-cdef inline TypeInfo* cache_probe(CacheEntry* cache, PyObject* arg) noexcept:
-    """The cached TypeInfo of type(arg), or NULL on a miss."""
-    cdef PyTypeObject* tp = <PyTypeObject*>(<PyObject*>arg).ob_type
+cdef inline CacheEntry* cache_entry(CacheEntry* cache, PyTypeObject* tp) noexcept:
     cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL
-    cdef CacheEntry* entry = &cache[h >> (64 - KERNARG_CACHE_BITS)]
-    return &entry.info if entry.type == tp else NULL
+    return &cache[h >> (64 - KERNARG_CACHE_BITS)]
+
+
+cdef inline TypeInfo* cache_view(CacheEntry* cache, PyObject* arg, TypeInfo* copy) noexcept:
+    """The cached TypeInfo of type(arg), or NULL on a miss; needs no section. On a GIL build
+    the entry's own (read it before running Python code: a miss on its slot rewrites it). On
+    a free-threaded build ``copy``, filled with a copy of the entry read whole, field by field,
+    under the entry's sequence lock: NULL also when a writer was busy with the entry, for the
+    caller to enter the section and look the type up there (lookup_type)."""
+    cdef PyTypeObject* tp = Py_TYPE_P(arg)
+    cdef CacheEntry* entry = cache_entry(cache, tp)
+    cdef unsigned begun
+    if not KERNARG_GUARDED_BUILD:
+        return &entry.info if entry.type == tp else NULL
+    begun = kernarg_seq_begin(&entry.seq)
+    if load_type(entry.type) != tp:
+        return NULL
+    copy.kind = load_int(entry.info.kind)
+    copy.size = load_ssize(entry.info.size)
+    copy.align = load_ssize(entry.info.align)
+    copy.offset = load_ssize(entry.info.offset)
+    copy.getter = load_getter(entry.info.getter)
+    copy.closure = load_pointer(entry.info.closure)
+    copy.mr_getter = load_getter(entry.info.mr_getter)
+    copy.mr_closure = load_pointer(entry.info.mr_closure)
+    copy.num_kind = load_char(entry.info.num_kind)
+    copy.api = load_const_pointer(entry.info.api)
+    copy.torch_tensor = load_int(entry.info.torch_tensor)
+    return copy if kernarg_seq_valid(&entry.seq, begun) else NULL
 
 
 cdef inline void copy_fixed(char* dst, const void* src, Py_ssize_t size) noexcept nogil:
@@ -130,14 +175,20 @@ cdef inline int buffer_known(BlockState* st, getter_t mr_getter, void* mr_closur
     """1 when check_buffer would pass a cuda.core Buffer without reading anything: it has no
     memory resource, or ``last`` (mr_cache(), which the caller keeps), whose device passes the
     launch's check; else 0."""
+    cdef unsigned begun
+    cdef int device
     if mr_getter == NULL:
         return 0
     mr = mr_getter(<object>buf, mr_closure)
     if mr is None:
         return 1
-    if <PyObject*>mr != last.mr:
+    # (The lock and the whole loads compile to the plain loads on a GIL build.) ``mr`` is
+    # alive, so no other resource can have its address.
+    begun = kernarg_seq_begin(&last.seq)
+    if <PyObject*>mr != load_object(last.mr):
         return 0
-    return not elsewhere(st, last.device)
+    device = load_int(last.device)
+    return kernarg_seq_valid(&last.seq, begun) and not elsewhere(st, device)
 
 
 cdef int put_tensor_map(BlockState* st, const TypeInfo* info, Py_ssize_t index, object arg,

@@ -43,12 +43,21 @@ from kernarg._interop cimport (
     ctypes_target_refusal,
     confirm_device,
     getter_t,
+    kernarg_seq_write_begin,
+    kernarg_seq_write_end,
     mr_cache,
     classify,
     name_raised,
     handle_value,
     pointer_of,
     release_capsule,
+    store_char,
+    store_const_pointer,
+    store_getter,
+    store_int,
+    store_pointer,
+    store_ssize,
+    store_type,
     tensor_map_value,
 )
 
@@ -117,8 +126,31 @@ cdef dict _classified = {}            # type -> (kind, size, align, offset)
 
 
 cdef void _clear_cache() noexcept:
-    memset(_cache, 0, sizeof(_cache))
+    cdef Py_ssize_t i
+    for i in range(KERNARG_CACHE_SIZE):
+        _cache_store(&_cache[i], NULL, NULL)
     _classified.clear()
+
+
+cdef void _cache_store(CacheEntry* entry, PyTypeObject* tp, const TypeInfo* info) noexcept:
+    """Make ``entry`` say that instances of ``tp`` pack as ``info`` (NULL, NULL: empty it).
+    Every field cache_view reads is stored whole, under the entry's sequence lock, as
+    another thread may be reading it outside the section (a free-threaded build)."""
+    kernarg_seq_write_begin(&entry.seq)
+    store_type(entry.type, tp)
+    if info != NULL:
+        store_int(entry.info.kind, info.kind)
+        store_ssize(entry.info.size, info.size)
+        store_ssize(entry.info.align, info.align)
+        store_ssize(entry.info.offset, info.offset)
+        store_getter(entry.info.getter, info.getter)
+        store_pointer(entry.info.closure, info.closure)
+        store_getter(entry.info.mr_getter, info.mr_getter)
+        store_pointer(entry.info.mr_closure, info.mr_closure)
+        store_char(entry.info.num_kind, info.num_kind)
+        store_const_pointer(entry.info.api, info.api)
+        store_int(entry.info.torch_tensor, info.torch_tensor)
+    kernarg_seq_write_end(&entry.seq)
 
 
 cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index) except NULL:
@@ -143,8 +175,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
                                  <uintptr_t>info.getter, <uintptr_t>info.closure,
                                  <uintptr_t>info.mr_getter, <uintptr_t>info.mr_closure,
                                  info.num_kind, <uintptr_t>info.api, info.torch_tensor)
-    entry.type = tp
-    entry.info = info
+    _cache_store(entry, tp, &info)
     return &entry.info
 
 
@@ -154,8 +185,7 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
 # read the kind and layout first, and pointer_of reads its fields before its first call out.
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
     cdef PyTypeObject* tp = Py_TYPE(arg)
-    cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL
-    cdef CacheEntry* entry = &_cache[h >> (64 - KERNARG_CACHE_BITS)]
+    cdef CacheEntry* entry = cache_entry(_cache, tp)
     if entry.type == tp:
         return &entry.info
     return _cache_miss(tp, entry, index)
@@ -182,6 +212,12 @@ def register(cls, fn):
     """
     _register(cls, fn)
     _clear_cache()
+
+
+def _cache_slot(obj):
+    """For tests: the per-type cache's slot for ``type(obj)``. Types that share a slot take
+    turns in it: each finds the other's there, and looks itself up in the section."""
+    return cache_entry(_cache, Py_TYPE(obj)) - _cache
 
 
 def _forget_types():
@@ -766,6 +802,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     cdef char b
     cdef long long value
     cdef TypeInfo* info
+    cdef TypeInfo copy
     cdef PyObject* item
     cdef int found
     cdef PyTypeObject* tp
@@ -806,8 +843,13 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 i += 1
                 continue
         else:
-            enter_lazily(lazy)
-            info = _lookup(<object>item, i)
+            # numpy scalars and cuda.core Buffers: their fast paths need no section either,
+            # but for a type not yet in the cache, a Buffer subclass whose handle Python code
+            # reads, or a memory resource not the last one read (a free-threaded build).
+            info = cache_view(_cache, item, &copy)
+            if info == NULL:
+                enter_lazily(lazy)
+                info = _lookup(<object>item, i)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
                             <char*>item + info.offset, info.size, info.align):
@@ -816,12 +858,16 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
             elif info.kind == KIND_BUFFER:
                 # cuda.core Buffer: read .handle here (the common case is an int) rather than
                 # taking the generic pointer path.
+                if info.getter == NULL:
+                    enter_lazily(lazy)
                 mr_getter, mr_closure = info.mr_getter, info.mr_closure
                 found = buffer_address(item, info, &value)
                 if found < 0:
+                    enter_lazily(lazy)
                     name_raised(KIND_BUFFER, <object>item, i)
                 if found and _try_put(data, &cur, cap, argv + i, sizes + i, &value, 8, 8):
                     if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
+                        enter_lazily(lazy)
                         check_buffer(st, mr_getter, mr_closure, <object>item, i)
                     i += 1
                     continue

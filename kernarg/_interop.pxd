@@ -1,6 +1,6 @@
 # Declarations that kernarg._handler cimports from kernarg._interop. This file is ABI:
 # change it only together with _handler.pyx.
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
 
 
@@ -136,10 +136,38 @@ cdef str ctypes_target_refusal(object value)
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak
 # reference's callback clears it when the resource goes) and its answer. The packers' fast
 # paths compare against it inline (kernarg._handler.buffer_known) and call buffer_device only
-# when it differs.
+# when it differs. On a free-threaded build they read it outside kernarg's section, so its
+# writers (in the section) bracket their stores with ``seq`` (_cutils.h's sequence lock).
 cdef struct MrCache:
+    unsigned seq
     PyObject* mr
     int device
+
+
+# Whole loads and stores of the fields that a free-threaded build reads outside kernarg's
+# section (the per-type cache, MrCache): _cutils.h's KERNARG_LOAD_RELAXED, one name per type,
+# as Cython checks each call's types. Give each the field itself (an lvalue).
+cdef extern from "_cutils.h":
+    int load_int "KERNARG_LOAD_RELAXED"(int) noexcept nogil
+    char load_char "KERNARG_LOAD_RELAXED"(char) noexcept nogil
+    Py_ssize_t load_ssize "KERNARG_LOAD_RELAXED"(Py_ssize_t) noexcept nogil
+    PyObject* load_object "KERNARG_LOAD_RELAXED"(PyObject*) noexcept nogil
+    PyTypeObject* load_type "KERNARG_LOAD_RELAXED"(PyTypeObject*) noexcept nogil
+    void store_type "KERNARG_STORE_RELAXED"(PyTypeObject*, PyTypeObject*) noexcept nogil
+    void* load_pointer "KERNARG_LOAD_RELAXED"(void*) noexcept nogil
+    const void* load_const_pointer "KERNARG_LOAD_RELAXED"(const void*) noexcept nogil
+    getter_t load_getter "KERNARG_LOAD_RELAXED"(getter_t) noexcept nogil
+    void store_int "KERNARG_STORE_RELAXED"(int, int) noexcept nogil
+    void store_char "KERNARG_STORE_RELAXED"(char, char) noexcept nogil
+    void store_ssize "KERNARG_STORE_RELAXED"(Py_ssize_t, Py_ssize_t) noexcept nogil
+    void store_pointer "KERNARG_STORE_RELAXED"(void*, void*) noexcept nogil
+    void store_const_pointer "KERNARG_STORE_RELAXED"(const void*, const void*) noexcept nogil
+    void store_getter "KERNARG_STORE_RELAXED"(getter_t, getter_t) noexcept nogil
+    void store_object "KERNARG_STORE_RELAXED"(PyObject*, PyObject*) noexcept nogil
+    unsigned kernarg_seq_begin(const unsigned* seq) noexcept nogil
+    bint kernarg_seq_valid(const unsigned* seq, unsigned begun) noexcept nogil
+    void kernarg_seq_write_begin(unsigned* seq) noexcept nogil
+    void kernarg_seq_write_end(unsigned* seq) noexcept nogil
 
 
 cdef MrCache* mr_cache() noexcept

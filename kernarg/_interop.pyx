@@ -2112,7 +2112,9 @@ cdef MrCache* mr_cache() noexcept:
 def _forget_mr(ref):
     global _last_mr_ref
     if ref is _last_mr_ref:
-        _last_mr.mr = NULL
+        kernarg_seq_write_begin(&_last_mr.seq)
+        store_object(_last_mr.mr, NULL)
+        kernarg_seq_write_end(&_last_mr.seq)
         _last_mr_ref = None
 
 
@@ -2156,8 +2158,10 @@ cdef int buffer_device(getter_t mr_getter, void* mr_closure, object buf,
         ref = weakref.ref(mr, _forget_mr)
     except TypeError:
         return device
-    _last_mr.mr = <PyObject*>mr
-    _last_mr.device = device
+    kernarg_seq_write_begin(&_last_mr.seq)
+    store_object(_last_mr.mr, <PyObject*>mr)
+    store_int(_last_mr.device, device)
+    kernarg_seq_write_end(&_last_mr.seq)
     _last_mr_ref = ref
     return device
 

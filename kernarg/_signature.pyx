@@ -26,8 +26,8 @@ from kernarg._handler cimport (
     as_arg_tuple,
     CacheEntry,
     ParamBlock,
-    cache_probe,
     cache_table,
+    cache_view,
     device_ordinal,
     set_launch_device,
     state_take_pointer,
@@ -105,6 +105,7 @@ from kernarg._cdefs cimport (
     exc_text,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
+    kernarg_half_to_double,
     kernarg_fastcall_def,
     kernarg_install_method,
     kernarg_small_int,
@@ -205,11 +206,6 @@ cdef CacheEntry* _cache = cache_table()
 cdef const MrCache* _mrc = mr_cache()     # cuda.core Buffers: the last memory resource
 
 
-cdef inline TypeInfo* _type_info(PyObject* item, Py_ssize_t i) except NULL:
-    cdef TypeInfo* info = cache_probe(_cache, item)
-    return info if info != NULL else lookup_type(<object>item, i)
-
-
 cdef long long _INT_MIN[C_U64 + 1]
 cdef long long _INT_MAX[C_U64 + 1]
 for _code, (_lo, _hi) in _INT_RANGE.items():
@@ -237,6 +233,10 @@ cdef inline bint _inline_number(PyObject* item, TypeInfo* info, double* d, long 
         if info.size == 4:
             memcpy(&f, src, 4)
             d[0] = f
+            return 1
+        if info.size == 2:         # numpy.float16 (ml_dtypes' types have no num_kind)
+            memcpy(&u16, src, 2)
+            d[0] = kernarg_half_to_double(u16)
             return 1
         return 0
     if info.num_kind == ord("i"):
@@ -2787,6 +2787,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef PyObject* item
     cdef PyTypeObject* tp
     cdef TypeInfo* info
+    cdef TypeInfo copy
     cdef getter_t mr_getter
     cdef void* mr_closure
     cdef int code, got, found
@@ -2867,9 +2868,12 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             i += 1
             continue
         elif code <= C_F64:
-            # numpy scalars: read the value in place.
-            enter_lazily(lazy)
-            info = _type_info(item, i)
+            # numpy scalars: read the value in place (with no section, where their type is
+            # in the cache: cache_view).
+            info = cache_view(_cache, item, &copy)
+            if info == NULL:
+                enter_lazily(lazy)
+                info = lookup_type(<object>item, i)
             if info.kind == KIND_INLINE:
                 got = _inline_number(item, info, &d, &v)
                 if got == 2 and C_I8 <= code <= C_U64:
@@ -2893,13 +2897,19 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 i += 1
                 continue
             if tp != &PyLong_Type:
-                enter_lazily(lazy)
-                info = _type_info(item, i)
+                info = cache_view(_cache, item, &copy)
+                if info == NULL:
+                    enter_lazily(lazy)
+                    info = lookup_type(<object>item, i)
                 if info.kind == KIND_BUFFER:
-                    # The C getter behind Buffer.handle, called directly (see classify).
+                    # The C getter behind Buffer.handle, called directly (see classify); with
+                    # no section, as in kernarg.pack (pack_items says when).
+                    if info.getter == NULL:
+                        enter_lazily(lazy)
                     mr_getter, mr_closure = info.mr_getter, info.mr_closure
                     found = buffer_address(item, info, &v)
                     if found < 0:
+                        enter_lazily(lazy)
                         try:
                             name_raised(KIND_BUFFER, <object>item, i)
                         except Exception as exc:
@@ -2907,6 +2917,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     if found:
                         memcpy(dst, &v, 8)
                         if not buffer_known(st, mr_getter, mr_closure, item, _mrc):
+                            enter_lazily(lazy)
                             try:
                                 check_buffer(st, mr_getter, mr_closure, <object>item, i)
                             except Exception as exc:

@@ -5,6 +5,7 @@ nothing was left out, that the guarded functions still look like what they wrap,
 threads racing on kernarg's shared state get right answers. They run in CI's free-threaded
 job and skip on GIL builds, where nothing is wrapped (the GIL is kernarg's exclusion there),
 but for the first, which checks just that."""
+import contextlib
 import copy
 import importlib
 import inspect
@@ -163,21 +164,18 @@ def test_the_hot_entry_points_take_the_section_themselves():
     assert seen == [True] * 5
 
 
-@free_threaded
-def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
-    """kernarg.pack and Signature.pack enter kernarg's section only at the first argument that
-    needs it: a pack of exact ints, floats and bools makes its block, fills it and frees it
-    without it. So one thread packs numbers while another holds the section, busy (not
-    blocked, which would suspend the section) in a CUDA Array Interface property that
-    kernarg.pack is reading. (With every pack taking the section on entry, the numbers
-    waited, and the holder gave up after its 60 s.)"""
-    stream = kernarg._stream
-    if stream._holds_section() is None:
-        pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
-    import struct
+@contextlib.contextmanager
+def _section_held_by_another_thread():
+    """Run the block while another thread holds kernarg's section, busy (not blocked, which
+    would suspend the section) in a CUDA Array Interface property that kernarg.pack is
+    reading. A block that waits for the section makes the holder give up after its 60 s, and
+    the check after the block fail."""
     import threading
     import time
 
+    stream = kernarg._stream
+    if stream._holds_section() is None:
+        pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
     state = {"in": False, "done": False, "held": None, "saw_done": False}
 
     class Holder:
@@ -195,16 +193,33 @@ def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
         with pytest.raises(ValueError, match="released"):
             kernarg.pack((Holder(),))
 
-    # Typed: every fast path's widths (the float rounded to float; 2.5 exact in a __half),
-    # gaps to zero, and a signature too large for an Arena.
-    typed = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, "
-                              "unsigned g, __half h, char i, double j = 0.25")
-    wide = kernarg.Signature(", ".join(["int"] * 40))
     holder = threading.Thread(target=hold)
     holder.start()
     try:
         while not state["in"]:
             time.sleep(0.001)
+        yield
+    finally:
+        state["done"] = True
+        holder.join()
+    assert state["held"] is True and state["saw_done"] is True
+
+
+@free_threaded
+def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
+    """kernarg.pack and Signature.pack enter kernarg's section only at the first argument that
+    needs it: a pack of exact ints, floats and bools makes its block, fills it and frees it
+    without it. So one thread packs numbers while another holds the section. (With every pack
+    taking the section on entry, the numbers waited, and the holder gave up after its 60 s.)"""
+    import struct
+
+    stream = kernarg._stream
+    # Typed: every fast path's widths (the float rounded to float; 2.5 exact in a __half),
+    # gaps to zero, and a signature too large for an Arena.
+    typed = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, "
+                              "unsigned g, __half h, char i, double j = 0.25")
+    wide = kernarg.Signature(", ".join(["int"] * 40))
+    with _section_held_by_another_thread():
         for i in range(2000):
             args = (i, -7, float(i), True, 2**40 + i, False, 0.5)
             block = kernarg.pack(args)
@@ -217,10 +232,72 @@ def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
             assert bytes(block) == struct.pack("<i4xqf4xd?xhIeb5xd", *values, 0.25)
             assert stream._holds_section() is False
             assert bytes(wide.pack(many)) == struct.pack("<40i", *many)
-    finally:
-        state["done"] = True
-        holder.join()
-    assert state["held"] is True and state["saw_done"] is True
+
+
+# numpy's int and float scalar types, and the C parameter types they pack as.
+_NUMPY_C_TYPES = {
+    "float16": "__half", "float32": "float", "float64": "double", "int8": "signed char",
+    "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
+    "uint16": "unsigned short", "uint32": "unsigned", "uint64": "unsigned long long"}
+
+
+@free_threaded
+def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section():
+    """numpy scalars and cuda.core Buffers need no section either, once their types are in
+    the per-type cache (read under its sequence lock) and, for a Buffer of a memory resource,
+    that resource is the last one read: one thread packs them, typed and untyped, while
+    another holds the section, and gets the bytes it got before. (Types that share a cache
+    slot take turns in it, each looked up in the section: the test packs those numpy types
+    that share none with each other or with Buffer.) A Buffer of another resource than the
+    last one read takes the section, to read it."""
+    import struct
+
+    import numpy as np
+    from cuda.core import Buffer
+
+    from test_handler import _buffer, _memory_resource
+
+    stream = kernarg._stream
+    slot = kernarg._handler._cache_slot
+    mr = _memory_resource(device_id=0)
+    plain = Buffer.from_handle(0x7000_0000, 256)             # no memory resource
+    owned = _buffer(0x7100_0000, mr)
+    taken = {slot(plain)}
+    chosen = []
+    for name in _NUMPY_C_TYPES:
+        if slot(getattr(np, name)(0)) not in taken:
+            taken.add(slot(getattr(np, name)(0)))
+            chosen.append(name)
+    assert len(chosen) >= 4, chosen          # 11 types in 128 slots
+    sig = kernarg.Signature(", ".join(["float* out", "const float* x"]
+                                      + [_NUMPY_C_TYPES[name] for name in chosen]))
+
+    def args(i):
+        return (owned, plain, *[getattr(np, name)(i % 100) for name in chosen])
+
+    expected = [(bytes(kernarg.pack(args(i))), bytes(sig.pack(args(i)))) for i in range(100)]
+    assert expected[7][0][:16] == expected[7][1][:16] == struct.pack("<QQ", 0x7100_0000,
+                                                                     0x7000_0000)
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            assert bytes(kernarg.pack(args(i))) == expected[i % 100][0]
+            assert stream._holds_section() is False
+            assert bytes(sig.pack(args(i))) == expected[i % 100][1]
+            assert stream._holds_section() is False
+    # A Buffer of another resource than the last one read takes the section to read it.
+    seen = []
+    other = _buffer(0x7200_0000, _memory_resource(device_id=0))
+    is_device_accessible = type(other.memory_resource).is_device_accessible
+
+    def reading(self):
+        seen.append(stream._holds_section())
+        return is_device_accessible.fget(self)
+
+    type(other.memory_resource).is_device_accessible = property(reading)
+    assert bytes(kernarg.pack((np.float32(1), other)))[8:] == struct.pack("<Q", 0x7200_0000)
+    assert seen == [True]
+    assert bytes(sig.pack((owned, other, *args(0)[2:])))[8:16] == struct.pack("<Q", 0x7200_0000)
+    assert seen == [True, True]
 
 
 @free_threaded
@@ -307,14 +384,25 @@ def test_threads_packing_at_once_share_the_caches_and_pools():
 
     import numpy as np
 
+    from test_handler import _buffer, _memory_resource
+
     def work(seed):
         t = type(f"T{seed}", (ctypes.Structure,), {"_fields_": [("x", ctypes.c_int32)]})
         sig = kernarg.Signature("int a, double b, float* p")
+        # A memory resource of the thread's own: the last resource read changes all the
+        # while, as threads read theirs (in the section) and compare (outside it).
+        buf = _buffer(0x7000_0000 + 0x1000 * seed, _memory_resource(device_id=0))
         for i in range(300):
             args = (seed, float(i), np.float32(i), t(i), ctypes.c_uint16(i), None, 2**40 + i)
             with kernarg.pack(args) as block:
                 assert block.nargs == len(args)
                 assert bytes(block)[:8] == seed.to_bytes(8, "little", signed=True)
+            # numpy scalars and a Buffer: read through the per-type cache outside the section.
+            scalars = (buf, np.float32(i), np.int16(-i), np.float64(seed), np.uint8(i % 256))
+            assert bytes(kernarg.pack(scalars)) == struct.pack(
+                "<QfhxxdB", 0x7000_0000 + 0x1000 * seed, i, -i, seed, i % 256)
+            assert bytes(sig.pack((np.int8(seed), np.float32(0.5), buf)))[8:] == struct.pack(
+                "<dQ", 0.5, 0x7000_0000 + 0x1000 * seed)
             # Numbers only: packed outside the section; 40 of them take a large-pool block.
             numbers = (seed, float(i), True, 2**62 + i)
             assert bytes(kernarg.pack(numbers)) == struct.pack("<qd?7xq", *numbers)

@@ -2332,6 +2332,20 @@ def test_nan_is_quiet_nan():
     assert bytes(kernarg.Signature(["bfloat16"]).pack((math.nan,))) == struct.pack("<H", 0x7FC0)
 
 
+def test_every_float16_packs_as_the_float_it_converts_to():
+    """A numpy.float16 is read in place (no __float__ call, no section on a free-threaded
+    build): each of the 65,536 halves packs, as every floating parameter type, as float(x)
+    packs, and as a __half, as its own bits (but NaNs, which become kernarg's quiet NaN of
+    their sign)."""
+    sig = kernarg.Signature("__half a, float b, double c, __nv_bfloat16 d")
+    for x in np.arange(65536, dtype=np.uint16).view(np.float16):
+        bits = int(x.view(np.uint16))
+        raw = bytes(sig.pack((x, x, x, x)))
+        assert raw == bytes(sig.pack((float(x),) * 4)), hex(bits)
+        nan = struct.pack("<H", bits & 0x8000 | 0x7E00)
+        assert raw[:2] == (nan if np.isnan(x) else x.tobytes()), hex(bits)
+
+
 _VALUE_TYPES = list(INT_FORMATS) + ["float", "double", "__half", "__nv_bfloat16", "float2",
                                     "int4", "double2", "char3", "float*", "const void*"]
 

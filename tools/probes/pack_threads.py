@@ -3,11 +3,12 @@ a free-threaded CPython (3.14t): whether threads pack in parallel.
 
 Why: on a free-threaded build kernarg's code runs inside one critical section, but for
 ``kernarg.pack`` and ``Signature.pack`` of exact ints, floats and bools, which enter it only at
-the first argument that needs it (docs/development.md, "Free-threaded CPython"). Two threads
-packing numbers should then get up to twice one thread's throughput; a numpy scalar (a type
-lookup, inside the section) about one thread's. The signatures are shared by the threads, as
-one kernel's is. A loop of pure Python code gives the interpreter's own scaling on the same
-machine, which bounds what any extension can show there.
+the first argument that needs it (docs/development.md, "Free-threaded CPython"), and numpy
+scalars and cuda.core Buffers, whose types the per-type cache knows (read under its sequence
+lock), which need none either. Two threads packing those should then get up to twice one
+thread's throughput. The signatures are shared by the threads, as one kernel's is. A loop of
+pure Python code gives the interpreter's own scaling on the same machine, which bounds what any
+extension can show there.
 
 Each thread packs its own argument tuple, made at run time: a tuple written as a constant in
 the loop's code is one object whose reference count both threads change, which alone holds two
@@ -30,6 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import numpy as np  # noqa: E402
+from cuda.core import Buffer  # noqa: E402
 
 import kernarg  # noqa: E402
 
@@ -46,9 +48,16 @@ CASES = {
     "pack 16 ints": (kernarg.pack, lambda: tuple(range(16))),
     "pack 4 ints + 4 floats": (kernarg.pack, lambda: tuple([1, 2, 3, 4, 0.5, 1.5, 2.5, 3.5])),
     "pack 1 numpy.float32": (kernarg.pack, lambda: (np.float32(2.0),)),
+    "pack 4 numpy scalars": (kernarg.pack, lambda: (np.float32(2.0), np.int32(3),
+                                                    np.float64(0.5), np.uint8(1))),
+    "pack 2 Buffers + numpy.float32 + int": (kernarg.pack, lambda: (
+        Buffer.from_handle(1 << 32, 256), Buffer.from_handle(2 << 32, 256), np.float32(2.0),
+        1024)),
     "Signature.pack 3 (pointer as int, float, int)": (_SIG3, lambda: tuple([1 << 32, 0.5,
                                                                             1024])),
     "Signature.pack 8 numbers": (_SIG8, lambda: tuple([1, -2, 0.5, 0.25, True, -3, 7, 1.5])),
+    "Signature.pack 3 (Buffer, numpy.float32, numpy.int32)": (_SIG3, lambda: (
+        Buffer.from_handle(1 << 32, 256), np.float32(0.5), np.int32(1024))),
     "pure Python loop": None,
 }
 
