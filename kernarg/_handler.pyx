@@ -795,8 +795,9 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     """Pack the ``n`` objects at ``items`` into ``st`` (fresh: nbytes 0). The caller keeps
     them alive while this runs (a tuple's items, or a vectorcall's arguments). ``lazy``: NULL
     where the caller holds kernarg's section (or the GIL); else (kernarg.pack on a
-    free-threaded build) the section to enter at the first argument that is not an exact int,
-    float or bool placed by the fast paths below, which touch nothing but ``st``."""
+    free-threaded build) the section to enter at the first argument that the fast paths below
+    do not place: they touch nothing but ``st``, and read the per-type cache (a numpy scalar,
+    a cuda.core Buffer) and the last memory resource under their sequence locks."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -895,7 +896,8 @@ cdef object _pack_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
     values of the keywords ``kwnames`` names (``module``: NULL, the function's self). On a
     free-threaded build it takes kernarg's critical section itself (the guard leaves it
     unwrapped: see the module's end); the usual call, pack(args), only once an argument needs
-    it (pack_items), so that threads packing exact ints, floats and bools pack in parallel."""
+    it (pack_items), so that threads packing numbers (exact ints, floats and bools, numpy
+    scalars) and cuda.core Buffers pack in parallel."""
     cdef LazySection lazy
     if KERNARG_GUARDED_BUILD and nargs == 1 and kwnames == NULL:
         lazy.held = False

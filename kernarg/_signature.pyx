@@ -2773,7 +2773,9 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     """Pack the ``n`` arguments at ``items`` as ``sig``'s parameter types into ``st``.
     ``lazy``: NULL where the caller holds kernarg's section (or the GIL); else (Signature.pack
     on a free-threaded build) the section to enter at the first argument the fast paths below
-    do not place: they read only ``sig``'s columns and write only ``st``."""
+    do not place: they read only ``sig``'s columns, the per-type cache and the last memory
+    resource (under their sequence locks: _handler.pxd's cache_view, buffer_known), and write
+    only ``st``."""
     if n != sig._n:
         enter_lazily(lazy)
         raise TypeError(_count_message(sig, n))

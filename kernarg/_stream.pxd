@@ -41,10 +41,11 @@ cdef inline object in_section(fastcall call, PyObject* self, PyObject** args, Py
 
 
 # kernarg's section entered only once it is needed: kernarg.pack on a free-threaded build packs
-# exact ints, floats and bools (which touch no state but the block's own) outside the section,
-# and enters it at the first argument that needs more (a type lookup, a slow path), until the
-# end of the call. `held` starts False; leave_lazily leaves the section if it was entered. A GIL
-# build compiles neither.
+# exact ints, floats and bools (which touch no state but the block's own), and numpy scalars
+# and cuda.core Buffers whose types the per-type cache knows (read without the section:
+# _handler.pxd's cache_view), outside the section, and enters it at the first argument that
+# needs more (a type lookup, a slow path), until the end of the call. `held` starts False;
+# leave_lazily leaves the section if it was entered. A GIL build compiles neither.
 cdef struct LazySection:
     kernarg_section cs
     bint held
