@@ -21,7 +21,7 @@ from kernarg._interop cimport (
     load_type,
     mr_cache,
 )
-from kernarg._stream cimport KERNARG_GUARDED_BUILD, LazySection
+from kernarg._stream cimport KERNARG_GUARDED_BUILD, LazySection, enter_lazily
 
 
 cdef enum:
@@ -199,6 +199,17 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
 cdef ParamBlock arena_block(object keep, Py_ssize_t n)
 cdef ParamBlock block_from_state(BlockState* src, object keep)
 cdef TypeInfo* lookup_type(object arg, Py_ssize_t index) except NULL
+
+
+cdef inline TypeInfo* view_or_lookup(CacheEntry* cache, PyObject* item, Py_ssize_t index,
+                                     TypeInfo* copy, LazySection* lazy) except NULL:
+    """How ``item`` packs, for the packers' fast paths: cache_view (no section), or on a miss
+    lookup_type, in kernarg's section, entered through ``lazy`` (NULL: already held)."""
+    cdef TypeInfo* info = cache_view(cache, item, copy)
+    if info != NULL:
+        return info
+    enter_lazily(lazy)
+    return lookup_type(<object>item, index)
 cdef CacheEntry* cache_table() noexcept
 
 

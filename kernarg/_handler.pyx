@@ -847,10 +847,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
             # numpy scalars and cuda.core Buffers: their fast paths need no section either,
             # but for a type not yet in the cache, a Buffer subclass whose handle Python code
             # reads, or a memory resource not the last one read (a free-threaded build).
-            info = cache_view(_cache, item, &copy)
-            if info == NULL:
-                enter_lazily(lazy)
-                info = _lookup(<object>item, i)
+            info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
                             <char*>item + info.offset, info.size, info.align):

@@ -43,6 +43,9 @@ cdef enum:
     CTYPES_HOLDS_POINTERS = 72  # num_kind ('H') of ctypes structs, unions, arrays holding those
 
 
+# A type's entry in _handler.pyx's per-type cache. A field added here is added to what
+# _handler.pyx's _cache_store writes and _handler.pxd's cache_view copies, and to _cache_miss's
+# tuple in _classified.
 cdef struct TypeInfo:
     int kind
     Py_ssize_t size     # by-value kinds: bytes in the parameter block

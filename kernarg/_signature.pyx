@@ -27,7 +27,7 @@ from kernarg._handler cimport (
     CacheEntry,
     ParamBlock,
     cache_table,
-    cache_view,
+    view_or_lookup,
     device_ordinal,
     set_launch_device,
     state_take_pointer,
@@ -2872,10 +2872,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
         elif code <= C_F64:
             # numpy scalars: read the value in place (with no section, where their type is
             # in the cache: cache_view).
-            info = cache_view(_cache, item, &copy)
-            if info == NULL:
-                enter_lazily(lazy)
-                info = lookup_type(<object>item, i)
+            info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 got = _inline_number(item, info, &d, &v)
                 if got == 2 and C_I8 <= code <= C_U64:
@@ -2899,10 +2896,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 i += 1
                 continue
             if tp != &PyLong_Type:
-                info = cache_view(_cache, item, &copy)
-                if info == NULL:
-                    enter_lazily(lazy)
-                    info = lookup_type(<object>item, i)
+                info = view_or_lookup(_cache, item, i, &copy, lazy)
                 if info.kind == KIND_BUFFER:
                     # The C getter behind Buffer.handle, called directly (see classify); with
                     # no section, as in kernarg.pack (pack_items says when).
