@@ -80,6 +80,37 @@ static inline void kernarg_seq_write_begin(unsigned *seq) { (void)seq; }
 static inline void kernarg_seq_write_end(unsigned *seq) { (void)seq; }
 #endif
 
+/* A ctypes instance's value is read under the instance's own critical section on a
+   free-threaded build: CPython 3.14t's ctypes sets values, fields and elements under it (the
+   setters of .value, of a Structure's fields, of an Array's items and slices), so a value
+   that another thread sets while kernarg packs is copied whole, as it was before the set or
+   after it, never half of each. kernarg's own section does not give that: it keeps kernarg's
+   code out, not ctypes'. kernarg_ctypes_copy copies the n bytes behind the object's b_ptr
+   (at bptr_offset in the object; read under the lock too, as ctypes.resize moves it);
+   kernarg_object_lock/unlock bracket a longer read (the buffer protocol's). If the object's
+   lock is contended, CPython suspends the thread's outer critical sections while it waits,
+   kernarg's among them, as at any call into Python: the caller keeps nothing of kernarg's
+   state in hand across it but its own block. A GIL build compiles the copy alone. */
+#if KERNARG_GUARDED_BUILD
+static inline void kernarg_object_lock(kernarg_section *cs, PyObject *obj) {
+    PyCriticalSection_Begin(cs, obj);
+}
+static inline void kernarg_object_unlock(kernarg_section *cs) { PyCriticalSection_End(cs); }
+#else
+static inline void kernarg_object_lock(kernarg_section *cs, PyObject *obj) {
+    (void)cs; (void)obj;
+}
+static inline void kernarg_object_unlock(kernarg_section *cs) { (void)cs; }
+#endif
+
+static inline void kernarg_ctypes_copy(char *dst, PyObject *obj, Py_ssize_t bptr_offset,
+                                       Py_ssize_t n) {
+    kernarg_section cs;
+    kernarg_object_lock(&cs, obj);
+    memcpy(dst, *(char **)((char *)obj + bptr_offset), (size_t)n);
+    kernarg_object_unlock(&cs);
+}
+
 /* Per-thread storage for _handler.pyx's block pools on a free-threaded build, where
    kernarg.pack takes and returns blocks outside kernarg's section: each thread has pools of
    its own (a block freed on another thread than the one that took it goes to the freeing

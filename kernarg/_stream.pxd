@@ -15,6 +15,10 @@ cdef extern from "_cutils.h":
         pass
     # 1 where the guard is compiled (a free-threaded 3.14+), else 0: a C constant.
     bint KERNARG_GUARDED_BUILD
+    # An object's own critical section (a ctypes instance's, read by the packer), on a
+    # free-threaded build; nothing on a GIL build.
+    void kernarg_object_lock(kernarg_section* cs, PyObject* obj) noexcept
+    void kernarg_object_unlock(kernarg_section* cs) noexcept
 
 cdef int guard_module(dict namespace, str name, tuple unwrapped=*) except -1
 cdef void state_enter(kernarg_section* cs) noexcept

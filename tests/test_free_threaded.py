@@ -301,6 +301,41 @@ def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section()
 
 
 @free_threaded
+def test_ctypes_values_pack_while_another_thread_holds_the_section():
+    """A ctypes value (a scalar, a byte-swapped scalar, a struct, an array) needs no section
+    either, once its type is in the per-type cache: its bytes are copied under the object's
+    own lock. One thread packs them while another holds the section, and gets the bytes it got
+    before. (The test packs the types that share no cache slot.)"""
+    import ctypes
+    import struct
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
+
+    stream = kernarg._stream
+    slot = kernarg._handler._cache_slot
+    makers = [ctypes.c_int8, ctypes.c_uint16, ctypes.c_int32, ctypes.c_int64, ctypes.c_float,
+              ctypes.c_double, ctypes.c_int32.__ctype_be__, ctypes.c_double.__ctype_be__,
+              lambda k: Pair(k, -k), lambda k: (ctypes.c_int16 * 5)(*range(k, k + 5))]
+    taken, chosen = set(), []
+    for make in makers:
+        if slot(make(0)) not in taken:
+            taken.add(slot(make(0)))
+            chosen.append(make)
+    assert len(chosen) >= 6, chosen             # 10 types in 128 slots
+
+    def args(i):
+        return tuple(make(i % 100) for make in chosen)
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    assert bytes(kernarg.pack((ctypes.c_int32.__ctype_be__(7),))) == struct.pack("<i", 7)
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
+            assert stream._holds_section() is False
+
+
+@free_threaded
 def test_guarded_functions_look_like_what_they_wrap():
     for f in (kernarg.resolve_stream, kernarg.register, kernarg.Signature.from_ptx,
               kernarg.Kernel.from_source, kernarg.Kernel.prepare, kernarg.ParamBlock.release):

@@ -149,6 +149,20 @@ def test_ctypes_value_is_read_at_pack_time():
     assert bytes(b1) == struct.pack("<i", 1) and bytes(b2) == struct.pack("<i", 2)
 
 
+def test_ctypes_values_fill_a_block_past_its_first_area():
+    # The fast path places a ctypes value while the block's area has room, and the slow path
+    # (which grows it) the rest; both copy the same bytes, and padding stays zero.
+    args = tuple(v for k in range(200) for v in (ctypes.c_double(k + 0.5), ctypes.c_byte(-k),
+                                                  ctypes.c_int32(k), Pair(b"p", -k)))
+    b = kernarg.pack(args)
+    assert b.nbytes > 4000 and b.sizes[:4] == (8, 1, 4, 16)
+    check_block(b, args)
+    # A byte-swapped scalar is reversed where it was placed, on either path.
+    n = 1200
+    b = kernarg.pack(tuple(_BE_INT(k - 600) for k in range(n)))
+    assert bytes(b) == struct.pack(f"<{n}i", *range(-600, n - 600))
+
+
 def test_padding_is_zero_and_argv_points_into_block():
     args = (True, 1.0, np.int16(2), np.int8(3), 4, np.float32(5), 6 + 0j, None)
     b = kernarg.pack(args)

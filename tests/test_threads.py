@@ -8,6 +8,7 @@ callbacks) while other threads pack, drop the type cache and create new types, a
 block byte for byte against the reference packer, every producer stream, and every DLPack
 deleter run exactly once. On a free-threaded build (CI's free-threaded job) the threads run
 at once, with the GIL off."""
+import contextlib
 import ctypes
 import random
 import struct
@@ -284,3 +285,36 @@ def test_launch_finds_each_threads_kernels_and_configs(fast_switching):
                 assert _config_from(configs[j]).block == (configs[j].block[0], 1, 1)
 
     _run_threads(work)
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+def test_ctypes_values_set_by_another_thread_pack_whole(fallbacks):
+    """Threads set a ctypes array's 64 items in one slice assignment (which CPython makes
+    under the array's own lock on a free-threaded build, as it does every ctypes set) while
+    others pack it: every block holds one whole value, all 64 items from one set, never some
+    from each. kernarg copies a ctypes value under that lock (_cutils.h); its own section
+    keeps out kernarg's code, not ctypes'. Also through the buffer protocol, the path for a
+    ctypes layout kernarg could not confirm."""
+    from test_handler import _layout_fallbacks
+
+    n = 64
+    shared = (ctypes.c_int32 * n)()
+    values = [[k] * n for k in range(1, 9)]
+    done = threading.Event()
+
+    def work(seed):
+        if seed < 2:                    # two setters
+            rng = random.Random(seed)
+            while not done.is_set():
+                shared[:] = rng.choice(values)
+            return
+        try:
+            for _ in range(ROUNDS * 40):
+                raw = bytes(kernarg.pack((np.int8(seed), shared)))
+                items = struct.unpack(f"<{n}i", raw[4:])
+                assert items.count(items[0]) == n and 0 <= items[0] <= 8, items
+        finally:
+            done.set()
+
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        _run_threads(work, n=4)

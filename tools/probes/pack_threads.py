@@ -4,11 +4,11 @@ a free-threaded CPython (3.14t): whether threads pack in parallel.
 Why: on a free-threaded build kernarg's code runs inside one critical section, but for
 ``kernarg.pack`` and ``Signature.pack`` of exact ints, floats and bools, which enter it only at
 the first argument that needs it (docs/development.md, "Free-threaded CPython"), and numpy
-scalars and cuda.core Buffers, whose types the per-type cache knows (read under its sequence
-lock), which need none either. Two threads packing those should then get up to twice one
-thread's throughput. The signatures are shared by the threads, as one kernel's is. A loop of
-pure Python code gives the interpreter's own scaling on the same machine, which bounds what any
-extension can show there.
+scalars, ctypes values and cuda.core Buffers, whose types the per-type cache knows (read under
+its sequence lock), which need none either. Two threads packing those should then get up to
+twice one thread's throughput. The signatures are shared by the threads, as one kernel's is. A
+loop of pure Python code gives the interpreter's own scaling on the same machine, which bounds
+what any extension can show there.
 
 Each thread packs its own argument tuple, made at run time: a tuple written as a constant in
 the loop's code is one object whose reference count both threads change, which alone holds two
@@ -22,6 +22,7 @@ On a GIL build it runs too, and two threads take turns.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -36,6 +37,12 @@ from cuda.core import Buffer  # noqa: E402
 import kernarg  # noqa: E402
 
 _SIG3 = kernarg.Signature("float* out, float alpha, int n")
+
+
+class _Pair(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
+
+
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
                           "__half h")
 
@@ -53,6 +60,9 @@ CASES = {
     "pack 2 Buffers + numpy.float32 + int": (kernarg.pack, lambda: (
         Buffer.from_handle(1 << 32, 256), Buffer.from_handle(2 << 32, 256), np.float32(2.0),
         1024)),
+    "pack 1 ctypes.c_float": (kernarg.pack, lambda: (ctypes.c_float(2.0),)),
+    "pack 4 ctypes values": (kernarg.pack, lambda: (ctypes.c_float(2.0), ctypes.c_int32(3),
+                                                    ctypes.c_double(0.5), _Pair(1, 2.0))),
     "Signature.pack 3 (pointer as int, float, int)": (_SIG3, lambda: tuple([1 << 32, 0.5,
                                                                             1024])),
     "Signature.pack 8 numbers": (_SIG8, lambda: tuple([1, -2, 0.5, 0.25, True, -3, 7, 1.5])),
