@@ -5,7 +5,8 @@ Construction (parsing, layout) runs once and may be slow; ``Signature.pack`` run
 plan: one C struct per parameter with its code, offset and size, so packing does no parsing.
 """
 cimport cython
-from cpython.buffer cimport PyObject_CheckBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer
+from cpython.buffer cimport PyObject_GetBuffer
 from cpython.number cimport PyNumber_Index
 from cpython.long cimport PyLong_Check
 from cpython.object cimport PyObject, PyTypeObject
@@ -87,6 +88,9 @@ from kernarg._stream cimport (
     enter_lazily,
     guard_module,
     in_section,
+    kernarg_object_lock,
+    kernarg_object_unlock,
+    kernarg_section,
     leave_lazily,
     stream_handle,
 )
@@ -3273,6 +3277,28 @@ cdef int _put_vector(Signature sig, Param* p, Py_ssize_t i, object value, char* 
     return 0
 
 
+cdef int _put_ctypes_struct(Signature sig, Param* p, Py_ssize_t i, object value,
+                            char* dst) except -1:
+    """A ctypes struct's bytes, copied under the object's own lock on a free-threaded build
+    (_cutils.h): whole, as the fields were before or after another thread's set, never some
+    of each."""
+    cdef Py_buffer view
+    cdef kernarg_section cs
+    cdef Py_ssize_t got = -1
+    kernarg_object_lock(&cs, <PyObject*>value)
+    try:
+        PyObject_GetBuffer(value, &view, PyBUF_SIMPLE)
+        got = view.len
+        if got == p.size:
+            memcpy(dst, view.buf, got)
+        PyBuffer_Release(&view)
+    finally:
+        kernarg_object_unlock(&cs)
+    if got != p.size:
+        raise TypeError(f"{_param_name(sig, i)}: expected {p.size} bytes, got {got}")
+    return 0
+
+
 cdef int _put_struct(Signature sig, Param* p, BlockState* st, Py_ssize_t i, object value,
                      char* dst, uint64_t stream) except -1:
     spec = sig._structs[i]
@@ -3293,7 +3319,7 @@ cdef int _put_struct(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obje
             raw = value.tobytes()
     elif isinstance(value, spec):
         _refuse_held_pointers(sig, i, value, "")
-        raw = bytes(memoryview(value).cast("B"))
+        return _put_ctypes_struct(sig, p, i, value, dst)
     if raw is None and isinstance(value, (dict, tuple)):
         record = sig._records[i]
         if record is not None:

@@ -287,18 +287,19 @@ def test_launch_finds_each_threads_kernels_and_configs(fast_switching):
     _run_threads(work)
 
 
-@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
-def test_ctypes_values_set_by_another_thread_pack_whole(fallbacks):
+@pytest.mark.parametrize("how", ["b_ptr", "buffer protocol", "typed"])
+def test_ctypes_values_set_by_another_thread_pack_whole(how):
     """Threads set a ctypes array's 64 items in one slice assignment (which CPython makes
     under the array's own lock on a free-threaded build, as it does every ctypes set) while
     others pack it: every block holds one whole value, all 64 items from one set, never some
     from each. kernarg copies a ctypes value under that lock (_cutils.h); its own section
-    keeps out kernarg's code, not ctypes'. Also through the buffer protocol, the path for a
-    ctypes layout kernarg could not confirm."""
+    keeps out kernarg's code, not ctypes'. Untyped, also through the buffer protocol (the
+    path for a ctypes layout kernarg could not confirm); and as a Signature's struct."""
     from test_handler import _layout_fallbacks
 
     n = 64
     shared = (ctypes.c_int32 * n)()
+    pack = kernarg.Signature([np.int8, type(shared)]).pack if how == "typed" else kernarg.pack
     values = [[k] * n for k in range(1, 9)]
     done = threading.Event()
 
@@ -310,11 +311,11 @@ def test_ctypes_values_set_by_another_thread_pack_whole(fallbacks):
             return
         try:
             for _ in range(ROUNDS * 40):
-                raw = bytes(kernarg.pack((np.int8(seed), shared)))
+                raw = bytes(pack((np.int8(seed), shared)))
                 items = struct.unpack(f"<{n}i", raw[4:])
                 assert items.count(items[0]) == n and 0 <= items[0] <= 8, items
         finally:
             done.set()
 
-    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+    with _layout_fallbacks() if how == "buffer protocol" else contextlib.nullcontext():
         _run_threads(work, n=4)
