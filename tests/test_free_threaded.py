@@ -164,6 +164,27 @@ def test_the_hot_entry_points_take_the_section_themselves():
     assert seen == [True] * 5
 
 
+class _Holder:
+    """What _section_held_by_another_thread's holder packs: a class of the module's, so that
+    a test can keep its own types out of this one's per-type cache slot (a type that shares it
+    is looked up again, in the section, once the holder's pack has put this one there)."""
+
+    state = None
+
+    @property
+    def __cuda_array_interface__(self):
+        import time
+
+        state = _Holder.state
+        state["held"] = kernarg._stream._holds_section()
+        state["in"] = True
+        deadline = time.monotonic() + 60
+        while not state["done"] and time.monotonic() < deadline:
+            pass
+        state["saw_done"] = state["done"]
+        raise ValueError("released")
+
+
 @contextlib.contextmanager
 def _section_held_by_another_thread():
     """Run the block while another thread holds kernarg's section, busy (not blocked, which
@@ -176,22 +197,11 @@ def _section_held_by_another_thread():
     stream = kernarg._stream
     if stream._holds_section() is None:
         pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
-    state = {"in": False, "done": False, "held": None, "saw_done": False}
-
-    class Holder:
-        @property
-        def __cuda_array_interface__(self):
-            state["held"] = stream._holds_section()
-            state["in"] = True
-            deadline = time.monotonic() + 60
-            while not state["done"] and time.monotonic() < deadline:
-                pass
-            state["saw_done"] = state["done"]
-            raise ValueError("released")
+    state = _Holder.state = {"in": False, "done": False, "held": None, "saw_done": False}
 
     def hold():
         with pytest.raises(ValueError, match="released"):
-            kernarg.pack((Holder(),))
+            kernarg.pack((_Holder(),))
 
     holder = threading.Thread(target=hold)
     holder.start()
@@ -262,7 +272,7 @@ def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section()
     mr = _memory_resource(device_id=0)
     plain = Buffer.from_handle(0x7000_0000, 256)             # no memory resource
     owned = _buffer(0x7100_0000, mr)
-    taken = {slot(plain)}
+    taken = {slot(plain), slot(_Holder())}
     chosen = []
     for name in _NUMPY_C_TYPES:
         if slot(getattr(np, name)(0)) not in taken:
@@ -317,7 +327,7 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
     makers = [ctypes.c_int8, ctypes.c_uint16, ctypes.c_int32, ctypes.c_int64, ctypes.c_float,
               ctypes.c_double, ctypes.c_int32.__ctype_be__, ctypes.c_double.__ctype_be__,
               lambda k: Pair(k, -k), lambda k: (ctypes.c_int16 * 5)(*range(k, k + 5))]
-    taken, chosen = set(), []
+    taken, chosen = {slot(_Holder())}, []
     for make in makers:
         if slot(make(0)) not in taken:
             taken.add(slot(make(0)))
