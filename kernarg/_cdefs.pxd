@@ -7,6 +7,10 @@ from cpython.unicode cimport PyUnicode_AsUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
 
 
+cdef extern from *:
+    bint kernarg_unlikely "unlikely"(bint) noexcept nogil     # Cython's __builtin_expect
+
+
 cdef extern from "_cutils.h":
     bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
     Py_ssize_t kernarg_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n, char* data,

@@ -100,15 +100,13 @@ from kernarg._cdefs cimport (
     kernarg_fastcall_def,
     kernarg_int_run,
     kernarg_small_int,
+    kernarg_unlikely,
     or_default,
     parse_pack_call,
     shown_value,
     tuple_items,
 )
 from cpython.number cimport PyNumber_Index
-
-cdef extern from *:
-    bint kernarg_unlikely "unlikely"(bint) noexcept nogil     # Cython's __builtin_expect
 
 cdef extern from "Python.h":
     ctypedef struct Py_complex:

@@ -60,7 +60,9 @@ cdef struct TypeInfo:
     void* mr_closure    # ... and its closure
     # KIND_INLINE numpy scalars: dtype kind ('b','i','u','f','c'); KIND_CTYPES(_BUFFER):
     # SWAPPED_SCALAR for a byte-swapped scalar type (c_int32.__ctype_be__), CTYPES_POINTER for
-    # the pointer types, CTYPES_HOLDS_POINTERS for types with pointer fields or elements; else 0
+    # the pointer types, CTYPES_HOLDS_POINTERS for types with pointer fields or elements, the
+    # numpy dtype kind ('b','i','u','f') for ctypes' own number types (_interop.pyx's
+    # CTYPES_NUMBER_KINDS); else 0
     char num_kind
     # KIND_DLPACK_C: the type's DLPackExchangeAPI table (which the DLPack specification keeps
     # alive as long as the process), else NULL

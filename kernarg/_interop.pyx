@@ -582,6 +582,11 @@ cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
         info.num_kind = CTYPES_POINTER      # its target is checked per value
     elif ctypes_pointer_fields(t):
         info.num_kind = CTYPES_HOLDS_POINTERS   # a struct, union or array with pointers in it
+    else:
+        # One of ctypes' own number types: its numpy dtype kind, by which Signature.pack
+        # reads the value as a number (0 for any other type, subclasses of these included:
+        # one may define __index__ or __float__, which the general path honours).
+        info.num_kind = CTYPES_NUMBER_KINDS.get(t, 0)
     if getattr(t, "_type_", None) == "g" and ctypes.sizeof(t) != 8:
         raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
     info.size = ctypes.sizeof(t)
@@ -592,6 +597,17 @@ cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
     info.offset = _ctypes_bptr_offset
     return 0
 
+
+# ctypes' own number types (c_int32 is c_int, c_size_t is c_ulong: the names are aliases) and
+# their numpy dtype kinds: 'b' for c_bool, 'f' for c_float and c_double, 'i' and 'u' for the
+# signed and unsigned integers. c_char, c_wchar, c_longdouble and the pointers are not here.
+CTYPES_NUMBER_KINDS = {
+    t: ord("b" if t._type_ == "?" else "f" if t._type_ in "fd" else
+           "i" if t._type_.islower() else "u")
+    for t in (ctypes.c_bool, ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort,
+              ctypes.c_int, ctypes.c_uint, ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong,
+              ctypes.c_ulonglong, ctypes.c_float, ctypes.c_double)
+}
 
 CTYPES_POINTER_TYPES = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p, ctypes._Pointer)
 _CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes instance

@@ -107,6 +107,7 @@ from kernarg._cdefs cimport (
     PyLong_AsLongLongAndOverflow,
     PyLong_Type,
     exc_text,
+    kernarg_ctypes_copy,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
     kernarg_half_to_double,
@@ -115,6 +116,7 @@ from kernarg._cdefs cimport (
     kernarg_small_int,
     kernarg_typed_int_run,
     kernarg_typed_int_run_call,
+    kernarg_unlikely,
     or_default,
     parse_pack_call,
     shown_value,
@@ -219,59 +221,82 @@ _INT_MIN[<int>C_BOOL] = 0
 _INT_MAX[<int>C_BOOL] = 1
 
 
-cdef inline bint _inline_number(PyObject* item, TypeInfo* info, double* d, long long* v) noexcept:
-    """Read a numpy scalar's value in place. Sets *d (and returns True... for floats) or *v;
-    returns 1 for a float, 2 for an integer, 0 when not a plain numpy number."""
-    cdef char* src = <char*>item + info.offset
+cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* d,
+                           long long* v) noexcept:
+    """Read the number of numpy dtype kind ``kind`` ('f', 'i', 'u' or 'b') and ``size``
+    bytes at ``src``. Sets *d and returns 1 for a float, sets *v and returns 2 for an integer
+    or a bool, returns 0 for anything else (another kind or size, or an unsigned 64-bit
+    integer past 2**63: the general path takes those)."""
     cdef float f
     cdef int8_t i8
     cdef int16_t i16
     cdef int32_t i32
-    cdef uint8_t u8
     cdef uint16_t u16
     cdef uint32_t u32
-    if info.num_kind == ord("f"):
-        if info.size == 8:
+    if kind == ord("f"):
+        if size == 8:
             memcpy(d, src, 8)
             return 1
-        if info.size == 4:
+        if size == 4:
             memcpy(&f, src, 4)
             d[0] = f
             return 1
-        if info.size == 2:         # numpy.float16 (ml_dtypes' types have no num_kind)
+        if size == 2:         # numpy.float16 (ml_dtypes' types have no num_kind)
             memcpy(&u16, src, 2)
             d[0] = kernarg_half_to_double(u16)
             return 1
         return 0
-    if info.num_kind == ord("i"):
-        if info.size == 8:
+    if kind == ord("i"):
+        if size == 8:
             memcpy(v, src, 8)
-        elif info.size == 4:
+        elif size == 4:
             memcpy(&i32, src, 4)
             v[0] = i32
-        elif info.size == 2:
+        elif size == 2:
             memcpy(&i16, src, 2)
             v[0] = i16
         else:
             i8 = (<int8_t*>src)[0]
             v[0] = i8
         return 2
-    if info.num_kind == ord("u") or info.num_kind == ord("b"):
-        if info.size == 8:
+    if kind == ord("u"):
+        if size == 8:
             memcpy(v, src, 8)
             if v[0] < 0:
                 return 0        # above 2**63: the general path handles it
-        elif info.size == 4:
+        elif size == 4:
             memcpy(&u32, src, 4)
             v[0] = u32
-        elif info.size == 2:
+        elif size == 2:
             memcpy(&u16, src, 2)
             v[0] = u16
         else:
-            u8 = (<uint8_t*>src)[0]
-            v[0] = u8
+            v[0] = (<uint8_t*>src)[0]
+        return 2
+    if kind == ord("b"):
+        # Any byte but 0 is true, as bool(value) reads it: a ctypes.c_bool over memory
+        # ctypes did not write (from_buffer) can hold 2.
+        v[0] = (<uint8_t*>src)[0] != 0
         return 2
     return 0
+
+
+cdef inline int _inline_number(PyObject* item, TypeInfo* info, double* d, long long* v) noexcept:
+    """Read a numpy scalar's value in place (as _number_at)."""
+    return _number_at(<char*>item + info.offset, info.num_kind, info.size, d, v)
+
+
+cdef inline int _ctypes_number_at(PyObject* item, TypeInfo* info, double* d,
+                                  long long* v) noexcept:
+    """Read the value of one of ctypes' own number types (_interop's CTYPES_NUMBER_KINDS: the
+    type's num_kind is its numpy dtype kind) behind the object's b_ptr, under the object's
+    lock (kernarg_ctypes_copy), as _number_at; 0 for any other ctypes type."""
+    cdef char value[8]
+    cdef char kind = info.num_kind
+    if kind != ord("f") and kind != ord("i") and kind != ord("u") and kind != ord("b"):
+        return 0
+    kernarg_ctypes_copy(value, item, info.offset, info.size)
+    return _number_at(value, kind, info.size, d, v)
 
 
 # CUDA's vector type names. Only the 4-vectors of 8-byte elements have the explicitly aligned
@@ -2874,26 +2899,30 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             i += 1
             continue
         elif code <= C_F64:
-            # numpy scalars: read the value in place (with no section, where their type is
-            # in the cache: cache_view).
+            # numpy scalars, read in place, and ctypes numbers, copied under the object's
+            # lock (with no section, where their type is in the cache: cache_view).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 got = _inline_number(item, info, &d, &v)
-                if got == 2 and C_I8 <= code <= C_U64:
-                    if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
-                        _store_int(dst, v, p.size)
-                        i += 1
-                        continue
-                elif got == 1 and code >= C_F16:
-                    _store_float(code, d, dst)
+            elif kernarg_unlikely(info.kind == KIND_CTYPES):
+                got = _ctypes_number_at(item, info, &d, &v)
+            else:
+                got = 0
+            if got == 2 and C_I8 <= code <= C_U64:
+                if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
+                    _store_int(dst, v, p.size)
                     i += 1
                     continue
-                elif got == 2 and code >= C_F16 and (
-                        code == C_F64 or -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
-                    # (Past 2**53 the general path rounds the int once, to the format.)
-                    _store_float(code, <double>v, dst)
-                    i += 1
-                    continue
+            elif got == 1 and code >= C_F16:
+                _store_float(code, d, dst)
+                i += 1
+                continue
+            elif got == 2 and code >= C_F16 and (
+                    code == C_F64 or -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
+                # (Past 2**53 the general path rounds the int once, to the format.)
+                _store_float(code, <double>v, dst)
+                i += 1
+                continue
         elif code == C_POINTER or code == C_U64_OR_PTR:
             if item == Py_None:
                 memset(dst, 0, 8)
@@ -3209,6 +3238,13 @@ cdef int _put_float(Signature sig, int code, Py_ssize_t i, object value, char* d
     if Py_TYPE_P(<PyObject*>value) == &PyFloat_Type:
         d = PyFloat_AS_DOUBLE_P(<PyObject*>value)
     else:
+        if isinstance(value, ctypes._SimpleCData) and not (
+                hasattr(type(value), "__float__") or hasattr(type(value), "__index__")):
+            # A ctypes number (not one whose type converts itself), by the value it holds:
+            # an integer past 2**53 is then rounded once below, as a Python int is.
+            number = _ctypes_number(value, True)
+            if number is not None:
+                value = number
         if code != C_F64 and _int_past_a_double(value):
             value = _rounded_int(int(value), _significand_bits(code))
         try:

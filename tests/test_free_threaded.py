@@ -314,8 +314,9 @@ def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section()
 def test_ctypes_values_pack_while_another_thread_holds_the_section():
     """A ctypes value (a scalar, a byte-swapped scalar, a struct, an array) needs no section
     either, once its type is in the per-type cache: its bytes are copied under the object's
-    own lock. One thread packs them while another holds the section, and gets the bytes it got
-    before. (The test packs the types that share no cache slot.)"""
+    own lock. One thread packs them, untyped and (the numbers) typed, while another holds the
+    section, and gets the bytes it got before. (The test packs the types that share no cache
+    slot.)"""
     import ctypes
     import struct
 
@@ -334,14 +335,30 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
             chosen.append(make)
     assert len(chosen) >= 6, chosen             # 10 types in 128 slots
 
+    # ctypes' own number types for the C parameters they match, and c_float for a double
+    # (Signature.pack converts it): read as numbers, under the object's lock.
+    decls = {ctypes.c_int8: "signed char", ctypes.c_uint16: "unsigned short",
+             ctypes.c_int32: "int", ctypes.c_int64: "long long", ctypes.c_float: "double",
+             ctypes.c_double: "double"}
+    numbers = [make for make in chosen if make in decls]
+    assert len(numbers) >= 3, numbers
+    sig = kernarg.Signature(", ".join(decls[make] for make in numbers))
+
     def args(i):
         return tuple(make(i % 100) for make in chosen)
 
+    def typed_args(i):
+        return tuple(make(i % 100 - 50) for make in numbers)
+
     expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    assert typed[7] == bytes(sig.pack(tuple(make(-43).value for make in numbers)))
     assert bytes(kernarg.pack((ctypes.c_int32.__ctype_be__(7),))) == struct.pack("<i", 7)
     with _section_held_by_another_thread():
         for i in range(2000):
             assert bytes(kernarg.pack(args(i))) == expected[i % 100]
+            assert stream._holds_section() is False
+            assert bytes(sig.pack(typed_args(i))) == typed[i % 100]
             assert stream._holds_section() is False
 
 

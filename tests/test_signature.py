@@ -2525,6 +2525,74 @@ def test_ctypes_scalars_convert_like_the_python_values_they_hold():
             kernarg.Signature(decl).pack((value,))
 
 
+# ctypes' own number types, which Signature.pack reads as numbers in place, with values at
+# and past each parameter type's range, and those a float rounds.
+_CTYPES_NUMBERS = {
+    ctypes.c_bool: (False, True), ctypes.c_byte: (-128, -1, 0, 127),
+    ctypes.c_ubyte: (0, 1, 200, 255), ctypes.c_short: (-32768, -129, 256, 32767),
+    ctypes.c_ushort: (0, 255, 256, 65535), ctypes.c_int: (-2**31, -32769, 65536, 2**31 - 1),
+    ctypes.c_uint: (0, 65535, 2**31, 2**32 - 1),
+    ctypes.c_longlong: (-2**63, -2**31 - 1, 2**32, 2**53 + 1, 2**60 + 2**36 + 1, 2**63 - 1),
+    ctypes.c_ulonglong: (0, 2**32, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1),
+    ctypes.c_float: (-0.0, 0.1, 65504.0, 65520.0, 3.0e38, float("inf"), float("nan")),
+    ctypes.c_double: (-1.5, 0.1, 2.0**-149, 3.5e38, 1e300, float("-inf"), float("nan")),
+}
+_NUMBER_PARAMS = ["bool", "signed char", "unsigned char", "short", "unsigned short", "int",
+                  "unsigned int", "long long", "unsigned long long", "__half", "__nv_bfloat16",
+                  "float", "double"]
+
+
+def _packed_or_refused(sig, value):
+    try:
+        return bytes(sig.pack((value,)))
+    except (TypeError, OverflowError) as exc:
+        return type(exc), str(exc).replace(type(value).__name__, "T")
+
+
+@pytest.mark.parametrize("t", list(_CTYPES_NUMBERS), ids=lambda t: t.__name__)
+def test_ctypes_numbers_pack_as_the_values_they_hold(t):
+    """Signature.pack reads ctypes' own number types in place (the fast path); a subclass, which
+    may define __index__ or __float__, goes through the general converters. For every numeric
+    parameter type both give what the Python value the object holds gives, or the same
+    refusal: an integer past 2**53 for a float rounds once, to the format, a c_bool over
+    memory ctypes did not write is true for any byte but 0."""
+    sub = type("Sub", (t,), {})
+    for decl in _NUMBER_PARAMS:
+        sig = kernarg.Signature(f"{decl} v")
+        for number in _CTYPES_NUMBERS[t]:
+            got = _packed_or_refused(sig, t(number))
+            assert _packed_or_refused(sig, sub(number)) == got, (decl, number)
+            held = _packed_or_refused(sig, t(number).value)
+            assert got == held if isinstance(held, bytes) else got[0] is held[0], (decl, number)
+    float_sig = kernarg.Signature("float f, __half h, double d, long long n")
+    big = 2**60 + 2**36 + 1        # a float rounds it up, once; through a double first, down
+    for value in (ctypes.c_longlong(big), ctypes.c_ulonglong(big)):
+        assert bytes(float_sig.pack((value, value, value, 0))) == \
+            bytes(float_sig.pack((big, big, big, 0)))
+    odd = ctypes.c_bool.from_buffer(bytearray(b"\x02"))
+    assert odd.value is True
+    assert bytes(kernarg.Signature("int a, float b").pack((odd, odd))) == \
+        struct.pack("<if", 1, 1.0)
+
+
+def test_ctypes_number_subclasses_keep_their_own_conversions():
+    # The fast path takes ctypes' own types only: a subclass's __index__ or __float__, which
+    # the general converters honour (as they do any Python object's), still decides.
+    class Indexed(ctypes.c_int):
+        def __index__(self):
+            return 42
+
+    class Floated(ctypes.c_double):
+        def __float__(self):
+            return 2.5
+
+    sig = kernarg.Signature("int n, double d, float f")
+    assert bytes(sig.pack((Indexed(7), Floated(1.0), Floated(1.0)))) == \
+        struct.pack("<i4xdf", 42, 2.5, 2.5)
+    assert bytes(sig.pack((ctypes.c_int(7), ctypes.c_double(1.0), ctypes.c_float(1.0)))) == \
+        struct.pack("<i4xdf", 7, 1.0, 1.0)
+
+
 def test_ctypes_addresses_for_pointer_parameters():
     # (A pointer into memory ctypes allocated, ctypes.pointer(ctypes.c_int()), is refused:
     # test_handler's test_ctypes_pointers_into_python_memory_are_refused.)

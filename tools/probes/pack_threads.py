@@ -68,6 +68,8 @@ CASES = {
     "Signature.pack 8 numbers": (_SIG8, lambda: tuple([1, -2, 0.5, 0.25, True, -3, 7, 1.5])),
     "Signature.pack 3 (Buffer, numpy.float32, numpy.int32)": (_SIG3, lambda: (
         Buffer.from_handle(1 << 32, 256), np.float32(0.5), np.int32(1024))),
+    "Signature.pack 3 (int, ctypes.c_float, ctypes.c_int32)": (_SIG3, lambda: (
+        1 << 32, ctypes.c_float(0.5), ctypes.c_int32(1024))),
     "pure Python loop": None,
 }
 
