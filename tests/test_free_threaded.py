@@ -190,7 +190,9 @@ def _section_held_by_another_thread():
     """Run the block while another thread holds kernarg's section, busy (not blocked, which
     would suspend the section) in a CUDA Array Interface property that kernarg.pack is
     reading. A block that waits for the section makes the holder give up after its 60 s, and
-    the check after the block fail."""
+    the check after the block fail; at 30 s every thread's stack is written to stderr, which
+    the failure's report shows, to say where the block waited."""
+    import faulthandler
     import threading
     import time
 
@@ -205,11 +207,13 @@ def _section_held_by_another_thread():
 
     holder = threading.Thread(target=hold)
     holder.start()
+    faulthandler.dump_traceback_later(30)
     try:
         while not state["in"]:
             time.sleep(0.001)
         yield
     finally:
+        faulthandler.cancel_dump_traceback_later()
         state["done"] = True
         holder.join()
     assert state["held"] is True and state["saw_done"] is True
