@@ -1,5 +1,5 @@
 # Declarations other Cython modules (kernarg._capi) cimport from kernarg._signature. ABI.
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint8_t, uint16_t, uint64_t
 
 from kernarg._handler cimport BlockState, ParamBlock
@@ -17,6 +17,9 @@ cdef struct Param:
     int pointee_size    # C_POINTER: element size in bytes, 0 = any
     bint is_const       # C_POINTER: const pointee (read-only arrays allowed)
     bint any_sign       # an integer from PTX, which gives the width but not the sign
+    # C_STRUCT given as a ctypes type (Signature._structs keeps it): the type, whose exact
+    # instances Signature.pack copies in place; else NULL
+    PyTypeObject* ctypes_type
 
 
 cdef class Signature:

@@ -2356,6 +2356,9 @@ cdef class Signature:
             params[i].pointee_size = s.pointee_size
             params[i].is_const = s.is_const
             params[i].any_sign = s.any_sign
+            params[i].ctypes_type = (<PyTypeObject*>s.struct
+                                     if s.code == C_STRUCT and isinstance(s.struct, type)
+                                     else NULL)
             codes[i] = <uint8_t>s.code
             offsets[i] = <uint16_t>min(cur, KERNARG_MAX_PARAM_BYTES)
             cur += s.size
@@ -2953,6 +2956,14 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                                 _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
+        elif tp == p.ctypes_type:
+            # An instance of the struct's own ctypes type, pointer fields none: its bytes,
+            # copied under the object's lock (with no section, where the type is in the cache).
+            info = view_or_lookup(_cache, item, i, &copy, lazy)
+            if info.kind == KIND_CTYPES and info.num_kind == 0 and info.size == p.size:
+                kernarg_ctypes_copy(dst, item, info.offset, p.size)
+                i += 1
+                continue
         # The general converters: they look types up, and call back into Python.
         enter_lazily(lazy)
         try:

@@ -318,9 +318,9 @@ def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section()
 def test_ctypes_values_pack_while_another_thread_holds_the_section():
     """A ctypes value (a scalar, a byte-swapped scalar, a struct, an array) needs no section
     either, once its type is in the per-type cache: its bytes are copied under the object's
-    own lock. One thread packs them, untyped and (the numbers) typed, while another holds the
-    section, and gets the bytes it got before. (The test packs the types that share no cache
-    slot.)"""
+    own lock. One thread packs them, untyped and (the numbers, the struct and the array) typed,
+    while another holds the section, and gets the bytes it got before. (The test packs the
+    types that share no cache slot.)"""
     import ctypes
     import struct
 
@@ -346,17 +346,22 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
              ctypes.c_double: "double"}
     numbers = [make for make in chosen if make in decls]
     assert len(numbers) >= 3, numbers
-    sig = kernarg.Signature(", ".join(decls[make] for make in numbers))
+    # The struct and the array, for struct parameters of their own types: copied in place.
+    structs = [make for make in makers[-2:] if make in chosen]
+    assert structs, chosen
+    sig = kernarg.Signature([decls[make] for make in numbers]
+                            + [type(make(0)) for make in structs])
 
     def args(i):
         return tuple(make(i % 100) for make in chosen)
 
     def typed_args(i):
-        return tuple(make(i % 100 - 50) for make in numbers)
+        return (*(make(i % 100 - 50) for make in numbers), *(make(i % 100) for make in structs))
 
     expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
     typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
-    assert typed[7] == bytes(sig.pack(tuple(make(-43).value for make in numbers)))
+    assert typed[7] == bytes(sig.pack((*(make(-43).value for make in numbers),
+                                       *(bytes(make(7)) for make in structs))))
     assert bytes(kernarg.pack((ctypes.c_int32.__ctype_be__(7),))) == struct.pack("<i", 7)
     with _section_held_by_another_thread():
         for i in range(2000):

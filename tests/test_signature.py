@@ -2640,6 +2640,41 @@ def test_structs_from_numpy_ctypes_dicts_and_tuples():
     assert raw[o[1]:o[1] + 24] == raw[o[3]:o[3] + 24] == bytes(CPair(b"x", 1.5, 7))
 
 
+def test_ctypes_structs_unions_and_arrays_pack_as_their_bytes_on_both_paths():
+    """Signature.pack copies an instance of a struct parameter's own ctypes type in place (the
+    fast path, with no section on a free-threaded build); a subclass's instance goes through
+    the general path. Both give the value's bytes, for a struct, a union and an array, in a
+    block past its first area too; a struct holding a pointer into memory ctypes allocated
+    is still refused, as a struct."""
+    class U(ctypes.Union):
+        _fields_ = [("i", ctypes.c_int32), ("f", ctypes.c_float), ("b", ctypes.c_uint8 * 8)]
+
+    arr = ctypes.c_int16 * 5
+    types = [CPair, U, arr]
+    values = [CPair(b"x", 1.5, 7), U(b=(ctypes.c_uint8 * 8)(*range(1, 9))), arr(*range(-2, 3))]
+    subs = [type("Sub", (t,), {}) for t in types]
+    sig = kernarg.Signature(["char"] + types * 12)
+    args = (1, *values * 12)
+    raw = bytes(sig.pack(args))
+    o = sig.offsets
+    for k, value in enumerate(values * 12):
+        assert raw[o[k + 1]:o[k + 1] + ctypes.sizeof(value)] == bytes(value), k
+    for t, sub, value in zip(types, subs, values, strict=True):
+        one = kernarg.Signature(["char", t])
+        assert bytes(one.pack((1, sub.from_buffer_copy(bytes(value))))) == \
+            bytes(one.pack((1, value)))
+
+    class Held(ctypes.Structure):
+        _fields_ = [("p", ctypes.c_void_p), ("n", ctypes.c_int)]
+
+    target = ctypes.c_int(5)
+    held = Held(ctypes.cast(ctypes.pointer(target), ctypes.c_void_p), 3)
+    with pytest.raises(TypeError, match=r"parameter 0: field p is a ctypes pointer to the "):
+        kernarg.Signature([Held]).pack((held,))
+    assert bytes(kernarg.Signature([Held]).pack((Held(0x1000, 3),)))[:12] == \
+        struct.pack("<Qi", 0x1000, 3)
+
+
 def test_pointers_from_every_pointer_kind():
     from cuda.core import Buffer
 

@@ -43,6 +43,8 @@ class _Pair(ctypes.Structure):
     _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
 
 
+_SIGS = kernarg.Signature(["float*", _Pair, "int"])
+
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
                           "__half h")
 
@@ -70,6 +72,7 @@ CASES = {
         Buffer.from_handle(1 << 32, 256), np.float32(0.5), np.int32(1024))),
     "Signature.pack 3 (int, ctypes.c_float, ctypes.c_int32)": (_SIG3, lambda: (
         1 << 32, ctypes.c_float(0.5), ctypes.c_int32(1024))),
+    "Signature.pack 3 (int, ctypes struct, int)": (_SIGS, lambda: (1 << 32, _Pair(1, 2.0), 3)),
     "pure Python loop": None,
 }
 
