@@ -42,6 +42,8 @@ cdef extern from "_cutils.h":
 cdef extern from "Python.h":
     ctypedef struct PyTupleObject:
         PyObject* ob_item[1]
+    ctypedef struct PyVarObject:     # the head of a numpy.void (_interop's npvoid_data_offset)
+        pass
     PyTypeObject PyLong_Type
     PyTypeObject PyFloat_Type
     PyTypeObject PyBool_Type

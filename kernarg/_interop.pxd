@@ -104,6 +104,7 @@ cdef struct PtrResult:
 
 
 cdef int classify(type t, TypeInfo* info) except -1
+cdef Py_ssize_t npvoid_data_offset() except -2
 # Called with the exception a reader of argument ``index`` left set: raises it, named (see
 # _interop.pyx). ``kind`` says what was being read.
 cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1

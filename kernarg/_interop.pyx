@@ -35,7 +35,8 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport (
-    exc_quoted, exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has, shown_value,
+    PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has,
+    shown_value,
 )
 from kernarg._stream cimport dlpack_stream, guard_module
 
@@ -276,6 +277,41 @@ cdef int _check_ctypes_layout() except -1:
 _check_ctypes_layout()
 
 
+cdef Py_ssize_t npvoid_data_offset() except -2:
+    """Offset in a numpy.void of its data pointer, or -1 where a probe does not confirm it.
+
+    numpy's arrayscalars.h lays out a structured scalar (PyVoidScalarObject) as
+    PyObject_VAR_HEAD, then ``char *obval`` (its bytes: inside the array it was taken from, or
+    its own), then ``PyArray_Descr *descr`` (its dtype); numpy sets both when it makes the
+    scalar and never changes them. Confirmed on both kinds of scalar, each time this is called
+    (Signature, once per struct parameter), so that _use_layout_fallbacks turns it off."""
+    if _probes_fail:
+        return -1
+    np = sys.modules.get("numpy")
+    if np is None:
+        return -1
+    cdef Py_ssize_t off = sizeof(PyVarObject)
+    cdef char** slot
+    dt = np.dtype([("a", np.uint32), ("b", np.uint16)])
+    arr = np.frombuffer(bytearray(range(1, 1 + 2 * dt.itemsize)), dtype=dt)
+    for sample, at in ((arr[1], arr.ctypes.data + dt.itemsize), (arr[1].copy(), None)):
+        if type(sample) is not np.void or sample.dtype is not dt:
+            return -1
+        slot = <char**>(<char*><PyObject*>sample + off)
+        if at is not None and <uintptr_t>slot[0] != <uintptr_t>at:
+            return -1
+        if (<PyObject**>(slot + 1))[0] != <PyObject*>dt:
+            return -1
+        if ctypes.string_at(<uintptr_t>slot[0], dt.itemsize) != arr[1:].tobytes()[:dt.itemsize]:
+            return -1
+    return off
+
+
+def _npvoid_data_offset():
+    """For tests: npvoid_data_offset(), the numpy.void layout as confirmed now (-1: not)."""
+    return npvoid_data_offset()
+
+
 def _mro_find(t, str module_prefix, str name):
     """For tests: the base of ``t`` that kernarg takes for class ``name`` of a module under
     ``module_prefix`` (mro_find, which reads class names without building them)."""
@@ -288,7 +324,8 @@ def _use_layout_fallbacks(bint on):
     """For tests: classify as on an interpreter where neither the ctypes nor the numpy scalar
     layout probe confirms its layout (``on=True``), so that ctypes and numpy scalars take the
     buffer-protocol paths, or as this one does (``on=False``). Types classified before keep
-    their kind until ``kernarg._handler._forget_types()``."""
+    their kind until ``kernarg._handler._forget_types()``. Signatures built meanwhile pack no
+    numpy.void in place (npvoid_data_offset)."""
     global _probes_fail
     _probes_fail = on
     _check_ctypes_layout()

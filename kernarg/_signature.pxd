@@ -20,6 +20,10 @@ cdef struct Param:
     # C_STRUCT given as a ctypes type (Signature._structs keeps it): the type, whose exact
     # instances Signature.pack copies in place; else NULL
     PyTypeObject* ctypes_type
+    # C_STRUCT given as a numpy struct dtype (Signature._structs keeps it), where the numpy.void
+    # layout is confirmed (_interop's npvoid_data_offset): the dtype, whose numpy.void scalars
+    # Signature.pack copies in place; else NULL
+    PyObject* np_dtype
 
 
 cdef class Signature:

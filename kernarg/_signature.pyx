@@ -59,6 +59,7 @@ from kernarg._interop cimport (
     mr_cache,
     handle_value,
     name_raised,
+    npvoid_data_offset,
     pointer_of,
     probed_kind,
     tensor_map_source,
@@ -101,6 +102,7 @@ from kernarg._cdefs cimport (
     Py_TYPE_P,
     PyBool_Type,
     PyMethodDef,
+    PyVarObject,
     PyFloat_AS_DOUBLE_P,
     PyFloat_AsDouble,
     PyFloat_Type,
@@ -210,6 +212,7 @@ _INT128_RANGE = {C_I128: (-2**127, 2**127 - 1), C_U128: (0, 2**128 - 1)}
 
 cdef CacheEntry* _cache = cache_table()
 cdef const MrCache* _mrc = mr_cache()     # cuda.core Buffers: the last memory resource
+cdef PyTypeObject* _NPVOID = <PyTypeObject*>np.void     # numpy keeps the type alive
 
 
 cdef long long _INT_MIN[C_U64 + 1]
@@ -2359,6 +2362,10 @@ cdef class Signature:
             params[i].ctypes_type = (<PyTypeObject*>s.struct
                                      if s.code == C_STRUCT and isinstance(s.struct, type)
                                      else NULL)
+            params[i].np_dtype = NULL
+            if (s.code == C_STRUCT and isinstance(s.struct, np.dtype)
+                    and s.struct.itemsize == s.size and npvoid_data_offset() >= 0):
+                params[i].np_dtype = <PyObject*>s.struct
             codes[i] = <uint8_t>s.code
             offsets[i] = <uint16_t>min(cur, KERNARG_MAX_PARAM_BYTES)
             cur += s.size
@@ -2829,6 +2836,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef double d
     cdef uint32_t u32
     cdef float f32
+    cdef char** src
     # Locals, not fields: stores through char* could alias the fields, forcing reloads.
     cdef char* data = st.data
     cdef void** argv = st.argv
@@ -2962,6 +2970,15 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_CTYPES and info.num_kind == 0 and info.size == p.size:
                 kernarg_ctypes_copy(dst, item, info.offset, p.size)
+                i += 1
+                continue
+        elif tp == _NPVOID and p.np_dtype != NULL:
+            # A numpy.void of the struct's own dtype (the very object): its bytes, copied from
+            # where its data pointer points, as numpy's tobytes() copies them (_interop's
+            # npvoid_data_offset has the layout). numpy holds no lock over them, nor does this.
+            src = <char**>(<char*>item + sizeof(PyVarObject))
+            if (<PyObject**>(src + 1))[0] == p.np_dtype:
+                memcpy(dst, src[0], p.size)
                 i += 1
                 continue
         # The general converters: they look types up, and call back into Python.

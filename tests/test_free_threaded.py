@@ -372,6 +372,39 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_numpy_structured_scalars_pack_typed_while_another_thread_holds_the_section():
+    """A numpy.void of a struct parameter's own dtype needs no section: Signature.pack copies
+    its bytes from where its data pointer points. One thread packs views into an array and
+    copies, of two struct dtypes, while another holds the section, and gets the bytes it got
+    before."""
+    import numpy as np
+
+    stream = kernarg._stream
+    pair = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
+    vec = np.dtype([("v", np.float32, (3,)), ("n", np.int32)])
+    pairs = np.zeros(100, pair)
+    pairs["a"] = np.arange(100) - 50
+    pairs["b"] = np.arange(100) * 0.5
+    vecs = np.zeros(100, vec)
+    vecs["v"] = np.arange(300).reshape(100, 3)
+    vecs["n"] = -np.arange(100)
+    sig = kernarg.Signature(["int", pair, vec, pair])
+
+    def args(i):
+        k = i % 100
+        return (i, pairs[k], vecs[k], pairs[k].copy())
+
+    expected = [bytes(sig.pack(args(i))) for i in range(100)]
+    o = sig.offsets
+    assert expected[7][o[1]:o[2]] == pairs[7].tobytes()
+    assert expected[7][o[2]:o[3]] == vecs[7].tobytes()
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            assert bytes(sig.pack(args(i)))[4:] == expected[i % 100][4:]
+            assert stream._holds_section() is False
+
+
+@free_threaded
 def test_guarded_functions_look_like_what_they_wrap():
     for f in (kernarg.resolve_stream, kernarg.register, kernarg.Signature.from_ptx,
               kernarg.Kernel.from_source, kernarg.Kernel.prepare, kernarg.ParamBlock.release):

@@ -2675,6 +2675,67 @@ def test_ctypes_structs_unions_and_arrays_pack_as_their_bytes_on_both_paths():
         struct.pack("<Qi", 0x1000, 3)
 
 
+def test_numpy_structured_scalars_pack_as_their_bytes_on_both_paths():
+    """Signature.pack copies a numpy.void of a struct parameter's own dtype (the very dtype
+    object) from where its data pointer points (the fast path, with no section on a
+    free-threaded build); one of an equal dtype that is another object, a numpy.record, and
+    every value where the numpy.void layout is not confirmed go through the general path. All
+    give the value's bytes: a view into an array and a copy of it, of a struct, a
+    union (overlapping fields) and a struct holding a subarray and a nested struct, in a block
+    past its first area too."""
+    from kernarg import _interop
+
+    assert _interop._npvoid_data_offset() > 0       # the layout this numpy has
+    pair = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
+    union = np.dtype({"names": ["i", "f"], "formats": [np.int32, np.float32],
+                      "offsets": [0, 0], "itemsize": 4})
+    nested = np.dtype([("v", np.float32, (3,)), ("p", pair), ("c", np.uint16)], align=True)
+    dtypes = [pair, union, nested]
+    arrays = [np.zeros(3, dt) for dt in dtypes]
+    arrays[0][1] = (-3, 2.5)
+    arrays[1][1]["i"] = -123456
+    arrays[2][1] = ([1.5, -2.0, 4.0], (7, -0.25), 65535)
+    views = [a[1] for a in arrays]
+    owned = [v.copy() for v in views]
+    for v, o, dt in zip(views, owned, dtypes, strict=True):
+        assert type(v) is type(o) is np.void and v.dtype is o.dtype is dt
+    for v, o, a in zip(views, owned, arrays, strict=True):
+        assert v.base is a and o.base is not a      # a view into the array; a copy
+    values = [x for v, c in zip(views, owned, strict=True) for x in (v, c)]
+    sig = kernarg.Signature(["char"] + [dt for dt in dtypes for _ in range(2)] * 12)
+    raw = bytes(sig.pack((1, *values * 12)))
+    o = sig.offsets
+    assert len(raw) > 1024
+    for k, value in enumerate(values * 12):
+        assert raw[o[k + 1]:o[k + 1] + value.dtype.itemsize] == value.tobytes(), k
+    # A write through the array shows in the next block: the view's bytes are the array's.
+    arrays[0][1]["a"] = 9
+    assert bytes(kernarg.Signature(["char", pair]).pack((1, views[0])))[8:] == \
+        arrays[0][1].tobytes()
+
+    for dt, value in zip(dtypes, views, strict=True):
+        one = kernarg.Signature(["char", dt])
+        expected = bytes(one.pack((1, value)))
+        assert expected[one.offsets[1]:] == value.tobytes()
+        twin = pickle.loads(pickle.dumps(dt))
+        assert twin == dt and twin is not dt
+        assert bytes(one.pack((1, np.frombuffer(value.tobytes(), twin)[0]))) == expected
+        record = np.frombuffer(value.tobytes(), np.dtype((np.record, dt)))[0]
+        assert type(record) is np.record
+        assert bytes(one.pack((1, record))) == expected
+    _interop._use_layout_fallbacks(True)
+    try:
+        assert _interop._npvoid_data_offset() == -1
+        fallback = kernarg.Signature(["char"] + [dt for dt in dtypes for _ in range(2)] * 12)
+    finally:
+        _interop._use_layout_fallbacks(False)
+    assert bytes(fallback.pack((1, *values * 12))) == bytes(sig.pack((1, *values * 12)))
+    # Another struct's scalar of the same size is refused, as before.
+    other = np.zeros(1, [("x", np.float64), ("y", np.float64)])[0]
+    with pytest.raises(TypeError, match=r"parameter 1 is a struct"):
+        kernarg.Signature(["char", pair]).pack((1, other))
+
+
 def test_pointers_from_every_pointer_kind():
     from cuda.core import Buffer
 
