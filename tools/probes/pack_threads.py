@@ -5,7 +5,8 @@ Why: on a free-threaded build kernarg's code runs inside one critical section, b
 ``kernarg.pack`` and ``Signature.pack`` of exact ints, floats and bools, which enter it only at
 the first argument that needs it (docs/development.md, "Free-threaded CPython"), and numpy
 scalars, ctypes values and cuda.core Buffers, whose types the per-type cache knows (read under
-its sequence lock), which need none either. Two threads packing those should then get up to
+its sequence lock), and numpy.void scalars of a struct parameter's own dtype, which need none
+either. Two threads packing those should then get up to
 twice one thread's throughput. The signatures are shared by the threads, as one kernel's is. A
 loop of pure Python code gives the interpreter's own scaling on the same machine, which bounds
 what any extension can show there.
@@ -44,6 +45,8 @@ class _Pair(ctypes.Structure):
 
 
 _SIGS = kernarg.Signature(["float*", _Pair, "int"])
+_PAIR = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
+_SIGV = kernarg.Signature(["float*", _PAIR, "int"])
 
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
                           "__half h")
@@ -73,6 +76,8 @@ CASES = {
     "Signature.pack 3 (int, ctypes.c_float, ctypes.c_int32)": (_SIG3, lambda: (
         1 << 32, ctypes.c_float(0.5), ctypes.c_int32(1024))),
     "Signature.pack 3 (int, ctypes struct, int)": (_SIGS, lambda: (1 << 32, _Pair(1, 2.0), 3)),
+    "Signature.pack 3 (int, numpy.void, int)": (_SIGV, lambda: (
+        1 << 32, np.array((1, 2.0), _PAIR)[()], 3)),
     "pure Python loop": None,
 }
 
