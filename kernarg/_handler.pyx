@@ -55,6 +55,7 @@ from kernarg._interop cimport (
     store_const_pointer,
     store_getter,
     store_int,
+    store_object,
     store_pointer,
     store_ssize,
     store_type,
@@ -75,7 +76,7 @@ from kernarg._stream cimport (
     state_leave,
     stream_handle,
 )
-from kernarg._interop import record_problem
+from kernarg._interop import record_alignment, record_problem
 from kernarg._interop import register as _register
 
 __all__ = ["MAX_PARAM_BYTES", "ParamBlock", "pack", "register"]
@@ -648,7 +649,58 @@ cdef int _put_int(BlockState* st, Py_ssize_t index, object arg) except -1:
     return 0
 
 
-cdef object _last_record = None     # the last numpy scalar dtype record_problem passed
+# The last numpy scalar dtype record_problem passed (structured scalars come in runs of one
+# dtype), with the size and alignment it packs at: _place_npvoid reads it outside the section
+# (a free-threaded build), under its sequence lock. _last_record keeps the dtype alive while
+# _record names it, so that no other dtype can have its address (see _remember_record).
+cdef struct RecordCache:
+    unsigned seq
+    PyObject* dtype
+    Py_ssize_t size
+    Py_ssize_t align
+
+cdef RecordCache _record
+_record.dtype = NULL
+cdef object _last_record = None
+
+
+cdef int _remember_record(object dtype, Py_ssize_t size, Py_ssize_t align) except -1:
+    """Make ``dtype`` (which passed record_problem) the last one: stored while the caller's
+    reference keeps it alive, and the one before released only once _record no longer names
+    it."""
+    global _last_record
+    kernarg_seq_write_begin(&_record.seq)
+    store_object(_record.dtype, <PyObject*>dtype)
+    store_ssize(_record.size, size)
+    store_ssize(_record.align, align)
+    kernarg_seq_write_end(&_record.seq)
+    _last_record = dtype
+    return 0
+
+
+cdef bint _place_npvoid(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot,
+                        uint16_t* size_slot, PyObject* item, Py_ssize_t offset) noexcept:
+    """pack_items' fast path for a numpy.void (``offset``: of its data pointer, its dtype's
+    after it; _interop's npvoid_data_offset) whose dtype is the last one record_problem
+    passed: its bytes copied in place, at that dtype's alignment. False for another dtype or
+    where the area is full. ``item`` keeps its dtype alive, so while _record names the same
+    address it names that dtype. numpy holds no lock over the bytes, nor does this."""
+    cdef char** fields = <char**>(<char*>item + offset)
+    cdef PyObject* dtype = (<PyObject**>(fields + 1))[0]
+    cdef unsigned begun = kernarg_seq_begin(&_record.seq)
+    cdef Py_ssize_t size, align
+    cdef char* dst
+    if dtype != load_object(_record.dtype):
+        return False
+    size = load_ssize(_record.size)
+    align = load_ssize(_record.align)
+    if not kernarg_seq_valid(&_record.seq, begun):
+        return False
+    dst = _try_place(data, cur, cap, slot, size_slot, size, align)
+    if dst == NULL:
+        return False
+    memcpy(dst, fields[0], size)
+    return True
 
 
 cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t size,
@@ -656,19 +708,20 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
     """By-value bytes read through the buffer protocol (structured numpy scalars and the
     fallback for layouts the fast paths could not confirm)."""
     cdef Py_buffer view
-    global _last_record
     if size < 0:    # numpy scalar: size and alignment belong to the object's dtype
         dtype = arg.dtype
-        size = dtype.itemsize
-        align = size if dtype.kind == "c" else dtype.alignment
-        if size == 0:
-            raise TypeError(f"{_describe(index, arg)}: a zero-size value "
-                            "cannot be a kernel parameter")
-        if dtype is not _last_record:       # structured scalars come in runs of one dtype
+        if dtype is _last_record:
+            size, align = _record.size, _record.align
+        else:
+            size = dtype.itemsize
+            align = size if dtype.kind == "c" else record_alignment(dtype)
+            if size == 0:
+                raise TypeError(f"{_describe(index, arg)}: a zero-size value "
+                                "cannot be a kernel parameter")
             problem = record_problem(dtype, "its dtype")
             if problem is not None:
                 raise TypeError(f"{_describe(index, arg)}: {problem}")
-            _last_record = dtype
+            _remember_record(dtype, size, align)
     PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)
     try:
         if view.len != size:
@@ -922,6 +975,10 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 # as likely as they are, it cost a numpy scalar 6 instructions and a Buffer 3
                 # (the registers and branches the compiler gave it; callgrind, 3.11).
                 if _place_ctypes(data, &cur, cap, argv + i, sizes + i, item, info):
+                    i += 1
+                    continue
+            elif kernarg_unlikely(info.kind == KIND_NPVOID) and info.offset >= 0:
+                if _place_npvoid(data, &cur, cap, argv + i, sizes + i, item, info.offset):
                     i += 1
                     continue
         # Slow path: anything the fast paths could not place.

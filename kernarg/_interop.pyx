@@ -531,6 +531,9 @@ cdef Py_ssize_t _inline_offset(object np, object dtype):
 cdef int _classify_numpy(object np, type t, TypeInfo* info) except -1:
     if issubclass(t, np.void):
         info.kind = KIND_NPVOID
+        # numpy.void itself (not numpy.record): where its data pointer is (and its dtype's,
+        # after it), for kernarg.pack to copy it in place (_handler's _place_npvoid); -1: not
+        info.offset = npvoid_data_offset() if t is np.void else -1
         return 0
     dtype = np.dtype(t)
     is_ml_dtypes = (t.__module__ or "").startswith("ml_dtypes")
@@ -567,6 +570,24 @@ def record_problem(dt, str where):
     if not dt.isnative:
         return f"{where} is {dt.str}, not in the host's (little-endian) byte order the GPU reads"
     return None
+
+
+def record_alignment(dt):
+    """The alignment a kernel's parameter of numpy dtype ``dt`` has: ``dt.alignment``, but for
+    a struct numpy laid out aligned (``align=True``), the largest of its fields' alignments
+    (numpy's own for that dtype). numpy gives 1 for the same struct rewrapped as a
+    numpy.record or numpy.void dtype (``np.rec.array``'s records, ``np.dtype((np.record,
+    dt))``) although it keeps the fields where the aligned layout put them: packed at 1, such
+    a struct would sit where the kernel does not read it."""
+    if dt.fields is None or not dt.isalignedstruct:
+        return dt.alignment
+    cdef Py_ssize_t align = dt.alignment
+    for field in dt.fields.values():
+        part = field[0]
+        while part.subdtype is not None:
+            part = part.subdtype[0]
+        align = max(align, record_alignment(part))
+    return align
 
 
 def swapped_scalar(t):

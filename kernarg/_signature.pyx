@@ -78,7 +78,8 @@ import numpy as np
 
 from kernarg._interop import (
     _ON_CPU, CTYPES_POINTER_TYPES, SMALL_FLOAT_KINDS, TENSOR_MAP_ALIGN, TENSOR_MAP_SIZE,
-    ctypes_fields, ctypes_pointer_fields, ctypes_problem, record_problem, swapped_scalar,
+    ctypes_fields, ctypes_pointer_fields, ctypes_problem, record_alignment, record_problem,
+    swapped_scalar,
 )
 
 __all__ = ["Signature"]
@@ -1950,7 +1951,7 @@ def _spec_from_object(obj):
                         "C type string, a numpy dtype or a ctypes type") from None
     if dtype.fields is not None:
         _refuse(record_problem(dtype, str(dtype)))
-        return _Spec(C_STRUCT, dtype.itemsize, dtype.alignment, str(dtype), struct=dtype,
+        return _Spec(C_STRUCT, dtype.itemsize, record_alignment(dtype), str(dtype), struct=dtype,
                      record=dtype)
     if dtype.name == "bfloat16":
         return _scalar_spec("__nv_bfloat16", "bfloat16")

@@ -372,11 +372,14 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
-def test_numpy_structured_scalars_pack_typed_while_another_thread_holds_the_section():
+def test_numpy_structured_scalars_pack_while_another_thread_holds_the_section():
     """A numpy.void of a struct parameter's own dtype needs no section: Signature.pack copies
-    its bytes from where its data pointer points. One thread packs views into an array and
-    copies, of two struct dtypes, while another holds the section, and gets the bytes it got
-    before."""
+    its bytes from where its data pointer points. Nor does one of the dtype kernarg.pack
+    checked last (a run of one dtype). One thread packs views into an array and copies, of
+    two struct dtypes typed and one untyped, while another holds the section, and gets the
+    bytes it got before."""
+    import struct
+
     import numpy as np
 
     stream = kernarg._stream
@@ -394,13 +397,21 @@ def test_numpy_structured_scalars_pack_typed_while_another_thread_holds_the_sect
         k = i % 100
         return (i, pairs[k], vecs[k], pairs[k].copy())
 
+    def untyped_args(i):
+        k = i % 100
+        return (pairs[k].copy(), pairs[k], 1.5)
+
     expected = [bytes(sig.pack(args(i))) for i in range(100)]
+    untyped = [bytes(kernarg.pack(untyped_args(i))) for i in range(100)]
     o = sig.offsets
     assert expected[7][o[1]:o[2]] == pairs[7].tobytes()
     assert expected[7][o[2]:o[3]] == vecs[7].tobytes()
+    assert untyped[7] == pairs[7].tobytes() * 2 + struct.pack("<d", 1.5)
     with _section_held_by_another_thread():
         for i in range(2000):
             assert bytes(sig.pack(args(i)))[4:] == expected[i % 100][4:]
+            assert stream._holds_section() is False
+            assert bytes(kernarg.pack(untyped_args(i))) == untyped[i % 100]
             assert stream._holds_section() is False
 
 

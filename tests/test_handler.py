@@ -117,6 +117,78 @@ def test_structured_numpy_scalar():
     check_block(b, (True, rec, np.int8(2)))
 
 
+def test_structured_numpy_scalars_pack_as_their_bytes_at_their_alignment():
+    """kernarg.pack copies a numpy.void in place where its dtype is the last one it checked
+    (structured scalars come in runs of one dtype), and reads the dtype (and checks it) where
+    not: in runs, alternating, past the block's first area, after a refused dtype, and with
+    dtypes made and dropped one after another, every value packs as its bytes at its dtype's
+    alignment, as with the numpy.void layout unconfirmed and as a numpy.record."""
+    a1 = np.dtype([("a", np.int8), ("b", np.int8), ("c", np.int8)])
+    a4 = np.dtype([("x", np.float32), ("n", np.int16)], align=True)
+    a8 = np.dtype([("a", np.int8), ("b", np.float64), ("v", np.int32, (3,))], align=True)
+    values = []
+    for k, dt in enumerate([a1, a4, a8]):
+        arr = np.zeros(4, dt)
+        arr.view(np.uint8)[:] = np.arange(arr.nbytes, dtype=np.uint8) + 16 * k
+        values.append(arr)
+    runs = [*values[0][:3], *values[2][:4], values[1][0], values[0][3], *values[1][1:], 7,
+            *values[2][:2]] * 4
+    alternating = [v for trio in zip(*values, strict=True) for v in trio]
+    bad = np.zeros((), dtype=[("n", "<i4"), ("o", object)])[()]
+
+    def check(args):
+        b = kernarg.pack(args)
+        raw, at = bytes(b), 0
+        for k, v in enumerate(args):
+            size, align = (8, 8) if type(v) is int else (v.dtype.itemsize, v.dtype.alignment)
+            at = (at + align - 1) // align * align
+            assert (b.offsets[k], b.sizes[k]) == (at, size), k
+            assert raw[at:at + size] == (struct.pack("<q", v) if type(v) is int
+                                         else v.tobytes()), k
+            at += size
+        return raw
+
+    expected = [check(tuple(args)) for args in (runs, alternating)]
+    assert len(expected[0]) > 256
+    with pytest.raises(TypeError, match=r"argument 1 \(numpy\.void\): field 'o' "):
+        kernarg.pack((values[2][0], bad))
+    with pytest.raises(TypeError, match=r"argument 0 \(numpy\.void\): field 'o' "):
+        kernarg.pack((bad,))        # refused again, after a dtype that passed
+    for k in range(40):
+        dt = np.dtype([("a", np.int8), (f"b{k}", np.float64 if k % 2 else np.float32)],
+                      align=True)
+        check((np.zeros(1, dt)[0], 1))
+        del dt
+    with _layout_fallbacks():
+        assert [bytes(kernarg.pack(tuple(args))) for args in (runs, alternating)] == expected
+    records = [np.frombuffer(v.tobytes(), np.dtype((np.record, v.dtype)))[0]
+               if type(v) is np.void else v for v in runs]
+    assert type(records[0]) is np.record
+    assert bytes(kernarg.pack(tuple(records))) == expected[0]
+
+
+def test_aligned_structs_rewrapped_as_records_keep_their_alignment():
+    """numpy gives alignment 1 to an aligned struct dtype rewrapped as a numpy.record or
+    numpy.void dtype (np.rec.array's records), though its fields stay where the aligned layout
+    put them: kernarg packs it, and lays out a Signature of it, at the struct's alignment, as
+    the kernel reads it. A struct numpy laid out packed (align=False) keeps its 1."""
+    a8 = np.dtype([("a", np.int8), ("b", np.float64), ("v", np.float32, (3,))], align=True)
+    a4 = np.dtype([("x", np.float32), ("n", np.int16)], align=True)
+    for dt, align in ((a8, 8), (a4, 4)):
+        rec = np.rec.array(np.ones(2, dt))[1]
+        void = np.ones(1, np.dtype((np.void, dt)))[0]
+        assert type(rec) is np.record and type(void) is np.void
+        assert rec.dtype.alignment == void.dtype.alignment == 1     # numpy's
+        for value in (rec, void):
+            b = kernarg.pack((np.int8(1), value))
+            assert (b.offsets, b.sizes) == ((0, align), (1, dt.itemsize))
+            assert bytes(b)[align:] == value.tobytes()
+            assert kernarg.Signature(["char", value.dtype]).offsets == (0, align)
+    packed = np.dtype([("x", np.float32), ("n", np.int16)])
+    assert kernarg.pack((np.int8(1), np.zeros(1, packed)[0])).offsets == (0, 1)
+    assert kernarg.Signature(["char", packed]).offsets == (0, 1)
+
+
 class Pair(ctypes.Structure):
     _fields_ = [("x", ctypes.c_char), ("y", ctypes.c_double)]
 
