@@ -76,6 +76,8 @@ CASES = {
     "Signature.pack 3 (int, ctypes.c_float, ctypes.c_int32)": (_SIG3, lambda: (
         1 << 32, ctypes.c_float(0.5), ctypes.c_int32(1024))),
     "Signature.pack 3 (int, ctypes struct, int)": (_SIGS, lambda: (1 << 32, _Pair(1, 2.0), 3)),
+    "pack 3 (int, numpy.void, int)": (kernarg.pack, lambda: (
+        1 << 32, np.array((1, 2.0), _PAIR)[()], 3)),
     "Signature.pack 3 (int, numpy.void, int)": (_SIGV, lambda: (
         1 << 32, np.array((1, 2.0), _PAIR)[()], 3)),
     "pure Python loop": None,
