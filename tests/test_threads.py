@@ -56,6 +56,14 @@ class Pair(ctypes.Structure):
     _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
 
 
+# numpy structured scalars of three alignments (1, 4, 8): threads picking among them rewrite
+# the last-dtype cache that kernarg.pack reads outside its section on a free-threaded build.
+_RECORDS = [np.arange(4 * dt.itemsize, dtype=np.uint8).view(dt) for dt in (
+    np.dtype([("a", np.int8), ("b", np.uint8, (3,))]),
+    np.dtype([("x", np.float32), ("n", np.int16)], align=True),
+    np.dtype([("a", np.int8), ("b", np.float64), ("c", np.int32)], align=True))]
+
+
 @pytest.fixture
 def fast_switching():
     old = sys.getswitchinterval()
@@ -98,7 +106,7 @@ def _arguments(rng, seed):
     code, and what the reference packer and the producer streams should make of it."""
     args, expected, streams, dlpacks = [], [], [], []
     for _ in range(rng.randint(1, 24)):
-        k = rng.randrange(12)
+        k = rng.randrange(13)
         address = rng.randrange(1, 2**48) & ~0xF
         if k == 0:
             v = rng.randrange(-2**63, 2**64)
@@ -144,6 +152,10 @@ def _arguments(rng, seed):
             expected.append(np.bool_(v))
         elif k == 10:
             v = ctypes.c_uint16(rng.randrange(2**16))
+            args.append(v)
+            expected.append(v)
+        elif k == 11:
+            v = rng.choice(_RECORDS)[rng.randrange(4)]
             args.append(v)
             expected.append(v)
         else:
