@@ -277,18 +277,28 @@ cdef int _check_ctypes_layout() except -1:
 _check_ctypes_layout()
 
 
+cdef Py_ssize_t _npvoid_offset = -2     # npvoid_data_offset's answer; -2: not yet asked
+
+
 cdef Py_ssize_t npvoid_data_offset() except -2:
     """Offset in a numpy.void of its data pointer, or -1 where a probe does not confirm it.
 
     numpy's arrayscalars.h lays out a structured scalar (PyVoidScalarObject) as
     PyObject_VAR_HEAD, then ``char *obval`` (its bytes: inside the array it was taken from, or
     its own), then ``PyArray_Descr *descr`` (its dtype); numpy sets both when it makes the
-    scalar and never changes them. Confirmed on both kinds of scalar, each time this is called
-    (Signature, once per struct parameter), so that _use_layout_fallbacks turns it off."""
+    scalar and never changes them. Confirmed on both kinds of scalar the first time it is
+    asked once numpy is imported, and again after _use_layout_fallbacks."""
+    global _npvoid_offset
+    if _npvoid_offset == -2:
+        np = sys.modules.get("numpy")
+        if np is None:
+            return -1
+        _npvoid_offset = _probe_npvoid(np)
+    return _npvoid_offset
+
+
+cdef Py_ssize_t _probe_npvoid(object np) except -2:
     if _probes_fail:
-        return -1
-    np = sys.modules.get("numpy")
-    if np is None:
         return -1
     cdef Py_ssize_t off = sizeof(PyVarObject)
     cdef char** slot
@@ -326,9 +336,10 @@ def _use_layout_fallbacks(bint on):
     buffer-protocol paths, or as this one does (``on=False``). Types classified before keep
     their kind until ``kernarg._handler._forget_types()``. Signatures built meanwhile pack no
     numpy.void in place (npvoid_data_offset)."""
-    global _probes_fail
+    global _probes_fail, _npvoid_offset
     _probes_fail = on
     _check_ctypes_layout()
+    _npvoid_offset = -2
 
 
 cdef bint _is_pycuda_pointer(type t):
