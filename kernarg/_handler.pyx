@@ -649,52 +649,73 @@ cdef int _put_int(BlockState* st, Py_ssize_t index, object arg) except -1:
     return 0
 
 
-# The last numpy scalar dtype record_problem passed (structured scalars come in runs of one
-# dtype), with the size and alignment it packs at: _place_npvoid reads it outside the section
-# (a free-threaded build), under its sequence lock. _last_record keeps the dtype alive while
-# _record names it, so that no other dtype can have its address (see _remember_record).
+# The last few numpy scalar dtypes record_problem passed (a kernel's struct parameters are of
+# a few dtypes), with the size and alignment each packs at: _place_npvoid reads them outside
+# the section (a free-threaded build), under the table's sequence lock. _kept keeps each
+# slot's dtype alive while the slot names it, so that no other dtype can have its address
+# (see _remember_record).
+cdef enum:
+    RECORD_SLOTS = 4
+
 cdef struct RecordCache:
     unsigned seq
-    PyObject* dtype
-    Py_ssize_t size
-    Py_ssize_t align
+    PyObject* dtype[RECORD_SLOTS]
+    Py_ssize_t size[RECORD_SLOTS]
+    Py_ssize_t align[RECORD_SLOTS]
 
-cdef RecordCache _record
-_record.dtype = NULL
-cdef object _last_record = None
+cdef RecordCache _records     # a C static: zeroed, every slot NULL
+cdef list _kept = [None] * RECORD_SLOTS
+cdef int _next_slot = 0       # the slot _remember_record fills next (round robin)
+
+
+cdef int _record_slot(PyObject* dtype) noexcept:
+    """The slot of ``dtype`` in the table (read in the section, which every writer holds),
+    or -1."""
+    cdef int k
+    for k in range(RECORD_SLOTS):
+        if _records.dtype[k] == dtype:
+            return k
+    return -1
 
 
 cdef int _remember_record(object dtype, Py_ssize_t size, Py_ssize_t align) except -1:
-    """Make ``dtype`` (which passed record_problem) the last one: stored while the caller's
-    reference keeps it alive, and the one before released only once _record no longer names
-    it."""
-    global _last_record
-    kernarg_seq_write_begin(&_record.seq)
-    store_object(_record.dtype, <PyObject*>dtype)
-    store_ssize(_record.size, size)
-    store_ssize(_record.align, align)
-    kernarg_seq_write_end(&_record.seq)
-    _last_record = dtype
+    """Put ``dtype`` (which passed record_problem) in the next slot: stored while the
+    caller's reference keeps it alive, and the slot's dtype before released only once the
+    table no longer names it."""
+    global _next_slot
+    cdef int k = _next_slot
+    kernarg_seq_write_begin(&_records.seq)
+    store_object(_records.dtype[k], <PyObject*>dtype)
+    store_ssize(_records.size[k], size)
+    store_ssize(_records.align[k], align)
+    kernarg_seq_write_end(&_records.seq)
+    _kept[k] = dtype
+    _next_slot = (k + 1) % RECORD_SLOTS
     return 0
 
 
 cdef bint _place_npvoid(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot,
                         uint16_t* size_slot, PyObject* item, Py_ssize_t offset) noexcept:
-    """pack_items' fast path for a numpy.void (``offset``: of its data pointer, its dtype's
-    after it; _interop's npvoid_data_offset) whose dtype is the last one record_problem
-    passed: its bytes copied in place, at that dtype's alignment. False for another dtype or
-    where the area is full. ``item`` keeps its dtype alive, so while _record names the same
-    address it names that dtype. numpy holds no lock over the bytes, nor does this."""
+    """pack_items' fast path for a numpy.void or numpy.record (``offset``: of its data
+    pointer, its dtype's after it; _interop's npvoid_data_offset) whose dtype is one of the
+    last few record_problem passed: its bytes copied in place, at that dtype's alignment.
+    False for another dtype or where the area is full. ``item`` keeps its dtype alive, so a
+    slot that names the same address names that dtype. numpy holds no lock over the bytes,
+    nor does this."""
     cdef char** fields = <char**>(<char*>item + offset)
     cdef PyObject* dtype = (<PyObject**>(fields + 1))[0]
-    cdef unsigned begun = kernarg_seq_begin(&_record.seq)
+    cdef unsigned begun = kernarg_seq_begin(&_records.seq)
     cdef Py_ssize_t size, align
     cdef char* dst
-    if dtype != load_object(_record.dtype):
+    cdef int k
+    for k in range(RECORD_SLOTS):
+        if dtype == load_object(_records.dtype[k]):
+            break
+    else:
         return False
-    size = load_ssize(_record.size)
-    align = load_ssize(_record.align)
-    if not kernarg_seq_valid(&_record.seq, begun):
+    size = load_ssize(_records.size[k])
+    align = load_ssize(_records.align[k])
+    if not kernarg_seq_valid(&_records.seq, begun):
         return False
     dst = _try_place(data, cur, cap, slot, size_slot, size, align)
     if dst == NULL:
@@ -708,10 +729,12 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
     """By-value bytes read through the buffer protocol (structured numpy scalars and the
     fallback for layouts the fast paths could not confirm)."""
     cdef Py_buffer view
+    cdef int k
     if size < 0:    # numpy scalar: size and alignment belong to the object's dtype
         dtype = arg.dtype
-        if dtype is _last_record:
-            size, align = _record.size, _record.align
+        k = _record_slot(<PyObject*>dtype)
+        if k >= 0:      # a dtype checked before (structured scalars come in runs)
+            size, align = _records.size[k], _records.align[k]
         else:
             size = dtype.itemsize
             align = size if dtype.kind == "c" else record_alignment(dtype)

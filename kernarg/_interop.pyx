@@ -542,9 +542,11 @@ cdef Py_ssize_t _inline_offset(object np, object dtype):
 cdef int _classify_numpy(object np, type t, TypeInfo* info) except -1:
     if issubclass(t, np.void):
         info.kind = KIND_NPVOID
-        # numpy.void itself (not numpy.record): where its data pointer is (and its dtype's,
-        # after it), for kernarg.pack to copy it in place (_handler's _place_npvoid); -1: not
-        info.offset = npvoid_data_offset() if t is np.void else -1
+        # numpy.void and numpy.record (np.rec.array's records: numpy's own subclass, which
+        # adds a __dict__ after void's fields), not a user's subclass, which may redefine
+        # .dtype: where the data pointer is (the dtype's after it), for kernarg.pack to copy
+        # the value in place (_handler's _place_npvoid); -1: not
+        info.offset = npvoid_data_offset() if t is np.void or t is np.record else -1
         return 0
     dtype = np.dtype(t)
     is_ml_dtypes = (t.__module__ or "").startswith("ml_dtypes")

@@ -375,9 +375,10 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
 def test_numpy_structured_scalars_pack_while_another_thread_holds_the_section():
     """A numpy.void of a struct parameter's own dtype needs no section: Signature.pack copies
     its bytes from where its data pointer points. Nor does one of the dtype kernarg.pack
-    checked last (a run of one dtype). One thread packs views into an array and copies, of
-    two struct dtypes typed and one untyped, while another holds the section, and gets the
-    bytes it got before."""
+    checked last (one of the last four). One thread packs views into an array and copies, of
+    two struct dtypes typed, and untyped of one dtype and its numpy.record rewrapping
+    (np.rec.array's records), while another holds the section, and gets the bytes it got
+    before."""
     import struct
 
     import numpy as np
@@ -397,16 +398,20 @@ def test_numpy_structured_scalars_pack_while_another_thread_holds_the_section():
         k = i % 100
         return (i, pairs[k], vecs[k], pairs[k].copy())
 
+    records = np.rec.array(pairs)
+    assert type(records[0]) is np.record
+
     def untyped_args(i):
         k = i % 100
-        return (pairs[k].copy(), pairs[k], 1.5)
+        return (pairs[k].copy(), pairs[k], 1.5, records[k], records[k])
 
     expected = [bytes(sig.pack(args(i))) for i in range(100)]
     untyped = [bytes(kernarg.pack(untyped_args(i))) for i in range(100)]
     o = sig.offsets
     assert expected[7][o[1]:o[2]] == pairs[7].tobytes()
     assert expected[7][o[2]:o[3]] == vecs[7].tobytes()
-    assert untyped[7] == pairs[7].tobytes() * 2 + struct.pack("<d", 1.5)
+    assert untyped[7] == (pairs[7].tobytes() * 2 + struct.pack("<d", 1.5)
+                          + pairs[7].tobytes() * 2)
     with _section_held_by_another_thread():
         for i in range(2000):
             assert bytes(sig.pack(args(i)))[4:] == expected[i % 100][4:]

@@ -118,11 +118,12 @@ def test_structured_numpy_scalar():
 
 
 def test_structured_numpy_scalars_pack_as_their_bytes_at_their_alignment():
-    """kernarg.pack copies a numpy.void in place where its dtype is the last one it checked
-    (structured scalars come in runs of one dtype), and reads the dtype (and checks it) where
-    not: in runs, alternating, past the block's first area, after a refused dtype, and with
-    dtypes made and dropped one after another, every value packs as its bytes at its dtype's
-    alignment, as with the numpy.void layout unconfirmed and as a numpy.record."""
+    """kernarg.pack copies a numpy.void in place where its dtype is one of the last four it
+    checked (a kernel's structs are of a few dtypes), and reads the dtype (and checks it)
+    where not: in runs, alternating, past the block's first area, after a refused dtype, and
+    with dtypes made and dropped one after another (each taking a slot), every value packs as
+    its bytes at its dtype's alignment, as with the numpy.void layout unconfirmed and as a
+    numpy.record."""
     a1 = np.dtype([("a", np.int8), ("b", np.int8), ("c", np.int8)])
     a4 = np.dtype([("x", np.float32), ("n", np.int16)], align=True)
     a8 = np.dtype([("a", np.int8), ("b", np.float64), ("v", np.int32, (3,))], align=True)
