@@ -56,7 +56,7 @@ def encode(value, address_of=None) -> tuple[bytes, int]:
         raw = value.tobytes()
         if isinstance(value, np.complexfloating):
             return raw, len(raw)
-        return raw, value.dtype.alignment
+        return raw, _c_alignment(value.dtype)
     if isinstance(value, bool):
         return (b"\x01" if value else b"\x00"), 1
     if isinstance(value, int):
@@ -86,6 +86,14 @@ def _struct_decl(name: str, fields: list[tuple[str, str]], align: int | None) ->
     body = " ".join(f"{t} {n};" for n, t in fields)
     spec = f"__align__({align}) " if align else ""
     return f"struct {spec}{name} {{ {body} }};"
+
+
+def _c_alignment(dtype: np.dtype) -> int:
+    """A C struct's alignment is its widest-aligned member's; numpy says so for an aligned
+    struct dtype, but 1 for the same dtype rewrapped as numpy.record or numpy.void."""
+    if not dtype.names or not dtype.isalignedstruct:
+        return dtype.alignment
+    return max(_c_alignment(dtype.fields[name][0].base) for name in dtype.names)
 
 
 def c_type(value, structs: dict[str, str]) -> str:

@@ -692,9 +692,19 @@ _ctypes_values = st.one_of(
     _floats(64).map(ctypes.c_double), _ints(0, 2**64 - 1).map(ctypes.c_void_p),
     st.tuples(_ints(0, 255), _floats(64)).map(lambda t: Pair(bytes([t[0]]), t[1])),
 )
+_PAIR_DTYPE = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
+# Structured scalars: aligned, packed (align=False), and aligned ones rewrapped as a
+# numpy.record or numpy.void dtype (whose dtype.alignment numpy gives as 1).
+_STRUCT_SCALARS = [
+    np.array([(-3, 2.5)], _PAIR_DTYPE)[0],
+    np.array([(1, 2, 3)], np.dtype([("a", np.int16), ("b", np.int8), ("c", np.int32)]))[0],
+    np.rec.array(np.array([(7, -0.5)], _PAIR_DTYPE))[0],
+    np.ones(1, np.dtype((np.void, np.dtype([("x", np.float32), ("n", np.int16)],
+                                           align=True))))[0],
+]
 ANY_VALUE = st.one_of(
     st.booleans(), _ints(-2**63, 2**64 - 1), _floats(64), st.complex_numbers(allow_nan=True),
-    st.none(), _np_values, _ctypes_values,
+    st.none(), _np_values, _ctypes_values, st.sampled_from(_STRUCT_SCALARS),
     st.sampled_from([-1, 0, 1, 2**63 - 1, 2**63, -2**63, 2**64 - 1, 2**30, -(2**30), 2**60]),
     st.sampled_from([np.float16(6e-8), np.float16(-0.0), np.float16(np.inf),
                      np.float16(np.nan), np.float32(1e-45), np.float64(5e-324)]),

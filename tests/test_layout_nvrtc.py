@@ -20,7 +20,13 @@ ALL_KINDS = (
     [True, 7, 2**63 + 5, -1.5, 2 - 3j, None, reference.Pointer(0x1000), ml_dtypes.bfloat16(2.0),
      np.array([(1, 2.0)], dtype=np.dtype([("a", np.int8), ("b", np.float64)], align=True))[0],
      np.array([(1, 2, 3)], dtype=np.dtype([("a", np.int16), ("b", np.int8), ("c", np.int32)],
-                                          align=True))[0]]
+                                          align=True))[0],
+     # Aligned structs rewrapped as numpy.record and numpy.void dtypes, whose dtype.alignment
+     # numpy gives as 1: kernarg packed them at 1, where the kernel does not read them.
+     np.rec.array(np.array([(1, 2.0)], dtype=np.dtype([("a", np.int8), ("b", np.float64)],
+                                                       align=True)))[0],
+     np.ones(1, np.dtype((np.void, np.dtype([("x", np.float32), ("n", np.int16)],
+                                            align=True))))[0]]
     + NUMPY_SCALARS + CTYPES_VALUES
 )
 
