@@ -668,12 +668,12 @@ cdef list _kept = [None] * RECORD_SLOTS
 cdef int _next_slot = 0       # the slot _remember_record fills next (round robin)
 
 
-cdef int _record_slot(PyObject* dtype) noexcept:
-    """The slot of ``dtype`` in the table (read in the section, which every writer holds),
-    or -1."""
+cdef inline int _record_slot(PyObject* dtype) noexcept nogil:
+    """The slot of ``dtype`` in the table, or -1: whole loads, as _place_npvoid reads it
+    outside the section (under the table's sequence lock; the writers hold the section)."""
     cdef int k
     for k in range(RECORD_SLOTS):
-        if _records.dtype[k] == dtype:
+        if load_object(_records.dtype[k]) == dtype:
             return k
     return -1
 
@@ -707,11 +707,8 @@ cdef bint _place_npvoid(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot
     cdef unsigned begun = kernarg_seq_begin(&_records.seq)
     cdef Py_ssize_t size, align
     cdef char* dst
-    cdef int k
-    for k in range(RECORD_SLOTS):
-        if dtype == load_object(_records.dtype[k]):
-            break
-    else:
+    cdef int k = _record_slot(dtype)
+    if k < 0:
         return False
     size = load_ssize(_records.size[k])
     align = load_ssize(_records.align[k])

@@ -52,9 +52,8 @@ cdef struct TypeInfo:
     Py_ssize_t align
     # KIND_INLINE: value offset in the object; KIND_CTYPES: offset of b_ptr; KIND_NPVOID: of
     # the data pointer (npvoid_data_offset), -1 where not confirmed or a user's subclass;
-    # KIND_HANDLE:
-    # where the handle is read (HANDLE_* in _interop.pyx); KIND_TENSOR_MAP: where its bytes
-    # are (TMAP_* in _interop.pyx)
+    # KIND_HANDLE: where the handle is read (HANDLE_* in _interop.pyx); KIND_TENSOR_MAP: where
+    # its bytes are (TMAP_* in _interop.pyx)
     Py_ssize_t offset
     getter_t getter     # KIND_BUFFER: C getter of the type's `handle` descriptor, or NULL
     void* closure       # ... and its closure; KIND_TENSOR_MAP (cuda.core): _get_data_ptr
