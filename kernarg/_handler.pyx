@@ -20,6 +20,7 @@ from libc.string cimport memcpy, memset
 from kernarg._interop cimport (
     KIND_BOOL,
     KIND_BUFFER,
+    KIND_CAI,
     KIND_COMPLEX,
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
@@ -40,6 +41,7 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
+    cai_pointer,
     ctypes_target_refusal,
     confirm_device,
     getter_t,
@@ -762,6 +764,20 @@ cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object a
     return 0
 
 
+cdef int _put_cai(BlockState* st, Py_ssize_t index, object arg, uint64_t stream,
+                  LazySection* lazy) except -1:
+    """pack_items' path for an object whose type has a CUDA Array Interface: the usual
+    interface is read, and its pointer and stream recorded, with no section (_interop's
+    cai_pointer enters ``lazy`` for anything else). state_take_pointer touches only ``st``
+    for it: the interface names no device, nor hands over a capsule (but where the property
+    raised and DLPack answered instead, which it reads in the section)."""
+    cdef PtrResult r
+    cai_pointer(arg, index, stream, &r, False, lazy)
+    state_take_pointer(st, &r, index, arg)
+    memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
+    return 0
+
+
 cdef int _refuse_ctypes_target(object arg, Py_ssize_t index) except -1:
     refusal = ctypes_target_refusal(arg)
     if refusal is not None:
@@ -917,7 +933,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     free-threaded build) the section to enter at the first argument that the fast paths below
     do not place: they touch nothing but ``st``, and read the per-type cache (a numpy scalar,
     a ctypes value, a cuda.core Buffer) and the last memory resource under their sequence
-    locks."""
+    locks, and an object's usual CUDA Array Interface (_put_cai)."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -964,10 +980,10 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 i += 1
                 continue
         else:
-            # numpy scalars, ctypes values and cuda.core Buffers: their fast paths need no
-            # section either, but for a type not yet in the cache, a Buffer subclass whose
-            # handle Python code reads, or a memory resource not the last one read (a
-            # free-threaded build).
+            # numpy scalars, ctypes values, cuda.core Buffers and CUDA Array Interfaces: their
+            # fast paths need no section either, but for a type not yet in the cache, a Buffer
+            # subclass whose handle Python code reads, a memory resource not the last one
+            # read, or an unusual interface (a free-threaded build).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
@@ -1001,6 +1017,14 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 if _place_npvoid(data, &cur, cap, argv + i, sizes + i, item, info.offset):
                     i += 1
                     continue
+            elif kernarg_unlikely(info.kind == KIND_CAI):
+                st.nbytes = cur
+                _put_cai(st, i, <object>item, stream, lazy)
+                data = st.data
+                cur = st.nbytes
+                cap = st.capacity
+                i += 1
+                continue
         # Slow path: anything the fast paths could not place.
         enter_lazily(lazy)
         st.nbytes = cur

@@ -38,10 +38,14 @@ from kernarg._cdefs cimport (
     PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has,
     shown_value,
 )
-from kernarg._stream cimport dlpack_stream, guard_module
+from kernarg._stream cimport (
+    LazySection, dlpack_stream, enter_lazily, guard_module, kernarg_object_lock,
+    kernarg_object_unlock, kernarg_section,
+)
 
 cdef extern from "Python.h":
     bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
+    Py_ssize_t PyDict_GET_SIZE(object d) noexcept
     bint PyLong_CheckExact(PyObject* o) noexcept
     bint PyTuple_CheckExact(PyObject* o) noexcept
     bint PyUnicode_CheckExact(PyObject* o) noexcept
@@ -1044,10 +1048,13 @@ cdef int _shape_check(object shape) except -1:
 
 
 cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r,
-                      bint want_dtype) except -1:
+                      bint want_dtype, LazySection* lazy) except -1:
+    """``lazy``: NULL where the caller holds kernarg's section (or the GIL); else the section
+    to enter before anything but the usual interface is read (cai_pointer)."""
     try:
         cai = obj.__cuda_array_interface__
     except Exception as exc:
+        enter_lazily(lazy)
         # A property that raises AttributeError says this object has no interface (that is
         # what hasattr() reads): producers do so for memory a kernel cannot reach (JAX and
         # torch for CPU arrays, CuPy on ROCm). If the object speaks DLPack, its device query
@@ -1058,11 +1065,13 @@ cdef int _consume_cai(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
         _reraise(exc, f"{_describe(index, obj)}: reading __cuda_array_interface__ raised "
                       f"{exc_quoted(exc)}")
     if not isinstance(cai, dict):
+        enter_lazily(lazy)
         raise TypeError(f"{_cai(index, obj)} is "
                         f"{type(cai).__name__}, not a dict")
     try:
-        return _read_cai(<dict>cai, index, obj, r, want_dtype)
+        return _read_cai(<dict>cai, index, obj, r, want_dtype, lazy)
     except Exception as exc:
+        enter_lazily(lazy)
         # kernarg's own messages name the argument already; anything else came from a value in
         # the dict (a readonly flag whose bool() raises, an int subclass's __eq__ ...).
         if exc_text(exc).startswith(_describe(index, obj)):
@@ -1161,14 +1170,14 @@ cdef inline object _field(dict cai, object value, str key, bint complete, object
     return default if complete else cai.get(key, default)
 
 
-cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
-                   bint want_dtype) except -1:
-    cdef PyObject* found[F_COUNT]
+cdef Py_ssize_t _cai_pass(dict cai, PyObject** found) noexcept:
+    """One pass over the dict, matching the keys by identity: ``found[F_...]`` the borrowed
+    value of each field found, NULL for the others; returns how many keys matched (strides and
+    descr among them). The caller holds the dict's lock."""
     cdef PyObject* key
     cdef PyObject* value
     cdef Py_ssize_t pos = 0, matched = 0
-    cdef long long small
-    memset(found, 0, sizeof(found))
+    memset(found, 0, F_COUNT * sizeof(PyObject*))
     while PyDict_Next(cai, &pos, &key, &value):
         if key == K_DATA:
             found[F_DATA] = value
@@ -1185,25 +1194,45 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
         elif key != K_STRIDES and key != K_DESCR:
             continue
         matched += 1
-    # Every key recognised by identity: absent fields are really absent. Otherwise (keys built
-    # at run time are not interned) look the rest up the usual way.
-    cdef bint complete = matched == len(cai)
-    if complete and type(cai) is dict and _usual_cai_values(found, r):
-        # The usual case, checked on the borrowed values before any code can run, instead of
-        # the reading below, written for any value. Callgrind, the development VM: kernarg's
-        # own work for such an argument went from 1,113 to 940 instructions (Python 3.11),
-        # and from 1,236 to 958 (3.12).
+    return matched
+
+
+cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
+                   bint want_dtype, LazySection* lazy) except -1:
+    cdef PyObject* found[F_COUNT]
+    cdef long long small
+    cdef bint complete, usual = False
+    cdef kernarg_section cs
+    # The pass reads under the dict's own lock (a free-threaded build; nothing on a GIL build),
+    # and owns each value it keeps before leaving it: another thread may change a dict its
+    # producer keeps, and PyDict_Next's borrowed references are good only while none does. No
+    # Python code runs while the lock is held.
+    kernarg_object_lock(&cs, <PyObject*>cai)
+    try:
+        # Every key recognised by identity: absent fields are really absent. Otherwise (keys
+        # built at run time are not interned) the rest are looked up the usual way, below.
+        complete = _cai_pass(cai, found) == PyDict_GET_SIZE(cai)
+        # The usual case, checked on the borrowed values, instead of the reading below,
+        # written for any value. Callgrind, the development VM: kernarg's own work for such an
+        # argument went from 1,113 to 940 instructions (Python 3.11), and from 1,236 to 958
+        # (3.12).
+        usual = complete and type(cai) is dict and _usual_cai_values(found, r)
+        typestr = _owned(found, F_TYPESTR)
+        if not usual:
+            version = _owned(found, F_VERSION)
+            data = _owned(found, F_DATA)
+            shape = _owned(found, F_SHAPE)
+            mask = _owned(found, F_MASK)
+            stream = _owned(found, F_STREAM)
+    finally:
+        kernarg_object_unlock(&cs)
+    if usual:
         if want_dtype:
-            _set_dtype_from_typestr(<str>found[F_TYPESTR], r)
+            _set_dtype_from_typestr(<str>typestr, r)
         return 0
-    # The references PyDict_Next gave are borrowed: own every one before any code can run
-    # (looking up the fields the pass did not find may, and may delete the ones it did).
-    version = _owned(found, F_VERSION)
-    data = _owned(found, F_DATA)
-    shape = _owned(found, F_SHAPE)
-    typestr = _owned(found, F_TYPESTR)
-    mask = _owned(found, F_MASK)
-    stream = _owned(found, F_STREAM)
+    enter_lazily(lazy)
+    # Looking up the fields the pass did not find may run Python code (the __eq__ of a key
+    # whose hash collides), which may change the dict: every value found is owned already.
     version = _field(cai, version, "version", complete, 0)
     data = _field(cai, data, "data", complete, None)
     shape = _field(cai, shape, "shape", complete, None)
@@ -2392,8 +2421,7 @@ cdef int probed_kind(object obj, Py_ssize_t index) except -1:
     return name_raised(KIND_PROBE, obj, index)
 
 
-cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
-                     uint64_t stream, PtrResult* r, bint want_dtype) except -1:
+cdef inline void _clear(PtrResult* r) noexcept:
     r.ptr = 0
     r.readonly = False
     r.copied = False
@@ -2404,6 +2432,29 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
     r.dtype_size = 0
     r.device = -1
     r.device_unconfirmed = False
+
+
+ctypedef int (*_unchecked_cai_t)(object, Py_ssize_t, uint64_t, PtrResult*, bint,
+                                 LazySection*) noexcept
+
+
+cdef int cai_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r,
+                     bint want_dtype, LazySection* lazy) except -1:
+    """pointer_of for a KIND_CAI argument, where the caller (kernarg.pack, Signature.pack on a
+    free-threaded build) has not entered kernarg's section but holds ``lazy``: the usual
+    interface (_usual_cai_values) is read with no section, as it touches nothing of kernarg's
+    but ``r``; anything else enters ``lazy`` first (a property that raises, a dict of another
+    shape, a value to look at more closely)."""
+    _clear(r)
+    if (<_unchecked_cai_t>_consume_cai)(obj, index, stream, r, want_dtype, lazy) != -1:
+        return 0
+    enter_lazily(lazy)
+    return name_raised(KIND_CAI, obj, index)
+
+
+cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
+                     uint64_t stream, PtrResult* r, bint want_dtype) except -1:
+    _clear(r)
     if kind == KIND_BUFFER:
         return _buffer_pointer(info, obj, index, r)
     if kind == KIND_DRIVER_PTR:
@@ -2440,7 +2491,7 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
         # The protocols may be instance attributes rather than on the type.
         kind = _probed_kind(obj)
     if kind == KIND_CAI:
-        return _consume_cai(obj, index, stream, r, want_dtype)
+        return _consume_cai(obj, index, stream, r, want_dtype, NULL)
     if kind == KIND_DLPACK:
         return _consume_dlpack(obj, index, stream, r)
     return _unsupported(index, obj)

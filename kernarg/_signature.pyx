@@ -42,6 +42,7 @@ from kernarg._interop cimport (
     DTYPE_BIG_ENDIAN,
     DTYPE_OTHER,
     KIND_BUFFER,
+    KIND_CAI,
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
     KIND_HANDLE,
@@ -54,6 +55,7 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
+    cai_pointer,
     ctypes_target_refusal,
     getter_t,
     mr_cache,
@@ -2965,6 +2967,16 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                                 _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
+                elif kernarg_unlikely(info.kind == KIND_CAI):
+                    # An object whose type has a CUDA Array Interface: the usual interface is
+                    # read with no section (_interop's cai_pointer enters it for the rest).
+                    try:
+                        _put_cai_pointer(sig, p, st, i, <object>item, dst, stream, lazy)
+                    except Exception as exc:
+                        enter_lazily(lazy)
+                        _name_the_parameter(sig, i, exc)
+                    i += 1
+                    continue
         elif tp == p.ctypes_type:
             # An instance of the struct's own ctypes type, pointer fields none: its bytes,
             # copied under the object's lock (with no section, where the type is in the cache).
@@ -4006,6 +4018,21 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
             _check_pointee(sig, p, i, value, &r)
         address = r.ptr
     memcpy(dst, &address, 8)
+    return 0
+
+
+cdef int _put_cai_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i,
+                          object value, char* dst, uint64_t stream,
+                          LazySection* lazy) except -1:
+    """_put_pointer for a KIND_CAI argument, where _pack_typed has not entered kernarg's
+    section: as _handler's _put_cai, the usual interface touches nothing but ``st`` and the
+    parameter's bytes, and its checks read only ``sig``."""
+    cdef PtrResult r
+    cai_pointer(value, i, stream, &r, p.code == C_POINTER, lazy)
+    state_take_pointer(st, &r, i, value)
+    if p.code == C_POINTER:
+        _check_pointee(sig, p, i, value, &r)
+    memcpy(dst, &r.ptr, 8)
     return 0
 
 

@@ -116,11 +116,11 @@ def test_every_function_and_method_of_every_module_is_guarded():
 
 
 @free_threaded
-def test_the_hot_entry_points_take_the_section_themselves():
+def test_the_hot_entry_points_take_the_section_themselves(request):
     """kernarg.pack, Signature.pack, Kernel.launch and kernarg.launch are left unwrapped, so
     that the interpreter calls them as the builtins they are, and take the section
-    themselves: Python code they call back (a property, __index__, __cuda_stream__) runs
-    inside it, as it does when a guarded function calls it."""
+    themselves: Python code they call back (a registered function, __index__,
+    __cuda_stream__) runs inside it, as it does when a guarded function calls it."""
     stream = kernarg._stream
     if stream._holds_section() is None:
         pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
@@ -135,8 +135,7 @@ def test_the_hot_entry_points_take_the_section_themselves():
     seen = []
 
     class Array:
-        @property
-        def __cuda_array_interface__(self):
+        def address(self):
             seen.append(stream._holds_section())
             raise ValueError("seen")
 
@@ -154,6 +153,8 @@ def test_the_hot_entry_points_take_the_section_themselves():
     with pytest.raises(TypeError, match="seen"):
         kernarg.resolve_stream(Stream())                 # a guarded function: the reference
     bare = kernarg.Kernel.__new__(kernarg.Kernel)
+    kernarg.register(Array, Array.address)
+    request.addfinalizer(lambda: kernarg.register(Array, None))
     for call in (lambda: kernarg.pack((Array(),)),
                  lambda: kernarg.Signature("float* p").pack((Array(),)),
                  lambda: bare.launch((Index(), 1, 1), 1),
@@ -165,14 +166,15 @@ def test_the_hot_entry_points_take_the_section_themselves():
 
 
 class _Holder:
-    """What _section_held_by_another_thread's holder packs: a class of the module's, so that
-    a test can keep its own types out of this one's per-type cache slot (a type that shares it
-    is looked up again, in the section, once the holder's pack has put this one there)."""
+    """What _section_held_by_another_thread's holder packs: a type registered with
+    kernarg.register, whose function kernarg.pack calls in its section. A class of the
+    module's, so that a test can keep its own types out of this one's per-type cache slot (a
+    type that shares it is looked up again, in the section, once the holder's pack has put
+    this one there)."""
 
     state = None
 
-    @property
-    def __cuda_array_interface__(self):
+    def address(self):
         import time
 
         state = _Holder.state
@@ -185,10 +187,15 @@ class _Holder:
         raise ValueError("released")
 
 
+# Registered once, as the module is imported: a registration clears the per-type cache, which
+# the tests fill before they start the holder.
+kernarg.register(_Holder, _Holder.address)
+
+
 @contextlib.contextmanager
 def _section_held_by_another_thread():
     """Run the block while another thread holds kernarg's section, busy (not blocked, which
-    would suspend the section) in a CUDA Array Interface property that kernarg.pack is
+    would suspend the section) in the registered function of an argument kernarg.pack is
     reading. A block that waits for the section makes the holder give up after its 60 s, and
     the check after the block fail; at 30 s every thread's stack is written to stderr, which
     the failure's report shows, to say where the block waited."""
@@ -427,6 +434,176 @@ def test_numpy_structured_scalars_pack_while_another_thread_holds_the_section():
             assert stream._holds_section() is False
             assert bytes(kernarg.pack(untyped_args(i))) == untyped[i % 100]
             assert stream._holds_section() is False
+
+
+def _cai_classes(n, taken):
+    """``n`` classes with a CUDA Array Interface property (each a type of its own, as
+    producers' arrays are), whose per-type cache slots are not in ``taken`` nor each other's;
+    the property returns the instance's ``interface``."""
+    slot = kernarg._handler._cache_slot
+    chosen = []
+    for k in range(64):
+        cls = type(f"Array{k}", (), {
+            "__init__": lambda self, interface: setattr(self, "interface", interface),
+            "__cuda_array_interface__": property(lambda self: self.interface)})
+        if slot(cls({})) not in taken:
+            taken.add(slot(cls({})))
+            chosen.append(cls)
+            if len(chosen) == n:
+                return chosen
+    raise AssertionError("no free cache slots")
+
+
+@free_threaded
+def test_cuda_array_interfaces_pack_while_another_thread_holds_the_section():
+    """An object whose type has a CUDA Array Interface needs no section when the interface is
+    the usual one (data a (pointer, bool) tuple, shape a tuple of ints, stream None or a
+    handle, ...): kernarg.pack and Signature.pack read it, record its producer stream and
+    check a typed pointer's element type and const-ness with no section, while another thread
+    holds it, and get the bytes and streams they got before."""
+    import struct
+
+    stream = kernarg._stream
+    out_t, x_t = _cai_classes(2, {kernarg._handler._cache_slot(_Holder())})
+    sig = kernarg.Signature("float* out, const float* x, int n")
+
+    def args(i):
+        k = i % 100
+        return (out_t({"shape": (k, 4), "typestr": "<f4", "data": (0x7000_0000 + 16 * k, False),
+                       "version": 3, "strides": None, "stream": 0x100 + k % 3}),
+                x_t({"shape": (k,), "typestr": "<f4", "data": (0x7100_0000 + 16 * k, True),
+                     "version": 2}),
+                k)
+
+    def want(i):
+        k = i % 100
+        return struct.pack("<QQi", 0x7000_0000 + 16 * k, 0x7100_0000 + 16 * k, k)
+
+    # Both paths, past the fast ones: numbers before the arrays, and a block past its area.
+    def untyped(i):
+        return (1.5, True, *args(i), *range(40))
+
+    expected = [bytes(kernarg.pack(untyped(i))) for i in range(100)]
+    assert expected[7][16:40] == want(7)[:16] + struct.pack("<q", 7)
+    blocks = []
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            block = kernarg.pack(untyped(i))
+            assert bytes(block) == expected[i % 100]
+            assert stream._holds_section() is False
+            typed = sig.pack(args(i))
+            assert bytes(typed)[:20] == want(i)
+            assert stream._holds_section() is False
+            if i < 300:
+                blocks.append((i, block, typed))
+    for i, block, typed in blocks:
+        assert list(block.producer_streams) == list(typed.producer_streams) == [
+            0x100 + i % 100 % 3]
+
+
+@free_threaded
+def test_unusual_cuda_array_interfaces_are_read_in_the_section():
+    """What the usual interface's reading does not place is read in the section: a property
+    that raises, a dict subclass, keys made at run time (not interned), a readonly flag that
+    is not a bool (its __bool__ runs in the section). The property itself is called once,
+    outside it."""
+    stream = kernarg._stream
+    seen = []
+
+    class Flag:
+        def __bool__(self):
+            seen.append(("bool", stream._holds_section()))
+            return False
+
+    class Array:
+        def __init__(self, interface):
+            self.interface = interface
+
+        @property
+        def __cuda_array_interface__(self):
+            seen.append(("property", stream._holds_section()))
+            if isinstance(self.interface, Exception):
+                raise self.interface
+            return self.interface
+
+    class Interface(dict):
+        pass
+
+    def usual(readonly=False):
+        return {"shape": (4,), "typestr": "<f4", "data": (0x7000_0000, readonly), "version": 3}
+
+    sig = kernarg.Signature("float* p")
+    kernarg.pack((Array(usual()),))             # the type's first pack classifies it, inside
+    for pack in (kernarg.pack, sig.pack):
+        seen.clear()
+        assert bytes(pack((Array(usual()),))) == (0x7000_0000).to_bytes(8, "little")
+        assert seen == [("property", False)]
+        for interface, after in ((usual(Flag()), [("bool", True)]),
+                                 (Interface(usual()), []),
+                                 ({"".join(k): v for k, v in usual().items()}, [])):
+            seen.clear()
+            assert bytes(pack((Array(interface),))) == (0x7000_0000).to_bytes(8, "little")
+            assert seen == [("property", False), *after]
+        seen.clear()
+        with pytest.raises(ValueError, match="gone"):
+            pack((Array(ValueError("gone")),))
+        assert seen == [("property", False)]
+        assert stream._holds_section() is False
+
+
+@free_threaded
+def test_a_cuda_array_interface_dict_changed_by_another_thread_is_read_whole():
+    """A producer that keeps one interface dict and changes it (its data, its stream, a key
+    added and taken away) while other threads pack the array: each pack reads the dict under
+    the dict's own lock, so every value it reads is one the producer set, whole, never one
+    freed under it."""
+    import struct
+    import threading
+
+    shared = {"shape": (4,), "typestr": "<f4", "data": (0x7000_0000, False), "version": 3,
+              "stream": 0x100}
+
+    class Array:
+        @property
+        def __cuda_array_interface__(self):
+            return shared
+
+    sig = kernarg.Signature("float* p")
+    done = threading.Event()
+
+    def change():
+        k = 0
+        while not done.is_set():
+            k = (k + 1) % 64
+            # A new tuple and a new int each time: the old ones are freed as they are
+            # replaced, while a reader may be in the middle of the dict.
+            shared["data"] = (0x7000_0000 + 0x1000 * k, False)
+            shared["stream"] = 0x100 + k
+            if k % 3 == 0:
+                shared["note"] = "a key kernarg does not read, so the pass is not complete"
+            else:
+                shared.pop("note", None)
+            if k % 5 == 0:
+                del shared["stream"]
+
+    changer = threading.Thread(target=change)
+    changer.start()
+    try:
+        def work(seed):
+            array = Array()
+            for i in range(3000):
+                block = (kernarg.pack if i % 2 else sig.pack)((array,))
+                (ptr,) = struct.unpack("<Q", bytes(block))
+                k, rest = divmod(ptr - 0x7000_0000, 0x1000)
+                assert rest == 0 and 0 <= k < 64, hex(ptr)
+                streams = list(block.producer_streams)
+                assert streams == [] or len(streams) == 1 and 0x100 <= streams[0] < 0x140, \
+                    streams
+
+        _run_threads(work, THREADS - 1)
+    finally:
+        done.set()
+        changer.join()
 
 
 @free_threaded
