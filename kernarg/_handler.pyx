@@ -41,7 +41,6 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
-    cai_pointer,
     ctypes_target_refusal,
     confirm_device,
     getter_t,
@@ -52,6 +51,7 @@ from kernarg._interop cimport (
     name_raised,
     handle_value,
     pointer_of,
+    protocol_pointer,
     release_capsule,
     store_char,
     store_const_pointer,
@@ -74,8 +74,6 @@ from kernarg._stream cimport (
     kernarg_object_unlock,
     kernarg_section,
     leave_lazily,
-    state_enter,
-    state_leave,
     stream_handle,
 )
 from kernarg._interop import record_alignment, record_problem
@@ -523,18 +521,15 @@ cdef void _free_storage(ParamBlock blk) noexcept:
     """Free blk's C storage. blk is dying (refcount 0): no reference may be taken to it, so
     this touches only C fields (it is called with a borrowed pointer and never stores it).
     On a free-threaded build ParamBlock's slots are not guarded (see the module's end): the
-    pools are the thread's own, and the deleters run inside kernarg's section here."""
+    pools are the thread's own, and the DLPack deleters need no section either, as packing
+    them needs none: the capsules are the block's own (its list, which nothing else names),
+    and what a deleter does is the producer's."""
     cdef PyObject *t
     cdef PyObject *v
     cdef PyObject *tb
-    cdef kernarg_section cs
     if blk.st.capsules != NULL:
         PyErr_Fetch(&t, &v, &tb)
-        if KERNARG_GUARDED_BUILD:
-            state_enter(&cs)
         _run_deleters(&blk.st)
-        if KERNARG_GUARDED_BUILD:
-            state_leave(&cs)
         PyErr_Restore(t, v, tb)
     if blk._arena != NULL:
         _pool_put(False, blk._arena)
@@ -764,15 +759,17 @@ cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object a
     return 0
 
 
-cdef int _put_cai(BlockState* st, Py_ssize_t index, object arg, uint64_t stream,
-                  LazySection* lazy) except -1:
-    """pack_items' path for an object whose type has a CUDA Array Interface: the usual
-    interface is read, and its pointer and stream recorded, with no section (_interop's
-    cai_pointer enters ``lazy`` for anything else). state_take_pointer touches only ``st``
-    for it: the interface names no device, nor hands over a capsule (but where the property
-    raised and DLPack answered instead, which it reads in the section)."""
+cdef int _put_protocol(BlockState* st, Py_ssize_t index, int kind, object arg,
+                       uint64_t stream, LazySection* lazy) except -1:
+    """pack_items' path for an object whose type has a CUDA Array Interface (``kind``
+    KIND_CAI) or speaks DLPack (KIND_DLPACK): read, and its pointer, stream and capsule
+    recorded, with no section (_interop's protocol_pointer enters ``lazy`` for what is not
+    usual). state_take_pointer touches only ``st``, but where a device check refuses the array
+    (in the section, as every refusal)."""
     cdef PtrResult r
-    cai_pointer(arg, index, stream, &r, False, lazy)
+    protocol_pointer(kind, arg, index, stream, &r, False, lazy)
+    if elsewhere(st, r.device):
+        enter_lazily(lazy)
     state_take_pointer(st, &r, index, arg)
     memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
@@ -933,7 +930,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     free-threaded build) the section to enter at the first argument that the fast paths below
     do not place: they touch nothing but ``st``, and read the per-type cache (a numpy scalar,
     a ctypes value, a cuda.core Buffer) and the last memory resource under their sequence
-    locks, and an object's usual CUDA Array Interface (_put_cai)."""
+    locks, and the usual CUDA Array Interface and DLPack exports (_put_protocol)."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -980,10 +977,10 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 i += 1
                 continue
         else:
-            # numpy scalars, ctypes values, cuda.core Buffers and CUDA Array Interfaces: their
-            # fast paths need no section either, but for a type not yet in the cache, a Buffer
-            # subclass whose handle Python code reads, a memory resource not the last one
-            # read, or an unusual interface (a free-threaded build).
+            # numpy scalars, ctypes values, cuda.core Buffers, CUDA Array Interfaces and
+            # DLPack: their fast paths need no section either, but for a type not yet in the
+            # cache, a Buffer subclass whose handle Python code reads, a memory resource not
+            # the last one read, or an unusual interface (a free-threaded build).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
@@ -1017,9 +1014,9 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 if _place_npvoid(data, &cur, cap, argv + i, sizes + i, item, info.offset):
                     i += 1
                     continue
-            elif kernarg_unlikely(info.kind == KIND_CAI):
+            elif kernarg_unlikely(info.kind >= KIND_CAI):     # KIND_CAI, KIND_DLPACK
                 st.nbytes = cur
-                _put_cai(st, i, <object>item, stream, lazy)
+                _put_protocol(st, i, info.kind, <object>item, stream, lazy)
                 data = st.data
                 cur = st.nbytes
                 cap = st.capacity
@@ -1218,6 +1215,6 @@ cdef ParamBlock untyped_block_items(PyObject** items, Py_ssize_t n, object keep,
 # pack takes it itself, so that the interpreter calls it as a builtin, and only once an
 # argument needs it. ParamBlock's slots are left as they are, so that a pack of ints neither
 # makes nor frees its block inside the section: its tp_new sets the object's own fields, and
-# its tp_dealloc returns storage to the thread's own pools and runs DLPack deleters inside the
-# section (_free_storage). Its methods and properties are guarded.
+# its tp_dealloc returns storage to the thread's own pools and runs DLPack deleters, with no
+# section either (_free_storage). Its methods and properties are guarded.
 guard_module(globals(), __name__, (pack, ParamBlock))

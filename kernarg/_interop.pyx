@@ -1562,8 +1562,9 @@ cdef object _call_dlpack(object obj, object stream, Py_ssize_t index):
 
 
 cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r) except -1:
-    cdef DLManagedTensorVersioned* mtv
-    cdef DLManagedTensor* mt
+    cdef DLManagedTensorVersioned* mtv = NULL
+    cdef DLManagedTensor* mt = NULL
+    cdef kernarg_section cs
     cdef DLTensor* tensor
     cdef const char* name
     cdef int dev_type, dev_id
@@ -1600,10 +1601,22 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResul
         raise TypeError(f"{_describe(index, obj)}: __dlpack__() returned "
                         f"{type(capsule).__name__}, not a "
                         "PyCapsule")
-    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
-        mtv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
-        # Renaming transfers ownership: from here on kernarg must call the deleter, once.
-        PyCapsule_SetName(capsule, b"used_dltensor_versioned")
+    # Renaming transfers ownership: from then on kernarg must call the deleter, once. The
+    # check and the rename are one step under the capsule's own lock (a free-threaded build),
+    # so that of two threads handed one capsule (a producer's bug), one takes it and the other
+    # finds it used.
+    kernarg_object_lock(&cs, <PyObject*>capsule)
+    try:
+        if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+            mtv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule,
+                                                                  b"dltensor_versioned")
+            PyCapsule_SetName(capsule, b"used_dltensor_versioned")
+        elif PyCapsule_IsValid(capsule, b"dltensor"):
+            mt = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+            PyCapsule_SetName(capsule, b"used_dltensor")
+    finally:
+        kernarg_object_unlock(&cs)
+    if mtv != NULL:
         if mtv.version.major != 1:
             major, minor = mtv.version.major, mtv.version.minor
             release_capsule(capsule)
@@ -1614,9 +1627,7 @@ cdef int _consume_dlpack(object obj, Py_ssize_t index, uint64_t stream, PtrResul
         tensor = &mtv.dl_tensor
         r.readonly = (mtv.flags & DLPACK_FLAG_READ_ONLY) != 0
         r.copied = (mtv.flags & DLPACK_FLAG_IS_COPIED) != 0
-    elif PyCapsule_IsValid(capsule, b"dltensor"):
-        mt = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
-        PyCapsule_SetName(capsule, b"used_dltensor")
+    elif mt != NULL:
         tensor = &mt.dl_tensor
     else:
         name = PyCapsule_GetName(capsule)
@@ -2436,20 +2447,29 @@ cdef inline void _clear(PtrResult* r) noexcept:
 
 ctypedef int (*_unchecked_cai_t)(object, Py_ssize_t, uint64_t, PtrResult*, bint,
                                  LazySection*) noexcept
+ctypedef int (*_unchecked_dlpack_t)(object, Py_ssize_t, uint64_t, PtrResult*) noexcept
 
 
-cdef int cai_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r,
-                     bint want_dtype, LazySection* lazy) except -1:
-    """pointer_of for a KIND_CAI argument, where the caller (kernarg.pack, Signature.pack on a
-    free-threaded build) has not entered kernarg's section but holds ``lazy``: the usual
-    interface (_usual_cai_values) is read with no section, as it touches nothing of kernarg's
-    but ``r``; anything else enters ``lazy`` first (a property that raises, a dict of another
-    shape, a value to look at more closely)."""
+cdef int protocol_pointer(int kind, object obj, Py_ssize_t index, uint64_t stream,
+                          PtrResult* r, bint want_dtype, LazySection* lazy) except -1:
+    """pointer_of for a KIND_CAI or KIND_DLPACK argument, where the caller (kernarg.pack,
+    Signature.pack on a free-threaded build) has not entered kernarg's section but holds
+    ``lazy``. Both protocols are read with no section, as they touch nothing of kernarg's but
+    ``r`` and the objects the producer handed over: the usual CUDA Array Interface
+    (_usual_cai_values; anything else enters ``lazy`` first: a property that raises, a dict
+    of another shape, a value to look at more closely), and DLPack's device query, export and
+    capsule (whose ownership is taken under the capsule's own lock). An exception enters
+    ``lazy`` before it is named."""
+    cdef int done
     _clear(r)
-    if (<_unchecked_cai_t>_consume_cai)(obj, index, stream, r, want_dtype, lazy) != -1:
+    if kind == KIND_CAI:
+        done = (<_unchecked_cai_t>_consume_cai)(obj, index, stream, r, want_dtype, lazy)
+    else:
+        done = (<_unchecked_dlpack_t>_consume_dlpack)(obj, index, stream, r)
+    if done != -1:
         return 0
     enter_lazily(lazy)
-    return name_raised(KIND_CAI, obj, index)
+    return name_raised(kind, obj, index)
 
 
 cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,

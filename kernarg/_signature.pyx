@@ -35,6 +35,7 @@ from kernarg._handler cimport (
     put_tensor_map,
     buffer_address,
     buffer_known,
+    elsewhere,
     check_buffer,
     lookup_type,
 )
@@ -55,7 +56,6 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
-    cai_pointer,
     ctypes_target_refusal,
     getter_t,
     mr_cache,
@@ -64,6 +64,7 @@ from kernarg._interop cimport (
     npvoid_data_offset,
     pointer_of,
     probed_kind,
+    protocol_pointer,
     tensor_map_source,
 )
 
@@ -2967,11 +2968,12 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                                 _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
-                elif kernarg_unlikely(info.kind == KIND_CAI):
-                    # An object whose type has a CUDA Array Interface: the usual interface is
-                    # read with no section (_interop's cai_pointer enters it for the rest).
+                elif kernarg_unlikely(info.kind >= KIND_CAI):     # KIND_CAI, KIND_DLPACK
+                    # An object whose type has a CUDA Array Interface or speaks DLPack: read
+                    # with no section (_interop's protocol_pointer enters it for the rest).
                     try:
-                        _put_cai_pointer(sig, p, st, i, <object>item, dst, stream, lazy)
+                        _put_protocol_pointer(sig, p, st, i, info.kind, <object>item, dst,
+                                              stream, lazy)
                     except Exception as exc:
                         enter_lazily(lazy)
                         _name_the_parameter(sig, i, exc)
@@ -4021,14 +4023,16 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
     return 0
 
 
-cdef int _put_cai_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i,
-                          object value, char* dst, uint64_t stream,
-                          LazySection* lazy) except -1:
-    """_put_pointer for a KIND_CAI argument, where _pack_typed has not entered kernarg's
-    section: as _handler's _put_cai, the usual interface touches nothing but ``st`` and the
-    parameter's bytes, and its checks read only ``sig``."""
+cdef int _put_protocol_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i,
+                               int kind, object value, char* dst, uint64_t stream,
+                               LazySection* lazy) except -1:
+    """_put_pointer for a KIND_CAI or KIND_DLPACK argument, where _pack_typed has not entered
+    kernarg's section: as _handler's _put_protocol, the protocols touch nothing but ``st``
+    and the parameter's bytes, and the checks read only ``sig`` (a refusal enters it)."""
     cdef PtrResult r
-    cai_pointer(value, i, stream, &r, p.code == C_POINTER, lazy)
+    protocol_pointer(kind, value, i, stream, &r, p.code == C_POINTER, lazy)
+    if elsewhere(st, r.device):
+        enter_lazily(lazy)
     state_take_pointer(st, &r, i, value)
     if p.code == C_POINTER:
         _check_pointee(sig, p, i, value, &r)

@@ -454,51 +454,76 @@ def _cai_classes(n, taken):
     raise AssertionError("no free cache slots")
 
 
+def _free_slot_subclass(base, taken):
+    """A subclass of ``base`` whose per-type cache slot is not in ``taken`` (then added)."""
+    slot = kernarg._handler._cache_slot
+    for k in range(64):
+        cls = type(f"{base.__name__}{k}", (base,), {})
+        if slot(cls.__new__(cls)) not in taken:
+            taken.add(slot(cls.__new__(cls)))
+            return cls
+    raise AssertionError("no free cache slots")
+
+
 @free_threaded
-def test_cuda_array_interfaces_pack_while_another_thread_holds_the_section():
+def test_foreign_arrays_pack_while_another_thread_holds_the_section():
     """An object whose type has a CUDA Array Interface needs no section when the interface is
     the usual one (data a (pointer, bool) tuple, shape a tuple of ints, stream None or a
-    handle, ...): kernarg.pack and Signature.pack read it, record its producer stream and
-    check a typed pointer's element type and const-ness with no section, while another thread
-    holds it, and get the bytes and streams they got before."""
+    handle, ...), nor does one whose type speaks DLPack: kernarg.pack and Signature.pack read
+    them, record the producer stream, take the capsule, and check a typed pointer's element
+    type and const-ness with no section, while another thread holds it, and get the bytes
+    they got before; the producer streams are recorded, each capsule's deleter runs once when
+    its block is released, and the DLPack producer is given the launch stream."""
     import struct
 
     stream = kernarg._stream
-    out_t, x_t = _cai_classes(2, {kernarg._handler._cache_slot(_Holder())})
-    sig = kernarg.Signature("float* out, const float* x, int n")
+    taken = {kernarg._handler._cache_slot(_Holder())}
+    out_t, x_t = _cai_classes(2, taken)
+    dl_t = _free_slot_subclass(DLPackProducer, taken)
+    sig = kernarg.Signature("float* out, const float* x, int n, float* y")
+    default = kernarg.default_stream()
+    before = len(double_deletes())
 
-    def args(i):
+    def args(i, producers):
         k = i % 100
+        producer = dl_t(0x7200_0000 + 16 * k, versioned=k % 2 == 0, byte_offset=16 * (k % 3))
+        producers.append(producer)
         return (out_t({"shape": (k, 4), "typestr": "<f4", "data": (0x7000_0000 + 16 * k, False),
                        "version": 3, "strides": None, "stream": 0x100 + k % 3}),
                 x_t({"shape": (k,), "typestr": "<f4", "data": (0x7100_0000 + 16 * k, True),
                      "version": 2}),
-                k)
+                k, producer)
 
     def want(i):
         k = i % 100
-        return struct.pack("<QQi", 0x7000_0000 + 16 * k, 0x7100_0000 + 16 * k, k)
+        return struct.pack("<QQi4xQ", 0x7000_0000 + 16 * k, 0x7100_0000 + 16 * k, k,
+                           0x7200_0000 + 16 * k + 16 * (k % 3))
 
     # Both paths, past the fast ones: numbers before the arrays, and a block past its area.
-    def untyped(i):
-        return (1.5, True, *args(i), *range(40))
+    def untyped(i, producers):
+        return (1.5, True, *args(i, producers), *range(40))
 
-    expected = [bytes(kernarg.pack(untyped(i))) for i in range(100)]
-    assert expected[7][16:40] == want(7)[:16] + struct.pack("<q", 7)
+    producers = []
+    expected = [bytes(kernarg.pack(untyped(i, producers))) for i in range(100)]
+    assert expected[7][16:48] == want(7)
     blocks = []
     with _section_held_by_another_thread():
         for i in range(2000):
-            block = kernarg.pack(untyped(i))
+            block = kernarg.pack(untyped(i, producers))
             assert bytes(block) == expected[i % 100]
             assert stream._holds_section() is False
-            typed = sig.pack(args(i))
-            assert bytes(typed)[:20] == want(i)
+            typed = sig.pack(args(i, producers))
+            assert bytes(typed) == want(i)
             assert stream._holds_section() is False
             if i < 300:
                 blocks.append((i, block, typed))
     for i, block, typed in blocks:
         assert list(block.producer_streams) == list(typed.producer_streams) == [
             0x100 + i % 100 % 3]
+    del blocks, block, typed
+    assert len(producers) == 100 + 2 * 2000
+    assert all(p.deleted == 1 and p.streams == [default] for p in producers)
+    assert double_deletes()[before:] == []
 
 
 @free_threaded
@@ -548,6 +573,44 @@ def test_unusual_cuda_array_interfaces_are_read_in_the_section():
         with pytest.raises(ValueError, match="gone"):
             pack((Array(ValueError("gone")),))
         assert seen == [("property", False)]
+        assert stream._holds_section() is False
+
+
+@free_threaded
+def test_dlpack_producers_are_called_outside_the_section():
+    """A DLPack producer's __dlpack_device__ and __dlpack__ run outside kernarg's section
+    (kernarg.pack and Signature.pack read nothing of kernarg's shared state for them), and so
+    do those that fail: their refusals are raised as before, naming the argument."""
+    stream = kernarg._stream
+    seen = []
+
+    class Producer(DLPackProducer):
+        def __dlpack_device__(self):
+            seen.append(("device", stream._holds_section()))
+            return super().__dlpack_device__()
+
+        def __dlpack__(self, *, stream=None, max_version=None):
+            seen.append(("export", kernarg._stream._holds_section()))
+            return super().__dlpack__(stream=stream, max_version=max_version)
+
+    sig = kernarg.Signature("float* p")
+    kernarg.pack((Producer(0x7000_0000),))      # the type's first pack classifies it, inside
+    for pack in (kernarg.pack, sig.pack):
+        seen.clear()
+        producer = Producer(0x7000_0000, byte_offset=16)
+        assert bytes(pack((producer,))) == (0x7000_0010).to_bytes(8, "little")
+        assert seen == [("device", False), ("export", False)]
+        assert producer.deleted == 1
+        seen.clear()
+        with pytest.raises(TypeError, match="argument 0|parameter 0"):
+            pack((Producer(0x7000_0000, device=(1, 0)),))         # kDLCPU
+        assert seen == [("device", False)]
+        seen.clear()
+        producer = Producer(0x7000_0000, version=(2, 0))
+        with pytest.raises(BufferError, match="DLPack version 2.0"):
+            pack((producer,))
+        assert seen == [("device", False), ("export", False)]
+        assert producer.deleted == 1
         assert stream._holds_section() is False
 
 

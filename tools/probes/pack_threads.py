@@ -5,7 +5,8 @@ Why: on a free-threaded build kernarg's code runs inside one critical section, b
 ``kernarg.pack`` and ``Signature.pack`` of exact ints, floats and bools, which enter it only at
 the first argument that needs it (docs/development.md, "Free-threaded CPython"), and numpy
 scalars, ctypes values and cuda.core Buffers, whose types the per-type cache knows (read under
-its sequence lock), and numpy.void scalars of a struct parameter's own dtype, which need none
+its sequence lock), numpy.void scalars of a struct parameter's own dtype, and objects whose
+type has a CUDA Array Interface (the usual dict, read under its own lock), which need none
 either. Two threads packing those should then get up to
 twice one thread's throughput. The signatures are shared by the threads, as one kernel's is. A
 loop of pure Python code gives the interpreter's own scaling on the same machine, which bounds
@@ -48,6 +49,23 @@ _SIGS = kernarg.Signature(["float*", _Pair, "int"])
 _PAIR = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
 _SIGV = kernarg.Signature(["float*", _PAIR, "int"])
 
+
+
+class _Array:
+    """A producer's array whose CUDA Array Interface is a dict built at each read, as CuPy's
+    and numba's are."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (256,), "typestr": "<f4", "data": (self.ptr, False), "version": 3,
+                "strides": None, "stream": None}
+
+
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
                           "__half h")
 
@@ -80,6 +98,9 @@ CASES = {
         1 << 32, np.array((1, 2.0), _PAIR)[()], 3)),
     "Signature.pack 3 (int, numpy.void, int)": (_SIGV, lambda: (
         1 << 32, np.array((1, 2.0), _PAIR)[()], 3)),
+    "pack 3 (CAI array, CAI array, int)": (kernarg.pack, lambda: (
+        _Array(1 << 32), _Array(2 << 32), 3)),
+    "Signature.pack 3 (CAI array, float, int)": (_SIG3, lambda: (_Array(1 << 32), 0.5, 3)),
     "pure Python loop": None,
 }
 
@@ -109,10 +130,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2_000_000, help="packs per thread and run")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is kept")
+    parser.add_argument("--only", default="", help="the cases whose names contain this text "
+                        "(and the pure Python loop)")
     opts = parser.parse_args(argv)
     gil = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
     out = {"python": sys.version.split()[0], "gil": gil}
     for name, case in CASES.items():
+        if opts.only not in name and case is not None:
+            continue
         one = min(_per_op_ns(case, 1, opts.n) for _ in range(opts.repeat))
         two = min(_per_op_ns(case, 2, opts.n) for _ in range(opts.repeat))
         out[name] = [round(one, 1), round(two, 1), round(one / two, 2)]
