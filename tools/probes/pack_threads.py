@@ -6,8 +6,8 @@ Why: on a free-threaded build kernarg's code runs inside one critical section, b
 the first argument that needs it (docs/development.md, "Free-threaded CPython"), and numpy
 scalars, ctypes values and cuda.core Buffers, whose types the per-type cache knows (read under
 its sequence lock), numpy.void scalars of a struct parameter's own dtype, and objects whose
-type has a CUDA Array Interface (the usual dict, read under its own lock), which need none
-either. Two threads packing those should then get up to
+type has a CUDA Array Interface (the usual dict, read under its own lock) or speaks DLPack,
+which need none either. Two threads packing those should then get up to
 twice one thread's throughput. The signatures are shared by the threads, as one kernel's is. A
 loop of pure Python code gives the interpreter's own scaling on the same machine, which bounds
 what any extension can show there.
@@ -31,7 +31,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, _ROOT)
 
 import numpy as np  # noqa: E402
 from cuda.core import Buffer  # noqa: E402
@@ -49,6 +50,13 @@ _SIGS = kernarg.Signature(["float*", _Pair, "int"])
 _PAIR = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
 _SIGV = kernarg.Signature(["float*", _PAIR, "int"])
 
+
+
+def _dlpack_producer(address):
+    sys.path.insert(0, os.path.join(_ROOT, "tests"))
+    from producers import DLPackProducer
+
+    return DLPackProducer(address)
 
 
 class _Array:
@@ -101,6 +109,9 @@ CASES = {
     "pack 3 (CAI array, CAI array, int)": (kernarg.pack, lambda: (
         _Array(1 << 32), _Array(2 << 32), 3)),
     "Signature.pack 3 (CAI array, float, int)": (_SIG3, lambda: (_Array(1 << 32), 0.5, 3)),
+    # The test suite's DLPack producer: a capsule made with ctypes at each export, and a
+    # deleter (a ctypes callback) run as the block is freed; its own Python code costs most.
+    "pack 2 (DLPack producer, int)": (kernarg.pack, lambda: (_dlpack_producer(1 << 32), 3)),
     "pure Python loop": None,
 }
 
