@@ -750,26 +750,21 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
     return 0
 
 
-cdef int _put_pointer(BlockState* st, Py_ssize_t index, TypeInfo* info, object arg,
-                      uint64_t stream) except -1:
-    cdef PtrResult r
-    pointer_of(info, arg, index, stream, &r)
-    state_take_pointer(st, &r, index, arg)
-    memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
-    return 0
-
-
-cdef int _put_protocol(BlockState* st, Py_ssize_t index, int kind, object arg,
-                       uint64_t stream, LazySection* lazy) except -1:
-    """pack_items' path for an object whose type has a CUDA Array Interface (``kind``
-    KIND_CAI) or speaks DLPack (KIND_DLPACK): read, and its pointer, stream and capsule
+cdef int _put_pointer(BlockState* st, Py_ssize_t index, const TypeInfo* info, object arg,
+                      uint64_t stream, LazySection* lazy) except -1:
+    """``lazy``: as for pack_items. An object whose type has a CUDA Array Interface
+    (KIND_CAI) or speaks DLPack (KIND_DLPACK) is read, and its pointer, stream and capsule
     recorded, with no section (_interop's protocol_pointer enters ``lazy`` for what is not
-    usual). state_take_pointer touches only ``st``, but where a device check refuses the array
-    (in the section, as every refusal)."""
+    usual): state_take_pointer touches only ``st``, but where a device check refuses the
+    array (in the section, as every refusal). Every other kind is read in the section."""
     cdef PtrResult r
-    protocol_pointer(kind, arg, index, stream, &r, False, lazy)
-    if elsewhere(st, r.device):
+    if info.kind >= KIND_CAI:       # KIND_CAI, KIND_DLPACK
+        protocol_pointer(info.kind, arg, index, stream, &r, False, lazy)
+        if elsewhere(st, r.device):
+            enter_lazily(lazy)
+    else:
         enter_lazily(lazy)
+        pointer_of(info, arg, index, stream, &r)
     state_take_pointer(st, &r, index, arg)
     memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
@@ -842,7 +837,7 @@ cdef int _put_other(BlockState* st, Py_ssize_t index, object arg, uint64_t strea
     elif kind == KIND_TENSOR_MAP:
         put_tensor_map(st, info, index, arg, _reserve(st, index, info.size, info.align))
     else:
-        _put_pointer(st, index, info, arg, stream)
+        _put_pointer(st, index, info, arg, stream, NULL)
     return 0
 
 
@@ -930,7 +925,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     free-threaded build) the section to enter at the first argument that the fast paths below
     do not place: they touch nothing but ``st``, and read the per-type cache (a numpy scalar,
     a ctypes value, a cuda.core Buffer) and the last memory resource under their sequence
-    locks, and the usual CUDA Array Interface and DLPack exports (_put_protocol)."""
+    locks, and the usual CUDA Array Interface and DLPack exports (_put_pointer)."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -1016,7 +1011,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                     continue
             elif kernarg_unlikely(info.kind >= KIND_CAI):     # KIND_CAI, KIND_DLPACK
                 st.nbytes = cur
-                _put_protocol(st, i, info.kind, <object>item, stream, lazy)
+                _put_pointer(st, i, info, <object>item, stream, lazy)
                 data = st.data
                 cur = st.nbytes
                 cap = st.capacity

@@ -4027,7 +4027,7 @@ cdef int _put_protocol_pointer(Signature sig, Param* p, BlockState* st, Py_ssize
                                int kind, object value, char* dst, uint64_t stream,
                                LazySection* lazy) except -1:
     """_put_pointer for a KIND_CAI or KIND_DLPACK argument, where _pack_typed has not entered
-    kernarg's section: as _handler's _put_protocol, the protocols touch nothing but ``st``
+    kernarg's section: as _handler's _put_pointer, the protocols touch nothing but ``st``
     and the parameter's bytes, and the checks read only ``sig`` (a refusal enters it)."""
     cdef PtrResult r
     protocol_pointer(kind, value, i, stream, &r, p.code == C_POINTER, lazy)

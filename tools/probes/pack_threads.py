@@ -31,13 +31,17 @@ import sys
 import threading
 import time
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, _ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import numpy as np  # noqa: E402
 from cuda.core import Buffer  # noqa: E402
 
 import kernarg  # noqa: E402
+
+# The benchmark's producers: an array whose property builds its CUDA Array Interface dict at
+# each read, as CuPy's and numba's do, and one that exports numpy's own DLPack capsules as
+# CUDA memory.
+from kernarg._bench import _DLPackView, _PropertyCAI  # noqa: E402
 
 _SIG3 = kernarg.Signature("float* out, float alpha, int n")
 
@@ -50,28 +54,6 @@ _SIGS = kernarg.Signature(["float*", _Pair, "int"])
 _PAIR = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
 _SIGV = kernarg.Signature(["float*", _PAIR, "int"])
 
-
-
-def _dlpack_producer(address):
-    sys.path.insert(0, os.path.join(_ROOT, "tests"))
-    from producers import DLPackProducer
-
-    return DLPackProducer(address)
-
-
-class _Array:
-    """A producer's array whose CUDA Array Interface is a dict built at each read, as CuPy's
-    and numba's are."""
-
-    __slots__ = ("ptr",)
-
-    def __init__(self, ptr):
-        self.ptr = ptr
-
-    @property
-    def __cuda_array_interface__(self):
-        return {"shape": (256,), "typestr": "<f4", "data": (self.ptr, False), "version": 3,
-                "strides": None, "stream": None}
 
 
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
@@ -107,11 +89,10 @@ CASES = {
     "Signature.pack 3 (int, numpy.void, int)": (_SIGV, lambda: (
         1 << 32, np.array((1, 2.0), _PAIR)[()], 3)),
     "pack 3 (CAI array, CAI array, int)": (kernarg.pack, lambda: (
-        _Array(1 << 32), _Array(2 << 32), 3)),
-    "Signature.pack 3 (CAI array, float, int)": (_SIG3, lambda: (_Array(1 << 32), 0.5, 3)),
-    # The test suite's DLPack producer: a capsule made with ctypes at each export, and a
-    # deleter (a ctypes callback) run as the block is freed; its own Python code costs most.
-    "pack 2 (DLPack producer, int)": (kernarg.pack, lambda: (_dlpack_producer(1 << 32), 3)),
+        _PropertyCAI(1 << 32), _PropertyCAI(2 << 32), 3)),
+    "Signature.pack 3 (CAI array, float, int)": (_SIG3, lambda: (_PropertyCAI(1 << 32), 0.5,
+                                                                 3)),
+    "pack 2 (DLPack array, int)": (kernarg.pack, lambda: (_DLPackView(), 3)),
     "pure Python loop": None,
 }
 
