@@ -103,6 +103,18 @@ static inline void kernarg_object_lock(kernarg_section *cs, PyObject *obj) {
 static inline void kernarg_object_unlock(kernarg_section *cs) { (void)cs; }
 #endif
 
+/* Whether no other thread can reach ``obj``: the caller's reference is its only one, owned by
+   this thread (PyUnstable_Object_IsUniquelyReferenced, CPython 3.14), as a dict a producer's
+   property builds at each read is. Such an object needs no lock to be read. Always 1 on a GIL
+   build, where no lock is taken anyway. */
+#if KERNARG_GUARDED_BUILD
+static inline int kernarg_unshared(PyObject *obj) {
+    return PyUnstable_Object_IsUniquelyReferenced(obj);
+}
+#else
+static inline int kernarg_unshared(PyObject *obj) { (void)obj; return 1; }
+#endif
+
 static inline void kernarg_ctypes_copy(char *dst, PyObject *obj, Py_ssize_t bptr_offset,
                                        Py_ssize_t n) {
     kernarg_section cs;

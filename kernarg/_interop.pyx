@@ -40,7 +40,7 @@ from kernarg._cdefs cimport (
 )
 from kernarg._stream cimport (
     LazySection, dlpack_stream, enter_lazily, guard_module, kernarg_object_lock,
-    kernarg_object_unlock, kernarg_section,
+    kernarg_object_unlock, kernarg_section, kernarg_unshared,
 )
 
 cdef extern from "Python.h":
@@ -1206,8 +1206,11 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
     # The pass reads under the dict's own lock (a free-threaded build; nothing on a GIL build),
     # and owns each value it keeps before leaving it: another thread may change a dict its
     # producer keeps, and PyDict_Next's borrowed references are good only while none does. No
-    # Python code runs while the lock is held.
-    kernarg_object_lock(&cs, <PyObject*>cai)
+    # Python code runs while the lock is held. A dict the property built for this read (the
+    # usual case: kernarg holds its only reference) no other thread can reach, and needs none.
+    cdef bint shared = not kernarg_unshared(<PyObject*>cai)
+    if shared:
+        kernarg_object_lock(&cs, <PyObject*>cai)
     try:
         # Every key recognised by identity: absent fields are really absent. Otherwise (keys
         # built at run time are not interned) the rest are looked up the usual way, below.
@@ -1225,7 +1228,8 @@ cdef int _read_cai(dict cai, Py_ssize_t index, object obj, PtrResult* r,
             mask = _owned(found, F_MASK)
             stream = _owned(found, F_STREAM)
     finally:
-        kernarg_object_unlock(&cs)
+        if shared:
+            kernarg_object_unlock(&cs)
     if usual:
         if want_dtype:
             _set_dtype_from_typestr(<str>typestr, r)

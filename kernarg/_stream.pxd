@@ -19,6 +19,9 @@ cdef extern from "_cutils.h":
     # free-threaded build; nothing on a GIL build.
     void kernarg_object_lock(kernarg_section* cs, PyObject* obj) noexcept
     void kernarg_object_unlock(kernarg_section* cs) noexcept
+    # Whether the caller's reference to obj is the only one (then no other thread can reach
+    # it); always 1 on a GIL build.
+    bint kernarg_unshared(PyObject* obj) noexcept
 
 cdef int guard_module(dict namespace, str name, tuple unwrapped=*) except -1
 cdef void state_enter(kernarg_section* cs) noexcept
