@@ -146,8 +146,10 @@ def test_a_struct_of_the_source_takes_arrays_in_its_pointer_fields(ctx):
     k = kernarg.Kernel.from_source(JOB, "job_axpy")
     assert k.signature.types == ("Job",)
     x, y = DeviceArray(16, typestr="<f4"), DeviceArray(16, typestr="<f4")
-    check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
-    check(driver.cuMemcpyHtoD(y.ptr, np.array([10, 20, 30, 40], np.float32).ctypes.data, 16))
+    host = np.array([1, 2, 3, 4], np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(x.ptr, host.ctypes.data, 16))
+    host = np.array([10, 20, 30, 40], np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(y.ptr, host.ctypes.data, 16))
     k.launch(1, 4, {"x": x, "y": y, "n": 4, "s": {"a": 2.0, "shift": 1}})
     assert np.frombuffer(y.read(), np.float32).tolist() == [13, 25, 37, 49]
     k.launch(1, 4, (x, y, 2, (1.0, 0)))
@@ -179,8 +181,10 @@ def test_a_struct_with_member_functions_and_constructors_reaches_the_kernel(ctx)
     record = k.signature.records[0]
     assert record.names == ("x", "y", "n", "a") and record.metadata["constructed"]
     x, y = DeviceArray(16, typestr="<f4"), DeviceArray(16, typestr="<f4")
-    check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
-    check(driver.cuMemcpyHtoD(y.ptr, np.array([10, 20, 30, 40], np.float32).ctypes.data, 16))
+    host = np.array([1, 2, 3, 4], np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(x.ptr, host.ctypes.data, 16))
+    host = np.array([10, 20, 30, 40], np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(y.ptr, host.ctypes.data, 16))
     k.launch(1, 4, {"x": x, "y": y, "n": 4})
     assert np.frombuffer(y.read(), np.float32).tolist() == [12, 24, 36, 48]
     k.launch(1, 4, (x, y, 2, 0.5))
@@ -253,7 +257,8 @@ def test_a_functor_and_a_struct_of_named_extents_reach_the_kernel(ctx):
     shape = k.signature.records[3]
     assert shape.fields["sizes"][0].shape == (4,) and shape.fields["sizes"][1] == 8
     x, out = DeviceArray(32, typestr="<f4"), DeviceArray(32, typestr="<f4")
-    check(driver.cuMemcpyHtoD(x.ptr, np.arange(8, dtype=np.float32).ctypes.data, 32))
+    host = np.arange(8, dtype=np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(x.ptr, host.ctypes.data, 32))
     k.launch(1, 1, {}, x, out, {"dims": 2, "sizes": [3, 2, 0, 0]})
     assert np.frombuffer(out.read(), np.float32)[:6].tolist() == [0, 2, 4, 6, 8, 10]
     k.launch(1, 1, (), x, out, (1, (8, 0, 0, 0)))
@@ -280,7 +285,8 @@ def test_a_span_reaches_the_kernel_with_its_count(ctx):
                     "major version")
     k = kernarg.Kernel.from_source(SPAN_SUM, "span_sum")
     x, out = DeviceArray(16, typestr="<f4"), DeviceArray(8, typestr="<f4")
-    check(driver.cuMemcpyHtoD(x.ptr, np.array([1, 2, 3, 4], np.float32).ctypes.data, 16))
+    host = np.array([1, 2, 3, 4], np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(x.ptr, host.ctypes.data, 16))
     k.launch(1, 1, x, out)
     assert np.frombuffer(out.read(), np.float32).tolist() == [10, 4]
     k.launch(1, 1, (x, 2), out)
@@ -2112,7 +2118,8 @@ def test_get_global_reads_and_writes_the_modules_variables(ctx):
     assert read("ns::bias", np.int32) == [5]                    # by its C++ name
     assert k.get_global("ns::bias") == k.get_global("_ZN2ns4biasE")
     ptr, nbytes = k.get_global("coeffs")
-    check(driver.cuMemcpyHtoD(ptr, np.array([1, 2, 3], np.float32).ctypes.data, nbytes))
+    host = np.array([1, 2, 3], np.float32)  # kept alive: the copy reads it
+    check(driver.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes))
     out = DeviceArray(4 * 64, typestr="<i4")
     k.launch(1, 64, out, 64)
     k.launch(1, 64, out, 64)
