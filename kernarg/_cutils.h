@@ -80,6 +80,26 @@ static inline void kernarg_seq_write_begin(unsigned *seq) { (void)seq; }
 static inline void kernarg_seq_write_end(unsigned *seq) { (void)seq; }
 #endif
 
+/* A sequence-locked struct of 32-bit words (_launch.pyx's Dims, cached in a Kernel), copied
+   word by word, each word loaded and stored whole: what a reader outside kernarg's section
+   copies, and what a writer inside it stores. */
+static inline void kernarg_copy_words(void *dst, const void *src, size_t nwords) {
+    uint32_t *d = (uint32_t *)dst;
+    const uint32_t *s = (const uint32_t *)src;
+    for (size_t i = 0; i < nwords; i++)
+        __atomic_store_n(d + i, __atomic_load_n(s + i, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
+/* Replace the strong reference in `*slot` by one to `v` (or NULL), the pointer stored whole,
+   for a slot that a reader outside kernarg's section compares with KERNARG_LOAD_RELAXED (it
+   only compares, never follows, the pointer); the old reference is dropped after. */
+static inline void kernarg_set_ref(PyObject **slot, PyObject *v) {
+    PyObject *old = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    Py_XINCREF(v);
+    __atomic_store_n(slot, v, __ATOMIC_RELAXED);
+    Py_XDECREF(old);
+}
+
 /* A ctypes instance's value is read under the instance's own critical section on a
    free-threaded build: CPython 3.14t's ctypes sets values, fields and elements under it (the
    setters of .value, of a Structure's fields, of an Array's items and slices), so a value

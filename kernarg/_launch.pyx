@@ -47,14 +47,42 @@ from kernarg._handler cimport (
     state_release,
     untyped_block_items,
 )
-from kernarg._interop cimport KIND_TENSOR_MAP, _describe, _reraise, _type_name
+from kernarg._interop cimport (
+    KIND_TENSOR_MAP,
+    _describe,
+    _reraise,
+    _type_name,
+    kernarg_seq_begin,
+    kernarg_seq_valid,
+    kernarg_seq_write_begin,
+    kernarg_seq_write_end,
+    load_int,
+    load_object,
+    store_int,
+)
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport (
-    KERNARG_GUARDED_BUILD, guard_module, in_section, kernarg_section, state_enter, state_leave,
+    KERNARG_GUARDED_BUILD,
+    LazySection,
+    enter_lazily,
+    guard_module,
+    in_section,
+    kernarg_object_lock,
+    kernarg_object_unlock,
+    kernarg_section,
+    leave_lazily,
     stream_handle,
 )
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
+
+# What a free-threaded build's launches read outside kernarg's section (_cutils.h): a Kernel's
+# limits and last dimensions, written only inside it.
+cdef extern from "_cutils.h":
+    unsigned int load_uint "KERNARG_LOAD_RELAXED"(unsigned int) noexcept nogil
+    void store_uint "KERNARG_STORE_RELAXED"(unsigned int, unsigned int) noexcept nogil
+    void kernarg_set_ref(PyObject** slot, PyObject* v) noexcept
+    void kernarg_copy_words(void* dst, const void* src, size_t nwords) noexcept nogil
 
 import array
 import operator
@@ -315,6 +343,10 @@ cdef class LaunchConfig:
                  launch_completion_event=None, programmatic_event=None,
                  mem_sync_domain_map=None, nvlink_util_centric=None, cluster_size_mode=None,
                  shmem_mode=None):
+        if self.grid is not None:
+            # A value, and launchers read its fields without a lock (a prepared launch on a
+            # free-threaded build, and the driver with the GIL released): set once.
+            raise TypeError("a LaunchConfig cannot be initialised again: make a new one")
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
@@ -792,7 +824,9 @@ cdef object _window_base(object base):
 # ---------------------------------------------------------------------------------------------
 # Driver access. Every call goes through _check; a missing driver becomes NoDriverError.
 
-cdef object _driver_state = None
+# 1 once cuInit succeeded (0 again in a forked child): read whole (relaxed), as a
+# free-threaded build's launches read it outside kernarg's section.
+cdef int _driver_ready = 0
 _driver_lock = threading.Lock()
 # Set in the child of a fork() made after this process initialised CUDA: the driver does not
 # support CUDA in such a child (a call may fail, hang or crash), so kernarg refuses before it
@@ -831,13 +865,13 @@ cdef int _check(cydriver.CUresult err, str what) except -1:
 cdef inline int _ensure_driver() except -1:
     # Inline, the usual case is one compare: as a call, its prologue (the slow path's frame)
     # was ~30 instructions of every launch (tools/probes/cold_launch.py).
-    if _driver_state is not None:
+    if load_int(_driver_ready):
         return 0
     return _init_driver()
 
 
 cdef int _init_driver() except -1:
-    global _driver_state
+    global _driver_ready
     cdef cydriver.CUresult err
     if _forked_after_init:
         raise CudaError("CUDA cannot be used in this process: it was forked (os.fork, or "
@@ -855,7 +889,7 @@ cdef int _init_driver() except -1:
             raise NoDriverError(f"no CUDA driver/GPU found ({_error_name(err)})",
                                 _error_name(err), <int>err)
         _check(err, "cuInit")
-        _driver_state = True
+        store_int(_driver_ready, 1)
     return 0
 
 
@@ -875,9 +909,9 @@ def _after_fork_in_child():
     """In the child of a fork: refuse CUDA where the parent had initialised it, and make the
     module's locks again (another thread of the parent may have held one at the fork, and
     would never release it here)."""
-    global _driver_state, _forked_after_init, _driver_lock, _shmem_fn_lock
-    if _driver_state is not None:
-        _driver_state = None        # so that the next driver call goes to _init_driver
+    global _driver_ready, _forked_after_init, _driver_lock, _shmem_fn_lock
+    if load_int(_driver_ready):
+        store_int(_driver_ready, 0)     # so that the next driver call goes to _init_driver
         _forked_after_init = True
     _driver_lock = threading.Lock()
     _shmem_fn_lock = threading.RLock()
@@ -1280,16 +1314,18 @@ def set_producer_sync(enabled):
     if not _is_bool(enabled):
         raise TypeError(f"set_producer_sync: enabled must be a bool, got "
                         f"{type(enabled).__name__}")
-    previous = bool(_producer_sync)
-    _producer_sync = bool(enabled)
+    previous = bool(load_int(_producer_sync))
+    store_int(_producer_sync, 1 if enabled else 0)
     return previous
 
 
 cdef inline int _wait_for_producers(const BlockState* st, uint64_t stream,
-                                    Capture* capture) except -1:
-    # Inline, so that a launch with no producer stream (most) makes no call.
-    if st.nstreams == 0 or not _producer_sync:
+                                    Capture* capture, LazySection* lazy) except -1:
+    # Inline, so that a launch with no producer stream (most) makes no call. The events are
+    # kernarg's (one per context, recorded then waited on): in its section.
+    if st.nstreams == 0 or not load_int(_producer_sync):
         return 0
+    enter_lazily(lazy)
     return _wait_on_producers(st, stream, capture)
 
 
@@ -1328,22 +1364,28 @@ cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims
 
 cdef inline int _enqueue(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                          unsigned int nattrs, const BlockState* st, uint64_t stream,
-                         Capture* capture) except -1:
+                         Capture* capture, LazySection* lazy=NULL) except -1:
     """Launch what ``st`` packed, as every launch does: check for a driver, enter the
     kernel's context (see _enter), then _enqueue_here. What the packed arguments' storage
-    becomes after it is the caller's."""
-    _ensure_driver()
+    becomes after it is the caller's. ``lazy``: NULL where the caller holds kernarg's section
+    (or the GIL); else (a free-threaded build's Kernel.launch and prepared launch) the section
+    to enter before anything that touches kernarg's state: the first check of a limit, the
+    producer streams' events, a failure. The driver calls need none: the driver is
+    thread-safe, and a thread's current context is its own."""
+    if not load_int(_driver_ready):
+        enter_lazily(lazy)
+        _init_driver()
     if k._ctx != NULL and _enter(k._ctx):
-        return _enqueue_pushed(k, d, attrs, nattrs, st, stream, capture)
-    return _enqueue_here(k, d, attrs, nattrs, st, stream, capture)
+        return _enqueue_pushed(k, d, attrs, nattrs, st, stream, capture, lazy)
+    return _enqueue_here(k, d, attrs, nattrs, st, stream, capture, lazy)
 
 
 cdef int _enqueue_pushed(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                          unsigned int nattrs, const BlockState* st, uint64_t stream,
-                         Capture* capture) except -1:
+                         Capture* capture, LazySection* lazy) except -1:
     """_enqueue_here in the kernel's context, pushed over the thread's: popped after."""
     try:
-        _enqueue_here(k, d, attrs, nattrs, st, stream, capture)
+        _enqueue_here(k, d, attrs, nattrs, st, stream, capture, lazy)
     except BaseException:
         _leave_after_error(1)
         raise
@@ -1351,20 +1393,28 @@ cdef int _enqueue_pushed(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* at
 
 
 cdef inline int _ready_to_enqueue(Kernel k, const Dims* d, const BlockState* st,
-                                  uint64_t stream, Capture* capture) except -1:
+                                  uint64_t stream, Capture* capture,
+                                  LazySection* lazy=NULL) except -1:
     """What comes before enqueuing ``k`` with ``d`` on ``stream`` (a launch, or a graph's kernel
     node whose graph will run there), in the kernel's context: check the block and shared
     memory the kernel can take, cluster and cooperative limits; find whether ``stream`` is
-    capturing a graph (``capture``); make the stream wait on ``st``'s producer streams."""
-    if d.threads > k._threads_ok:
+    capturing a graph (``capture``); make the stream wait on ``st``'s producer streams.
+    ``lazy``: as for _enqueue. The kernel's limits are read whole (relaxed), as a launch
+    outside kernarg's section reads them; a check writes them, in the section."""
+    if d.threads > load_uint(k._threads_ok):
+        enter_lazily(lazy)
         _check_threads(k, d)
-    if d.shmem > k._shmem_ok and not d.shmem_by_driver:
+    if d.shmem > load_uint(k._shmem_ok) and not d.shmem_by_driver:
+        enter_lazily(lazy)
         _allow_shmem(k, d.shmem)
-    if d.cluster_blocks > 8 and not k._nonportable_ok:
+    if d.cluster_blocks > 8 and not load_int(k._nonportable_ok):
+        enter_lazily(lazy)
         _allow_nonportable_cluster(k)
     if d.cooperative and d.cluster_blocks == 0:
+        enter_lazily(lazy)
         _check_cooperative(k, d)
-    if d.domains > k._domains_ok:
+    if d.domains > load_uint(k._domains_ok):
+        enter_lazily(lazy)
         _check_domains(k, d)
     if stream != 1:
         _capture_of(<cydriver.CUstream><uintptr_t>stream, capture)
@@ -1373,21 +1423,22 @@ cdef inline int _ready_to_enqueue(Kernel k, const Dims* d, const BlockState* st,
         # refuses it. No query, one driver call less for the usual stream=None; a launch on it
         # while another stream captures fails in the driver, as after a query.
         capture.active = False
-    return _wait_for_producers(st, stream, capture)
+    return _wait_for_producers(st, stream, capture, lazy)
 
 
 cdef inline int _enqueue_here(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                               unsigned int nattrs, const BlockState* st, uint64_t stream,
-                              Capture* capture) except -1:
+                              Capture* capture, LazySection* lazy) except -1:
     """Launch what ``st`` packed in the current context: _ready_to_enqueue, then one
-    cuLaunchKernelEx, the GIL released around it."""
+    cuLaunchKernelEx, the GIL released around it. ``lazy``: as for _enqueue."""
     cdef cydriver.CUlaunchConfig config
     cdef cydriver.CUresult err
-    _ready_to_enqueue(k, d, st, stream, capture)
+    _ready_to_enqueue(k, d, st, stream, capture, lazy)
     _fill_launch_config(&config, d, <cydriver.CUstream><uintptr_t>stream, attrs, nattrs)
     with nogil:
         err = cydriver.cuLaunchKernelEx(&config, k._func, st.argv, NULL)
     if err != cydriver.CUDA_SUCCESS:
+        enter_lazily(lazy)
         _launch_failed(k, err, stream, d, attrs, nattrs)
     return 0
 
@@ -1440,17 +1491,20 @@ cdef int _launch_failed(Kernel k, cydriver.CUresult err, uint64_t stream, const 
 
 cdef inline int _pack_and_launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                                  unsigned int nattrs, PyObject** items, Py_ssize_t n,
-                                 object keep, uint64_t stream) except -1:
+                                 object keep, uint64_t stream, LazySection* lazy) except -1:
     """Pack the ``n`` arguments at ``items`` for ``k`` and launch them on ``stream``.
-    ``keep``: their tuple, or None for a vectorcall's own arguments. Inline: a call of its own
-    cost the launches that go on to _launch ~40 instructions (tools/probes/cold_launch.py)."""
+    ``keep``: their tuple, or None for a vectorcall's own arguments; ``lazy``: as for
+    _enqueue (a launch that packs into a ParamBlock takes the section first). Inline: a call
+    of its own cost the launches that go on to _launch ~40 instructions
+    (tools/probes/cold_launch.py)."""
     cdef object sig = k.signature
     if sig is not None:
         if (<Signature>sig)._fits_arena and n == (<Signature>sig)._n:
             return _launch_from_stack(k, <Signature>sig, d, attrs, nattrs, items, n, keep,
-                                      stream)
+                                      stream, lazy)
     elif n <= KERNARG_INLINE_ARGS:
-        return _launch_from_stack(k, None, d, attrs, nattrs, items, n, keep, stream)
+        return _launch_from_stack(k, None, d, attrs, nattrs, items, n, keep, stream, lazy)
+    enter_lazily(lazy)
     return _launch(k, d, attrs, nattrs, k._pack_items(items, n, keep, stream), stream, True,
                    items)
 
@@ -1490,7 +1544,7 @@ def _kept_for_a_graph(tuple args, uint64_t stream=0):
 cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
                             cydriver.CUlaunchAttribute* attrs, unsigned int nattrs,
                             PyObject** items, Py_ssize_t n, object keep,
-                            uint64_t stream) except -1:
+                            uint64_t stream, LazySection* lazy) except -1:
     """The usual launch -- a kernel with a signature whose parameters fit an Arena, every
     argument given (``sig``); or up to KERNARG_INLINE_ARGS arguments packed untyped (``sig``
     None) -- packed into storage on the C stack instead of a ParamBlock. The driver copies the
@@ -1500,7 +1554,8 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
     launch (tools/probes/cold_launch.py). Untyped arguments over KERNARG_INLINE_BYTES move
     their area to the heap, as a block's would, freed here. A launch captured into a graph
     gets a block made of the state after the driver call, which the graph keeps (see
-    _launch)."""
+    _launch). ``lazy``: as for _enqueue; the packers take it as kernarg.pack does, and a
+    capture keeps its block in the section."""
     cdef Arena arena
     cdef BlockState st
     cdef Capture capture
@@ -1509,12 +1564,13 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
         if sig is not None:
             st.fixed = True
             memcpy(st.sizes, sig._sizes, KERNARG_INLINE_ARGS * sizeof(uint16_t))
-            pack_typed_items(sig, &st, items, n, stream)
+            pack_typed_items(sig, &st, items, n, stream, lazy)
         else:
-            pack_items(&st, items, n, stream, NULL)
-            _check_untyped(k, &st, items)
-        _enqueue(k, d, attrs, nattrs, &st, stream, &capture)
+            pack_items(&st, items, n, stream, lazy)
+            _check_untyped(k, &st, items, lazy)
+        _enqueue(k, d, attrs, nattrs, &st, stream, &capture, lazy)
         if capture.active:
+            enter_lazily(lazy)
             _keep_for_graph(capture.graph, block_from_state(
                 &st, keep if keep is not None else tuple_of(items, n)), k)
     finally:
@@ -1572,9 +1628,9 @@ cdef int _check_threads(Kernel k, const Dims* d) except -1:
     cdef unsigned int threads = d.threads
     if cydriver.cuFuncGetAttribute(&limit, cydriver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                    _queryable(k._func)) != cydriver.CUDA_SUCCESS or limit <= 0:
-        k._threads_ok = threads         # the driver has the last word for this handle
+        store_uint(k._threads_ok, threads)     # the driver has the last word for this handle
         return 0
-    k._threads_ok = <unsigned int>limit
+    store_uint(k._threads_ok, <unsigned int>limit)
     if threads > k._threads_ok:
         raise ValueError(
             f"block {(d.block[0], d.block[1], d.block[2])} has {threads} threads; kernel "
@@ -1678,9 +1734,9 @@ cdef int _check_domains(Kernel k, const Dims* d) except -1:
             cydriver.cuDeviceGetAttribute(
                 &count, cydriver.CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, dev) \
             != cydriver.CUDA_SUCCESS or count <= 0:
-        k._domains_ok = d.domains
+        store_uint(k._domains_ok, d.domains)
         return 0
-    k._domains_ok = <unsigned int>count
+    store_uint(k._domains_ok, <unsigned int>count)
     if d.domains > k._domains_ok:
         raise ValueError(f"mem_sync_domain_map names domain {d.domains - 1}; device {dev}, "
                          f"where kernel {k.name!r} runs, has {count} memory synchronisation "
@@ -1720,7 +1776,7 @@ cdef int _allow_nonportable_cluster(Kernel k) except -1:
             _queryable(k._func), cydriver.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
             1) \
             == cydriver.CUDA_SUCCESS:
-        k._nonportable_ok = True
+        store_int(k._nonportable_ok, 1)
     return 0
 
 
@@ -1740,10 +1796,10 @@ cdef int _allow_shmem(Kernel k, unsigned int shmem) except -1:
     if cydriver.cuFuncGetAttribute(
             &allowed, cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f) \
             != cydriver.CUDA_SUCCESS:
-        k._shmem_ok = shmem
+        store_uint(k._shmem_ok, shmem)
         return 0
     if shmem <= <unsigned int>allowed:
-        k._shmem_ok = <unsigned int>allowed
+        store_uint(k._shmem_ok, <unsigned int>allowed)
         return 0
     _check(cydriver.cuCtxGetDevice(&dev), "cuCtxGetDevice")
     _check(cydriver.cuDeviceGetAttribute(
@@ -1760,7 +1816,7 @@ cdef int _allow_shmem(Kernel k, unsigned int shmem) except -1:
     _check(cydriver.cuFuncSetAttribute(
         f, cydriver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, <int>shmem),
         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
-    k._shmem_ok = shmem
+    store_uint(k._shmem_ok, shmem)
     return 0
 
 
@@ -2007,10 +2063,14 @@ cdef inline bint _layout_matches(const BlockState* st, bytes layout_c) noexcept:
     return True
 
 
-cdef inline int _check_untyped(Kernel k, const BlockState* st, PyObject** items) except -1:
+cdef inline int _check_untyped(Kernel k, const BlockState* st, PyObject** items,
+                               LazySection* lazy=NULL) except -1:
     """Check what ``st`` packed untyped from ``items`` against ``k``'s parameter layout, where
-    the driver gave one: in C when it matches, else _check_layout says what is wrong."""
+    the driver gave one: in C when it matches, else _check_layout says what is wrong (in
+    kernarg's section: ``lazy`` as for _enqueue). The layout is set before the kernel is
+    returned to anyone, and never again."""
     if k._layout is not None and not _layout_matches(st, k._layout_c):
+        enter_lazily(lazy)
         _check_layout(st, items, k._layout, k.name)
     return 0
 
@@ -2341,9 +2401,15 @@ cdef class Kernel:
     cdef int _coop_per_sm
     # Kernel.launch's last grid, block and shmem without launch attributes, when each was
     # immutable (an int, or a tuple of ints), and the dimensions checked from them: the same
-    # objects again need no second look (see _kernel_launch).
-    cdef object _last_grid, _last_block, _last_shmem
+    # objects again need no second look (see _kernel_launch). Strong references (dropped in
+    # __dealloc__), written with _last_seq (_cutils.h's sequence lock) under the kernel's own
+    # lock (_remember_dims), as a free-threaded build's launches read them outside kernarg's
+    # section (_last_dims_of).
+    cdef PyObject* _last_grid
+    cdef PyObject* _last_block
+    cdef PyObject* _last_shmem
     cdef Dims _last_dims
+    cdef unsigned _last_seq
     # ... and its last stream given as an int, with the handle read from it. stream_handle
     # reads an int in a few instructions, but its code and data are in another module, cold
     # after a driver launch: dropping this cache brought back ~11 more cache lines a launch
@@ -2364,6 +2430,11 @@ cdef class Kernel:
 
     def __init__(self):
         raise TypeError("use Kernel.from_source/from_ptx/from_cubin/from_handle")
+
+    def __dealloc__(self):
+        Py_XDECREF(self._last_grid)
+        Py_XDECREF(self._last_block)
+        Py_XDECREF(self._last_shmem)
 
     @staticmethod
     cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name,
@@ -3085,12 +3156,19 @@ cdef object _kernel_launch_fastcall(object self, PyObject** args, Py_ssize_t nar
     """``Kernel.launch(grid, block, *args, stream=None, shmem=0, cluster=None,
     cooperative=False, pdl=False, priority=None, ...)``: ``args[0:nargs]`` by position. On a
     free-threaded build it takes kernarg's critical section itself (the guard leaves it
-    unwrapped: see the module's end)."""
-    return in_section(_kernel_launch_call, <PyObject*>self, args, nargs, kwnames)
+    unwrapped: see the module's end), once the launch needs it (_kernel_launch)."""
+    cdef LazySection lazy
+    if not KERNARG_GUARDED_BUILD:       # (a C constant: a GIL build compiles only this)
+        return _kernel_launch_call(<PyObject*>self, args, nargs, kwnames, NULL)
+    lazy.held = False
+    try:
+        return _kernel_launch_call(<PyObject*>self, args, nargs, kwnames, &lazy)
+    finally:
+        leave_lazily(&lazy)
 
 
 cdef object _kernel_launch_call(PyObject* self, PyObject** args, Py_ssize_t nargs,
-                                PyObject* kwnames):
+                                PyObject* kwnames, LazySection* lazy):
     cdef PyObject* given[KERNEL_LAUNCH_NAMES]
     if nargs >= 2 and (kwnames == NULL or (PyTuple_GET_SIZE(<object>kwnames) == 1 and
                                            PyTuple_GET_ITEM(<object>kwnames, 0) == _STREAM)):
@@ -3104,16 +3182,20 @@ cdef object _kernel_launch_call(PyObject* self, PyObject** args, Py_ssize_t narg
         parse_fastcall("Kernel.launch", _KERNEL_LAUNCH_NAMES, 2, args, nargs, kwnames, given)
     _kernel_launch(<Kernel>self,        # the method descriptor has checked the type
                    <object>given[0], <object>given[1], args + 2, nargs - 2 if nargs > 2 else 0,
-                   or_default(given[2], None), or_default(given[3], 0), given + 4)
+                   or_default(given[2], None), or_default(given[3], 0), given + 4, lazy)
     return None
 
 
 cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, Py_ssize_t n,
-                        object stream, object shmem, PyObject** attributes) except -1:
+                        object stream, object shmem, PyObject** attributes,
+                        LazySection* lazy) except -1:
     """Pack the ``n`` arguments at ``items`` and launch on ``stream`` (anything
     kernarg.resolve_stream accepts), after making it wait on every producer stream the
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
-    to shmem_mode in _KERNEL_LAUNCH_NAMES's order, NULL where not given."""
+    to shmem_mode in _KERNEL_LAUNCH_NAMES's order, NULL where not given. ``lazy``: NULL where
+    the caller holds kernarg's section (or the GIL); else the section to enter once the launch
+    needs it (see _enqueue): a launch with no attributes, on None or an int stream, of
+    arguments the packers place outside it, runs all of it outside."""
     cdef Dims d
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
@@ -3136,53 +3218,102 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         # launches a kernel over and over passes the same ones (constants, cached small ints).
         # The check's code and data are cold after the driver's last launch, and each cache
         # line of them that must come back costs a few ns (tools/probes/cold_launch.py).
-        if grid is k._last_grid and block is k._last_block and shmem is k._last_shmem:
-            d = k._last_dims
-        else:
-            _fill_config(&d, grid, block, shmem)
+        if not _last_dims_of(k, grid, block, shmem, &d):
             if _immutable_dims(grid) and _immutable_dims(block) and type(shmem) is int:
-                k._last_grid, k._last_block, k._last_shmem = grid, block, shmem
-                k._last_dims = d
-    elif k._last_cfg is not None and _made_from(k._last_cfg_from, grid, block, shmem,
-                                                attributes):
-        # Launch attributes, the same objects as this kernel's last such launch: its config.
-        # Building one anew costs more than the rest of the launch's host work (~0.6 µs with a
-        # cluster, on the development VM).
-        cfg = k._last_cfg
-        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
+                _fill_config(&d, grid, block, shmem)
+                _remember_dims(k, grid, block, shmem, &d)
+            else:
+                # Other objects' __index__ runs in the section, as kernarg's other callbacks.
+                enter_lazily(lazy)
+                _fill_config(&d, grid, block, shmem)
     else:
-        cfg = LaunchConfig(grid, block, shmem=shmem,
-                           cluster=or_default(attributes[0], None),
-                           cooperative=or_default(attributes[1], False),
-                           pdl=or_default(attributes[2], False),
-                           priority=or_default(attributes[3], None),
-                           cluster_scheduling=or_default(attributes[4], None),
-                           preferred_cluster=or_default(attributes[5], None),
-                           mem_sync_domain=or_default(attributes[6], None),
-                           shmem_carveout=or_default(attributes[7], None),
-                           access_policy=or_default(attributes[8], None),
-                           launch_completion_event=or_default(attributes[9], None),
-                           programmatic_event=or_default(attributes[10], None),
-                           mem_sync_domain_map=or_default(attributes[11], None),
-                           nvlink_util_centric=or_default(attributes[12], None),
-                           cluster_size_mode=or_default(attributes[13], None),
-                           shmem_mode=or_default(attributes[14], None))
-        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
-        made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
-                                                  for i in range(KERNEL_LAUNCH_NAMES - 4)])
-        for value in made_from:
-            if not _immutable_value(value):
-                break
+        enter_lazily(lazy)     # the attributes' objects: kernarg's to look at
+        if k._last_cfg is not None and _made_from(k._last_cfg_from, grid, block, shmem,
+                                                  attributes):
+            # Launch attributes, the same objects as this kernel's last such launch: its
+            # config. Building one anew costs more than the rest of the launch's host work
+            # (~0.6 µs with a cluster, on the development VM).
+            cfg = k._last_cfg
+            dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
         else:
-            k._last_cfg, k._last_cfg_from = cfg, made_from
+            cfg = LaunchConfig(grid, block, shmem=shmem,
+                               cluster=or_default(attributes[0], None),
+                               cooperative=or_default(attributes[1], False),
+                               pdl=or_default(attributes[2], False),
+                               priority=or_default(attributes[3], None),
+                               cluster_scheduling=or_default(attributes[4], None),
+                               preferred_cluster=or_default(attributes[5], None),
+                               mem_sync_domain=or_default(attributes[6], None),
+                               shmem_carveout=or_default(attributes[7], None),
+                               access_policy=or_default(attributes[8], None),
+                               launch_completion_event=or_default(attributes[9], None),
+                               programmatic_event=or_default(attributes[10], None),
+                               mem_sync_domain_map=or_default(attributes[11], None),
+                               nvlink_util_centric=or_default(attributes[12], None),
+                               cluster_size_mode=or_default(attributes[13], None),
+                               shmem_mode=or_default(attributes[14], None))
+            dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
+            made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
+                                                      for i in range(KERNEL_LAUNCH_NAMES - 4)])
+            for value in made_from:
+                if not _immutable_value(value):
+                    break
+            else:
+                k._last_cfg, k._last_cfg_from = cfg, made_from
     cdef uint64_t handle
-    if stream is not None and stream is k._last_stream:        # an int: it cannot change
+    if KERNARG_GUARDED_BUILD and lazy != NULL and not lazy.held:
+        # None and ints: stream_handle reads nothing of kernarg's but relaxed words.
+        if stream is not None and type(stream) is not int:
+            enter_lazily(lazy)
+        handle = stream_handle(stream)
+    elif stream is not None and stream is k._last_stream:      # an int: it cannot change
         handle = k._last_handle
     else:
+        enter_lazily(lazy)
         handle = stream_handle(stream)
         if type(stream) is int:
             k._last_stream, k._last_handle = stream, handle
-    return _pack_and_launch(k, dims, attrs, nattrs, items, n, None, handle)
+    return _pack_and_launch(k, dims, attrs, nattrs, items, n, None, handle, lazy)
+
+
+cdef inline bint _last_dims_of(Kernel k, object grid, object block, object shmem,
+                               Dims* d) noexcept:
+    """Whether ``grid``, ``block`` and ``shmem`` are the objects of ``k``'s last launch
+    without attributes (_remember_dims); then ``d`` has their dimensions. Needs no section:
+    on a free-threaded build the fields are read whole under ``k``'s sequence lock, and only
+    compared (an object the caller holds is alive, so one at the same address is the same)."""
+    cdef unsigned begun
+    if not KERNARG_GUARDED_BUILD:
+        if <PyObject*>grid == k._last_grid and <PyObject*>block == k._last_block and \
+                <PyObject*>shmem == k._last_shmem:
+            d[0] = k._last_dims
+            return True
+        return False
+    begun = kernarg_seq_begin(&k._last_seq)
+    if load_object(k._last_grid) != <PyObject*>grid or \
+            load_object(k._last_block) != <PyObject*>block or \
+            load_object(k._last_shmem) != <PyObject*>shmem:
+        return False
+    kernarg_copy_words(d, &k._last_dims, sizeof(Dims) // 4)
+    return kernarg_seq_valid(&k._last_seq, begun)
+
+
+cdef void _remember_dims(Kernel k, object grid, object block, object shmem,
+                         const Dims* d) noexcept:
+    """Make ``grid``, ``block`` and ``shmem`` (immutable objects: ints and tuples of them, whose
+    references drop here run no code) and their dimensions ``d`` ``k``'s last
+    (_last_dims_of). Writers take turns under the kernel's own lock on a free-threaded build
+    (nothing on a GIL build), not kernarg's section, so that threads launching with
+    alternating dimensions still launch at once."""
+    cdef kernarg_section cs
+    kernarg_object_lock(&cs, <PyObject*>k)
+    kernarg_seq_write_begin(&k._last_seq)
+    kernarg_set_ref(&k._last_grid, <PyObject*>grid)
+    kernarg_set_ref(&k._last_block, <PyObject*>block)
+    kernarg_set_ref(&k._last_shmem, <PyObject*>shmem)
+    kernarg_copy_words(&k._last_dims, d, sizeof(Dims) // 4)
+    kernarg_seq_write_end(&k._last_seq)
+    kernarg_object_unlock(&cs)
 
 
 cdef object _NOT_GIVEN = object()     # a keyword of Kernel.launch not given (_last_cfg_from)
@@ -3773,7 +3904,7 @@ cdef object _launch_call(PyObject* module, PyObject** args, Py_ssize_t nargs,
     cdef Kernel k = _launch_kernel(<object>given[2])
     cdef LaunchConfig cfg = _config_of(<object>given[1])
     cdef uint64_t handle = stream_handle(<object>given[0])
-    _pack_and_launch(k, &cfg._d, cfg._attrs, cfg._nattrs, args + 3, n, None, handle)
+    _pack_and_launch(k, &cfg._d, cfg._attrs, cfg._nattrs, args + 3, n, None, handle, NULL)
     return None
 
 
@@ -3839,12 +3970,16 @@ cdef class PreparedLaunch:
         self._vectorcall = <void*>_prepared_vectorcall
 
     def __init__(self, Kernel kernel, LaunchConfig config, uint64_t stream):
+        if self._kernel is not None:
+            # Its calls read these without a lock (on a free-threaded build): set once.
+            raise TypeError(f"a {type(self).__name__} cannot be initialised again: get a new "
+                            "one from Kernel.prepare(...)")
         self._kernel = kernel
         self.config = config
         self.stream = stream
 
     def __call__(self, *args):
-        _prepared_launch(self, tuple_items(args), PyTuple_GET_SIZE(args), args)
+        _prepared_launch(self, tuple_items(args), PyTuple_GET_SIZE(args), args, NULL)
 
     def bind(self, *args):
         """Pack ``args`` once: the returned :class:`BoundLaunch` launches them, unchanged,
@@ -3871,34 +4006,36 @@ cdef inline int _check_initialised(PreparedLaunch p) except -1:
 
 
 cdef inline int _prepared_launch(PreparedLaunch p, PyObject** items, Py_ssize_t n,
-                                 object keep) except -1:
+                                 object keep, LazySection* lazy) except -1:
     """A prepared launch of the ``n`` arguments at ``items``, by either call path; ``keep``:
-    their tuple, or None for a vectorcall's own arguments (a graph then gets a tuple made)."""
+    their tuple, or None for a vectorcall's own arguments (a graph then gets a tuple made);
+    ``lazy``: as for _enqueue. The launcher's kernel, config and stream are set once, by
+    __init__, before anyone can call it."""
     _check_initialised(p)
     cdef LaunchConfig cfg = p.config
     return _pack_and_launch(p._kernel, &cfg._d, cfg._attrs, cfg._nattrs, items, n, keep,
-                            p.stream)
+                            p.stream, lazy)
 
 
 cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf,
                                  PyObject* kwnames):
     """PreparedLaunch's call, as CPython's vectorcall: ``args[0:n]`` are the arguments. CPython
     calls it from the instance, past the type's guarded slots: on a free-threaded build it takes
-    kernarg's critical section itself (_guard.h)."""
+    kernarg's critical section itself (_guard.h), once the launch needs it (_enqueue)."""
     cdef PreparedLaunch self = <PreparedLaunch>callable
     cdef Py_ssize_t n = PyVectorcall_NARGS(nargsf)
-    cdef kernarg_section cs
+    cdef LazySection lazy
     if kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames) != 0:
         raise TypeError(f"{type(self).__name__}() takes kernel arguments by position only, "
                         f"got keyword argument {(<tuple>kwnames)[0]!r}")
     if not KERNARG_GUARDED_BUILD:       # (a C constant: a GIL build compiles only this)
-        _prepared_launch(self, args, n, None)
+        _prepared_launch(self, args, n, None, NULL)
         return None
-    state_enter(&cs)
+    lazy.held = False
     try:
-        _prepared_launch(self, args, n, None)
+        _prepared_launch(self, args, n, None, &lazy)
     finally:
-        state_leave(&cs)
+        leave_lazily(&lazy)
     return None
 
 

@@ -56,7 +56,7 @@ cdef class Signature:
 cdef str ptx_text(object ptx, str who)
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1
 cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
-                          uint64_t stream) except -1
+                          uint64_t stream, LazySection* lazy) except -1
 cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n)
 cdef ParamBlock typed_block_items(Signature sig, PyObject** items, Py_ssize_t n, object keep,
                                   uint64_t stream, int device, LazySection* lazy)

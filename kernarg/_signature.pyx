@@ -2798,11 +2798,11 @@ cdef tuple with_defaults(Signature sig, PyObject** items, Py_ssize_t n):
 
 
 cdef int pack_typed_items(Signature sig, BlockState* st, PyObject** items, Py_ssize_t n,
-                          uint64_t stream) except -1:
+                          uint64_t stream, LazySection* lazy) except -1:
     """Pack the ``n`` arguments at ``items`` into ``st``, a fresh state over an Arena's storage
     whose sizes column the caller has copied from ``sig._sizes`` (as typed_block_items does for
-    a block, ``sig._fits_arena`` and ``n == sig._n``)."""
-    return _pack_typed(sig, st, items, n, stream, False, NULL)
+    a block, ``sig._fits_arena`` and ``n == sig._n``). ``lazy``: as for _pack_typed."""
+    return _pack_typed(sig, st, items, n, stream, False, lazy)
 
 
 cdef int pack_typed_state(Signature sig, BlockState* st, tuple t, uint64_t stream) except -1:

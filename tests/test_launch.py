@@ -2655,3 +2655,21 @@ def test_launch_attributes_match_a_reference_encoder(config):
          17: "portable_cluster_size_mode", 18: "shared_memory_mode"}[attr_id]
         for attr_id, _ in _reference_attributes(kw)]
     assert c.__replace__() == c
+
+
+def test_launch_configs_and_prepared_launches_are_initialised_once():
+    """A LaunchConfig is a value, and a PreparedLaunch's call reads its kernel, config and
+    stream without a lock on a free-threaded build (and the driver reads the config's
+    attributes with the GIL released): __init__ called again on one in use would change them
+    under a launch, so it is refused, and the object keeps its fields."""
+    cfg = kernarg.LaunchConfig((2, 3), 64, shmem=128, cooperative=True)
+    with pytest.raises(TypeError, match="a LaunchConfig cannot be initialised again"):
+        cfg.__init__(1, 1)
+    assert (cfg.grid, cfg.block, cfg.shmem, cfg.cooperative) == ((2, 3, 1), (64, 1, 1), 128, True)
+    assert cfg == kernarg.LaunchConfig((2, 3), 64, shmem=128, cooperative=True)
+    bare = kernarg.Kernel.__new__(kernarg.Kernel)
+    p = kernarg.PreparedLaunch(bare, cfg, 7)
+    with pytest.raises(TypeError, match="a PreparedLaunch cannot be initialised again: get a "
+                                        r"new one from Kernel.prepare\(...\)"):
+        p.__init__(bare, kernarg.LaunchConfig(1, 1), 9)
+    assert p.config is cfg and p.stream == 7

@@ -74,7 +74,8 @@ class DeviceArray:
         return bytes(host)
 
     def __del__(self):
-        driver.cuMemFree(self.ptr)
+        if hasattr(self, "ptr"):        # (not an instance __init__ never ran on)
+            driver.cuMemFree(self.ptr)
 
 
 ECHO = r"""
@@ -3663,6 +3664,104 @@ def test_threads_each_keep_their_own_context(ctx):
     assert seen == {0: True, 1: True, 2: True, 3: True}
     for i, out in enumerate(outs):
         assert (np.frombuffer(out.read(), np.float32) == i * 1000 + 199).all()
+
+
+def test_launches_run_while_another_thread_holds_the_section(ctx):
+    """On a free-threaded CPython, Kernel.launch and a prepared launch take kernarg's section
+    only once a launch needs it (a kernel's first check of a limit, producer streams, launch
+    attributes, arguments the packers place only in it, a failure): the usual launch -- no
+    attributes, on None or an int stream, of numbers and arrays of the CUDA Array Interface --
+    runs without it, typed and untyped, so threads launch at once. Here every launch runs while
+    another thread holds the section: with the section taken on entry, they waited for it, and
+    the holder gave up after its 60 s."""
+    from test_free_threaded import (
+        FREE_THREADED,
+        _free_slot_subclass,
+        _Holder,
+        _section_held_by_another_thread,
+    )
+
+    if not FREE_THREADED:
+        pytest.skip("needs a free-threaded CPython >= 3.14 (python3.14t)")
+    holds = kernarg._stream._holds_section
+    k = kernarg.Kernel.from_source(WRITE, "fill")                     # typed: its signature
+    untyped = kernarg.Kernel.from_handle(k.handle, device=0)          # the driver's layout
+    assert untyped.signature is None
+    # An array type whose per-type cache slot is not the holder's (a type that shares it is
+    # looked up again, in the section, once the holder's pack has put its own there).
+    slot = kernarg._handler._cache_slot
+    taken = {slot(_Holder())}
+    Array = _free_slot_subclass(DeviceArray, taken)
+    # ... and so for the scalar types of the untyped launch: numpy's, or else ctypes'.
+    scalars = []
+    for kinds in ((np.float32, ctypes.c_float), (np.int32, ctypes.c_int)):
+        scalars.append(next(t for t in kinds if slot(t(0)) not in taken))
+        taken.add(slot(scalars[-1](0)))
+    f32, i32 = scalars
+    out = Array(4 * 64, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(1)))
+    try:
+        prepared = k.prepare(1, 64, stream=stream)
+        k.launch(1, 64, out, 0.0, 64)           # the kernel's limits, checked (in the section)
+        untyped.launch(1, 64, out, f32(0), i32(64))
+        grid, block = (1, 1, 1), (64, 1, 1)
+        with _section_held_by_another_thread():
+            for i in range(1, 51):
+                k.launch(1, 64, out, float(i), 64)
+                k.launch(grid, block, out, float(i) + 0.25, 64, stream=stream)
+                prepared(out, float(i) + 0.5, 64)
+                untyped.launch(1, 64, out, f32(i + 0.75), i32(64), stream=stream)
+                assert holds() is False
+        check(driver.cuStreamSynchronize(stream))
+        assert (np.frombuffer(out.read(), np.float32) == 50.75).all()
+    finally:
+        check(driver.cuStreamDestroy(stream))
+
+
+def test_threads_launching_one_kernel_each_get_their_own_dimensions(ctx):
+    """Threads launch one kernel at once, each on its own stream, going through three grids
+    in turn: the kernel's cache of its last dimensions (read outside kernarg's section on a
+    free-threaded build, under a sequence lock) is rewritten by one thread while the others
+    read it. Each launch writes grid * 32 elements, so an array shows the grids of the
+    launches that wrote it last: each thread's last launch (grid 4) must have written all of
+    its array, and a run of launches the elements each grid covers. (What checks the reads
+    themselves is ThreadSanitizer: docs/development.md.)"""
+    import threading
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    grids, rounds, n = (1, 2, 4), 300, 128
+    outs = [DeviceArray(4 * n, typestr="<f4") for _ in range(4)]
+    errors = []
+    primary = check(driver.cuCtxGetCurrent())
+
+    def body(i):
+        try:
+            check(driver.cuCtxSetCurrent(primary))      # for the thread's stream
+            stream = int(check(driver.cuStreamCreate(1)))
+            try:
+                for j in range(rounds):
+                    k.launch(grids[j % 3], 32, outs[i], float(i * 1000 + j), n, stream=stream)
+                check(driver.cuStreamSynchronize(stream))
+            finally:
+                check(driver.cuStreamDestroy(stream))
+        except BaseException as exc:        # reported by the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    last = rounds - 1                       # 299: grid 4 (299 % 3 == 2), all 128 elements
+    for i, out in enumerate(outs):
+        assert (np.frombuffer(out.read(), np.float32) == i * 1000 + last).all()
+    # The order the grids come in shows in an array: grid 1 (32 elements), then grid 2 (64).
+    single = DeviceArray(4 * n, typestr="<f4")
+    for j, grid in enumerate((4, 1, 2)):
+        k.launch(grid, 32, single, float(j), n)
+    got = np.frombuffer(single.read(), np.float32)
+    assert (got[:64] == 2).all() and (got[64:] == 0).all()
 
 
 def test_launch_on_another_gpu_leaves_the_current_device(ctx):
