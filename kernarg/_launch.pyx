@@ -1497,8 +1497,11 @@ cdef inline int _pack_and_launch(Kernel k, const Dims* d, cydriver.CUlaunchAttri
     _enqueue (a launch that packs into a ParamBlock takes the section first). Inline: a call
     of its own cost the launches that go on to _launch ~40 instructions
     (tools/probes/cold_launch.py)."""
-    cdef object sig = k.signature
-    if sig is not None:
+    # Borrowed (as _prepared_launch borrows the kernel): the kernel keeps its signature, set
+    # once when it is made. A reference taken here would be one more count that threads
+    # launching one kernel change at every launch, a cache line passed between their cores.
+    cdef PyObject* sig = <PyObject*>k.signature
+    if sig != <PyObject*>None:
         if (<Signature>sig)._fits_arena and n == (<Signature>sig)._n:
             return _launch_from_stack(k, <Signature>sig, d, attrs, nattrs, items, n, keep,
                                       stream, lazy)
@@ -4012,9 +4015,11 @@ cdef inline int _prepared_launch(PreparedLaunch p, PyObject** items, Py_ssize_t 
     ``lazy``: as for _enqueue. The launcher's kernel, config and stream are set once, by
     __init__, before anyone can call it."""
     _check_initialised(p)
-    cdef LaunchConfig cfg = p.config
-    return _pack_and_launch(p._kernel, &cfg._d, cfg._attrs, cfg._nattrs, items, n, keep,
-                            p.stream, lazy)
+    # Borrowed, not counted (see _pack_and_launch): the caller holds ``p``, which holds them.
+    cdef PyObject* k = <PyObject*>p._kernel
+    cdef PyObject* cfg = <PyObject*>p.config
+    return _pack_and_launch(<Kernel>k, &(<LaunchConfig>cfg)._d, (<LaunchConfig>cfg)._attrs,
+                            (<LaunchConfig>cfg)._nattrs, items, n, keep, p.stream, lazy)
 
 
 cdef object _prepared_vectorcall(object callable, PyObject** args, size_t nargsf,
