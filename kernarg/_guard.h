@@ -24,7 +24,8 @@
    specialise (Signature.pack of 3 arguments took 96 ns wrapped, 78 unwrapped and 66 with no
    guard at all, on 3.14.4t). kernarg.pack(args) enters it only at the first argument that
    needs it (_stream.pxd's LazySection), so that packs of numbers (numpy scalars too) and
-   cuda.core Buffers run in parallel. A type
+   cuda.core Buffers run in parallel; Kernel.launch and a prepared launch's call only once the
+   launch needs it (_launch.pyx's _enqueue). A type
    named in `unwrapped` (ParamBlock) keeps its slots, which need no section; its methods and
    properties are guarded.
    The wrappers forward what introspection reads (__name__, __qualname__, __doc__,

@@ -20,6 +20,12 @@ per thread: (ns per pack from one thread, ns per pack from two, their ratio).
 Run from the repository root, with kernarg built in place for the free-threaded Python:
     python3.14t tools/probes/pack_threads.py [--n 2000000] [--repeat 3]
 On a GIL build it runs too, and two threads take turns.
+
+With ``--launches`` it times launches instead (Kernel.launch and a prepared launch of a kernel
+compiled with NVRTC, typed and untyped, each thread on a stream of its own), which need a
+driver: run it under tools/fakecuda/run.sh, whose launches cost little and run nothing on a
+GPU. What it shows is kernarg's side of a launch, not a GPU's:
+    tools/fakecuda/run.sh python3.14t tools/probes/pack_threads.py --launches
 """
 from __future__ import annotations
 
@@ -97,8 +103,51 @@ CASES = {
 }
 
 
-def _per_op_ns(case, threads, n):
+# The kernel the launch cases launch: it writes n floats, and they launch it with n = 0, so
+# the array's pointer (a _PropertyCAI's) is never followed.
+_FILL = r"""extern "C" __global__ void fill(float* x, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"""
+
+
+def _launch_cases():
+    """name: (a function making the thread's own callable, one making its own arguments): each
+    thread makes a stream, then calls callable(*arguments)."""
+    from cuda.bindings import driver
+
+    err, = driver.cuInit(0)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise SystemExit(f"--launches needs a driver (tools/fakecuda/run.sh): cuInit {err}")
+    k = kernarg.Kernel.from_source(_FILL, "fill")
+    untyped = kernarg.Kernel.from_handle(k.handle, device=0)
+    primary = driver.cuDevicePrimaryCtxRetain(driver.cuDeviceGet(0)[1])[1]
+
+    def stream():
+        driver.cuCtxSetCurrent(primary)
+        return int(driver.cuStreamCreate(1)[1])
+
+    return {
+        "Kernel.launch 3 (CAI array, float, int)": (
+            lambda s: (lambda *a: k.launch(1, 32, *a, stream=s)),
+            lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
+        "Kernel.launch 3 (int, float, int)": (
+            lambda s: (lambda *a: k.launch(1, 32, *a, stream=s)), lambda: (1 << 32, 0.5, 0)),
+        "prepared launch 3 (CAI array, float, int)": (
+            lambda s: k.prepare(1, 32, stream=s), lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
+        "prepared launch 3 (int, float, int)": (
+            lambda s: k.prepare(1, 32, stream=s), lambda: (1 << 32, 0.5, 0)),
+        "untyped prepared launch 3 (int, numpy.float32, numpy.int32)": (
+            lambda s: untyped.prepare(1, 32, stream=s),
+            lambda: (1 << 32, np.float32(0.5), np.int32(0))),
+    }, stream
+
+
+def _per_op_ns(case, threads, n, stream=None):
     def work():
+        if stream is not None:          # a launch case
+            call, args = case[0](stream()), case[1]()
+            for _ in range(n):
+                call(*args)
+            return
         if case is None:
             x = 0
             for i in range(n):
@@ -124,14 +173,20 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is kept")
     parser.add_argument("--only", default="", help="the cases whose names contain this text "
                         "(and the pure Python loop)")
+    parser.add_argument("--launches", action="store_true",
+                        help="time launches (under tools/fakecuda/run.sh) instead of packs")
     opts = parser.parse_args(argv)
     gil = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
     out = {"python": sys.version.split()[0], "gil": gil}
-    for name, case in CASES.items():
+    cases, stream = _launch_cases() if opts.launches else (CASES, None)
+    if opts.launches:
+        cases["pure Python loop"] = None
+    for name, case in cases.items():
         if opts.only not in name and case is not None:
             continue
-        one = min(_per_op_ns(case, 1, opts.n) for _ in range(opts.repeat))
-        two = min(_per_op_ns(case, 2, opts.n) for _ in range(opts.repeat))
+        s = stream if case is not None else None
+        one = min(_per_op_ns(case, 1, opts.n, s) for _ in range(opts.repeat))
+        two = min(_per_op_ns(case, 2, opts.n, s) for _ in range(opts.repeat))
         out[name] = [round(one, 1), round(two, 1), round(one / two, 2)]
     print(json.dumps(out, indent=1))
 
