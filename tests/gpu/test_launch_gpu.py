@@ -3726,33 +3726,24 @@ def test_threads_launching_one_kernel_each_get_their_own_dimensions(ctx):
     launches that wrote it last: each thread's last launch (grid 4) must have written all of
     its array, and a run of launches the elements each grid covers. (What checks the reads
     themselves is ThreadSanitizer: docs/development.md.)"""
-    import threading
+    from test_threads import _run_threads
 
     k = kernarg.Kernel.from_source(WRITE, "fill")
     grids, rounds, n = (1, 2, 4), 300, 128
     outs = [DeviceArray(4 * n, typestr="<f4") for _ in range(4)]
-    errors = []
     primary = check(driver.cuCtxGetCurrent())
 
     def body(i):
+        check(driver.cuCtxSetCurrent(primary))      # for the thread's stream
+        stream = int(check(driver.cuStreamCreate(1)))
         try:
-            check(driver.cuCtxSetCurrent(primary))      # for the thread's stream
-            stream = int(check(driver.cuStreamCreate(1)))
-            try:
-                for j in range(rounds):
-                    k.launch(grids[j % 3], 32, outs[i], float(i * 1000 + j), n, stream=stream)
-                check(driver.cuStreamSynchronize(stream))
-            finally:
-                check(driver.cuStreamDestroy(stream))
-        except BaseException as exc:        # reported by the test's thread
-            errors.append(exc)
+            for j in range(rounds):
+                k.launch(grids[j % 3], 32, outs[i], float(i * 1000 + j), n, stream=stream)
+            check(driver.cuStreamSynchronize(stream))
+        finally:
+            check(driver.cuStreamDestroy(stream))
 
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    _run_threads(body, 4)       # started together; a thread's exception is raised here
     last = rounds - 1                       # 299: grid 4 (299 % 3 == 2), all 128 elements
     for i, out in enumerate(outs):
         assert (np.frombuffer(out.read(), np.float32) == i * 1000 + last).all()
