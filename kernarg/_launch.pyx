@@ -3211,10 +3211,14 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     for i in range(KERNEL_LAUNCH_NAMES - 4):
         if attributes[i] != NULL and attributes[i] != <PyObject*>None:
             if i == 1 or i == 2:
+                if type(<object>attributes[i]) is not bool:
+                    enter_lazily(lazy)      # its __bool__ runs in the section
                 if not <object>attributes[i]:
                     continue
             plain = False
             break
+    if not plain:
+        enter_lazily(lazy)      # launch attributes: the kernel's last config, a new one
     if plain:
         # No launch attributes: check the dimensions straight into the launch, no objects --
         # or not at all, for the objects this kernel's last such launch checked. Code that
@@ -3229,40 +3233,38 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                 # Other objects' __index__ runs in the section, as kernarg's other callbacks.
                 enter_lazily(lazy)
                 _fill_config(&d, grid, block, shmem)
+    elif k._last_cfg is not None and _made_from(k._last_cfg_from, grid, block, shmem,
+                                                attributes):
+        # Launch attributes, the same objects as this kernel's last such launch: its config.
+        # Building one anew costs more than the rest of the launch's host work (~0.6 µs with a
+        # cluster, on the development VM).
+        cfg = k._last_cfg
+        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
     else:
-        enter_lazily(lazy)     # the attributes' objects: kernarg's to look at
-        if k._last_cfg is not None and _made_from(k._last_cfg_from, grid, block, shmem,
-                                                  attributes):
-            # Launch attributes, the same objects as this kernel's last such launch: its
-            # config. Building one anew costs more than the rest of the launch's host work
-            # (~0.6 µs with a cluster, on the development VM).
-            cfg = k._last_cfg
-            dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
+        cfg = LaunchConfig(grid, block, shmem=shmem,
+                           cluster=or_default(attributes[0], None),
+                           cooperative=or_default(attributes[1], False),
+                           pdl=or_default(attributes[2], False),
+                           priority=or_default(attributes[3], None),
+                           cluster_scheduling=or_default(attributes[4], None),
+                           preferred_cluster=or_default(attributes[5], None),
+                           mem_sync_domain=or_default(attributes[6], None),
+                           shmem_carveout=or_default(attributes[7], None),
+                           access_policy=or_default(attributes[8], None),
+                           launch_completion_event=or_default(attributes[9], None),
+                           programmatic_event=or_default(attributes[10], None),
+                           mem_sync_domain_map=or_default(attributes[11], None),
+                           nvlink_util_centric=or_default(attributes[12], None),
+                           cluster_size_mode=or_default(attributes[13], None),
+                           shmem_mode=or_default(attributes[14], None))
+        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
+        made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
+                                                  for i in range(KERNEL_LAUNCH_NAMES - 4)])
+        for value in made_from:
+            if not _immutable_value(value):
+                break
         else:
-            cfg = LaunchConfig(grid, block, shmem=shmem,
-                               cluster=or_default(attributes[0], None),
-                               cooperative=or_default(attributes[1], False),
-                               pdl=or_default(attributes[2], False),
-                               priority=or_default(attributes[3], None),
-                               cluster_scheduling=or_default(attributes[4], None),
-                               preferred_cluster=or_default(attributes[5], None),
-                               mem_sync_domain=or_default(attributes[6], None),
-                               shmem_carveout=or_default(attributes[7], None),
-                               access_policy=or_default(attributes[8], None),
-                               launch_completion_event=or_default(attributes[9], None),
-                               programmatic_event=or_default(attributes[10], None),
-                               mem_sync_domain_map=or_default(attributes[11], None),
-                               nvlink_util_centric=or_default(attributes[12], None),
-                               cluster_size_mode=or_default(attributes[13], None),
-                               shmem_mode=or_default(attributes[14], None))
-            dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
-            made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
-                                                      for i in range(KERNEL_LAUNCH_NAMES - 4)])
-            for value in made_from:
-                if not _immutable_value(value):
-                    break
-            else:
-                k._last_cfg, k._last_cfg_from = cfg, made_from
+            k._last_cfg, k._last_cfg_from = cfg, made_from
     cdef uint64_t handle
     if KERNARG_GUARDED_BUILD and lazy != NULL and not lazy.held:
         # None and ints: stream_handle reads nothing of kernarg's but relaxed words.

@@ -119,8 +119,8 @@ def test_every_function_and_method_of_every_module_is_guarded():
 def test_the_hot_entry_points_take_the_section_themselves(request):
     """kernarg.pack, Signature.pack, Kernel.launch and kernarg.launch are left unwrapped, so
     that the interpreter calls them as the builtins they are, and take the section
-    themselves: Python code they call back (a registered function, __index__,
-    __cuda_stream__) runs inside it, as it does when a guarded function calls it."""
+    themselves: Python code they call back (a registered function, __index__, a launch flag's
+    __bool__, __cuda_stream__) runs inside it, as it does when a guarded function calls it."""
     stream = kernarg._stream
     if stream._holds_section() is None:
         pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
@@ -149,6 +149,11 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
             seen.append(stream._holds_section())
             raise ValueError("seen")
 
+    class Flag:
+        def __bool__(self):
+            seen.append(stream._holds_section())
+            raise ValueError("seen")
+
     assert stream._holds_section() is False             # outside kernarg
     with pytest.raises(TypeError, match="seen"):
         kernarg.resolve_stream(Stream())                 # a guarded function: the reference
@@ -158,11 +163,12 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
     for call in (lambda: kernarg.pack((Array(),)),
                  lambda: kernarg.Signature("float* p").pack((Array(),)),
                  lambda: bare.launch((Index(), 1, 1), 1),
+                 lambda: bare.launch(1, 1, cooperative=Flag()),
                  lambda: kernarg.launch(Stream(), kernarg.LaunchConfig(1, 1), bare)):
         with pytest.raises((TypeError, ValueError), match="seen"):
             call()
         assert stream._holds_section() is False         # left
-    assert seen == [True] * 5
+    assert seen == [True] * 6
 
 
 class _Holder:
