@@ -81,8 +81,8 @@ static inline void kernarg_seq_write_end(unsigned *seq) { (void)seq; }
 #endif
 
 /* A sequence-locked struct of 32-bit words (_launch.pyx's Dims, cached in a Kernel), copied
-   word by word, each word loaded and stored whole: what a reader outside kernarg's section
-   copies, and what a writer inside it stores. */
+   word by word, each word loaded and stored whole: what a reader outside any lock copies,
+   and what a writer (one at a time, under the kernel's own lock) stores. */
 static inline void kernarg_copy_words(void *dst, const void *src, size_t nwords) {
     uint32_t *d = (uint32_t *)dst;
     const uint32_t *s = (const uint32_t *)src;
