@@ -3699,7 +3699,9 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
         taken.add(slot(scalars[-1](0)))
     f32, i32 = scalars
     out = Array(4 * 64, typestr="<f4")
-    stream = int(check(driver.cuStreamCreate(1)))
+    # A blocking stream (flags 0): its launches and the legacy stream's are ordered as made,
+    # so the last one made is the last to write.
+    stream = int(check(driver.cuStreamCreate(0)))
     try:
         prepared = k.prepare(1, 64, stream=stream)
         k.launch(1, 64, out, 0.0, 64)           # the kernel's limits, checked (in the section)
