@@ -862,11 +862,13 @@ cdef int _check(cydriver.CUresult err, str what) except -1:
     raise CudaError(f"{what} failed: {name}", name, <int>err)
 
 
-cdef inline int _ensure_driver() except -1:
+cdef inline int _ensure_driver(LazySection* lazy=NULL) except -1:
     # Inline, the usual case is one compare: as a call, its prologue (the slow path's frame)
-    # was ~30 instructions of every launch (tools/probes/cold_launch.py).
+    # was ~30 instructions of every launch (tools/probes/cold_launch.py). ``lazy``: as for
+    # _enqueue (cuInit is made in kernarg's section).
     if load_int(_driver_ready):
         return 0
+    enter_lazily(lazy)
     return _init_driver()
 
 
@@ -1372,9 +1374,7 @@ cdef inline int _enqueue(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* at
     to enter before anything that touches kernarg's state: the first check of a limit, the
     producer streams' events, a failure. The driver calls need none: the driver is
     thread-safe, and a thread's current context is its own."""
-    if not load_int(_driver_ready):
-        enter_lazily(lazy)
-        _init_driver()
+    _ensure_driver(lazy)
     if k._ctx != NULL and _enter(k._ctx):
         return _enqueue_pushed(k, d, attrs, nattrs, st, stream, capture, lazy)
     return _enqueue_here(k, d, attrs, nattrs, st, stream, capture, lazy)
