@@ -2536,6 +2536,8 @@ static CUresult fk_GraphGetEdges_v2(CUgraph gh, CUgraphNode* from, CUgraphNode* 
         return CUDA_SUCCESS;
     }
     if (!to) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetEdges: from without to");
+    /* Arrays for no edges are refused (the 13.0 driver, an H200, session 85). */
+    if (*num == 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphGetEdges: arrays of no entries");
     size_t n = *num < (size_t)g->nedges ? *num : (size_t)g->nedges;
     int lossy = 0;
     for (size_t i = 0; i < n; i++) {
