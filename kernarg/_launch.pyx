@@ -2994,8 +2994,17 @@ cdef class Kernel:
                 if n > plain:
                     for i in range(plain, n):
                         to[i] = node
-                    err = graph_add_edges(<cydriver.CUgraph>g, dep_c + plain, to + plain,
-                                          edges + plain, n - plain)
+                    # The programmatic edges, then the launch-order ones, in a call each: the
+                    # 13.0 driver gives every edge of one call into a node the data of the
+                    # call's first (an H200, session 85: tools/probes/graph_edges.py).
+                    i = n - len(launched)
+                    err = cydriver.CUDA_SUCCESS
+                    if i > plain:
+                        err = graph_add_edges(<cydriver.CUgraph>g, dep_c + plain, to + plain,
+                                              edges + plain, i - plain)
+                    if err == cydriver.CUDA_SUCCESS and n > i:
+                        err = graph_add_edges(<cydriver.CUgraph>g, dep_c + i, to + i,
+                                              edges + i, n - i)
                     if err != cydriver.CUDA_SUCCESS:
                         cydriver.cuGraphDestroyNode(node)
                         cydriver.cuGraphReleaseUserObject(<cydriver.CUgraph>g, kept, 1)

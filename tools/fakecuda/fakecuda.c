@@ -2494,10 +2494,16 @@ static CUresult fk_GraphAddDependencies_v2(CUgraph gh, const CUgraphNode* from, 
     }
     if (g->nedges + (int)n > MAX_EDGES)
         return fail(CUDA_ERROR_INVALID_VALUE, "over %d edges a graph not modelled", MAX_EDGES);
-    for (size_t i = 0; i < n; i++) add_edge(g, from[i], to[i], data ? &data[i] : NULL);
+    /* The 13.0 driver gives every edge of one call into a node the data of the call's first
+     * edge into it (an H200, session 85: tools/probes/graph_edges.py; "a order, b default" in
+     * one call made both launch-order edges, with no error), so this does too. */
     for (size_t i = 0; i < n; i++) {
-        if (!data || data[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) continue;
-        if (data[i].from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
+        size_t first = 0;
+        while (to[first] != to[i]) first++;
+        const CUgraphEdgeData* kept = data ? &data[first] : NULL;
+        add_edge(g, from[i], to[i], kept);
+        if (!kept || kept->type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) continue;
+        if (kept->from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) ((Node*)to[i])->pdl = 1;
         else ((Node*)to[i])->launch_order = 1;
     }
     return CUDA_SUCCESS;
