@@ -1762,12 +1762,26 @@ cdef int _cluster_occupancy(Kernel k, LaunchConfig cfg, bint non_portable,
     if non_portable and not k._nonportable_ok:
         _allow_nonportable_cluster(k)
     _fill_launch_config(&config, &cfg._d, NULL, cfg._attrs, cfg._nattrs)
+    cdef int width = 0, height = 0, depth = 0
     if active:
         _check(cydriver.cuOccupancyMaxActiveClusters(&value, f, &config),
                f"cuOccupancyMaxActiveClusters of kernel {k.name!r} with {cfg!r}")
-    else:
-        _check(cydriver.cuOccupancyMaxPotentialClusterSize(&value, f, &config),
-               f"cuOccupancyMaxPotentialClusterSize of kernel {k.name!r} with {cfg!r}")
+        return value
+    _check(cydriver.cuOccupancyMaxPotentialClusterSize(&value, f, &config),
+           f"cuOccupancyMaxPotentialClusterSize of kernel {k.name!r} with {cfg!r}")
+    # A kernel with a cluster size of its own (__cluster_dims__) launches with that size only,
+    # and cuda.h says the answer reflects it; the 13.0 driver answered 8 for a kernel of
+    # __cluster_dims__(2, 1, 1) on an H200 (session 85). So kernarg answers the kernel's size.
+    if cydriver.cuFuncGetAttribute(
+            &width, cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, f) \
+            == cydriver.CUDA_SUCCESS and width > 0:
+        _check(cydriver.cuFuncGetAttribute(
+            &height, cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, f),
+            f"cuFuncGetAttribute of kernel {k.name!r}")
+        _check(cydriver.cuFuncGetAttribute(
+            &depth, cydriver.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, f),
+            f"cuFuncGetAttribute of kernel {k.name!r}")
+        return width * max(height, 1) * max(depth, 1)
     return value
 
 
@@ -2670,10 +2684,11 @@ cdef class Kernel:
     def max_potential_cluster_size(self, grid, block, shmem=0, non_portable=False):
         """The largest cluster, in blocks, a launch of ``grid``, ``block``, ``shmem`` can have
         (``cuOccupancyMaxPotentialClusterSize``): the kernel's own size where it has one
-        (``__cluster_dims__``), else at most 8, the portable size. ``non_portable=True`` first
-        allows the kernel larger clusters (``NON_PORTABLE_CLUSTER_SIZE_ALLOWED``, which a
-        launch with a cluster of over 8 blocks sets too), where the device has them (16 on
-        compute capability 9.0).
+        (``__cluster_dims__``; read from the kernel's attributes, as the 13.0 driver answers
+        the portable size for such a kernel too), else at most 8, the portable size.
+        ``non_portable=True`` first allows the kernel larger clusters
+        (``NON_PORTABLE_CLUSTER_SIZE_ALLOWED``, which a launch with a cluster of over 8 blocks
+        sets too), where the device has them (16 on compute capability 9.0).
 
         Returns
         -------

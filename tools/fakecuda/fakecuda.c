@@ -1465,8 +1465,8 @@ static CUresult cluster_occupancy(CUfunction h, const CUlaunchConfig* c, Func** 
         }
     return CUDA_SUCCESS;
 }
-/* The config's cluster dimensions are ignored: the kernel's own size where it has one (cuda.h),
- * else 8 blocks, 16 where it allows non-portable sizes, fewer where a GPC holds fewer. */
+/* The config's cluster dimensions are ignored: 8 blocks, 16 where the kernel allows
+ * non-portable sizes, fewer where a GPC holds fewer. */
 static CUresult fk_OccupancyMaxPotentialClusterSize(int* size, CUfunction h, const CUlaunchConfig* c) {
     Func* f;
     int per_sm;
@@ -1475,8 +1475,9 @@ static CUresult fk_OccupancyMaxPotentialClusterSize(int* size, CUfunction h, con
     if (e) return e;
     if (!size) return fail(CUDA_ERROR_INVALID_VALUE, "cuOccupancyMaxPotentialClusterSize: size NULL");
     int most = f->non_portable_cluster ? 16 : 8;
-    *size = f->cluster[0] ? (int)(f->cluster[0] * f->cluster[1] * f->cluster[2])
-            : per_sm * GPC_SMS < most ? per_sm * GPC_SMS : most;
+    /* A kernel's own cluster size (f->cluster) is not the answer, though cuda.h says it is:
+     * the 13.0 driver answered 8 for a kernel of __cluster_dims__(2, 1, 1) (an H200). */
+    *size = per_sm * GPC_SMS < most ? per_sm * GPC_SMS : most;
     return CUDA_SUCCESS;
 }
 /* The config must give a cluster or the kernel require one, within the kernel's portable (8)
