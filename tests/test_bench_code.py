@@ -296,16 +296,16 @@ def test_readme_gpu_tables_match_the_committed_gpu_results():
 
 
 def test_readme_h200_launch_tables_match_the_committed_h200_run():
-    # The README's H200 section shows the launch tables of session 62's run (its interop table
+    # The README's H200 section shows the launch tables of session 85's run (its interop table
     # is linked, not copied), and its reading quotes that run's ratios at 16 arguments with
-    # session 57's two runs' in brackets.
+    # session 62's and session 57's first run's in brackets.
     import json
 
     module = _script("readme_tables")
     results = os.path.join(ROOT, "benchmarks", "results")
     runs = []
-    for path in (("gpu-h200-2026-11-28b",), ("gpu-h200-2026-11-28",),
-                 ("gpu-h200-2026-11-28", "second-run")):
+    for path in (("gpu-h200-2026-12-04",), ("gpu-h200-2026-11-28b",),
+                 ("gpu-h200-2026-11-28",)):
         with open(os.path.join(results, *path, "bench-gpu.json")) as f:
             runs.append(json.load(f)["launch"])
     assert all(run["device"].startswith("NVIDIA H200") for run in runs)
