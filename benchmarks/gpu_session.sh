@@ -84,6 +84,9 @@ step 30 "$PY" benchmarks/graph_nodes.py
 # What this driver refuses while a stream captures (session 53): into the log. tools/fakecuda
 # models the 13.0 driver's answers; a driver that answers otherwise shows here first.
 step 30 "$PY" tools/probes/capture_calls.py
+# Edges with data into one graph node, and a kernel's own cluster size in the occupancy
+# queries, as the driver answers them (session 85): into the log.
+step 30 "$PY" tools/probes/graph_edges.py
 step 45 "$PY" -m pytest benchmarks/test_bench_stream.py -q -p no:cacheprovider \
     --benchmark-json="$OUT/pytest-benchmark-stream.json"
 # compute-sanitizer's memcheck over the GPU tests: a kernel reading or writing outside the
