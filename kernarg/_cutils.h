@@ -100,6 +100,40 @@ static inline void kernarg_set_ref(PyObject **slot, PyObject *v) {
     Py_XDECREF(old);
 }
 
+/* A pointer published to readers that take no lock: stored with release once what it points
+   to is written, loaded with acquire, and pushed onto a list head by compare-and-swap (the
+   producer-stream waits' event pools, _launch.pyx, which are never freed). */
+static inline void *kernarg_load_ptr(void *const *slot) {
+    return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+}
+static inline int kernarg_push_ptr(void **head, void **next, void *node) {
+    /* *next = *head, then *head = node if *head is still *next; 1 once done. */
+    *next = __atomic_load_n(head, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(head, next, node, 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED)) {
+    }
+    return 1;
+}
+
+/* A spin lock for a few instructions' work that no thread may be suspended in (an event
+   pool's pop and push, _launch.pyx): taken with no call into Python and no blocking call, so
+   it never suspends the caller's critical sections, kernarg's among them, as a contended
+   PyMutex or critical section would. On a GIL build it compiles to nothing: the GIL, held
+   throughout, is the exclusion. */
+#if KERNARG_GUARDED_BUILD
+#include <sched.h>
+static inline void kernarg_spin_lock(int *lock) {
+    while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(lock, __ATOMIC_RELAXED))
+            sched_yield();
+    }
+}
+static inline void kernarg_spin_unlock(int *lock) { __atomic_store_n(lock, 0, __ATOMIC_RELEASE); }
+#else
+static inline void kernarg_spin_lock(int *lock) { (void)lock; }
+static inline void kernarg_spin_unlock(int *lock) { (void)lock; }
+#endif
+
 /* A ctypes instance's value is read under the instance's own critical section on a
    free-threaded build: CPython 3.14t's ctypes sets values, fields and elements under it (the
    setters of .value, of a Structure's fields, of an Array's items and slices), so a value

@@ -15,7 +15,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE
-from libc.stdlib cimport atexit, free, malloc
+from libc.stdlib cimport atexit, calloc, free, malloc
 
 from kernarg._cdefs cimport (
     PyCFunction_NewEx,
@@ -83,6 +83,10 @@ cdef extern from "_cutils.h":
     void store_uint "KERNARG_STORE_RELAXED"(unsigned int, unsigned int) noexcept nogil
     void kernarg_set_ref(PyObject** slot, PyObject* v) noexcept
     void kernarg_copy_words(void* dst, const void* src, size_t nwords) noexcept nogil
+    void* kernarg_load_ptr(void* const* slot) noexcept nogil
+    int kernarg_push_ptr(void** head, void** next, void* node) noexcept nogil
+    void kernarg_spin_lock(int* lock) noexcept nogil
+    void kernarg_spin_unlock(int* lock) noexcept nogil
 
 import array
 import operator
@@ -1184,51 +1188,117 @@ cdef _Module _load_image(bytes image):
     return mod
 
 
-# One event per context, reused for every producer-stream wait. cuStreamWaitEvent waits on the
-# work the event captured when it is called, so the event can be recorded again right after.
-# Recording and waiting happen with the GIL held, so no other kernarg call can re-record the
-# event in between; an event must be recorded on a stream of its own context, hence one per
-# context (the producer stream's, which need not be the launch's). The last one used is kept
-# in two C globals, so a single-GPU program never looks in the dict.
-cdef dict _ctx_events = {}          # CUcontext -> CUevent, both as ints
-cdef cydriver.CUcontext _last_ctx = NULL
-cdef cydriver.CUevent _last_event = NULL
+# The events of the producer-stream waits: recorded on a producer stream, then waited on by the
+# launch stream. cuStreamWaitEvent waits on the work the event captured when it is called, so
+# the event can be recorded again right after, and events are reused, not made per launch. An
+# event must be recorded on a stream of its own context (the producer stream's, which need not
+# be the launch's), so each context has a pool of them: a wait takes one, records it, waits on
+# it and gives it back. The pool's pop and push are a few instructions under a spin lock
+# (nothing on a GIL build), so that a free-threaded build's launches wait with no section, in
+# parallel, each thread on an event of its own. The pools are a list pushed onto by
+# compare-and-swap and never freed (as the events, whose contexts may go and whose handles
+# may be reused, are never destroyed but when a pool is full).
+cdef enum:
+    EVENTS_KEPT = 16            # events a context's pool keeps; more at once are destroyed after
+
+cdef struct EventPool:
+    cydriver.CUcontext ctx
+    EventPool* next
+    int lock                    # kernarg_spin_lock's
+    int nfree                   # events in free[:nfree]
+    cydriver.CUevent free[EVENTS_KEPT]
+
+cdef EventPool* _event_pools = NULL     # every context's pool, newest first
 
 
-cdef cydriver.CUevent _event_for(cydriver.CUcontext ctx, bint fresh) except NULL:
-    """The reusable event of ``ctx`` (a new one when ``fresh``: the cached one went stale)."""
-    global _last_ctx, _last_event
+cdef EventPool* _pool_of(cydriver.CUcontext ctx) noexcept nogil:
+    """The event pool of ``ctx`` (made on first use), or NULL with no memory for one. Two
+    threads may make one for the same context at once: the later one is used, the earlier
+    one's events live on in it, and both are correct."""
+    cdef EventPool* pool = <EventPool*>kernarg_load_ptr(<void**>&_event_pools)
+    while pool != NULL and pool.ctx != ctx:
+        pool = pool.next
+    if pool == NULL:
+        pool = <EventPool*>calloc(1, sizeof(EventPool))
+        if pool != NULL:
+            pool.ctx = ctx
+            kernarg_push_ptr(<void**>&_event_pools, <void**>&pool.next, pool)
+    return pool
+
+
+cdef cydriver.CUevent _take_event(EventPool* pool) noexcept nogil:
+    """One of the pool's events, this caller's until _give_event; NULL when it has none."""
     cdef cydriver.CUevent event = NULL
-    cdef cydriver.CUcontext popped
-    cdef cydriver.CUresult err
-    handle = None if fresh else _ctx_events.get(<uintptr_t>ctx)
-    if handle is not None:
-        event = <cydriver.CUevent><uintptr_t>handle
-    else:
-        _check(cydriver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent (the producer stream's context)")
-        err = cydriver.cuEventCreate(&event, cydriver.CU_EVENT_DISABLE_TIMING)
-        cydriver.cuCtxPopCurrent(&popped)
-        _check(err, "cuEventCreate")
-        _ctx_events[<uintptr_t>ctx] = <uintptr_t>event
-    _last_ctx = ctx
-    _last_event = event
+    kernarg_spin_lock(&pool.lock)
+    if pool.nfree:
+        pool.nfree -= 1
+        event = pool.free[pool.nfree]
+    kernarg_spin_unlock(&pool.lock)
     return event
 
 
-cdef int _wait_on(cydriver.CUstream producer, cydriver.CUstream stream) except -1:
-    """Make ``stream`` wait for the work enqueued so far on ``producer``."""
-    cdef cydriver.CUcontext ctx
-    cdef cydriver.CUevent event
-    cdef cydriver.CUresult err
-    _check(cydriver.cuStreamGetCtx(producer, &ctx), "cuStreamGetCtx on a producer stream")
-    event = _last_event if ctx == _last_ctx and ctx != NULL else _event_for(ctx, False)
-    err = cydriver.cuEventRecord(event, producer)
-    if err == cydriver.CUDA_ERROR_INVALID_HANDLE or err == cydriver.CUDA_ERROR_CONTEXT_IS_DESTROYED:
-        # The context was destroyed and its handle reused since the event was made.
-        event = _event_for(ctx, True)
-        err = cydriver.cuEventRecord(event, producer)
-    _check(err, "cuEventRecord on a producer stream")
-    _check(cydriver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+cdef void _give_event(EventPool* pool, cydriver.CUevent event) noexcept nogil:
+    """Give ``event`` back to the pool, or destroy it where the pool is full."""
+    cdef bint kept = False
+    kernarg_spin_lock(&pool.lock)
+    if pool.nfree < EVENTS_KEPT:
+        pool.free[pool.nfree] = event
+        pool.nfree += 1
+        kept = True
+    kernarg_spin_unlock(&pool.lock)
+    if not kept:
+        cydriver.cuEventDestroy(event)
+
+
+cdef cydriver.CUresult _new_event(cydriver.CUcontext ctx,
+                                  cydriver.CUevent* event) noexcept nogil:
+    """A new event of ``ctx`` (pushed current for it, popped after)."""
+    cdef cydriver.CUcontext popped
+    cdef cydriver.CUresult err = cydriver.cuCtxPushCurrent(ctx)
+    if err != cydriver.CUDA_SUCCESS:
+        return err
+    err = cydriver.cuEventCreate(event, cydriver.CU_EVENT_DISABLE_TIMING)
+    cydriver.cuCtxPopCurrent(&popped)
+    return err
+
+
+cdef int _wait_on(cydriver.CUstream producer, cydriver.CUstream stream,
+                  LazySection* lazy) except -1:
+    """Make ``stream`` wait for the work enqueued so far on ``producer``. ``lazy``: as for
+    _enqueue; a failure enters it."""
+    cdef cydriver.CUcontext ctx = NULL
+    cdef cydriver.CUevent event = NULL
+    cdef EventPool* pool = NULL
+    cdef const char* what = "cuStreamGetCtx on a producer stream"
+    cdef cydriver.CUresult err = cydriver.cuStreamGetCtx(producer, &ctx)
+    if err == cydriver.CUDA_SUCCESS:
+        pool = _pool_of(ctx)
+        if pool == NULL:
+            enter_lazily(lazy)
+            raise MemoryError()
+        event = _take_event(pool)
+        what = "cuEventRecord on a producer stream"
+        if event != NULL:
+            err = cydriver.cuEventRecord(event, producer)
+            if err == cydriver.CUDA_ERROR_INVALID_HANDLE or \
+                    err == cydriver.CUDA_ERROR_CONTEXT_IS_DESTROYED:
+                # Made in a context since destroyed, whose handle was reused: left as it is.
+                event = NULL
+        if event == NULL:
+            err = _new_event(ctx, &event)
+            if err != cydriver.CUDA_SUCCESS:
+                event = NULL
+                what = "cuEventCreate (in the producer stream's context)"
+            else:
+                err = cydriver.cuEventRecord(event, producer)
+        if err == cydriver.CUDA_SUCCESS:
+            what = "cuStreamWaitEvent"
+            err = cydriver.cuStreamWaitEvent(stream, event, 0)
+        if event != NULL:
+            _give_event(pool, event)
+    if err != cydriver.CUDA_SUCCESS:
+        enter_lazily(lazy)
+        _check(err, (<bytes>what).decode())
     return 0
 
 
@@ -1323,25 +1393,28 @@ def set_producer_sync(enabled):
 
 cdef inline int _wait_for_producers(const BlockState* st, uint64_t stream,
                                     Capture* capture, LazySection* lazy) except -1:
-    # Inline, so that a launch with no producer stream (most) makes no call. The events are
-    # kernarg's (one per context, recorded then waited on): in its section.
+    # Inline, so that a launch with no producer stream (most) makes no call. The waits need no
+    # section (each takes an event of its own from its context's pool); a capture's checks
+    # and a failure enter it.
     if st.nstreams == 0 or not load_int(_producer_sync):
         return 0
-    enter_lazily(lazy)
-    return _wait_on_producers(st, stream, capture)
+    return _wait_on_producers(st, stream, capture, lazy)
 
 
-cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capture) except -1:
+cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capture,
+                            LazySection* lazy) except -1:
     cdef Py_ssize_t i
     cdef uint64_t producer
     if capture.active:      # refuse before enqueuing anything
+        enter_lazily(lazy)
         for i in range(st.nstreams):
             if st.streams[i] != stream:
                 _check_captured_producer(st.streams[i], stream, capture)
     for i in range(st.nstreams):
         producer = st.streams[i]
         if producer != stream:
-            _wait_on(<cydriver.CUstream><uintptr_t>producer, <cydriver.CUstream><uintptr_t>stream)
+            _wait_on(<cydriver.CUstream><uintptr_t>producer, <cydriver.CUstream><uintptr_t>stream,
+                     lazy)
     return 0
 
 

@@ -1194,6 +1194,34 @@ def test_launch_waits_for_producer_stream(ctx):
     assert struct.unpack("<i", dst.read())[0] == 1234
 
 
+def test_waits_on_producers_in_contexts_destroyed_and_made_again(ctx, monkeypatch):
+    # A wait records an event of the producer stream's context, from a pool kept per context
+    # handle. A context destroyed and another made at its handle (a driver may reuse it;
+    # tools/fakecuda does with FAKECUDA_REUSE_CONTEXTS=1) leaves the first one's event in the
+    # pool: the next wait finds it refused (cuEventRecord) and makes a fresh one.
+    monkeypatch.setenv("FAKECUDA_REUSE_CONTEXTS", "1")
+    k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
+    consumer = int(check(driver.cuStreamCreate(1)))
+    src = DeviceArray(4, typestr="<i4")
+    host = np.array([77], np.int32)
+    check(driver.cuMemcpyHtoD(src.ptr, host.ctypes.data, 4))
+    handles = []
+    for value in (5, 6, 7):
+        other = _create_context(ctx)                        # current now, over the primary
+        producer = int(check(driver.cuStreamCreate(1)))
+        check(driver.cuCtxPopCurrent())
+        src.stream = producer
+        dst = DeviceArray(4, typestr="<i4")
+        k_copy.launch(1, 1, dst, src, stream=consumer)
+        assert struct.unpack("<i", dst.read()) == (77,), value
+        check(driver.cuStreamDestroy(producer))
+        check(driver.cuCtxDestroy(other))
+        handles.append(int(other))
+    name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
+    if b"fakecuda" in name:
+        assert len(set(handles)) == 1, handles     # the stale events were met, and replaced
+
+
 def test_cluster_and_cooperative(ctx):
     k = kernarg.Kernel.from_source(IDS, "ids")
     out = DeviceArray(4 * 8 * 32, typestr="<i4")
@@ -3670,12 +3698,12 @@ def test_threads_each_keep_their_own_context(ctx):
 
 def test_launches_run_while_another_thread_holds_the_section(ctx):
     """On a free-threaded CPython, Kernel.launch and a prepared launch take kernarg's section
-    only once a launch needs it (a kernel's first check of a limit, producer streams, launch
-    attributes, arguments the packers place only in it, a failure): the usual launch -- no
-    attributes, on None or an int stream, of numbers and arrays of the CUDA Array Interface --
-    runs without it, typed and untyped, so threads launch at once. Here every launch runs while
-    another thread holds the section: with the section taken on entry, they waited for it, and
-    the holder gave up after its 60 s."""
+    only once a launch needs it (a kernel's first check of a limit, launch attributes,
+    arguments the packers place only in it, a capture, a failure): the usual launch -- no
+    attributes, on None or an int stream, of numbers and arrays of the CUDA Array Interface,
+    waiting on the arrays' producer streams -- runs without it, typed and untyped, so threads
+    launch at once. Here every launch runs while another thread holds the section: with the
+    section taken on entry, they waited for it, and the holder gave up after its 60 s."""
     from test_free_threaded import (
         FREE_THREADED,
         _free_slot_subclass,
@@ -3704,6 +3732,10 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     # A blocking stream (flags 0): its launches and the legacy stream's are ordered as made,
     # so the last one made is the last to write.
     stream = int(check(driver.cuStreamCreate(0)))
+    # An array whose producer stream the launches on `stream` wait on (an event of the
+    # producer's context, from its pool: the first wait, outside the section, makes both).
+    producer = int(check(driver.cuStreamCreate(1)))
+    produced = Array(4 * 64, stream=producer, typestr="<f4")
     try:
         prepared = k.prepare(1, 64, stream=stream)
         k.launch(1, 64, out, 0.0, 64)           # the kernel's limits, checked (in the section)
@@ -3715,11 +3747,15 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
                 k.launch(grid, block, out, float(i) + 0.25, 64, stream=stream)
                 prepared(out, float(i) + 0.5, 64)
                 untyped.launch(1, 64, out, f32(i + 0.75), i32(64), stream=stream)
+                k.launch(1, 64, produced, float(i), 64, stream=stream)
+                prepared(produced, float(i) + 0.5, 64)
                 assert holds() is False
         check(driver.cuStreamSynchronize(stream))
         assert (np.frombuffer(out.read(), np.float32) == 50.75).all()
+        assert (np.frombuffer(produced.read(), np.float32) == 50.5).all()
     finally:
         check(driver.cuStreamDestroy(stream))
+        check(driver.cuStreamDestroy(producer))
 
 
 def test_threads_launching_one_kernel_each_get_their_own_dimensions(ctx):
@@ -3757,6 +3793,43 @@ def test_threads_launching_one_kernel_each_get_their_own_dimensions(ctx):
         k.launch(grid, 32, single, float(j), n)
     got = np.frombuffer(single.read(), np.float32)
     assert (got[:64] == 2).all() and (got[64:] == 0).all()
+
+
+def test_threads_waiting_on_producer_streams_each_take_an_event(ctx):
+    """Threads launch at once on streams of their own, with arrays produced on a stream they
+    share and on one of each thread's own: every launch waits on its arrays' producer streams,
+    each with an event of the context's pool (on a free-threaded build, outside kernarg's
+    section: the pool's own lock guards it). Every launch must land, in order on its stream.
+    (ThreadSanitizer checks the pool itself: docs/development.md.)"""
+    from test_threads import _run_threads
+
+    k = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
+    primary = check(driver.cuCtxGetCurrent())
+    shared = int(check(driver.cuStreamCreate(1)))
+    src = DeviceArray(4, stream=shared, typestr="<i4")
+    host = np.array([4321], np.int32)
+    check(driver.cuMemcpyHtoD(src.ptr, host.ctypes.data, 4))
+    outs = [DeviceArray(4, typestr="<i4") for _ in range(4)]
+
+    def body(i):
+        check(driver.cuCtxSetCurrent(primary))      # for the thread's streams
+        stream = int(check(driver.cuStreamCreate(1)))
+        own = int(check(driver.cuStreamCreate(1)))
+        dst = DeviceArray(4, stream=own, typestr="<i4")
+        try:
+            for _ in range(200):
+                k.launch(1, 1, dst, src, stream=stream)             # waits on own and shared
+                k.launch(1, 1, outs[i], dst, stream=stream)
+            check(driver.cuStreamSynchronize(stream))
+        finally:
+            check(driver.cuStreamDestroy(stream))
+            check(driver.cuStreamDestroy(own))
+
+    try:
+        _run_threads(body, 4)       # started together; a thread's exception is raised here
+    finally:
+        check(driver.cuStreamDestroy(shared))
+    assert [struct.unpack("<i", out.read())[0] for out in outs] == [4321] * 4
 
 
 def test_launch_on_another_gpu_leaves_the_current_device(ctx):

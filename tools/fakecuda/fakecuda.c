@@ -79,11 +79,12 @@ enum { M_CTX = 0x43545831, M_STREAM, M_EVENT, M_MODULE, M_FUNC, M_GRAPH, M_EXEC,
 
 typedef struct { int magic; int device; int retained; unsigned long long id; } Ctx;
 static Ctx primary[MAX_DEVICES];
+static Ctx* last_destroyed = NULL;    /* (FAKECUDA_REUSE_CONTEXTS: ctx_create) */
 
 typedef struct Graph Graph;
 typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Stream;
 typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id;
-                 unsigned int flags; } Event;
+                 unsigned int flags; unsigned long long ctx_id; } Event;
 
 typedef struct { int magic; void* func; } KernelHandle;     /* see Func's `kernel` */
 
@@ -454,7 +455,18 @@ static CUresult ctx_create(CUcontext* out, CUdevice d) {
     CUresult e = need_init();
     if (e || (e = check_device(d))) return e;
     if (ctx_depth == 32) return fail(CUDA_ERROR_INVALID_VALUE, "context stack full");
-    Ctx* x = calloc(1, sizeof *x);
+    /* FAKECUDA_REUSE_CONTEXTS=1: the last context destroyed gives its handle to the next one
+     * made, as a driver may (kernarg's per-context caches must tell them apart). Off by
+     * default: the streams of a destroyed context are not invalidated here. */
+    const char* reuse = getenv("FAKECUDA_REUSE_CONTEXTS");
+    Ctx* x = NULL;
+    if (reuse && atoi(reuse) && last_destroyed) {
+        x = last_destroyed;
+        memset(x, 0, sizeof *x);
+    } else {
+        x = calloc(1, sizeof *x);
+    }
+    last_destroyed = NULL;
     if (!x) return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuCtxCreate");
     x->magic = M_CTX;
     x->device = d;
@@ -481,6 +493,7 @@ static CUresult fk_CtxDestroy(CUcontext c) {
         if (ctx_stack[i] != x) ctx_stack[kept++] = ctx_stack[i];
     ctx_depth = kept;
     x->magic = 0;
+    last_destroyed = x;
     return CUDA_SUCCESS;
 }
 
@@ -635,6 +648,7 @@ static CUresult fk_EventCreate(CUevent* h, unsigned int flags) {
     Event* ev = calloc(1, sizeof *ev);
     ev->magic = M_EVENT;
     ev->ctx = current();
+    ev->ctx_id = ev->ctx->id;
     ev->flags = flags;
     *h = (CUevent)ev;
     return CUDA_SUCCESS;
@@ -642,6 +656,9 @@ static CUresult fk_EventCreate(CUevent* h, unsigned int flags) {
 static CUresult get_event(CUevent h, Event** out, const char* what) {
     Event* ev = (Event*)h;
     if (!ev || ev->magic != M_EVENT) return fail(CUDA_ERROR_INVALID_HANDLE, "%s: event %p", what, (void*)h);
+    /* An event of a destroyed context (its handle perhaps another context's now). */
+    if (ev->ctx->magic != M_CTX || ev->ctx->id != ev->ctx_id)
+        return fail(CUDA_ERROR_CONTEXT_IS_DESTROYED, "%s: event %p of a destroyed context", what, (void*)h);
     *out = ev;
     return CUDA_SUCCESS;
 }
