@@ -51,6 +51,20 @@ cfg = core.LaunchConfig(grid=1, block=1)
 f = _written_out('launch(cs, cfg, ck, {args})', args, launch=kernarg.launch, cs=cs, cfg=cfg,
                  ck=ck)
 """),
+    # A prepared launch whose first array has a producer stream (a driver-made one), so that
+    # each launch waits on it: an event recorded there and waited on (session 85's pools).
+    "prepared, producer wait": ("*_prepared_vectorcall*", """
+from cuda.bindings import driver
+class _Produced:
+    def __init__(self, stream):
+        self.stream = stream
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (1,), "typestr": "<i8", "version": 3, "data": (1 << 40, False),
+                "strides": None, "stream": self.stream}
+args = (_Produced(int(driver.cuStreamCreate(1)[1])),) + args[1:]
+f = _written_out('p({args})', args, p=p)
+"""),
     # The same, launching two cuda.core kernels in turn, each with its own config (as a loop
     # of a few kernels does): each launch finds another kernel and config than the last.
     "kernarg.launch, 2 in turn": ("*_launch__launch_fastcall*", """

@@ -109,6 +109,20 @@ _FILL = r"""extern "C" __global__ void fill(float* x, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"""
 
 
+class _ProducedCAI(_PropertyCAI):
+    """An interface array whose producer stream (``stream``) a launch on another stream waits
+    on: an event recorded there, waited on by the launch stream."""
+
+    def __init__(self, ptr, stream):
+        super().__init__(ptr)
+        self.stream = stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (4,), "typestr": "<f4", "data": (self.ptr, False), "version": 3,
+                "strides": None, "stream": self.stream}
+
+
 def _launch_cases():
     """name: (a function making the thread's own callable, one making its own arguments): each
     thread makes a stream, then calls callable(*arguments)."""
@@ -135,6 +149,9 @@ def _launch_cases():
             lambda s: k.prepare(1, 32, stream=s), lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
         "prepared launch 3 (int, float, int)": (
             lambda s: k.prepare(1, 32, stream=s), lambda: (1 << 32, 0.5, 0)),
+        "prepared launch 3 (CAI array of a producer stream, float, int)": (
+            lambda s: k.prepare(1, 32, stream=s),
+            lambda: (_ProducedCAI(1 << 32, stream()), 0.5, 0)),
         "untyped prepared launch 3 (int, numpy.float32, numpy.int32)": (
             lambda s: untyped.prepare(1, 32, stream=s),
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
