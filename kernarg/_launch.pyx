@@ -1395,10 +1395,13 @@ cdef inline int _wait_for_producers(const BlockState* st, uint64_t stream,
                                     Capture* capture, LazySection* lazy) except -1:
     # Inline, so that a launch with no producer stream (most) makes no call. The waits need no
     # section (each takes an event of its own from its context's pool); a capture's checks
-    # and a failure enter it.
+    # and a failure enter it. Called through a pointer, which the C compiler cannot inline:
+    # inlined (with the pools' code in it), it grew _ready_to_enqueue past what the compiler
+    # inlines into the launches, which then ran 35 instructions more with no producer at all
+    # (tools/probes/cold_launch.py, session 85).
     if st.nstreams == 0 or not load_int(_producer_sync):
         return 0
-    return _wait_on_producers(st, stream, capture, lazy)
+    return _wait_on_producers_out_of_line(st, stream, capture, lazy)
 
 
 cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capture,
@@ -1416,6 +1419,10 @@ cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capt
             _wait_on(<cydriver.CUstream><uintptr_t>producer, <cydriver.CUstream><uintptr_t>stream,
                      lazy)
     return 0
+
+
+ctypedef int (*WaitOnProducers)(const BlockState*, uint64_t, Capture*, LazySection*) except -1
+cdef WaitOnProducers _wait_on_producers_out_of_line = _wait_on_producers
 
 
 cdef inline void _fill_launch_config(cydriver.CUlaunchConfig* config, const Dims* d,

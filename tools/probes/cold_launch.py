@@ -119,7 +119,13 @@ def _collect(entry: str, setup: str, n: int, count: int, tmp: str,
     with open(script, "w") as f:
         f.write(DRIVER.format(setup=setup, stream=STREAMS[stream]))
     out = os.path.join(tmp, "callgrind.out")
-    env = dict(os.environ, FAKECUDA_EVICT=str(2 << 20))
+    # PYTHONPATH: the kernarg of this tree, also where the interpreter's environment has another
+    # installed (an editable install of the main checkout, when this is a baseline's worktree:
+    # the script runs from a temporary folder, so nothing else puts ROOT first).
+    # PYTHONHASHSEED: a form that builds a dict (an interface's property) varies by tens of
+    # instructions between processes with the strings' hashes otherwise.
+    env = dict(os.environ, FAKECUDA_EVICT=str(2 << 20), PYTHONHASHSEED="0",
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     cmd = [os.path.join(ROOT, "tools", "fakecuda", "run.sh"),
            "valgrind", "--tool=callgrind", "--cache-sim=yes",
            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
