@@ -106,13 +106,12 @@ static inline void kernarg_set_ref(PyObject **slot, PyObject *v) {
 static inline void *kernarg_load_ptr(void *const *slot) {
     return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 }
-static inline int kernarg_push_ptr(void **head, void **next, void *node) {
-    /* *next = *head, then *head = node if *head is still *next; 1 once done. */
+static inline void kernarg_push_ptr(void **head, void **next, void *node) {
+    /* *next = *head, then *head = node if *head is still *next (else again). */
     *next = __atomic_load_n(head, __ATOMIC_RELAXED);
     while (!__atomic_compare_exchange_n(head, next, node, 0, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED)) {
     }
-    return 1;
 }
 
 /* A spin lock for a few instructions' work that no thread may be suspended in (an event

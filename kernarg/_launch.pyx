@@ -84,7 +84,7 @@ cdef extern from "_cutils.h":
     void kernarg_set_ref(PyObject** slot, PyObject* v) noexcept
     void kernarg_copy_words(void* dst, const void* src, size_t nwords) noexcept nogil
     void* kernarg_load_ptr(void* const* slot) noexcept nogil
-    int kernarg_push_ptr(void** head, void** next, void* node) noexcept nogil
+    void kernarg_push_ptr(void** head, void** next, void* node) noexcept nogil
     void kernarg_spin_lock(int* lock) noexcept nogil
     void kernarg_spin_unlock(int* lock) noexcept nogil
 
