@@ -1206,17 +1206,18 @@ def test_waits_on_producers_in_contexts_destroyed_and_made_again(ctx, monkeypatc
     host = np.array([77], np.int32)
     check(driver.cuMemcpyHtoD(src.ptr, host.ctypes.data, 4))
     handles = []
-    for value in (5, 6, 7):
+    for attempt in range(3):
         other = _create_context(ctx)                        # current now, over the primary
         producer = int(check(driver.cuStreamCreate(1)))
         check(driver.cuCtxPopCurrent())
         src.stream = producer
         dst = DeviceArray(4, typestr="<i4")
         k_copy.launch(1, 1, dst, src, stream=consumer)
-        assert struct.unpack("<i", dst.read()) == (77,), value
+        assert struct.unpack("<i", dst.read()) == (77,), attempt
         check(driver.cuStreamDestroy(producer))
         check(driver.cuCtxDestroy(other))
         handles.append(int(other))
+    check(driver.cuStreamDestroy(consumer))
     name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
     if b"fakecuda" in name:
         assert len(set(handles)) == 1, handles     # the stale events were met, and replaced
