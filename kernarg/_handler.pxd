@@ -1,6 +1,6 @@
 # Declarations other Cython modules cimport from kernarg._handler. This file is ABI.
 from cpython.object cimport PyObject, PyTypeObject
-from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+from libc.stdint cimport uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 
 from kernarg._cdefs cimport PyLong_Type, Py_TYPE_P, kernarg_small_int
@@ -42,6 +42,7 @@ cdef struct Arena:
     void* argv[KERNARG_INLINE_ARGS]
     uint16_t sizes[KERNARG_INLINE_ARGS]
     uint64_t streams[KERNARG_MAX_STREAMS]
+    uint32_t stream_args[KERNARG_MAX_STREAMS]
 
 
 # Everything the packing core reads and writes. A ParamBlock embeds one; the C API builds one
@@ -57,6 +58,7 @@ cdef struct BlockState:
     bint fixed              # caller-owned area: never grows
     PyObject* capsules      # owned list of consumed DLPack capsules, or NULL
     uint64_t* streams       # KERNARG_MAX_STREAMS producer stream handles
+    uint32_t* stream_args   # ... the argument that first recorded each, or NULL (the C API's)
     Py_ssize_t nstreams
     bint check_device       # refuse arrays known to live on a device other than `device`
     int device              # the launch device's ordinal, when check_device

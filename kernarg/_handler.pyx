@@ -13,7 +13,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE
 
-from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+from libc.stdint cimport uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -385,6 +385,8 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
                              f"{KERNARG_MAX_STREAMS + 1}th distinct one; kernarg records at "
                              f"most {KERNARG_MAX_STREAMS} per argument list")
         st.streams[st.nstreams] = r.stream
+        if st.stream_args != NULL:
+            st.stream_args[st.nstreams] = <uint32_t>index
         st.nstreams += 1
     return 0
 
@@ -851,6 +853,7 @@ cdef inline void arena_block_init(ParamBlock blk, object keep, Py_ssize_t n,
     blk._arena = arena
     st.nargs = n
     st.streams = arena.streams
+    st.stream_args = arena.stream_args
     st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
     st.capacity = KERNARG_INLINE_BYTES
     st.argv = arena.argv
@@ -1171,6 +1174,7 @@ cdef ParamBlock block_from_state(BlockState* src, object keep):
         st.argv[i] = st.data + (<char*>src.argv[i] - src.data)
     memcpy(st.sizes, src.sizes, src.nargs * sizeof(uint16_t))
     memcpy(st.streams, src.streams, src.nstreams * sizeof(uint64_t))
+    memcpy(st.stream_args, src.stream_args, src.nstreams * sizeof(uint32_t))
     st.nstreams = src.nstreams
     st.nbytes = src.nbytes
     st.check_device = src.check_device

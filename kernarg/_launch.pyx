@@ -1262,14 +1262,15 @@ cdef cydriver.CUresult _new_event(cydriver.CUcontext ctx,
     return err
 
 
-cdef int _wait_on(cydriver.CUstream producer, cydriver.CUstream stream,
+cdef int _wait_on(const BlockState* st, Py_ssize_t i, cydriver.CUstream stream,
                   LazySection* lazy) except -1:
-    """Make ``stream`` wait for the work enqueued so far on ``producer``. ``lazy``: as for
-    _enqueue; a failure enters it."""
+    """Make ``stream`` wait for the work enqueued so far on ``st``'s producer stream ``i``.
+    ``lazy``: as for _enqueue; a failure enters it."""
+    cdef cydriver.CUstream producer = <cydriver.CUstream><uintptr_t>st.streams[i]
     cdef cydriver.CUcontext ctx = NULL
     cdef cydriver.CUevent event = NULL
     cdef EventPool* pool = NULL
-    cdef const char* what = "cuStreamGetCtx on a producer stream"
+    cdef const char* what = "cuStreamGetCtx"
     cdef cydriver.CUresult err = cydriver.cuStreamGetCtx(producer, &ctx)
     if err == cydriver.CUDA_SUCCESS:
         pool = _pool_of(ctx)
@@ -1277,7 +1278,7 @@ cdef int _wait_on(cydriver.CUstream producer, cydriver.CUstream stream,
             enter_lazily(lazy)
             raise MemoryError()
         event = _take_event(pool)
-        what = "cuEventRecord on a producer stream"
+        what = "cuEventRecord"
         if event != NULL:
             err = cydriver.cuEventRecord(event, producer)
             if err == cydriver.CUDA_ERROR_INVALID_HANDLE or \
@@ -1292,14 +1293,22 @@ cdef int _wait_on(cydriver.CUstream producer, cydriver.CUstream stream,
             else:
                 err = cydriver.cuEventRecord(event, producer)
         if err == cydriver.CUDA_SUCCESS:
-            what = "cuStreamWaitEvent"
+            what = "cuStreamWaitEvent (by the launch stream)"
             err = cydriver.cuStreamWaitEvent(stream, event, 0)
         if event != NULL:
             _give_event(pool, event)
     if err != cydriver.CUDA_SUCCESS:
         enter_lazily(lazy)
-        _check(err, (<bytes>what).decode())
+        _check(err, f"{_producer_of(st, i)}: waiting for it, {(<bytes>what).decode()}")
     return 0
+
+
+cdef str _producer_of(const BlockState* st, Py_ssize_t i):
+    """Names ``st``'s producer stream ``i`` and the argument it came from, for an error."""
+    cdef str whose = (f"argument {st.stream_args[i]}'s" if st.stream_args != NULL
+                      else "an argument's")
+    return (f"{whose} producer stream {st.streams[i]:#x} (its CUDA Array Interface 'stream', "
+            "or its library's current stream)")
 
 
 cdef struct Capture:
@@ -1320,19 +1329,20 @@ cdef void _capture_of(cydriver.CUstream stream, Capture* c) noexcept nogil:
     c.active = err == cydriver.CUDA_SUCCESS and status == cydriver.CU_STREAM_CAPTURE_STATUS_ACTIVE
 
 
-cdef int _check_captured_producer(uint64_t producer, uint64_t stream, Capture* capture) except -1:
+cdef int _check_captured_producer(const BlockState* st, Py_ssize_t i, uint64_t stream,
+                                  Capture* capture) except -1:
     """Inside a capture, a producer stream can be waited on only if it captures into the same
     graph (it was forked from the capturing stream): an event recorded outside the capture
     cannot be waited on inside it, and touching the legacy default stream would invalidate the
     capture. Refuse before touching anything, so the capture stays usable."""
     cdef Capture other
+    cdef uint64_t producer = st.streams[i]
     if producer != 1:           # the legacy default stream never captures
         _capture_of(<cydriver.CUstream><uintptr_t>producer, &other)
         if other.active and other.id == capture.id:
             return 0
     raise ValueError(
-        f"an argument's producer stream {producer:#x} (its CUDA Array Interface 'stream', or "
-        f"its library's current stream) is not part of the graph being captured on stream "
+        f"{_producer_of(st, i)} is not part of the graph being captured on stream "
         f"{stream:#x}, so the captured launch cannot wait for it. Finish that work before "
         "beginning the capture, or produce the array on the capturing stream (or on one "
         "forked from it)")
@@ -1407,17 +1417,14 @@ cdef inline int _wait_for_producers(const BlockState* st, uint64_t stream,
 cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capture,
                             LazySection* lazy) except -1:
     cdef Py_ssize_t i
-    cdef uint64_t producer
     if capture.active:      # refuse before enqueuing anything
         enter_lazily(lazy)
         for i in range(st.nstreams):
             if st.streams[i] != stream:
-                _check_captured_producer(st.streams[i], stream, capture)
+                _check_captured_producer(st, i, stream, capture)
     for i in range(st.nstreams):
-        producer = st.streams[i]
-        if producer != stream:
-            _wait_on(<cydriver.CUstream><uintptr_t>producer, <cydriver.CUstream><uintptr_t>stream,
-                     lazy)
+        if st.streams[i] != stream:
+            _wait_on(st, i, <cydriver.CUstream><uintptr_t>stream, lazy)
     return 0
 
 
@@ -1604,6 +1611,7 @@ cdef inline void _stack_state_init(BlockState* st, Arena* arena, Py_ssize_t n,
     st.argv = arena.argv
     st.sizes = arena.sizes
     st.streams = arena.streams
+    st.stream_args = arena.stream_args
     set_launch_device(st, device)
 
 

@@ -1223,6 +1223,56 @@ def test_waits_on_producers_in_contexts_destroyed_and_made_again(ctx, monkeypatc
         assert len(set(handles)) == 1, handles     # the stale events were met, and replaced
 
 
+@pytest.mark.parametrize("refusing", [False, True], ids=["driver", "fakecuda-refusing"])
+def test_a_failed_producer_wait_names_the_argument_and_its_stream(ctx, monkeypatch, refusing):
+    # A wait on an argument's producer stream that the driver refuses (tools/fakecuda, told to
+    # refuse every cuStreamWaitEvent, stands in for a stream gone bad) raises the driver's
+    # error naming the argument that exported the stream, the stream and the call, in every
+    # form of launch; nothing is enqueued. A driver that takes the waits runs each.
+    if refusing:
+        monkeypatch.setenv("FAKECUDA_REFUSE_STREAM_WAIT", "1")
+    k_copy = kernarg.Kernel.from_source(SPIN_WRITE, "copy")
+    producer = int(check(driver.cuStreamCreate(1)))
+    consumer = int(check(driver.cuStreamCreate(1)))
+    src = DeviceArray(4, stream=producer, typestr="<i4")   # argument 1
+    host = np.array([55], np.int32)
+    check(driver.cuMemcpyHtoD(src.ptr, host.ctypes.data, 4))
+    graph = check(driver.cuGraphCreate(0))
+    forms = {
+        "Kernel.launch": lambda dst: k_copy.launch(1, 1, dst, src, stream=consumer),
+        "prepared": lambda dst: k_copy.prepare(1, 1, stream=consumer)(dst, src),
+        "bound": lambda dst: k_copy.prepare(1, 1, stream=consumer).bind(dst, src)(),
+        "graph_node": lambda dst: k_copy.graph_node(graph, 1, 1, dst, src, stream=consumer),
+    }
+    for form, launch in forms.items():
+        dst = DeviceArray(4, typestr="<i4")                  # argument 0: no stream
+        check(driver.cuMemsetD8(dst.ptr, 0, 4))
+        check(driver.cuCtxSynchronize())
+        try:
+            launch(dst)
+            refused = None
+        except kernarg.CudaError as e:
+            refused = e
+        if refused is not None:
+            assert refused.name == "CUDA_ERROR_INVALID_HANDLE", form
+            message = str(refused)
+            assert message.startswith(f"argument 1's producer stream {producer:#x} "), message
+            assert "waiting for it, cuStreamWaitEvent (by the launch stream) failed" in message
+        else:
+            name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
+            assert not (refusing and b"fakecuda" in name), "tools/fakecuda was told to refuse"
+            if form == "graph_node":
+                exe = check(driver.cuGraphInstantiate(graph, 0))
+                check(driver.cuGraphLaunch(exe, consumer))
+                check(driver.cuStreamSynchronize(consumer))
+                check(driver.cuGraphExecDestroy(exe))
+            check(driver.cuStreamSynchronize(consumer))
+            assert struct.unpack("<i", dst.read()) == (55,), form
+    check(driver.cuGraphDestroy(graph))
+    for s in (producer, consumer):
+        check(driver.cuStreamDestroy(s))
+
+
 def test_cluster_and_cooperative(ctx):
     k = kernarg.Kernel.from_source(IDS, "ids")
     out = DeviceArray(4 * 8 * 32, typestr="<i4")
@@ -3942,7 +3992,7 @@ def test_capture_refuses_a_producer_stream_outside_the_graph(ctx):
     with pytest.raises(ValueError, match="not part of the graph being captured"):
         k.launch(1, 32, out, 1.0, 32, stream=capturing)
     out.stream = 1                 # the legacy default stream is never part of a capture
-    with pytest.raises(ValueError, match="producer stream 0x1 "):
+    with pytest.raises(ValueError, match=r"^argument 0's producer stream 0x1 \(its CUDA Array "):
         k.launch(1, 32, out, 1.0, 32, stream=capturing)
     out.stream = None
     k.launch(1, 32, out, 2.0, 32, stream=capturing)

@@ -82,7 +82,13 @@ static Ctx primary[MAX_DEVICES];
 static Ctx* last_destroyed = NULL;    /* (FAKECUDA_REUSE_CONTEXTS: ctx_create) */
 
 typedef struct Graph Graph;
-typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id; } Stream;
+typedef struct {
+    int magic;
+    Ctx* ctx;
+    Graph* capture;
+    unsigned long long capture_id;
+    int refuses_waits;      /* made with FAKECUDA_REFUSE_STREAM_WAIT set: fk_StreamWaitEvent */
+} Stream;
 typedef struct { int magic; Ctx* ctx; Graph* capture; unsigned long long capture_id;
                  unsigned int flags; unsigned long long ctx_id; } Event;
 
@@ -523,6 +529,10 @@ static CUresult fk_StreamCreate(CUstream* h, unsigned int flags) {
     Stream* s = calloc(1, sizeof *s);
     s->magic = M_STREAM;
     s->ctx = current();
+    /* Read here, not per wait: a getenv in every cuStreamWaitEvent would put the size of the
+     * environment into tools/probes/cold_launch.py's counts of a waiting launch. */
+    const char* refuse = getenv("FAKECUDA_REFUSE_STREAM_WAIT");
+    s->refuses_waits = refuse && *refuse && atoi(refuse);
     *h = (CUstream)s;
     return CUDA_SUCCESS;
 }
@@ -689,6 +699,10 @@ static CUresult fk_StreamWaitEvent(CUstream sh, CUevent h, unsigned int flags) {
     CUresult e = get_event(h, &ev, "cuStreamWaitEvent");
     if (e || (e = get_stream(sh, &s, "cuStreamWaitEvent"))) return e;
     (void)flags;
+    /* A stream made while FAKECUDA_REFUSE_STREAM_WAIT=1 refuses every wait, as a driver would
+     * for a stream gone bad (for tests of what a failed producer-stream wait reports). */
+    if (s->refuses_waits)
+        return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent: refused (FAKECUDA_REFUSE_STREAM_WAIT)");
     if (ev->capture && ev->capture->magic == M_GRAPH) {
         if (!s->capture) {                  /* joins the capture the event was recorded in */
             if ((uintptr_t)sh <= 2)
