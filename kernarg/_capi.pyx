@@ -9,11 +9,12 @@ from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint16_t, uint64_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from kernarg._handler cimport (
     KERNARG_MAX_PARAM_BYTES,
     BlockState,
+    Producers,
     as_arg_tuple,
     pack_state,
     set_launch_device,
@@ -41,7 +42,11 @@ def get_include():
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
 
-cdef int _open(kernarg_block* block, BlockState* st, Py_ssize_t n) except -1:
+cdef int _open(kernarg_block* block, BlockState* st, Producers* producers,
+               Py_ssize_t n) except -1:
+    """Begin a pack into the caller's ``block``: ``st`` over its memory, the producer streams
+    (with the arguments that brought them) recorded in ``producers`` (_close copies the
+    streams into the block)."""
     if block == NULL:
         raise ValueError("kernarg: block is NULL")
     if block.struct_size < sizeof(kernarg_block):
@@ -59,7 +64,7 @@ cdef int _open(kernarg_block* block, BlockState* st, Py_ssize_t n) except -1:
     st.sizes = block.sizes if block.sizes != NULL else _scratch_sizes
     st.capacity = min(block.capacity, <size_t>KERNARG_MAX_PARAM_BYTES)
     st.fixed = True
-    st.streams = block.streams
+    st.producers = producers
     st.nargs = n
     block.nargs = 0
     block.nbytes = 0
@@ -70,6 +75,7 @@ cdef int _open(kernarg_block* block, BlockState* st, Py_ssize_t n) except -1:
 cdef int _close(kernarg_block* block, BlockState* st, tuple args) except -1:
     block.nargs = st.nargs
     block.nbytes = st.nbytes
+    memcpy(block.streams, st.producers.streams, st.nstreams * sizeof(uint64_t))
     block.nstreams = st.nstreams
     Py_INCREF(args)
     block.keep = <PyObject*>args
@@ -98,10 +104,11 @@ cdef int _pack_block_held(object signature, object args, object stream, int devi
                           kernarg_block* block) except -1:
     cdef tuple t = as_arg_tuple(args, "kernarg")
     cdef BlockState st
+    cdef Producers producers
     if signature is not None:
         t = with_defaults(<Signature>signature, tuple_items(t), PyTuple_GET_SIZE(t)) or t
     cdef uint64_t handle = stream_handle(stream)
-    _open(block, &st, len(t))
+    _open(block, &st, &producers, len(t))
     set_launch_device(&st, device)
     try:
         if signature is None:

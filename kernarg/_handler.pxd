@@ -34,6 +34,13 @@ cdef enum:
     KERNARG_MAX_STREAMS = 16          # distinct producer streams recorded per argument list
 
 
+# The producer streams a block recorded, and for each the argument that first brought it (for
+# errors that name it).
+cdef struct Producers:
+    uint64_t streams[KERNARG_MAX_STREAMS]
+    uint32_t args[KERNARG_MAX_STREAMS]
+
+
 # Storage for the common case, recycled through a C-level pool (per thread on a free-threaded
 # build) so that a pack allocates nothing but the ParamBlock object itself (which Cython's
 # freelist recycles on a GIL build).
@@ -41,8 +48,7 @@ cdef struct Arena:
     double data[KERNARG_INLINE_WORDS]
     void* argv[KERNARG_INLINE_ARGS]
     uint16_t sizes[KERNARG_INLINE_ARGS]
-    uint64_t streams[KERNARG_MAX_STREAMS]
-    uint32_t stream_args[KERNARG_MAX_STREAMS]
+    Producers producers
 
 
 # Everything the packing core reads and writes. A ParamBlock embeds one; the C API builds one
@@ -57,8 +63,7 @@ cdef struct BlockState:
     char* heap_data         # area moved to the heap by growth (owned), or NULL
     bint fixed              # caller-owned area: never grows
     PyObject* capsules      # owned list of consumed DLPack capsules, or NULL
-    uint64_t* streams       # KERNARG_MAX_STREAMS producer stream handles
-    uint32_t* stream_args   # ... the argument that first recorded each, or NULL (the C API's)
+    Producers* producers    # producers.streams[:nstreams]: the producer stream handles
     Py_ssize_t nstreams
     bint check_device       # refuse arrays known to live on a device other than `device`
     int device              # the launch device's ordinal, when check_device

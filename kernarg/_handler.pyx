@@ -378,15 +378,14 @@ cdef int state_take_pointer(BlockState* st, PtrResult* r, Py_ssize_t index,
             _refuse_device(st, index, arg, device)
     if r.has_stream:
         for k in range(st.nstreams):
-            if st.streams[k] == r.stream:
+            if st.producers.streams[k] == r.stream:
                 return 0
         if st.nstreams == KERNARG_MAX_STREAMS:
             raise ValueError(f"argument {index}: its producer stream {r.stream:#x} would be the "
                              f"{KERNARG_MAX_STREAMS + 1}th distinct one; kernarg records at "
                              f"most {KERNARG_MAX_STREAMS} per argument list")
-        st.streams[st.nstreams] = r.stream
-        if st.stream_args != NULL:
-            st.stream_args[st.nstreams] = <uint32_t>index
+        st.producers.streams[st.nstreams] = r.stream
+        st.producers.args[st.nstreams] = <uint32_t>index
         st.nstreams += 1
     return 0
 
@@ -478,7 +477,7 @@ cdef class ParamBlock:
     @property
     def producer_streams(self):
         """Stream handles CUDA Array Interface producers exported; the launch must wait on them."""
-        return tuple([self.st.streams[i] for i in range(self.st.nstreams)])
+        return tuple([self.st.producers.streams[i] for i in range(self.st.nstreams)])
 
     @property
     def args(self):
@@ -852,8 +851,7 @@ cdef inline void arena_block_init(ParamBlock blk, object keep, Py_ssize_t n,
     blk._args = keep
     blk._arena = arena
     st.nargs = n
-    st.streams = arena.streams
-    st.stream_args = arena.stream_args
+    st.producers = &arena.producers
     st.data = <char*>(((<uintptr_t>arena.data) + 15) & ~(<uintptr_t>15))
     st.capacity = KERNARG_INLINE_BYTES
     st.argv = arena.argv
@@ -1173,8 +1171,7 @@ cdef ParamBlock block_from_state(BlockState* src, object keep):
     for i in range(src.nargs):
         st.argv[i] = st.data + (<char*>src.argv[i] - src.data)
     memcpy(st.sizes, src.sizes, src.nargs * sizeof(uint16_t))
-    memcpy(st.streams, src.streams, src.nstreams * sizeof(uint64_t))
-    memcpy(st.stream_args, src.stream_args, src.nstreams * sizeof(uint32_t))
+    st.producers[0] = src.producers[0]
     st.nstreams = src.nstreams
     st.nbytes = src.nbytes
     st.check_device = src.check_device

@@ -1266,7 +1266,7 @@ cdef int _wait_on(const BlockState* st, Py_ssize_t i, cydriver.CUstream stream,
                   LazySection* lazy) except -1:
     """Make ``stream`` wait for the work enqueued so far on ``st``'s producer stream ``i``.
     ``lazy``: as for _enqueue; a failure enters it."""
-    cdef cydriver.CUstream producer = <cydriver.CUstream><uintptr_t>st.streams[i]
+    cdef cydriver.CUstream producer = <cydriver.CUstream><uintptr_t>st.producers.streams[i]
     cdef cydriver.CUcontext ctx = NULL
     cdef cydriver.CUevent event = NULL
     cdef EventPool* pool = NULL
@@ -1305,10 +1305,9 @@ cdef int _wait_on(const BlockState* st, Py_ssize_t i, cydriver.CUstream stream,
 
 cdef str _producer_of(const BlockState* st, Py_ssize_t i):
     """Names ``st``'s producer stream ``i`` and the argument it came from, for an error."""
-    cdef str whose = (f"argument {st.stream_args[i]}'s" if st.stream_args != NULL
-                      else "an argument's")
-    return (f"{whose} producer stream {st.streams[i]:#x} (its CUDA Array Interface 'stream', "
-            "or its library's current stream)")
+    return (f"argument {st.producers.args[i]}'s producer stream "
+            f"{st.producers.streams[i]:#x} (its CUDA Array Interface 'stream', or its "
+            "library's current stream)")
 
 
 cdef struct Capture:
@@ -1336,7 +1335,7 @@ cdef int _check_captured_producer(const BlockState* st, Py_ssize_t i, uint64_t s
     cannot be waited on inside it, and touching the legacy default stream would invalidate the
     capture. Refuse before touching anything, so the capture stays usable."""
     cdef Capture other
-    cdef uint64_t producer = st.streams[i]
+    cdef uint64_t producer = st.producers.streams[i]
     if producer != 1:           # the legacy default stream never captures
         _capture_of(<cydriver.CUstream><uintptr_t>producer, &other)
         if other.active and other.id == capture.id:
@@ -1420,10 +1419,10 @@ cdef int _wait_on_producers(const BlockState* st, uint64_t stream, Capture* capt
     if capture.active:      # refuse before enqueuing anything
         enter_lazily(lazy)
         for i in range(st.nstreams):
-            if st.streams[i] != stream:
+            if st.producers.streams[i] != stream:
                 _check_captured_producer(st, i, stream, capture)
     for i in range(st.nstreams):
-        if st.streams[i] != stream:
+        if st.producers.streams[i] != stream:
             _wait_on(st, i, <cydriver.CUstream><uintptr_t>stream, lazy)
     return 0
 
@@ -1610,8 +1609,7 @@ cdef inline void _stack_state_init(BlockState* st, Arena* arena, Py_ssize_t n,
     st.capacity = KERNARG_INLINE_BYTES
     st.argv = arena.argv
     st.sizes = arena.sizes
-    st.streams = arena.streams
-    st.stream_args = arena.stream_args
+    st.producers = &arena.producers
     set_launch_device(st, device)
 
 
