@@ -1672,17 +1672,19 @@ cdef int _launch_from_stack(Kernel k, Signature sig, const Dims* d,
 
 cdef int _launch(Kernel k, const Dims* d, cydriver.CUlaunchAttribute* attrs,
                  unsigned int nattrs, ParamBlock blk, uint64_t stream,
-                 bint owned=True, PyObject** borrowed=NULL) except -1:
+                 bint owned=True, PyObject** borrowed=NULL, LazySection* lazy=NULL) except -1:
     """Launch ``k`` with ``blk`` on ``stream`` in the kernel's context, then release ``blk``
     -- unless the stream is capturing a graph, which then owns it (see _keep_for_graph), or
     the block is not ``owned`` (a BoundLaunch's, launched again later). ``borrowed``: the
     arguments ``blk`` was packed from; where the block keeps no tuple of them (a vectorcall's),
-    a graph that captures the launch is given one made from these."""
+    a graph that captures the launch is given one made from these. ``lazy``: as for _enqueue,
+    for a block not ``owned`` only (releasing one needs the section)."""
     cdef Capture capture
     cdef bint kept = False
     try:
-        _enqueue(k, d, attrs, nattrs, &blk.st, stream, &capture)
+        _enqueue(k, d, attrs, nattrs, &blk.st, stream, &capture, lazy)
         if capture.active:
+            enter_lazily(lazy)
             if borrowed != NULL and blk._args is None:
                 blk._args = tuple_of(borrowed, blk.st.nargs)
             kept = _keep_for_graph(capture.graph, blk, k)
@@ -4176,22 +4178,20 @@ cdef class BoundLaunch:
     captured into a CUDA graph, until the graph is destroyed. The values are those at bind
     time: a Python scalar changed afterwards is not seen; an array's contents are, as always."""
 
+    cdef void* _vectorcall      # read by CPython: see kernarg_enable_vectorcall
     cdef Kernel _kernel
     cdef readonly LaunchConfig config
     cdef readonly uint64_t stream
-    cdef ParamBlock _blk
+    cdef ParamBlock _blk        # None once closed; read and written under the object's lock
+
+    def __cinit__(self, *args, **kwargs):
+        self._vectorcall = <void*>_bound_vectorcall
 
     def __init__(self):
         raise TypeError("BoundLaunch objects come from PreparedLaunch.bind(*args)")
 
     def __call__(self):
-        cdef LaunchConfig cfg = self.config
-        # A reference of this call's own: another thread may close() while the GIL is
-        # released around the driver call, which still reads the block.
-        cdef ParamBlock blk = self._blk
-        if blk is None:
-            raise ValueError("this BoundLaunch is closed")
-        _launch(self._kernel, &cfg._d, cfg._attrs, cfg._nattrs, blk, self.stream, False)
+        _bound_launch(self, NULL)
 
     @property
     def closed(self):
@@ -4206,8 +4206,14 @@ cdef class BoundLaunch:
 
     def close(self):
         """Let go of the packed arguments. A CUDA graph that captured a launch keeps its own
-        reference, so its replays stay valid."""
+        reference, so its replays stay valid; so does a call in flight on another thread."""
+        cdef kernarg_section cs
+        cdef ParamBlock blk
+        kernarg_object_lock(&cs, <PyObject*>self)
+        blk = self._blk
         self._blk = None
+        kernarg_object_unlock(&cs)
+        blk = None              # the arguments may go here, outside the lock
 
     def __enter__(self):
         return self
@@ -4221,6 +4227,59 @@ cdef class BoundLaunch:
                         "arguments (addresses valid in this process only) and a stream handle; "
                         "pickle its kernel and config, and prepare and bind again where they "
                         "are needed")
+
+
+cdef int _bound_launch(BoundLaunch self, LazySection* lazy) except -1:
+    """A BoundLaunch's call, by either call path; ``lazy``: as for _enqueue. The launcher's
+    kernel, config and stream are set once, by PreparedLaunch.bind, before anyone can call
+    it; its block is read under the launcher's own lock (nothing on a GIL build), into a
+    reference of this call's own: another thread may close() while the driver call, with the
+    GIL released (or on a free-threaded build), still reads the block."""
+    cdef kernarg_section cs
+    cdef ParamBlock blk
+    kernarg_object_lock(&cs, <PyObject*>self)
+    blk = self._blk
+    kernarg_object_unlock(&cs)
+    if blk is None:
+        raise ValueError("this BoundLaunch is closed")
+    # Borrowed (as _prepared_launch borrows them): ``self`` holds both.
+    cdef PyObject* k = <PyObject*>self._kernel
+    cdef PyObject* cfg = <PyObject*>self.config
+    return _launch(<Kernel>k, &(<LaunchConfig>cfg)._d, (<LaunchConfig>cfg)._attrs,
+                   (<LaunchConfig>cfg)._nattrs, blk, self.stream, False, NULL, lazy)
+
+
+cdef object _bound_vectorcall(object callable, PyObject** args, size_t nargsf,
+                              PyObject* kwnames):
+    """BoundLaunch's call, as CPython's vectorcall (as PreparedLaunch's: no tuple, no keyword
+    parsing). CPython calls it from the instance, past the type's guarded slots: on a
+    free-threaded build it takes kernarg's critical section itself, once the launch needs it
+    (_enqueue), so that bound launches on several threads run at once."""
+    cdef BoundLaunch self = <BoundLaunch>callable
+    cdef LazySection lazy
+    if PyVectorcall_NARGS(nargsf) != 0 or (kwnames != NULL
+                                           and PyTuple_GET_SIZE(<object>kwnames) != 0):
+        raise TypeError(f"{type(self).__name__}() takes no arguments: they were bound by "
+                        "PreparedLaunch.bind(*args)")
+    if not KERNARG_GUARDED_BUILD:       # (a C constant: a GIL build compiles only this)
+        _bound_launch(self, NULL)
+        return None
+    lazy.held = False
+    try:
+        _bound_launch(self, &lazy)
+    finally:
+        leave_lazily(&lazy)
+    return None
+
+
+cdef int _enable_bound_vectorcall() except -1:
+    cdef BoundLaunch probe = BoundLaunch.__new__(BoundLaunch)
+    kernarg_enable_vectorcall(<PyTypeObject*>BoundLaunch,
+                              <char*>&probe._vectorcall - <char*><PyObject*>probe)
+    return 0
+
+
+_enable_bound_vectorcall()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -218,6 +218,17 @@ def test_bind_packs_once_and_holds_the_arguments_until_closed():
             with pytest.raises(kernarg.NoDriverError):
                 bound()
         assert producer.exported == 1 and producer.deleted == 0
+    # The bound arguments are the only ones: a call takes none (by either call path).
+    with pytest.raises(TypeError, match=r"BoundLaunch\(\) takes no arguments: they were bound"):
+        bound(1)
+    with pytest.raises(TypeError, match=r"BoundLaunch\(\) takes no arguments"):
+        bound(stream=3)
+    with pytest.raises(TypeError, match="argument"):
+        kernarg.BoundLaunch.__call__(bound, 1)
+    if not HAS_DRIVER:
+        with pytest.raises(kernarg.NoDriverError):
+            kernarg.BoundLaunch.__call__(bound)
+    assert producer.exported == 1 and producer.deleted == 0
     with bound as same:
         assert same is bound
     assert bound.closed and producer.deleted == 1

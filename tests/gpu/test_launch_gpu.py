@@ -3748,13 +3748,14 @@ def test_threads_each_keep_their_own_context(ctx):
 
 
 def test_launches_run_while_another_thread_holds_the_section(ctx):
-    """On a free-threaded CPython, Kernel.launch and a prepared launch take kernarg's section
-    only once a launch needs it (a kernel's first check of a limit, launch attributes,
-    arguments the packers place only in it, a capture, a failure): the usual launch -- no
-    attributes, on None or an int stream, of numbers and arrays of the CUDA Array Interface,
-    waiting on the arrays' producer streams -- runs without it, typed and untyped, so threads
-    launch at once. Here every launch runs while another thread holds the section: with the
-    section taken on entry, they waited for it, and the holder gave up after its 60 s."""
+    """On a free-threaded CPython, Kernel.launch, a prepared launch and a bound one take
+    kernarg's section only once a launch needs it (a kernel's first check of a limit, launch
+    attributes, arguments the packers place only in it, a capture, a failure): the usual
+    launch -- no attributes, on None or an int stream, of numbers and arrays of the CUDA Array
+    Interface, waiting on the arrays' producer streams -- runs without it, typed and untyped,
+    bound or not, so threads launch at once. Here every launch runs while another thread
+    holds the section: with the section taken on entry, they waited for it, and the holder
+    gave up after its 60 s."""
     from test_free_threaded import (
         FREE_THREADED,
         _free_slot_subclass,
@@ -3789,11 +3790,15 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     produced = Array(4 * 64, stream=producer, typestr="<f4")
     try:
         prepared = k.prepare(1, 64, stream=stream)
+        bound = prepared.bind(out, -1.0, 64)            # bound: packed before, in the section
+        bound_produced = prepared.bind(produced, -1.0, 64)
         k.launch(1, 64, out, 0.0, 64)           # the kernel's limits, checked (in the section)
         untyped.launch(1, 64, out, f32(0), i32(64))
         grid, block = (1, 1, 1), (64, 1, 1)
         with _section_held_by_another_thread():
             for i in range(1, 51):
+                bound()
+                bound_produced()
                 k.launch(1, 64, out, float(i), 64)
                 k.launch(grid, block, out, float(i) + 0.25, 64, stream=stream)
                 prepared(out, float(i) + 0.5, 64)
@@ -3807,6 +3812,61 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     finally:
         check(driver.cuStreamDestroy(stream))
         check(driver.cuStreamDestroy(producer))
+
+
+def test_threads_calling_one_bound_launch_while_it_is_closed(ctx):
+    """Threads call one BoundLaunch (through its vectorcall, which on a free-threaded build
+    reads the block under the launcher's own lock, not kernarg's section) while the main
+    thread closes it: each call launches the bound arguments or says the launcher is closed,
+    and the arguments go once no call holds them."""
+    import gc
+    import threading
+    import weakref
+
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 64, typestr="<f4")
+    check(driver.cuMemsetD8(out.ptr, 0, 4 * 64))
+    check(driver.cuCtxSynchronize())
+    primary = check(driver.cuCtxGetCurrent())
+    bound = k.prepare(1, 64).bind(out, 2.5, 64)
+    alive = weakref.ref(out)
+    started = threading.Barrier(5)
+    launched, refused, errors = [0] * 4, [0] * 4, []
+
+    def body(i):
+        try:
+            check(driver.cuCtxSetCurrent(primary))
+            started.wait()
+            while True:
+                try:
+                    bound()
+                except ValueError as e:
+                    assert "this BoundLaunch is closed" in str(e)
+                    refused[i] += 1
+                    return
+                launched[i] += 1
+        except BaseException as e:      # re-raised in the main thread, below
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    deadline = time.monotonic() + 30
+    while min(launched) == 0 and not errors and time.monotonic() < deadline:
+        time.sleep(0.001)           # close once every thread has launched
+    bound.close()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
+    assert refused == [1] * 4 and min(launched) > 0, (launched, refused)
+    check(driver.cuCtxSynchronize())
+    assert (np.frombuffer(out.read(), np.float32) == 2.5).all()
+    del out
+    gc.collect()
+    assert alive() is None          # the launcher let go of its arguments
 
 
 def test_threads_launching_one_kernel_each_get_their_own_dimensions(ctx):

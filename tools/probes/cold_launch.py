@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # The form's C entry point in kernarg (a callgrind function pattern) and how it is called.
 FORMS = {
-    "bound": ("*BoundLaunch_3__call__*", "b = p.bind(*args)\nf = b"),
+    "bound": ("*_bound_vectorcall*", "b = p.bind(*args)\nf = b"),
     "prepared": ("*_prepared_vectorcall*", "f = _written_out('p({args})', args, p=p)"),
     "Kernel.launch": ("*_kernel_launch_fastcall*",
                       "f = _written_out('k.launch(1, 1, {args}stream=s)', args, k=k, s=s)"),

@@ -152,6 +152,10 @@ def _launch_cases():
         "prepared launch 3 (CAI array of a producer stream, float, int)": (
             lambda s: k.prepare(1, 32, stream=s),
             lambda: (_ProducedCAI(1 << 32, stream()), 0.5, 0)),
+        # The thread's own BoundLaunch, called with no arguments (_per_op_ns's call(*())).
+        "bound launch 3 (CAI array, float, int)": (
+            lambda s: k.prepare(1, 32, stream=s).bind(_PropertyCAI(1 << 32), 0.5, 0),
+            lambda: ()),
         "untyped prepared launch 3 (int, numpy.float32, numpy.int32)": (
             lambda s: untyped.prepare(1, 32, stream=s),
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
