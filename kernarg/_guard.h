@@ -17,9 +17,9 @@
        tp_dealloc) by trampolines that call the type's own slot in the section.
    A method, property or special method added later is guarded without a line written for it;
    what CPython calls past the type (a vectorcall an instance carries, as PreparedLaunch's and
-   BoundLaunch's) and C entry points (the C API) enter the section themselves. So do the hot entry points a
-   module names in `unwrapped` (kernarg.pack, Signature.pack, Kernel.launch, kernarg.launch:
-   C functions of the fastcall convention), which are left as they are, so that the
+   BoundLaunch's) and C entry points (the C API) enter the section themselves. So do the hot
+   entry points a module names in `unwrapped` (kernarg.pack, Signature.pack, Kernel.launch,
+   kernarg.launch: C functions of the fastcall convention), which are left as they are, so that the
    interpreter calls them as the builtins they are: a call through a wrapper is one it cannot
    specialise (Signature.pack of 3 arguments took 96 ns wrapped, 78 unwrapped and 66 with no
    guard at all, on 3.14.4t). kernarg.pack(args) enters it only at the first argument that
