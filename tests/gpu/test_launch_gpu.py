@@ -1258,6 +1258,8 @@ def test_a_failed_producer_wait_names_the_argument_and_its_stream(ctx, monkeypat
             message = str(refused)
             assert message.startswith(f"argument 1's producer stream {producer:#x} "), message
             assert "waiting for it, cuStreamWaitEvent (by the launch stream) failed" in message
+            check(driver.cuCtxSynchronize())
+            assert struct.unpack("<i", dst.read()) == (0,), form      # nothing ran
         else:
             name = check(driver.cuDeviceGetName(64, check(driver.cuDeviceGet(0))))
             assert not (refusing and b"fakecuda" in name), "tools/fakecuda was told to refuse"
