@@ -113,9 +113,10 @@ cdef Py_ssize_t npvoid_data_offset() except -2
 cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
                     PtrResult* result, bint want_dtype=*) except -1
-# pointer_of for a KIND_CAI or KIND_DLPACK argument, where the caller has not entered
-# kernarg's section: ``lazy`` is entered where more than the usual is read (see _interop.pyx).
-cdef int protocol_pointer(int kind, object obj, Py_ssize_t index, uint64_t stream,
+# pointer_of for a KIND_DLPACK_C, KIND_CAI or KIND_DLPACK argument (info.kind), where the caller
+# has not entered kernarg's section: ``lazy`` is entered where more than the usual is read (see
+# _interop.pyx).
+cdef int protocol_pointer(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
                           PtrResult* r, bint want_dtype, LazySection* lazy) except -1
 # For a KIND_PROBE argument: KIND_CAI or KIND_DLPACK where the object itself answers that
 # protocol (an instance attribute, a __getattr__), else KIND_PROBE. An exception other than

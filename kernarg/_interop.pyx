@@ -1472,16 +1472,21 @@ cdef bint _dl_dense(DLTensor* tensor) noexcept:
     return expected >= 2
 
 
-cdef int _check_torch_view(object obj, Py_ssize_t index, bint conj, bint neg) except -1:
+cdef int _check_torch_view(object obj, Py_ssize_t index, bint conj, bint neg,
+                           LazySection* lazy) except -1:
     """Refuse a torch tensor with the conjugate (``conj``) or negative (``neg``) bit set: its
     memory holds the values before the lazy conjugation or negation, which torch applies only
     when its own operators read the tensor, so a kernel would read the wrong values (torch's
-    DLPack C exchange API and data_ptr() both hand out that memory as is)."""
-    if conj and _torch_bit(obj, index, "is_conj"):
+    DLPack C exchange API and data_ptr() both hand out that memory as is). ``lazy``: NULL in
+    kernarg's section; else the section, entered before a refusal (torch's own methods touch
+    nothing of kernarg's)."""
+    if conj and _torch_bit(obj, index, "is_conj", lazy):
+        enter_lazily(lazy)
         raise ValueError(f"{_describe(index, obj)}: the tensor is a lazily conjugated view "
                          "(is_conj()): its memory holds the unconjugated values, which a kernel "
                          "would read; pass tensor.resolve_conj(), a conjugated copy")
-    if neg and _torch_bit(obj, index, "is_neg"):
+    if neg and _torch_bit(obj, index, "is_neg", lazy):
+        enter_lazily(lazy)
         raise ValueError(f"{_describe(index, obj)}: the tensor is a lazily negated view "
                          "(is_neg(), e.g. .imag of a conjugated tensor): its memory holds the "
                          "values before negation, which a kernel would read; pass "
@@ -1489,7 +1494,7 @@ cdef int _check_torch_view(object obj, Py_ssize_t index, bint conj, bint neg) ex
     return 0
 
 
-cdef bint _torch_bit(object obj, Py_ssize_t index, str name) except -1:
+cdef bint _torch_bit(object obj, Py_ssize_t index, str name, LazySection* lazy) except -1:
     # A torch without the method (before 1.10) cannot make such a view.
     method = getattr(obj, name, None)
     if method is None:
@@ -1497,6 +1502,7 @@ cdef bint _torch_bit(object obj, Py_ssize_t index, str name) except -1:
     try:
         return bool(method())
     except Exception as exc:    # a tensor subclass's __torch_function__, say
+        enter_lazily(lazy)
         _reraise(exc, f"{_describe(index, obj)}: {name}() raised {exc_quoted(exc)}")
 
 
@@ -1706,20 +1712,30 @@ cdef int _exchange_failed(Py_ssize_t index, object obj, str function,
 
 
 cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t index,
-                           PtrResult* r, bint torch_tensor) except -1:
+                           PtrResult* r, bint torch_tensor, LazySection* lazy) except -1:
     """Read a pointer through the DLPack C exchange API: a non-owning DLTensor view (the
     argument object, which the block holds, keeps the memory alive), no capsule, no
     allocation. The calls do not synchronise, so the producer's current work stream on the
-    device is recorded for the launch to wait on, as for CUDA Array Interface v3."""
+    device is recorded for the launch to wait on, as for CUDA Array Interface v3.
+
+    ``lazy``: NULL where the caller holds kernarg's section; else (protocol_pointer) the
+    section to enter before anything but the usual tensor: the producer's two C calls, and
+    kernarg's reading of what they wrote, touch nothing of kernarg's but ``r``, nor do the
+    torch tensor's is_conj() and is_neg(). A failure, a malformed tensor, a refused view and
+    memory on a device other than kDLCUDA enter it first."""
     cdef DLTensor tensor
     cdef void* work_stream = NULL
     memset(&tensor, 0, sizeof(tensor))
     if api.dltensor_from_py_object_no_sync(<void*>obj, &tensor) != 0:
+        enter_lazily(lazy)
         return _exchange_failed(index, obj, "dltensor_from_py_object_no_sync", torch_tensor)
     cdef const char* fault = _dl_shape_fault(&tensor)
     if fault != NULL:
+        enter_lazily(lazy)
         raise ValueError(f"{_describe(index, obj)}: the DLPack C exchange API gave a tensor "
                          f"with {fault.decode()}")
+    if tensor.device.device_type != DL_CUDA:
+        enter_lazily(lazy)
     if torch_tensor:
         # Only a complex tensor can carry the conjugate bit; the negative bit comes from .imag
         # of a conjugated one, a view whose strides skip every other element, which no view
@@ -1727,9 +1743,9 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
         # rules). A dense real tensor of two or more elements (most arguments) needs no Python
         # call.
         if tensor.dtype.code == DL_COMPLEX:
-            _check_torch_view(obj, index, True, True)
+            _check_torch_view(obj, index, True, True, lazy)
         elif not _dl_dense(&tensor):
-            _check_torch_view(obj, index, False, True)
+            _check_torch_view(obj, index, False, True, lazy)
     if tensor.device.device_type == DL_CPU and _says_pinned(obj, torch_tensor):
         tensor.device.device_type = DL_CUDA_HOST
     _check_dl_device(tensor.device.device_type, index, obj)
@@ -1739,6 +1755,7 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
         # Pinned and managed memory has no device of its own to ask about.
         r.device = tensor.device.device_id
         if api.current_work_stream(DL_CUDA, tensor.device.device_id, &work_stream) != 0:
+            enter_lazily(lazy)
             return _exchange_failed(index, obj, "current_work_stream", False)
         _record_stream_handle(<uint64_t><uintptr_t>work_stream, r)
     return 0
@@ -1839,7 +1856,7 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
             raise refusal
         if not obj.is_pinned():
             raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
-    _check_torch_view(obj, index, True, True)
+    _check_torch_view(obj, index, True, True, NULL)
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
     if want_dtype:
         _set_dtype_entry(_dtype_entry(obj.dtype, _torch_dtype_kinds, _torch_dtype_kind), r)
@@ -2452,24 +2469,31 @@ cdef inline void _clear(PtrResult* r) noexcept:
 ctypedef int (*_unchecked_cai_t)(object, Py_ssize_t, uint64_t, PtrResult*, bint,
                                  LazySection*) noexcept
 ctypedef int (*_unchecked_dlpack_t)(object, Py_ssize_t, uint64_t, PtrResult*) noexcept
+ctypedef int (*_unchecked_exchange_t)(const DLPackExchangeAPI*, object, Py_ssize_t, PtrResult*,
+                                      bint, LazySection*) noexcept
 
 
-cdef int protocol_pointer(int kind, object obj, Py_ssize_t index, uint64_t stream,
+cdef int protocol_pointer(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
                           PtrResult* r, bint want_dtype, LazySection* lazy) except -1:
-    """pointer_of for a KIND_CAI or KIND_DLPACK argument, where the caller (kernarg.pack,
-    Signature.pack on a free-threaded build) has not entered kernarg's section but holds
-    ``lazy``. Both protocols are read with no section, as they touch nothing of kernarg's but
-    ``r`` and the objects the producer handed over: the usual CUDA Array Interface
+    """pointer_of for a KIND_DLPACK_C, KIND_CAI or KIND_DLPACK argument, where the caller
+    (kernarg.pack, Signature.pack on a free-threaded build) has not entered kernarg's section
+    but holds ``lazy``. The three are read with no section, as they touch nothing of kernarg's
+    but ``r`` and the objects the producer handed over: the usual CUDA Array Interface
     (_usual_cai_values; anything else enters ``lazy`` first: a property that raises, a dict
-    of another shape, a value to look at more closely), and DLPack's device query, export and
-    capsule (whose ownership is taken under the capsule's own lock). An exception enters
-    ``lazy`` before it is named."""
+    of another shape, a value to look at more closely), DLPack's device query, export and
+    capsule (whose ownership is taken under the capsule's own lock), and the usual tensor of
+    the DLPack C exchange API (_exchange_pointer says which). An exception enters ``lazy``
+    before it is named."""
     cdef int done
+    cdef int kind = info.kind
     _clear(r)
     if kind == KIND_CAI:
         done = (<_unchecked_cai_t>_consume_cai)(obj, index, stream, r, want_dtype, lazy)
-    else:
+    elif kind == KIND_DLPACK:
         done = (<_unchecked_dlpack_t>_consume_dlpack)(obj, index, stream, r)
+    else:
+        done = (<_unchecked_exchange_t>_exchange_pointer)(
+            <const DLPackExchangeAPI*>info.api, obj, index, r, info.torch_tensor, lazy)
     if done != -1:
         return 0
     enter_lazily(lazy)
@@ -2488,7 +2512,7 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
                              "the function registered for this type", "the registered function", r)
     if kind == KIND_DLPACK_C:
         return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r,
-                                 info.torch_tensor)
+                                 info.torch_tensor, NULL)
     if kind == KIND_TORCH:
         return _torch_pointer(obj, index, r, want_dtype)
     if kind == KIND_CUPY:

@@ -43,9 +43,9 @@ from kernarg._interop cimport (
     DTYPE_BIG_ENDIAN,
     DTYPE_OTHER,
     KIND_BUFFER,
-    KIND_CAI,
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
+    KIND_DLPACK_C,
     KIND_HANDLE,
     KIND_INLINE,
     KIND_NPVOID,
@@ -2968,11 +2968,12 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                                 _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
-                elif kernarg_unlikely(info.kind >= KIND_CAI):     # KIND_CAI, KIND_DLPACK
-                    # An object whose type has a CUDA Array Interface or speaks DLPack: read
-                    # with no section (_interop's protocol_pointer enters it for the rest).
+                elif kernarg_unlikely(info.kind >= KIND_DLPACK_C):
+                    # An object whose type has a CUDA Array Interface, speaks DLPack or has a
+                    # DLPack C exchange API (KIND_CAI, KIND_DLPACK, KIND_DLPACK_C): read with
+                    # no section (_interop's protocol_pointer enters it for the rest).
                     try:
-                        _put_protocol_pointer(sig, p, st, i, info.kind, <object>item, dst,
+                        _put_protocol_pointer(sig, p, st, i, info, <object>item, dst,
                                               stream, lazy)
                     except Exception as exc:
                         enter_lazily(lazy)
@@ -4024,13 +4025,14 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
 
 
 cdef int _put_protocol_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i,
-                               int kind, object value, char* dst, uint64_t stream,
-                               LazySection* lazy) except -1:
-    """_put_pointer for a KIND_CAI or KIND_DLPACK argument, where _pack_typed has not entered
-    kernarg's section: as _handler's _put_pointer, the protocols touch nothing but ``st``
-    and the parameter's bytes, and the checks read only ``sig`` (a refusal enters it)."""
+                               const TypeInfo* info, object value, char* dst,
+                               uint64_t stream, LazySection* lazy) except -1:
+    """_put_pointer for a KIND_DLPACK_C, KIND_CAI or KIND_DLPACK argument (``info``, its type's
+    entry), where _pack_typed has not entered kernarg's section: as _handler's _put_pointer,
+    the protocols touch nothing but ``st`` and the parameter's bytes, and the checks read only
+    ``sig`` (a refusal enters it)."""
     cdef PtrResult r
-    protocol_pointer(kind, value, i, stream, &r, p.code == C_POINTER, lazy)
+    protocol_pointer(info, value, i, stream, &r, p.code == C_POINTER, lazy)
     if elsewhere(st, r.device):
         enter_lazily(lazy)
     state_take_pointer(st, &r, i, value)

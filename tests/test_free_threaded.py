@@ -19,7 +19,7 @@ import pytest
 
 import kernarg
 
-from producers import DLPackProducer, double_deletes
+from producers import DLPackProducer, double_deletes, exchange_type
 from test_threads import _run_threads
 
 # kernarg keeps the GIL off from CPython 3.14t (on 3.13t it turns it back on: _guard.h says why).
@@ -617,6 +617,106 @@ def test_dlpack_producers_are_called_outside_the_section():
             pack((producer,))
         assert seen == [("device", False), ("export", False)]
         assert producer.deleted == 1
+        assert stream._holds_section() is False
+
+
+@free_threaded
+def test_dlpack_exchange_api_tensors_pack_while_another_thread_holds_the_section():
+    """A tensor of the DLPack C exchange API (torch's, from 2.10) needs no section when it is
+    the usual one (kDLCUDA): kernarg.pack and Signature.pack call the
+    producer's two C functions, read the pointer and element type, and record the work stream
+    with no section, while another thread holds it. What is not usual is read in it, as
+    before: a CPU answer (whose __dlpack_device__ is asked whether it is pinned), a failed
+    call, a device other than kDLCUDA; each refusal names the argument. A torch tensor that may
+    be a lazy view is asked with torch's methods outside the section, and refused inside."""
+    import struct
+
+    stream = kernarg._stream
+    seen = []
+    taken = {kernarg._handler._cache_slot(_Holder())}
+
+    class Tensor(exchange_type(work_stream=0x5000)):
+        def _fill(self, t, shape_arr):
+            seen.append(("tensor", stream._holds_section()))
+            super()._fill(t, shape_arr)
+
+        def __dlpack_device__(self):
+            seen.append(("device", stream._holds_section()))
+            return (3, 0)       # pinned: the CPU answer is memory a kernel can use
+
+    class TorchTensor(exchange_type(work_stream=0x5000)):
+        conj_bit = False
+
+        def is_conj(self):
+            seen.append(("is_conj", stream._holds_section()))
+            return self.conj_bit
+
+        def is_neg(self):
+            seen.append(("is_neg", stream._holds_section()))
+            return False
+
+    TorchTensor.__module__ = "torch"
+    TorchTensor.__name__ = TorchTensor.__qualname__ = "Tensor"
+    cls = _free_slot_subclass(Tensor, taken)
+    torch_cls = _free_slot_subclass(TorchTensor, taken)
+    sig = kernarg.Signature("float* out, const float* x, int n")
+    sig2 = kernarg.Signature("float2* z")
+    kernarg.pack((cls(0x7000_0000),))       # the types' first packs classify them, inside
+    sig.pack((cls(0x7000_0000), cls(0x7000_0000), 1))
+    sig2.pack((torch_cls(0x7000_0000, dtype=(5, 64, 1)),))
+    seen.clear()
+    blocks = []
+    with _section_held_by_another_thread():
+        # A torch tensor that may be a lazy view (complex, or one element) is asked so, with
+        # torch's own methods, outside the section too.
+        for pack in (kernarg.pack, sig2.pack):
+            z = torch_cls(0x7000_0000, dtype=(5, 64, 1))
+            assert bytes(pack((z,))) == (0x7000_0000).to_bytes(8, "little")
+        assert seen == [("is_conj", False), ("is_neg", False)] * 2
+        one = torch_cls(0x7000_0000, shape=(1,))
+        assert bytes(kernarg.pack((one,))) == (0x7000_0000).to_bytes(8, "little")
+        assert seen[4:] == [("is_neg", False)]
+        seen.clear()
+        for i in range(500):
+            k = i % 100
+            out, x = cls(0x7000_0000 + 16 * k), cls(0x7100_0000, byte_offset=16 * k)
+            block = kernarg.pack((out, x, k))
+            assert bytes(block) == struct.pack("<QQq", 0x7000_0000 + 16 * k,
+                                               0x7100_0000 + 16 * k, k)
+            typed = sig.pack((out, x, k))
+            assert bytes(typed) == struct.pack("<QQi", 0x7000_0000 + 16 * k,
+                                               0x7100_0000 + 16 * k, k)
+            assert stream._holds_section() is False
+            assert out.exported == x.exported == 0      # __dlpack__ was never called
+            blocks += [block, typed]
+    # (A block's properties are read in the section: after it is given back.)
+    assert all(b.producer_streams == (0x5000,) for b in blocks)
+    assert seen == [("tensor", False)] * 4 * 500
+    with pytest.raises(TypeError, match=r"\('out'\) is float\* but the array's element type "
+                                        "is f8"):
+        sig.pack((cls(0x7000_0000, dtype=(2, 64, 1)), None, 1))
+    for pack in (kernarg.pack, sig.pack):
+        seen.clear()
+        assert bytes(pack((cls(0x7000_0000, device=(1, 0)), None, 1)))[:8] == (
+            0x7000_0000).to_bytes(8, "little")
+        assert seen == [("tensor", False), ("device", True)]
+        seen.clear()
+        with pytest.raises(TypeError, match=r"argument 0 \(.*\).*kDLROCM|parameter 0 .*kDLROCM"):
+            pack((cls(0x7000_0000, device=(10, 0)), None, 1))
+        assert seen == [("tensor", False)]
+        failing = cls(0x7000_0000)
+        failing.fail_tensor = True
+        with pytest.raises(RuntimeError, match=r"(argument|parameter) 0 .*exchange API "
+                                               r"\(dltensor_from_py_object_no_sync\) failed"):
+            pack((failing, None, 1))
+        assert stream._holds_section() is False
+    z = torch_cls(0x7000_0000, dtype=(5, 64, 1))
+    z.conj_bit = True
+    for pack in (kernarg.pack, sig2.pack):
+        seen.clear()
+        with pytest.raises(ValueError, match=r"(argument|parameter) 0 .*lazily conjugated view"):
+            pack((z,))
+        assert seen == [("is_conj", False)]
         assert stream._holds_section() is False
 
 
