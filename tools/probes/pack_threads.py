@@ -6,11 +6,11 @@ Why: on a free-threaded build kernarg's code runs inside one critical section, b
 the first argument that needs it (docs/development.md, "Free-threaded CPython"), and numpy
 scalars, ctypes values and cuda.core Buffers, whose types the per-type cache knows (read under
 its sequence lock), numpy.void scalars of a struct parameter's own dtype, and objects whose
-type has a CUDA Array Interface (the usual dict, read under its own lock) or speaks DLPack,
-which need none either. Two threads packing those should then get up to
-twice one thread's throughput. The signatures are shared by the threads, as one kernel's is. A
-loop of pure Python code gives the interpreter's own scaling on the same machine, which bounds
-what any extension can show there.
+type has a CUDA Array Interface (the usual dict, read under its own lock), speaks DLPack or
+has DLPack's C exchange API (torch's tensors, cuda.core's views), which need none either.
+Two threads packing those should then get up to twice one thread's throughput. The signatures
+are shared by the threads, as one kernel's is. A loop of pure Python code gives the
+interpreter's own scaling on the same machine, which bounds what any extension can show there.
 
 Each thread packs its own argument tuple, made at run time: a tuple written as a constant in
 the loop's code is one object whose reference count both threads change, which alone holds two
@@ -37,7 +37,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, _ROOT)
 
 import numpy as np  # noqa: E402
 from cuda.core import Buffer  # noqa: E402
@@ -60,6 +61,19 @@ _SIGS = kernarg.Signature(["float*", _Pair, "int"])
 _PAIR = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
 _SIGV = kernarg.Signature(["float*", _PAIR, "int"])
 
+
+
+def _exchange_view():
+    """A cuda.core StridedMemoryView, whose type has the DLPack C exchange API from cuda-core
+    1.0 (read in C, as torch's tensors are from torch 2.10), of a test producer's DLPack export
+    of device memory that nothing dereferences. (An older cuda.core's view takes kernarg's
+    adapter instead, in the section.)"""
+    sys.path.insert(0, os.path.join(_ROOT, "tests"))
+    from cuda.core.utils import StridedMemoryView
+
+    from producers import DLPackProducer
+
+    return StridedMemoryView.from_dlpack(DLPackProducer(1 << 32, device=(2, 0)), stream_ptr=-1)
 
 
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
@@ -99,6 +113,9 @@ CASES = {
     "Signature.pack 3 (CAI array, float, int)": (_SIG3, lambda: (_PropertyCAI(1 << 32), 0.5,
                                                                  3)),
     "pack 2 (DLPack array, int)": (kernarg.pack, lambda: (_DLPackView(), 3)),
+    "pack 2 (DLPack C exchange API view, int)": (kernarg.pack, lambda: (_exchange_view(), 3)),
+    "Signature.pack 3 (DLPack C exchange API view, float, int)": (_SIG3, lambda: (
+        _exchange_view(), 0.5, 3)),
     "pure Python loop": None,
 }
 
