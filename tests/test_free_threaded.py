@@ -852,7 +852,8 @@ def test_threads_releasing_one_block_run_each_deleter_once():
 @free_threaded
 def test_threads_packing_at_once_share_the_caches_and_pools():
     """Packs of every kind from eight threads at once, checked byte for byte: they share the
-    per-type cache and the block pools, and a new type is classified while the others pack.
+    per-type cache and the block pools, and a new type is classified while the others pack
+    (the C exchange API tensors' type among them, forgotten with the rest).
     With the guard switched off by hand, blocks came out with other threads' bytes."""
     import ctypes
     import struct
@@ -860,6 +861,8 @@ def test_threads_packing_at_once_share_the_caches_and_pools():
     import numpy as np
 
     from test_handler import _buffer, _memory_resource
+
+    exchange = exchange_type(work_stream=0x5000)      # one type for all, as torch.Tensor is
 
     def work(seed):
         t = type(f"T{seed}", (ctypes.Structure,), {"_fields_": [("x", ctypes.c_int32)]})
@@ -885,6 +888,11 @@ def test_threads_packing_at_once_share_the_caches_and_pools():
             assert bytes(kernarg.pack(many)) == struct.pack("<40q", *many)
             typed = sig.pack((i, 0.5, 0x1000 + 16 * i))
             assert bytes(typed)[:4] == i.to_bytes(4, "little")
+            # A DLPack C exchange API tensor: read outside the section too.
+            address = 0x7100_0000 + 0x1000 * seed + 16 * (i % 4)
+            x = exchange(0x7100_0000 + 0x1000 * seed, byte_offset=16 * (i % 4))
+            assert bytes(kernarg.pack((x, i))) == struct.pack("<Qq", address, i)
+            assert bytes(sig.pack((i, 0.5, x)))[8:] == struct.pack("<dQ", 0.5, address)
             if seed == 0 and i % 50 == 0:
                 kernarg._handler._forget_types()
 
