@@ -1,7 +1,8 @@
-"""Property tests: any CUDA Array Interface dict and any ``__dlpack_device__`` answer, however
-malformed, either packs the pointer the object describes or raises an exception naming the
-argument -- never an unnamed error, a crash or a wrong pointer. Dicts start valid and get one or
-two fields replaced by arbitrary (also hostile) values or deleted, so every check is reached."""
+"""Property tests: any CUDA Array Interface dict, any ``__dlpack_device__`` answer and any DLPack
+tensor, however malformed, either packs the pointer the object describes or raises an exception
+naming the argument -- never an unnamed error, a crash or a wrong pointer. Dicts start valid and
+get one or two fields replaced by arbitrary (also hostile) values or deleted, so every check is
+reached."""
 import math
 import struct
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 import kernarg
 
-from producers import CAIObject, DLPackProducer, InstanceCAI
+from producers import CAIObject, DLPackProducer, InstanceCAI, exchange_type
 
 # kernarg's own refusals; a hostile value's own exception (re-raised with the argument named)
 # keeps its class.
@@ -267,6 +268,74 @@ def test_dlpack_device_answers_that_pack(answer):
     with kernarg.pack((prod,)) as block:
         assert struct.unpack_from("<Q", bytes(block), 0)[0] == 0x7F00_0000_1000
     assert prod.deleted == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Tensors: any DLTensor a producer hands over, through the DLPack C exchange API (read in C,
+# with no capsule) and through a capsule of __dlpack__, gets the same answer from both: the
+# pointer data + byte_offset, or a refusal naming the argument.
+
+_EXCHANGE = exchange_type(work_stream=0x5000)
+PTR = 0x7F00_0000_1000
+
+
+@st.composite
+def dl_tensors(draw):
+    shape = draw(st.lists(st.integers(-1, 5), max_size=4))
+    ndim = len(shape)
+    return {
+        "address": draw(st.sampled_from([PTR, PTR, 0, 2**64 - 8])),
+        "device": (draw(st.sampled_from([2, 2, 3, 13, 1, 4, 10, 0, 17])),
+                   draw(st.integers(-1, 3))),
+        "shape": tuple(shape),
+        # A producer's ndim must match its shape array (a consumer reads ndim extents); only a
+        # negative one is a lie it can be caught in.
+        "ndim": draw(st.sampled_from([None, None, None, -1])),
+        "null_shape": ndim > 0 and draw(st.sampled_from([False, False, True])),
+        "strides": draw(st.one_of(st.none(), st.lists(st.integers(-3, 10), min_size=ndim,
+                                                       max_size=ndim))),
+        "dtype": draw(st.one_of(st.just((2, 32, 1)), st.tuples(
+            st.integers(0, 20), st.sampled_from([0, 1, 4, 8, 16, 32, 64, 128]),
+            st.sampled_from([1, 1, 0, 2, 4])))),
+        "byte_offset": draw(st.sampled_from([0, 0, 16, 2**63, 2**64 - 16, 2**64 - 1])),
+    }
+
+
+def _dl_producer(cls, t):
+    prod = cls(t["address"], device=t["device"], shape=t["shape"], byte_offset=t["byte_offset"],
+               dtype=t["dtype"])
+    prod.ndim, prod.null_shape, prod.strides = t["ndim"], t["null_shape"], t["strides"]
+    return prod
+
+
+def _dl_outcome(pack, prod, name):
+    try:
+        block = pack((prod,))
+    except ALLOWED as exc:
+        assert name in str(exc), str(exc)
+        return type(exc)
+    return struct.unpack_from("<Q", bytes(block), 0)[0], block
+
+
+@settings(max_examples=400, deadline=None)
+@given(dl_tensors())
+def test_any_dlpack_tensor_gets_one_answer_by_either_route(t):
+    for pack, name in ((kernarg.pack, "argument 0"),
+                       (kernarg.Signature("const float* p").pack, "parameter 0")):
+        exchanged = _dl_producer(_EXCHANGE, t)
+        exported = _dl_producer(DLPackProducer, t)
+        got, want = _dl_outcome(pack, exchanged, name), _dl_outcome(pack, exported, name)
+        assert exchanged.exported == 0                  # no capsule asked for
+        if isinstance(want, type):
+            # Refused both ways (not always for the same fault first: __dlpack_device__ is
+            # asked before the export, the C API's tensor says its device with its shape).
+            assert isinstance(got, type), (got, want)
+            continue
+        assert got[0] == want[0] == t["address"] + t["byte_offset"] < 2**64
+        assert got[1].producer_streams == ((0x5000,) if t["device"][0] == 2 else ())
+        assert t["device"][0] in (2, 3, 13)
+        want[1].release()
+        assert exported.deleted == 1
 
 
 # ------------------------------------------------------------------------------------------
