@@ -72,6 +72,7 @@ from kernarg._stream cimport (
     kernarg_section,
     leave_lazily,
     stream_handle,
+    stream_handle_lazily,
 )
 
 include "_driver_compat.pxi"    # written by setup.py for the cuda-bindings being built against
@@ -3379,10 +3380,9 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
             k._last_cfg, k._last_cfg_from = cfg, made_from
     cdef uint64_t handle
     if KERNARG_GUARDED_BUILD and lazy != NULL and not lazy.held:
-        # None and ints: stream_handle reads nothing of kernarg's but relaxed words.
-        if stream is not None and type(stream) is not int:
-            enter_lazily(lazy)
-        handle = stream_handle(stream)
+        # None, ints and a stream object of the type last resolved, whose __cuda_stream__
+        # answers as usual, need no section (stream_handle_lazily says why).
+        handle = stream_handle_lazily(stream, lazy)
     elif stream is not None and stream is k._last_stream:      # an int: it cannot change
         handle = k._last_handle
     else:

@@ -68,3 +68,9 @@ cdef inline void leave_lazily(LazySection* s) noexcept:
     if KERNARG_GUARDED_BUILD and s.held:
         s.held = False
         state_leave(&s.cs)
+
+
+# stream_handle for a caller that has not entered kernarg's section but holds ``lazy`` (a
+# free-threaded build's Kernel.launch): what it reads outside the section, and when it enters
+# it, in _stream.pyx.
+cdef uint64_t stream_handle_lazily(object obj, LazySection* lazy) except? 0

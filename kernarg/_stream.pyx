@@ -10,7 +10,7 @@ cimport cython
 from libc.stdint cimport uint64_t
 from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.number cimport PyIndex_Check, PyNumber_Index
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from kernarg._cdefs cimport (
@@ -89,6 +89,15 @@ cdef extern from "_cutils.h":
     uint64_t load_handle "KERNARG_LOAD_RELAXED"(uint64_t)
     void store_count "KERNARG_STORE_RELAXED"(Py_ssize_t, Py_ssize_t)
     void store_handle "KERNARG_STORE_RELAXED"(uint64_t, uint64_t)
+
+# The sequence lock of _cutils.h, for the pair _MethodWay holds.
+cdef extern from "_cutils.h":
+    unsigned kernarg_seq_begin(const unsigned* seq) noexcept nogil
+    bint kernarg_seq_valid(const unsigned* seq, unsigned begun) noexcept nogil
+    void kernarg_seq_write_begin(unsigned* seq) noexcept nogil
+    void kernarg_seq_write_end(unsigned* seq) noexcept nogil
+    PyObject* load_object "KERNARG_LOAD_RELAXED"(PyObject*) noexcept nogil
+    void store_object "KERNARG_STORE_RELAXED"(PyObject*, PyObject*) noexcept nogil
 
 cdef Py_ssize_t _open_blocks = 0
 cdef uint64_t _policy = 1
@@ -229,8 +238,10 @@ cdef uint64_t _other_handle(object obj) except? 0:
         return _default_stream()
     if type(obj) is int:
         return _int_handle(obj, "int")
-    if type(obj) is _method_type and _method_handle(obj, &handle):
-        return handle
+    if type(obj) is _method_type:
+        fn = _method_fn                 # held while it runs, whatever the call resolves
+        if _method_handle(obj, NULL if fn is None else <PyObject*>fn, &handle, NULL):
+            return handle
     try:
         return _resolve(obj)
     except (TypeError, ValueError):
@@ -314,6 +325,33 @@ cdef object _method_type = None
 cdef object _method_fn = None
 
 
+# The same pair as a free-threaded build's launches read it outside kernarg's section
+# (stream_handle_lazily): the two pointers, borrowed from the objects above, under a sequence
+# lock, written with them (_set_method_way, in the section). A reader only compares the type
+# with its own object's, which keeps that type alive; where they are the same, the function is
+# the type's own (a static type's, whose dicts cannot change), alive as long as the type.
+cdef struct _MethodWay:
+    unsigned seq
+    PyObject* type
+    PyObject* fn
+
+
+cdef _MethodWay _way
+
+
+cdef void _set_method_way(object t, object fn):
+    global _method_type, _method_fn
+    kernarg_seq_write_begin(&_way.seq)
+    store_object(_way.type, <PyObject*>t)
+    store_object(_way.fn, NULL if fn is None else <PyObject*>fn)
+    kernarg_seq_write_end(&_way.seq)
+    # The old references go after the pair is changed (dropping them can run code): no reader
+    # takes the new pair with the old objects, nor this code's reader the objects half changed.
+    _method_type = None
+    _method_fn = fn
+    _method_type = t
+
+
 cdef object _fixed_method(type t, str name):
     """The function ``name`` of t that ``obj.name`` always binds for an instance obj of t
     (kernarg_fixed_attrs), where it is a method descriptor; else None."""
@@ -359,18 +397,19 @@ cdef class _FixedStream:    # Cython would define after the module's end, past i
         return self.answer
 
 
-cdef int _method_handle(object obj, uint64_t* out) except -1:
-    """Call ``obj.__cuda_stream__()`` -- _method_fn with obj where it is set, else the way
-    CPython calls a method (no bound method made) -- and check its ``(0, handle)``: 1 with
-    ``*out`` set. 0, having run no code of obj's, when its attribute turns out not to be a
-    method after all (gone, or a pair): _resolve decides."""
+cdef int _method_handle(object obj, PyObject* fn, uint64_t* out, LazySection* lazy) except -1:
+    """Call ``obj.__cuda_stream__()`` -- ``fn`` with obj where it is not NULL (a reference the
+    caller holds, or the function of obj's own static type), else the way CPython calls a
+    method (no bound method made) -- and check its ``(0, handle)``: 1 with ``*out`` set. 0,
+    having run no code of obj's, when its attribute turns out not to be a method after all
+    (gone, or a pair): _resolve decides. ``lazy``: NULL in kernarg's section; else the section
+    to enter for what is not the usual answer, before a refusal."""
     cdef PyObject* args[1]
     cdef long long small
     args[0] = <PyObject*>obj
-    fn = _method_fn                 # held while it runs, whatever the call resolves
     try:
-        if fn is not None:
-            result = PyObject_Vectorcall(fn, args, 1, NULL)
+        if fn != NULL:
+            result = PyObject_Vectorcall(<object>fn, args, 1, NULL)
         else:
             result = PyObject_VectorcallMethod("__cuda_stream__", args, 1, NULL)
     except Exception as exc:
@@ -379,6 +418,7 @@ cdef int _method_handle(object obj, uint64_t* out) except -1:
         protocol = getattr(obj, "__cuda_stream__", None)
         if protocol is None or isinstance(protocol, tuple):
             return 0
+        enter_lazily(lazy)
         _method_raised(obj, exc)
     if type(result) is tuple and PyTuple_GET_SIZE(result) == 2:
         version = <object>PyTuple_GET_ITEM(result, 0)
@@ -388,6 +428,7 @@ cdef int _method_handle(object obj, uint64_t* out) except -1:
                 and kernarg_small_int(<PyObject*>handle, &small) and small >= 0:
             out[0] = <uint64_t>small            # the usual (0, handle below 2**60)
             return 1
+    enter_lazily(lazy)
     try:                        # anything else, as _resolve reads it (and as it fails)
         out[0] = _protocol_result(result, "__cuda_stream__()", obj)
     except (TypeError, ValueError):
@@ -395,6 +436,31 @@ cdef int _method_handle(object obj, uint64_t* out) except -1:
     except Exception as exc:    # a tuple subclass's __len__, say
         _reading_raised(obj, exc)
     return 1
+
+
+cdef uint64_t stream_handle_lazily(object obj, LazySection* lazy) except? 0:
+    """stream_handle for a caller that has not entered kernarg's section but holds ``lazy``
+    (NULL, or already held: stream_handle). None and exact ints read nothing of kernarg's but
+    relaxed words (see _open_blocks); an object of the type whose ``__cuda_stream__`` the last
+    resolution in the section called as a method (cuda.core's Stream, say: code that launches
+    on one stream object launches on others of its type) is called so, with no section, and its
+    usual answer taken. Everything else enters the section first: another type (resolved, and
+    remembered, there), an answer of another shape, a method that raised."""
+    cdef uint64_t handle = 0
+    cdef unsigned begun
+    cdef PyObject* way_type
+    cdef PyObject* fn
+    if obj is None or type(obj) is int:
+        return stream_handle(obj)
+    if KERNARG_GUARDED_BUILD and lazy != NULL and not lazy.held:
+        begun = kernarg_seq_begin(&_way.seq)
+        way_type = load_object(_way.type)
+        fn = load_object(_way.fn)
+        if way_type == <PyObject*>Py_TYPE(obj) and kernarg_seq_valid(&_way.seq, begun):
+            if _method_handle(obj, fn, &handle, lazy):
+                return handle
+    enter_lazily(lazy)
+    return stream_handle(obj)
 
 
 cdef uint64_t _protocol_result(object result, str what, object obj) except? 0:
@@ -415,7 +481,6 @@ cdef uint64_t _protocol_result(object result, str what, object obj) except? 0:
 
 cdef uint64_t _resolve(object obj) except? 0:
     # stream_handle's body for everything but None and exact ints.
-    global _method_type, _method_fn
     t = type(obj)
     if t is bool:
         raise TypeError(f"stream must not be a bool; accepted: {_ACCEPTED}")
@@ -440,12 +505,8 @@ cdef uint64_t _resolve(object obj) except? 0:
             result, what = protocol, "__cuda_stream__"
         else:
             what = "__cuda_stream__()"
-            # The next object of this type tries _method_handle. Dropping the old references
-            # can run code: the pair is never seen half changed.
-            fn = _fixed_method(t, "__cuda_stream__")
-            _method_type = None
-            _method_fn = fn
-            _method_type = t
+            # The next object of this type tries _method_handle.
+            _set_method_way(t, _fixed_method(t, "__cuda_stream__"))
             try:
                 result = protocol()
             except Exception as exc:

@@ -3816,6 +3816,70 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
         check(driver.cuStreamDestroy(producer))
 
 
+def test_launches_on_stream_objects_run_while_another_thread_holds_the_section(ctx):
+    """On a free-threaded CPython, Kernel.launch on a stream object of the type whose
+    __cuda_stream__ kernarg last called as a method (cuda.core's Stream, a library's own)
+    calls it with no section: another of that type's objects, answering (0, handle), launches
+    while another thread holds the section, for a static type (cuda.core's: its function
+    called directly) and a class (its method looked up by name). A method that raises, or
+    answers otherwise, is called once and refused by name, in the section."""
+    from test_free_threaded import (
+        FREE_THREADED,
+        _free_slot_subclass,
+        _Holder,
+        _section_held_by_another_thread,
+    )
+
+    if not FREE_THREADED:
+        pytest.skip("needs a free-threaded CPython >= 3.14 (python3.14t)")
+
+    class PyStream:
+        def __init__(self, answer):
+            self.answer, self.calls = answer, 0
+
+        def __cuda_stream__(self):
+            self.calls += 1
+            if isinstance(self.answer, BaseException):
+                raise self.answer
+            return self.answer
+
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    holds = kernarg._stream._holds_section
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = _free_slot_subclass(DeviceArray, {kernarg._handler._cache_slot(_Holder())})(
+        4 * 64, typestr="<f4")
+    handle = int(check(driver.cuStreamCreate(0)))
+    try:
+        k.launch(1, 64, out, 0.0, 64)           # the kernel's limits, checked (in the section)
+        for make in (lambda: core.Stream.from_handle(handle), lambda: PyStream((0, handle))):
+            streams = [make() for _ in range(3)]
+            # The first resolves the type, in the section, and kernarg remembers its method.
+            k.launch(1, 64, out, 0.0, 64, stream=streams[0])
+            with _section_held_by_another_thread():
+                for i in range(1, 31):
+                    k.launch(1, 64, out, float(i) + 0.5, 64, stream=streams[i % 3])
+                    assert holds() is False
+            check(driver.cuStreamSynchronize(handle))
+            assert (np.frombuffer(out.read(), np.float32) == 30.5).all()
+        assert [s.calls for s in streams] == [11, 10, 10]
+        for answer, error, message in (
+                (RuntimeError("no stream"), TypeError,
+                 r"stream PyStream: __cuda_stream__\(\) raised RuntimeError\('no stream'\)"),
+                ((0, -1), ValueError, r"from __cuda_stream__\(\) is -1, outside 0 \.\. 2\*\*64-1"),
+                ((1, handle), ValueError, r"__cuda_stream__\(\) version 1 is not supported")):
+            bad = PyStream(answer)
+            with pytest.raises(error, match=message):
+                k.launch(1, 64, out, 0.0, 64, stream=bad)
+            assert bad.calls == 1 and holds() is False
+        check(driver.cuStreamSynchronize(handle))
+        assert (np.frombuffer(out.read(), np.float32) == 30.5).all()     # nothing launched
+    finally:
+        check(driver.cuStreamDestroy(handle))
+
+
 def test_threads_calling_one_bound_launch_while_it_is_closed(ctx):
     """Threads call one BoundLaunch (through its vectorcall, which on a free-threaded build
     reads the block under the launcher's own lock, not kernarg's section) while the main

@@ -140,6 +140,16 @@ class _ProducedCAI(_PropertyCAI):
                 "strides": None, "stream": self.stream}
 
 
+def _on_stream_object(k, handle):
+    """A thread's launcher of ``k`` on a cuda.core Stream object of its stream ``handle``:
+    the handle is read from the object at each launch, as code that passes a stream object
+    does."""
+    from kernarg._bench import cuda_core
+
+    stream = cuda_core().Stream.from_handle(handle)
+    return lambda *a: k.launch(1, 32, *a, stream=stream)
+
+
 def _launch_cases():
     """name: (a function making the thread's own callable, one making its own arguments): each
     thread makes a stream, then calls callable(*arguments)."""
@@ -162,6 +172,8 @@ def _launch_cases():
             lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
         "Kernel.launch 3 (int, float, int)": (
             lambda s: (lambda *a: k.launch(1, 32, *a, stream=s)), lambda: (1 << 32, 0.5, 0)),
+        "Kernel.launch 3 (int, float, int) on a cuda.core Stream": (
+            lambda s: _on_stream_object(k, s), lambda: (1 << 32, 0.5, 0)),
         "prepared launch 3 (CAI array, float, int)": (
             lambda s: k.prepare(1, 32, stream=s), lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
         "prepared launch 3 (int, float, int)": (
