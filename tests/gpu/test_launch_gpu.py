@@ -3880,6 +3880,74 @@ def test_launches_on_stream_objects_run_while_another_thread_holds_the_section(c
         check(driver.cuStreamDestroy(handle))
 
 
+def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx):
+    """Four threads launch on stream objects of their own streams (cuda.core Streams, and a
+    class's objects, two threads each) while a fifth resolves streams of other types all the
+    while, so the type whose method kernarg remembers (read by a free-threaded build's
+    launches outside the section, under a sequence lock) changes under them: each thread's
+    launches write its own array, its last launch last on its stream, and each launch calls
+    its stream's method once."""
+    import threading
+
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+
+    class PyStream:
+        def __init__(self, handle):
+            self.handle, self.calls = handle, 0
+
+        def __cuda_stream__(self):
+            self.calls += 1
+            return (0, self.handle)
+
+    others = [type(f"Other{i}", (), {"__cuda_stream__": lambda self: (0, 2)}) for i in range(3)]
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    primary = check(driver.cuCtxGetCurrent())
+    handles = [int(check(driver.cuStreamCreate(1))) for _ in range(4)]
+    outs = [DeviceArray(4 * 64, typestr="<f4") for _ in range(4)]
+    made, errors, done = [None] * 4, [], threading.Event()
+
+    def body(i):
+        try:
+            check(driver.cuCtxSetCurrent(primary))
+            make = core.Stream.from_handle if i % 2 else PyStream
+            streams = made[i] = [make(handles[i]) for _ in range(2)]
+            for n in range(300):
+                k.launch(1, 64, outs[i], float(i * 1000 + n), 64, stream=streams[n % 2])
+        except BaseException as e:      # re-raised in the main thread, below
+            errors.append(e)
+
+    def churn():
+        while not done.is_set():
+            for other in others:
+                assert kernarg.resolve_stream(other()) == 2
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        done.set()
+        churner.join()
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
+    try:
+        for i, handle in enumerate(handles):
+            check(driver.cuStreamSynchronize(handle))
+            assert (np.frombuffer(outs[i].read(), np.float32) == i * 1000 + 299).all()
+        assert [s.calls for s in made[0] + made[2]] == [150] * 4
+    finally:
+        for handle in handles:
+            check(driver.cuStreamDestroy(handle))
+
+
 def test_threads_calling_one_bound_launch_while_it_is_closed(ctx):
     """Threads call one BoundLaunch (through its vectorcall, which on a free-threaded build
     reads the block under the launcher's own lock, not kernarg's section) while the main
