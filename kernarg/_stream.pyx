@@ -327,9 +327,12 @@ cdef object _method_fn = None
 
 # The same pair as a free-threaded build's launches read it outside kernarg's section
 # (stream_handle_lazily): the two pointers, borrowed from the objects above, under a sequence
-# lock, written with them (_set_method_way, in the section). A reader only compares the type
-# with its own object's, which keeps that type alive; where they are the same, the function is
-# the type's own (a static type's, whose dicts cannot change), alive as long as the type.
+# lock, written with them (_set_method_way, in the section). A reader never follows the type
+# pointer, only compares it with its own object's type, which that object keeps alive. Where
+# they are the same it calls the function, which is set only for a static type (_fixed_method):
+# the type's own, in dicts that cannot change, of a type never freed. Else it calls the
+# object's method by name. So a reader that holds a pointer the objects above no longer
+# reference, or that code run while they changed left here, follows nothing freed.
 cdef struct _MethodWay:
     unsigned seq
     PyObject* type
@@ -345,8 +348,8 @@ cdef void _set_method_way(object t, object fn):
     store_object(_way.type, <PyObject*>t)
     store_object(_way.fn, NULL if fn is None else <PyObject*>fn)
     kernarg_seq_write_end(&_way.seq)
-    # The old references go after the pair is changed (dropping them can run code): no reader
-    # takes the new pair with the old objects, nor this code's reader the objects half changed.
+    # Dropping the old references can run code: _method_handle never sees the pair half
+    # changed (a type with another type's function).
     _method_type = None
     _method_fn = fn
     _method_type = t
