@@ -23,7 +23,7 @@ if sysconfig.get_config_var("Py_GIL_DISABLED") and sys.version_info >= (3, 14):
                            f"found {Cython.__version__}")
     directives["freethreading_compatible"] = True
 macros = []
-compile_args = ["-O3"]
+compile_args = ["-O3", "-falign-functions=64"]
 if DEBUG:
     directives.update(linetrace=True, profile=True)
     macros += [("CYTHON_TRACE_NOGIL", "1"), ("KERNARG_DEBUG", "1")]
