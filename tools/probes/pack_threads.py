@@ -68,7 +68,9 @@ def _exchange_view():
     1.0 (read in C, as torch's tensors are from torch 2.10), of a test producer's DLPack export
     of device memory that nothing dereferences. (An older cuda.core's view takes kernarg's
     adapter instead, in the section.)"""
-    sys.path.insert(0, os.path.join(_ROOT, "tests"))
+    tests = os.path.join(_ROOT, "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
     from cuda.core.utils import StridedMemoryView
 
     from producers import DLPackProducer
