@@ -3749,6 +3749,30 @@ def test_threads_each_keep_their_own_context(ctx):
         assert (np.frombuffer(out.read(), np.float32) == i * 1000 + 199).all()
 
 
+def _free_threaded_helpers():
+    """test_free_threaded, for the tests that launch while another thread holds kernarg's
+    section: they skip on a GIL build."""
+    import test_free_threaded
+
+    if not test_free_threaded.FREE_THREADED:
+        pytest.skip("needs a free-threaded CPython >= 3.14 (python3.14t)")
+    return test_free_threaded
+
+
+class PyStream:
+    """A stream object whose __cuda_stream__ is a method of a class (looked up by name):
+    answers ``answer`` (raises it, if an exception) and counts its calls."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, 0
+
+    def __cuda_stream__(self):
+        self.calls += 1
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
 def test_launches_run_while_another_thread_holds_the_section(ctx):
     """On a free-threaded CPython, Kernel.launch, a prepared launch and a bound one take
     kernarg's section only once a launch needs it (a kernel's first check of a limit, launch
@@ -3758,15 +3782,7 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     bound or not, so threads launch at once. Here every launch runs while another thread
     holds the section: with the section taken on entry, they waited for it, and the holder
     gave up after its 60 s."""
-    from test_free_threaded import (
-        FREE_THREADED,
-        _free_slot_subclass,
-        _Holder,
-        _section_held_by_another_thread,
-    )
-
-    if not FREE_THREADED:
-        pytest.skip("needs a free-threaded CPython >= 3.14 (python3.14t)")
+    ft = _free_threaded_helpers()
     holds = kernarg._stream._holds_section
     k = kernarg.Kernel.from_source(WRITE, "fill")                     # typed: its signature
     untyped = kernarg.Kernel.from_handle(k.handle, device=0)          # the driver's layout
@@ -3774,8 +3790,8 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     # An array type whose per-type cache slot is not the holder's (a type that shares it is
     # looked up again, in the section, once the holder's pack has put its own there).
     slot = kernarg._handler._cache_slot
-    taken = {slot(_Holder())}
-    Array = _free_slot_subclass(DeviceArray, taken)
+    taken = {slot(ft._Holder())}
+    Array = ft._free_slot_subclass(DeviceArray, taken)
     # ... and so for the scalar types of the untyped launch: numpy's, or else ctypes'.
     scalars = []
     for kinds in ((np.float32, ctypes.c_float), (np.int32, ctypes.c_int)):
@@ -3797,7 +3813,7 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
         k.launch(1, 64, out, 0.0, 64)           # the kernel's limits, checked (in the section)
         untyped.launch(1, 64, out, f32(0), i32(64))
         grid, block = (1, 1, 1), (64, 1, 1)
-        with _section_held_by_another_thread():
+        with ft._section_held_by_another_thread():
             for i in range(1, 51):
                 bound()
                 bound_produced()
@@ -3823,25 +3839,7 @@ def test_launches_on_stream_objects_run_while_another_thread_holds_the_section(c
     while another thread holds the section, for a static type (cuda.core's: its function
     called directly) and a class (its method looked up by name). A method that raises, or
     answers otherwise, is called once and refused by name, in the section."""
-    from test_free_threaded import (
-        FREE_THREADED,
-        _free_slot_subclass,
-        _Holder,
-        _section_held_by_another_thread,
-    )
-
-    if not FREE_THREADED:
-        pytest.skip("needs a free-threaded CPython >= 3.14 (python3.14t)")
-
-    class PyStream:
-        def __init__(self, answer):
-            self.answer, self.calls = answer, 0
-
-        def __cuda_stream__(self):
-            self.calls += 1
-            if isinstance(self.answer, BaseException):
-                raise self.answer
-            return self.answer
+    ft = _free_threaded_helpers()
 
     pytest.importorskip("cuda.core")
     from kernarg._bench import cuda_core
@@ -3849,7 +3847,7 @@ def test_launches_on_stream_objects_run_while_another_thread_holds_the_section(c
     core = cuda_core()
     holds = kernarg._stream._holds_section
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    out = _free_slot_subclass(DeviceArray, {kernarg._handler._cache_slot(_Holder())})(
+    out = ft._free_slot_subclass(DeviceArray, {kernarg._handler._cache_slot(ft._Holder())})(
         4 * 64, typestr="<f4")
     handle = int(check(driver.cuStreamCreate(0)))
     try:
@@ -3858,7 +3856,7 @@ def test_launches_on_stream_objects_run_while_another_thread_holds_the_section(c
             streams = [make() for _ in range(3)]
             # The first resolves the type, in the section, and kernarg remembers its method.
             k.launch(1, 64, out, 0.0, 64, stream=streams[0])
-            with _section_held_by_another_thread():
+            with ft._section_held_by_another_thread():
                 for i in range(1, 31):
                     k.launch(1, 64, out, float(i) + 0.5, 64, stream=streams[i % 3])
                     assert holds() is False
@@ -3894,14 +3892,6 @@ def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx)
 
     core = cuda_core()
 
-    class PyStream:
-        def __init__(self, handle):
-            self.handle, self.calls = handle, 0
-
-        def __cuda_stream__(self):
-            self.calls += 1
-            return (0, self.handle)
-
     others = [type(f"Other{i}", (), {"__cuda_stream__": lambda self: (0, 2)}) for i in range(3)]
     k = kernarg.Kernel.from_source(WRITE, "fill")
     primary = check(driver.cuCtxGetCurrent())
@@ -3912,8 +3902,11 @@ def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx)
     def body(i):
         try:
             check(driver.cuCtxSetCurrent(primary))
-            make = core.Stream.from_handle if i % 2 else PyStream
-            streams = made[i] = [make(handles[i]) for _ in range(2)]
+            if i % 2:
+                streams = [core.Stream.from_handle(handles[i]) for _ in range(2)]
+            else:
+                streams = [PyStream((0, handles[i])) for _ in range(2)]
+            made[i] = streams
             for n in range(300):
                 k.launch(1, 64, outs[i], float(i * 1000 + n), 64, stream=streams[n % 2])
         except BaseException as e:      # re-raised in the main thread, below
