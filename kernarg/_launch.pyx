@@ -66,7 +66,6 @@ from kernarg._stream cimport (
     LazySection,
     enter_lazily,
     guard_module,
-    in_section,
     kernarg_object_lock,
     kernarg_object_unlock,
     kernarg_section,
@@ -3580,12 +3579,49 @@ cdef extern from *:
         PyObject *kernel;
     } kernarg_recent_kernel;
     static kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+
+    /* What kernarg.launch remembers of the foreign kernels and cuda.core configs it saw last
+       (kernarg_recent_kernels, kernarg_core_slots, kernarg_core_kind) is written only in
+       kernarg's section; a free-threaded build's launches also read it outside, under this
+       spin lock (_cutils.h), held for a few loads, compares of exact ints and reference
+       counts, never across a call into Python or a reference dropped. Nothing on a GIL
+       build. */
+    static int kernarg_recent_lock;
+
+    static void kernarg_recent_kernel_set(int i, PyObject *object, PyObject *kernel) {
+        kernarg_spin_lock(&kernarg_recent_lock);
+        kernarg_recent_kernels[i].object = object;
+        kernarg_recent_kernels[i].kernel = kernel;
+        kernarg_spin_unlock(&kernarg_recent_lock);
+    }
+
+    /* The Kernel remembered for the foreign kernel `object` (a new reference), or None: for a
+       reader outside the section, which must hold its reference before a writer may drop the
+       slot's (a writer empties a slot under the lock before it drops the entry that holds
+       it). `object` is the caller's, alive: a slot of its address is its own, since a slot is
+       emptied before its object's memory can be reused (_forget). */
+    static PyObject *kernarg_recent_kernel_ref(PyObject *object) {
+        PyObject *k = Py_None;
+        int i;
+        kernarg_spin_lock(&kernarg_recent_lock);
+        for (i = 0; i < KERNARG_RECENT; i++) {
+            if (kernarg_recent_kernels[i].object == object) {
+                k = kernarg_recent_kernels[i].kernel;
+                break;
+            }
+        }
+        Py_INCREF(k);
+        kernarg_spin_unlock(&kernarg_recent_lock);
+        return k;
+    }
     """
     enum: KERNARG_RECENT
     ctypedef struct kernarg_recent_kernel:
         PyObject* object
         PyObject* kernel
     kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT]
+    void kernarg_recent_kernel_set(int i, PyObject* obj, PyObject* kernel) noexcept
+    object kernarg_recent_kernel_ref(PyObject* obj)
 
 
 # The KERNARG_RECENT foreign kernel objects launched last, for a launch loop's repeated lookups
@@ -3603,8 +3639,7 @@ def _forget(ref, key):
     for i in range(KERNARG_RECENT):
         entry = _last_foreign_entries[i]
         if entry is not None and entry[0] is ref:
-            kernarg_recent_kernels[i].object = NULL
-            kernarg_recent_kernels[i].kernel = NULL
+            kernarg_recent_kernel_set(i, NULL, NULL)
             _last_foreign_entries[i] = None
     entry = _foreign_by_object.get(key)
     if entry is not None and entry[0] is ref:
@@ -3612,7 +3647,6 @@ def _forget(ref, key):
 
 
 cdef Kernel _launch_kernel(object kernel):
-    global _last_foreign_next
     cdef Kernel k
     cdef int i
     if isinstance(kernel, Kernel):
@@ -3622,14 +3656,7 @@ cdef Kernel _launch_kernel(object kernel):
             return <Kernel>kernarg_recent_kernels[i].kernel
     entry = _foreign_by_object.get(id(kernel))
     if entry is not None and (<tuple>entry)[0]() is kernel:
-        k = <Kernel>(<tuple>entry)[1]
-        i = _last_foreign_next
-        _last_foreign_next = (i + 1) % KERNARG_RECENT
-        kernarg_recent_kernels[i].object = NULL         # while the old entry is dropped
-        _last_foreign_entries[i] = entry
-        kernarg_recent_kernels[i].kernel = <PyObject*>k
-        kernarg_recent_kernels[i].object = <PyObject*>kernel
-        return k
+        return _remember_recent(kernel, <tuple>entry)
     try:
         owner, address = _kernel_address(kernel, "kernarg.launch")
     except ValueError:
@@ -3650,7 +3677,20 @@ cdef Kernel _launch_kernel(object kernel):
     _set_layout(k, _core_layout(kernel))
     if len(_foreign_by_object) >= FOREIGN_CACHE_SIZE:
         _foreign_by_object.clear()
-    _foreign_by_object[key] = (ref, k)
+    entry = _foreign_by_object[key] = (ref, k)
+    return _remember_recent(kernel, entry)
+
+
+cdef Kernel _remember_recent(object kernel, tuple entry):
+    """Put the foreign kernel object ``kernel`` and its ``entry`` of _foreign_by_object in the
+    next of the recent slots; its Kernel."""
+    global _last_foreign_next
+    cdef Kernel k = <Kernel>entry[1]
+    cdef int i = _last_foreign_next
+    _last_foreign_next = (i + 1) % KERNARG_RECENT
+    kernarg_recent_kernel_set(i, NULL, NULL)         # while the old entry is dropped
+    _last_foreign_entries[i] = entry
+    kernarg_recent_kernel_set(i, <PyObject*>kernel, <PyObject*>k)
     return k
 
 
@@ -3663,6 +3703,20 @@ cdef tuple _core_layout(object kernel):
         return tuple((int(p.offset), int(p.size)) for p in kernel.arguments_info)
     except Exception:
         return None
+
+
+cdef Kernel _launch_kernel_lazily(object kernel, LazySection* lazy):
+    """_launch_kernel for a free-threaded build's launch (``lazy``: the section it enters once
+    it needs it): a Kernel, or a foreign kernel remembered (kernarg_recent_kernel_ref), with
+    no section; else in the section."""
+    if isinstance(kernel, Kernel):
+        return <Kernel>kernel
+    if not lazy.held:
+        found = kernarg_recent_kernel_ref(<PyObject*>kernel)
+        if found is not None:
+            return <Kernel>found
+        enter_lazily(lazy)
+    return _launch_kernel(kernel)
 
 
 def _kernel_for_launch(kernel):
@@ -3779,12 +3833,28 @@ cdef extern from *:
         return 0;
     }
 
-    /* Whether field values a and b convert the same: one object, or two ints of one value
-       (an int field's C getter makes a new int each time above CPython's small ints). */
-    static int kernarg_same_field(PyObject *a, PyObject *b) {
+    /* Whether field values a and b convert the same: one object, two ints of one value (an
+       int field's C getter makes a new int each time above CPython's small ints), or two
+       tuples of up to three such ints (cuda.core makes a new tuple of a config's grid, block
+       and cluster each time a config is made, so code that makes its config at each launch
+       reads new ones). No Python code runs: exact ints and tuples only. */
+    static int kernarg_same_int(PyObject *a, PyObject *b) {
         if (a == b) return 1;
-        if (a == NULL || b == NULL || !PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
+        if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
         return PyObject_RichCompareBool(a, b, Py_EQ) == 1;    /* int == int cannot fail */
+    }
+
+    static int kernarg_same_field(PyObject *a, PyObject *b) {
+        Py_ssize_t i, n;
+        if (a == b) return 1;
+        if (a == NULL || b == NULL) return 0;
+        if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b))
+            return kernarg_same_int(a, b);
+        n = PyTuple_GET_SIZE(a);
+        if (n != PyTuple_GET_SIZE(b) || n > 3) return 0;
+        for (i = 0; i < n; i++)
+            if (!kernarg_same_int(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i))) return 0;
+        return 1;
     }
 
     /* A cuda.core config remembered: the six field values read from it and the LaunchConfig
@@ -3806,7 +3876,7 @@ cdef extern from *:
     }
 
     /* kernarg_find_core_config past the first slot (not inlined: a launch loop of one config
-       never comes here). */
+       never comes here). The caller holds kernarg_recent_lock. */
     #if defined(__GNUC__)
     __attribute__((noinline))
     #endif
@@ -3824,27 +3894,49 @@ cdef extern from *:
         return NULL;
     }
 
-    /* The config of the slot whose field values match the six in got[] (borrowed; the slot
-       is then the first), or NULL. */
-    static inline PyObject *kernarg_find_core_config(PyObject **got) {
+    static inline PyObject *kernarg_find_core_config_locked(PyObject **got) {
         return kernarg_same_fields(got, kernarg_core_slots[0].read)
             ? kernarg_core_slots[0].config : kernarg_scan_core_slots(got);
+    }
+
+    /* The config of the slot whose field values match the six in got[] (borrowed: for a
+       caller in kernarg's section, where alone slots are emptied; the slot is then the
+       first), or NULL. */
+    static inline PyObject *kernarg_find_core_config(PyObject **got) {
+        PyObject *found;
+        kernarg_spin_lock(&kernarg_recent_lock);
+        found = kernarg_find_core_config_locked(got);
+        kernarg_spin_unlock(&kernarg_recent_lock);
+        return found;
+    }
+
+    /* kernarg_find_core_config for a reader outside the section: the config as a new
+       reference, taken before a writer may drop the slot's, or None. */
+    static PyObject *kernarg_core_config_ref(PyObject **got) {
+        PyObject *found;
+        kernarg_spin_lock(&kernarg_recent_lock);
+        found = kernarg_find_core_config_locked(got);
+        if (found == NULL) found = Py_None;
+        Py_INCREF(found);
+        kernarg_spin_unlock(&kernarg_recent_lock);
+        return found;
     }
 
     /* Put the six items of the tuple values and config (new references) in the first slot,
        the others one down; the last one's are dropped, once the slots are whole (dropping
        can run code that launches again). */
     static void kernarg_core_slot_push(PyObject *values, PyObject *config) {
-        kernarg_core_slot old = kernarg_core_slots[KERNARG_RECENT - 1];
+        kernarg_core_slot old;
         int i;
+        for (i = 0; i < 6; i++) Py_INCREF(PyTuple_GET_ITEM(values, i));
+        Py_INCREF(config);
+        kernarg_spin_lock(&kernarg_recent_lock);
+        old = kernarg_core_slots[KERNARG_RECENT - 1];
         memmove(&kernarg_core_slots[1], &kernarg_core_slots[0],
                 (KERNARG_RECENT - 1) * sizeof(old));
-        for (i = 0; i < 6; i++) {
-            kernarg_core_slots[0].read[i] = PyTuple_GET_ITEM(values, i);
-            Py_INCREF(kernarg_core_slots[0].read[i]);
-        }
+        for (i = 0; i < 6; i++) kernarg_core_slots[0].read[i] = PyTuple_GET_ITEM(values, i);
         kernarg_core_slots[0].config = config;
-        Py_INCREF(config);
+        kernarg_spin_unlock(&kernarg_recent_lock);
         for (i = 0; i < 6; i++) Py_XDECREF(old.read[i]);
         Py_XDECREF(old.config);
     }
@@ -3853,12 +3945,49 @@ cdef extern from *:
     static void kernarg_core_slots_clear(void) {
         kernarg_core_slot old[KERNARG_RECENT];
         int i, j;
+        kernarg_spin_lock(&kernarg_recent_lock);
         memcpy(old, kernarg_core_slots, sizeof(old));
         memset(kernarg_core_slots, 0, sizeof(old));
+        kernarg_spin_unlock(&kernarg_recent_lock);
         for (j = 0; j < KERNARG_RECENT; j++) {
             for (i = 0; i < 6; i++) Py_XDECREF(old[j].read[i]);
             Py_XDECREF(old[j].config);
         }
+    }
+
+    /* The cuda.core config type whose slots kernarg_core_slots holds, and its field readers
+       (_ConfigFields'), for a reader outside the section: the type is only compared (the
+       caller's config keeps its own alive), and the readers are of a static type's fields,
+       which is never freed. NULL when the slots are of no type. */
+    typedef struct {
+        PyTypeObject *type;
+        getter get[6];
+        void *closure[6];
+    } kernarg_core_kind_t;
+    static kernarg_core_kind_t kernarg_core_kind;
+
+    static void kernarg_core_kind_set(PyTypeObject *t, getter *get, void **closure) {
+        kernarg_spin_lock(&kernarg_recent_lock);
+        kernarg_core_kind.type = t;
+        if (t != NULL) {
+            memcpy(kernarg_core_kind.get, get, sizeof(kernarg_core_kind.get));
+            memcpy(kernarg_core_kind.closure, closure, sizeof(kernarg_core_kind.closure));
+        }
+        kernarg_spin_unlock(&kernarg_recent_lock);
+    }
+
+    /* Whether `obj`'s type is the type of the slots; then its field readers are copied to
+       get[] and closure[]. */
+    static int kernarg_core_kind_of(PyObject *obj, getter *get, void **closure) {
+        int same;
+        kernarg_spin_lock(&kernarg_recent_lock);
+        same = Py_TYPE(obj) == kernarg_core_kind.type;
+        if (same) {
+            memcpy(get, kernarg_core_kind.get, sizeof(kernarg_core_kind.get));
+            memcpy(closure, kernarg_core_kind.closure, sizeof(kernarg_core_kind.closure));
+        }
+        kernarg_spin_unlock(&kernarg_recent_lock);
+        return same;
     }
 
     /* A tuple of the n references in got[], which it takes over (all of them, also when it
@@ -3890,6 +4019,9 @@ cdef extern from *:
         PyObject* config
     kernarg_core_slot kernarg_core_slots[KERNARG_RECENT]
     PyObject* kernarg_find_core_config(PyObject** got) noexcept
+    object kernarg_core_config_ref(PyObject** got)
+    void kernarg_core_kind_set(PyTypeObject* t, getter* get, void** closure) noexcept
+    bint kernarg_core_kind_of(PyObject* obj, getter* get, void** closure) noexcept
     void kernarg_core_slot_push(PyObject* values, PyObject* config) noexcept
     void kernarg_core_slots_clear() noexcept
 
@@ -3951,6 +4083,26 @@ cdef inline LaunchConfig _config_of(object config):
     return cfg
 
 
+cdef LaunchConfig _config_of_lazily(object config, LazySection* lazy):
+    """_config_of for a free-threaded build's launch (``lazy``: the section it enters once it
+    needs it): a LaunchConfig, or a cuda.core config of the type remembered whose fields
+    match a slot, with no section (the fields read through their C getters, the slot found
+    under kernarg_recent_lock); else in the section."""
+    cdef PyObject* got[6]
+    cdef getter get[6]
+    cdef void* closure[6]
+    if type(config) is LaunchConfig:
+        return <LaunchConfig>config
+    if not lazy.held and kernarg_core_kind_of(<PyObject*>config, get, closure):
+        kernarg_read_fields(get, closure, config, got, 6)
+        found = kernarg_core_config_ref(got)
+        kernarg_drop_fields(got, 6)
+        if found is not None:
+            return <LaunchConfig>found
+    enter_lazily(lazy)
+    return _config_of(config)
+
+
 cdef LaunchConfig _config_of_fields(PyObject** got):
     """_config_of for a config of the type kept whose fields read ``got`` (references it takes
     over) match no slot: they are its values, not read again."""
@@ -3984,10 +4136,15 @@ cdef LaunchConfig _config_from_values(object t, object fields, tuple values):
             _foreign_configs.clear()
         _foreign_configs[values] = cfg
     if fields is not None:
-        if t is not _last_core_type:            # another type: the slots are forgotten
+        another = t is not _last_core_type
+        if another:                             # another type: the slots are forgotten
             _last_core_type = None
+            kernarg_core_kind_set(NULL, NULL, NULL)
             kernarg_core_slots_clear()
         kernarg_core_slot_push(<PyObject*>values, <PyObject*>cfg)
+        if another:                             # launches outside the section: its slots
+            kernarg_core_kind_set(<PyTypeObject*>t, (<_ConfigFields>fields).get,
+                                  (<_ConfigFields>fields).closure)
         _last_core_type, _last_core_fields = t, fields
     return cfg
 
@@ -4006,22 +4163,45 @@ cdef tuple _LAUNCH_NAMES = ("stream", "config", "kernel")
 cdef object _launch_fastcall(PyObject* module, PyObject** args, Py_ssize_t nargs,
                              PyObject* kwnames):
     """``kernarg.launch(stream, config, kernel, *args)``: ``args[0:nargs]`` by position (see
-    _kernel_launch_fastcall, also for the section)."""
-    return in_section(_launch_call, module, args, nargs, kwnames)
+    _kernel_launch_fastcall, also for the section, which a free-threaded build enters once
+    the launch needs it: _launch_call)."""
+    cdef LazySection lazy
+    if not KERNARG_GUARDED_BUILD:       # (a C constant: a GIL build compiles only this)
+        return _launch_call(module, args, nargs, kwnames, NULL)
+    lazy.held = False
+    try:
+        return _launch_call(module, args, nargs, kwnames, &lazy)
+    finally:
+        leave_lazily(&lazy)
 
 
 cdef object _launch_call(PyObject* module, PyObject** args, Py_ssize_t nargs,
-                         PyObject* kwnames):
+                         PyObject* kwnames, LazySection* lazy):
+    """``lazy``: as for _kernel_launch. A launch of a Kernel, or of a foreign kernel launched
+    lately, with a LaunchConfig or a cuda.core config converted lately, on a stream that
+    Kernel.launch resolves outside the section, of arguments the packers place outside it,
+    runs all of it outside."""
     cdef PyObject* given[3]
     cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
+    cdef Kernel k
+    cdef LaunchConfig cfg
+    cdef uint64_t handle
     if kwnames == NULL and nargs >= 3:         # the usual call: nothing to sort by name
         given[0], given[1], given[2] = args[0], args[1], args[2]
     else:
         parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
-    cdef Kernel k = _launch_kernel(<object>given[2])
-    cdef LaunchConfig cfg = _config_of(<object>given[1])
-    cdef uint64_t handle = stream_handle(<object>given[0])
-    _pack_and_launch(k, &cfg._d, cfg._attrs, cfg._nattrs, args + 3, n, None, handle, NULL)
+    if KERNARG_GUARDED_BUILD and lazy != NULL:
+        k = _launch_kernel_lazily(<object>given[2], lazy)
+        cfg = _config_of_lazily(<object>given[1], lazy)
+        if lazy.held:
+            handle = stream_handle(<object>given[0])
+        else:
+            handle = stream_handle_lazily(<object>given[0], lazy)
+    else:
+        k = _launch_kernel(<object>given[2])
+        cfg = _config_of(<object>given[1])
+        handle = stream_handle(<object>given[0])
+    _pack_and_launch(k, &cfg._d, cfg._attrs, cfg._nattrs, args + 3, n, None, handle, lazy)
     return None
 
 

@@ -1500,11 +1500,18 @@ def test_launch_remembers_a_few_cuda_core_configs_launched_in_turn():
             assert _config_from(own) is own         # kernarg's own: not a slot's
     assert _recent_configs() == slots               # the same four, in the same order
     assert _config_from(four[1]) is converted[1] and grids() == [12, 14, 13, 11]
+    # A config made anew with the same values is found too: cuda.core makes new grid and
+    # block tuples for each config, and code that makes its config at each launch reads them.
+    fresh = core.LaunchConfig(grid=13, block=32)
+    assert fresh.grid is not four[2].grid and fresh.grid == four[2].grid
+    assert _config_from(fresh) is converted[2] and grids() == [13, 12, 14, 11]
+    assert _config_from(core.LaunchConfig(grid=12, block=32)) is converted[1]
+    assert grids() == [12, 13, 14, 11]
     # A config changed after it was kept is read again and goes first; the one found or
     # converted longest ago (11) is forgotten, and converted again when it comes back.
     four[1].grid = (21, 1, 1)
     assert _config_from(four[1]).grid == (21, 1, 1)
-    assert grids() == [21, 12, 14, 13]
+    assert grids() == [21, 12, 13, 14]
     assert _config_from(four[2]) is converted[2] and grids() == [13, 21, 12, 14]
     assert _config_from(four[0]).grid == (11, 1, 1) and grids() == [11, 13, 21, 12]
     # Keeping a config's field values holds references to them; a slot refilled drops them.
@@ -1605,16 +1612,16 @@ def test_launch_wraps_a_foreign_kernel_once():
 
 def test_launch_remembers_a_few_foreign_kernels_launched_in_turn():
     """Four foreign kernel objects looked up in turn are all remembered by address (a loop
-    launching a few cuda.core kernels finds each with no dict lookup); a fifth takes the
-    oldest slot, and one that goes is forgotten at once."""
+    launching a few cuda.core kernels finds each with no dict lookup, and on a free-threaded
+    build with no section); a fifth takes the oldest slot, and one that goes is forgotten at
+    once. A kernel is remembered from its first launch, when it is wrapped."""
     from kernarg._launch import _kernel_for_launch, _last_foreign_addresses
 
     cls = type(_core_kernel(0x7000, [(0, 8)]))
     kernels = [cls() for _ in range(5)]
-    wrappers = [_kernel_for_launch(k) for k in kernels]     # wrapped: not yet remembered
+    wrappers = [_kernel_for_launch(k) for k in kernels]     # wrapped and remembered
     assert len({id(w) for w in wrappers}) == 5
-    for k in kernels[:4]:
-        assert id(k) not in _last_foreign_addresses()
+    assert sorted(_last_foreign_addresses()) == sorted(id(k) for k in kernels[1:])
     for _ in range(3):
         for k, w in zip(kernels[:4], wrappers[:4], strict=True):
             assert _kernel_for_launch(k) is w

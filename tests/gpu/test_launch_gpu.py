@@ -3878,6 +3878,58 @@ def test_launches_on_stream_objects_run_while_another_thread_holds_the_section(c
         check(driver.cuStreamDestroy(handle))
 
 
+def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx):
+    """On a free-threaded CPython, kernarg.launch (cuda.core's call form) takes kernarg's
+    section only once the launch needs it, as Kernel.launch does: a kernarg Kernel, or a
+    cuda.core Kernel launched before, with a kernarg LaunchConfig, or a cuda.core config whose
+    fields read as one converted before, on None, an int or a cuda.core Stream, launches
+    while another thread holds the section. A new kernel or config is converted in the
+    section (after the block); with the section taken on entry, the launches in the block
+    waited for it, and the holder gave up after its 60 s."""
+    ft = _free_threaded_helpers()
+
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    holds = kernarg._stream._holds_section
+    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("fill")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = ft._free_slot_subclass(DeviceArray, {kernarg._handler._cache_slot(ft._Holder())})(
+        4 * 64, typestr="<f4")
+    handle = int(check(driver.cuStreamCreate(0)))
+    stream = core.Stream.from_handle(handle)
+    ours, theirs = kernarg.LaunchConfig(1, 64), core.LaunchConfig(grid=1, block=64)
+    try:
+        # Each kernel and config once first: converted and remembered (in the section).
+        kernarg.launch(stream, theirs, ck, out, np.float32(0), np.int32(64))
+        kernarg.launch(stream, ours, k, out, 0.0, 64)
+        with ft._section_held_by_another_thread():
+            for i in range(1, 31):
+                kernarg.launch(stream, theirs, ck, out, np.float32(i), np.int32(64))
+                kernarg.launch(handle, ours, ck, out, np.float32(i + 0.25), np.int32(64))
+                kernarg.launch(stream, core.LaunchConfig(grid=1, block=64), k, out,
+                               float(i) + 0.5, 64)
+                kernarg.launch(None, ours, k, out, float(i) + 0.75, 64)
+                assert holds() is False
+        check(driver.cuCtxSynchronize())
+        assert (np.frombuffer(out.read(), np.float32) == 30.75).all()
+        # Another config's fields: converted in the section, launched with its own grid.
+        kernarg.launch(stream, core.LaunchConfig(grid=2, block=32), ck, out, np.float32(-1),
+                       np.int32(64))
+        check(driver.cuStreamSynchronize(handle))
+        assert (np.frombuffer(out.read(), np.float32) == -1).all()
+        # The parameter check of a cuda.core kernel still holds, and names the argument.
+        with pytest.raises(TypeError, match=r"argument 1 \(float\) packs as 8 bytes"):
+            kernarg.launch(stream, theirs, ck, out, 2.5, np.int32(64))
+        assert holds() is False
+    finally:
+        check(driver.cuStreamDestroy(handle))
+
+
 def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx):
     """Four threads launch on stream objects of their own streams (cuda.core Streams, and a
     class's objects, two threads each) while a fifth resolves streams of other types all the

@@ -22,7 +22,8 @@ Run from the repository root, with kernarg built in place for the free-threaded 
 On a GIL build it runs too, and two threads take turns.
 
 With ``--launches`` it times launches instead (Kernel.launch and a prepared launch of a kernel
-compiled with NVRTC, typed and untyped, each thread on a stream of its own), which need a
+compiled with NVRTC, typed and untyped, and ``kernarg.launch``, cuda.core's call form, of it and
+of cuda.core's own Kernel; each thread on a stream of its own), which need a
 driver: run it under tools/fakecuda/run.sh, whose launches cost little and run nothing on a
 GPU. What it shows is kernarg's side of a launch, not a GPU's:
     tools/fakecuda/run.sh python3.14t tools/probes/pack_threads.py --launches
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -152,6 +154,28 @@ def _on_stream_object(k, handle):
     return lambda *a: k.launch(1, 32, *a, stream=stream)
 
 
+def _core_launcher(k, handle):
+    """A thread's launcher in cuda.core's call form: ``kernarg.launch`` of cuda.core's own
+    Kernel (``k``), with a cuda.core LaunchConfig, on a cuda.core Stream of its stream
+    ``handle``, as code written for ``cuda.core.launch`` does."""
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    stream, config = core.Stream.from_handle(handle), core.LaunchConfig(grid=1, block=32)
+    return lambda *a: kernarg.launch(stream, config, k, *a)
+
+
+def _core_kernel():
+    """_FILL compiled by cuda.core, as its own Kernel."""
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    return core.Program(_FILL, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("fill")
+
+
 def _launch_cases():
     """name: (a function making the thread's own callable, one making its own arguments): each
     thread makes a stream, then calls callable(*arguments)."""
@@ -163,6 +187,7 @@ def _launch_cases():
     k = kernarg.Kernel.from_source(_FILL, "fill")
     untyped = kernarg.Kernel.from_handle(k.handle, device=0)
     primary = driver.cuDevicePrimaryCtxRetain(driver.cuDeviceGet(0)[1])[1]
+    core_kernel = _core_kernel()
 
     def stream():
         driver.cuCtxSetCurrent(primary)
@@ -176,6 +201,12 @@ def _launch_cases():
             lambda s: (lambda *a: k.launch(1, 32, *a, stream=s)), lambda: (1 << 32, 0.5, 0)),
         "Kernel.launch 3 (int, float, int) on a cuda.core Stream": (
             lambda s: _on_stream_object(k, s), lambda: (1 << 32, 0.5, 0)),
+        "kernarg.launch 3 (int, float32, int32): kernarg Kernel and LaunchConfig": (
+            lambda s: functools.partial(kernarg.launch, s, kernarg.LaunchConfig(1, 32), k),
+            lambda: (1 << 32, np.float32(0.5), np.int32(0))),
+        "kernarg.launch 3 (int, float32, int32): cuda.core Kernel, LaunchConfig, Stream": (
+            lambda s: _core_launcher(core_kernel, s),
+            lambda: (1 << 32, np.float32(0.5), np.int32(0))),
         "prepared launch 3 (CAI array, float, int)": (
             lambda s: k.prepare(1, 32, stream=s), lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
         "prepared launch 3 (int, float, int)": (
