@@ -154,6 +154,10 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
             seen.append(stream._holds_section())
             raise ValueError("seen")
 
+    class OtherStream(Stream):
+        """Another type than the one resolved last (Stream): launches call that type's
+        method outside the section (stream_handle_lazily), another type's in it."""
+
     assert stream._holds_section() is False             # outside kernarg
     with pytest.raises(TypeError, match="seen"):
         kernarg.resolve_stream(Stream())                 # a guarded function: the reference
@@ -164,7 +168,7 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
                  lambda: kernarg.Signature("float* p").pack((Array(),)),
                  lambda: bare.launch((Index(), 1, 1), 1),
                  lambda: bare.launch(1, 1, cooperative=Flag()),
-                 lambda: kernarg.launch(Stream(), kernarg.LaunchConfig(1, 1), bare)):
+                 lambda: kernarg.launch(OtherStream(), kernarg.LaunchConfig(1, 1), bare)):
         with pytest.raises((TypeError, ValueError), match="seen"):
             call()
         assert stream._holds_section() is False         # left

@@ -3930,6 +3930,64 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
         check(driver.cuStreamDestroy(handle))
 
 
+def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
+    """Four threads launch in cuda.core's call form, each on a cuda.core Stream of its own,
+    cycling through five cuda.core kernels and five configs (one more of each than kernarg
+    remembers, so the slots that a free-threaded build's launches read outside the section
+    change under them all the while), every third launch with a config made anew: each
+    thread's launches land on its own array, the last one last, and kernarg then remembers
+    only the kernels and configs launched."""
+    import threading
+
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    kernels = [core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("fill") for _ in range(5)]
+    shapes = ((1, 64), (2, 32), (4, 16), (8, 8), (2, 64))     # each covers the 64 floats
+    configs = [core.LaunchConfig(grid=g, block=b) for g, b in shapes]
+    handles = [int(check(driver.cuStreamCreate(1))) for _ in range(4)]
+    outs = [DeviceArray(4 * 64, typestr="<f4") for _ in range(4)]
+    errors = []
+
+    def body(i):
+        try:
+            dev.set_current()
+            stream = core.Stream.from_handle(handles[i])
+            for n in range(300):
+                j = (i + n) % 5
+                config = configs[j] if n % 3 else core.LaunchConfig(grid=shapes[j][0],
+                                                                     block=shapes[j][1])
+                kernarg.launch(stream, config, kernels[(j + n // 5) % 5], outs[i],
+                               np.float32(i * 1000 + n), np.int32(64))
+        except BaseException as e:      # re-raised in the main thread, below
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
+    try:
+        for i, handle in enumerate(handles):
+            check(driver.cuStreamSynchronize(handle))
+            assert (np.frombuffer(outs[i].read(), np.float32) == i * 1000 + 299).all()
+    finally:
+        for handle in handles:
+            check(driver.cuStreamDestroy(handle))
+    remembered = set(kernarg._launch._last_foreign_addresses()) - {0}
+    assert remembered and remembered <= {id(k) for k in kernels}
+    slots = [values for values, _ in kernarg._launch._recent_configs() if values is not None]
+    assert slots and all((v[0], v[1], v[2]) in [((g, 1, 1), (b, 1, 1), None) for g, b in shapes]
+                         for v in slots)
+
+
 def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx):
     """Four threads launch on stream objects of their own streams (cuda.core Streams, and a
     class's objects, two threads each) while a fifth resolves streams of other types all the
