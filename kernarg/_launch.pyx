@@ -4183,25 +4183,37 @@ cdef object _launch_call(PyObject* module, PyObject** args, Py_ssize_t nargs,
     runs all of it outside."""
     cdef PyObject* given[3]
     cdef Py_ssize_t n = nargs - 3 if nargs > 3 else 0
-    cdef Kernel k
-    cdef LaunchConfig cfg
     cdef uint64_t handle
+    # The kernel and config as given are borrowed, not counted (see _pack_and_launch): the
+    # caller's array holds them. A foreign kernel's wrapper and a converted config are held.
+    cdef object kernel_ref, config_ref
     if kwnames == NULL and nargs >= 3:         # the usual call: nothing to sort by name
         given[0], given[1], given[2] = args[0], args[1], args[2]
     else:
         parse_fastcall("launch", _LAUNCH_NAMES, 3, args, nargs, kwnames, given)
+    cdef PyObject* k = given[2]
+    cdef PyObject* cfg = given[1]
     if KERNARG_GUARDED_BUILD and lazy != NULL:
-        k = _launch_kernel_lazily(<object>given[2], lazy)
-        cfg = _config_of_lazily(<object>given[1], lazy)
+        if not isinstance(<object>k, Kernel):
+            kernel_ref = _launch_kernel_lazily(<object>k, lazy)
+            k = <PyObject*>kernel_ref
+        if type(<object>cfg) is not LaunchConfig:
+            config_ref = _config_of_lazily(<object>cfg, lazy)
+            cfg = <PyObject*>config_ref
         if lazy.held:
             handle = stream_handle(<object>given[0])
         else:
             handle = stream_handle_lazily(<object>given[0], lazy)
     else:
-        k = _launch_kernel(<object>given[2])
-        cfg = _config_of(<object>given[1])
+        if not isinstance(<object>k, Kernel):
+            kernel_ref = _launch_kernel(<object>k)
+            k = <PyObject*>kernel_ref
+        if type(<object>cfg) is not LaunchConfig:
+            config_ref = _config_of(<object>cfg)
+            cfg = <PyObject*>config_ref
         handle = stream_handle(<object>given[0])
-    _pack_and_launch(k, &cfg._d, cfg._attrs, cfg._nattrs, args + 3, n, None, handle, lazy)
+    _pack_and_launch(<Kernel>k, &(<LaunchConfig>cfg)._d, (<LaunchConfig>cfg)._attrs,
+                     (<LaunchConfig>cfg)._nattrs, args + 3, n, None, handle, lazy)
     return None
 
 
