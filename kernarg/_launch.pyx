@@ -3647,10 +3647,16 @@ def _forget(ref, key):
 
 
 cdef Kernel _launch_kernel(object kernel):
-    cdef Kernel k
-    cdef int i
     if isinstance(kernel, Kernel):
         return <Kernel>kernel
+    return _foreign_kernel(kernel)
+
+
+cdef Kernel _foreign_kernel(object kernel):
+    """The Kernel that launches ``kernel``, which is not one: a cuda.core Kernel's wrapper, or
+    a raw handle's."""
+    cdef Kernel k
+    cdef int i
     for i in range(KERNARG_RECENT):
         if <PyObject*>kernel == kernarg_recent_kernels[i].object:
             return <Kernel>kernarg_recent_kernels[i].kernel
@@ -3705,18 +3711,16 @@ cdef tuple _core_layout(object kernel):
         return None
 
 
-cdef Kernel _launch_kernel_lazily(object kernel, LazySection* lazy):
-    """_launch_kernel for a free-threaded build's launch (``lazy``: the section it enters once
-    it needs it): a Kernel, or a foreign kernel remembered (kernarg_recent_kernel_ref), with
-    no section; else in the section."""
-    if isinstance(kernel, Kernel):
-        return <Kernel>kernel
+cdef Kernel _foreign_kernel_lazily(object kernel, LazySection* lazy):
+    """_foreign_kernel for a free-threaded build's launch (``lazy``: the section it enters
+    once it needs it): a kernel remembered (kernarg_recent_kernel_ref) with no section; else
+    in the section."""
     if not lazy.held:
         found = kernarg_recent_kernel_ref(<PyObject*>kernel)
         if found is not None:
             return <Kernel>found
         enter_lazily(lazy)
-    return _launch_kernel(kernel)
+    return _foreign_kernel(kernel)
 
 
 def _kernel_for_launch(kernel):
@@ -3844,9 +3848,13 @@ cdef extern from *:
         return PyObject_RichCompareBool(a, b, Py_EQ) == 1;    /* int == int cannot fail */
     }
 
-    static int kernarg_same_field(PyObject *a, PyObject *b) {
+    /* kernarg_same_field past one object (not inlined: a launch loop reads the same
+       objects, and its six compares stay a few instructions each). */
+    #if defined(__GNUC__)
+    __attribute__((noinline))
+    #endif
+    static int kernarg_same_value(PyObject *a, PyObject *b) {
         Py_ssize_t i, n;
-        if (a == b) return 1;
         if (a == NULL || b == NULL) return 0;
         if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b))
             return kernarg_same_int(a, b);
@@ -3855,6 +3863,10 @@ cdef extern from *:
         for (i = 0; i < n; i++)
             if (!kernarg_same_int(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i))) return 0;
         return 1;
+    }
+
+    static inline int kernarg_same_field(PyObject *a, PyObject *b) {
+        return a == b || kernarg_same_value(a, b);
     }
 
     /* A cuda.core config remembered: the six field values read from it and the LaunchConfig
@@ -4195,7 +4207,7 @@ cdef object _launch_call(PyObject* module, PyObject** args, Py_ssize_t nargs,
     cdef PyObject* cfg = given[1]
     if KERNARG_GUARDED_BUILD and lazy != NULL:
         if not isinstance(<object>k, Kernel):
-            kernel_ref = _launch_kernel_lazily(<object>k, lazy)
+            kernel_ref = _foreign_kernel_lazily(<object>k, lazy)
             k = <PyObject*>kernel_ref
         if type(<object>cfg) is not LaunchConfig:
             config_ref = _config_of_lazily(<object>cfg, lazy)
@@ -4206,7 +4218,7 @@ cdef object _launch_call(PyObject* module, PyObject** args, Py_ssize_t nargs,
             handle = stream_handle_lazily(<object>given[0], lazy)
     else:
         if not isinstance(<object>k, Kernel):
-            kernel_ref = _launch_kernel(<object>k)
+            kernel_ref = _foreign_kernel(<object>k)
             k = <PyObject*>kernel_ref
         if type(<object>cfg) is not LaunchConfig:
             config_ref = _config_of(<object>cfg)
