@@ -3930,6 +3930,37 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
         check(driver.cuStreamDestroy(handle))
 
 
+def _in_threads(body, count):
+    """Run ``body(i)`` for i in range(count), each on a thread of its own, all at once; then
+    re-raise the first exception any of them raised."""
+    import threading
+
+    errors = []
+
+    def run(i):
+        try:
+            body(i)
+        except BaseException as e:      # re-raised in the calling thread, below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
+
+
+def _check_last_writes(handles, outs, last):
+    """Each thread ``i`` launched on ``handles[i]``, its last launch writing ``i * 1000 +
+    last`` to all of ``outs[i]``: once each stream is done, that is what each array holds."""
+    for i, handle in enumerate(handles):
+        check(driver.cuStreamSynchronize(handle))
+        assert (np.frombuffer(outs[i].read(), np.float32) == i * 1000 + last).all(), i
+
+
 def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     """Four threads launch in cuda.core's call form, each on a cuda.core Stream of its own,
     cycling through five cuda.core kernels and five configs (one more of each than kernarg
@@ -3937,8 +3968,6 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     change under them all the while), every third launch with a config made anew: each
     thread's launches land on its own array, the last one last, and kernarg then remembers
     only the kernels and configs launched."""
-    import threading
-
     pytest.importorskip("cuda.core")
     from kernarg._bench import cuda_core
 
@@ -3951,33 +3980,20 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     configs = [core.LaunchConfig(grid=g, block=b) for g, b in shapes]
     handles = [int(check(driver.cuStreamCreate(1))) for _ in range(4)]
     outs = [DeviceArray(4 * 64, typestr="<f4") for _ in range(4)]
-    errors = []
 
     def body(i):
-        try:
-            dev.set_current()
-            stream = core.Stream.from_handle(handles[i])
-            for n in range(300):
-                j = (i + n) % 5
-                config = configs[j] if n % 3 else core.LaunchConfig(grid=shapes[j][0],
-                                                                     block=shapes[j][1])
-                kernarg.launch(stream, config, kernels[(j + n // 5) % 5], outs[i],
-                               np.float32(i * 1000 + n), np.int32(64))
-        except BaseException as e:      # re-raised in the main thread, below
-            errors.append(e)
+        dev.set_current()
+        stream = core.Stream.from_handle(handles[i])
+        for n in range(300):
+            j = (i + n) % 5
+            config = configs[j] if n % 3 else core.LaunchConfig(grid=shapes[j][0],
+                                                                 block=shapes[j][1])
+            kernarg.launch(stream, config, kernels[(j + n // 5) % 5], outs[i],
+                           np.float32(i * 1000 + n), np.int32(64))
 
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
     try:
-        for i, handle in enumerate(handles):
-            check(driver.cuStreamSynchronize(handle))
-            assert (np.frombuffer(outs[i].read(), np.float32) == i * 1000 + 299).all()
+        _in_threads(body, 4)
+        _check_last_writes(handles, outs, 299)
     finally:
         for handle in handles:
             check(driver.cuStreamDestroy(handle))
@@ -4007,20 +4023,17 @@ def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx)
     primary = check(driver.cuCtxGetCurrent())
     handles = [int(check(driver.cuStreamCreate(1))) for _ in range(4)]
     outs = [DeviceArray(4 * 64, typestr="<f4") for _ in range(4)]
-    made, errors, done = [None] * 4, [], threading.Event()
+    made, done = [None] * 4, threading.Event()
 
     def body(i):
-        try:
-            check(driver.cuCtxSetCurrent(primary))
-            if i % 2:
-                streams = [core.Stream.from_handle(handles[i]) for _ in range(2)]
-            else:
-                streams = [PyStream((0, handles[i])) for _ in range(2)]
-            made[i] = streams
-            for n in range(300):
-                k.launch(1, 64, outs[i], float(i * 1000 + n), 64, stream=streams[n % 2])
-        except BaseException as e:      # re-raised in the main thread, below
-            errors.append(e)
+        check(driver.cuCtxSetCurrent(primary))
+        if i % 2:
+            streams = [core.Stream.from_handle(handles[i]) for _ in range(2)]
+        else:
+            streams = [PyStream((0, handles[i])) for _ in range(2)]
+        made[i] = streams
+        for n in range(300):
+            k.launch(1, 64, outs[i], float(i * 1000 + n), 64, stream=streams[n % 2])
 
     def churn():
         while not done.is_set():
@@ -4029,22 +4042,13 @@ def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx)
 
     churner = threading.Thread(target=churn)
     churner.start()
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    finally:
-        done.set()
-        churner.join()
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
-    try:
-        for i, handle in enumerate(handles):
-            check(driver.cuStreamSynchronize(handle))
-            assert (np.frombuffer(outs[i].read(), np.float32) == i * 1000 + 299).all()
+        try:
+            _in_threads(body, 4)
+        finally:
+            done.set()
+            churner.join()
+        _check_last_writes(handles, outs, 299)
         assert [s.calls for s in made[0] + made[2]] == [150] * 4
     finally:
         for handle in handles:
