@@ -3967,6 +3967,19 @@ cdef extern from *:
         }
     }
 
+    /* Copy the slots to out[] whole, each reference in them counted for the copy: as they
+       were at one moment, while launches outside the section may move them. */
+    static void kernarg_core_slots_copy(kernarg_core_slot *out) {
+        int i, j;
+        kernarg_spin_lock(&kernarg_recent_lock);
+        memcpy(out, kernarg_core_slots, KERNARG_RECENT * sizeof(kernarg_core_slot));
+        for (j = 0; j < KERNARG_RECENT; j++) {
+            for (i = 0; i < 6; i++) Py_XINCREF(out[j].read[i]);
+            Py_XINCREF(out[j].config);
+        }
+        kernarg_spin_unlock(&kernarg_recent_lock);
+    }
+
     /* The cuda.core config type whose slots kernarg_core_slots holds, and its field readers
        (_ConfigFields'), for a reader outside the section: the type is only compared (the
        caller's config keeps its own alive), and the readers are of a static type's fields,
@@ -4036,6 +4049,7 @@ cdef extern from *:
     bint kernarg_core_kind_of(PyObject* obj, getter* get, void** closure) noexcept
     void kernarg_core_slot_push(PyObject* values, PyObject* config) noexcept
     void kernarg_core_slots_clear() noexcept
+    void kernarg_core_slots_copy(kernarg_core_slot* out) noexcept
 
 
 # The KERNARG_RECENT cuda.core configs converted last, where their type's fields have C
@@ -4059,15 +4073,23 @@ def _config_from(config):
 
 def _recent_configs():
     """The slots of cuda.core configs remembered (see _last_core_type): for each, the field
-    values it holds (None where empty) and its config (for tests)."""
+    values it holds (None where empty) and its config (for tests), as they were at one moment
+    (a free-threaded build's launches may move them outside the section)."""
+    cdef kernarg_core_slot copy[KERNARG_RECENT]
     cdef int i, j
+    kernarg_core_slots_copy(copy)
     slots = []
-    for i in range(KERNARG_RECENT):
-        if kernarg_core_slots[i].config == NULL:
-            slots.append((None, None))
-        else:
-            slots.append((tuple(<object>kernarg_core_slots[i].read[j] for j in range(6)),
-                          <object>kernarg_core_slots[i].config))
+    try:
+        for i in range(KERNARG_RECENT):
+            if copy[i].config == NULL:
+                slots.append((None, None))
+            else:
+                slots.append((tuple(<object>copy[i].read[j] for j in range(6)),
+                              <object>copy[i].config))
+    finally:
+        for i in range(KERNARG_RECENT):
+            kernarg_drop_fields(copy[i].read, 6)
+            kernarg_drop_fields(&copy[i].config, 1)
     return slots
 
 
