@@ -46,6 +46,12 @@ typedef struct { char unused; } kernarg_section;
 #define KERNARG_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define KERNARG_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
+/* A flag that says a one-time lookup is done (_interop.pyx's adapters: what they read of
+   CuPy and torch the first time), set in kernarg's section once what it guards is written
+   (release), read outside it before what it guards is (acquire). */
+#define KERNARG_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define KERNARG_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
 /* A sequence lock, for caches that a free-threaded build reads outside kernarg's section
    (_handler.pyx's per-type cache, _interop.pyx's last memory resource) and writes only inside
    it, so one writer at a time. A writer makes the count odd, writes, and makes it even again;

@@ -23,7 +23,7 @@ from kernarg._interop cimport (
     KIND_COMPLEX,
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
-    KIND_DLPACK_C,
+    KIND_DRIVER_PTR,
     KIND_FLOAT,
     KIND_HANDLE,
     KIND_INLINE,
@@ -51,7 +51,6 @@ from kernarg._interop cimport (
     name_raised,
     handle_value,
     pointer_of,
-    protocol_pointer,
     release_capsule,
     store_char,
     store_const_pointer,
@@ -753,20 +752,15 @@ cdef int _put_buffer(BlockState* st, Py_ssize_t index, object arg, Py_ssize_t si
 
 cdef int _put_pointer(BlockState* st, Py_ssize_t index, const TypeInfo* info, object arg,
                       uint64_t stream, LazySection* lazy) except -1:
-    """``lazy``: as for pack_items. An object whose type has a CUDA Array Interface
-    (KIND_CAI), speaks DLPack (KIND_DLPACK) or has a DLPack C exchange API (KIND_DLPACK_C) is
-    read, and its pointer, stream and capsule recorded, with no section (_interop's
-    protocol_pointer enters ``lazy`` for what is not usual): state_take_pointer touches only
-    ``st``, but where a device check refuses the array (in the section, as every refusal).
-    Every other kind is read in the section."""
+    """``lazy``: as for pack_items. The protocols (CUDA Array Interface, DLPack, its C exchange
+    API) and the library adapters are read, and the pointer, stream and capsule recorded, with
+    no section (_interop's pointer_of enters ``lazy`` for the other kinds and for what is not
+    usual): state_take_pointer touches only ``st``, but where a device check refuses the
+    array (in the section, as every refusal)."""
     cdef PtrResult r
-    if info.kind >= KIND_DLPACK_C:      # KIND_DLPACK_C, KIND_CAI, KIND_DLPACK
-        protocol_pointer(info, arg, index, stream, &r, False, lazy)
-        if elsewhere(st, r.device):
-            enter_lazily(lazy)
-    else:
+    pointer_of(info, arg, index, stream, &r, False, lazy)
+    if elsewhere(st, r.device):
         enter_lazily(lazy)
-        pointer_of(info, arg, index, stream, &r)
     state_take_pointer(st, &r, index, arg)
     memcpy(_reserve(st, index, 8, 8), &r.ptr, 8)
     return 0
@@ -927,8 +921,8 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
     free-threaded build) the section to enter at the first argument that the fast paths below
     do not place: they touch nothing but ``st``, and read the per-type cache (a numpy scalar,
     a ctypes value, a cuda.core Buffer) and the last memory resource under their sequence
-    locks, and the usual CUDA Array Interface and DLPack exports, and tensors of the DLPack C
-    exchange API (_put_pointer)."""
+    locks, and the usual CUDA Array Interface and DLPack exports, tensors of the DLPack C
+    exchange API and the library adapters' arrays (_put_pointer)."""
     cdef Py_ssize_t i = 0, j, cur = 0
     cdef double d
     cdef char b
@@ -975,11 +969,11 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 i += 1
                 continue
         else:
-            # numpy scalars, ctypes values, cuda.core Buffers, CUDA Array Interfaces and
-            # DLPack (its C exchange API too: torch's tensors from 2.10): their fast paths
-            # need no section either, but for a type not yet in the cache, a Buffer subclass
-            # whose handle Python code reads, a memory resource not the last one read, or an
-            # unusual interface (a free-threaded build).
+            # numpy scalars, ctypes values, cuda.core Buffers, CUDA Array Interfaces, DLPack
+            # (its C exchange API too: torch's tensors from 2.10) and the library adapters'
+            # arrays: their fast paths need no section either, but for a type not yet in the
+            # cache, a Buffer subclass whose handle Python code reads, a memory resource not
+            # the last one read, or an unusual interface (a free-threaded build).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
@@ -1013,8 +1007,9 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 if _place_npvoid(data, &cur, cap, argv + i, sizes + i, item, info.offset):
                     i += 1
                     continue
-            elif kernarg_unlikely(info.kind >= KIND_DLPACK_C):
-                # KIND_DLPACK_C, KIND_CAI, KIND_DLPACK
+            elif kernarg_unlikely(info.kind >= KIND_DRIVER_PTR):
+                # The pointer kinds but a Buffer's: _put_pointer (it enters the section for a
+                # registered type and a numpy array).
                 st.nbytes = cur
                 _put_pointer(st, i, info, <object>item, stream, lazy)
                 data = st.data

@@ -111,13 +111,11 @@ cdef Py_ssize_t npvoid_data_offset() except -2
 # Called with the exception a reader of argument ``index`` left set: raises it, named (see
 # _interop.pyx). ``kind`` says what was being read.
 cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1
+# The address of a pointer argument (info.kind > KIND_POINTER) into ``result``, and its element
+# type when ``want_dtype``. ``lazy``: NULL where the caller holds kernarg's section; else the
+# section, which it enters before anything but the usual is read (see _interop.pyx).
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
-                    PtrResult* result, bint want_dtype=*) except -1
-# pointer_of for a KIND_DLPACK_C, KIND_CAI or KIND_DLPACK argument (info.kind), where the caller
-# has not entered kernarg's section: ``lazy`` is entered where more than the usual is read (see
-# _interop.pyx).
-cdef int protocol_pointer(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
-                          PtrResult* r, bint want_dtype, LazySection* lazy) except -1
+                    PtrResult* result, bint want_dtype, LazySection* lazy) except -1
 # For a KIND_PROBE argument: KIND_CAI or KIND_DLPACK where the object itself answers that
 # protocol (an instance attribute, a __getattr__), else KIND_PROBE. An exception other than
 # AttributeError names the argument, as pointer_of's do.
@@ -178,6 +176,8 @@ cdef extern from "_cutils.h":
     void store_const_pointer "KERNARG_STORE_RELAXED"(const void*, const void*) noexcept nogil
     void store_getter "KERNARG_STORE_RELAXED"(getter_t, getter_t) noexcept nogil
     void store_object "KERNARG_STORE_RELAXED"(PyObject*, PyObject*) noexcept nogil
+    int load_acquire_int "KERNARG_LOAD_ACQUIRE"(int) noexcept nogil
+    void store_release_int "KERNARG_STORE_RELEASE"(int, int) noexcept nogil
     unsigned kernarg_seq_begin(const unsigned* seq) noexcept nogil
     bint kernarg_seq_valid(const unsigned* seq, unsigned begun) noexcept nogil
     void kernarg_seq_write_begin(unsigned* seq) noexcept nogil

@@ -1354,14 +1354,28 @@ cdef tuple _numpy_dtype_kind(object dtype):
 
 
 # numpy computes dtype.name in Python each time it is read (~1.8 us with numpy 2.4, more than
-# the rest of a typed pack of an array), so each dtype's answer is kept: the last one asked by
-# identity, the others in a dict (a dtype's kind, size and name never change). An entry keeps
-# its dtype alive, so `is` cannot match a new object at a freed one's address.
-cdef tuple _dtype_last = (None, 0, 0)
+# the rest of a typed pack of an array), so each dtype's answer is kept, in a dict (a dtype's
+# kind, size and name never change), and the last four asked in a DtypeSlots by identity, which
+# a free-threaded build reads outside kernarg's section (under its sequence lock; the dicts and
+# the slots are written only in it). A slot keeps its dtype alive, so that a dtype in hand found
+# at a slot's address is the slot's: no freed dtype's address can be reused while it is kept.
 cdef dict _dtype_kinds = {}
 cdef dict _torch_dtype_kinds = {}       # torch.dtype objects (kernarg's torch adapter)
 
 ctypedef tuple (*_kind_of_t)(object)
+
+cdef enum:
+    _DTYPE_SLOTS = 4
+
+cdef struct DtypeSlots:
+    unsigned seq
+    int next                            # the slot written next (round robin)
+    PyObject* dtype[_DTYPE_SLOTS]       # strong references, or NULL
+    char kind[_DTYPE_SLOTS]
+    int size[_DTYPE_SLOTS]
+
+cdef DtypeSlots _numpy_dtypes           # numpy dtypes (CuPy, numba, JAX, views, numpy arrays)
+cdef DtypeSlots _torch_dtypes           # torch.dtype objects
 
 
 cdef tuple _dtype_entry(object dtype, dict kinds, _kind_of_t kind_of):
@@ -1382,19 +1396,51 @@ cdef tuple _dtype_entry(object dtype, dict kinds, _kind_of_t kind_of):
     return <tuple>found
 
 
-cdef inline int _set_dtype_entry(tuple entry, PtrResult* r) noexcept:
+cdef inline bint _dtype_slotted(DtypeSlots* slots, PyObject* dtype, PtrResult* r) noexcept:
+    """Whether ``dtype`` is in ``slots``; if so, its kind and size are in ``r``."""
+    cdef unsigned begun = kernarg_seq_begin(&slots.seq)
+    cdef int i
+    cdef char kind
+    cdef int size
+    for i in range(_DTYPE_SLOTS):
+        if load_object(slots.dtype[i]) == dtype:
+            kind = load_char(slots.kind[i])
+            size = load_int(slots.size[i])
+            if not kernarg_seq_valid(&slots.seq, begun):
+                return False
+            r.dtype_kind = kind
+            r.dtype_size = size
+            return True
+    return False
+
+
+cdef int _set_dtype(object dtype, DtypeSlots* slots, dict kinds, _kind_of_t kind_of,
+                    PtrResult* r, LazySection* lazy) except -1:
+    """``r``'s element type from ``dtype`` (``kind_of`` reads one, ``kinds`` and ``slots``
+    keep its answers); ``lazy`` is entered for a dtype not in ``slots``."""
+    cdef int i
+    cdef PyObject* old
+    if _dtype_slotted(slots, <PyObject*>dtype, r):
+        return 0
+    enter_lazily(lazy)
+    entry = _dtype_entry(dtype, kinds, kind_of)
     r.dtype_kind = <char><long>(<object>PyTuple_GET_ITEM(entry, 1))
     r.dtype_size = <int><long>(<object>PyTuple_GET_ITEM(entry, 2))
+    i = slots.next
+    slots.next = (i + 1) % _DTYPE_SLOTS
+    old = slots.dtype[i]
+    Py_INCREF(dtype)
+    kernarg_seq_write_begin(&slots.seq)
+    store_object(slots.dtype[i], <PyObject*>dtype)
+    store_char(slots.kind[i], r.dtype_kind)
+    store_int(slots.size[i], r.dtype_size)
+    kernarg_seq_write_end(&slots.seq)
+    Py_XDECREF(old)         # a dtype's dealloc may run Python code: after the slot is whole
     return 0
 
 
-cdef int _set_dtype_from_numpy(object dtype, PtrResult* r) except -1:
-    global _dtype_last
-    cdef tuple entry = _dtype_last
-    if <object>PyTuple_GET_ITEM(entry, 0) is not dtype:
-        entry = _dtype_entry(dtype, _dtype_kinds, _numpy_dtype_kind)
-        _dtype_last = entry
-    return _set_dtype_entry(entry, r)
+cdef inline int _set_dtype_from_numpy(object dtype, PtrResult* r, LazySection* lazy) except -1:
+    return _set_dtype(dtype, &_numpy_dtypes, _dtype_kinds, _numpy_dtype_kind, r, lazy)
 
 
 # The 8-, 6- and 4-bit float formats (DLPack 1.1's codes 7-17, torch's and ml_dtypes' dtype
@@ -1718,7 +1764,7 @@ cdef int _exchange_pointer(const DLPackExchangeAPI* api, object obj, Py_ssize_t 
     allocation. The calls do not synchronise, so the producer's current work stream on the
     device is recorded for the launch to wait on, as for CUDA Array Interface v3.
 
-    ``lazy``: NULL where the caller holds kernarg's section; else (protocol_pointer) the
+    ``lazy``: NULL where the caller holds kernarg's section; else (pointer_of) the
     section to enter before anything but the usual tensor: the producer's two C calls, and
     kernarg's reading of what they wrote, touch nothing of kernarg's but ``r``, nor do the
     torch tensor's is_conj() and is_neg(). A failure, a malformed tensor, a refused view and
@@ -1832,6 +1878,11 @@ cdef int _record_current_stream(object handle, PtrResult* r, str source) except 
 cdef object _torch_stream_of = None         # device index -> torch's current stream handle
 cdef object _cupy_stream_ptr = None         # () -> CuPy's current stream handle
 cdef object _cupy_managed = None            # cupy.cuda.memory.ManagedMemory
+# Set (KERNARG_STORE_RELEASE, in kernarg's section) once the lookups above are done, and read
+# first (KERNARG_LOAD_ACQUIRE) by an adapter that may run outside it (a free-threaded build):
+# what they looked up is never written again, nor freed.
+cdef int _torch_looked_up = 0
+cdef int _cupy_looked_up = 0
 
 # CuPy's own C function for its current stream handle: cupy.cuda.stream's Cython C API
 # (__pyx_capi__) exports it as a capsule whose name is its C signature. Calling it costs no
@@ -1842,9 +1893,9 @@ cdef _intptr_void_fn _cupy_stream_fn = NULL
 cdef const char* _CUPY_STREAM_FN_SIGNATURE = b"intptr_t (void)"
 
 
-cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype,
+                        LazySection* lazy) except -1:
     # torch without the DLPack C exchange API (before 2.10).
-    global _torch_stream_of
     cdef bint cuda = obj.is_cuda
     if not cuda:
         # A pinned CPU tensor is host memory a kernel can reach (torch's own DLPack export
@@ -1856,17 +1907,26 @@ cdef int _torch_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
             raise refusal
         if not obj.is_pinned():
             raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (torch device {where})")
-    _check_torch_view(obj, index, True, True, NULL)
+    _check_torch_view(obj, index, True, True, lazy)
     _set_address(obj.data_ptr(), index, obj, "data_ptr()", r)
     if want_dtype:
-        _set_dtype_entry(_dtype_entry(obj.dtype, _torch_dtype_kinds, _torch_dtype_kind), r)
+        _set_dtype(obj.dtype, &_torch_dtypes, _torch_dtype_kinds, _torch_dtype_kind, r, lazy)
     if not cuda:
         return 0
     cdef int device = obj.get_device()
     r.device = device
-    if _torch_stream_of is None:
-        _torch_stream_of = _torch_stream_reader(sys.modules["torch"])
+    if not load_acquire_int(_torch_looked_up):
+        _torch_lookup(lazy)
     _record_current_stream(_torch_stream_of(device), r, "torch's current stream")
+    return 0
+
+
+cdef int _torch_lookup(LazySection* lazy) except -1:
+    global _torch_stream_of, _torch_looked_up
+    enter_lazily(lazy)
+    if not _torch_looked_up:
+        _torch_stream_of = _torch_stream_reader(sys.modules["torch"])
+        store_release_int(_torch_looked_up, 1)
     return 0
 
 
@@ -1904,8 +1964,11 @@ cdef object _cupy_current_stream_ptr():
     return sys.modules["cupy"].cuda.get_current_stream().ptr
 
 
-cdef int _cupy_lookup() except -1:
-    global _cupy_stream_ptr, _cupy_managed, _cupy_stream_fn
+cdef int _cupy_lookup(LazySection* lazy) except -1:
+    global _cupy_stream_ptr, _cupy_managed, _cupy_stream_fn, _cupy_looked_up
+    enter_lazily(lazy)
+    if _cupy_looked_up:
+        return 0
     cuda = sys.modules["cupy"].cuda
     _cupy_managed = getattr(getattr(cuda, "memory", None), "ManagedMemory", None)
     stream_module = getattr(cuda, "stream", None)
@@ -1918,6 +1981,7 @@ cdef int _cupy_lookup() except -1:
     # handle without a Stream object; otherwise the Stream's .ptr.
     _cupy_stream_ptr = getattr(stream_module, "get_current_stream_ptr",
                                None) or _cupy_current_stream_ptr
+    store_release_int(_cupy_looked_up, 1)
     return 0
 
 
@@ -1942,21 +2006,22 @@ cdef int _cupy_record_stream(object obj, Py_ssize_t index, PtrResult* r) except 
 
 
 cdef int _cupy_memory(object memptr, object obj, Py_ssize_t index, str source,
-                      PtrResult* r) except -1:
+                      PtrResult* r, LazySection* lazy) except -1:
     # A cupy.cuda.MemoryPointer: its address, and its device unless its memory is managed
     # (reachable from any device).
-    if _cupy_stream_ptr is None:
-        _cupy_lookup()
+    if not load_acquire_int(_cupy_looked_up):
+        _cupy_lookup(lazy)
     _set_address(memptr.ptr, index, obj, source, r)
     if _cupy_managed is None or not isinstance(memptr.mem, _cupy_managed):
         r.device = memptr.device_id
     return 0
 
 
-cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
-    _cupy_memory(obj.data, obj, index, "data.ptr", r)
+cdef int _cupy_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype,
+                       LazySection* lazy) except -1:
+    _cupy_memory(obj.data, obj, index, "data.ptr", r, lazy)
     if want_dtype:
-        _set_dtype_from_numpy(obj.dtype, r)
+        _set_dtype_from_numpy(obj.dtype, r, lazy)
     return _cupy_record_stream(obj, index, r)
 
 
@@ -1968,8 +2033,8 @@ def _cupy_stream_route(int calls=0):
     lookup without any Python call."""
     cdef intptr_t handle = 0
     cdef Py_ssize_t _i
-    if _cupy_stream_ptr is None:
-        _cupy_lookup()
+    if not _cupy_looked_up:
+        _cupy_lookup(NULL)
     if _cupy_stream_fn == NULL:
         return "Python", None
     if calls <= 0:
@@ -1980,11 +2045,12 @@ def _cupy_stream_route(int calls=0):
     return "C API", time.perf_counter() - t0
 
 
-cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype,
+                        LazySection* lazy) except -1:
     address = obj.device_ctypes_pointer.value
     _set_address(0 if address is None else address, index, obj, "device_ctypes_pointer", r)
     if want_dtype:
-        _set_dtype_from_numpy(obj.dtype, r)
+        _set_dtype_from_numpy(obj.dtype, r, lazy)
     stream = getattr(obj, "stream", 0)
     if stream:
         handle = stream.handle
@@ -1993,7 +2059,8 @@ cdef int _numba_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dt
     return 0
 
 
-cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype) except -1:
+cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtype,
+                      LazySection* lazy) except -1:
     if not obj.is_device_accessible:
         raise TypeError(f"{_describe(index, obj)}: {_ON_CPU} (StridedMemoryView is not device "
                         "accessible)")
@@ -2006,7 +2073,7 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
         r.device = device
         r.device_unconfirmed = True
     if want_dtype:
-        _set_dtype_from_numpy(getattr(obj, "dtype", None), r)
+        _set_dtype_from_numpy(getattr(obj, "dtype", None), r, lazy)
     return 0
 
 
@@ -2015,9 +2082,15 @@ cdef int _smv_pointer(object obj, Py_ssize_t index, PtrResult* r, bint want_dtyp
 # the same address with the same promise about readiness, without building the dict. Where the
 # memory is comes from the array's sharding: one device, its platform and its memory kind.
 # Shardings are immutable, and arrays from one computation often share one: the last sharding
-# accepted is kept with its answer, as one tuple so that a reader never pairs a sharding with
-# another's answer.
-cdef tuple _jax_last = (None, -1)      # (sharding, CUDA device ordinal or -1 for pinned host)
+# accepted is kept with its answer (a strong reference, compared by identity), written in
+# kernarg's section under a sequence lock so that a reader outside it (a free-threaded build)
+# never pairs a sharding with another's answer.
+cdef struct JaxLast:
+    unsigned seq
+    PyObject* sharding      # strong reference, or NULL
+    int ordinal             # its CUDA device ordinal, or -1 for pinned host memory
+
+cdef JaxLast _jax_last
 
 
 cdef int _jax_ordinal(object sharding, Py_ssize_t index, object obj) except -2:
@@ -2048,21 +2121,31 @@ cdef int _jax_ordinal(object sharding, Py_ssize_t index, object obj) except -2:
 
 
 cdef int _jax_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* r,
-                      bint want_dtype) except -1:
-    global _jax_last
+                      bint want_dtype, LazySection* lazy) except -1:
     cdef int ordinal = -1
-    cdef tuple last = _jax_last
+    cdef unsigned begun
+    cdef bint hit
+    cdef PyObject* old
     try:
         sharding = obj.sharding
-        if sharding is last[0]:
-            ordinal = last[1]
-        else:
+        begun = kernarg_seq_begin(&_jax_last.seq)
+        hit = load_object(_jax_last.sharding) == <PyObject*>sharding
+        ordinal = load_int(_jax_last.ordinal)
+        if not (hit and kernarg_seq_valid(&_jax_last.seq, begun)):
+            enter_lazily(lazy)
             ordinal = _jax_ordinal(sharding, index, obj)
-            _jax_last = (sharding, ordinal)
+            old = _jax_last.sharding
+            Py_INCREF(sharding)
+            kernarg_seq_write_begin(&_jax_last.seq)
+            store_object(_jax_last.sharding, <PyObject*>sharding)
+            store_int(_jax_last.ordinal, ordinal)
+            kernarg_seq_write_end(&_jax_last.seq)
+            Py_XDECREF(old)
     except AttributeError:
         # A JAX whose arrays or devices lack what is read above: its protocols decide.
         return _consume_dlpack(obj, index, stream, r)
     except Exception as exc:
+        enter_lazily(lazy)
         if exc_text(exc).startswith(_describe(index, obj)):      # kernarg's own refusals
             raise
         _reraise(exc, f"{_describe(index, obj)}: reading the JAX array's sharding raised "
@@ -2078,7 +2161,7 @@ cdef int _jax_pointer(object obj, Py_ssize_t index, uint64_t stream, PtrResult* 
     r.readonly = True               # JAX arrays are immutable (its CAI says read-only too)
     r.device = ordinal
     if want_dtype:
-        _set_dtype_from_numpy(obj.dtype, r)
+        _set_dtype_from_numpy(obj.dtype, r, lazy)
     return 0
 
 
@@ -2225,7 +2308,7 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
     r.readonly = view.readonly
     PyBuffer_Release(&view)
     if want_dtype:
-        _set_dtype_from_numpy(obj.dtype, r)
+        _set_dtype_from_numpy(obj.dtype, r, NULL)
     return 0
 
 
@@ -2404,17 +2487,25 @@ cdef int name_raised(int kind, object obj, Py_ssize_t index) except -1:
 # _pointer_of called without Cython's error check, which pointer_of makes itself: a try block
 # would save and restore the thread's exception state on every call, a cost on the hot path.
 ctypedef int (*_unchecked_t)(const TypeInfo*, int, object, Py_ssize_t, uint64_t, PtrResult*,
-                             bint) noexcept
+                             bint, LazySection*) noexcept
 
 
 cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
-                    PtrResult* r, bint want_dtype=False) except -1:
+                    PtrResult* r, bint want_dtype, LazySection* lazy) except -1:
     """Fill ``r`` with the device address of a pointer-like argument (and its element type when
     ``want_dtype``: typed signatures check it against the pointee; untyped packing does not).
-    Every exception it raises names the argument."""
+    ``lazy``: NULL where the caller holds kernarg's section (or the GIL); else (kernarg.pack,
+    Signature.pack on a free-threaded build) the section, which _pointer_of enters before
+    anything but the usual is read: the usual CUDA Array Interface (_usual_cai_values), DLPack's
+    device query, export and capsule (whose ownership is taken under the capsule's own lock),
+    the usual tensor of the DLPack C exchange API (_exchange_pointer says which), and the
+    library adapters' arrays (torch before 2.10, CuPy, numba, a StridedMemoryView, JAX), whose
+    libraries' own code runs with no section. Every exception it raises names the argument,
+    in the section."""
     cdef int kind = info.kind
-    if (<_unchecked_t>_pointer_of)(info, kind, obj, index, stream, r, want_dtype) != -1:
+    if (<_unchecked_t>_pointer_of)(info, kind, obj, index, stream, r, want_dtype, lazy) != -1:
         return 0
+    enter_lazily(lazy)
     return name_raised(kind, obj, index)
 
 
@@ -2466,75 +2557,54 @@ cdef inline void _clear(PtrResult* r) noexcept:
     r.device_unconfirmed = False
 
 
-ctypedef int (*_unchecked_cai_t)(object, Py_ssize_t, uint64_t, PtrResult*, bint,
-                                 LazySection*) noexcept
-ctypedef int (*_unchecked_dlpack_t)(object, Py_ssize_t, uint64_t, PtrResult*) noexcept
-ctypedef int (*_unchecked_exchange_t)(const DLPackExchangeAPI*, object, Py_ssize_t, PtrResult*,
-                                      bint, LazySection*) noexcept
-
-
-cdef int protocol_pointer(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t stream,
-                          PtrResult* r, bint want_dtype, LazySection* lazy) except -1:
-    """pointer_of for a KIND_DLPACK_C, KIND_CAI or KIND_DLPACK argument, where the caller
-    (kernarg.pack, Signature.pack on a free-threaded build) has not entered kernarg's section
-    but holds ``lazy``. The three are read with no section, as they touch nothing of kernarg's
-    but ``r`` and the objects the producer handed over: the usual CUDA Array Interface
-    (_usual_cai_values; anything else enters ``lazy`` first: a property that raises, a dict
-    of another shape, a value to look at more closely), DLPack's device query, export and
-    capsule (whose ownership is taken under the capsule's own lock), and the usual tensor of
-    the DLPack C exchange API (_exchange_pointer says which). An exception enters ``lazy``
-    before it is named."""
-    cdef int done
-    cdef int kind = info.kind
+cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
+                     uint64_t stream, PtrResult* r, bint want_dtype,
+                     LazySection* lazy) except -1:
+    """pointer_of's reading, by kind: ``lazy`` as pointer_of's. The protocols and the library
+    adapters run with no section where ``lazy`` is given: they touch nothing of kernarg's but
+    ``r`` and the objects the producer hands over, and read kernarg's caches (element types,
+    JAX's last sharding, what was looked up once in CuPy and torch) under sequence locks or
+    once published, entering ``lazy`` to write them. The rest enter it first."""
     _clear(r)
     if kind == KIND_CAI:
-        done = (<_unchecked_cai_t>_consume_cai)(obj, index, stream, r, want_dtype, lazy)
-    elif kind == KIND_DLPACK:
-        done = (<_unchecked_dlpack_t>_consume_dlpack)(obj, index, stream, r)
-    else:
-        done = (<_unchecked_exchange_t>_exchange_pointer)(
-            <const DLPackExchangeAPI*>info.api, obj, index, r, info.torch_tensor, lazy)
-    if done != -1:
-        return 0
-    enter_lazily(lazy)
-    return name_raised(kind, obj, index)
-
-
-cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
-                     uint64_t stream, PtrResult* r, bint want_dtype) except -1:
-    _clear(r)
-    if kind == KIND_BUFFER:
-        return _buffer_pointer(info, obj, index, r)
-    if kind == KIND_DRIVER_PTR:
-        return _set_address(int(obj), index, obj, "int(CUdeviceptr)", r)
-    if kind == KIND_REGISTERED:
-        return _address_from(_registered_fn(type(obj)), obj, index,
-                             "the function registered for this type", "the registered function", r)
+        return _consume_cai(obj, index, stream, r, want_dtype, lazy)
+    if kind == KIND_DLPACK:
+        return _consume_dlpack(obj, index, stream, r)
     if kind == KIND_DLPACK_C:
         return _exchange_pointer(<const DLPackExchangeAPI*>info.api, obj, index, r,
-                                 info.torch_tensor, NULL)
-    if kind == KIND_TORCH:
-        return _torch_pointer(obj, index, r, want_dtype)
+                                 info.torch_tensor, lazy)
     if kind == KIND_CUPY:
-        return _cupy_pointer(obj, index, r, want_dtype)
+        return _cupy_pointer(obj, index, r, want_dtype, lazy)
+    if kind == KIND_TORCH:
+        return _torch_pointer(obj, index, r, want_dtype, lazy)
+    if kind == KIND_JAX:
+        return _jax_pointer(obj, index, stream, r, want_dtype, lazy)
+    if kind == KIND_NUMBA:
+        return _numba_pointer(obj, index, r, want_dtype, lazy)
+    if kind == KIND_SMV:
+        return _smv_pointer(obj, index, r, want_dtype, lazy)
     if kind == KIND_CUPY_MEMPTR:
         # A raw allocation exports no stream (nor element type), as a CUdeviceptr does not.
-        return _cupy_memory(obj, obj, index, "ptr", r)
+        return _cupy_memory(obj, obj, index, "ptr", r, lazy)
     if kind == KIND_CUPY_PINNED:
         # cudaHostAlloc memory: under unified addressing a kernel on any device reaches it at
         # its host address. No device, no stream.
         return _set_address(obj.ptr, index, obj, "ptr", r)
-    if kind == KIND_NUMBA:
-        return _numba_pointer(obj, index, r, want_dtype)
-    if kind == KIND_SMV:
-        return _smv_pointer(obj, index, r, want_dtype)
-    if kind == KIND_JAX:
-        return _jax_pointer(obj, index, stream, r, want_dtype)
-    if kind == KIND_NDARRAY:
-        return _ndarray_pointer(obj, index, r, want_dtype)
+    if kind == KIND_DRIVER_PTR:
+        return _set_address(int(obj), index, obj, "int(CUdeviceptr)", r)
     if kind == KIND_PYCUDA:
         return _address_from(int, obj, index, "int() of the PyCUDA pointer",
                              "int() of the PyCUDA pointer", r)
+    # A Buffer (its fast paths are the packers'), a registered type (whose function runs in
+    # the section), a numpy array (its exporters' cache) and a type not yet known.
+    enter_lazily(lazy)
+    if kind == KIND_BUFFER:
+        return _buffer_pointer(info, obj, index, r)
+    if kind == KIND_REGISTERED:
+        return _address_from(_registered_fn(type(obj)), obj, index,
+                             "the function registered for this type", "the registered function", r)
+    if kind == KIND_NDARRAY:
+        return _ndarray_pointer(obj, index, r, want_dtype)
     if kind == KIND_PROBE:
         # The protocols may be instance attributes rather than on the type.
         kind = _probed_kind(obj)

@@ -45,7 +45,7 @@ from kernarg._interop cimport (
     KIND_BUFFER,
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
-    KIND_DLPACK_C,
+    KIND_DRIVER_PTR,
     KIND_HANDLE,
     KIND_INLINE,
     KIND_NPVOID,
@@ -64,7 +64,6 @@ from kernarg._interop cimport (
     npvoid_data_offset,
     pointer_of,
     probed_kind,
-    protocol_pointer,
     tensor_map_source,
 )
 
@@ -2968,13 +2967,13 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                                 _name_the_parameter(sig, i, exc)
                         i += 1
                         continue
-                elif kernarg_unlikely(info.kind >= KIND_DLPACK_C):
-                    # An object whose type has a CUDA Array Interface, speaks DLPack or has a
-                    # DLPack C exchange API (KIND_CAI, KIND_DLPACK, KIND_DLPACK_C): read with
-                    # no section (_interop's protocol_pointer enters it for the rest).
+                elif kernarg_unlikely(info.kind >= KIND_DRIVER_PTR):
+                    # The pointer kinds but a Buffer's: the protocols (a CUDA Array Interface,
+                    # DLPack, its C exchange API) and the library adapters are read with no
+                    # section (_interop's pointer_of enters it for the rest).
                     try:
-                        _put_protocol_pointer(sig, p, st, i, info, <object>item, dst,
-                                              stream, lazy)
+                        _put_pointer_lazily(sig, p, st, i, info, <object>item, dst,
+                                            stream, lazy)
                     except Exception as exc:
                         enter_lazily(lazy)
                         _name_the_parameter(sig, i, exc)
@@ -3706,7 +3705,7 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
             label = _field_label(sig, i, where, spec)
             raise TypeError(f"{label} is a pointer: " + _pointer_refusal(value))
         try:
-            pointer_of(info, value, i, stream, &r, True)
+            pointer_of(info, value, i, stream, &r, True, NULL)
             state_take_pointer(st, &r, i, value)
         except Exception as exc:
             args = exc.args
@@ -4015,7 +4014,7 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
                 return 0
             raise TypeError(f"{_param_name(sig, i)} is a pointer ({sig._types[i]}): "
                             + _pointer_refusal(value))
-        pointer_of(info, value, i, stream, &r, p.code == C_POINTER)
+        pointer_of(info, value, i, stream, &r, p.code == C_POINTER, NULL)
         state_take_pointer(st, &r, i, value)
         if p.code == C_POINTER:
             _check_pointee(sig, p, i, value, &r)
@@ -4024,15 +4023,15 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
     return 0
 
 
-cdef int _put_protocol_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i,
-                               const TypeInfo* info, object value, char* dst,
-                               uint64_t stream, LazySection* lazy) except -1:
-    """_put_pointer for a KIND_DLPACK_C, KIND_CAI or KIND_DLPACK argument (``info``, its type's
-    entry), where _pack_typed has not entered kernarg's section: as _handler's _put_pointer,
-    the protocols touch nothing but ``st`` and the parameter's bytes, and the checks read only
-    ``sig`` (a refusal enters it)."""
+cdef int _put_pointer_lazily(Signature sig, Param* p, BlockState* st, Py_ssize_t i,
+                             const TypeInfo* info, object value, char* dst,
+                             uint64_t stream, LazySection* lazy) except -1:
+    """_put_pointer for a pointer argument but a Buffer (``info``, its type's entry), where
+    _pack_typed may not have entered kernarg's section: as _handler's _put_pointer, the
+    protocols and adapters touch nothing but ``st`` and the parameter's bytes, and the checks
+    read only ``sig`` (a refusal enters it)."""
     cdef PtrResult r
-    protocol_pointer(info, value, i, stream, &r, p.code == C_POINTER, lazy)
+    pointer_of(info, value, i, stream, &r, p.code == C_POINTER, lazy)
     if elsewhere(st, r.device):
         enter_lazily(lazy)
     state_take_pointer(st, &r, i, value)

@@ -724,6 +724,103 @@ def test_dlpack_exchange_api_tensors_pack_while_another_thread_holds_the_section
         assert stream._holds_section() is False
 
 
+# The library adapters' arrays, on test_adapters' stand-ins (in a subprocess: they take the
+# libraries' module names). Run by the test below with TESTS, the tests' directory, set.
+ADAPTERS_HELD = """
+import struct
+sys.path.insert(0, TESTS)
+from cuda.bindings import driver
+
+import kernarg
+from test_free_threaded import _Holder, _free_slot_subclass, _section_held_by_another_thread
+
+stream = kernarg._stream
+seen = []
+taken = {kernarg._handler._cache_slot(_Holder())}
+
+
+class SeenTensor(Tensor):
+    def data_ptr(self):
+        seen.append(("torch", stream._holds_section()))
+        return super().data_ptr()
+
+
+class SeenArray(ArrayImpl):
+    def unsafe_buffer_pointer(self):
+        seen.append(("jax", stream._holds_section()))
+        return super().unsafe_buffer_pointer()
+
+
+# Each a type of its own cache slot, none the holder's (a type sharing it is looked up again,
+# in the section).
+torch_t, cupy_t, memptr_t, pinned_t, numba_t, view_t, jax_t, devptr_t = (
+    _free_slot_subclass(base, taken) for base in (
+        SeenTensor, ndarray, MemoryPointer, PinnedMemoryPointer, DeviceNDArray,
+        StridedMemoryView, SeenArray, driver.CUdeviceptr))
+sharding = SingleDeviceSharding(Device(0))
+nb_stream = ns(handle=ctypes.c_void_p(0x990))
+float32 = TorchDtype("float32")         # one object, as torch's dtypes are
+
+
+def args(k):
+    tensor = torch_t(0x1000 + 16 * k, 0)
+    tensor.dtype = float32
+    return (tensor, cupy_t(0x2000 + 16 * k, 0),
+            memptr_t(0x3000 + 16 * k, 0), pinned_t(0x4000 + 16 * k),
+            numba_t(0x5000 + 16 * k, nb_stream), view_t(0x6000 + 16 * k),
+            jax_t(0x7000 + 16 * k, sharding), devptr_t(0x8000 + 16 * k), k)
+
+
+sig = kernarg.Signature("float* t, float* c, void* m, void* p, float* n, float* v, "
+                        "const float* j, void* d, int k")
+# The first packs classify the types and look up what the adapters need of CuPy and torch
+# (in the section), and remember the dtype and the sharding.
+kernarg.pack(args(0))
+sig.pack(args(0))
+seen.clear()
+blocks = []
+with _section_held_by_another_thread():
+    for i in range(1000):
+        k = i % 50
+        want = [0x1000 + 16 * k + 0x1000 * n for n in range(8)]
+        block = kernarg.pack(args(k))
+        assert list(struct.unpack_from("<8Qq", bytes(block))) == want + [k], bytes(block)
+        typed = sig.pack(args(k))
+        assert list(struct.unpack_from("<8Qi", bytes(typed))) == want + [k], bytes(typed)
+        assert stream._holds_section() is False
+        if i < 200:
+            blocks += [block, typed]
+assert seen == [("torch", False), ("jax", False)] * 2 * 1000, seen[:4]
+assert all(b.producer_streams == (0x770, 0x880, 0x990) for b in blocks)
+# Refusals, in the section, name the argument as before.
+try:
+    kernarg.Signature("int* x").pack((cupy_t(0x2000, 0),))
+except TypeError as exc:
+    assert "is int* but the array's element type is f4" in str(exc), exc
+else:
+    raise AssertionError("no TypeError")
+print("ok")
+"""
+
+
+@free_threaded
+def test_library_adapters_arrays_pack_while_another_thread_holds_the_section():
+    """The library adapters' arrays (torch before 2.10, CuPy's arrays and allocations, numba's,
+    cuda.core's StridedMemoryView, JAX's) and cuda.bindings' CUdeviceptr need no section once
+    their types are known: kernarg.pack and Signature.pack read them, their element types
+    (typed) and their libraries' current streams with no section, while another thread holds
+    it, and get the bytes and producer streams they got before. The libraries' own code runs
+    outside it."""
+    from test_adapters import STAND_INS
+
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = f"TESTS = {tests!r}\n" + STAND_INS + ADAPTERS_HELD
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.split() == ["ok"], out.stdout
+
+
 @free_threaded
 def test_a_cuda_array_interface_dict_changed_by_another_thread_is_read_whole():
     """A producer that keeps one interface dict and changes it (its data, its stream, a key

@@ -10,8 +10,10 @@ deleter run exactly once. On a free-threaded build (CI's free-threaded job) the 
 at once, with the GIL off."""
 import contextlib
 import ctypes
+import os
 import random
 import struct
+import subprocess
 import sys
 import threading
 
@@ -331,3 +333,82 @@ def test_ctypes_values_set_by_another_thread_pack_whole(how):
 
     with _layout_fallbacks() if how == "buffer protocol" else contextlib.nullcontext():
         _run_threads(work, n=4)
+
+
+# Threads packing the library adapters' arrays (test_adapters' stand-ins, in a subprocess: they
+# take the libraries' module names) of more element types and JAX shardings than kernarg keeps
+# (four of each kind of dtype, one sharding), so that they replace each other's entries while
+# others read them. Run by the test below with TESTS, the tests' directory, set.
+ADAPTERS_THREADS = """
+import random, struct
+sys.path.insert(0, TESTS)
+import kernarg
+from test_threads import _run_threads
+
+C_TYPES = {"float32": "float", "int32": "int", "float64": "double", "int16": "short",
+           "uint8": "unsigned char", "float16": "__half"}
+DTYPES = list(C_TYPES)
+TORCH_DTYPES = {name: TorchDtype(name) for name in DTYPES}  # one object per dtype, as torch's
+SIGS = {name: kernarg.Signature(f"{c}* a, const {c}* j, {c}* n, {c}* t")
+        for name, c in C_TYPES.items()}
+SHARDINGS = [SingleDeviceSharding(Device(0)), SingleDeviceSharding(Device(1)),
+             NamedSharding(Device(2), memory_kind="pinned_host"),
+             SingleDeviceSharding(Device(0, platform="cpu"))]      # refused: CPU memory
+nb_stream = ns(handle=ctypes.c_void_p(0x990))
+
+
+def arrays(rng, name, sharding):
+    base = rng.randrange(1, 2**40) * 16
+    tensor = Tensor(base + 0x30, 0)
+    tensor.dtype = TORCH_DTYPES[name]
+    args = (ndarray(base, 0, name), ArrayImpl(base + 0x10, sharding, name),
+            DeviceNDArray(base + 0x20, nb_stream, name), tensor)
+    return args, [base + 0x10 * n for n in range(4)]
+
+
+def work(seed):
+    rng = random.Random(seed)
+    for _ in range(400):
+        name = rng.choice(DTYPES)
+        sharding = rng.choice(SHARDINGS)
+        args, want = arrays(rng, name, sharding)
+        for pack in (SIGS[name].pack, kernarg.pack):
+            try:
+                block = pack(args)
+            except TypeError as exc:
+                assert sharding is SHARDINGS[3], (name, exc)
+                assert "argument 1 (jaxlib._jax.ArrayImpl): the memory is on the CPU" in str(exc) \\
+                    or "parameter 1 ('j')" in str(exc) and "on the CPU" in str(exc), exc
+                continue
+            assert sharding is not SHARDINGS[3], name
+            assert list(struct.unpack_from("<4Q", bytes(block))) == want
+            assert block.producer_streams == (0x880, 0x990, 0x770), block.producer_streams
+        other = rng.choice([d for d in DTYPES if d != name])
+        try:
+            SIGS[other].pack(args)
+        except TypeError as exc:
+            assert "parameter 0 ('a') is " in str(exc) and "element type is" in str(exc) \\
+                or "on the CPU" in str(exc), exc
+        else:
+            raise AssertionError(f"{name} array packed as {other}")
+
+
+_run_threads(work, n=6)
+print("ok")
+"""
+
+
+def test_threads_pack_adapters_arrays_of_many_element_types_and_shardings():
+    """Threads pack CuPy, JAX, numba and torch (before 2.10) arrays typed and untyped, of six
+    element types and four JAX shardings (one on the CPU), more than kernarg remembers of each,
+    so that entries are replaced while other threads read them (outside kernarg's section on a
+    free-threaded build): every block holds the right pointers and producer streams, every
+    array of the wrong element type is refused, and every CPU array."""
+    from test_adapters import STAND_INS
+
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = f"TESTS = {tests!r}\n" + STAND_INS + ADAPTERS_THREADS
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.split() == ["ok"], out.stdout
