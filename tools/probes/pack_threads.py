@@ -7,7 +7,8 @@ the first argument that needs it (docs/development.md, "Free-threaded CPython"),
 scalars, ctypes values and cuda.core Buffers, whose types the per-type cache knows (read under
 its sequence lock), numpy.void scalars of a struct parameter's own dtype, and objects whose
 type has a CUDA Array Interface (the usual dict, read under its own lock), speaks DLPack or
-has DLPack's C exchange API (torch's tensors, cuda.core's views), which need none either.
+has DLPack's C exchange API (torch's tensors, cuda.core's views), which need none either, nor
+the library adapters' arrays (here a numba and a JAX array, stand-ins of their types).
 Two threads packing those should then get up to twice one thread's throughput. The signatures
 are shared by the threads, as one kernel's is. A loop of pure Python code gives the
 interpreter's own scaling on the same machine, which bounds what any extension can show there.
@@ -83,6 +84,44 @@ def _exchange_view():
 _SIG8 = kernarg.Signature("int a, long long b, float c, double d, bool e, short f, unsigned g, "
                           "__half h")
 
+
+# Arrays that kernarg's library adapters read, as tests/test_adapters.py's stand-ins are: a
+# numba device array (its ctypes pointer, dtype and stream) and a JAX array on one GPU (its
+# sharding, dtype and unsafe_buffer_pointer()), recognised by module and name.
+class DeviceNDArray:
+    dtype = np.dtype("float32")
+    stream = 0
+
+    def __init__(self, ptr):
+        self.device_ctypes_pointer = ctypes.c_void_p(ptr)
+
+
+DeviceNDArray.__module__ = "numba.cuda.cudadrv.devicearray"
+
+
+class _JaxDevice:
+    platform, id, local_hardware_id = "gpu", 0, 0
+    client = type("Client", (), {"platform": "cuda"})()
+
+
+class _JaxSharding:
+    _device, memory_kind = _JaxDevice(), "device"
+
+
+class ArrayImpl:
+    dtype = np.dtype("float32")
+    sharding = _JaxSharding()
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def unsafe_buffer_pointer(self):
+        return self.ptr
+
+
+ArrayImpl.__module__ = "jaxlib._jax"
+_SIGC = kernarg.Signature("const float* x, float alpha, int n")
+
 # name: (the function each thread calls, or the signature whose pack it calls; a function making
 # the thread's own argument tuple), or None: the loop of pure Python code. Each thread binds
 # its own Signature.pack: one bound method that both threads call is one more object whose
@@ -120,6 +159,8 @@ CASES = {
     "pack 2 (DLPack C exchange API view, int)": (kernarg.pack, lambda: (_exchange_view(), 3)),
     "Signature.pack 3 (DLPack C exchange API view, float, int)": (_SIG3, lambda: (
         _exchange_view(), 0.5, 3)),
+    "pack 2 (numba array, int)": (kernarg.pack, lambda: (DeviceNDArray(1 << 32), 3)),
+    "Signature.pack 3 (JAX array, float, int)": (_SIGC, lambda: (ArrayImpl(1 << 32), 0.5, 3)),
     "pure Python loop": None,
 }
 
