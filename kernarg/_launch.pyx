@@ -4118,15 +4118,14 @@ cdef inline LaunchConfig _config_of(object config):
 
 
 cdef LaunchConfig _config_of_lazily(object config, LazySection* lazy):
-    """_config_of for a free-threaded build's launch (``lazy``: the section it enters once it
-    needs it): a LaunchConfig, or a cuda.core config of the type remembered whose fields
-    match a slot, with no section (the fields read through their C getters, the slot found
-    under kernarg_recent_lock); else in the section."""
+    """_config_of for a free-threaded build's launch of a ``config`` that is not a
+    LaunchConfig (_launch_call takes one as it is; ``lazy``: the section it enters once it
+    needs it): a cuda.core config of the type remembered whose fields match a slot, with no
+    section (the fields read through their C getters, the slot found under
+    kernarg_recent_lock); else in the section."""
     cdef PyObject* got[6]
     cdef getter get[6]
     cdef void* closure[6]
-    if type(config) is LaunchConfig:
-        return <LaunchConfig>config
     if not lazy.held and kernarg_core_kind_of(<PyObject*>config, get, closure):
         kernarg_read_fields(get, closure, config, got, 6)
         found = kernarg_core_config_ref(got)

@@ -217,9 +217,10 @@ def _core_kernel():
         "cubin").get_kernel("fill")
 
 
-def _launch_cases():
+def _launch_cases(only):
     """name: (a function making the thread's own callable, one making its own arguments): each
-    thread makes a stream, then calls callable(*arguments)."""
+    thread makes a stream, then calls callable(*arguments). cuda.core's kernel is compiled
+    only where a case ``only`` picks launches it."""
     from cuda.bindings import driver
 
     err, = driver.cuInit(0)
@@ -228,13 +229,13 @@ def _launch_cases():
     k = kernarg.Kernel.from_source(_FILL, "fill")
     untyped = kernarg.Kernel.from_handle(k.handle, device=0)
     primary = driver.cuDevicePrimaryCtxRetain(driver.cuDeviceGet(0)[1])[1]
-    core_kernel = _core_kernel()
+    core_kernel = None
 
     def stream():
         driver.cuCtxSetCurrent(primary)
         return int(driver.cuStreamCreate(1)[1])
 
-    return {
+    cases = {
         "Kernel.launch 3 (CAI array, float, int)": (
             lambda s: (lambda *a: k.launch(1, 32, *a, stream=s)),
             lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
@@ -246,7 +247,7 @@ def _launch_cases():
             lambda s: functools.partial(kernarg.launch, s, kernarg.LaunchConfig(1, 32), k),
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
         "kernarg.launch 3 (int, float32, int32): cuda.core Kernel, LaunchConfig, Stream": (
-            lambda s: _core_launcher(core_kernel, s),
+            lambda s: _core_launcher(core_kernel, s),     # (compiled below)
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
         "prepared launch 3 (CAI array, float, int)": (
             lambda s: k.prepare(1, 32, stream=s), lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
@@ -262,7 +263,10 @@ def _launch_cases():
         "untyped prepared launch 3 (int, numpy.float32, numpy.int32)": (
             lambda s: untyped.prepare(1, 32, stream=s),
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
-    }, stream
+    }
+    if any(only in name and "cuda.core Kernel" in name for name in cases):
+        core_kernel = _core_kernel()
+    return cases, stream
 
 
 def _per_op_ns(case, threads, n, stream=None):
@@ -302,7 +306,7 @@ def main(argv=None):
     opts = parser.parse_args(argv)
     gil = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
     out = {"python": sys.version.split()[0], "gil": gil}
-    cases, stream = _launch_cases() if opts.launches else (CASES, None)
+    cases, stream = _launch_cases(opts.only) if opts.launches else (CASES, None)
     if opts.launches:
         cases["pure Python loop"] = None
     for name, case in cases.items():
