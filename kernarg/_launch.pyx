@@ -59,6 +59,7 @@ from kernarg._interop cimport (
     load_int,
     load_object,
     store_int,
+    store_type,
 )
 from kernarg._signature cimport Signature, pack_typed_items, ptx_text, typed_block_items
 from kernarg._stream cimport (
@@ -3580,8 +3581,22 @@ cdef extern from *:
     } kernarg_recent_kernel;
     static kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
 
-    /* What kernarg.launch remembers of the foreign kernels and cuda.core configs it saw last
-       (kernarg_recent_kernels, kernarg_core_slots, kernarg_core_kind) is written only in
+    /* A kernel handle remembered (an int, a cuda.bindings CUfunction or CUkernel): its
+       address, which is its key, and its Kernel (a reference borrowed from
+       _last_handle_kernels). */
+    typedef struct {
+        unsigned long long address;
+        PyObject *kernel;
+    } kernarg_recent_handle;
+    static kernarg_recent_handle kernarg_recent_handles[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+    /* The handle types seen (cuda.bindings' CUfunction and CUkernel, whose __index__ gives
+       the address in C): stored whole, once each, in the section; each held by
+       _handle_type_refs. */
+    static PyTypeObject *kernarg_handle_types[2];
+
+    /* What kernarg.launch remembers of the foreign kernels, handles and cuda.core configs it
+       saw last (kernarg_recent_kernels, kernarg_recent_handles, kernarg_core_slots,
+       kernarg_core_kind) is written only in
        kernarg's section; a free-threaded build's launches also read it outside, under this
        spin lock (_cutils.h), held for a few loads, compares of exact ints and reference
        counts, never across a call into Python or a reference dropped. Nothing on a GIL
@@ -3614,6 +3629,59 @@ cdef extern from *:
         kernarg_spin_unlock(&kernarg_recent_lock);
         return k;
     }
+
+    static void kernarg_recent_handle_set(int i, unsigned long long address, PyObject *kernel) {
+        kernarg_spin_lock(&kernarg_recent_lock);
+        kernarg_recent_handles[i].address = address;
+        kernarg_recent_handles[i].kernel = kernel;
+        kernarg_spin_unlock(&kernarg_recent_lock);
+    }
+
+    /* The Kernel remembered for the kernel handle at `address` (a new reference), or None;
+       as kernarg_recent_kernel_ref, for a reader outside the section. */
+    static PyObject *kernarg_recent_handle_ref(unsigned long long address) {
+        PyObject *k = Py_None;
+        int i;
+        kernarg_spin_lock(&kernarg_recent_lock);
+        for (i = 0; i < KERNARG_RECENT; i++) {
+            if (kernarg_recent_handles[i].address == address) {
+                k = kernarg_recent_handles[i].kernel;
+                break;
+            }
+        }
+        Py_INCREF(k);
+        kernarg_spin_unlock(&kernarg_recent_lock);
+        return k;
+    }
+
+    /* The address of a kernel given as an exact int or as an object of a handle type seen
+       (kernarg_handle_types), read with no Python code of a user's run; 0 for any other
+       object, or a value that is no address (the caller's slow path then says what is
+       wrong). */
+    static unsigned long long kernarg_handle_address(PyObject *obj) {
+        PyTypeObject *t = Py_TYPE(obj);
+        unsigned long long address;
+        PyObject *index;
+        if (t == &PyLong_Type) {
+            address = PyLong_AsUnsignedLongLong(obj);
+        } else if (t == __atomic_load_n(&kernarg_handle_types[0], __ATOMIC_RELAXED)
+                   || t == __atomic_load_n(&kernarg_handle_types[1], __ATOMIC_RELAXED)) {
+            index = PyNumber_Index(obj);
+            if (index == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            address = PyLong_AsUnsignedLongLong(index);
+            Py_DECREF(index);
+        } else {
+            return 0;
+        }
+        if (address == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();      /* a negative or wide int */
+            return 0;
+        }
+        return address;
+    }
     """
     enum: KERNARG_RECENT
     ctypedef struct kernarg_recent_kernel:
@@ -3622,6 +3690,14 @@ cdef extern from *:
     kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT]
     void kernarg_recent_kernel_set(int i, PyObject* obj, PyObject* kernel) noexcept
     object kernarg_recent_kernel_ref(PyObject* obj)
+    ctypedef struct kernarg_recent_handle:
+        unsigned long long address
+        PyObject* kernel
+    kernarg_recent_handle kernarg_recent_handles[KERNARG_RECENT]
+    PyTypeObject* kernarg_handle_types[2]
+    void kernarg_recent_handle_set(int i, unsigned long long address, PyObject* kernel) noexcept
+    object kernarg_recent_handle_ref(unsigned long long address)
+    unsigned long long kernarg_handle_address(PyObject* obj) noexcept
 
 
 # The KERNARG_RECENT foreign kernel objects launched last, for a launch loop's repeated lookups
@@ -3631,6 +3707,15 @@ cdef extern from *:
 # clears its slot before the address can be reused.
 cdef list _last_foreign_entries = [None] * KERNARG_RECENT
 cdef int _last_foreign_next = 0
+# The KERNARG_RECENT kernel handles launched last (ints, cuda.bindings CUfunctions and
+# CUkernels, which take no weak reference): their addresses and Kernels
+# (kernarg_recent_handles), the Kernels held here. An address is the handle's value, not an
+# object's: no object's death can make it name another kernel (a wrapper of a handle depends
+# on its address alone, see _foreign_kernels). Found with no dict lookup, no weak reference
+# tried, and on a free-threaded build with no section.
+cdef list _last_handle_kernels = [None] * KERNARG_RECENT
+cdef int _last_handle_next = 0
+cdef list _handle_type_refs = []        # the types in kernarg_handle_types
 
 
 def _forget(ref, key):
@@ -3657,9 +3742,15 @@ cdef Kernel _foreign_kernel(object kernel):
     a raw handle's."""
     cdef Kernel k
     cdef int i
+    cdef unsigned long long handle
     for i in range(KERNARG_RECENT):
         if <PyObject*>kernel == kernarg_recent_kernels[i].object:
             return <Kernel>kernarg_recent_kernels[i].kernel
+    handle = kernarg_handle_address(<PyObject*>kernel)
+    if handle != 0:
+        for i in range(KERNARG_RECENT):
+            if kernarg_recent_handles[i].address == handle:
+                return <Kernel>kernarg_recent_handles[i].kernel
     entry = _foreign_by_object.get(id(kernel))
     if entry is not None and (<tuple>entry)[0]() is kernel:
         return _remember_recent(kernel, <tuple>entry)
@@ -3678,7 +3769,7 @@ cdef Kernel _foreign_kernel(object kernel):
                 _foreign_kernels.clear()
             k = Kernel.from_handle(owner)
             _foreign_kernels[address] = k
-        return k
+        return _remember_handle(kernel, address, k)
     k = Kernel.from_handle(owner, name=f"{type(kernel).__name__} {address:#x}")
     _set_layout(k, _core_layout(kernel))
     if len(_foreign_by_object) >= FOREIGN_CACHE_SIZE:
@@ -3700,6 +3791,32 @@ cdef Kernel _remember_recent(object kernel, tuple entry):
     return k
 
 
+cdef Kernel _remember_handle(object kernel, unsigned long long address, Kernel k):
+    """Put the kernel handle ``kernel`` (at ``address``) and its Kernel ``k`` in the next of
+    the recent handle slots, and its type, a cuda.bindings handle type, in
+    kernarg_handle_types; ``k``."""
+    global _last_handle_next
+    cdef int i
+    cdef type t = type(kernel)
+    if (t is not int and t.__module__.startswith("cuda.bindings")
+            and t.__name__ in ("CUfunction", "CUkernel")):
+        for i in range(2):
+            if kernarg_handle_types[i] == <PyTypeObject*>t:
+                break
+            if kernarg_handle_types[i] == NULL:
+                _handle_type_refs.append(t)
+                store_type(kernarg_handle_types[i], <PyTypeObject*>t)
+                break
+    if kernarg_handle_address(<PyObject*>kernel) != address:
+        return k                # an int subclass, a numpy int: looked up in the dict
+    i = _last_handle_next
+    _last_handle_next = (i + 1) % KERNARG_RECENT
+    kernarg_recent_handle_set(i, 0, NULL)           # while the old Kernel is dropped
+    _last_handle_kernels[i] = k
+    kernarg_recent_handle_set(i, address, <PyObject*>k)
+    return k
+
+
 cdef tuple _core_layout(object kernel):
     """A cuda.core Kernel's ((offset, size), ...) from its ``arguments_info`` (the driver's
     parameter query), so that untyped packs are checked against it as for
@@ -3713,12 +3830,18 @@ cdef tuple _core_layout(object kernel):
 
 cdef Kernel _foreign_kernel_lazily(object kernel, LazySection* lazy):
     """_foreign_kernel for a free-threaded build's launch (``lazy``: the section it enters
-    once it needs it): a kernel remembered (kernarg_recent_kernel_ref) with no section; else
-    in the section."""
+    once it needs it): a kernel object or handle remembered (kernarg_recent_kernel_ref,
+    kernarg_recent_handle_ref) with no section; else in the section."""
+    cdef unsigned long long handle
     if not lazy.held:
         found = kernarg_recent_kernel_ref(<PyObject*>kernel)
         if found is not None:
             return <Kernel>found
+        handle = kernarg_handle_address(<PyObject*>kernel)
+        if handle != 0:
+            found = kernarg_recent_handle_ref(handle)
+            if found is not None:
+                return <Kernel>found
         enter_lazily(lazy)
     return _foreign_kernel(kernel)
 
@@ -3726,6 +3849,11 @@ cdef Kernel _foreign_kernel_lazily(object kernel, LazySection* lazy):
 def _kernel_for_launch(kernel):
     """The :class:`Kernel` that :func:`launch` launches for ``kernel`` (for tests)."""
     return _launch_kernel(kernel)
+
+
+def _last_handle_addresses():
+    """The kernel handles :func:`launch` remembers, 0 for an empty slot (for tests)."""
+    return tuple(kernarg_recent_handles[i].address for i in range(KERNARG_RECENT))
 
 
 def _last_foreign_addresses():

@@ -1636,6 +1636,46 @@ def test_launch_remembers_a_few_foreign_kernels_launched_in_turn():
     assert gone not in _last_foreign_addresses()
 
 
+def test_launch_remembers_the_kernel_handles_launched_last_by_address():
+    """A kernel given as a handle (an int, a cuda.bindings CUfunction or CUkernel) is
+    remembered by its address, four at a time, from its first launch: found again with no
+    dict lookup (and on a free-threaded build with no section), the same Kernel whichever
+    kind of handle names the address. A fifth takes the oldest slot. What is not an exact
+    int or such a handle is looked up as before, and a bad handle is refused as before."""
+    import numpy as np
+    from cuda.bindings import driver
+
+    from kernarg._launch import _kernel_for_launch, _last_handle_addresses
+
+    addresses = [0x7A00 + 0x10 * i for i in range(5)]
+    wrappers = [_kernel_for_launch(a) for a in addresses]
+    assert sorted(_last_handle_addresses()) == addresses[1:]
+    for _ in range(3):
+        for a, w in zip(addresses[1:], wrappers[1:], strict=True):
+            assert _kernel_for_launch(a) is w
+            assert _kernel_for_launch(int(str(a))) is w          # another int object
+            assert _kernel_for_launch(driver.CUfunction(a)) is w
+            assert _kernel_for_launch(driver.CUkernel(a)) is w
+    assert sorted(_last_handle_addresses()) == addresses[1:]
+    assert _kernel_for_launch(addresses[0]) is wrappers[0]     # from the dict: remembered
+    assert addresses[0] in _last_handle_addresses()
+    assert len(set(_last_handle_addresses())) == 4
+    # A CUfunction first: remembered by its address too.
+    first = _kernel_for_launch(driver.CUfunction(0x7B00))
+    assert 0x7B00 in _last_handle_addresses() and first.handle == 0x7B00
+    assert _kernel_for_launch(0x7B00) is first
+    # An int subclass or a numpy int: the same Kernel, from the dict, and not put in a slot.
+    before = _last_handle_addresses()
+    assert _kernel_for_launch(np.uint64(0x7C00)) is _kernel_for_launch(np.uint64(0x7C00))
+    assert _last_handle_addresses() == before
+    for bad in (0, -1, 2**64, True, 1.5):
+        with pytest.raises((TypeError, ValueError, OverflowError)):
+            _kernel_for_launch(bad)
+    with pytest.raises(TypeError, match="kernel must be a kernarg.Kernel, a cuda.core Kernel "
+                                        "or a CUfunction/CUkernel handle, got float"):
+        _kernel_for_launch(1.5)
+
+
 def test_launch_checks_untyped_packs_against_a_cuda_core_kernels_parameters():
     """A cuda.core Kernel reports its parameters' offsets and sizes (arguments_info): the
     classic untyped mistake, a Python float (a double) for a float, is refused before any

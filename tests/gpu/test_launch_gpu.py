@@ -3883,9 +3883,10 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
     section only once the launch needs it, as Kernel.launch does: a kernarg Kernel, or a
     cuda.core Kernel launched before, with a kernarg LaunchConfig, or a cuda.core config whose
     fields read as one converted before, on None, an int or a cuda.core Stream, launches
-    while another thread holds the section. A new kernel or config is converted in the
-    section (after the block); with the section taken on entry, the launches in the block
-    waited for it, and the holder gave up after its 60 s."""
+    while another thread holds the section; so does a kernel handle launched before (an int,
+    a cuda.bindings CUkernel object: cuda.core's kernel's own). A new kernel or config is
+    converted in the section (after the block); with the section taken on entry, the
+    launches in the block waited for it, and the holder gave up after its 60 s."""
     ft = _free_threaded_helpers()
 
     pytest.importorskip("cuda.core")
@@ -3903,13 +3904,20 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
     handle = int(check(driver.cuStreamCreate(0)))
     stream = core.Stream.from_handle(handle)
     ours, theirs = kernarg.LaunchConfig(1, 64), core.LaunchConfig(grid=1, block=64)
+    cukernel = ck._handle                   # a cuda.bindings CUkernel
     try:
         # Each kernel and config once first: converted and remembered (in the section).
         kernarg.launch(stream, theirs, ck, out, np.float32(0), np.int32(64))
         kernarg.launch(stream, ours, k, out, 0.0, 64)
+        kernarg.launch(stream, ours, cukernel, out, np.float32(0), np.int32(64))
+        kernarg.launch(stream, ours, int(cukernel), out, np.float32(0), np.int32(64))
         with ft._section_held_by_another_thread():
             for i in range(1, 31):
                 kernarg.launch(stream, theirs, ck, out, np.float32(i), np.int32(64))
+                kernarg.launch(handle, ours, cukernel, out, np.float32(i + 0.125),
+                               np.int32(64))
+                kernarg.launch(handle, theirs, int(cukernel), out, np.float32(i + 0.2),
+                               np.int32(64))
                 kernarg.launch(handle, ours, ck, out, np.float32(i + 0.25), np.int32(64))
                 kernarg.launch(stream, core.LaunchConfig(grid=1, block=64), k, out,
                                float(i) + 0.5, 64)
