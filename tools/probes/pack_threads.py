@@ -23,10 +23,10 @@ Run from the repository root, with kernarg built in place for the free-threaded 
 On a GIL build it runs too, and two threads take turns.
 
 With ``--launches`` it times launches instead (Kernel.launch and a prepared launch of a kernel
-compiled with NVRTC, typed and untyped, and ``kernarg.launch``, cuda.core's call form, of it and
-of cuda.core's own Kernel; each thread on a stream of its own), which need a
-driver: run it under tools/fakecuda/run.sh, whose launches cost little and run nothing on a
-GPU. What it shows is kernarg's side of a launch, not a GPU's:
+compiled with NVRTC, typed and untyped, and ``kernarg.launch``, cuda.core's call form, of it,
+of its handle (an int) and of cuda.core's own Kernel; each thread on a stream of its own),
+which need a driver: run it under tools/fakecuda/run.sh, whose launches cost little and run
+nothing on a GPU. What it shows is kernarg's side of a launch, not a GPU's:
     tools/fakecuda/run.sh python3.14t tools/probes/pack_threads.py --launches
 """
 from __future__ import annotations
@@ -245,6 +245,10 @@ def _launch_cases(only):
             lambda s: _on_stream_object(k, s), lambda: (1 << 32, 0.5, 0)),
         "kernarg.launch 3 (int, float32, int32): kernarg Kernel and LaunchConfig": (
             lambda s: functools.partial(kernarg.launch, s, kernarg.LaunchConfig(1, 32), k),
+            lambda: (1 << 32, np.float32(0.5), np.int32(0))),
+        "kernarg.launch 3 (int, float32, int32): an int kernel handle, LaunchConfig": (
+            lambda s: functools.partial(kernarg.launch, s, kernarg.LaunchConfig(1, 32),
+                                        int(k.handle)),
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
         "kernarg.launch 3 (int, float32, int32): cuda.core Kernel, LaunchConfig, Stream": (
             lambda s: _core_launcher(core_kernel, s),     # (compiled below)
