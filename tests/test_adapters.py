@@ -170,6 +170,17 @@ STAND_INS = textwrap.dedent("""
         return [int.from_bytes(bytes(block)[o:o + 8], "little") for o in block.offsets]
 """)
 
+def run_with_stand_ins(body, timeout):
+    """Run ``body`` after STAND_INS in a subprocess (its TESTS, the tests' directory, for it
+    to import helpers from), which must exit 0 having printed just "ok"."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = f"TESTS = {tests!r}\n" + STAND_INS + body
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.split() == ["ok"], out.stdout
+
+
 SCRIPT = STAND_INS + textwrap.dedent("""
     import kernarg
 

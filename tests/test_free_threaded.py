@@ -811,14 +811,9 @@ def test_library_adapters_arrays_pack_while_another_thread_holds_the_section():
     (typed) and their libraries' current streams with no section, while another thread holds
     it, and get the bytes and producer streams they got before. The libraries' own code runs
     outside it."""
-    from test_adapters import STAND_INS
+    from test_adapters import run_with_stand_ins
 
-    tests = os.path.dirname(os.path.abspath(__file__))
-    script = f"TESTS = {tests!r}\n" + STAND_INS + ADAPTERS_HELD
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.split() == ["ok"], out.stdout
+    run_with_stand_ins(ADAPTERS_HELD, timeout=300)
 
 
 @free_threaded

@@ -10,10 +10,8 @@ deleter run exactly once. On a free-threaded build (CI's free-threaded job) the 
 at once, with the GIL off."""
 import contextlib
 import ctypes
-import os
 import random
 import struct
-import subprocess
 import sys
 import threading
 
@@ -404,11 +402,6 @@ def test_threads_pack_adapters_arrays_of_many_element_types_and_shardings():
     so that entries are replaced while other threads read them (outside kernarg's section on a
     free-threaded build): every block holds the right pointers and producer streams, every
     array of the wrong element type is refused, and every CPU array."""
-    from test_adapters import STAND_INS
+    from test_adapters import run_with_stand_ins
 
-    tests = os.path.dirname(os.path.abspath(__file__))
-    script = f"TESTS = {tests!r}\n" + STAND_INS + ADAPTERS_THREADS
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.split() == ["ok"], out.stdout
+    run_with_stand_ins(ADAPTERS_THREADS, timeout=600)
