@@ -4,6 +4,7 @@ import ctypes
 import re
 import struct
 import time
+import types
 
 import numpy as np
 import pytest
@@ -3827,6 +3828,79 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
         check(driver.cuStreamSynchronize(stream))
         assert (np.frombuffer(out.read(), np.float32) == 50.75).all()
         assert (np.frombuffer(produced.read(), np.float32) == 50.5).all()
+    finally:
+        check(driver.cuStreamDestroy(stream))
+        check(driver.cuStreamDestroy(producer))
+
+
+class DeviceNDArray:
+    """numba-cuda's device array as kernarg's adapter reads it (its module and name, a ctypes
+    pointer, a dtype and a stream), over another array's memory."""
+
+    def __init__(self, base, stream=0):
+        self.base, self.dtype = base, np.dtype("float32")
+        self.device_ctypes_pointer = ctypes.c_void_p(base.ptr)
+        self.stream = types.SimpleNamespace(handle=ctypes.c_void_p(stream)) if stream else 0
+
+
+DeviceNDArray.__module__ = "numba.cuda.cudadrv.devicearray"
+
+
+class ArrayImpl:
+    """A JAX array on CUDA device 0 as kernarg's adapter reads it (its module and name, its
+    sharding and unsafe_buffer_pointer()), over another array's memory."""
+
+    class _Sharding:
+        _device = types.SimpleNamespace(platform="gpu", id=100, local_hardware_id=0,
+                                        client=types.SimpleNamespace(platform="cuda"))
+        memory_kind = "device"
+
+    sharding = _Sharding()
+
+    def __init__(self, base):
+        self.base, self.dtype = base, np.dtype("float32")
+
+    def unsafe_buffer_pointer(self):
+        return self.base.ptr
+
+
+ArrayImpl.__module__ = "jaxlib._jax"
+
+
+def test_launches_of_library_adapters_arrays_run_while_another_thread_holds_the_section(ctx):
+    """On a free-threaded CPython the library adapters' arrays are read with no section (a
+    numba device array, typed, waiting on its stream; a JAX array, untyped: typed, its
+    read-only memory would be refused for a kernel that writes it), so Kernel.launch and a
+    prepared launch of them run while another thread holds the section, and write where
+    they point. With the adapters read in the section, they waited for it, and the holder
+    gave up after its 60 s."""
+    ft = _free_threaded_helpers()
+    holds = kernarg._stream._holds_section
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    untyped = kernarg.Kernel.from_handle(k.handle, device=0)
+    slot = kernarg._handler._cache_slot
+    taken = {slot(ft._Holder())}
+    numba_t = ft._free_slot_subclass(DeviceNDArray, taken)
+    jax_t = ft._free_slot_subclass(ArrayImpl, taken)
+    f32, i32 = (next(t for t in kinds if slot(t(0)) not in taken)
+                for kinds in ((np.float32, ctypes.c_float), (np.int32, ctypes.c_int)))
+    out = DeviceArray(4 * 64, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(0)))
+    producer = int(check(driver.cuStreamCreate(1)))
+    nb, nb_produced, jx = numba_t(out), numba_t(out, producer), jax_t(out)
+    try:
+        prepared = k.prepare(1, 64, stream=stream)
+        k.launch(1, 64, nb, 0.0, 64)            # limits, types, dtype, sharding: in the section
+        untyped.launch(1, 64, jx, f32(0), i32(64))
+        prepared(nb_produced, 0.0, 64)
+        with ft._section_held_by_another_thread():
+            for i in range(1, 51):
+                k.launch(1, 64, nb, float(i), 64, stream=stream)
+                prepared(nb_produced, float(i) + 0.25, 64)
+                untyped.launch(1, 64, jx, f32(i + 0.5), i32(64), stream=stream)
+                assert holds() is False
+        check(driver.cuStreamSynchronize(stream))
+        assert (np.frombuffer(out.read(), np.float32) == 50.5).all()
     finally:
         check(driver.cuStreamDestroy(stream))
         check(driver.cuStreamDestroy(producer))
