@@ -4045,11 +4045,12 @@ def _check_last_writes(handles, outs, last):
 
 def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     """Four threads launch in cuda.core's call form, each on a cuda.core Stream of its own,
-    cycling through five cuda.core kernels and five configs (one more of each than kernarg
-    remembers, so the slots that a free-threaded build's launches read outside the section
-    change under them all the while), every third launch with a config made anew: each
-    thread's launches land on its own array, the last one last, and kernarg then remembers
-    only the kernels and configs launched."""
+    cycling through five cuda.core kernels, given as themselves, as their CUkernel handles and
+    as those handles' ints, and five configs (one more of each than kernarg remembers, so the
+    slots that a free-threaded build's launches read outside the section change under them
+    all the while), every third launch with a config made anew: each thread's launches land
+    on its own array, the last one last, and kernarg then remembers only the kernels,
+    handles and configs launched."""
     pytest.importorskip("cuda.core")
     from kernarg._bench import cuda_core
 
@@ -4070,8 +4071,10 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
             j = (i + n) % 5
             config = configs[j] if n % 3 else core.LaunchConfig(grid=shapes[j][0],
                                                                  block=shapes[j][1])
-            kernarg.launch(stream, config, kernels[(j + n // 5) % 5], outs[i],
-                           np.float32(i * 1000 + n), np.int32(64))
+            kernel = kernels[(j + n // 5) % 5]
+            kernel = (kernel, kernel._handle, int(kernel._handle))[n // 2 % 3]
+            kernarg.launch(stream, config, kernel, outs[i], np.float32(i * 1000 + n),
+                           np.int32(64))
 
     try:
         _in_threads(body, 4)
@@ -4081,6 +4084,8 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
             check(driver.cuStreamDestroy(handle))
     remembered = set(kernarg._launch._last_foreign_addresses()) - {0}
     assert remembered and remembered <= {id(k) for k in kernels}
+    remembered = set(kernarg._launch._last_handle_addresses()) - {0}
+    assert remembered and remembered <= {int(k._handle) for k in kernels}
     slots = [values for values, _ in kernarg._launch._recent_configs() if values is not None]
     assert slots and all((v[0], v[1], v[2]) in [((g, 1, 1), (b, 1, 1), None) for g, b in shapes]
                          for v in slots)
