@@ -3573,22 +3573,18 @@ cdef extern from *:
     #define KERNARG_LINE_ALIGNED
     #endif
 
-    /* A foreign kernel object remembered: its address (no reference) and its Kernel (a
-       reference borrowed from its entry, which _last_foreign_entries holds). */
+    /* A kernel remembered by its key, and its Kernel. kernarg_recent_kernels: foreign
+       kernel objects, keyed by their address (no reference), the Kernel a reference
+       borrowed from the object's entry, which _last_foreign_entries holds.
+       kernarg_recent_handles: kernel handles (an int, a cuda.bindings CUfunction or
+       CUkernel), keyed by the handle's value, the Kernel borrowed from
+       _last_handle_kernels. A key of 0: an empty slot. */
     typedef struct {
-        PyObject *object;
+        uintptr_t key;
         PyObject *kernel;
     } kernarg_recent_kernel;
     static kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
-
-    /* A kernel handle remembered (an int, a cuda.bindings CUfunction or CUkernel): its
-       address, which is its key, and its Kernel (a reference borrowed from
-       _last_handle_kernels). */
-    typedef struct {
-        unsigned long long address;
-        PyObject *kernel;
-    } kernarg_recent_handle;
-    static kernarg_recent_handle kernarg_recent_handles[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+    static kernarg_recent_kernel kernarg_recent_handles[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
     /* The handle types seen (cuda.bindings' CUfunction and CUkernel, whose __index__ gives
        the address in C): stored whole, once each, in the section; each held by
        _handle_type_refs. */
@@ -3603,49 +3599,27 @@ cdef extern from *:
        build. */
     static int kernarg_recent_lock;
 
-    static void kernarg_recent_kernel_set(int i, PyObject *object, PyObject *kernel) {
+    static void kernarg_recent_set(kernarg_recent_kernel *slots, int i, uintptr_t key,
+                                   PyObject *kernel) {
         kernarg_spin_lock(&kernarg_recent_lock);
-        kernarg_recent_kernels[i].object = object;
-        kernarg_recent_kernels[i].kernel = kernel;
+        slots[i].key = key;
+        slots[i].kernel = kernel;
         kernarg_spin_unlock(&kernarg_recent_lock);
     }
 
-    /* The Kernel remembered for the foreign kernel `object` (a new reference), or None: for a
-       reader outside the section, which must hold its reference before a writer may drop the
-       slot's (a writer empties a slot under the lock before it drops the entry that holds
-       it). `object` is the caller's, alive: a slot of its address is its own, since a slot is
-       emptied before its object's memory can be reused (_forget). */
-    static PyObject *kernarg_recent_kernel_ref(PyObject *object) {
+    /* The Kernel remembered in `slots` for `key` (a new reference), or None: for a reader
+       outside the section, which must hold its reference before a writer may drop the
+       slot's (a writer empties a slot under the lock before it drops what holds its Kernel).
+       A foreign kernel object's key is the caller's object, alive: a slot of its address is
+       its own, since a slot is emptied before its object's memory can be reused (_forget).
+       A handle's key names the same kernel whichever object gives it. */
+    static PyObject *kernarg_recent_ref(const kernarg_recent_kernel *slots, uintptr_t key) {
         PyObject *k = Py_None;
         int i;
         kernarg_spin_lock(&kernarg_recent_lock);
         for (i = 0; i < KERNARG_RECENT; i++) {
-            if (kernarg_recent_kernels[i].object == object) {
-                k = kernarg_recent_kernels[i].kernel;
-                break;
-            }
-        }
-        Py_INCREF(k);
-        kernarg_spin_unlock(&kernarg_recent_lock);
-        return k;
-    }
-
-    static void kernarg_recent_handle_set(int i, unsigned long long address, PyObject *kernel) {
-        kernarg_spin_lock(&kernarg_recent_lock);
-        kernarg_recent_handles[i].address = address;
-        kernarg_recent_handles[i].kernel = kernel;
-        kernarg_spin_unlock(&kernarg_recent_lock);
-    }
-
-    /* The Kernel remembered for the kernel handle at `address` (a new reference), or None;
-       as kernarg_recent_kernel_ref, for a reader outside the section. */
-    static PyObject *kernarg_recent_handle_ref(unsigned long long address) {
-        PyObject *k = Py_None;
-        int i;
-        kernarg_spin_lock(&kernarg_recent_lock);
-        for (i = 0; i < KERNARG_RECENT; i++) {
-            if (kernarg_recent_handles[i].address == address) {
-                k = kernarg_recent_handles[i].kernel;
+            if (slots[i].key == key) {
+                k = slots[i].kernel;
                 break;
             }
         }
@@ -3658,7 +3632,7 @@ cdef extern from *:
        (kernarg_handle_types), read with no Python code of a user's run; 0 for any other
        object, or a value that is no address (the caller's slow path then says what is
        wrong). */
-    static unsigned long long kernarg_handle_address(PyObject *obj) {
+    static uintptr_t kernarg_handle_address(PyObject *obj) {
         PyTypeObject *t = Py_TYPE(obj);
         unsigned long long address;
         PyObject *index;
@@ -3680,24 +3654,20 @@ cdef extern from *:
             PyErr_Clear();      /* a negative or wide int */
             return 0;
         }
-        return address;
+        return (uintptr_t)address;
     }
     """
     enum: KERNARG_RECENT
     ctypedef struct kernarg_recent_kernel:
-        PyObject* object
+        uintptr_t key
         PyObject* kernel
     kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT]
-    void kernarg_recent_kernel_set(int i, PyObject* obj, PyObject* kernel) noexcept
-    object kernarg_recent_kernel_ref(PyObject* obj)
-    ctypedef struct kernarg_recent_handle:
-        unsigned long long address
-        PyObject* kernel
-    kernarg_recent_handle kernarg_recent_handles[KERNARG_RECENT]
+    kernarg_recent_kernel kernarg_recent_handles[KERNARG_RECENT]
     PyTypeObject* kernarg_handle_types[2]
-    void kernarg_recent_handle_set(int i, unsigned long long address, PyObject* kernel) noexcept
-    object kernarg_recent_handle_ref(unsigned long long address)
-    unsigned long long kernarg_handle_address(PyObject* obj) noexcept
+    void kernarg_recent_set(kernarg_recent_kernel* slots, int i, uintptr_t key,
+                            PyObject* kernel) noexcept
+    object kernarg_recent_ref(const kernarg_recent_kernel* slots, uintptr_t key)
+    uintptr_t kernarg_handle_address(PyObject* obj) noexcept
 
 
 # The KERNARG_RECENT foreign kernel objects launched last, for a launch loop's repeated lookups
@@ -3724,7 +3694,7 @@ def _forget(ref, key):
     for i in range(KERNARG_RECENT):
         entry = _last_foreign_entries[i]
         if entry is not None and entry[0] is ref:
-            kernarg_recent_kernel_set(i, NULL, NULL)
+            kernarg_recent_set(kernarg_recent_kernels, i, 0, NULL)
             _last_foreign_entries[i] = None
     entry = _foreign_by_object.get(key)
     if entry is not None and entry[0] is ref:
@@ -3742,14 +3712,14 @@ cdef Kernel _foreign_kernel(object kernel):
     a raw handle's."""
     cdef Kernel k
     cdef int i
-    cdef unsigned long long handle
+    cdef uintptr_t handle
     for i in range(KERNARG_RECENT):
-        if <PyObject*>kernel == kernarg_recent_kernels[i].object:
+        if <uintptr_t><PyObject*>kernel == kernarg_recent_kernels[i].key:
             return <Kernel>kernarg_recent_kernels[i].kernel
     handle = kernarg_handle_address(<PyObject*>kernel)
     if handle != 0:
         for i in range(KERNARG_RECENT):
-            if kernarg_recent_handles[i].address == handle:
+            if kernarg_recent_handles[i].key == handle:
                 return <Kernel>kernarg_recent_handles[i].kernel
     entry = _foreign_by_object.get(id(kernel))
     if entry is not None and (<tuple>entry)[0]() is kernel:
@@ -3785,13 +3755,13 @@ cdef Kernel _remember_recent(object kernel, tuple entry):
     cdef Kernel k = <Kernel>entry[1]
     cdef int i = _last_foreign_next
     _last_foreign_next = (i + 1) % KERNARG_RECENT
-    kernarg_recent_kernel_set(i, NULL, NULL)         # while the old entry is dropped
+    kernarg_recent_set(kernarg_recent_kernels, i, 0, NULL)     # while the old entry is dropped
     _last_foreign_entries[i] = entry
-    kernarg_recent_kernel_set(i, <PyObject*>kernel, <PyObject*>k)
+    kernarg_recent_set(kernarg_recent_kernels, i, <uintptr_t><PyObject*>kernel, <PyObject*>k)
     return k
 
 
-cdef Kernel _remember_handle(object kernel, unsigned long long address, Kernel k):
+cdef Kernel _remember_handle(object kernel, uintptr_t address, Kernel k):
     """Put the kernel handle ``kernel`` (at ``address``) and its Kernel ``k`` in the next of
     the recent handle slots, and its type, a cuda.bindings handle type, in
     kernarg_handle_types; ``k``."""
@@ -3811,9 +3781,9 @@ cdef Kernel _remember_handle(object kernel, unsigned long long address, Kernel k
         return k                # an int subclass, a numpy int: looked up in the dict
     i = _last_handle_next
     _last_handle_next = (i + 1) % KERNARG_RECENT
-    kernarg_recent_handle_set(i, 0, NULL)           # while the old Kernel is dropped
+    kernarg_recent_set(kernarg_recent_handles, i, 0, NULL)     # while the old Kernel is dropped
     _last_handle_kernels[i] = k
-    kernarg_recent_handle_set(i, address, <PyObject*>k)
+    kernarg_recent_set(kernarg_recent_handles, i, address, <PyObject*>k)
     return k
 
 
@@ -3830,16 +3800,16 @@ cdef tuple _core_layout(object kernel):
 
 cdef Kernel _foreign_kernel_lazily(object kernel, LazySection* lazy):
     """_foreign_kernel for a free-threaded build's launch (``lazy``: the section it enters
-    once it needs it): a kernel object or handle remembered (kernarg_recent_kernel_ref,
-    kernarg_recent_handle_ref) with no section; else in the section."""
-    cdef unsigned long long handle
+    once it needs it): a kernel object or handle remembered (kernarg_recent_ref) with no
+    section; else in the section."""
+    cdef uintptr_t handle
     if not lazy.held:
-        found = kernarg_recent_kernel_ref(<PyObject*>kernel)
+        found = kernarg_recent_ref(kernarg_recent_kernels, <uintptr_t><PyObject*>kernel)
         if found is not None:
             return <Kernel>found
         handle = kernarg_handle_address(<PyObject*>kernel)
         if handle != 0:
-            found = kernarg_recent_handle_ref(handle)
+            found = kernarg_recent_ref(kernarg_recent_handles, handle)
             if found is not None:
                 return <Kernel>found
         enter_lazily(lazy)
@@ -3853,13 +3823,13 @@ def _kernel_for_launch(kernel):
 
 def _last_handle_addresses():
     """The kernel handles :func:`launch` remembers, 0 for an empty slot (for tests)."""
-    return tuple(kernarg_recent_handles[i].address for i in range(KERNARG_RECENT))
+    return tuple(kernarg_recent_handles[i].key for i in range(KERNARG_RECENT))
 
 
 def _last_foreign_addresses():
     """The addresses of the foreign kernel objects :func:`launch` remembers, 0 for an empty
     slot (for tests)."""
-    return tuple(<uintptr_t>kernarg_recent_kernels[i].object for i in range(KERNARG_RECENT))
+    return tuple(kernarg_recent_kernels[i].key for i in range(KERNARG_RECENT))
 
 
 cdef object _grid_in_blocks(object grid, object cluster):
