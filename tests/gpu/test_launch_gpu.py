@@ -3750,6 +3750,18 @@ def test_threads_each_keep_their_own_context(ctx):
         assert (np.frombuffer(out.read(), np.float32) == i * 1000 + 199).all()
 
 
+def _free_slot_scalars(taken):
+    """float32 and int32 scalar types (numpy's, or else ctypes') whose per-type cache slots are
+    not in ``taken`` (then added): a type that shares the section holder's slot is looked up
+    again, in the section, once the holder's pack has put its own there."""
+    slot = kernarg._handler._cache_slot
+    chosen = []
+    for kinds in ((np.float32, ctypes.c_float), (np.int32, ctypes.c_int)):
+        chosen.append(next(t for t in kinds if slot(t(0)) not in taken))
+        taken.add(slot(chosen[-1](0)))
+    return chosen
+
+
 def _free_threaded_helpers():
     """test_free_threaded, for the tests that launch while another thread holds kernarg's
     section: they skip on a GIL build."""
@@ -3793,12 +3805,8 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     slot = kernarg._handler._cache_slot
     taken = {slot(ft._Holder())}
     Array = ft._free_slot_subclass(DeviceArray, taken)
-    # ... and so for the scalar types of the untyped launch: numpy's, or else ctypes'.
-    scalars = []
-    for kinds in ((np.float32, ctypes.c_float), (np.int32, ctypes.c_int)):
-        scalars.append(next(t for t in kinds if slot(t(0)) not in taken))
-        taken.add(slot(scalars[-1](0)))
-    f32, i32 = scalars
+    # ... and so for the scalar types of the untyped launch.
+    f32, i32 = _free_slot_scalars(taken)
     out = Array(4 * 64, typestr="<f4")
     # A blocking stream (flags 0): its launches and the legacy stream's are ordered as made,
     # so the last one made is the last to write.
@@ -3882,8 +3890,7 @@ def test_launches_of_library_adapters_arrays_run_while_another_thread_holds_the_
     taken = {slot(ft._Holder())}
     numba_t = ft._free_slot_subclass(DeviceNDArray, taken)
     jax_t = ft._free_slot_subclass(ArrayImpl, taken)
-    f32, i32 = (next(t for t in kinds if slot(t(0)) not in taken)
-                for kinds in ((np.float32, ctypes.c_float), (np.int32, ctypes.c_int)))
+    f32, i32 = _free_slot_scalars(taken)
     out = DeviceArray(4 * 64, typestr="<f4")
     stream = int(check(driver.cuStreamCreate(0)))
     producer = int(check(driver.cuStreamCreate(1)))
@@ -3973,26 +3980,26 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
     ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
         "cubin").get_kernel("fill")
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    out = ft._free_slot_subclass(DeviceArray, {kernarg._handler._cache_slot(ft._Holder())})(
-        4 * 64, typestr="<f4")
+    taken = {kernarg._handler._cache_slot(ft._Holder())}
+    out = ft._free_slot_subclass(DeviceArray, taken)(4 * 64, typestr="<f4")
+    # The untyped launches' scalar types, of slots not the holder's (nor out's).
+    f32, i32 = _free_slot_scalars(taken)
     handle = int(check(driver.cuStreamCreate(0)))
     stream = core.Stream.from_handle(handle)
     ours, theirs = kernarg.LaunchConfig(1, 64), core.LaunchConfig(grid=1, block=64)
     cukernel = ck._handle                   # a cuda.bindings CUkernel
     try:
         # Each kernel and config once first: converted and remembered (in the section).
-        kernarg.launch(stream, theirs, ck, out, np.float32(0), np.int32(64))
+        kernarg.launch(stream, theirs, ck, out, f32(0), i32(64))
         kernarg.launch(stream, ours, k, out, 0.0, 64)
-        kernarg.launch(stream, ours, cukernel, out, np.float32(0), np.int32(64))
-        kernarg.launch(stream, ours, int(cukernel), out, np.float32(0), np.int32(64))
+        kernarg.launch(stream, ours, cukernel, out, f32(0), i32(64))
+        kernarg.launch(stream, ours, int(cukernel), out, f32(0), i32(64))
         with ft._section_held_by_another_thread():
             for i in range(1, 31):
-                kernarg.launch(stream, theirs, ck, out, np.float32(i), np.int32(64))
-                kernarg.launch(handle, ours, cukernel, out, np.float32(i + 0.125),
-                               np.int32(64))
-                kernarg.launch(handle, theirs, int(cukernel), out, np.float32(i + 0.2),
-                               np.int32(64))
-                kernarg.launch(handle, ours, ck, out, np.float32(i + 0.25), np.int32(64))
+                kernarg.launch(stream, theirs, ck, out, f32(i), i32(64))
+                kernarg.launch(handle, ours, cukernel, out, f32(i + 0.125), i32(64))
+                kernarg.launch(handle, theirs, int(cukernel), out, f32(i + 0.2), i32(64))
+                kernarg.launch(handle, ours, ck, out, f32(i + 0.25), i32(64))
                 kernarg.launch(stream, core.LaunchConfig(grid=1, block=64), k, out,
                                float(i) + 0.5, 64)
                 kernarg.launch(None, ours, k, out, float(i) + 0.75, 64)
