@@ -107,6 +107,10 @@ __all__ = ["BoundLaunch", "Kernel", "KernelNode", "LaunchConfig", "PreparedLaunc
 cdef enum:
     MAX_ATTRS = 15
     MAX_BLOCK_THREADS = 1024
+    # Kernel.launch's parameters (_KERNEL_LAUNCH_NAMES): grid, block, stream, shmem, then
+    # the launch attributes, whose values a config is made from (Kernel._cfg_from)
+    KERNEL_LAUNCH_NAMES = 19
+    LAUNCH_ATTRIBUTE_NAMES = KERNEL_LAUNCH_NAMES - 4
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
 _BLOCK_LIMITS = (1024, 1024, 64)
@@ -132,6 +136,15 @@ cdef struct Dims:
     # A shmem_mode other than "default": the driver alone judges shmem (the mode overrides the
     # kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES).
     bint shmem_by_driver
+
+
+cdef struct CoopLimit:
+    # The blocks a cooperative launch may have (_cooperative_limit) for the block shape last
+    # asked: a Kernel's, 32-bit words that a launch outside kernarg's section copies whole.
+    unsigned int threads
+    unsigned int shmem
+    long long blocks                # 0 until asked
+    int per_sm                      # the occupancy calculator's blocks per multiprocessor
 
 
 cdef bint _is_bool(object v):
@@ -1497,7 +1510,7 @@ cdef inline int _ready_to_enqueue(Kernel k, const Dims* d, const BlockState* st,
     if d.cluster_blocks > 8 and not load_int(k._nonportable_ok):
         enter_lazily(lazy)
         _allow_nonportable_cluster(k)
-    if d.cooperative and d.cluster_blocks == 0:
+    if d.cooperative and d.cluster_blocks == 0 and not _cooperative_fits(k, d):
         enter_lazily(lazy)
         _check_cooperative(k, d)
     if d.domains > load_uint(k._domains_ok):
@@ -1740,8 +1753,8 @@ cdef long long _cooperative_limit(Kernel k, unsigned int threads, unsigned int s
     cdef int per_sm = 0, sms = 0
     cdef cydriver.CUdevice dev
     cdef cydriver.CUresult err
-    if threads == k._coop_threads and shmem == k._coop_shmem and k._coop_limit > 0:
-        return k._coop_limit
+    if threads == k._coop.threads and shmem == k._coop.shmem and k._coop.blocks > 0:
+        return k._coop.blocks
     err = cydriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k._func, <int>threads,
                                                                shmem)
     if err == cydriver.CUDA_SUCCESS:
@@ -1754,11 +1767,27 @@ cdef long long _cooperative_limit(Kernel k, unsigned int threads, unsigned int s
             _check(err, f"kernel {k.name!r}: the occupancy calculator "
                         "(cuOccupancyMaxActiveBlocksPerMultiprocessor, multiprocessor count)")
         return -1
-    k._coop_threads = threads
-    k._coop_shmem = shmem
-    k._coop_limit = <long long>per_sm * sms
-    k._coop_per_sm = per_sm
-    return k._coop_limit
+    cdef CoopLimit c
+    memset(&c, 0, sizeof(c))
+    c.threads, c.shmem, c.blocks, c.per_sm = threads, shmem, <long long>per_sm * sms, per_sm
+    kernarg_seq_write_begin(&k._coop_seq)
+    kernarg_copy_words(&k._coop, &c, sizeof(CoopLimit) // 4)
+    kernarg_seq_write_end(&k._coop_seq)
+    return c.blocks
+
+
+cdef inline bint _cooperative_fits(Kernel k, const Dims* d) noexcept:
+    """Whether ``d``'s grid is known to fit the blocks ``k`` can have resident at once, from
+    the limit of its last block shape (_cooperative_limit); False where that is not ``d``'s
+    block shape, or not yet asked: then _check_cooperative asks, in kernarg's section. Needs no
+    section: the limit is copied whole under its sequence lock."""
+    cdef CoopLimit c
+    cdef unsigned begun = kernarg_seq_begin(&k._coop_seq)
+    kernarg_copy_words(&c, &k._coop, sizeof(CoopLimit) // 4)
+    if not kernarg_seq_valid(&k._coop_seq, begun):
+        return False
+    return c.threads == d.threads and c.shmem == d.shmem and c.blocks > 0 and \
+        <long long>d.grid[0] * d.grid[1] * d.grid[2] <= c.blocks
 
 
 cdef int _check_cooperative(Kernel k, const Dims* d) except -1:
@@ -1773,7 +1802,7 @@ cdef int _check_cooperative(Kernel k, const Dims* d) except -1:
         f"cooperative grid {(d.grid[0], d.grid[1], d.grid[2])} has {blocks} blocks; kernel "
         f"{k.name!r} can have at most {limit} resident at once with block "
         f"{(d.block[0], d.block[1], d.block[2])} and {d.shmem} bytes of dynamic shared memory "
-        f"({k._coop_per_sm} per multiprocessor); see Kernel.max_cooperative_blocks")
+        f"({k._coop.per_sm} per multiprocessor); see Kernel.max_cooperative_blocks")
 
 
 cdef object _clusters_too_many(Kernel k, const Dims* d, const cydriver.CUlaunchAttribute* attrs,
@@ -2501,10 +2530,10 @@ cdef class Kernel:
     cdef unsigned int _threads_ok
     cdef bint _nonportable_ok       # cluster sizes over 8 allowed (set on first need)
     cdef unsigned int _domains_ok   # the device's sync domains (0 until a launch maps some)
-    # The co-resident block limit of the last cooperative block shape (0: none asked yet).
-    cdef unsigned int _coop_threads, _coop_shmem
-    cdef long long _coop_limit
-    cdef int _coop_per_sm
+    # The co-resident block limit of the last cooperative block shape, written with _coop_seq
+    # in kernarg's section, read by launches outside it (_cooperative_fits).
+    cdef CoopLimit _coop
+    cdef unsigned _coop_seq
     # Kernel.launch's last grid, block and shmem without launch attributes, when each was
     # immutable (an int, or a tuple of ints), and the dimensions checked from them: the same
     # objects again need no second look (see _kernel_launch). Strong references (dropped in
@@ -2522,11 +2551,18 @@ cdef class Kernel:
     # (tools/probes/cold_launch.py, session 40).
     cdef object _last_stream
     cdef uint64_t _last_handle
-    # Its last config with launch attributes, and the objects it was made from (grid, block,
-    # shmem and the attributes' values, _NOT_GIVEN where none was), when every one was
-    # immutable: the same objects again make the same config (see _kernel_launch).
-    cdef LaunchConfig _last_cfg
-    cdef tuple _last_cfg_from
+    # What its last launch with launch attributes launched (dimensions and attributes, as a
+    # config has them), and the objects it was made from (grid, block, shmem and the
+    # attributes' values, _NOT_GIVEN where none was), when every one was immutable: the same
+    # objects again launch the same (see _kernel_launch). Strong references (dropped in
+    # __dealloc__), written with _cfg_seq in kernarg's section (_remember_config), read by
+    # launches outside it (_last_config_of), which copy the rest: a launch that releases the
+    # GIL, or runs outside the section, may find them rewritten by another thread.
+    cdef PyObject* _cfg_from[LAUNCH_ATTRIBUTE_NAMES + 3]
+    cdef Dims _cfg_dims
+    cdef cydriver.CUlaunchAttribute _cfg_attrs[MAX_ATTRS]
+    cdef unsigned int _cfg_nattrs
+    cdef unsigned _cfg_seq
     # What loads it again in another process, for pickle: ("source", source, options,
     # headers), ("ptx", text, entry, signature) or ("cubin", image, entry, signature) -- the
     # arguments of the constructor -- or None from a handle.
@@ -2541,6 +2577,9 @@ cdef class Kernel:
         Py_XDECREF(self._last_grid)
         Py_XDECREF(self._last_block)
         Py_XDECREF(self._last_shmem)
+        cdef int i
+        for i in range(LAUNCH_ATTRIBUTE_NAMES + 3):
+            Py_XDECREF(self._cfg_from[i])
 
     @staticmethod
     cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name,
@@ -2556,7 +2595,6 @@ cdef class Kernel:
         k._threads_ok = 0
         k._nonportable_ok = False
         k._domains_ok = 0
-        k._coop_limit = 0
         return k
 
     @classmethod
@@ -3262,8 +3300,6 @@ cdef tuple _KERNEL_LAUNCH_NAMES = (
     "cluster_scheduling", "preferred_cluster", "mem_sync_domain", "shmem_carveout",
     "access_policy", "launch_completion_event", "programmatic_event", "mem_sync_domain_map",
     "nvlink_util_centric", "cluster_size_mode", "shmem_mode")
-cdef enum:
-    KERNEL_LAUNCH_NAMES = 19
 cdef PyObject* _STREAM = PyTuple_GET_ITEM(_KERNEL_LAUNCH_NAMES, 2)    # interned: "stream"
 
 
@@ -3316,12 +3352,13 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
     cdef cydriver.CUlaunchAttribute* attrs = NULL
+    cdef cydriver.CUlaunchAttribute last_attrs[MAX_ATTRS]
     cdef unsigned int nattrs = 0
     cdef Py_ssize_t i
     cdef bint plain = True
     # No attribute asked for: the flags (cooperative, pdl: 1 and 2) false, every other value
     # None (or not given). Most launches give none of them: one pass over NULLs, in C.
-    for i in range(KERNEL_LAUNCH_NAMES - 4):
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
         if attributes[i] != NULL and attributes[i] != <PyObject*>None:
             if i == 1 or i == 2:
                 if type(<object>attributes[i]) is not bool:
@@ -3330,8 +3367,6 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                     continue
             plain = False
             break
-    if not plain:
-        enter_lazily(lazy)      # launch attributes: the kernel's last config, a new one
     if plain:
         # No launch attributes: check the dimensions straight into the launch, no objects --
         # or not at all, for the objects this kernel's last such launch checked. Code that
@@ -3346,14 +3381,13 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                 # Other objects' __index__ runs in the section, as kernarg's other callbacks.
                 enter_lazily(lazy)
                 _fill_config(&d, grid, block, shmem)
-    elif k._last_cfg is not None and _made_from(k._last_cfg_from, grid, block, shmem,
-                                                attributes):
-        # Launch attributes, the same objects as this kernel's last such launch: its config.
-        # Building one anew costs more than the rest of the launch's host work (~0.6 µs with a
-        # cluster, on the development VM).
-        cfg = k._last_cfg
-        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
+    elif _last_config_of(k, grid, block, shmem, attributes, &d, last_attrs, &nattrs):
+        # Launch attributes, the same objects as this kernel's last such launch: what it
+        # launched. Building a config anew costs more than the rest of the launch's host work
+        # (~0.6 µs with a cluster, on the development VM).
+        attrs = last_attrs
     else:
+        enter_lazily(lazy)      # a new config: made, and remembered, in the section
         cfg = LaunchConfig(grid, block, shmem=shmem,
                            cluster=or_default(attributes[0], None),
                            cooperative=or_default(attributes[1], False),
@@ -3371,13 +3405,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                            cluster_size_mode=or_default(attributes[13], None),
                            shmem_mode=or_default(attributes[14], None))
         dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
-        made_from = (grid, block, shmem) + tuple([or_default(attributes[i], _NOT_GIVEN)
-                                                  for i in range(KERNEL_LAUNCH_NAMES - 4)])
-        for value in made_from:
-            if not _immutable_value(value):
-                break
-        else:
-            k._last_cfg, k._last_cfg_from = cfg, made_from
+        _remember_config(k, cfg, grid, block, shmem, attributes)
     cdef uint64_t handle
     if KERNARG_GUARDED_BUILD and lazy != NULL and not lazy.held:
         # None, ints and a stream object of the type last resolved, whose __cuda_stream__
@@ -3433,23 +3461,62 @@ cdef void _remember_dims(Kernel k, object grid, object block, object shmem,
     kernarg_object_unlock(&cs)
 
 
-cdef object _NOT_GIVEN = object()     # a keyword of Kernel.launch not given (_last_cfg_from)
+cdef object _NOT_GIVEN = object()     # a keyword of Kernel.launch not given (Kernel._cfg_from)
 
 
-cdef bint _made_from(tuple made_from, object grid, object block, object shmem,
-                     PyObject** attributes) noexcept:
-    """Whether ``made_from`` holds these very objects (see Kernel._last_cfg_from)."""
+cdef inline PyObject* _given(PyObject* value) noexcept:
+    return value if value != NULL else <PyObject*>_NOT_GIVEN
+
+
+cdef bint _last_config_of(Kernel k, object grid, object block, object shmem,
+                          PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
+                          unsigned int* nattrs) noexcept:
+    """Whether ``grid``, ``block``, ``shmem`` and the launch ``attributes`` (as _kernel_launch
+    has them) are the objects ``k``'s last launch with attributes was made from
+    (_remember_config); then ``d``, ``attrs`` and ``nattrs`` have what it launched. Needs no
+    section, as _last_dims_of: copied and compared under the kernel's sequence lock."""
     cdef Py_ssize_t i
-    cdef PyObject* given
-    if (PyTuple_GET_ITEM(made_from, 0) != <PyObject*>grid
-            or PyTuple_GET_ITEM(made_from, 1) != <PyObject*>block
-            or PyTuple_GET_ITEM(made_from, 2) != <PyObject*>shmem):
+    cdef unsigned int n
+    cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
+    if load_object(k._cfg_from[0]) != <PyObject*>grid or \
+            load_object(k._cfg_from[1]) != <PyObject*>block or \
+            load_object(k._cfg_from[2]) != <PyObject*>shmem:
         return False
-    for i in range(KERNEL_LAUNCH_NAMES - 4):
-        given = attributes[i] if attributes[i] != NULL else <PyObject*>_NOT_GIVEN
-        if PyTuple_GET_ITEM(made_from, i + 3) != given:
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
+        if load_object(k._cfg_from[i + 3]) != _given(attributes[i]):
             return False
-    return True
+    n = load_uint(k._cfg_nattrs)
+    if n > MAX_ATTRS:           # torn by a writer: the check below fails
+        return False
+    kernarg_copy_words(d, &k._cfg_dims, sizeof(Dims) // 4)
+    kernarg_copy_words(attrs, k._cfg_attrs, n * sizeof(cydriver.CUlaunchAttribute) // 4)
+    nattrs[0] = n
+    return kernarg_seq_valid(&k._cfg_seq, begun)
+
+
+cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block,
+                           object shmem, PyObject** attributes) noexcept:
+    """Make what ``cfg`` launches ``k``'s last launch with attributes (_last_config_of), where
+    every object it was made from (``grid``, ``block``, ``shmem``, the ``attributes``) cannot
+    change (_immutable_value: their references dropped here run no code). In kernarg's
+    section, which makes writers take turns."""
+    cdef Py_ssize_t i
+    if not (_immutable_value(grid) and _immutable_value(block) and _immutable_value(shmem)):
+        return
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
+        if not _immutable_value(<object>_given(attributes[i])):
+            return
+    kernarg_seq_write_begin(&k._cfg_seq)
+    kernarg_set_ref(&k._cfg_from[0], <PyObject*>grid)
+    kernarg_set_ref(&k._cfg_from[1], <PyObject*>block)
+    kernarg_set_ref(&k._cfg_from[2], <PyObject*>shmem)
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
+        kernarg_set_ref(&k._cfg_from[i + 3], _given(attributes[i]))
+    kernarg_copy_words(&k._cfg_dims, &cfg._d, sizeof(Dims) // 4)
+    kernarg_copy_words(k._cfg_attrs, cfg._attrs,
+                       cfg._nattrs * sizeof(cydriver.CUlaunchAttribute) // 4)
+    store_uint(k._cfg_nattrs, cfg._nattrs)
+    kernarg_seq_write_end(&k._cfg_seq)
 
 
 cdef bint _immutable_value(object value) noexcept:

@@ -2287,6 +2287,65 @@ def test_graph_capture(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
 
 
+def test_launches_with_attributes_launch_their_own_when_objects_repeat(ctx):
+    """Kernel.launch keeps what its last launch with launch attributes launched, and launches
+    it again for the very same objects (immutable ones: ints, tuples of them) rather than
+    making a config anew. Each launch here, captured alone, is a node whose config is the one
+    that launch was given (and the cluster scheduling policy it was given, which a node's
+    config leaves out): whether it repeats the last launch's objects, changes one of them,
+    launches without attributes in between, or goes back to an earlier one; a list changed
+    in place between two launches is read again."""
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 64, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(1)))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+
+    def node_config(grid, block, shmem, **attributes):
+        """The config and the scheduling policy of the node a captured launch made."""
+        check(driver.cuStreamBeginCapture(stream, mode))
+        try:
+            k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem, **attributes)
+        finally:
+            graph = check(driver.cuStreamEndCapture(stream))
+        try:
+            (node,) = k.nodes_in(graph)
+            policy = _node_attribute(node, "CLUSTER_SCHEDULING_POLICY_PREFERENCE")
+            return node.config, int(policy.clusterSchedulingPolicyPreference)
+        finally:
+            check(driver.cuGraphDestroy(graph))
+
+    spread = int(driver.CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD)
+
+    four, eight = (4, 1, 1), (8, 1, 1)
+    launches = [
+        (four, 32, 0, {"cluster": 2}),
+        (four, 32, 0, {"cluster": 2}),          # the same objects: the last launch's
+        (four, 32, 0, {}),                      # no attributes: the other path
+        (four, 32, 0, {"cluster": 2}),
+        (four, 32, 0, {"cluster": 4}),          # an attribute changed
+        (eight, 32, 0, {"cluster": 4}),         # the grid
+        (eight, 64, 0, {"cluster": 4}),         # the block
+        (eight, 64, 256, {"cluster": 4}),       # shmem
+        (eight, 64, 256, {"cluster": 4, "cluster_scheduling": "spread"}),    # one more
+        (eight, 64, 256, {"cluster": 4, "cluster_scheduling": "spread"}),
+        (four, 32, 0, {"cluster": 2}),          # back to the first
+    ]
+    try:
+        for grid, block, shmem, attributes in launches:
+            expected = kernarg.LaunchConfig(grid, block, shmem=shmem,
+                                            cluster=attributes.get("cluster"))
+            policy = spread if "cluster_scheduling" in attributes else 0
+            assert node_config(grid, block, shmem, **attributes) == (expected, policy)
+        cluster = [2, 1, 1]             # a list: read at each launch, never remembered
+        assert node_config(four, 32, 0, cluster=cluster)[0].cluster == (2, 1, 1)
+        cluster[0] = 4
+        assert node_config(four, 32, 0, cluster=cluster)[0].cluster == (4, 1, 1)
+    finally:
+        check(driver.cuStreamDestroy(stream))
+
+
 def test_launch_extras_probe_measures_each_call(ctx):
     from kernarg._launch import _launch_extras_ns
 
@@ -3839,6 +3898,54 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
     finally:
         check(driver.cuStreamDestroy(stream))
         check(driver.cuStreamDestroy(producer))
+
+
+def test_launches_with_attributes_run_while_another_thread_holds_the_section(ctx):
+    """On a free-threaded CPython, Kernel.launch with launch attributes takes kernarg's section
+    only to make a config: given the objects its last such launch was made from, it launches
+    what that launch did without it (one config a kernel: launches that alternate between
+    two make one each time); and a cooperative launch checks its grid against the
+    limit kept for its block shape without it (Kernel.launch, a prepared launch of a
+    cooperative config and kernarg.launch of one). Here they run while another thread holds
+    the section and write what they were given; with the section taken for either, they
+    waited for it, and the holder gave up after its 60 s."""
+    ft = _free_threaded_helpers()
+    holds = kernarg._stream._holds_section
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 64, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(0)))
+    least, greatest = check(driver.cuCtxGetStreamPriorityRange())
+    cooperative = kernarg.LaunchConfig(2, 32, cooperative=True)
+    prepared = k.prepare(2, 32, stream=stream, cooperative=True)
+    launches = [                # (grid, attributes): all launch 64 threads
+        (2, {"cooperative": True}),
+        (2, {"pdl": True, "priority": greatest}),
+        (2, {"priority": least}),
+    ]
+    if _compute_capability() >= (9, 0):
+        launches.append(((2, 1, 1), {"cluster": 2, "cluster_scheduling": "spread",
+                                     "mem_sync_domain": "remote"}))
+    try:
+        for grid, attributes in launches:
+            # In the section: the kernel's limits and cooperative limit, and the config, which
+            # the kernel keeps for its next launch with the same objects (only the last).
+            k.launch(grid, 32, out, 0.0, 64, stream=stream, **attributes)
+            with ft._section_held_by_another_thread():
+                for i in range(1, 21):
+                    k.launch(grid, 32, out, float(i), 64, stream=stream, **attributes)
+                    assert holds() is False
+            check(driver.cuStreamSynchronize(stream))
+            assert (np.frombuffer(out.read(), np.float32) == 20).all(), attributes
+        prepared(out, 0.0, 64)
+        with ft._section_held_by_another_thread():
+            for i in range(1, 21):
+                prepared(out, float(i) + 0.25, 64)
+                kernarg.launch(stream, cooperative, k, out, float(i) + 0.5, 64)
+                assert holds() is False
+        check(driver.cuStreamSynchronize(stream))
+        assert (np.frombuffer(out.read(), np.float32) == 20.5).all()
+    finally:
+        check(driver.cuStreamDestroy(stream))
 
 
 class DeviceNDArray:
