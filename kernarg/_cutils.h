@@ -86,14 +86,32 @@ static inline void kernarg_seq_write_begin(unsigned *seq) { (void)seq; }
 static inline void kernarg_seq_write_end(unsigned *seq) { (void)seq; }
 #endif
 
-/* A sequence-locked struct of 32-bit words (_launch.pyx's Dims, cached in a Kernel), copied
-   word by word, each word loaded and stored whole: what a reader outside any lock copies,
-   and what a writer (one at a time, under the kernel's own lock) stores. */
+/* A sequence-locked struct of 32-bit words (_launch.pyx's Dims and launch attributes, cached
+   in a Kernel), copied word by word, each word loaded and stored whole: what a reader outside
+   any lock copies, and what a writer (one at a time) stores. On a GIL build, a memcpy. */
 static inline void kernarg_copy_words(void *dst, const void *src, size_t nwords) {
+#if KERNARG_GUARDED_BUILD
     uint32_t *d = (uint32_t *)dst;
     const uint32_t *s = (const uint32_t *)src;
     for (size_t i = 0; i < nwords; i++)
         __atomic_store_n(d + i, __atomic_load_n(s + i, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+#else
+    memcpy(dst, src, nwords * 4);
+#endif
+}
+
+/* Whether the `n` pointers at `stored`, each loaded whole, are those at `given`: a
+   sequence-locked reader's comparison of the objects a cache was made from (_launch.pyx's
+   Kernel._cfg_from), which it only compares, never follows. On a GIL build, a memcmp. */
+static inline int kernarg_same_pointers(PyObject *const *stored, PyObject *const *given,
+                                        size_t n) {
+#if KERNARG_GUARDED_BUILD
+    for (size_t i = 0; i < n; i++)
+        if (__atomic_load_n(stored + i, __ATOMIC_RELAXED) != given[i]) return 0;
+    return 1;
+#else
+    return memcmp(stored, given, n * sizeof(PyObject *)) == 0;
+#endif
 }
 
 /* Replace the strong reference in `*slot` by one to `v` (or NULL), the pointer stored whole,

@@ -84,6 +84,8 @@ cdef extern from "_cutils.h":
     void store_uint "KERNARG_STORE_RELAXED"(unsigned int, unsigned int) noexcept nogil
     void kernarg_set_ref(PyObject** slot, PyObject* v) noexcept
     void kernarg_copy_words(void* dst, const void* src, size_t nwords) noexcept nogil
+    bint kernarg_same_pointers(PyObject* const* stored, PyObject* const* given,
+                               size_t n) noexcept nogil
     void* kernarg_load_ptr(void* const* slot) noexcept nogil
     void kernarg_push_ptr(void** head, void** next, void* node) noexcept nogil
     void kernarg_spin_lock(int* lock) noexcept nogil
@@ -2552,13 +2554,14 @@ cdef class Kernel:
     cdef object _last_stream
     cdef uint64_t _last_handle
     # What its last launch with launch attributes launched (dimensions and attributes, as a
-    # config has them), and the objects it was made from (grid, block, shmem and the
-    # attributes' values, _NOT_GIVEN where none was), when every one was immutable: the same
-    # objects again launch the same (see _kernel_launch). Strong references (dropped in
-    # __dealloc__), written with _cfg_seq in kernarg's section (_remember_config), read by
-    # launches outside it (_last_config_of), which copy the rest: a launch that releases the
-    # GIL, or runs outside the section, may find them rewritten by another thread.
-    cdef PyObject* _cfg_from[LAUNCH_ATTRIBUTE_NAMES + 3]
+    # config has them), and the objects it was made from (grid, block and shmem, and the
+    # attributes' values in _KERNEL_LAUNCH_NAMES's order, NULL where none was given), when
+    # every one was immutable: the same objects again launch the same (see _kernel_launch).
+    # Strong references (dropped in __dealloc__), written with _cfg_seq in kernarg's section
+    # (_remember_config), read by launches outside it (_last_config_of), which copy the rest:
+    # a launch that releases the GIL, or runs outside the section, may find them rewritten.
+    cdef PyObject* _cfg_dims_from[3]
+    cdef PyObject* _cfg_from[LAUNCH_ATTRIBUTE_NAMES]
     cdef Dims _cfg_dims
     cdef cydriver.CUlaunchAttribute _cfg_attrs[MAX_ATTRS]
     cdef unsigned int _cfg_nattrs
@@ -2578,7 +2581,9 @@ cdef class Kernel:
         Py_XDECREF(self._last_block)
         Py_XDECREF(self._last_shmem)
         cdef int i
-        for i in range(LAUNCH_ATTRIBUTE_NAMES + 3):
+        for i in range(3):
+            Py_XDECREF(self._cfg_dims_from[i])
+        for i in range(LAUNCH_ATTRIBUTE_NAMES):
             Py_XDECREF(self._cfg_from[i])
 
     @staticmethod
@@ -3461,13 +3466,6 @@ cdef void _remember_dims(Kernel k, object grid, object block, object shmem,
     kernarg_object_unlock(&cs)
 
 
-cdef object _NOT_GIVEN = object()     # a keyword of Kernel.launch not given (Kernel._cfg_from)
-
-
-cdef inline PyObject* _given(PyObject* value) noexcept:
-    return value if value != NULL else <PyObject*>_NOT_GIVEN
-
-
 cdef bint _last_config_of(Kernel k, object grid, object block, object shmem,
                           PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
                           unsigned int* nattrs) noexcept:
@@ -3475,16 +3473,13 @@ cdef bint _last_config_of(Kernel k, object grid, object block, object shmem,
     has them) are the objects ``k``'s last launch with attributes was made from
     (_remember_config); then ``d``, ``attrs`` and ``nattrs`` have what it launched. Needs no
     section, as _last_dims_of: copied and compared under the kernel's sequence lock."""
-    cdef Py_ssize_t i
     cdef unsigned int n
     cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
-    if load_object(k._cfg_from[0]) != <PyObject*>grid or \
-            load_object(k._cfg_from[1]) != <PyObject*>block or \
-            load_object(k._cfg_from[2]) != <PyObject*>shmem:
+    if load_object(k._cfg_dims_from[0]) != <PyObject*>grid or \
+            load_object(k._cfg_dims_from[1]) != <PyObject*>block or \
+            load_object(k._cfg_dims_from[2]) != <PyObject*>shmem or \
+            not kernarg_same_pointers(k._cfg_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
         return False
-    for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        if load_object(k._cfg_from[i + 3]) != _given(attributes[i]):
-            return False
     n = load_uint(k._cfg_nattrs)
     if n > MAX_ATTRS:           # torn by a writer: the check below fails
         return False
@@ -3504,14 +3499,14 @@ cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block
     if not (_immutable_value(grid) and _immutable_value(block) and _immutable_value(shmem)):
         return
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        if not _immutable_value(<object>_given(attributes[i])):
+        if attributes[i] != NULL and not _immutable_value(<object>attributes[i]):
             return
     kernarg_seq_write_begin(&k._cfg_seq)
-    kernarg_set_ref(&k._cfg_from[0], <PyObject*>grid)
-    kernarg_set_ref(&k._cfg_from[1], <PyObject*>block)
-    kernarg_set_ref(&k._cfg_from[2], <PyObject*>shmem)
+    kernarg_set_ref(&k._cfg_dims_from[0], <PyObject*>grid)
+    kernarg_set_ref(&k._cfg_dims_from[1], <PyObject*>block)
+    kernarg_set_ref(&k._cfg_dims_from[2], <PyObject*>shmem)
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        kernarg_set_ref(&k._cfg_from[i + 3], _given(attributes[i]))
+        kernarg_set_ref(&k._cfg_from[i], attributes[i])
     kernarg_copy_words(&k._cfg_dims, &cfg._d, sizeof(Dims) // 4)
     kernarg_copy_words(k._cfg_attrs, cfg._attrs,
                        cfg._nattrs * sizeof(cydriver.CUlaunchAttribute) // 4)
@@ -3520,10 +3515,10 @@ cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block
 
 
 cdef bint _immutable_value(object value) noexcept:
-    """A value a config is made from that cannot change: None, a bool, int, float or str, the
-    _NOT_GIVEN mark, or a tuple of those (an access policy window of an int address)."""
+    """A value a config is made from that cannot change: None, a bool, int, float or str, or a
+    tuple of those (an access policy window of an int address)."""
     cdef type t = type(value)
-    if value is None or value is _NOT_GIVEN or t is bool or t is int or t is float or t is str:
+    if value is None or t is bool or t is int or t is float or t is str:
         return True
     if t is not tuple:
         return False

@@ -3912,7 +3912,9 @@ def test_launches_with_attributes_run_while_another_thread_holds_the_section(ctx
     ft = _free_threaded_helpers()
     holds = kernarg._stream._holds_section
     k = kernarg.Kernel.from_source(WRITE, "fill")
-    out = DeviceArray(4 * 64, typestr="<f4")
+    # An array type whose per-type cache slot is not the holder's (see the test above).
+    Array = ft._free_slot_subclass(DeviceArray, {kernarg._handler._cache_slot(ft._Holder())})
+    out = Array(4 * 64, typestr="<f4")
     stream = int(check(driver.cuStreamCreate(0)))
     least, greatest = check(driver.cuCtxGetStreamPriorityRange())
     cooperative = kernarg.LaunchConfig(2, 32, cooperative=True)
@@ -4203,6 +4205,49 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     slots = [values for values, _ in kernarg._launch._recent_configs() if values is not None]
     assert slots and all((v[0], v[1], v[2]) in [((g, 1, 1), (b, 1, 1), None) for g, b in shapes]
                          for v in slots)
+
+
+def test_threads_launch_one_kernel_with_launch_attributes_of_their_own(ctx):
+    """Four threads launch one kernel with launch attributes of their own (a grid and cluster
+    each, or a cooperative launch; every fifth launch with a cluster given as a list, made
+    anew), so what the kernel keeps of its last launch with attributes -- read by a
+    free-threaded build's launches outside the section, under a sequence lock -- is
+    rewritten under them all the while. Each launch writes its own grid's span of its own
+    array, its last launch last: a launch that took another thread's grid would write past
+    its span (or short of it), and one that paired another's cluster with its grid would be
+    refused by the driver."""
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    kinds = [((8, 1, 1), {"cluster": 4}), ((2, 1, 1), {"cluster": 2}),
+             ((6, 1, 1), {"cluster": 3}), ((4, 1, 1), {"cooperative": True})]
+    primary = check(driver.cuCtxGetCurrent())
+    handles = [int(check(driver.cuStreamCreate(1))) for _ in range(4)]
+    outs = [DeviceArray(4 * 1024, typestr="<f4") for _ in range(4)]
+    for out in outs:
+        check(driver.cuMemsetD8(out.ptr, 0, 4 * 1024))
+
+    def body(i):
+        check(driver.cuCtxSetCurrent(primary))
+        grid, attributes = kinds[i]
+        for n in range(300):
+            given = attributes
+            if n % 5 == 4 and "cluster" in attributes:
+                given = {"cluster": [attributes["cluster"], 1, 1]}
+            k.launch(grid, 32, outs[i], float(i * 1000 + n), 1024, stream=handles[i],
+                     **given)
+
+    try:
+        _in_threads(body, 4)
+        for i, (grid, _) in enumerate(kinds):
+            check(driver.cuStreamSynchronize(handles[i]))
+            written = np.frombuffer(outs[i].read(), np.float32)
+            span = grid[0] * 32
+            assert (written[:span] == i * 1000 + 299).all(), i
+            assert (written[span:] == 0).all(), i
+    finally:
+        for handle in handles:
+            check(driver.cuStreamDestroy(handle))
 
 
 def test_threads_launch_on_stream_objects_while_the_remembered_type_changes(ctx):

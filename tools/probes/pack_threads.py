@@ -253,6 +253,14 @@ def _launch_cases(only):
         "kernarg.launch 3 (int, float32, int32): cuda.core Kernel, LaunchConfig, Stream": (
             lambda s: _core_launcher(core_kernel, s),     # (compiled below)
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
+        "Kernel.launch 3 (int, float, int) with cluster and priority": (
+            lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cluster=2, priority=0)),
+            lambda: (1 << 32, 0.5, 0)),
+        "Kernel.launch 3 (int, float, int), cooperative": (
+            lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cooperative=True)),
+            lambda: (1 << 32, 0.5, 0)),
+        "prepared launch 3 (int, float, int), cooperative": (
+            lambda s: k.prepare(2, 32, stream=s, cooperative=True), lambda: (1 << 32, 0.5, 0)),
         "prepared launch 3 (CAI array, float, int)": (
             lambda s: k.prepare(1, 32, stream=s), lambda: (_PropertyCAI(1 << 32), 0.5, 0)),
         "prepared launch 3 (int, float, int)": (
