@@ -3351,8 +3351,9 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
     to shmem_mode in _KERNEL_LAUNCH_NAMES's order, NULL where not given. ``lazy``: NULL where
     the caller holds kernarg's section (or the GIL); else the section to enter once the launch
-    needs it (see _enqueue): a launch with no attributes, on None or an int stream, of
-    arguments the packers place outside it, runs all of it outside."""
+    needs it (see _enqueue): a launch with no attributes (or with the objects of the kernel's
+    last launch with attributes), on None or an int stream, of arguments the packers place
+    outside it, runs all of it outside."""
     cdef Dims d
     cdef Dims* dims = &d
     cdef LaunchConfig cfg
