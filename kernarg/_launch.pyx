@@ -3351,17 +3351,16 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
     to shmem_mode in _KERNEL_LAUNCH_NAMES's order, NULL where not given. ``lazy``: NULL where
     the caller holds kernarg's section (or the GIL); else the section to enter once the launch
-    needs it (see _enqueue): a launch with no attributes (or with the objects of the kernel's
-    last launch with attributes), on None or an int stream, of arguments the packers place
-    outside it, runs all of it outside."""
+    needs it (see _enqueue): a launch with no attributes (or with the attribute objects of
+    the kernel's last launch with attributes), on None or an int stream, of arguments the
+    packers place outside it, runs all of it outside."""
     cdef Dims d
-    cdef Dims* dims = &d
-    cdef LaunchConfig cfg
     cdef cydriver.CUlaunchAttribute* attrs = NULL
     cdef cydriver.CUlaunchAttribute last_attrs[MAX_ATTRS]
     cdef unsigned int nattrs = 0
     cdef Py_ssize_t i
     cdef bint plain = True
+    cdef int found
     # No attribute asked for: the flags (cooperative, pdl: 1 and 2) false, every other value
     # None (or not given). Most launches give none of them: one pass over NULLs, in C.
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
@@ -3387,31 +3386,14 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                 # Other objects' __index__ runs in the section, as kernarg's other callbacks.
                 enter_lazily(lazy)
                 _fill_config(&d, grid, block, shmem)
-    elif _last_config_of(k, grid, block, shmem, attributes, &d, last_attrs, &nattrs):
-        # Launch attributes, the same objects as this kernel's last such launch: what it
-        # launched. Building a config anew costs more than the rest of the launch's host work
-        # (~0.6 µs with a cluster, on the development VM).
-        attrs = last_attrs
     else:
-        enter_lazily(lazy)      # a new config: made, and remembered, in the section
-        cfg = LaunchConfig(grid, block, shmem=shmem,
-                           cluster=or_default(attributes[0], None),
-                           cooperative=or_default(attributes[1], False),
-                           pdl=or_default(attributes[2], False),
-                           priority=or_default(attributes[3], None),
-                           cluster_scheduling=or_default(attributes[4], None),
-                           preferred_cluster=or_default(attributes[5], None),
-                           mem_sync_domain=or_default(attributes[6], None),
-                           shmem_carveout=or_default(attributes[7], None),
-                           access_policy=or_default(attributes[8], None),
-                           launch_completion_event=or_default(attributes[9], None),
-                           programmatic_event=or_default(attributes[10], None),
-                           mem_sync_domain_map=or_default(attributes[11], None),
-                           nvlink_util_centric=or_default(attributes[12], None),
-                           cluster_size_mode=or_default(attributes[13], None),
-                           shmem_mode=or_default(attributes[14], None))
-        dims, attrs, nattrs = &cfg._d, cfg._attrs, cfg._nattrs
-        _remember_config(k, cfg, grid, block, shmem, attributes)
+        # Launch attributes, the same objects as this kernel's last such launch: what it
+        # launched (_attributes for the rest).
+        found = _last_config_of(k, grid, block, shmem, attributes, &d, last_attrs, &nattrs)
+        if found != SAME_CONFIG:
+            _attributes_call(k, grid, block, shmem, attributes, found, lazy, &d, last_attrs,
+                             &nattrs)
+        attrs = last_attrs
     cdef uint64_t handle
     if KERNARG_GUARDED_BUILD and lazy != NULL and not lazy.held:
         # None, ints and a stream object of the type last resolved, whose __cuda_stream__
@@ -3424,7 +3406,61 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         handle = stream_handle(stream)
         if type(stream) is int:
             k._last_stream, k._last_handle = stream, handle
-    return _pack_and_launch(k, dims, attrs, nattrs, items, n, None, handle, lazy)
+    return _pack_and_launch(k, &d, attrs, nattrs, items, n, None, handle, lazy)
+
+
+cdef int _attributes(Kernel k, object grid, object block, object shmem,
+                     PyObject** attributes, int found, LazySection* lazy, Dims* d,
+                     cydriver.CUlaunchAttribute* attrs, unsigned int* nattrs) except -1:
+    """What _kernel_launch launches for the launch ``attributes`` it was given (at least one
+    set), ``grid``, ``block`` and ``shmem``, where they are not all the objects of the kernel's
+    last launch with attributes (``found``: _last_config_of's answer, which has put what that
+    launch launched in ``d``, ``attrs`` and ``nattrs`` unless NOT_SAME): the dimensions into
+    ``d``, the attributes into ``attrs`` (MAX_ATTRS of room) and their count into ``nattrs``.
+    The same attribute objects: theirs with this grid, block and shmem (a grid made for each
+    launch's data, with pdl=True, say); else a LaunchConfig made, and remembered, in kernarg's
+    section. Building a config anew costs more than the rest of the launch's host work (~0.6 µs
+    with a cluster, on the development VM)."""
+    cdef LaunchConfig cfg
+    if found == SAME_ATTRIBUTES:
+        if not (_immutable_dims(grid) and _immutable_dims(block) and type(shmem) is int):
+            enter_lazily(lazy)      # their __index__ runs in the section
+        if not _regrid(d, grid, block, shmem, attrs, nattrs[0]):
+            found = NOT_SAME        # LaunchConfig says what is wrong
+    if found != NOT_SAME:
+        return 0
+    enter_lazily(lazy)
+    cfg = LaunchConfig(grid, block, shmem=shmem,
+                       cluster=or_default(attributes[0], None),
+                       cooperative=or_default(attributes[1], False),
+                       pdl=or_default(attributes[2], False),
+                       priority=or_default(attributes[3], None),
+                       cluster_scheduling=or_default(attributes[4], None),
+                       preferred_cluster=or_default(attributes[5], None),
+                       mem_sync_domain=or_default(attributes[6], None),
+                       shmem_carveout=or_default(attributes[7], None),
+                       access_policy=or_default(attributes[8], None),
+                       launch_completion_event=or_default(attributes[9], None),
+                       programmatic_event=or_default(attributes[10], None),
+                       mem_sync_domain_map=or_default(attributes[11], None),
+                       nvlink_util_centric=or_default(attributes[12], None),
+                       cluster_size_mode=or_default(attributes[13], None),
+                       shmem_mode=or_default(attributes[14], None))
+    _remember_config(k, cfg, grid, block, shmem, attributes)
+    # Copied, as a remembered launch is: the events' handles stay valid while the caller holds
+    # the attribute objects they were read from.
+    d[0] = cfg._d
+    memcpy(attrs, cfg._attrs, cfg._nattrs * sizeof(cydriver.CUlaunchAttribute))
+    nattrs[0] = cfg._nattrs
+    return 0
+
+
+# _kernel_launch calls _attributes through a pointer: the C compiler inlines a function called
+# once, and inlined (a call of 15 keywords, and _regrid) it made _kernel_launch's code and stack
+# frame larger, and launches with no attributes ~10-15 ns slower (timeit, tools/fakecuda).
+cdef int (*_attributes_call)(Kernel, object, object, object, PyObject**, int, LazySection*,
+                             Dims*, cydriver.CUlaunchAttribute*, unsigned int*) except -1
+_attributes_call = _attributes
 
 
 cdef inline bint _last_dims_of(Kernel k, object grid, object block, object shmem,
@@ -3467,27 +3503,62 @@ cdef void _remember_dims(Kernel k, object grid, object block, object shmem,
     kernarg_object_unlock(&cs)
 
 
-cdef bint _last_config_of(Kernel k, object grid, object block, object shmem,
-                          PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
-                          unsigned int* nattrs) noexcept:
-    """Whether ``grid``, ``block``, ``shmem`` and the launch ``attributes`` (as _kernel_launch
-    has them) are the objects ``k``'s last launch with attributes was made from
-    (_remember_config); then ``d``, ``attrs`` and ``nattrs`` have what it launched. Needs no
+cdef enum:
+    # What _last_config_of found.
+    NOT_SAME            # other launch attributes than the kernel's last launch with them
+    SAME_ATTRIBUTES     # its attributes, another grid, block or shmem
+    SAME_CONFIG         # its attributes, grid, block and shmem
+
+
+cdef int _last_config_of(Kernel k, object grid, object block, object shmem,
+                         PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
+                         unsigned int* nattrs) noexcept:
+    """Whether the launch ``attributes`` (as _kernel_launch has them), and ``grid``,
+    ``block`` and ``shmem``, are the objects ``k``'s last launch with attributes was made from
+    (_remember_config): NOT_SAME, or SAME_CONFIG, or SAME_ATTRIBUTES if only the attributes
+    are. Unless NOT_SAME, ``d``, ``attrs`` and ``nattrs`` have what it launched. Needs no
     section, as _last_dims_of: copied and compared under the kernel's sequence lock."""
     cdef unsigned int n
+    cdef int found = SAME_CONFIG
     cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
+    if not kernarg_same_pointers(k._cfg_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
+        return NOT_SAME
     if load_object(k._cfg_dims_from[0]) != <PyObject*>grid or \
             load_object(k._cfg_dims_from[1]) != <PyObject*>block or \
-            load_object(k._cfg_dims_from[2]) != <PyObject*>shmem or \
-            not kernarg_same_pointers(k._cfg_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
-        return False
+            load_object(k._cfg_dims_from[2]) != <PyObject*>shmem:
+        found = SAME_ATTRIBUTES
     n = load_uint(k._cfg_nattrs)
     if n > MAX_ATTRS:           # torn by a writer: the check below fails
-        return False
+        return NOT_SAME
     kernarg_copy_words(d, &k._cfg_dims, sizeof(Dims) // 4)
     kernarg_copy_words(attrs, k._cfg_attrs, n * sizeof(cydriver.CUlaunchAttribute) // 4)
     nattrs[0] = n
-    return kernarg_seq_valid(&k._cfg_seq, begun)
+    return found if kernarg_seq_valid(&k._cfg_seq, begun) else NOT_SAME
+
+
+cdef bint _regrid(Dims* d, object grid, object block, object shmem,
+                  const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs) except -1:
+    """Put ``grid``, ``block`` and ``shmem``, checked, in ``d``, which has what a launch with
+    the attributes ``attrs`` launched (_last_config_of): what those attributes set is kept.
+    False where the grid is not a multiple of the cluster or preferred cluster they set (the
+    caller makes a LaunchConfig, which says so)."""
+    cdef Dims kept = d[0]
+    cdef unsigned int i
+    cdef const cydriver.CUlaunchAttributeValue* v
+    _fill_config(d, grid, block, shmem)
+    d.cluster_blocks, d.domains = kept.cluster_blocks, kept.domains
+    d.cooperative, d.shmem_by_driver = kept.cooperative, kept.shmem_by_driver
+    for i in range(nattrs):
+        v = &attrs[i].value
+        if attrs[i].id == cydriver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            if d.grid[0] % v.clusterDim.x or d.grid[1] % v.clusterDim.y or \
+                    d.grid[2] % v.clusterDim.z:
+                return False
+        elif attrs[i].id == cydriver.CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+            if d.grid[0] % v.preferredClusterDim.x or d.grid[1] % v.preferredClusterDim.y or \
+                    d.grid[2] % v.preferredClusterDim.z:
+                return False
+    return True
 
 
 cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block,

@@ -2346,6 +2346,79 @@ def test_launches_with_attributes_launch_their_own_when_objects_repeat(ctx):
         check(driver.cuStreamDestroy(stream))
 
 
+def test_launches_with_attributes_take_a_grid_made_for_each_launch(ctx):
+    """Launches with the launch attribute objects of the kernel's last launch with attributes,
+    but a grid, block or shmem made for each launch (as a grid computed from the data is),
+    launch those attributes with the dimensions given, checked as a LaunchConfig checks them:
+    each captured launch is a node with its own grid and the attributes; a grid the cluster or
+    preferred cluster does not divide, a block over the limit, and a cooperative grid over the
+    co-resident limit are refused with their usual messages."""
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 1024, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(1)))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+
+    def node(grid, block, shmem, **attributes):
+        """The config, scheduling policy and priority of the node a captured launch made."""
+        check(driver.cuStreamBeginCapture(stream, mode))
+        try:
+            k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem, **attributes)
+        finally:
+            graph = check(driver.cuStreamEndCapture(stream))
+        try:
+            (made,) = k.nodes_in(graph)
+            policy = _node_attribute(made, "CLUSTER_SCHEDULING_POLICY_PREFERENCE")
+            priority = _node_attribute(made, "PRIORITY")
+            return (made.config, int(policy.clusterSchedulingPolicyPreference),
+                    int(priority.priority))
+        finally:
+            check(driver.cuGraphDestroy(graph))
+
+    spread = int(driver.CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD)
+    attributes = {"cluster": 2, "cluster_scheduling": "spread", "priority": 1}
+    try:
+        for n, threads, shmem in [(4, 32, 0), (8, 32, 0), (6, 64, 256), (4, 32, 0)]:
+            # A tuple made for each launch: never the object the last launch was given.
+            grid, block = (n, 1, 1), (threads, 1, 1)
+            expected = kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=2)
+            assert node(grid, block, int(str(shmem)), **attributes) == (expected, spread, 1)
+        # A numpy int's __index__: read in kernarg's section on a free-threaded build.
+        expected = kernarg.LaunchConfig(8, 32, cluster=2)
+        assert node(np.int64(8), 32, 0, **attributes) == (expected, spread, 1)
+        with pytest.raises(ValueError, match=r"grid \(5, 1, 1\) is not a multiple of cluster"):
+            k.launch((5, 1, 1), 32, out, 1.0, 64, stream=stream, **attributes)
+        with pytest.raises(ValueError, match="has 2048 threads; the limit is 1024"):
+            k.launch((4, 1, 1), (1024, 2, 1), out, 1.0, 64, stream=stream, **attributes)
+        assert node((4, 1, 1), 32, 0, **attributes) == \
+            (kernarg.LaunchConfig(4, 32, cluster=2), spread, 1)
+
+        # A preferred cluster: the grid must be a multiple of it too.
+        preferred = {"cluster": 2, "preferred_cluster": 4}
+        k.launch((8, 1, 1), 32, out, 1.0, 64, stream=stream, **preferred)
+        k.launch((16, 1, 1), 32, out, 1.0, 64, stream=stream, **preferred)
+        with pytest.raises(ValueError, match=r"grid \(6, 1, 1\) is not a multiple of "
+                                             r"preferred_cluster \(4, 1, 1\)"):
+            k.launch((6, 1, 1), 32, out, 1.0, 64, stream=stream, **preferred)
+
+        # pdl: the grid given runs (each launch fills as many elements as it has threads).
+        for n in (2, 5, 3):
+            check(driver.cuMemsetD32Async(out.ptr, 0, 1024, stream))
+            k.launch((n, 1, 1), 32, out, 1.0, 1024, stream=stream, pdl=True)
+            check(driver.cuStreamSynchronize(stream))
+            assert (np.frombuffer(out.read(), np.float32) != 0).sum() == 32 * n
+
+        # Cooperative: each grid is checked against the blocks that fit at once.
+        limit = k.max_cooperative_blocks(32)
+        k.launch((limit, 1, 1), 32, out, 1.0, 0, stream=stream, cooperative=True)
+        with pytest.raises(ValueError, match=f"has {limit + 1} blocks; kernel .fill. can have"):
+            k.launch((limit + 1, 1, 1), 32, out, 1.0, 0, stream=stream, cooperative=True)
+        check(driver.cuStreamSynchronize(stream))
+    finally:
+        check(driver.cuStreamDestroy(stream))
+
+
 def test_launch_extras_probe_measures_each_call(ctx):
     from kernarg._launch import _launch_extras_ns
 

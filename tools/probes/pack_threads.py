@@ -256,6 +256,11 @@ def _launch_cases(only):
         "Kernel.launch 3 (int, float, int) with cluster and priority": (
             lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cluster=2, priority=0)),
             lambda: (1 << 32, 0.5, 0)),
+        # A grid tuple built at each call (n is a variable: no constant tuple), as a grid
+        # computed from the data is; the attribute objects repeat.
+        "Kernel.launch 3 (int, float, int) with pdl, a grid made for each launch": (
+            lambda s: (lambda *a, n=2: k.launch((n, 1, 1), 32, *a, stream=s, pdl=True)),
+            lambda: (1 << 32, 0.5, 0)),
         "Kernel.launch 3 (int, float, int), cooperative": (
             lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cooperative=True)),
             lambda: (1 << 32, 0.5, 0)),
