@@ -8,6 +8,8 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kernarg
 
@@ -2415,6 +2417,63 @@ def test_launches_with_attributes_take_a_grid_made_for_each_launch(ctx):
         with pytest.raises(ValueError, match=f"has {limit + 1} blocks; kernel .fill. can have"):
             k.launch((limit + 1, 1, 1), 32, out, 1.0, 0, stream=stream, cooperative=True)
         check(driver.cuStreamSynchronize(stream))
+    finally:
+        check(driver.cuStreamDestroy(stream))
+
+
+@st.composite
+def _attribute_launches(draw):
+    """A cluster, maybe a preferred cluster, and launches of grids (a new object, or the last
+    launch's), blocks and shmem sizes, some of which the config refuses."""
+    cluster = draw(st.sampled_from([2, 4, (2, 2, 1), (1, 2, 1)]))
+    preferred = draw(st.sampled_from([None, 4, 8, (4, 2, 1)]))
+    launches = draw(st.lists(st.tuples(
+        st.tuples(st.integers(1, 8), st.integers(1, 4), st.integers(1, 2)),
+        st.sampled_from([32, 64, (16, 2, 1), (1024, 2, 1)]),
+        st.sampled_from([0, 256]),
+        st.booleans()), min_size=1, max_size=8))
+    return cluster, preferred, launches
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=_attribute_launches())
+def test_launches_with_attributes_launch_what_a_config_of_their_objects_would(ctx, case):
+    """Property: a Kernel.launch with launch attributes, whether it makes a config, launches
+    the kernel's last one, or launches its attributes with a new grid, block and shmem, refuses
+    what a LaunchConfig of the same values refuses, with its message, and else launches what
+    that config says (captured: the node's grid, block, shmem and cluster)."""
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
+    cluster, preferred, launches = case
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 64, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(1)))
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    attributes = {"cluster": cluster, "preferred_cluster": preferred}
+    grid = None
+    try:
+        for dims, block, shmem, again in launches:
+            if not again or grid is None:
+                grid = tuple(list(dims))            # a new object (else the last launch's)
+            try:
+                kernarg.LaunchConfig(grid, block, shmem=shmem, **attributes)
+            except ValueError as exc:
+                with pytest.raises(ValueError) as refused:
+                    k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem,
+                             **attributes)
+                assert str(refused.value) == str(exc)
+                continue
+            check(driver.cuStreamBeginCapture(stream, mode))
+            try:
+                k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem, **attributes)
+            finally:
+                graph = check(driver.cuStreamEndCapture(stream))
+            try:
+                (node,) = k.nodes_in(graph)
+                assert node.config == kernarg.LaunchConfig(grid, block, shmem=shmem,
+                                                           cluster=cluster)
+            finally:
+                check(driver.cuGraphDestroy(graph))
     finally:
         check(driver.cuStreamDestroy(stream))
 
