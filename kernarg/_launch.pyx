@@ -367,6 +367,8 @@ cdef class LaunchConfig:
             # A value, and launchers read its fields without a lock (a prepared launch on a
             # free-threaded build, and the driver with the GIL released): set once.
             raise TypeError("a LaunchConfig cannot be initialised again: make a new one")
+        # A check below that reads the grid, block or shmem is made by _regrid too (a
+        # Kernel.launch of the attributes of its last launch with attributes, on a new grid).
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
