@@ -2289,6 +2289,22 @@ def test_graph_capture(ctx):
     assert (np.frombuffer(out.read(), np.float32) == 6.5).all()
 
 
+def _captured_launch(k, stream, grid, block, shmem, args, *names, **attributes):
+    """Launch ``k`` captured alone on ``stream``: the config of the node the launch made, and
+    the node's value of the launch attribute CU_LAUNCH_ATTRIBUTE_<name> for each of ``names``."""
+    check(driver.cuStreamBeginCapture(
+        stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+    try:
+        k.launch(grid, block, *args, stream=stream, shmem=shmem, **attributes)
+    finally:
+        graph = check(driver.cuStreamEndCapture(stream))
+    try:
+        (node,) = k.nodes_in(graph)
+        return (node.config, *[_node_attribute(node, name) for name in names])
+    finally:
+        check(driver.cuGraphDestroy(graph))
+
+
 def test_launches_with_attributes_launch_their_own_when_objects_repeat(ctx):
     """Kernel.launch keeps what its last launch with launch attributes launched, and launches
     it again for the very same objects (immutable ones: ints, tuples of them) rather than
@@ -2302,21 +2318,12 @@ def test_launches_with_attributes_launch_their_own_when_objects_repeat(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     out = DeviceArray(4 * 64, typestr="<f4")
     stream = int(check(driver.cuStreamCreate(1)))
-    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
 
     def node_config(grid, block, shmem, **attributes):
         """The config and the scheduling policy of the node a captured launch made."""
-        check(driver.cuStreamBeginCapture(stream, mode))
-        try:
-            k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem, **attributes)
-        finally:
-            graph = check(driver.cuStreamEndCapture(stream))
-        try:
-            (node,) = k.nodes_in(graph)
-            policy = _node_attribute(node, "CLUSTER_SCHEDULING_POLICY_PREFERENCE")
-            return node.config, int(policy.clusterSchedulingPolicyPreference)
-        finally:
-            check(driver.cuGraphDestroy(graph))
+        config, policy = _captured_launch(k, stream, grid, block, shmem, (out, 1.0, 64),
+                                          "CLUSTER_SCHEDULING_POLICY_PREFERENCE", **attributes)
+        return config, int(policy.clusterSchedulingPolicyPreference)
 
     spread = int(driver.CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD)
 
@@ -2360,23 +2367,13 @@ def test_launches_with_attributes_take_a_grid_made_for_each_launch(ctx):
     k = kernarg.Kernel.from_source(WRITE, "fill")
     out = DeviceArray(4 * 1024, typestr="<f4")
     stream = int(check(driver.cuStreamCreate(1)))
-    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
 
     def node(grid, block, shmem, **attributes):
         """The config, scheduling policy and priority of the node a captured launch made."""
-        check(driver.cuStreamBeginCapture(stream, mode))
-        try:
-            k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem, **attributes)
-        finally:
-            graph = check(driver.cuStreamEndCapture(stream))
-        try:
-            (made,) = k.nodes_in(graph)
-            policy = _node_attribute(made, "CLUSTER_SCHEDULING_POLICY_PREFERENCE")
-            priority = _node_attribute(made, "PRIORITY")
-            return (made.config, int(policy.clusterSchedulingPolicyPreference),
-                    int(priority.priority))
-        finally:
-            check(driver.cuGraphDestroy(graph))
+        config, policy, priority = _captured_launch(
+            k, stream, grid, block, shmem, (out, 1.0, 64),
+            "CLUSTER_SCHEDULING_POLICY_PREFERENCE", "PRIORITY", **attributes)
+        return config, int(policy.clusterSchedulingPolicyPreference), int(priority.priority)
 
     spread = int(driver.CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD)
     attributes = {"cluster": 2, "cluster_scheduling": "spread", "priority": 1}
@@ -2448,7 +2445,6 @@ def test_launches_with_attributes_launch_what_a_config_of_their_objects_would(ct
     k = kernarg.Kernel.from_source(WRITE, "fill")
     out = DeviceArray(4 * 64, typestr="<f4")
     stream = int(check(driver.cuStreamCreate(1)))
-    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
     attributes = {"cluster": cluster, "preferred_cluster": preferred}
     grid = None
     try:
@@ -2463,17 +2459,9 @@ def test_launches_with_attributes_launch_what_a_config_of_their_objects_would(ct
                              **attributes)
                 assert str(refused.value) == str(exc)
                 continue
-            check(driver.cuStreamBeginCapture(stream, mode))
-            try:
-                k.launch(grid, block, out, 1.0, 64, stream=stream, shmem=shmem, **attributes)
-            finally:
-                graph = check(driver.cuStreamEndCapture(stream))
-            try:
-                (node,) = k.nodes_in(graph)
-                assert node.config == kernarg.LaunchConfig(grid, block, shmem=shmem,
-                                                           cluster=cluster)
-            finally:
-                check(driver.cuGraphDestroy(graph))
+            (config,) = _captured_launch(k, stream, grid, block, shmem, (out, 1.0, 64),
+                                         **attributes)
+            assert config == kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=cluster)
     finally:
         check(driver.cuStreamDestroy(stream))
 
