@@ -2558,7 +2558,8 @@ cdef class Kernel:
     # What its last launch with launch attributes launched (dimensions and attributes, as a
     # config has them), and the objects it was made from (grid, block and shmem, and the
     # attributes' values in _KERNEL_LAUNCH_NAMES's order, NULL where none was given), when
-    # every one was immutable: the same objects again launch the same (see _kernel_launch).
+    # every one was immutable: the same objects again launch the same (see _kernel_launch),
+    # and so do equal attribute values (_equal_to_last_config, which keeps the new objects).
     # Strong references (dropped in __dealloc__), written with _cfg_seq in kernarg's section
     # (_remember_config), read by launches outside it (_last_config_of), which copy the rest:
     # a launch that releases the GIL, or runs outside the section, may find them rewritten.
@@ -3419,11 +3420,16 @@ cdef int _attributes(Kernel k, object grid, object block, object shmem,
     last launch with attributes (``found``: _last_config_of's answer, which has put what that
     launch launched in ``d``, ``attrs`` and ``nattrs`` unless NOT_SAME): the dimensions into
     ``d``, the attributes into ``attrs`` (MAX_ATTRS of room) and their count into ``nattrs``.
-    The same attribute objects: theirs with this grid, block and shmem (a grid made for each
-    launch's data, with pdl=True, say); else a LaunchConfig made, and remembered, in kernarg's
-    section. Building a config anew costs more than the rest of the launch's host work (~0.6 µs
-    with a cluster, on the development VM)."""
+    The same attribute objects, or equal ones (_equal_to_last_config, in kernarg's section):
+    theirs with this grid, block and shmem (a grid made for each launch's data, with pdl=True,
+    say); else a LaunchConfig made, and remembered, in kernarg's section. Building a config
+    anew costs more than the rest of the launch's host work (~0.6 µs with a cluster, on the
+    development VM)."""
     cdef LaunchConfig cfg
+    if found == NOT_SAME:
+        enter_lazily(lazy)          # the kept objects are followed, not only compared
+        found = _equal_to_last_config_call(k, grid, block, shmem, attributes, d, attrs,
+                                           nattrs)
     if found == SAME_ATTRIBUTES:
         if not (_immutable_dims(grid) and _immutable_dims(block) and type(shmem) is int):
             enter_lazily(lazy)      # their __index__ runs in the section
@@ -3463,6 +3469,13 @@ cdef int _attributes(Kernel k, object grid, object block, object shmem,
 cdef int (*_attributes_call)(Kernel, object, object, object, PyObject**, int, LazySection*,
                              Dims*, cydriver.CUlaunchAttribute*, unsigned int*) except -1
 _attributes_call = _attributes
+
+# ... and _attributes calls _equal_to_last_config through one too: inlined there, the module's
+# code was laid out anew and launches with no attributes took ~15 ns more (timeit, three
+# alternations; callgrind: the same instructions), ~3 ns through the pointer.
+cdef int (*_equal_to_last_config_call)(Kernel, object, object, object, PyObject**, Dims*,
+                                       cydriver.CUlaunchAttribute*, unsigned int*) noexcept
+_equal_to_last_config_call = _equal_to_last_config
 
 
 cdef inline bint _last_dims_of(Kernel k, object grid, object block, object shmem,
@@ -3536,6 +3549,77 @@ cdef int _last_config_of(Kernel k, object grid, object block, object shmem,
     kernarg_copy_words(attrs, k._cfg_attrs, n * sizeof(cydriver.CUlaunchAttribute) // 4)
     nattrs[0] = n
     return found if kernarg_seq_valid(&k._cfg_seq, begun) else NOT_SAME
+
+
+cdef extern from *:
+    """
+    /* Whether a and b, two values of a launch attribute that _immutable_value accepts, make
+       the same config: one object, or of one exact type and equal -- ints, strs, floats bit
+       for bit (0.0 and -0.0 are not taken for one), and tuples of those item by item (None
+       and bools are single objects). No Python code runs. */
+    static int kernarg_equal_value(PyObject *a, PyObject *b, int in_tuple) {
+        PyTypeObject *t = Py_TYPE(a);
+        Py_ssize_t i, n;
+        double x, y;
+        if (a == b) return 1;
+        if (t != Py_TYPE(b)) return 0;
+        if (t == &PyLong_Type)
+            return PyObject_RichCompareBool(a, b, Py_EQ) == 1;   /* int == int cannot fail */
+        if (t == &PyUnicode_Type)
+            return PyUnicode_Compare(a, b) == 0;                 /* nor str against str */
+        if (t == &PyFloat_Type) {
+            x = PyFloat_AS_DOUBLE(a);
+            y = PyFloat_AS_DOUBLE(b);
+            return memcmp(&x, &y, sizeof x) == 0;
+        }
+        if (t != &PyTuple_Type || in_tuple) return 0;
+        n = PyTuple_GET_SIZE(a);
+        if (n != PyTuple_GET_SIZE(b)) return 0;
+        for (i = 0; i < n; i++)
+            if (!kernarg_equal_value(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i), 1))
+                return 0;
+        return 1;
+    }
+
+    /* kernarg_equal_value for two values given for one launch attribute, NULL where none
+       was: the parameter's default, False for a flag (cooperative, pdl), else None. */
+    static int kernarg_equal_attribute(PyObject *a, PyObject *b, int flag) {
+        PyObject *absent = flag ? Py_False : Py_None;
+        return kernarg_equal_value(a ? a : absent, b ? b : absent, 0);
+    }
+    """
+    bint kernarg_equal_attribute(PyObject* a, PyObject* b, bint flag) noexcept
+
+
+cdef int _equal_to_last_config(Kernel k, object grid, object block, object shmem,
+                               PyObject** attributes, Dims* d,
+                               cydriver.CUlaunchAttribute* attrs,
+                               unsigned int* nattrs) noexcept:
+    """_last_config_of for launch attributes that are not the objects of ``k``'s last launch
+    with attributes but equal them (kernarg_equal_attribute): a cluster tuple made at each launch,
+    ``cluster=(cx, 1, 1)``, makes the config that launch made. NOT_SAME, or SAME_CONFIG or
+    SAME_ATTRIBUTES (the grid, block and shmem compared as objects) with ``d``, ``attrs`` and
+    ``nattrs`` as _last_config_of puts them; then the given objects replace the kept ones, for
+    the next launch with them to find by address. In kernarg's section: the kept objects are
+    followed (their writers take turns in it)."""
+    cdef Py_ssize_t i
+    if k._cfg_dims_from[0] == NULL:         # no launch with attributes kept
+        return NOT_SAME
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
+        if attributes[i] != k._cfg_from[i] and \
+                not kernarg_equal_attribute(attributes[i], k._cfg_from[i], i == 1 or i == 2):
+            return NOT_SAME
+    d[0] = k._cfg_dims
+    memcpy(attrs, k._cfg_attrs, k._cfg_nattrs * sizeof(cydriver.CUlaunchAttribute))
+    nattrs[0] = k._cfg_nattrs
+    kernarg_seq_write_begin(&k._cfg_seq)
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
+        kernarg_set_ref(&k._cfg_from[i], attributes[i])
+    kernarg_seq_write_end(&k._cfg_seq)
+    if k._cfg_dims_from[0] == <PyObject*>grid and k._cfg_dims_from[1] == <PyObject*>block and \
+            k._cfg_dims_from[2] == <PyObject*>shmem:
+        return SAME_CONFIG
+    return SAME_ATTRIBUTES
 
 
 cdef bint _regrid(Dims* d, object grid, object block, object shmem,

@@ -2418,39 +2418,116 @@ def test_launches_with_attributes_take_a_grid_made_for_each_launch(ctx):
         check(driver.cuStreamDestroy(stream))
 
 
-@st.composite
-def _attribute_launches(draw):
-    """A cluster, maybe a preferred cluster, and launches of grids (a new object, or the last
-    launch's), blocks and shmem sizes, some of which the config refuses."""
-    cluster = draw(st.sampled_from([2, 4, (2, 2, 1), (1, 2, 1)]))
-    preferred = draw(st.sampled_from([None, 4, 8, (4, 2, 1)]))
-    launches = draw(st.lists(st.tuples(
-        st.tuples(st.integers(1, 8), st.integers(1, 4), st.integers(1, 2)),
-        st.sampled_from([32, 64, (16, 2, 1), (1024, 2, 1)]),
-        st.sampled_from([0, 256]),
-        st.booleans()), min_size=1, max_size=8))
-    return cluster, preferred, launches
-
-
-@settings(max_examples=60, deadline=None)
-@given(case=_attribute_launches())
-def test_launches_with_attributes_launch_what_a_config_of_their_objects_would(ctx, case):
-    """Property: a Kernel.launch with launch attributes, whether it makes a config, launches
-    the kernel's last one, or launches its attributes with a new grid, block and shmem, refuses
-    what a LaunchConfig of the same values refuses, with its message, and else launches what
-    that config says (captured: the node's grid, block, shmem and cluster)."""
+def test_launches_with_attributes_of_equal_values_launch_their_config(ctx):
+    """Launch attributes equal to those of the kernel's last launch with attributes but not
+    the same objects (a cluster tuple made at each launch, a string or an address computed
+    again) launch that config, found by value, with the grid given; values that differ, or
+    are of another type (an int for a bool), make their own: each captured launch is a node
+    with the grid, cluster, scheduling policy, priority and access policy window it was
+    given, and a grid the cluster does not divide is refused."""
     if _compute_capability() < (9, 0):
         pytest.skip("thread block clusters need compute capability 9.0")
-    cluster, preferred, launches = case
+    k = kernarg.Kernel.from_source(WRITE, "fill")
+    out = DeviceArray(4 * 1024, typestr="<f4")
+    stream = int(check(driver.cuStreamCreate(1)))
+    dev = check(driver.cuDeviceGet(0))
+    window = check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev))
+    policies = {None: 0, "spread": int(
+        driver.CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD)}
+
+    def node(grid, **attributes):
+        """The node a captured launch made: its config, scheduling policy and priority, and
+        its access policy window's base, size and hit ratio."""
+        config, policy, priority, access = _captured_launch(
+            k, stream, grid, 32, 0, (out, 1.0, 64), "CLUSTER_SCHEDULING_POLICY_PREFERENCE",
+            "PRIORITY", "ACCESS_POLICY_WINDOW", **attributes)
+        access = access.accessPolicyWindow
+        return (config, int(policy.clusterSchedulingPolicyPreference), int(priority.priority),
+                (int(access.base_ptr), access.num_bytes, access.hitRatio))
+
+    def expected(grid, cluster, scheduling=None, priority=0, access_policy=None):
+        access = (0, 0, 0.0) if access_policy is None else \
+            (access_policy[0], access_policy[1], access_policy[2])
+        return (kernarg.LaunchConfig(grid, 32, cluster=cluster), policies[scheduling],
+                priority, access)
+
+    try:
+        for cx, n in ((2, 8), (2, 8), (2, 4), (4, 4), (4, 16), (2, 16), (8, 16)):
+            # Tuples, and a string, made at each launch: equal to the last launch's, or not.
+            cluster, grid, scheduling = (cx, 1, 1), (n, 1, 1), "".join(["spr", "ead"])
+            assert node(grid, cluster=cluster, cluster_scheduling=scheduling,
+                        priority=1) == expected(grid, cluster, "spread", 1)
+        # A grid the cluster found by value does not divide: LaunchConfig's message.
+        with pytest.raises(ValueError, match=r"grid \(12, 1, 1\) is not a multiple of clus"):
+            k.launch((12, 1, 1), 32, out, 1.0, 64, stream=stream, cluster=(cx, 1, 1),
+                     cluster_scheduling="".join(["spr", "ead"]), priority=1)
+        # Given as None, or not given: the same launch.
+        assert node(4, cluster=(2, 1, 1), priority=None) == expected(4, (2, 1, 1))
+        assert node(4, cluster=(2, 1, 1)) == expected(4, (2, 1, 1))
+        assert node(4, cluster=(2, 1, 1), priority=1) == expected(4, (2, 1, 1), priority=1)
+        # An int for a bool is a value of another type: a config of its own, which takes it.
+        check(driver.cuMemsetD32Async(out.ptr, 0, 1024, stream))
+        k.launch((2, 1, 1), 32, out, 1.0, 1024, stream=stream, pdl=True)
+        k.launch((3, 1, 1), 32, out, 1.0, 1024, stream=stream, pdl=1)
+        check(driver.cuStreamSynchronize(stream))
+        assert (np.frombuffer(out.read(), np.float32) != 0).sum() == 32 * 3
+        if window > 0:
+            # An address computed at each launch (a new int above CPython's small ones), and a
+            # float hit ratio: equal, or not.
+            size = min(window, 4 * 64)
+            for ratio in (0.5, 0.5, 0.25, 0.0, 0.0):
+                access = (int(str(out.ptr)), size, ratio)
+                assert node(4, cluster=(2, 1, 1), access_policy=access) == \
+                    expected(4, (2, 1, 1), access_policy=(out.ptr, size, ratio))
+    finally:
+        check(driver.cuStreamDestroy(stream))
+
+
+def _copy(value):
+    """A new object equal to ``value`` where one can be made (a tuple; not a small int)."""
+    return tuple(list(value)) if type(value) is tuple else value
+
+
+@st.composite
+def _attribute_launches(draw):
+    """Launches with a cluster and maybe a preferred cluster (the last launch's objects, new
+    objects of the same values, or other values) and grids (a new object, or the last
+    launch's), blocks and shmem sizes, some of which the config refuses."""
+    return draw(st.lists(st.tuples(
+        # Grids the clusters divide, mostly (an odd one is refused).
+        st.tuples(st.sampled_from([2, 4, 8, 6, 3]), st.sampled_from([2, 4, 1]),
+                  st.integers(1, 2)),
+        st.sampled_from([32, 64, (16, 2, 1), (1024, 2, 1)]),
+        st.sampled_from([0, 256]),
+        st.booleans(),
+        st.sampled_from(["same", "equal", "equal", "other", "other"]),
+        st.sampled_from([(2, 1, 1), (1, 2, 1), (2, 2, 1), 2, 4]),
+        st.sampled_from([None, None, 4, 8, (4, 2, 1)])), min_size=1, max_size=8))
+
+
+@settings(max_examples=150, deadline=None)
+@given(launches=_attribute_launches())
+def test_launches_with_attributes_launch_what_a_config_of_their_objects_would(ctx, launches):
+    """Property: a Kernel.launch with launch attributes, whether it makes a config, launches
+    the kernel's last one (for the same attribute objects, or equal ones), or launches its
+    attributes with a new grid, block and shmem, refuses what a LaunchConfig of the same values
+    refuses, with its message, and else launches what that config says (captured: the node's
+    grid, block, shmem and cluster)."""
+    if _compute_capability() < (9, 0):
+        pytest.skip("thread block clusters need compute capability 9.0")
     k = kernarg.Kernel.from_source(WRITE, "fill")
     out = DeviceArray(4 * 64, typestr="<f4")
     stream = int(check(driver.cuStreamCreate(1)))
-    attributes = {"cluster": cluster, "preferred_cluster": preferred}
-    grid = None
+    grid = attributes = None
     try:
-        for dims, block, shmem, again in launches:
+        for dims, block, shmem, again, kept, cluster, preferred in launches:
             if not again or grid is None:
                 grid = tuple(list(dims))            # a new object (else the last launch's)
+            if kept == "other" or attributes is None:
+                attributes = {"cluster": cluster, "preferred_cluster": preferred}
+            elif kept == "equal":
+                attributes = {name: _copy(value) for name, value in attributes.items()}
             try:
                 kernarg.LaunchConfig(grid, block, shmem=shmem, **attributes)
             except ValueError as exc:
@@ -2461,7 +2538,8 @@ def test_launches_with_attributes_launch_what_a_config_of_their_objects_would(ct
                 continue
             (config,) = _captured_launch(k, stream, grid, block, shmem, (out, 1.0, 64),
                                          **attributes)
-            assert config == kernarg.LaunchConfig(grid, block, shmem=shmem, cluster=cluster)
+            assert config == kernarg.LaunchConfig(grid, block, shmem=shmem,
+                                                  cluster=attributes["cluster"])
     finally:
         check(driver.cuStreamDestroy(stream))
 
