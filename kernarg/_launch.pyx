@@ -197,11 +197,12 @@ cdef inline bint _fast_dim(object v, long long limit, unsigned int* out) noexcep
     return False
 
 
-cdef int _fill_dims(object value, unsigned int* out, str what, tuple limits,
-                    const long long* lim) except -1:
+cdef int _fill_dims(object value, unsigned int* out, str what, const long long* lim) except -1:
     """``_dims`` into ``out`` without a Python object for the common cases (an int, or a
-    tuple of ints, within the limits); anything else goes through ``_dims``, which raises the
-    message or accepts what it accepts (int subclasses, lists)."""
+    tuple of ints, within the limits ``lim``); anything else goes through ``_dims``, which
+    raises the message or accepts what it accepts (int subclasses, lists). (The limits are
+    not passed as the module's tuples: a free-threaded build looks a module global up in the
+    module's dict at each read, ~120 instructions, where a GIL build keeps it cached.)"""
     cdef Py_ssize_t n, i
     if _fast_dim(value, lim[0], out):
         out[1] = 1
@@ -217,15 +218,15 @@ cdef int _fill_dims(object value, unsigned int* out, str what, tuple limits,
                     break
             else:
                 return 0
-    out[0], out[1], out[2] = _dims(value, what, limits)
+    out[0], out[1], out[2] = _dims(value, what, (lim[0], lim[1], lim[2]))
     return 0
 
 
 cdef int _fill_config(Dims* d, object grid, object block, object shmem) except -1:
     """Check and store grid, block and shmem, with LaunchConfig's messages."""
     cdef long long threads, sh
-    _fill_dims(grid, d.grid, "grid", _GRID_LIMITS, GRID_LIMITS)
-    _fill_dims(block, d.block, "block", _BLOCK_LIMITS, BLOCK_LIMITS)
+    _fill_dims(grid, d.grid, "grid", GRID_LIMITS)
+    _fill_dims(block, d.block, "block", BLOCK_LIMITS)
     threads = <long long>d.block[0] * d.block[1] * d.block[2]
     d.threads = <unsigned int>threads
     d.cluster_blocks = 0
@@ -385,7 +386,7 @@ cdef class LaunchConfig:
         if cluster is not None:
             # Each axis may take all 16 blocks of a non-portable cluster; the block count
             # is checked below, and over 8 needs the kernel's opt-in at launch.
-            _fill_dims(cluster, dims, "cluster", _CLUSTER_LIMITS, CLUSTER_LIMITS)
+            _fill_dims(cluster, dims, "cluster", CLUSTER_LIMITS)
             self.cluster = (dims[0], dims[1], dims[2])
             for axis in range(3):
                 if self._d.grid[axis] % dims[axis]:
@@ -731,7 +732,7 @@ cdef tuple _preferred_cluster(object value, tuple grid, object cluster):
     regular cluster must be given, each axis a multiple of its axis (z equal to it), and the
     grid a multiple of the preferred cluster."""
     cdef unsigned int d[3]
-    _fill_dims(value, d, "preferred_cluster", _GRID_LIMITS, GRID_LIMITS)
+    _fill_dims(value, d, "preferred_cluster", GRID_LIMITS)
     dims = (d[0], d[1], d[2])
     if cluster is None:
         raise ValueError(f"preferred_cluster {dims} needs a cluster: the preferred cluster is a "
