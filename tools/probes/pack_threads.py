@@ -257,7 +257,11 @@ def _launch_cases(only):
             lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cluster=2, priority=0)),
             lambda: (1 << 32, 0.5, 0)),
         # A grid tuple built at each call (n is a variable: no constant tuple), as a grid
-        # computed from the data is; the attribute objects repeat.
+        # computed from the data is.
+        "Kernel.launch 3 (int, float, int), a grid made for each launch": (
+            lambda s: (lambda *a, n=2: k.launch((n, 1, 1), 32, *a, stream=s)),
+            lambda: (1 << 32, 0.5, 0)),
+        # ... with launch attributes, whose objects repeat.
         "Kernel.launch 3 (int, float, int) with pdl, a grid made for each launch": (
             lambda s: (lambda *a, n=2: k.launch((n, 1, 1), 32, *a, stream=s, pdl=True)),
             lambda: (1 << 32, 0.5, 0)),
