@@ -13,7 +13,7 @@ from libc.string cimport memcpy, memset
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF, Py_REFCNT, Py_XDECREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE
 from libc.stdlib cimport atexit, calloc, free, malloc
 
@@ -3385,12 +3385,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         if not _last_dims_of(k, grid, block, shmem, &d):
             if _immutable_dims(grid) and _immutable_dims(block) and type(shmem) is int:
                 _fill_config(&d, grid, block, shmem)
-                # A grid or block that only this call holds (a tuple made for it, `(n, 1, 1)`)
-                # is gone after it: no later launch can give it again. Remembering it would
-                # cost a free-threaded build ~90 ns (the kernel's lock, and the tuple freed on
-                # the next) and forget dimensions that may come again.
-                if Py_REFCNT(grid) > 1 and Py_REFCNT(block) > 1:
-                    _remember_dims(k, grid, block, shmem, &d)
+                _remember_dims(k, grid, block, shmem, &d)
             else:
                 # Other objects' __index__ runs in the section, as kernarg's other callbacks.
                 enter_lazily(lazy)

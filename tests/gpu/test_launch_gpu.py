@@ -2626,8 +2626,8 @@ def test_kernel_launch_reads_each_new_grid_block_shmem_and_stream(ctx):
     dims[0] = 5                                         # a list is never kept
     assert filled(dims, 4) == 20
     assert filled(np.int64(3), 4) == 12
-    # A tuple made in the call, which only the call holds, is not kept (no launch can give
-    # it again); the objects kept before it still launch what they checked.
+    # Tuples made in the call, between launches of a grid given again: each launches its
+    # own dimensions.
     for n in (3, 5, 3, 1):
         check(driver.cuMemsetD32(out.ptr, 0, 64))
         k.launch((n,), (4, 1), out, 1.0, 64)
