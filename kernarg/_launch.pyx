@@ -9,7 +9,7 @@ touched only in _driver_* helpers, whose failures become kernarg.CudaError.
 cimport cython
 from cuda.bindings cimport cydriver
 from libc.stdint cimport uint16_t, uint64_t, uintptr_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
@@ -3384,8 +3384,7 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
         # line of them that must come back costs a few ns (tools/probes/cold_launch.py).
         if not _last_dims_of(k, grid, block, shmem, &d):
             if _immutable_dims(grid) and _immutable_dims(block) and type(shmem) is int:
-                _fill_config(&d, grid, block, shmem)
-                _remember_dims(k, grid, block, shmem, &d)
+                _new_dims_call(k, grid, block, shmem, &d)
             else:
                 # Other objects' __index__ runs in the section, as kernarg's other callbacks.
                 enter_lazily(lazy)
@@ -3499,6 +3498,38 @@ cdef inline bint _last_dims_of(Kernel k, object grid, object block, object shmem
         return False
     kernarg_copy_words(d, &k._last_dims, sizeof(Dims) // 4)
     return kernarg_seq_valid(&k._last_seq, begun)
+
+
+cdef int _new_dims(Kernel k, object grid, object block, object shmem, Dims* d) except -1:
+    """Check ``grid``, ``block`` and ``shmem`` (ints and tuples of them) into ``d``, and keep
+    them as ``k``'s last unless their values are those kept (_dims_kept)."""
+    _fill_config(d, grid, block, shmem)
+    if not _dims_kept(k, d):
+        _remember_dims(k, grid, block, shmem, d)
+    return 0
+
+
+# _kernel_launch calls _new_dims through a pointer, as it calls _attributes: inlined, launches
+# that find their dimensions kept took 5-15 ns more than before (timeit, tools/fakecuda; the
+# same instructions), through the pointer 0-7 ns.
+cdef int (*_new_dims_call)(Kernel, object, object, object, Dims*) except -1
+_new_dims_call = _new_dims
+
+
+cdef inline bint _dims_kept(Kernel k, const Dims* d) noexcept:
+    """Whether ``d`` is what ``k``'s last launch without attributes launched (_remember_dims):
+    then other objects of the same values (a grid tuple made at each launch) need not replace
+    the kept ones, and threads launching one kernel so on a free-threaded build write nothing
+    of it, which kept them taking turns at its lock. Read as _last_dims_of reads it."""
+    cdef Dims kept
+    cdef unsigned begun
+    if not KERNARG_GUARDED_BUILD:
+        return k._last_grid != NULL and memcmp(&k._last_dims, d, sizeof(Dims)) == 0
+    begun = kernarg_seq_begin(&k._last_seq)
+    if load_object(k._last_grid) == NULL:
+        return False
+    kernarg_copy_words(&kept, &k._last_dims, sizeof(Dims) // 4)
+    return kernarg_seq_valid(&k._last_seq, begun) and memcmp(&kept, d, sizeof(Dims)) == 0
 
 
 cdef void _remember_dims(Kernel k, object grid, object block, object shmem,

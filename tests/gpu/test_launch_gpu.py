@@ -2627,8 +2627,8 @@ def test_kernel_launch_reads_each_new_grid_block_shmem_and_stream(ctx):
     assert filled(dims, 4) == 20
     assert filled(np.int64(3), 4) == 12
     # Tuples made in the call, between launches of a grid given again: each launches its
-    # own dimensions.
-    for n in (3, 5, 3, 1):
+    # own dimensions (and (2,) those kept for the grid, which stays kept).
+    for n in (3, 5, 2, 3, 1):
         check(driver.cuMemsetD32(out.ptr, 0, 64))
         k.launch((n,), (4, 1), out, 1.0, 64)
         assert np.count_nonzero(np.frombuffer(out.read(), np.float32)) == 4 * n
