@@ -2541,7 +2541,8 @@ cdef class Kernel:
     cdef unsigned _coop_seq
     # Kernel.launch's last grid, block and shmem without launch attributes, when each was
     # immutable (an int, or a tuple of ints), and the dimensions checked from them: the same
-    # objects again need no second look (see _kernel_launch). Strong references (dropped in
+    # objects again need no second look (see _kernel_launch); other objects checking to the
+    # same dimensions leave them as they are (_new_dims). Strong references (dropped in
     # __dealloc__), written with _last_seq (_cutils.h's sequence lock) under the kernel's own
     # lock (_remember_dims), as a free-threaded build's launches read them outside kernarg's
     # section (_last_dims_of).
