@@ -2194,13 +2194,16 @@ cdef enum:
 cdef enum:
     _EXPORTER_KINDS_MAX = 64    # types remembered (then forgotten all at once)
 
+# Read with no section on a free-threaded build (the dict's own lock makes each get, set and
+# clear whole, and its values are small ints, which are immortal); written in the section.
 cdef dict _exporter_kinds = {}
 
 
-cdef int _exporter_kind(type t) except -1:
+cdef int _exporter_kind(type t, LazySection* lazy) except -1:
     kind = _exporter_kinds.get(t)
     if kind is not None:
         return kind
+    enter_lazily(lazy)
     if (mro_has(t, "cupy", "PinnedMemoryPointer")          # cupyx.empty_pinned, zeros_pinned
             or mro_has(t, "pycuda", "PagelockedHostAllocation")    # pagelocked_empty
             or mro_has(t, "numba", "MappedOwnedPointer")):  # memhostalloc(mapped=True)
@@ -2221,11 +2224,12 @@ cdef int _exporter_kind(type t) except -1:
     return kind
 
 
-cdef int _array_memory(object arr, Py_ssize_t index) except -1:
+cdef int _array_memory(object arr, Py_ssize_t index, LazySection* lazy) except -1:
     """What memory a numpy array is over, as a DLPack device type: DL_CUDA_HOST for memory
     page-locked by CUDA's allocator, the device numpy.from_dlpack was given, else DL_CPU.
     The object the memory comes from is found down .base, past arrays, memoryviews and numpy's
-    stride-tricks wrappers; an array that owns its memory (no base) is pageable."""
+    stride-tricks wrappers; an array that owns its memory (no base) is pageable. ``lazy`` is
+    entered for an exporter type not yet known (the owner's is_pinned() runs without it)."""
     cdef int kind = -1      # the owner's exporter kind, once looked up
     owner = arr.base
     for _ in range(_BASE_WALK_LIMIT):
@@ -2242,7 +2246,7 @@ cdef int _array_memory(object arr, Py_ssize_t index) except -1:
         elif owner is None or PyCapsule_CheckExact(owner):
             break
         else:
-            kind = _exporter_kind(type(owner))
+            kind = _exporter_kind(type(owner), lazy)
             if kind != _EXPORTER_STRIDE_TRICKS:
                 break
             owner = owner.base
@@ -2253,7 +2257,7 @@ cdef int _array_memory(object arr, Py_ssize_t index) except -1:
     if PyCapsule_CheckExact(owner):
         return _numpy_capsule_device(owner)
     if kind < 0:
-        kind = _exporter_kind(type(owner))
+        kind = _exporter_kind(type(owner), lazy)
     if kind == _EXPORTER_PINNED:
         return DL_CUDA_HOST
     try:
@@ -2284,12 +2288,12 @@ cdef int _numpy_capsule_device(object capsule) except -1:
 
 
 cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
-                          bint want_dtype) except -1:
+                          bint want_dtype, LazySection* lazy) except -1:
     if type(obj) is not _ndarray_type and mro_has(type(obj), "numpy.ma", "MaskedArray"):
         raise TypeError(f"{_describe(index, obj)}: a masked array is not taken: a kernel would "
                         "read the masked elements as data; pass arr.filled(value) or, for the "
                         "raw memory, arr.data")
-    cdef int device = _array_memory(obj, index)
+    cdef int device = _array_memory(obj, index, lazy)
     if device != DL_CUDA_HOST and device != DL_CUDA_MANAGED:
         # kDLCPU, refused with the pinned allocators as the hint, or another host device
         # numpy.from_dlpack took (kDLROCMHost), named. (numpy refuses kDLCUDA, the one other
@@ -2308,7 +2312,7 @@ cdef int _ndarray_pointer(object obj, Py_ssize_t index, PtrResult* r,
     r.readonly = view.readonly
     PyBuffer_Release(&view)
     if want_dtype:
-        _set_dtype_from_numpy(obj.dtype, r, NULL)
+        _set_dtype_from_numpy(obj.dtype, r, lazy)
     return 0
 
 
@@ -2498,10 +2502,11 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t
     Signature.pack on a free-threaded build) the section, which _pointer_of enters before
     anything but the usual is read: the usual CUDA Array Interface (_usual_cai_values), DLPack's
     device query, export and capsule (whose ownership is taken under the capsule's own lock),
-    the usual tensor of the DLPack C exchange API (_exchange_pointer says which), and the
+    the usual tensor of the DLPack C exchange API (_exchange_pointer says which), the
     library adapters' arrays (torch before 2.10, CuPy, numba, a StridedMemoryView, JAX), whose
-    libraries' own code runs with no section. Every exception it raises names the argument,
-    in the section."""
+    libraries' own code runs with no section, and a numpy array over pinned memory (its
+    owner's type known, its dtype among the last four read). Every exception it raises names
+    the argument, in the section."""
     cdef int kind = info.kind
     if (<_unchecked_t>_pointer_of)(info, kind, obj, index, stream, r, want_dtype, lazy) != -1:
         return 0
@@ -2560,11 +2565,12 @@ cdef inline void _clear(PtrResult* r) noexcept:
 cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t index,
                      uint64_t stream, PtrResult* r, bint want_dtype,
                      LazySection* lazy) except -1:
-    """pointer_of's reading, by kind: ``lazy`` as pointer_of's. The protocols and the library
-    adapters run with no section where ``lazy`` is given: they touch nothing of kernarg's but
-    ``r`` and the objects the producer hands over, and read kernarg's caches (element types,
-    JAX's last sharding, what was looked up once in CuPy and torch) under sequence locks or
-    once published, entering ``lazy`` to write them. The rest enter it first."""
+    """pointer_of's reading, by kind: ``lazy`` as pointer_of's. The protocols, the library
+    adapters and numpy arrays run with no section where ``lazy`` is given: they touch nothing
+    of kernarg's but ``r`` and the objects the producer hands over, and read kernarg's caches
+    (element types, JAX's last sharding, what was looked up once in CuPy and torch, numpy
+    arrays' exporter types) under sequence locks, once published or under the dict's own
+    lock, entering ``lazy`` to write them. The rest enter it first."""
     _clear(r)
     if kind == KIND_CAI:
         return _consume_cai(obj, index, stream, r, want_dtype, lazy)
@@ -2595,16 +2601,16 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
     if kind == KIND_PYCUDA:
         return _address_from(int, obj, index, "int() of the PyCUDA pointer",
                              "int() of the PyCUDA pointer", r)
+    if kind == KIND_NDARRAY:
+        return _ndarray_pointer(obj, index, r, want_dtype, lazy)
     # A Buffer (its fast paths are the packers'), a registered type (whose function runs in
-    # the section), a numpy array (its exporters' cache) and a type not yet known.
+    # the section) and a type not yet known.
     enter_lazily(lazy)
     if kind == KIND_BUFFER:
         return _buffer_pointer(info, obj, index, r)
     if kind == KIND_REGISTERED:
         return _address_from(_registered_fn(type(obj)), obj, index,
                              "the function registered for this type", "the registered function", r)
-    if kind == KIND_NDARRAY:
-        return _ndarray_pointer(obj, index, r, want_dtype)
     if kind == KIND_PROBE:
         # The protocols may be instance attributes rather than on the type.
         kind = _probed_kind(obj)

@@ -537,6 +537,87 @@ def test_foreign_arrays_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_numpy_arrays_over_pinned_memory_pack_while_another_thread_holds_the_section():
+    """A numpy array over pinned memory needs no section once the type of the object its
+    memory comes from (down .base) is known and, typed, its dtype is among the last four
+    read: kernarg.pack and Signature.pack find the allocation, ask a torch tensor's
+    is_pinned() and take the address with no section, while another thread holds it, and get
+    the bytes they got before. An owner of a type not seen before is looked up in the
+    section (its is_pinned() runs there, once), and a pageable array is refused in it, by
+    name."""
+    import ctypes
+    import struct
+
+    import numpy as np
+    from test_pinned_numpy import CUPY_PINNED, from_dlpack, host_type
+
+    stream = kernarg._stream
+    slot = kernarg._handler._cache_slot
+    calls = []
+
+    def is_pinned(self):
+        calls.append(stream._holds_section())
+        return True
+
+    torch_t = host_type("torch", "Tensor", is_pinned=is_pinned)
+    # An ndarray type whose cache slot is not the holder's (a type sharing it is looked up
+    # again, in the section).
+    taken = {slot(_Holder())}
+    for k in range(64):
+        array_t = np.ndarray if k == 0 else type(f"Pinned{k}", (np.ndarray,), {})
+        if slot(np.empty(1).view(array_t)) not in taken:
+            break
+    else:
+        raise AssertionError("no free cache slots")
+    cupy_memory, torch_memory = CUPY_PINNED(4096), torch_t(4096)
+    dl_memory = (ctypes.c_float * 1024)()
+    arrays = [np.frombuffer(memory, np.float32).view(array_t)
+              for memory in (cupy_memory, torch_memory)]
+    arrays.append(from_dlpack(dl_memory, (3, 0)).view(array_t))
+    # Views: a slice, one through a memoryview, one through numpy's stride tricks.
+    arrays.append(np.asarray(memoryview(arrays[0][8:])).view(array_t))
+    arrays.append(np.lib.stride_tricks.as_strided(arrays[1], (256,), (8,)).view(array_t))
+    sig = kernarg.Signature("float* a, const float* b, float* c, const float* d, float* e, "
+                            "int n")
+
+    def args(i):
+        k = i % 100
+        return (*(a[k:] for a in arrays), k)
+
+    # The first packs look the owners' types up, and read the dtype, in the section.
+    kernarg.pack(args(0))
+    sig.pack(args(0))
+    calls.clear()
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(args(i))) for i in range(100)]
+    # a[7:] of each: 7 floats in, or 7 of as_strided's 8-byte steps.
+    at7 = [a.__array_interface__["data"][0] + 7 * a.strides[0] for a in arrays]
+    assert expected[7][:40] == struct.pack("<5Q", *at7)
+    assert typed[7] == struct.pack("<5Qi", *at7, 7)
+    assert calls == [False] * 2 * 2 * 100
+    calls.clear()
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
+            assert stream._holds_section() is False
+            assert bytes(sig.pack(args(i))) == typed[i % 100]
+            assert stream._holds_section() is False
+    assert calls == [False] * 2 * 2 * 2000      # two arrays over the tensor, two packs each
+    # An owner of another type is looked up in the section, then is not.
+    calls.clear()
+    other_t = host_type("torch", "Tensor", is_pinned=is_pinned)
+    array = np.frombuffer(other_t(64), np.float32).view(array_t)
+    for _ in range(2):
+        assert struct.unpack("<Q", bytes(kernarg.pack((array,)))) == (
+            array.__array_interface__["data"][0],)
+    assert calls == [True, False]
+    # A pageable array is refused in the section, naming the argument.
+    with pytest.raises(TypeError, match=r"argument 1 .*CPU.*pinned memory from CUDA"):
+        kernarg.pack((arrays[0], np.zeros(4, np.float32).view(array_t)))
+    assert stream._holds_section() is False
+
+
+@free_threaded
 def test_unusual_cuda_array_interfaces_are_read_in_the_section():
     """What the usual interface's reading does not place is read in the section: a property
     that raises, a dict subclass, keys made at run time (not interned), a readonly flag that

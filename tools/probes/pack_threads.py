@@ -8,7 +8,8 @@ scalars, ctypes values and cuda.core Buffers, whose types the per-type cache kno
 its sequence lock), numpy.void scalars of a struct parameter's own dtype, and objects whose
 type has a CUDA Array Interface (the usual dict, read under its own lock), speaks DLPack or
 has DLPack's C exchange API (torch's tensors, cuda.core's views), which need none either, nor
-the library adapters' arrays (here a numba and a JAX array, stand-ins of their types).
+the library adapters' arrays (here a numba and a JAX array, stand-ins of their types), nor
+numpy arrays over pinned memory (here over a stand-in of CuPy's pinned allocation).
 Two threads packing those should then get up to twice one thread's throughput. The signatures
 are shared by the threads, as one kernel's is. A loop of pure Python code gives the
 interpreter's own scaling on the same machine, which bounds what any extension can show there.
@@ -120,6 +121,16 @@ class ArrayImpl:
 
 
 ArrayImpl.__module__ = "jaxlib._jax"
+
+# Page-locked host memory from CUDA's allocator, as cupyx.empty_pinned's owner is (kernarg
+# recognises its type by module and name): a numpy array over it is taken at its address.
+PinnedMemoryPointer = type("PinnedMemoryPointer", (bytearray,),
+                           {"__module__": "cupy.cuda.pinned_memory"})
+
+
+def _pinned_array():
+    return np.frombuffer(PinnedMemoryPointer(4096), np.float32)[16:]
+
 _SIGC = kernarg.Signature("const float* x, float alpha, int n")
 
 # name: (the function each thread calls, or the signature whose pack it calls; a function making
@@ -161,6 +172,10 @@ CASES = {
         _exchange_view(), 0.5, 3)),
     "pack 2 (numba array, int)": (kernarg.pack, lambda: (DeviceNDArray(1 << 32), 3)),
     "Signature.pack 3 (JAX array, float, int)": (_SIGC, lambda: (ArrayImpl(1 << 32), 0.5, 3)),
+    "pack 2 (numpy array over pinned memory, int)": (kernarg.pack, lambda: (_pinned_array(),
+                                                                            3)),
+    "Signature.pack 3 (numpy array over pinned memory, float, int)": (_SIGC, lambda: (
+        _pinned_array(), 0.5, 3)),
     "pure Python loop": None,
 }
 
