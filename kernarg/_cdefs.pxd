@@ -30,6 +30,9 @@ cdef extern from "_cutils.h":
     # A ctypes instance's bytes, read under its own critical section on a free-threaded build.
     void kernarg_ctypes_copy(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
                              Py_ssize_t n) noexcept
+    bint kernarg_ctypes_copy_bare(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
+                                  Py_ssize_t kept_offset, Py_ssize_t n) noexcept
+    Py_ssize_t kernarg_member_offset(PyObject* descr) noexcept
     bint kernarg_type_name_is(PyTypeObject* t, const char* name) noexcept
     bint kernarg_static_type_in(PyTypeObject* t, const char* prefix) noexcept
     ctypedef struct PyMethodDef:

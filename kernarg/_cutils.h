@@ -200,6 +200,37 @@ static inline void kernarg_ctypes_copy(char *dst, PyObject *obj, Py_ssize_t bptr
     kernarg_object_unlock(&cs);
 }
 
+/* kernarg_ctypes_copy for a ctypes pointer, or a struct, union or array with pointers in it,
+   whose targets kernarg checks where the value keeps objects alive: its b_objects (at
+   kept_offset, what `_objects` reads), which ctypes leaves empty for an address given as an
+   int. Where it keeps none (NULL or None), 1 and the n bytes copied; else 0 and nothing
+   copied, for the caller's check. Both read under the object's lock, so that a value another
+   thread sets at once (a c_char_p's .value = b"...") is seen with what it keeps. */
+static inline int kernarg_ctypes_copy_bare(char *dst, PyObject *obj, Py_ssize_t bptr_offset,
+                                           Py_ssize_t kept_offset, Py_ssize_t n) {
+    kernarg_section cs;
+    PyObject *kept;
+    int bare;
+    kernarg_object_lock(&cs, obj);
+    kept = *(PyObject **)((char *)obj + kept_offset);
+    bare = kept == NULL || kept == Py_None;
+    if (bare)
+        memcpy(dst, *(char **)((char *)obj + bptr_offset), (size_t)n);
+    kernarg_object_unlock(&cs);
+    return bare;
+}
+
+/* The offset in its objects of the slot a member descriptor (`_objects` of ctypes' _CData)
+   reads, or -1 where ``descr`` is not one. (PyMemberDef is Python.h's from 3.12.) */
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#endif
+static inline Py_ssize_t kernarg_member_offset(PyObject *descr) {
+    if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type)
+        return -1;
+    return ((PyMemberDescrObject *)descr)->d_member->offset;
+}
+
 /* Per-thread storage for _handler.pyx's block pools on a free-threaded build, where
    kernarg.pack takes and returns blocks outside kernarg's section: each thread has pools of
    its own (a block freed on another thread than the one that took it goes to the freeing

@@ -41,6 +41,7 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
+    ctypes_kept_offset,
     ctypes_target_refusal,
     confirm_device,
     getter_t,
@@ -97,6 +98,7 @@ from kernarg._cdefs cimport (
     exc_text,
     is_numpy_bool,
     kernarg_ctypes_copy,
+    kernarg_ctypes_copy_bare,
     kernarg_fastcall_def,
     kernarg_int_run,
     kernarg_small_int,
@@ -894,19 +896,23 @@ cdef int pack_state(BlockState* st, tuple args, uint64_t stream) except -1:
 
 cdef bint _place_ctypes(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot,
                         uint16_t* size_slot, PyObject* item, const TypeInfo* info) noexcept:
-    """pack_items' fast path for a ctypes value (not a pointer, nor a struct or array holding
-    one, whose targets Python code checks): copied under the object's own lock (_cutils.h);
-    False if it is such a pointer or the area is full. ``info``'s fields are read first:
-    waiting for that lock lets other threads into kernarg's section, where this pack has
-    entered it."""
-    cdef Py_ssize_t size = info.size, offset = info.offset
+    """pack_items' fast path for a ctypes value: copied under the object's own lock
+    (_cutils.h); a pointer, or a struct, union or array holding one, only where it keeps no
+    object alive (kernarg_ctypes_copy_bare: an address given as an int), so that no target of
+    it is host memory kernarg refuses. False where it keeps one (the slow path checks its
+    targets) or the area is full. ``info``'s fields are read first: waiting for that lock lets
+    other threads into kernarg's section, where this pack has entered it."""
+    cdef Py_ssize_t size = info.size, offset = info.offset, start = cur[0], kept
     cdef char num_kind = info.num_kind
-    cdef char* dst
-    if num_kind == CTYPES_POINTER or num_kind == CTYPES_HOLDS_POINTERS:
-        return False
-    dst = _try_place(data, cur, cap, slot, size_slot, size, info.align)
+    cdef char* dst = _try_place(data, cur, cap, slot, size_slot, size, info.align)
     if dst == NULL:
         return False
+    if num_kind == CTYPES_POINTER or num_kind == CTYPES_HOLDS_POINTERS:
+        kept = ctypes_kept_offset()
+        if kept < 0 or not kernarg_ctypes_copy_bare(dst, item, offset, kept, size):
+            cur[0] = start          # placed by the slow path, which checks the targets
+            return False
+        return True
     kernarg_ctypes_copy(dst, item, offset, size)
     if num_kind == SWAPPED_SCALAR:
         _reverse(dst, size)

@@ -143,6 +143,9 @@ cdef int confirm_device(object obj) except -2
 # Why a ctypes pointer that points into memory it keeps alive (host memory) is refused, or None
 # (also for the pointers in a ctypes struct, union or array's fields and elements)
 cdef str ctypes_target_refusal(object value)
+# Where a ctypes instance keeps the objects its value needs alive (CDataObject's b_objects, what
+# `_objects` reads), for _cutils.h's kernarg_ctypes_copy_bare; -1 where a probe did not confirm it
+cdef Py_ssize_t ctypes_kept_offset() noexcept
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

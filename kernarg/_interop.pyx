@@ -35,8 +35,8 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport (
-    PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_small_int, mro_find, mro_has,
-    shown_value,
+    PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_member_offset, kernarg_small_int,
+    mro_find, mro_has, shown_value,
 )
 from kernarg._stream cimport (
     LazySection, dlpack_stream, enter_lazily, guard_module, kernarg_object_lock,
@@ -343,6 +343,7 @@ def _use_layout_fallbacks(bint on):
     global _probes_fail, _npvoid_offset
     _probes_fail = on
     _check_ctypes_layout()
+    _check_ctypes_kept_layout()
     _npvoid_offset = -2
 
 
@@ -686,6 +687,45 @@ CTYPES_NUMBER_KINDS = {
 
 CTYPES_POINTER_TYPES = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p, ctypes._Pointer)
 _CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes instance
+
+
+# Where a ctypes instance keeps the objects its value needs alive: CDataObject's b_objects,
+# which the `_objects` member descriptor reads. ctypes keeps none for an address given as an
+# int (c_void_p(ptr), a struct's pointer field set to one), so such a value has no target in
+# host memory to refuse (ctypes_target_problem), and the packers copy it, with what it keeps,
+# under the object's lock (kernarg_ctypes_copy_bare): a value that keeps objects is checked as
+# before. The descriptor's offset, confirmed on a pointer that keeps its string and one that
+# keeps nothing; -1 where it is not (or under _use_layout_fallbacks).
+cdef Py_ssize_t _ctypes_kept_offset = -1
+
+
+cdef int _check_ctypes_kept_layout() except -1:
+    global _ctypes_kept_offset
+    _ctypes_kept_offset = -1
+    if _probes_fail or _ctypes_bptr_offset < 0:
+        return 0
+    descriptor = vars(_CTYPES_DATA).get("_objects")
+    cdef Py_ssize_t offset = kernarg_member_offset(<PyObject*>descriptor)
+    text = b"kernarg"
+    keeps = ctypes.c_char_p(text)
+    bare = ctypes.c_void_p(0x5EED)
+    for probe in (keeps, bare):
+        if not _HEAD <= offset <= ((<PyTypeObject*>Py_TYPE(probe)).tp_basicsize
+                                   - <Py_ssize_t>sizeof(PyObject*)):
+            return 0
+    cdef PyObject* kept = (<PyObject**>(<char*><PyObject*>keeps + offset))[0]
+    cdef PyObject* none = (<PyObject**>(<char*><PyObject*>bare + offset))[0]
+    if keeps._objects is text and kept == <PyObject*>text and bare._objects is None and \
+            (none == NULL or none == <PyObject*>None):
+        _ctypes_kept_offset = offset
+    return 0
+
+
+_check_ctypes_kept_layout()
+
+
+cdef Py_ssize_t ctypes_kept_offset() noexcept:
+    return _ctypes_kept_offset
 
 
 def ctypes_target_problem(value):

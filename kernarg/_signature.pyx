@@ -52,10 +52,13 @@ from kernarg._interop cimport (
     KIND_POINTER,
     KIND_PROBE,
     KIND_TENSOR_MAP,
+    CTYPES_HOLDS_POINTERS,
+    CTYPES_POINTER,
     PtrResult,
     MrCache,
     TypeInfo,
     _reraise,
+    ctypes_kept_offset,
     ctypes_target_refusal,
     getter_t,
     mr_cache,
@@ -113,6 +116,7 @@ from kernarg._cdefs cimport (
     PyLong_Type,
     exc_text,
     kernarg_ctypes_copy,
+    kernarg_ctypes_copy_bare,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
     kernarg_half_to_double,
@@ -2836,6 +2840,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef void* mr_closure
     cdef int code, got, found
     cdef long long v
+    cdef Py_ssize_t kept
     cdef double d
     cdef uint32_t u32
     cdef float f32
@@ -2979,14 +2984,33 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                         _name_the_parameter(sig, i, exc)
                     i += 1
                     continue
+                elif info.kind == KIND_CTYPES and info.num_kind == CTYPES_POINTER and \
+                        info.size == 8:
+                    # A ctypes pointer that keeps no object alive (an address given as an
+                    # int: c_void_p(ptr), numba's device_ctypes_pointer): its value, copied
+                    # under the object's lock; one that keeps one has its target checked
+                    # (_put_pointer).
+                    kept = ctypes_kept_offset()
+                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept, 8):
+                        i += 1
+                        continue
         elif tp == p.ctypes_type:
-            # An instance of the struct's own ctypes type, pointer fields none: its bytes,
-            # copied under the object's lock (with no section, where the type is in the cache).
+            # An instance of the struct's own ctypes type: its bytes, copied under the object's
+            # lock (with no section, where the type is in the cache); one with pointer fields
+            # where it keeps no object alive (its pointers given as ints), else its targets
+            # are checked (_put_struct).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
-            if info.kind == KIND_CTYPES and info.num_kind == 0 and info.size == p.size:
-                kernarg_ctypes_copy(dst, item, info.offset, p.size)
-                i += 1
-                continue
+            if info.kind == KIND_CTYPES and info.size == p.size:
+                if info.num_kind == 0:
+                    kernarg_ctypes_copy(dst, item, info.offset, p.size)
+                    i += 1
+                    continue
+                if info.num_kind == CTYPES_HOLDS_POINTERS:
+                    kept = ctypes_kept_offset()
+                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept,
+                                                              p.size):
+                        i += 1
+                        continue
         elif tp == _NPVOID and p.np_dtype != NULL:
             # A numpy.void of the struct's own dtype (the very object): its bytes, copied from
             # where its data pointer points, as numpy's tobytes() copies them (_interop's

@@ -389,6 +389,61 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
+    """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
+    POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no
+    object alive, so no target of theirs needs checking: kernarg.pack and Signature.pack copy
+    them under the object's lock with no section, while another thread holds it, and get the
+    bytes they got before. One that keeps an object alive has its target checked, in the
+    section, and refused where it is host memory."""
+    import ctypes
+    import struct
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("p", ctypes.c_void_p), ("n", ctypes.c_int)]
+
+    stream = kernarg._stream
+    slot = kernarg._handler._cache_slot
+    floats = ctypes.POINTER(ctypes.c_float)
+    makers = [ctypes.c_void_p, lambda k: ctypes.cast(k, floats), lambda k: Pair(k, k % 7),
+              lambda k: (ctypes.c_void_p * 2)(k, None)]
+    taken, chosen = {slot(_Holder())}, []
+    for make in makers:
+        if slot(make(1)) not in taken:
+            taken.add(slot(make(1)))
+            chosen.append(make)
+    assert len(chosen) >= 3, chosen         # 4 types in 128 slots
+    pointers = [make for make in makers[:2] if make in chosen]
+    pairs = [make for make in makers[2:3] if make in chosen]
+    assert pointers, chosen
+    sig = kernarg.Signature(["int"] + ["float*"] * len(pointers) + [Pair] * len(pairs))
+
+    def args(i):
+        return tuple(make(0x7000_0000 + 16 * (i % 100)) for make in chosen)
+
+    def typed_args(i):
+        k = 0x7000_0000 + 16 * (i % 100)
+        return (i % 100, *(make(k) for make in pointers), *(make(k) for make in pairs))
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    assert expected[7][:8] == typed[7][8:16] == struct.pack("<Q", 0x7000_0000 + 16 * 7)
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
+            assert stream._holds_section() is False
+            assert bytes(sig.pack(typed_args(i))) == typed[i % 100]
+            assert stream._holds_section() is False
+    # One that keeps an object alive: its target checked in the section, and refused.
+    host = (ctypes.c_float * 4)()
+    with pytest.raises(TypeError, match=r"argument 1 .*points at the ctypes c_float_Array_4"):
+        kernarg.pack((1, ctypes.cast(host, ctypes.c_void_p)))
+    with pytest.raises(TypeError, match=r"parameter 1: .*points at the ctypes c_float_Array_4"):
+        sig.pack((1, ctypes.cast(host, floats), *typed_args(0)[2:]))
+    assert stream._holds_section() is False
+
+
+@free_threaded
 def test_numpy_structured_scalars_pack_while_another_thread_holds_the_section():
     """A numpy.void of a struct parameter's own dtype needs no section: Signature.pack copies
     its bytes from where its data pointer points. Nor does one of the dtype kernarg.pack

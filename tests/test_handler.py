@@ -956,6 +956,73 @@ def test_ctypes_pointers_the_caller_vouches_for_are_taken(fallbacks):
             assert bytes(sig.pack((np.int64(1), pointer)))[8:] == expected[8:], pointer
 
 
+def _counted(base, reads):
+    """A subclass of ctypes type ``base`` whose ``_objects`` (what a ctypes value keeps alive,
+    read by kernarg's check of a pointer's target) appends to ``reads`` when Python reads it."""
+    kept = ctypes.c_int.__mro__[-2].__dict__["_objects"]       # _CData's member descriptor
+
+    def objects(self):
+        reads.append(type(self).__name__)
+        return kept.__get__(self)
+
+    return type(f"Counted_{base.__name__}", (base,), {"_objects": property(objects)})
+
+
+def test_ctypes_pointers_that_keep_nothing_alive_are_copied_without_the_check():
+    """A ctypes pointer made from an int, and a struct or array whose pointers were given as
+    ints, keep no object alive (ctypes' _objects is None), so nothing they point at is host
+    memory kernarg refuses: the packers copy them as they copy numbers, without the Python
+    code that checks targets (a Signature.pack of a c_void_p took ~2 us for it, ~30 times an
+    int's). A value that keeps an object is checked, and so is every value where kernarg reads
+    ctypes through the buffer protocol (the fallback, which this test checks the counting on)."""
+    reads = []
+    pointer_t = _counted(ctypes.c_void_p, reads)
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("p", ctypes.c_void_p), ("n", ctypes.c_int)]
+
+    pair_t = _counted(Pair, reads)
+    array_t = _counted(ctypes.c_void_p * 2, reads)
+    p = pointer_t(_SOME_ADDRESS)
+    pair = pair_t(_SOME_ADDRESS + 8, 7)
+    pair.p = _SOME_ADDRESS + 16                 # set after it was made, as an int
+    pairs = array_t(_SOME_ADDRESS, None)
+    assert reads == [] and (p._objects, pair._objects, pairs._objects) == (None,) * 3
+    reads.clear()
+    untyped = struct.pack("<qQQi4xQQ", 1, _SOME_ADDRESS, _SOME_ADDRESS + 16, 7,
+                          _SOME_ADDRESS, 0)
+    sig = kernarg.Signature(["int", "void*", pair_t, "float*"])
+    typed = struct.pack("<i4xQQi4xQ", 1, _SOME_ADDRESS, _SOME_ADDRESS + 16, 7, _SOME_ADDRESS)
+    for _ in range(2):                          # the types' first packs, and the cached
+        assert bytes(kernarg.pack((1, p, pair, pairs))) == untyped
+        assert bytes(sig.pack((1, p, pair, p))) == typed
+        assert reads == []
+    with _layout_fallbacks():                   # each value's check reads _objects
+        assert bytes(kernarg.pack((1, p, pair, pairs))) == untyped
+        assert bytes(sig.pack((1, p, pair, p))) == typed
+        assert set(reads) == {pointer_t.__name__, pair_t.__name__, array_t.__name__}
+    # One that keeps an object alive: its target checked, and refused where it is host memory.
+    reads.clear()
+    vouched = ctypes.cast(ctypes.c_void_p(_SOME_ADDRESS), pointer_t)    # keeps the c_void_p
+    assert bytes(kernarg.pack((vouched,))) == struct.pack("<Q", _SOME_ADDRESS)
+    assert reads and set(reads) == {pointer_t.__name__}
+    reads.clear()
+    assert bytes(sig.pack((1, vouched, pair, p)))[8:16] == struct.pack("<Q", _SOME_ADDRESS)
+    assert reads and set(reads) == {pointer_t.__name__}
+    host = ctypes.cast(_HOST_FLOATS, pointer_t)
+    with pytest.raises(TypeError, match=r"argument 0 .*points at the ctypes c_float_Array_4"):
+        kernarg.pack((host,))
+    with pytest.raises(TypeError, match=r"parameter 1: .*points at the ctypes c_float_Array_4"):
+        sig.pack((1, host, pair, p))
+    pair.p = ctypes.cast(_HOST_FLOATS, ctypes.c_void_p)
+    with pytest.raises(TypeError, match=r"argument 0 .*field p is a ctypes pointer to the "
+                                        r"ctypes c_float_Array_4"):
+        kernarg.pack((pair,))
+    with pytest.raises(TypeError, match=r"parameter 2: field p is a ctypes pointer to the "
+                                        r"ctypes c_float_Array_4"):
+        sig.pack((1, p, pair, p))
+
+
 class _Holder(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int), ("x", ctypes.POINTER(ctypes.c_float)),
                 ("s", ctypes.c_char_p), ("many", ctypes.c_void_p * 2)]

@@ -9,7 +9,8 @@ its sequence lock), numpy.void scalars of a struct parameter's own dtype, and ob
 type has a CUDA Array Interface (the usual dict, read under its own lock), speaks DLPack or
 has DLPack's C exchange API (torch's tensors, cuda.core's views), which need none either, nor
 the library adapters' arrays (here a numba and a JAX array, stand-ins of their types), nor
-numpy arrays over pinned memory (here over a stand-in of CuPy's pinned allocation).
+numpy arrays over pinned memory (here over a stand-in of CuPy's pinned allocation), nor ctypes
+pointers made from ints.
 Two threads packing those should then get up to twice one thread's throughput. The signatures
 are shared by the threads, as one kernel's is. A loop of pure Python code gives the
 interpreter's own scaling on the same machine, which bounds what any extension can show there.
@@ -172,6 +173,9 @@ CASES = {
         _exchange_view(), 0.5, 3)),
     "pack 2 (numba array, int)": (kernarg.pack, lambda: (DeviceNDArray(1 << 32), 3)),
     "Signature.pack 3 (JAX array, float, int)": (_SIGC, lambda: (ArrayImpl(1 << 32), 0.5, 3)),
+    "pack 2 (ctypes.c_void_p, int)": (kernarg.pack, lambda: (ctypes.c_void_p(1 << 32), 3)),
+    "Signature.pack 3 (ctypes.c_void_p, float, int)": (_SIGC, lambda: (
+        ctypes.c_void_p(1 << 32), 0.5, 3)),
     "pack 2 (numpy array over pinned memory, int)": (kernarg.pack, lambda: (_pinned_array(),
                                                                             3)),
     "Signature.pack 3 (numpy array over pinned memory, float, int)": (_SIGC, lambda: (
