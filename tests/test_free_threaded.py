@@ -331,6 +331,19 @@ def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section()
     assert seen == [True, True]
 
 
+def _free_slot_makers(makers):
+    """Those of ``makers`` (each makes a value from an int) whose values' type has a per-type
+    cache slot of its own: not the holder's, nor one an earlier maker's type took (a type that
+    shares it is looked up again, in the section)."""
+    slot = kernarg._handler._cache_slot
+    taken, chosen = {slot(_Holder())}, []
+    for make in makers:
+        if slot(make(1)) not in taken:
+            taken.add(slot(make(1)))
+            chosen.append(make)
+    return chosen
+
+
 @free_threaded
 def test_ctypes_values_pack_while_another_thread_holds_the_section():
     """A ctypes value (a scalar, a byte-swapped scalar, a struct, an array) needs no section
@@ -345,15 +358,10 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
         _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
 
     stream = kernarg._stream
-    slot = kernarg._handler._cache_slot
     makers = [ctypes.c_int8, ctypes.c_uint16, ctypes.c_int32, ctypes.c_int64, ctypes.c_float,
               ctypes.c_double, ctypes.c_int32.__ctype_be__, ctypes.c_double.__ctype_be__,
               lambda k: Pair(k, -k), lambda k: (ctypes.c_int16 * 5)(*range(k, k + 5))]
-    taken, chosen = {slot(_Holder())}, []
-    for make in makers:
-        if slot(make(0)) not in taken:
-            taken.add(slot(make(0)))
-            chosen.append(make)
+    chosen = _free_slot_makers(makers)
     assert len(chosen) >= 6, chosen             # 10 types in 128 slots
 
     # ctypes' own number types for the C parameters they match, and c_float for a double
@@ -403,15 +411,10 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
         _fields_ = [("p", ctypes.c_void_p), ("n", ctypes.c_int)]
 
     stream = kernarg._stream
-    slot = kernarg._handler._cache_slot
     floats = ctypes.POINTER(ctypes.c_float)
     makers = [ctypes.c_void_p, lambda k: ctypes.cast(k, floats), lambda k: Pair(k, k % 7),
               lambda k: (ctypes.c_void_p * 2)(k, None)]
-    taken, chosen = {slot(_Holder())}, []
-    for make in makers:
-        if slot(make(1)) not in taken:
-            taken.add(slot(make(1)))
-            chosen.append(make)
+    chosen = _free_slot_makers(makers)
     assert len(chosen) >= 3, chosen         # 4 types in 128 slots
     pointers = [make for make in makers[:2] if make in chosen]
     pairs = [make for make in makers[2:3] if make in chosen]
