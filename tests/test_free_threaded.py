@@ -236,6 +236,20 @@ def _section_held_by_another_thread():
     assert state["held"] is True and state["saw_done"] is True
 
 
+def _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed):
+    """Pack ``args(i)`` and ``sig.pack(typed_args(i))`` 2000 times, ``i`` cycling over 0..99,
+    while another thread holds kernarg's section: each gives the bytes ``expected[i % 100]``
+    and ``typed[i % 100]`` say, and takes no section (a pack that waited for it would make the
+    holder give up, and _section_held_by_another_thread's check fail)."""
+    stream = kernarg._stream
+    with _section_held_by_another_thread():
+        for i in range(2000):
+            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
+            assert stream._holds_section() is False
+            assert bytes(sig.pack(typed_args(i))) == typed[i % 100]
+            assert stream._holds_section() is False
+
+
 @free_threaded
 def test_a_pack_of_numbers_runs_while_another_thread_holds_the_section():
     """kernarg.pack and Signature.pack enter kernarg's section only at the first argument that
@@ -309,12 +323,8 @@ def test_numpy_scalars_and_buffers_pack_while_another_thread_holds_the_section()
     expected = [(bytes(kernarg.pack(args(i))), bytes(sig.pack(args(i)))) for i in range(100)]
     assert expected[7][0][:16] == expected[7][1][:16] == struct.pack("<QQ", 0x7100_0000,
                                                                      0x7000_0000)
-    with _section_held_by_another_thread():
-        for i in range(2000):
-            assert bytes(kernarg.pack(args(i))) == expected[i % 100][0]
-            assert stream._holds_section() is False
-            assert bytes(sig.pack(args(i))) == expected[i % 100][1]
-            assert stream._holds_section() is False
+    _packs_repeat_while_the_section_is_held(args, [e[0] for e in expected], sig, args,
+                                            [e[1] for e in expected])
     # A Buffer of another resource than the last one read takes the section to read it.
     seen = []
     other = _buffer(0x7200_0000, _memory_resource(device_id=0))
@@ -357,7 +367,6 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
     class Pair(ctypes.Structure):
         _fields_ = [("a", ctypes.c_int8), ("b", ctypes.c_double)]
 
-    stream = kernarg._stream
     makers = [ctypes.c_int8, ctypes.c_uint16, ctypes.c_int32, ctypes.c_int64, ctypes.c_float,
               ctypes.c_double, ctypes.c_int32.__ctype_be__, ctypes.c_double.__ctype_be__,
               lambda k: Pair(k, -k), lambda k: (ctypes.c_int16 * 5)(*range(k, k + 5))]
@@ -388,12 +397,7 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
     assert typed[7] == bytes(sig.pack((*(make(-43).value for make in numbers),
                                        *(bytes(make(7)) for make in structs))))
     assert bytes(kernarg.pack((ctypes.c_int32.__ctype_be__(7),))) == struct.pack("<i", 7)
-    with _section_held_by_another_thread():
-        for i in range(2000):
-            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
-            assert stream._holds_section() is False
-            assert bytes(sig.pack(typed_args(i))) == typed[i % 100]
-            assert stream._holds_section() is False
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
 
 
 @free_threaded
@@ -431,12 +435,7 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
     expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
     typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
     assert expected[7][:8] == typed[7][8:16] == struct.pack("<Q", 0x7000_0000 + 16 * 7)
-    with _section_held_by_another_thread():
-        for i in range(2000):
-            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
-            assert stream._holds_section() is False
-            assert bytes(sig.pack(typed_args(i))) == typed[i % 100]
-            assert stream._holds_section() is False
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
     # One that keeps an object alive: its target checked in the section, and refused.
     host = (ctypes.c_float * 4)()
     with pytest.raises(TypeError, match=r"argument 1 .*points at the ctypes c_float_Array_4"):
@@ -654,12 +653,7 @@ def test_numpy_arrays_over_pinned_memory_pack_while_another_thread_holds_the_sec
     assert typed[7] == struct.pack("<5Qi", *at7, 7)
     assert calls == [False] * 2 * 2 * 100
     calls.clear()
-    with _section_held_by_another_thread():
-        for i in range(2000):
-            assert bytes(kernarg.pack(args(i))) == expected[i % 100]
-            assert stream._holds_section() is False
-            assert bytes(sig.pack(args(i))) == typed[i % 100]
-            assert stream._holds_section() is False
+    _packs_repeat_while_the_section_is_held(args, expected, sig, args, typed)
     assert calls == [False] * 2 * 2 * 2000      # two arrays over the tensor, two packs each
     # An owner of another type is looked up in the section, then is not.
     calls.clear()
