@@ -33,6 +33,8 @@ cdef extern from "_cutils.h":
     bint kernarg_ctypes_copy_bare(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
                                   Py_ssize_t kept_offset, Py_ssize_t n) noexcept
     Py_ssize_t kernarg_member_offset(PyObject* descr) noexcept
+    # d[key] as a new reference in out: 1 found, 0 absent, -1 raised (PyDict_GetItemRef).
+    int kernarg_dict_get_ref(PyObject* d, PyObject* key, PyObject** out) except -1
     bint kernarg_type_name_is(PyTypeObject* t, const char* name) noexcept
     bint kernarg_static_type_in(PyTypeObject* t, const char* prefix) noexcept
     ctypedef struct PyMethodDef:

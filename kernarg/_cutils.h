@@ -503,4 +503,22 @@ static inline int kernarg_static_type_in(PyTypeObject *t, const char *prefix) {
     return !(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && strncmp(t->tp_name, prefix, strlen(prefix)) == 0;
 }
 
+/* `d[key]` as a new reference, with PyDict_GetItemRef's answer (1 found, 0 absent, -1 an
+   exception set): for a dict a free-threaded build reads outside kernarg's section while
+   another thread may replace or remove the value (kernarg.register's registry), where the
+   borrowed reference of PyDict_GetItemWithError (and of Cython's dict.get) could be freed
+   before it is taken. Before 3.13, under the GIL, that borrowed one is taken at once. */
+static inline int kernarg_dict_get_ref(PyObject *d, PyObject *key, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyDict_GetItemRef(d, key, out);
+#else
+    *out = PyDict_GetItemWithError(d, key);
+    if (*out != NULL) {
+        Py_INCREF(*out);
+        return 1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+#endif
+}
+
 #endif /* KERNARG_CUTILS_H */

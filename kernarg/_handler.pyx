@@ -1015,7 +1015,7 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                     continue
             elif kernarg_unlikely(info.kind >= KIND_DRIVER_PTR):
                 # The pointer kinds but a Buffer's: _put_pointer (it enters the section for a
-                # registered type).
+                # type probed per instance).
                 st.nbytes = cur
                 _put_pointer(st, i, info, <object>item, stream, lazy)
                 data = st.data

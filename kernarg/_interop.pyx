@@ -35,8 +35,8 @@ from libc.stdint cimport (
 from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport (
-    PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_member_offset, kernarg_small_int,
-    mro_find, mro_has, shown_value,
+    PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_dict_get_ref,
+    kernarg_member_offset, kernarg_small_int, mro_find, mro_has, shown_value,
 )
 from kernarg._stream cimport (
     LazySection, dlpack_stream, enter_lazily, guard_module, kernarg_object_lock,
@@ -58,6 +58,7 @@ cdef extern from "Python.h":
     int PyException_SetTraceback(PyObject* exc, PyObject* tb) noexcept
     object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
                                      PyObject* kwnames)
+    object PyObject_CallOneArg(object callable, object arg)
 
 import ctypes
 import sys
@@ -248,12 +249,38 @@ def registered_types():
     return tuple(_registry)
 
 
-cdef object _registered_fn(type t):
-    for base in t.__mro__:
-        fn = _registry.get(base)
-        if fn is not None:
-            return fn
-    return None
+cdef int _registered_fn(PyTypeObject* t, PyObject** fn) except -1:
+    """Put in ``fn`` a reference to the function registered for ``t`` or its nearest base,
+    the caller's to drop, and return 1; else return 0. A free-threaded build calls it
+    outside kernarg's section, where register() may replace or remove a function at any time
+    (in the section): the function is taken under the dict's own lock (PyDict_GetItemRef),
+    as Cython's dict.get (a borrowed read) does not. Neither the dict nor ``t`` itself (the
+    usual case; its instance being packed keeps it) is given a reference of its own: two
+    threads that change one object's count in turn wait on each other."""
+    cdef Py_ssize_t i
+    if kernarg_dict_get_ref(<PyObject*>_registry, <PyObject*>t, fn):
+        return 1
+    mro = (<object>t).__mro__          # t, then its bases
+    if type(mro) is not tuple:          # a metaclass's own __mro__
+        mro = tuple(mro)
+    for i in range(1, PyTuple_GET_SIZE(mro)):
+        if kernarg_dict_get_ref(<PyObject*>_registry, PyTuple_GET_ITEM(mro, i), fn):
+            return 1
+    return 0
+
+
+cdef int _registered_address(PyObject* fn, object obj, Py_ssize_t index,
+                             PtrResult* r) except -1:
+    """_address_from for a registered function ``fn``, whose reference (_registered_fn's)
+    it drops."""
+    try:
+        address = PyObject_CallOneArg(<object>fn, obj)
+    except Exception as exc:
+        _reraise(exc, f"{_describe(index, obj)}: the function registered for this type raised "
+                      f"{exc_quoted(exc)}")
+    finally:
+        Py_XDECREF(fn)
+    return _set_address(address, index, obj, "the registered function", r)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -926,6 +953,7 @@ cdef type _ndarray_type = None
 cdef int classify(type t, TypeInfo* info) except -1:
     """Decide once how instances of ``t`` are packed. Raises TypeError for by-value types that
     have no CUDA equivalent; returns KIND_PROBE for types to be probed per instance."""
+    cdef PyObject* fn
     info.kind = KIND_PROBE
     info.size = 8
     info.align = 8
@@ -941,7 +969,8 @@ cdef int classify(type t, TypeInfo* info) except -1:
     if t is type(None):
         info.kind = KIND_NONE
         return 0
-    if _registry and _registered_fn(t) is not None:
+    if _registry and _registered_fn(<PyTypeObject*>t, &fn):
+        Py_XDECREF(fn)
         info.kind = KIND_REGISTERED
         return 0
     np = sys.modules.get("numpy")
@@ -2544,9 +2573,10 @@ cdef int pointer_of(const TypeInfo* info, object obj, Py_ssize_t index, uint64_t
     device query, export and capsule (whose ownership is taken under the capsule's own lock),
     the usual tensor of the DLPack C exchange API (_exchange_pointer says which), the
     library adapters' arrays (torch before 2.10, CuPy, numba, a StridedMemoryView, JAX), whose
-    libraries' own code runs with no section, and a numpy array over pinned memory (its
-    owner's type known, its dtype among the last four read). Every exception it raises names
-    the argument, in the section."""
+    libraries' own code runs with no section, a numpy array over pinned memory (its
+    owner's type known, its dtype among the last four read) and a registered type (its
+    function, the user's code, runs with no section). Every exception it raises names the
+    argument, in the section."""
     cdef int kind = info.kind
     if (<_unchecked_t>_pointer_of)(info, kind, obj, index, stream, r, want_dtype, lazy) != -1:
         return 0
@@ -2606,11 +2636,13 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
                      uint64_t stream, PtrResult* r, bint want_dtype,
                      LazySection* lazy) except -1:
     """pointer_of's reading, by kind: ``lazy`` as pointer_of's. The protocols, the library
-    adapters and numpy arrays run with no section where ``lazy`` is given: they touch nothing
+    adapters, numpy arrays and registered types' functions run with no section where ``lazy``
+    is given: they touch nothing
     of kernarg's but ``r`` and the objects the producer hands over, and read kernarg's caches
     (element types, JAX's last sharding, what was looked up once in CuPy and torch, numpy
     arrays' exporter types) under sequence locks, once published or under the dict's own
     lock, entering ``lazy`` to write them. The rest enter it first."""
+    cdef PyObject* fn
     _clear(r)
     if kind == KIND_CAI:
         return _consume_cai(obj, index, stream, r, want_dtype, lazy)
@@ -2643,14 +2675,18 @@ cdef int _pointer_of(const TypeInfo* info, int kind, object obj, Py_ssize_t inde
                              "int() of the PyCUDA pointer", r)
     if kind == KIND_NDARRAY:
         return _ndarray_pointer(obj, index, r, want_dtype, lazy)
-    # A Buffer (its fast paths are the packers'), a registered type (whose function runs in
-    # the section) and a type not yet known.
+    if kind == KIND_REGISTERED:
+        # The user's function runs with no section, as a library's own code does; the
+        # registry is read a strong reference at a time (_registered_fn).
+        if _registered_fn(Py_TYPE(obj), &fn):
+            return _registered_address(fn, obj, index, r)
+        # Registered when the type was looked up, no longer (another thread's register(...,
+        # None) since): what the type is now, as for a type not yet known.
+        kind = KIND_PROBE
+    # A Buffer (its fast paths are the packers') and a type not yet known.
     enter_lazily(lazy)
     if kind == KIND_BUFFER:
         return _buffer_pointer(info, obj, index, r)
-    if kind == KIND_REGISTERED:
-        return _address_from(_registered_fn(type(obj)), obj, index,
-                             "the function registered for this type", "the registered function", r)
     if kind == KIND_PROBE:
         # The protocols may be instance attributes rather than on the type.
         kind = _probed_kind(obj)

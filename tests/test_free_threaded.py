@@ -116,11 +116,12 @@ def test_every_function_and_method_of_every_module_is_guarded():
 
 
 @free_threaded
-def test_the_hot_entry_points_take_the_section_themselves(request):
+def test_the_hot_entry_points_take_the_section_themselves():
     """kernarg.pack, Signature.pack, Kernel.launch and kernarg.launch are left unwrapped, so
     that the interpreter calls them as the builtins they are, and take the section
-    themselves: Python code they call back (a registered function, __index__, a launch flag's
-    __bool__, __cuda_stream__) runs inside it, as it does when a guarded function calls it."""
+    themselves: Python code they call back (the protocol questions asked of a type kernarg
+    knows nothing of, __index__, a launch flag's __bool__, __cuda_stream__) runs inside it, as
+    it does when a guarded function calls it."""
     stream = kernarg._stream
     if stream._holds_section() is None:
         pytest.skip("kernarg reads the thread's critical section as CPython 3.14 lays it out")
@@ -135,7 +136,7 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
     seen = []
 
     class Array:
-        def address(self):
+        def __getattr__(self, name):
             seen.append(stream._holds_section())
             raise ValueError("seen")
 
@@ -162,8 +163,6 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
     with pytest.raises(TypeError, match="seen"):
         kernarg.resolve_stream(Stream())                 # a guarded function: the reference
     bare = kernarg.Kernel.__new__(kernarg.Kernel)
-    kernarg.register(Array, Array.address)
-    request.addfinalizer(lambda: kernarg.register(Array, None))
     for call in (lambda: kernarg.pack((Array(),)),
                  lambda: kernarg.Signature("float* p").pack((Array(),)),
                  lambda: bare.launch((Index(), 1, 1), 1),
@@ -176,18 +175,20 @@ def test_the_hot_entry_points_take_the_section_themselves(request):
 
 
 class _Holder:
-    """What _section_held_by_another_thread's holder packs: a type registered with
-    kernarg.register, whose function kernarg.pack calls in its section. A class of the
-    module's, so that a test can keep its own types out of this one's per-type cache slot (a
-    type that shares it is looked up again, in the section, once the holder's pack has put
-    this one there)."""
+    """What _section_held_by_another_thread's holder packs: a type kernarg knows nothing of,
+    which kernarg.pack asks for the array protocols per instance, in its section (its
+    __getattr__ answers the first question). A class of the module's, so that a test can
+    keep its own types out of this one's per-type cache slot (a type that shares it is
+    looked up again, in the section, once the holder's pack has put this one there)."""
 
     state = None
 
-    def address(self):
+    def __getattr__(self, name):
         import time
 
         state = _Holder.state
+        if name != "__cuda_array_interface__" or state is None:
+            raise AttributeError(name)
         state["held"] = kernarg._stream._holds_section()
         state["in"] = True
         deadline = time.monotonic() + 60
@@ -197,18 +198,13 @@ class _Holder:
         raise ValueError("released")
 
 
-# Registered once, as the module is imported: a registration clears the per-type cache, which
-# the tests fill before they start the holder.
-kernarg.register(_Holder, _Holder.address)
-
-
 @contextlib.contextmanager
 def _section_held_by_another_thread():
     """Run the block while another thread holds kernarg's section, busy (not blocked, which
-    would suspend the section) in the registered function of an argument kernarg.pack is
-    reading. A block that waits for the section makes the holder give up after its 60 s, and
-    the check after the block fail; at 30 s every thread's stack is written to stderr, which
-    the failure's report shows, to say where the block waited."""
+    would suspend the section) in the __getattr__ of an argument kernarg.pack is probing. A
+    block that waits for the section makes the holder give up after its 60 s, and the check
+    after the block fail; at 30 s every thread's stack is written to stderr, which the
+    failure's report shows, to say where the block waited."""
     import faulthandler
     import threading
     import time
@@ -442,6 +438,56 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
         kernarg.pack((1, ctypes.cast(host, ctypes.c_void_p)))
     with pytest.raises(TypeError, match=r"parameter 1: .*points at the ctypes c_float_Array_4"):
         sig.pack((1, ctypes.cast(host, floats), *typed_args(0)[2:]))
+    assert stream._holds_section() is False
+
+
+@free_threaded
+def test_registered_types_pack_while_another_thread_holds_the_section(request):
+    """A type taught with kernarg.register needs no section: its function, the user's code,
+    is called with none, as a library's own code is, and the registry is read a strong
+    reference at a time. One thread packs instances of two subclasses of a registered type,
+    untyped and typed, while another holds the section, and gets the bytes it got before; the
+    function never sees the section held. An exception it raises still names the argument."""
+    import struct
+
+    stream = kernarg._stream
+    seen = []
+
+    class Handle:
+        __slots__ = ("addr",)
+
+        def __init__(self, addr=0):
+            self.addr = addr
+
+    def address(h):
+        seen.append(stream._holds_section())
+        return h.addr
+
+    taken = {kernarg._handler._cache_slot(_Holder())}
+    first, second = _free_slot_subclass(Handle, taken), _free_slot_subclass(Handle, taken)
+    kernarg.register(Handle, address)
+    request.addfinalizer(lambda: kernarg.register(Handle, None))
+    sig = kernarg.Signature("float* x, int n, const float* y")
+
+    def args(i):
+        return first(0x7000_0000 + 16 * (i % 100)), i % 100, second(0x7100_0000 + 16 * (i % 100))
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(args(i))) for i in range(100)]
+    assert expected[7] == struct.pack("<QqQ", 0x7000_0070, 7, 0x7100_0070)
+    assert typed[7] == struct.pack("<Qi4xQ", 0x7000_0070, 7, 0x7100_0070)
+    del seen[:]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, args, typed)
+    assert len(seen) == 8000 and not any(seen), (len(seen), seen.count(True))
+
+    def boom(h):
+        raise RuntimeError("kaboom")
+
+    kernarg.register(Handle, boom)
+    with pytest.raises(RuntimeError, match="argument 0 .*registered .*kaboom"):
+        kernarg.pack(args(0))
+    with pytest.raises(RuntimeError, match=r"parameter 2 \('y'\): argument 2 .*kaboom"):
+        sig.pack((0, 1, second(0)))
     assert stream._holds_section() is False
 
 

@@ -415,6 +415,63 @@ def test_register_pointer_type():
         kernarg.pack((Handle(1),))
 
 
+def test_a_type_unregistered_since_it_was_looked_up_is_probed_as_an_unknown_type():
+    """A free-threaded build reads the registry outside kernarg's section, so another thread's
+    register(cls, None) may come between a pack's lookup of the type (its per-type cache says
+    registered) and its read of the function. The pack then reads the argument as a type not
+    yet known: a CUDA Array Interface is taken, anything else refused by name, never a call
+    of None. The race is made here by removing the function from the registry alone
+    (_interop.register, which leaves the per-type cache to kernarg.register)."""
+    class Handle:
+        def __init__(self, addr):
+            self.addr = addr
+
+    class Array(Handle):
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": (1,), "typestr": "<f4", "data": (self.addr, False), "version": 3}
+
+    for cls in (Handle, Array):
+        kernarg.register(cls, lambda h: h.addr + 1)
+    try:
+        sig = kernarg.Signature("float* p, int n")
+        for pack in (kernarg.pack, sig.pack):
+            for cls in (Handle, Array):
+                assert bytes(pack((cls(0x1000), 1)))[:8] == struct.pack("<Q", 0x1001)
+                kernarg._interop.register(cls, None)            # the cache still says registered
+            with pytest.raises(TypeError, match="argument 0 .*Handle.*unsupported"):
+                pack((Handle(0x1000), 1))
+            assert bytes(pack((Array(0x1000), 1)))[:8] == struct.pack("<Q", 0x1000)
+            for cls in (Handle, Array):
+                kernarg.register(cls, lambda h: h.addr + 1)
+    finally:
+        for cls in (Handle, Array):
+            kernarg.register(cls, None)
+
+
+def test_a_registered_base_is_found_through_a_metaclass_mro_that_is_not_a_tuple():
+    """kernarg walks ``type.__mro__`` for a registered base; a metaclass may answer it with
+    a list, which is walked as the tuple would be (never read with the tuple macros, which
+    would crash)."""
+    class Base:
+        pass
+
+    class Meta(type):
+        @property
+        def __mro__(cls):
+            return [cls, Base, object]
+
+    class Handle(metaclass=Meta):
+        pass
+
+    kernarg.register(Base, lambda h: 0x1234)
+    try:
+        for pack in (kernarg.pack, kernarg.Signature("float* p").pack):
+            assert bytes(pack((Handle(),))) == struct.pack("<Q", 0x1234)
+    finally:
+        kernarg.register(Base, None)
+
+
 def test_register_rejects_value_types_and_non_callables():
     with pytest.raises(TypeError):
         kernarg.register(int, lambda x: 0)

@@ -132,6 +132,22 @@ PinnedMemoryPointer = type("PinnedMemoryPointer", (bytearray,),
 def _pinned_array():
     return np.frombuffer(PinnedMemoryPointer(4096), np.float32)[16:]
 
+
+class _Handle:
+    """A pointer type of the user's own, taught with kernarg.register."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def _handle_address(h):
+    return h.ptr
+
+
+kernarg.register(_Handle, _handle_address)
+
 _SIGC = kernarg.Signature("const float* x, float alpha, int n")
 
 # name: (the function each thread calls, or the signature whose pack it calls; a function making
@@ -180,6 +196,9 @@ CASES = {
                                                                             3)),
     "Signature.pack 3 (numpy array over pinned memory, float, int)": (_SIGC, lambda: (
         _pinned_array(), 0.5, 3)),
+    "pack 2 (registered type, int)": (kernarg.pack, lambda: (_Handle(1 << 32), 3)),
+    "Signature.pack 3 (registered type, float, int)": (_SIGC, lambda: (_Handle(1 << 32), 0.5,
+                                                                       3)),
     "pure Python loop": None,
 }
 
