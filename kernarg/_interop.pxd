@@ -143,6 +143,11 @@ cdef int confirm_device(object obj) except -2
 # Why a ctypes pointer that points into memory it keeps alive (host memory) is refused, or None
 # (also for the pointers in a ctypes struct, union or array's fields and elements)
 cdef str ctypes_target_refusal(object value)
+# The address a ctypes pointer holds (read behind its b_ptr, not through ctypes.cast, which
+# makes the pointer keep one more object)
+cdef uint64_t ctypes_pointer_value(object value) except? 0
+# isinstance(value, CTYPES_POINTER_TYPES), by the type's bases (no __instancecheck__ asked)
+cdef bint is_ctypes_pointer(object value) noexcept
 # Where a ctypes instance keeps the objects its value needs alive (CDataObject's b_objects, what
 # `_objects` reads), for _cutils.h's kernarg_ctypes_copy_bare; -1 where a probe did not confirm it
 cdef Py_ssize_t ctypes_kept_offset() noexcept

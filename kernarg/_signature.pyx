@@ -59,10 +59,12 @@ from kernarg._interop cimport (
     TypeInfo,
     _reraise,
     ctypes_kept_offset,
+    ctypes_pointer_value,
     ctypes_target_refusal,
     getter_t,
     mr_cache,
     handle_value,
+    is_ctypes_pointer,
     name_raised,
     npvoid_data_offset,
     pointer_of,
@@ -3711,11 +3713,11 @@ cdef int _put_field_pointer(Signature sig, BlockState* st, Py_ssize_t i, object 
     cdef uint64_t address
     if value is None:
         address = 0
-    elif isinstance(value, CTYPES_POINTER_TYPES):
+    elif is_ctypes_pointer(value):
         refusal = ctypes_target_refusal(value)
         if refusal is not None:
             raise TypeError(f"{_field_label(sig, i, where, spec)}: {refusal}")
-        address = ctypes.cast(value, ctypes.c_void_p).value or 0
+        address = ctypes_pointer_value(value)
     elif type(value) is int or isinstance(value, np.integer):
         number = int(value)     # numpy 1.x compares a uint64 with 2**64 as floats
         if not 0 <= number < 2**64:
@@ -4017,12 +4019,12 @@ cdef int _put_pointer(Signature sig, Param* p, BlockState* st, Py_ssize_t i, obj
             if allow_int and (info.kind == KIND_HANDLE
                               or hasattr(value, "__index__") and not isinstance(value, float)):
                 return _put_int(sig, C_U64, i, value, dst)
-            if isinstance(value, CTYPES_POINTER_TYPES):
+            if is_ctypes_pointer(value):
                 # An address held by ctypes, as cuda-python's examples pass device pointers.
                 refusal = ctypes_target_refusal(value)
                 if refusal is not None:
                     raise TypeError(f"{_param_name(sig, i)}: {refusal}")
-                address = ctypes.cast(value, ctypes.c_void_p).value or 0
+                address = ctypes_pointer_value(value)
                 memcpy(dst, &address, 8)
                 return 0
             if isinstance(value, np.integer):

@@ -1080,6 +1080,60 @@ def test_ctypes_pointers_that_keep_nothing_alive_are_copied_without_the_check():
         sig.pack((1, p, pair, p))
 
 
+def test_ctypes_pointers_cast_from_other_pointers_are_taken_and_left_unchanged():
+    """ctypes.cast makes the pointer it returns keep the one it was cast from, in a dict the
+    two then share (and the source keeps itself in it): a c_void_p once cast, a POINTER(T)
+    cast from one, and a struct or array holding them keep only other pointers, no host
+    memory their addresses could be in. Both packers take them (their check reads the dicts
+    in C, where its Python walk cost ~1 us), read each address behind the pointer's b_ptr,
+    and leave what they keep as it was: through ctypes.cast, Signature.pack added the
+    pointer itself to the dict at each pack. A pointer into a kept pointer's own storage, or
+    one that keeps host memory besides, is still refused by argument or parameter and field."""
+    floats = ctypes.POINTER(ctypes.c_float)
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("p", ctypes.c_void_p), ("x", floats)]
+
+    source = ctypes.c_void_p(_SOME_ADDRESS)
+    cast = ctypes.cast(source, floats)
+    again = ctypes.cast(cast, ctypes.c_void_p)
+    pair = Pair(source, cast)
+    pairs = (ctypes.c_void_p * 2)(again, None)
+    kept = {id(v): dict(v._objects) for v in (source, cast, again)}
+    assert len(kept[id(source)]) == 2 and source._objects is cast._objects   # the shared dict
+    nested = repr(pair._objects), repr(pairs._objects)
+    untyped = struct.pack("<qQQQQQQQ", 1, _SOME_ADDRESS, _SOME_ADDRESS, _SOME_ADDRESS,
+                          _SOME_ADDRESS, _SOME_ADDRESS, _SOME_ADDRESS, 0)
+    sig = kernarg.Signature(["int", "void*", "float*", "void*", Pair, "void**"])
+    typed = struct.pack("<i4xQQQQQQ", 1, _SOME_ADDRESS, _SOME_ADDRESS, _SOME_ADDRESS,
+                        _SOME_ADDRESS, _SOME_ADDRESS, ctypes.addressof(pairs))
+    for fallbacks in (False, True):
+        with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+            for _ in range(2):
+                assert bytes(kernarg.pack((1, source, cast, again, pair, pairs))) == untyped
+                if not fallbacks:       # (ctypes.cast is the fallbacks' reading of an address)
+                    assert bytes(sig.pack((1, source, cast, again, pair, ctypes.c_void_p(
+                        ctypes.addressof(pairs))))) == typed
+                    assert {id(v): dict(v._objects) for v in (source, cast, again)} == kept
+                    assert (repr(pair._objects), repr(pairs._objects)) == nested
+    # A pointer into a kept pointer's own 8 bytes: host memory ctypes allocated.
+    inward = ctypes.pointer(source)
+    for value in (inward, ctypes.cast(inward, ctypes.c_void_p)):
+        with pytest.raises(TypeError, match=r"argument 1 .*points at the ctypes c_void_p"):
+            kernarg.pack((1, value))
+        with pytest.raises(TypeError, match=r"parameter 1: .*points at the ctypes c_void_p"):
+            sig.pack((1, value, cast, again, pair, None))
+    # Host memory kept besides the pointers, pointed at by a field.
+    host = (ctypes.c_float * 4)()
+    mixed = Pair(source, ctypes.cast(host, floats))
+    with pytest.raises(TypeError, match=r"argument 1 .*field x is a ctypes pointer to the "
+                                        r"ctypes c_float_Array_4"):
+        kernarg.pack((1, mixed))
+    with pytest.raises(TypeError, match=r"parameter 4: field x is a ctypes pointer to the "
+                                        r"ctypes c_float_Array_4"):
+        sig.pack((1, source, cast, again, mixed, None))
+
+
 class _Holder(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int), ("x", ctypes.POINTER(ctypes.c_float)),
                 ("s", ctypes.c_char_p), ("many", ctypes.c_void_p * 2)]
