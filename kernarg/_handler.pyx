@@ -41,6 +41,7 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
+    copy_pointer_keeping_pointers,
     ctypes_kept_offset,
     ctypes_target_refusal,
     confirm_device,
@@ -909,10 +910,12 @@ cdef bint _place_ctypes(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot
         return False
     if num_kind == CTYPES_POINTER or num_kind == CTYPES_HOLDS_POINTERS:
         kept = ctypes_kept_offset()
-        if kept < 0 or not kernarg_ctypes_copy_bare(dst, item, offset, kept, size):
-            cur[0] = start          # placed by the slow path, which checks the targets
-            return False
-        return True
+        if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, offset, kept, size):
+            return True
+        if num_kind == CTYPES_POINTER and size == 8 and copy_pointer_keeping_pointers(dst, item):
+            return True             # one that keeps only pointers (ctypes.cast's)
+        cur[0] = start              # placed by the slow path, which checks the targets
+        return False
     kernarg_ctypes_copy(dst, item, offset, size)
     if num_kind == SWAPPED_SCALAR:
         _reverse(dst, size)

@@ -26,7 +26,7 @@ from cpython.pycapsule cimport (
     PyCapsule_IsValid,
     PyCapsule_SetName,
 )
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF, Py_XINCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport (
@@ -829,6 +829,48 @@ cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
             else:
                 only = False
         kernarg_object_unlock(&cs)
+    return only
+
+
+cdef bint copy_pointer_keeping_pointers(char* dst, PyObject* value) noexcept:
+    """The packers' fast path for a ctypes pointer (``value``, 8 bytes) that keeps objects
+    alive, all of them other pointers in one flat dict (what ctypes.cast keeps: a c_void_p
+    once cast, a POINTER(T) cast from one): its address copied to ``dst`` and True, where
+    _keeps_only_other_pointers would say so, in C with no exception possible and no
+    section (the address and the kept dict read under the object's lock, the dict's items
+    under the dict's). False, ``dst`` untouched, for anything else: the slow path checks
+    its target (its Python reads of ``_objects`` and its call cost ~80 ns more, 3.11)."""
+    cdef PyObject* kept
+    cdef PyObject* key
+    cdef PyObject* item
+    cdef PyTypeObject* t
+    cdef Py_ssize_t pos = 0
+    cdef uint64_t address
+    cdef uintptr_t start
+    cdef bint only = True
+    cdef kernarg_section cs
+    if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0:
+        return False
+    kernarg_object_lock(&cs, value)
+    memcpy(&address, (<char**>(<char*>value + _ctypes_bptr_offset))[0], 8)
+    kept = (<PyObject**>(<char*>value + _ctypes_kept_offset))[0]
+    Py_XINCREF(kept)
+    kernarg_object_unlock(&cs)
+    if kept == NULL or not PyDict_CheckExact(kept):
+        Py_XDECREF(kept)
+        return False
+    kernarg_object_lock(&cs, kept)
+    while only and PyDict_Next(<object>kept, &pos, &key, &item):
+        t = Py_TYPE(<object>item)
+        if PyType_IsSubtype(t, _c_void_p_type) or PyType_IsSubtype(t, _pointer_base_type):
+            start = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
+            only = not (start <= address < start + sizeof(void*))
+        else:
+            only = False        # anything else, a nested dict too: the slow path walks it
+    kernarg_object_unlock(&cs)
+    Py_XDECREF(kept)
+    if only:
+        memcpy(dst, &address, 8)
     return only
 
 

@@ -58,6 +58,7 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
+    copy_pointer_keeping_pointers,
     ctypes_kept_offset,
     ctypes_pointer_value,
     ctypes_target_refusal,
@@ -2989,11 +2990,12 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 elif info.kind == KIND_CTYPES and info.num_kind == CTYPES_POINTER and \
                         info.size == 8:
                     # A ctypes pointer that keeps no object alive (an address given as an
-                    # int: c_void_p(ptr), numba's device_ctypes_pointer): its value, copied
-                    # under the object's lock; one that keeps one has its target checked
-                    # (_put_pointer).
+                    # int: c_void_p(ptr), numba's device_ctypes_pointer), or only other
+                    # pointers (ctypes.cast's): its value, copied under the object's lock;
+                    # one that keeps anything else has its target checked (_put_pointer).
                     kept = ctypes_kept_offset()
-                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept, 8):
+                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept, 8) \
+                            or copy_pointer_keeping_pointers(dst, item):
                         i += 1
                         continue
         elif tp == p.ctypes_type:

@@ -402,8 +402,9 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no
     object alive, so no target of theirs needs checking: kernarg.pack and Signature.pack copy
     them under the object's lock with no section, while another thread holds it, and get the
-    bytes they got before. One that keeps an object alive has its target checked, in the
-    section, and refused where it is host memory."""
+    bytes they got before. So do they a POINTER(T) cast from a c_void_p, which keeps only
+    that pointer. One that keeps anything else has its target checked, in the section, and
+    refused where it is host memory."""
     import ctypes
     import struct
 
@@ -432,6 +433,20 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
     typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
     assert expected[7][:8] == typed[7][8:16] == struct.pack("<Q", 0x7000_0000 + 16 * 7)
     _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+    # Nor does one that keeps only other pointers (ctypes.cast's: the c_void_p cast from).
+    if makers[1] in chosen:         # POINTER(c_float)'s cache slot is its own
+        sig2 = kernarg.Signature("int n, float* x")
+        sources = [ctypes.c_void_p(0x7000_0000 + 16 * k) for k in range(100)]
+        casts = [ctypes.cast(v, floats) for v in sources]
+        assert all(len(v._objects) == 1 for v in casts)
+
+        def cast_args(i):
+            return i % 100, casts[i % 100]
+
+        cast_expected = [struct.pack("<qQ", k, 0x7000_0000 + 16 * k) for k in range(100)]
+        cast_typed = [struct.pack("<i4xQ", k, 0x7000_0000 + 16 * k) for k in range(100)]
+        _packs_repeat_while_the_section_is_held(cast_args, cast_expected, sig2, cast_args,
+                                                cast_typed)
     # One that keeps an object alive: its target checked in the section, and refused.
     host = (ctypes.c_float * 4)()
     with pytest.raises(TypeError, match=r"argument 1 .*points at the ctypes c_float_Array_4"):

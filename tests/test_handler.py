@@ -1058,13 +1058,19 @@ def test_ctypes_pointers_that_keep_nothing_alive_are_copied_without_the_check():
         assert bytes(kernarg.pack((1, p, pair, pairs))) == untyped
         assert bytes(sig.pack((1, p, pair, p))) == typed
         assert set(reads) == {pointer_t.__name__, pair_t.__name__, array_t.__name__}
-    # One that keeps an object alive: its target checked, and refused where it is host memory.
+    # One that keeps only another pointer (what ctypes.cast keeps) is copied as well
+    # (copy_pointer_keeping_pointers), its kept dict read in C; one that keeps anything else
+    # has its target checked, and is refused where it is host memory.
     reads.clear()
     vouched = ctypes.cast(ctypes.c_void_p(_SOME_ADDRESS), pointer_t)    # keeps the c_void_p
     assert bytes(kernarg.pack((vouched,))) == struct.pack("<Q", _SOME_ADDRESS)
+    assert bytes(sig.pack((1, vouched, pair, p)))[8:16] == struct.pack("<Q", _SOME_ADDRESS)
+    assert reads == []
+    viewed = ctypes.cast((ctypes.c_float * 4).from_address(_SOME_ADDRESS), pointer_t)
+    assert bytes(kernarg.pack((viewed,))) == struct.pack("<Q", _SOME_ADDRESS)
     assert reads and set(reads) == {pointer_t.__name__}
     reads.clear()
-    assert bytes(sig.pack((1, vouched, pair, p)))[8:16] == struct.pack("<Q", _SOME_ADDRESS)
+    assert bytes(sig.pack((1, viewed, pair, p)))[8:16] == struct.pack("<Q", _SOME_ADDRESS)
     assert reads and set(reads) == {pointer_t.__name__}
     host = ctypes.cast(_HOST_FLOATS, pointer_t)
     with pytest.raises(TypeError, match=r"argument 0 .*points at the ctypes c_float_Array_4"):
