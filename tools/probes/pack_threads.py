@@ -196,6 +196,10 @@ CASES = {
                                                                             3)),
     "Signature.pack 3 (numpy array over pinned memory, float, int)": (_SIGC, lambda: (
         _pinned_array(), 0.5, 3)),
+    "pack 2 (POINTER(c_float) cast from a c_void_p, int)": (kernarg.pack, lambda: (
+        ctypes.cast(ctypes.c_void_p(1 << 32), ctypes.POINTER(ctypes.c_float)), 3)),
+    "Signature.pack 3 (POINTER(c_float) cast from a c_void_p, float, int)": (_SIGC, lambda: (
+        ctypes.cast(ctypes.c_void_p(1 << 32), ctypes.POINTER(ctypes.c_float)), 0.5, 3)),
     "pack 2 (registered type, int)": (kernarg.pack, lambda: (_Handle(1 << 32), 3)),
     "Signature.pack 3 (registered type, float, int)": (_SIGC, lambda: (_Handle(1 << 32), 0.5,
                                                                        3)),
