@@ -276,13 +276,10 @@ cdef int _registered_address(PyObject* fn, object obj, Py_ssize_t index,
     """_address_from for a registered function ``fn``, whose reference (_registered_fn's)
     it drops."""
     try:
-        address = PyObject_CallOneArg(<object>fn, obj)
-    except Exception as exc:
-        _reraise(exc, f"{_describe(index, obj)}: the function registered for this type raised "
-                      f"{exc_quoted(exc)}")
+        return _address_from(<object>fn, obj, index, "the function registered for this type",
+                             "the registered function", r)
     finally:
         Py_XDECREF(fn)
-    return _set_address(address, index, obj, "the registered function", r)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -789,46 +786,62 @@ cdef enum:
     _MAX_HELD_POINTERS = 64         # nor does _held_pointer_refusal read more addresses so
 
 
-cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
-                                     Py_ssize_t n) except -1:
-    """Whether every object a ctypes value keeps alive (``kept``, its ``_objects``: a dict,
-    with a dict of its own for each field or element that keeps any) is a ``c_void_p`` or
-    ``POINTER(T)`` whose own 8 bytes none of the value's ``n`` pointers (``addresses``) point
-    into: what ctypes.cast keeps (the pointer cast from, and each pointer cast from it, in one
-    dict they share), so that no host memory those pointers could point at is kept. False
-    where anything else is kept, or the dicts cannot be read so (the layout fallbacks, or
-    more than _MAX_KEPT_DICTS of them): _kept_host_memory's walk decides. Each dict is read
-    in C under its own lock, where that walk costs ~1 µs (3.11)."""
-    if _ctypes_bptr_offset < 0 or type(kept) is not dict:
-        return False
-    cdef Py_ssize_t pos, k, walked = 0
+cdef bint _scan_kept(PyObject* d, const uint64_t* addresses, Py_ssize_t n, PyObject** nested,
+                     Py_ssize_t* count) noexcept:
+    """Whether each item of the kept dict ``d`` is a ``c_void_p`` or ``POINTER(T)`` whose own
+    8 bytes none of the ``n`` ``addresses`` are in (a kept pointer's storage may be a target:
+    ``pointer(c_void_p(...))``), or a dict, appended to ``nested`` (a reference taken) while
+    ``count`` is under _MAX_KEPT_DICTS (``nested`` NULL: no room). Read in C under the dict's
+    own lock: no Python code runs, and no exception can be raised."""
+    cdef Py_ssize_t pos = 0, k
     cdef PyObject* key
     cdef PyObject* item
     cdef PyTypeObject* t
     cdef uintptr_t start
     cdef bint only = True
     cdef kernarg_section cs
-    todo = [kept]
-    while only and todo:
-        walked += 1
-        if walked > _MAX_KEPT_DICTS:
-            return False
-        d = todo.pop()
-        pos = 0
-        kernarg_object_lock(&cs, <PyObject*>d)
-        while only and PyDict_Next(d, &pos, &key, &item):
-            t = Py_TYPE(<object>item)
-            if PyDict_CheckExact(item):
-                todo.append(<object>item)
-            elif PyType_IsSubtype(t, _c_void_p_type) or PyType_IsSubtype(t, _pointer_base_type):
-                # A kept pointer's own storage may be the target (pointer(c_void_p(...))).
-                start = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
-                for k in range(n):
-                    if start <= addresses[k] < start + sizeof(void*):
-                        only = False
-            else:
-                only = False
-        kernarg_object_unlock(&cs)
+    kernarg_object_lock(&cs, d)
+    while only and PyDict_Next(<object>d, &pos, &key, &item):
+        t = Py_TYPE(<object>item)
+        if PyDict_CheckExact(item):
+            only = nested != NULL and count[0] < _MAX_KEPT_DICTS
+            if only:
+                Py_XINCREF(item)
+                nested[count[0]] = item
+                count[0] += 1
+        elif PyType_IsSubtype(t, _c_void_p_type) or PyType_IsSubtype(t, _pointer_base_type):
+            start = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
+            for k in range(n):
+                if start <= addresses[k] < start + sizeof(void*):
+                    only = False
+        else:
+            only = False
+    kernarg_object_unlock(&cs)
+    return only
+
+
+cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
+                                     Py_ssize_t n) noexcept:
+    """Whether every object a ctypes value keeps alive (``kept``, its ``_objects``: a dict,
+    with a dict of its own for each field or element that keeps any) is a ``c_void_p`` or
+    ``POINTER(T)`` whose own 8 bytes none of the value's ``n`` pointers (``addresses``) point
+    into (_scan_kept): what ctypes.cast keeps (the pointer cast from, and each pointer cast
+    from it, in one dict they share), so that no host memory those pointers could point at is
+    kept. False where anything else is kept, or the dicts cannot be read so (the layout
+    fallbacks, or more than _MAX_KEPT_DICTS of them): _kept_host_memory's walk decides, which
+    costs ~1 µs (3.11)."""
+    cdef PyObject* todo[_MAX_KEPT_DICTS]
+    cdef Py_ssize_t k, done = 0, count = 1
+    cdef bint only = True
+    if _ctypes_bptr_offset < 0 or not PyDict_CheckExact(<PyObject*>kept):
+        return False
+    todo[0] = <PyObject*>kept
+    Py_XINCREF(todo[0])
+    while only and done < count:
+        only = _scan_kept(todo[done], addresses, n, todo, &count)
+        done += 1
+    for k in range(count):
+        Py_XDECREF(todo[k])
     return only
 
 
@@ -841,13 +854,8 @@ cdef bint copy_pointer_keeping_pointers(char* dst, PyObject* value) noexcept:
     under the dict's). False, ``dst`` untouched, for anything else: the slow path checks
     its target (its Python reads of ``_objects`` and its call cost ~80 ns more, 3.11)."""
     cdef PyObject* kept
-    cdef PyObject* key
-    cdef PyObject* item
-    cdef PyTypeObject* t
-    cdef Py_ssize_t pos = 0
     cdef uint64_t address
-    cdef uintptr_t start
-    cdef bint only = True
+    cdef bint only
     cdef kernarg_section cs
     if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0:
         return False
@@ -856,18 +864,8 @@ cdef bint copy_pointer_keeping_pointers(char* dst, PyObject* value) noexcept:
     kept = (<PyObject**>(<char*>value + _ctypes_kept_offset))[0]
     Py_XINCREF(kept)
     kernarg_object_unlock(&cs)
-    if kept == NULL or not PyDict_CheckExact(kept):
-        Py_XDECREF(kept)
-        return False
-    kernarg_object_lock(&cs, kept)
-    while only and PyDict_Next(<object>kept, &pos, &key, &item):
-        t = Py_TYPE(<object>item)
-        if PyType_IsSubtype(t, _c_void_p_type) or PyType_IsSubtype(t, _pointer_base_type):
-            start = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
-            only = not (start <= address < start + sizeof(void*))
-        else:
-            only = False        # anything else, a nested dict too: the slow path walks it
-    kernarg_object_unlock(&cs)
+    # A flat dict only (no room for nested ones): the slow path walks the rest.
+    only = kept != NULL and PyDict_CheckExact(kept) and _scan_kept(kept, &address, 1, NULL, NULL)
     Py_XDECREF(kept)
     if only:
         memcpy(dst, &address, 8)
@@ -2525,9 +2523,11 @@ cdef int _address_from(object fn, object obj, Py_ssize_t index, str what, str so
                        PtrResult* r) except -1:
     """The address ``fn(obj)`` gives, for code that is not kernarg's and may raise (a
     registered function; PyCUDA's int(), which for a PointerHolderBase subclass runs the
-    user's get_pointer()): its exceptions name the argument and ``what`` raised."""
+    user's get_pointer()): its exceptions name the argument and ``what`` raised. ``fn`` is
+    called as given, no reference of its own taken (a Cython call takes one, which threads
+    calling one registered function make each other wait on)."""
     try:
-        address = fn(obj)
+        address = PyObject_CallOneArg(fn, obj)
     except Exception as exc:
         _reraise(exc, f"{_describe(index, obj)}: {what} raised {exc_quoted(exc)}")
     return _set_address(address, index, obj, source, r)
