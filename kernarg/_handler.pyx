@@ -41,7 +41,7 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
-    copy_pointer_keeping_pointers,
+    copy_ctypes_keeping_pointers,
     ctypes_kept_offset,
     ctypes_target_refusal,
     confirm_device,
@@ -899,9 +899,10 @@ cdef bint _place_ctypes(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot
                         uint16_t* size_slot, PyObject* item, const TypeInfo* info) noexcept:
     """pack_items' fast path for a ctypes value: copied under the object's own lock
     (_cutils.h); a pointer, or a struct, union or array holding one, only where it keeps no
-    object alive (kernarg_ctypes_copy_bare: an address given as an int), so that no target of
-    it is host memory kernarg refuses. False where it keeps one (the slow path checks its
-    targets) or the area is full. ``info``'s fields are read first: waiting for that lock lets
+    object alive (kernarg_ctypes_copy_bare: an address given as an int) or only other pointers
+    (copy_ctypes_keeping_pointers: ctypes.cast's), so that no target of it is host memory
+    kernarg refuses. False where it keeps anything else (the slow path checks its targets) or
+    the area is full. ``info``'s fields are read first: waiting for that lock lets
     other threads into kernarg's section, where this pack has entered it."""
     cdef Py_ssize_t size = info.size, offset = info.offset, start = cur[0], kept
     cdef char num_kind = info.num_kind
@@ -912,7 +913,7 @@ cdef bint _place_ctypes(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot
         kept = ctypes_kept_offset()
         if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, offset, kept, size):
             return True
-        if num_kind == CTYPES_POINTER and size == 8 and copy_pointer_keeping_pointers(dst, item):
+        if copy_ctypes_keeping_pointers(dst, item, size):
             return True             # one that keeps only pointers (ctypes.cast's)
         cur[0] = start              # placed by the slow path, which checks the targets
         return False

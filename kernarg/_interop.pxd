@@ -148,9 +148,10 @@ cdef str ctypes_target_refusal(object value)
 cdef uint64_t ctypes_pointer_value(object value) except? 0
 # isinstance(value, CTYPES_POINTER_TYPES), by the type's bases (no __instancecheck__ asked)
 cdef bint is_ctypes_pointer(object value) noexcept
-# A ctypes pointer that keeps only other pointers alive (ctypes.cast's): its address copied to
-# dst and True, in C with no section; False (dst untouched) for the slow path's check
-cdef bint copy_pointer_keeping_pointers(char* dst, PyObject* value) noexcept
+# A ctypes pointer, or a struct, union or array holding pointers, of size bytes, that keeps
+# only other pointers alive (ctypes.cast's): its bytes copied to dst and True, in C with no
+# section; False (dst's bytes then unspecified) for the slow path's check
+cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept
 # Where a ctypes instance keeps the objects its value needs alive (CDataObject's b_objects, what
 # `_objects` reads), for _cutils.h's kernarg_ctypes_copy_bare; -1 where a probe did not confirm it
 cdef Py_ssize_t ctypes_kept_offset() noexcept

@@ -782,94 +782,139 @@ cdef bint is_ctypes_pointer(object value) noexcept:
 
 
 cdef enum:
-    _MAX_KEPT_DICTS = 16            # _keeps_only_other_pointers walks no more of them
-    _MAX_HELD_POINTERS = 64         # nor does _held_pointer_refusal read more addresses so
+    _MAX_KEPT_DICTS = 16            # _kept_pointer_storage walks no more of them,
+    _MAX_KEPT_POINTERS = 64         # nor collects more kept pointers' storage,
+    _MAX_HELD_POINTERS = 64         # nor does _held_pointer_refusal read more addresses so,
+    _MAX_SCANNED_BYTES = 1024       # nor copy_ctypes_keeping_pointers scan more of a value
 
 
-cdef bint _scan_kept(PyObject* d, const uint64_t* addresses, Py_ssize_t n, PyObject** nested,
-                     Py_ssize_t* count) noexcept:
-    """Whether each item of the kept dict ``d`` is a ``c_void_p`` or ``POINTER(T)`` whose own
-    8 bytes none of the ``n`` ``addresses`` are in (a kept pointer's storage may be a target:
-    ``pointer(c_void_p(...))``), or a dict, appended to ``nested`` (a reference taken) while
-    ``count`` is under _MAX_KEPT_DICTS (``nested`` NULL: no room). Read in C under the dict's
-    own lock: no Python code runs, and no exception can be raised."""
-    cdef Py_ssize_t pos = 0, k
+cdef bint _scan_kept(PyObject* d, uint64_t* starts, Py_ssize_t* nstarts,
+                     PyObject** nested, Py_ssize_t* count) noexcept:
+    """Whether each item of the kept dict ``d`` is a ``c_void_p`` or ``POINTER(T)``, the
+    address of whose own 8 bytes is appended to ``starts`` (while ``nstarts`` is under
+    _MAX_KEPT_POINTERS), or a dict, appended to ``nested`` (a reference taken; while ``count``
+    is under _MAX_KEPT_DICTS). Read in C under the dict's own lock: no Python code runs, and
+    no exception can be raised."""
+    cdef Py_ssize_t pos = 0
     cdef PyObject* key
     cdef PyObject* item
     cdef PyTypeObject* t
-    cdef uintptr_t start
     cdef bint only = True
     cdef kernarg_section cs
     kernarg_object_lock(&cs, d)
     while only and PyDict_Next(<object>d, &pos, &key, &item):
         t = Py_TYPE(<object>item)
         if PyDict_CheckExact(item):
-            only = nested != NULL and count[0] < _MAX_KEPT_DICTS
+            only = count[0] < _MAX_KEPT_DICTS
             if only:
                 Py_XINCREF(item)
                 nested[count[0]] = item
                 count[0] += 1
         elif PyType_IsSubtype(t, _c_void_p_type) or PyType_IsSubtype(t, _pointer_base_type):
-            start = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
-            for k in range(n):
-                if start <= addresses[k] < start + sizeof(void*):
-                    only = False
+            only = nstarts[0] < _MAX_KEPT_POINTERS
+            if only:
+                starts[nstarts[0]] = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
+                nstarts[0] += 1
         else:
             only = False
     kernarg_object_unlock(&cs)
     return only
 
 
-cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
-                                     Py_ssize_t n) noexcept:
-    """Whether every object a ctypes value keeps alive (``kept``, its ``_objects``: a dict,
-    with a dict of its own for each field or element that keeps any) is a ``c_void_p`` or
-    ``POINTER(T)`` whose own 8 bytes none of the value's ``n`` pointers (``addresses``) point
-    into (_scan_kept): what ctypes.cast keeps (the pointer cast from, and each pointer cast
-    from it, in one dict they share), so that no host memory those pointers could point at is
-    kept. False where anything else is kept, or the dicts cannot be read so (the layout
-    fallbacks, or more than _MAX_KEPT_DICTS of them): _kept_host_memory's walk decides, which
+cdef bint _kept_pointer_storage(PyObject* kept, uint64_t* starts, Py_ssize_t* n) noexcept:
+    """Whether every object a ctypes value keeps alive (``kept``, its ``_objects``, which the
+    caller keeps alive: a dict, with a dict of its own for each field or element that keeps
+    any) is a ``c_void_p`` or ``POINTER(T)``: what ctypes.cast keeps (the pointer cast from,
+    and each pointer cast from it, in one dict they share). Their storage (8 bytes each) is
+    put at ``starts[:n]``, for the caller to check that none of the value's pointers points
+    into one (``pointer(c_void_p(...))`` does). False where anything else is kept, or the
+    dicts cannot be read so (the layout fallbacks, more than _MAX_KEPT_DICTS dicts or
+    _MAX_KEPT_POINTERS pointers): the slow path's walk (_kept_host_memory) decides, which
     costs ~1 µs (3.11)."""
     cdef PyObject* todo[_MAX_KEPT_DICTS]
     cdef Py_ssize_t k, done = 0, count = 1
     cdef bint only = True
-    if _ctypes_bptr_offset < 0 or not PyDict_CheckExact(<PyObject*>kept):
+    n[0] = 0
+    if _ctypes_bptr_offset < 0 or kept == NULL or not PyDict_CheckExact(kept):
         return False
-    todo[0] = <PyObject*>kept
-    Py_XINCREF(todo[0])
+    todo[0] = kept                          # the caller's reference; the nested ones', taken
     while only and done < count:
-        only = _scan_kept(todo[done], addresses, n, todo, &count)
+        only = _scan_kept(todo[done], starts, n, todo, &count)
         done += 1
-    for k in range(count):
+    for k in range(1, count):
         Py_XDECREF(todo[k])
     return only
 
 
-cdef bint copy_pointer_keeping_pointers(char* dst, PyObject* value) noexcept:
-    """The packers' fast path for a ctypes pointer (``value``, 8 bytes) that keeps objects
-    alive, all of them other pointers in one flat dict (what ctypes.cast keeps: a c_void_p
-    once cast, a POINTER(T) cast from one): its address copied to ``dst`` and True, where
-    _keeps_only_other_pointers would say so, in C with no exception possible and no
-    section (the address and the kept dict read under the object's lock, the dict's items
-    under the dict's). False, ``dst`` untouched, for anything else: the slow path checks
-    its target (its Python reads of ``_objects`` and its call cost ~80 ns more, 3.11)."""
+cdef inline bint _in_storage(uint64_t address, const uint64_t* starts, Py_ssize_t n) noexcept:
+    """Whether ``address`` is in one of the 8-byte pieces of storage at ``starts[:n]``."""
+    cdef Py_ssize_t k
+    for k in range(n):
+        if starts[k] <= address < starts[k] + sizeof(void*):
+            return True
+    return False
+
+
+cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
+                                     Py_ssize_t n) noexcept:
+    """Whether a ctypes value whose pointers hold ``addresses[:n]`` keeps alive (``kept``)
+    only other pointers, none of whose own storage those addresses are in
+    (_kept_pointer_storage): no host memory its pointers could point at is kept."""
+    cdef uint64_t starts[_MAX_KEPT_POINTERS]
+    cdef Py_ssize_t k, m
+    if not _kept_pointer_storage(<PyObject*>kept, starts, &m):
+        return False
+    for k in range(n):
+        if _in_storage(addresses[k], starts, m):
+            return False
+    return True
+
+
+cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept:
+    """The packers' fast path for a ctypes pointer, or a struct, union or array holding
+    pointers, (``value``, ``size`` bytes) that keeps objects alive, all of them other pointers
+    (what ctypes.cast keeps: a c_void_p once cast, a POINTER(T) cast from one, a struct a
+    field of which was set to one): its bytes copied to ``dst`` and True, in C with no
+    exception possible and no section (the bytes and the kept dict read under the object's
+    lock, the dicts' items under their own). For a pointer, where its address is in none of
+    the kept pointers' storage; for a struct, union or array, where no 8 bytes of it, at any
+    offset, are such an address (a test of more than its pointer fields, which needs no
+    list of them: a false alarm only sends it to the slow path). False, ``dst``'s bytes then
+    unspecified, for anything else, or more than _MAX_SCANNED_BYTES: the slow path checks the
+    targets (the pointer fields' list, a weak dict's lookup, and Python reads of ``_objects``
+    cost ~300 ns more for a struct, 3.11)."""
     cdef PyObject* kept
-    cdef uint64_t address
+    cdef uint64_t starts[_MAX_KEPT_POINTERS]
+    cdef uint64_t low = UINT64_MAX, high = 0
+    cdef uint64_t word
+    cdef Py_ssize_t k, m
     cdef bint only
     cdef kernarg_section cs
-    if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0:
+    if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0 or not 8 <= size <= _MAX_SCANNED_BYTES:
         return False
     kernarg_object_lock(&cs, value)
-    memcpy(&address, (<char**>(<char*>value + _ctypes_bptr_offset))[0], 8)
+    if size == 8:                           # (a move, where a runtime size calls libc)
+        memcpy(dst, (<char**>(<char*>value + _ctypes_bptr_offset))[0], 8)
+    else:
+        memcpy(dst, (<char**>(<char*>value + _ctypes_bptr_offset))[0], size)
     kept = (<PyObject**>(<char*>value + _ctypes_kept_offset))[0]
     Py_XINCREF(kept)
     kernarg_object_unlock(&cs)
-    # A flat dict only (no room for nested ones): the slow path walks the rest.
-    only = kept != NULL and PyDict_CheckExact(kept) and _scan_kept(kept, &address, 1, NULL, NULL)
+    only = _kept_pointer_storage(kept, starts, &m)
     Py_XDECREF(kept)
-    if only:
-        memcpy(dst, &address, 8)
-    return only
+    if not only:
+        return False
+    if size == 8:                           # a pointer
+        memcpy(&word, dst, 8)
+        return not _in_storage(word, starts, m)
+    for k in range(m):
+        low = min(low, starts[k])
+        high = max(high, starts[k] + sizeof(void*))
+    for k in range(size - 7):
+        memcpy(&word, dst + k, 8)
+        if low <= word < high and _in_storage(word, starts, m):
+            return False
+    return True
 
 
 def ctypes_target_problem(value):

@@ -58,7 +58,7 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
-    copy_pointer_keeping_pointers,
+    copy_ctypes_keeping_pointers,
     ctypes_kept_offset,
     ctypes_pointer_value,
     ctypes_target_refusal,
@@ -2995,14 +2995,15 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     # one that keeps anything else has its target checked (_put_pointer).
                     kept = ctypes_kept_offset()
                     if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept, 8) \
-                            or copy_pointer_keeping_pointers(dst, item):
+                            or copy_ctypes_keeping_pointers(dst, item, 8):
                         i += 1
                         continue
         elif tp == p.ctypes_type:
             # An instance of the struct's own ctypes type: its bytes, copied under the object's
             # lock (with no section, where the type is in the cache); one with pointer fields
-            # where it keeps no object alive (its pointers given as ints), else its targets
-            # are checked (_put_struct).
+            # where it keeps no object alive (its pointers given as ints) or only other
+            # pointers (fields set to ctypes.cast's), else its targets are checked
+            # (_put_struct).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_CTYPES and info.size == p.size:
                 if info.num_kind == 0:
@@ -3012,7 +3013,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 if info.num_kind == CTYPES_HOLDS_POINTERS:
                     kept = ctypes_kept_offset()
                     if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept,
-                                                              p.size):
+                                                              p.size) \
+                            or copy_ctypes_keeping_pointers(dst, item, p.size):
                         i += 1
                         continue
         elif tp == _NPVOID and p.np_dtype != NULL:

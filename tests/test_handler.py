@@ -1059,12 +1059,19 @@ def test_ctypes_pointers_that_keep_nothing_alive_are_copied_without_the_check():
         assert bytes(sig.pack((1, p, pair, p))) == typed
         assert set(reads) == {pointer_t.__name__, pair_t.__name__, array_t.__name__}
     # One that keeps only another pointer (what ctypes.cast keeps) is copied as well
-    # (copy_pointer_keeping_pointers), its kept dict read in C; one that keeps anything else
-    # has its target checked, and is refused where it is host memory.
+    # (copy_ctypes_keeping_pointers), its kept dict read in C, and so is a struct or array
+    # holding one; one that keeps anything else has its target checked, and is refused where
+    # it is host memory.
     reads.clear()
     vouched = ctypes.cast(ctypes.c_void_p(_SOME_ADDRESS), pointer_t)    # keeps the c_void_p
     assert bytes(kernarg.pack((vouched,))) == struct.pack("<Q", _SOME_ADDRESS)
     assert bytes(sig.pack((1, vouched, pair, p)))[8:16] == struct.pack("<Q", _SOME_ADDRESS)
+    held, helds = pair_t(vouched, 7), array_t(None, vouched)
+    assert held._objects and helds._objects     # (two reads, by this test)
+    reads.clear()
+    assert bytes(kernarg.pack((held, helds))) == struct.pack("<Qi4xQQ", _SOME_ADDRESS, 7, 0,
+                                                             _SOME_ADDRESS)
+    assert bytes(sig.pack((1, p, held, p)))[16:32] == struct.pack("<Qi4x", _SOME_ADDRESS, 7)
     assert reads == []
     viewed = ctypes.cast((ctypes.c_float * 4).from_address(_SOME_ADDRESS), pointer_t)
     assert bytes(kernarg.pack((viewed,))) == struct.pack("<Q", _SOME_ADDRESS)
@@ -1129,6 +1136,32 @@ def test_ctypes_pointers_cast_from_other_pointers_are_taken_and_left_unchanged()
             kernarg.pack((1, value))
         with pytest.raises(TypeError, match=r"parameter 1: .*points at the ctypes c_void_p"):
             sig.pack((1, value, cast, again, pair, None))
+    # A field pointing into a kept pointer's own storage (the struct keeps the pointer through
+    # the cast): refused. Eight bytes of a struct that are not a pointer but hold such an
+    # address (in C, every 8 bytes at every offset are compared): taken, as they were.
+    class Tagged(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("tag", ctypes.c_char), ("p", ctypes.c_void_p), ("n", ctypes.c_uint64)]
+
+    inside = Tagged(b"t", ctypes.cast(inward, ctypes.c_void_p), 0)
+    with pytest.raises(TypeError, match=r"argument 1 .*field p is a ctypes pointer to the "
+                                        r"ctypes c_void_p"):
+        kernarg.pack((1, inside))
+    with pytest.raises(TypeError, match=r"parameter 1: field p is a ctypes pointer to the "
+                                        r"ctypes c_void_p"):
+        kernarg.Signature(["int", Tagged]).pack((1, inside))
+    beside = Tagged(b"t", ctypes.cast(source, ctypes.c_void_p), ctypes.addressof(source))
+    expected = b"t" + struct.pack("<QQ", _SOME_ADDRESS, ctypes.addressof(source))
+    assert bytes(kernarg.pack((beside,))) == expected
+    assert bytes(kernarg.Signature([Tagged]).pack((beside,))) == expected
+    # More pointers than the C check reads at once (1024 bytes): the slow path's check.
+    many = (ctypes.c_void_p * 200)()
+    many[199] = again
+    assert bytes(kernarg.pack((many,)))[-8:] == struct.pack("<Q", _SOME_ADDRESS)
+    many[0] = ctypes.cast(inward, ctypes.c_void_p)
+    with pytest.raises(TypeError, match=r"argument 0 .*element \[0\] is a ctypes pointer to "
+                                        r"the ctypes c_void_p"):
+        kernarg.pack((many,))
     # Host memory kept besides the pointers, pointed at by a field.
     host = (ctypes.c_float * 4)()
     mixed = Pair(source, ctypes.cast(host, floats))
