@@ -403,8 +403,8 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
     object alive, so no target of theirs needs checking: kernarg.pack and Signature.pack copy
     them under the object's lock with no section, while another thread holds it, and get the
     bytes they got before. So do they a POINTER(T) cast from a c_void_p, which keeps only
-    that pointer. One that keeps anything else has its target checked, in the section, and
-    refused where it is host memory."""
+    that pointer, and a struct holding a c_void_p so cast. One that keeps anything else has
+    its target checked, in the section, and refused where it is host memory."""
     import ctypes
     import struct
 
@@ -447,6 +447,20 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
         cast_typed = [struct.pack("<i4xQ", k, 0x7000_0000 + 16 * k) for k in range(100)]
         _packs_repeat_while_the_section_is_held(cast_args, cast_expected, sig2, cast_args,
                                                 cast_typed)
+    # A struct holding such a pointer (it keeps the dict the two pointers share).
+    if makers[2] in chosen:         # Pair's cache slot is its own
+        sig3 = kernarg.Signature(["int", Pair])
+        held = [Pair(ctypes.cast(ctypes.c_void_p(0x7000_0000 + 16 * k), ctypes.c_void_p), k)
+                for k in range(100)]
+        assert all(v._objects for v in held)
+
+        def held_args(i):
+            return i % 100, held[i % 100]
+
+        held_expected = [struct.pack("<qQi4x", k, 0x7000_0000 + 16 * k, k) for k in range(100)]
+        held_typed = [struct.pack("<i4xQi4x", k, 0x7000_0000 + 16 * k, k) for k in range(100)]
+        _packs_repeat_while_the_section_is_held(held_args, held_expected, sig3, held_args,
+                                                held_typed)
     # One that keeps an object alive: its target checked in the section, and refused.
     host = (ctypes.c_float * 4)()
     with pytest.raises(TypeError, match=r"argument 1 .*points at the ctypes c_float_Array_4"):

@@ -63,6 +63,13 @@ class _Pair(ctypes.Structure):
 
 
 _SIGS = kernarg.Signature(["float*", _Pair, "int"])
+
+
+class _Held(ctypes.Structure):      # a device pointer and its length, as ctypes code has them
+    _fields_ = [("p", ctypes.c_void_p), ("n", ctypes.c_int)]
+
+
+_SIGH = kernarg.Signature(["float*", _Held, "int"])
 _PAIR = np.dtype([("a", np.int8), ("b", np.float64)], align=True)
 _SIGV = kernarg.Signature(["float*", _PAIR, "int"])
 
@@ -200,6 +207,10 @@ CASES = {
         ctypes.cast(ctypes.c_void_p(1 << 32), ctypes.POINTER(ctypes.c_float)), 3)),
     "Signature.pack 3 (POINTER(c_float) cast from a c_void_p, float, int)": (_SIGC, lambda: (
         ctypes.cast(ctypes.c_void_p(1 << 32), ctypes.POINTER(ctypes.c_float)), 0.5, 3)),
+    "pack 3 (int, ctypes struct holding a cast c_void_p, int)": (kernarg.pack, lambda: (
+        1 << 32, _Held(ctypes.cast(ctypes.c_void_p(1 << 32), ctypes.c_void_p), 8), 3)),
+    "Signature.pack 3 (int, ctypes struct holding a cast c_void_p, int)": (_SIGH, lambda: (
+        1 << 32, _Held(ctypes.cast(ctypes.c_void_p(1 << 32), ctypes.c_void_p), 8), 3)),
     "pack 2 (registered type, int)": (kernarg.pack, lambda: (_Handle(1 << 32), 3)),
     "Signature.pack 3 (registered type, float, int)": (_SIGC, lambda: (_Handle(1 << 32), 0.5,
                                                                        3)),
