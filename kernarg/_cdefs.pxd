@@ -31,7 +31,12 @@ cdef extern from "_cutils.h":
     void kernarg_ctypes_copy(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
                              Py_ssize_t n) noexcept
     bint kernarg_ctypes_copy_bare(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
-                                  Py_ssize_t kept_offset, Py_ssize_t n) noexcept
+                                  Py_ssize_t kept_offset, Py_ssize_t base_offset,
+                                  Py_ssize_t n) noexcept
+    # What ctypes keeps alive for obj's pointers: its root's b_objects (obj a view: a field
+    # or element read from another ctypes object), a new reference or NULL
+    PyObject* kernarg_ctypes_root_kept(PyObject* obj, Py_ssize_t kept_offset,
+                                       Py_ssize_t base_offset) noexcept
     Py_ssize_t kernarg_member_offset(PyObject* descr) noexcept
     # d[key] as a new reference in out: 1 found, 0 absent, -1 raised (PyDict_GetItemRef).
     int kernarg_dict_get_ref(PyObject* d, PyObject* key, PyObject** out) except -1

@@ -200,23 +200,60 @@ static inline void kernarg_ctypes_copy(char *dst, PyObject *obj, Py_ssize_t bptr
     kernarg_object_unlock(&cs);
 }
 
+/* The ctypes object at the root of obj's bases (CDataObject's b_base, at base_offset), obj
+   itself where it has none. A field or element read from a struct, union or array (a view:
+   s.inner, s.x of a POINTER field, a[1]) shares its root's memory, and ctypes keeps what a
+   pointer set through it needs alive in the root's b_objects, never the view's. A view's
+   b_base is set when it is made and never changes, and keeps its base alive: no lock, and
+   the chain ends (each base was made before the view on it). */
+static inline PyObject *kernarg_ctypes_root(PyObject *obj, Py_ssize_t base_offset) {
+    PyObject *base;
+    while ((base = *(PyObject **)((char *)obj + base_offset)) != NULL)
+        obj = base;
+    return obj;
+}
+
+/* What ctypes keeps alive for the pointers in obj (a new reference, or NULL): the b_objects
+   (at kept_offset, what `_objects` reads) of obj's root (kernarg_ctypes_root), read under
+   the root's lock. */
+static inline PyObject *kernarg_ctypes_root_kept(PyObject *obj, Py_ssize_t kept_offset,
+                                                 Py_ssize_t base_offset) {
+    kernarg_section cs;
+    PyObject *root = kernarg_ctypes_root(obj, base_offset), *kept;
+    kernarg_object_lock(&cs, root);
+    kept = *(PyObject **)((char *)root + kept_offset);
+    Py_XINCREF(kept);
+    kernarg_object_unlock(&cs);
+    return kept;
+}
+
 /* kernarg_ctypes_copy for a ctypes pointer, or a struct, union or array with pointers in it,
    whose targets kernarg checks where the value keeps objects alive: its b_objects (at
    kept_offset, what `_objects` reads), which ctypes leaves empty for an address given as an
-   int. Where it keeps none (NULL or None), 1 and the n bytes copied; else 0 and nothing
-   copied, for the caller's check. Both read under the object's lock, so that a value another
-   thread sets at once (a c_char_p's .value = b"...") is seen with what it keeps. */
+   int. Where it keeps none (NULL or None), 1 and the n bytes copied; else 0, dst's bytes
+   unspecified, for the caller's check. Both read under the object's lock, so that a value
+   another thread sets at once (a c_char_p's .value = b"...") is seen with what it keeps. A
+   view (b_base, at base_offset, set) keeps nothing itself: what its root keeps decides, read
+   under the root's lock after the copy (a view is written under the lock of whichever view
+   object the writer made, so no one lock orders a write to it against this copy anyway). */
 static inline int kernarg_ctypes_copy_bare(char *dst, PyObject *obj, Py_ssize_t bptr_offset,
-                                           Py_ssize_t kept_offset, Py_ssize_t n) {
+                                           Py_ssize_t kept_offset, Py_ssize_t base_offset,
+                                           Py_ssize_t n) {
     kernarg_section cs;
     PyObject *kept;
-    int bare;
+    int bare, view;
     kernarg_object_lock(&cs, obj);
     kept = *(PyObject **)((char *)obj + kept_offset);
     bare = kept == NULL || kept == Py_None;
+    view = *(PyObject **)((char *)obj + base_offset) != NULL;
     if (bare)
         memcpy(dst, *(char **)((char *)obj + bptr_offset), (size_t)n);
     kernarg_object_unlock(&cs);
+    if (bare && view) {
+        kept = kernarg_ctypes_root_kept(obj, kept_offset, base_offset);
+        bare = kept == NULL || kept == Py_None;
+        Py_XDECREF(kept);
+    }
     return bare;
 }
 

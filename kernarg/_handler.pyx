@@ -42,6 +42,7 @@ from kernarg._interop cimport (
     _type_name,
     buffer_device,
     copy_ctypes_keeping_pointers,
+    ctypes_base_offset,
     ctypes_kept_offset,
     ctypes_target_refusal,
     confirm_device,
@@ -911,7 +912,8 @@ cdef bint _place_ctypes(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot
         return False
     if num_kind == CTYPES_POINTER or num_kind == CTYPES_HOLDS_POINTERS:
         kept = ctypes_kept_offset()
-        if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, offset, kept, size):
+        if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, offset, kept, ctypes_base_offset(),
+                                                  size):
             return True
         if copy_ctypes_keeping_pointers(dst, item, size):
             return True             # one that keeps only pointers (ctypes.cast's)

@@ -155,6 +155,9 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
 # Where a ctypes instance keeps the objects its value needs alive (CDataObject's b_objects, what
 # `_objects` reads), for _cutils.h's kernarg_ctypes_copy_bare; -1 where a probe did not confirm it
 cdef Py_ssize_t ctypes_kept_offset() noexcept
+# ... and where a view keeps the object it is a view of (b_base, what `_b_base_` reads),
+# confirmed with it
+cdef Py_ssize_t ctypes_base_offset() noexcept
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

@@ -36,7 +36,8 @@ from libc.string cimport memcpy, memset, strcmp
 
 from kernarg._cdefs cimport (
     PyVarObject, exc_quoted, exc_text, is_numpy_bool, kernarg_ctypes_copy, kernarg_dict_get_ref,
-    kernarg_member_offset, kernarg_small_int, mro_find, mro_has, shown_value,
+    kernarg_ctypes_root_kept, kernarg_member_offset, kernarg_small_int, mro_find, mro_has,
+    shown_value,
 )
 from kernarg._stream cimport (
     LazySection, dlpack_stream, enter_lazily, guard_module, kernarg_object_lock,
@@ -720,30 +721,43 @@ _CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes i
 # int (c_void_p(ptr), a struct's pointer field set to one), so such a value has no target in
 # host memory to refuse (ctypes_target_problem), and the packers copy it, with what it keeps,
 # under the object's lock (kernarg_ctypes_copy_bare): a value that keeps objects is checked as
-# before. The descriptor's offset, confirmed on a pointer that keeps its string and one that
-# keeps nothing; -1 where it is not (or under _use_layout_fallbacks).
+# before. A view (a field or element read from another ctypes object, which shares its memory:
+# its b_base, what `_b_base_` reads, is set) keeps nothing itself; what its root keeps decides
+# (_cutils.h's kernarg_ctypes_root). The descriptors' offsets, confirmed on a pointer that
+# keeps its string, one that keeps nothing, and a view; -1 where they are not (or under
+# _use_layout_fallbacks).
 cdef Py_ssize_t _ctypes_kept_offset = -1
+cdef Py_ssize_t _ctypes_base_offset = -1
 
 
 cdef int _check_ctypes_kept_layout() except -1:
-    global _ctypes_kept_offset
-    _ctypes_kept_offset = -1
+    global _ctypes_kept_offset, _ctypes_base_offset
+    _ctypes_kept_offset = _ctypes_base_offset = -1
     if _probes_fail or _ctypes_bptr_offset < 0:
         return 0
-    descriptor = vars(_CTYPES_DATA).get("_objects")
-    cdef Py_ssize_t offset = kernarg_member_offset(<PyObject*>descriptor)
+    kept_descriptor = vars(_CTYPES_DATA).get("_objects")
+    base_descriptor = vars(_CTYPES_DATA).get("_b_base_")
+    cdef Py_ssize_t offset = kernarg_member_offset(<PyObject*>kept_descriptor)
+    cdef Py_ssize_t base = kernarg_member_offset(<PyObject*>base_descriptor)
     text = b"kernarg"
     keeps = ctypes.c_char_p(text)
     bare = ctypes.c_void_p(0x5EED)
-    for probe in (keeps, bare):
-        if not _HEAD <= offset <= ((<PyTypeObject*>Py_TYPE(probe)).tp_basicsize
+    whole = (ctypes.c_int * 1 * 1)()
+    view = whole[0]                     # a view of whole's memory
+    for probe in (keeps, bare, whole, view):
+        for at in (offset, base):
+            if not _HEAD <= at <= ((<PyTypeObject*>Py_TYPE(probe)).tp_basicsize
                                    - <Py_ssize_t>sizeof(PyObject*)):
-            return 0
+                return 0
     cdef PyObject* kept = (<PyObject**>(<char*><PyObject*>keeps + offset))[0]
     cdef PyObject* none = (<PyObject**>(<char*><PyObject*>bare + offset))[0]
-    if keeps._objects is text and kept == <PyObject*>text and bare._objects is None and \
-            (none == NULL or none == <PyObject*>None):
-        _ctypes_kept_offset = offset
+    if not (keeps._objects is text and kept == <PyObject*>text and bare._objects is None and
+            (none == NULL or none == <PyObject*>None)):
+        return 0
+    if (<PyObject**>(<char*><PyObject*>view + base))[0] == <PyObject*>whole and \
+            view._b_base_ is whole and whole._b_base_ is None and \
+            (<PyObject**>(<char*><PyObject*>whole + base))[0] == NULL:
+        _ctypes_kept_offset, _ctypes_base_offset = offset, base
     return 0
 
 
@@ -752,6 +766,10 @@ _check_ctypes_kept_layout()
 
 cdef Py_ssize_t ctypes_kept_offset() noexcept:
     return _ctypes_kept_offset
+
+
+cdef Py_ssize_t ctypes_base_offset() noexcept:
+    return _ctypes_base_offset
 
 
 cdef uint64_t ctypes_pointer_value(object value) except? 0:
@@ -888,7 +906,7 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
     cdef uint64_t low = UINT64_MAX, high = 0
     cdef uint64_t word
     cdef Py_ssize_t k, m
-    cdef bint only
+    cdef bint only, view
     cdef kernarg_section cs
     if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0 or not 8 <= size <= _MAX_SCANNED_BYTES:
         return False
@@ -899,7 +917,11 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
         memcpy(dst, (<char**>(<char*>value + _ctypes_bptr_offset))[0], size)
     kept = (<PyObject**>(<char*>value + _ctypes_kept_offset))[0]
     Py_XINCREF(kept)
+    view = (<PyObject**>(<char*>value + _ctypes_base_offset))[0] != NULL
     kernarg_object_unlock(&cs)
+    if view and (kept == NULL or kept == <PyObject*>None):
+        Py_XDECREF(kept)                    # a view: what its root keeps (as the slow path)
+        kept = kernarg_ctypes_root_kept(value, _ctypes_kept_offset, _ctypes_base_offset)
     only = _kept_pointer_storage(kept, starts, &m)
     Py_XDECREF(kept)
     if not only:
@@ -917,23 +939,37 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
     return True
 
 
-def ctypes_target_problem(value):
-    """What host memory a ctypes pointer (``c_void_p``, ``c_char_p``, ``c_wchar_p``,
-    ``POINTER(T)``) points at, or None. ctypes keeps alive (in ``_objects``) what a pointer
-    was made from: ``ctypes.pointer(x)`` and ``cast(array, ...)`` point into the ctypes object
-    they keep, ``c_char_p(b"...")`` and ``c_wchar_p("...")`` at the string's characters, all
-    host memory of this process. A pointer made from an int, cast from another pointer, or
-    into a ctypes view of memory ctypes did not allocate (``from_address``, ``from_buffer``)
-    is taken as the caller's address, as an int is."""
+cdef object _kept_for(object value):
+    """What ctypes keeps alive for the pointers in ``value``: its ``_objects``, or, for a
+    view (a field or element read from a struct, union or array: ``s.inner``, ``s.x`` of a
+    ``POINTER`` field, ``a[1]``), which keeps nothing itself, its root's (the object at the
+    end of its ``_b_base_``s), where ctypes keeps what a pointer set through the view needs.
+    A view's base never changes, and was made before it: the walk ends."""
     kept = value._objects
-    if kept is None:
-        return None
+    if kept is not None:
+        return kept
+    base = value._b_base_
+    while base is not None:
+        value = base
+        base = value._b_base_
+    return value._objects
+
+
+cdef object _target_problem(object value, object kept):
+    """What host memory a ctypes pointer (``c_void_p``, ``c_char_p``, ``c_wchar_p``,
+    ``POINTER(T)``) points at, or None, ``kept`` what ctypes keeps alive for it (_kept_for).
+    ctypes keeps alive (in ``_objects``) what a pointer was made from: ``ctypes.pointer(x)``
+    and ``cast(array, ...)`` point into the ctypes object they keep, ``c_char_p(b"...")`` and
+    ``c_wchar_p("...")`` at the string's characters, all host memory of this process. A
+    pointer made from an int, cast from another pointer, or into a ctypes view of memory
+    ctypes did not allocate (``from_address``, ``from_buffer``) is taken as the caller's
+    address, as an int is."""
     if isinstance(kept, (bytes, str)) or PyCapsule_CheckExact(kept):
         return "a Python string's characters"
     cdef uint64_t address = ctypes_pointer_value(value)
     if not address or _keeps_only_other_pointers(kept, &address, 1):
         return None
-    for start, size, what in _kept_host_memory(kept, 64):
+    for start, size, what in _kept_host_memory(kept, 4096):
         if start <= address < start + size:
             return what
     return None
@@ -980,12 +1016,14 @@ cdef str ctypes_target_refusal(object value):
     """The refusal of a ctypes pointer into host memory -- ``value`` itself, or one in a
     field or element of ``value`` (a ctypes struct, union or array) -- after its argument's or
     parameter's name, or None. A value that keeps nothing alive (a pointer made from an int, a
-    struct whose pointers were given as ints: the usual cases) costs one attribute read."""
-    if value._objects is None:
+    struct whose pointers were given as ints: the usual cases) costs two attribute reads (a
+    view, one more for each base up to its root: _kept_for)."""
+    kept = _kept_for(value)
+    if kept is None:
         return None
     if not is_ctypes_pointer(value):
-        return _held_pointer_refusal(value)
-    problem = ctypes_target_problem(value)
+        return _held_pointer_refusal(value, kept)
+    problem = _target_problem(value, kept)
     if problem is None:
         return None
     return f"the ctypes pointer points at {problem}, {_HOST_MEMORY}"
@@ -1029,11 +1067,11 @@ def _pointer_fields(t, Py_ssize_t base, str path):
                                        f"{path}.{name}" if path else name)
 
 
-cdef str _held_pointer_refusal(object value):
+cdef str _held_pointer_refusal(object value, object kept):
     """The refusal of ``value`` (a ctypes struct, union or array) where one of its pointers
-    points into host memory it keeps alive: a ctypes object ctypes allocated (``pointer(x)``,
-    ``cast(array, ...)`` assigned to a field) or a string's characters (a ``c_char_p`` field
-    given bytes)."""
+    points into host memory it keeps alive (``kept``: _kept_for): a ctypes object ctypes
+    allocated (``pointer(x)``, ``cast(array, ...)`` assigned to a field) or a string's
+    characters (a ``c_char_p`` field given bytes)."""
     cdef uint64_t addresses[_MAX_HELD_POINTERS]
     cdef Py_ssize_t offsets[_MAX_HELD_POINTERS]
     cdef Py_ssize_t k, n = 0
@@ -1042,7 +1080,6 @@ cdef str _held_pointer_refusal(object value):
     fields = ctypes_pointer_fields(type(value))
     if not fields:
         return None
-    kept = value._objects
     if _ctypes_bptr_offset >= 0 and len(fields) <= _MAX_HELD_POINTERS:
         for offset, _ in fields:
             offsets[n] = offset

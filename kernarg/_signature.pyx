@@ -59,6 +59,7 @@ from kernarg._interop cimport (
     TypeInfo,
     _reraise,
     copy_ctypes_keeping_pointers,
+    ctypes_base_offset,
     ctypes_kept_offset,
     ctypes_pointer_value,
     ctypes_target_refusal,
@@ -2994,7 +2995,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     # pointers (ctypes.cast's): its value, copied under the object's lock;
                     # one that keeps anything else has its target checked (_put_pointer).
                     kept = ctypes_kept_offset()
-                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept, 8) \
+                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept,
+                                                              ctypes_base_offset(), 8) \
                             or copy_ctypes_keeping_pointers(dst, item, 8):
                         i += 1
                         continue
@@ -3013,7 +3015,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 if info.num_kind == CTYPES_HOLDS_POINTERS:
                     kept = ctypes_kept_offset()
                     if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept,
-                                                              p.size) \
+                                                              ctypes_base_offset(), p.size) \
                             or copy_ctypes_keeping_pointers(dst, item, p.size):
                         i += 1
                         continue

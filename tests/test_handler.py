@@ -1013,16 +1013,18 @@ def test_ctypes_pointers_the_caller_vouches_for_are_taken(fallbacks):
             assert bytes(sig.pack((np.int64(1), pointer)))[8:] == expected[8:], pointer
 
 
-def _counted(base, reads):
+def _counted(base, reads, **namespace):
     """A subclass of ctypes type ``base`` whose ``_objects`` (what a ctypes value keeps alive,
-    read by kernarg's check of a pointer's target) appends to ``reads`` when Python reads it."""
+    read by kernarg's check of a pointer's target) appends to ``reads`` when Python reads it.
+    ``namespace``: more of the class's attributes (a POINTER(T) subclass needs ``_type_``)."""
     kept = ctypes.c_int.__mro__[-2].__dict__["_objects"]       # _CData's member descriptor
 
     def objects(self):
         reads.append(type(self).__name__)
         return kept.__get__(self)
 
-    return type(f"Counted_{base.__name__}", (base,), {"_objects": property(objects)})
+    return type(f"Counted_{base.__name__}", (base,), {"_objects": property(objects),
+                                                       **namespace})
 
 
 def test_ctypes_pointers_that_keep_nothing_alive_are_copied_without_the_check():
@@ -1141,6 +1143,7 @@ def test_ctypes_pointers_cast_from_other_pointers_are_taken_and_left_unchanged()
     # address (in C, every 8 bytes at every offset are compared): taken, as they were.
     class Tagged(ctypes.Structure):
         _pack_ = 1
+        _layout_ = "ms"         # (what _pack_ implies; 3.14 warns where it is not said)
         _fields_ = [("tag", ctypes.c_char), ("p", ctypes.c_void_p), ("n", ctypes.c_uint64)]
 
     inside = Tagged(b"t", ctypes.cast(inward, ctypes.c_void_p), 0)
@@ -1171,6 +1174,70 @@ def test_ctypes_pointers_cast_from_other_pointers_are_taken_and_left_unchanged()
     with pytest.raises(TypeError, match=r"parameter 4: field x is a ctypes pointer to the "
                                         r"ctypes c_float_Array_4"):
         sig.pack((1, source, cast, again, mixed, None))
+
+
+@pytest.mark.parametrize("fallbacks", [False, True], ids=["b_ptr", "buffer protocol"])
+def test_ctypes_views_are_checked_against_what_their_root_keeps(fallbacks):
+    """A field or element read from a ctypes struct, union or array (``outer.inner``,
+    ``outer.inner.p`` of a POINTER field, ``array[1]``) is a view of its memory, and keeps
+    nothing itself (``_objects`` None): ctypes keeps what a pointer set through it needs
+    alive in the object at the root of its ``_b_base_``s. A view whose pointer points into
+    host memory that root keeps is refused as the root would be; the packers took it as an
+    address given as an int. One whose root keeps nothing, or only other pointers, is still
+    copied in C (no ``_objects`` read from Python)."""
+    reads = []
+    inner_t = _counted(type("Inner", (ctypes.Structure,), {"_fields_": [
+        ("p", ctypes.POINTER(ctypes.c_float)), ("n", ctypes.c_int)]}), reads)
+    floats_t = _counted(ctypes.POINTER(ctypes.c_float), reads, _type_=ctypes.c_float)
+
+    class Outer(ctypes.Structure):
+        _fields_ = [("tag", ctypes.c_int), ("inner", inner_t), ("x", floats_t)]
+
+    host = ctypes.c_float(1)
+    outer = Outer()
+    outer.inner.p = ctypes.pointer(host)
+    outer.x = ctypes.cast(ctypes.pointer(host), floats_t)
+    views = (inner_t * 2)()
+    views[1].p = ctypes.pointer(host)
+    sig_inner = kernarg.Signature(["int", inner_t])
+    sig_float = kernarg.Signature(["int", "float*"])
+    message = r"is a ctypes pointer to the ctypes c_float it was made from, host memory"
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        for view in (outer.inner, views[1]):
+            assert view._objects is None and view._b_base_ is not None
+            with pytest.raises(TypeError, match=rf"^argument 1 \(.*\): field p {message}"):
+                kernarg.pack((1, view))
+            with pytest.raises(TypeError, match=rf"^parameter 1: field p {message}"):
+                sig_inner.pack((1, view))
+        for view in (outer.inner.p, outer.x):       # a POINTER field's value: a view too
+            assert view._objects is None and view._b_base_ is not None
+            with pytest.raises(TypeError, match=r"^argument 1 .*: the ctypes pointer points "
+                                                r"at the ctypes c_float it was made from"):
+                kernarg.pack((1, view))
+            with pytest.raises(TypeError, match=r"^parameter 1: the ctypes pointer points at "
+                                                r"the ctypes c_float it was made from"):
+                sig_float.pack((1, view))
+        # A view whose own pointers are not into what its root keeps: taken, as they were.
+        assert bytes(kernarg.pack((1, views[0]))) == struct.pack("<q", 1) + bytes(16)
+        assert bytes(sig_inner.pack((1, views[0]))) == struct.pack("<i4x", 1) + bytes(16)
+    # Views whose root keeps nothing, or only pointers cast from others: copied in C, with no
+    # Python read of what they keep (but under the fallbacks, which read it).
+    bare = Outer()
+    bare.inner.n = 3
+    cast = Outer()
+    cast.inner.p = ctypes.cast(ctypes.c_void_p(_SOME_ADDRESS), ctypes.POINTER(ctypes.c_float))
+    cast.inner.n = 3
+    cast.x = ctypes.cast(ctypes.c_void_p(_SOME_ADDRESS), floats_t)
+    assert bare._objects is None and cast._objects
+    for root, address in ((bare, 0), (cast, _SOME_ADDRESS)):
+        inner, x = root.inner, root.x
+        reads.clear()
+        for _ in range(2):
+            assert bytes(kernarg.pack((1, inner, x))) == struct.pack("<qQi4xQ", 1, address, 3,
+                                                                     address)
+            assert bytes(sig_inner.pack((1, inner))) == struct.pack("<i4xQi4x", 1, address, 3)
+            assert bytes(sig_float.pack((1, x))) == struct.pack("<i4xQ", 1, address)
+        assert reads == [], root
 
 
 class _Holder(ctypes.Structure):
