@@ -800,92 +800,111 @@ cdef bint is_ctypes_pointer(object value) noexcept:
 
 
 cdef enum:
-    _MAX_KEPT_DICTS = 16            # _kept_pointer_storage walks no more of them,
-    _MAX_KEPT_POINTERS = 64         # nor collects more kept pointers' storage,
+    _MAX_KEPT_DICTS = 16            # _scan_kept walks no more of them,
+    _MAX_KEPT_POINTERS = 64         # nor keeps more kept pointers' storage to check at the end,
     _MAX_HELD_POINTERS = 64         # nor does _held_pointer_refusal read more addresses so,
     _MAX_SCANNED_BYTES = 1024       # nor copy_ctypes_keeping_pointers scan more of a value
 
 
-cdef bint _scan_kept(PyObject* d, uint64_t* starts, Py_ssize_t* nstarts,
-                     PyObject** nested, Py_ssize_t* count) noexcept:
-    """Whether each item of the kept dict ``d`` is a ``c_void_p`` or ``POINTER(T)``, the
-    address of whose own 8 bytes is appended to ``starts`` (while ``nstarts`` is under
-    _MAX_KEPT_POINTERS), or a dict, appended to ``nested`` (a reference taken; while ``count``
-    is under _MAX_KEPT_DICTS). Read in C under the dict's own lock: no Python code runs, and
-    no exception can be raised."""
+cdef struct _KeptScan:
+    # A ctypes value's pointers, to check against the storage of the pointers it keeps: the
+    # 8 bytes at each ``step``-th offset of ``data[:size]``
+    const char* data
+    Py_ssize_t size
+    Py_ssize_t step
+    # Storage (8 bytes from each) of the kept pointers met so far, checked at the end
+    # (_scan_hits); one met past the first _MAX_KEPT_POINTERS is checked at once
+    uint64_t starts[_MAX_KEPT_POINTERS]
+    Py_ssize_t nstarts
+    # Kept dicts met (references taken): the first is the caller's, not counted in ``nested``
+    PyObject* todo[_MAX_KEPT_DICTS]
+    Py_ssize_t count
+
+
+cdef bint _scan_hits(const _KeptScan* scan, const uint64_t* starts, Py_ssize_t n) noexcept:
+    """Whether one of ``scan``'s 8-byte words is in a piece of storage at ``starts[:n]``."""
+    cdef uint64_t low = UINT64_MAX, high = 0, word
+    cdef Py_ssize_t k, j
+    if n == 0:
+        return False
+    for k in range(n):
+        low = min(low, starts[k])
+        high = max(high, starts[k] + sizeof(void*))
+    for k in range(0, scan.size - 7, scan.step):
+        memcpy(&word, scan.data + k, 8)
+        if low <= word < high:
+            for j in range(n):
+                if starts[j] <= word < starts[j] + sizeof(void*):
+                    return True
+    return False
+
+
+cdef bint _scan_kept(_KeptScan* scan, PyObject* d) noexcept:
+    """Whether each item of the kept dict ``d`` is a ``c_void_p`` or ``POINTER(T)`` whose
+    own storage (its 8 bytes) is kept in ``scan`` to check, or checked at once where there is
+    no room; or a dict, kept in ``scan`` to walk (a reference taken; False where there is no
+    room). Read in C under the dict's own lock: no Python code runs, and no exception can be
+    raised."""
     cdef Py_ssize_t pos = 0
     cdef PyObject* key
     cdef PyObject* item
     cdef PyTypeObject* t
+    cdef uint64_t start
     cdef bint only = True
     cdef kernarg_section cs
     kernarg_object_lock(&cs, d)
     while only and PyDict_Next(<object>d, &pos, &key, &item):
         t = Py_TYPE(<object>item)
         if PyDict_CheckExact(item):
-            only = count[0] < _MAX_KEPT_DICTS
+            only = scan.count < _MAX_KEPT_DICTS
             if only:
                 Py_XINCREF(item)
-                nested[count[0]] = item
-                count[0] += 1
+                scan.todo[scan.count] = item
+                scan.count += 1
         elif PyType_IsSubtype(t, _c_void_p_type) or PyType_IsSubtype(t, _pointer_base_type):
-            only = nstarts[0] < _MAX_KEPT_POINTERS
-            if only:
-                starts[nstarts[0]] = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
-                nstarts[0] += 1
+            start = <uintptr_t>(<char**>(<char*>item + _ctypes_bptr_offset))[0]
+            if scan.nstarts < _MAX_KEPT_POINTERS:
+                scan.starts[scan.nstarts] = start
+                scan.nstarts += 1
+            else:
+                only = not _scan_hits(scan, &start, 1)
         else:
             only = False
     kernarg_object_unlock(&cs)
     return only
 
 
-cdef bint _kept_pointer_storage(PyObject* kept, uint64_t* starts, Py_ssize_t* n) noexcept:
+cdef bint _keeps_only_pointers_not_hit(PyObject* kept, const char* data, Py_ssize_t size,
+                                       Py_ssize_t step) noexcept:
     """Whether every object a ctypes value keeps alive (``kept``, its ``_objects``, which the
     caller keeps alive: a dict, with a dict of its own for each field or element that keeps
-    any) is a ``c_void_p`` or ``POINTER(T)``: what ctypes.cast keeps (the pointer cast from,
-    and each pointer cast from it, in one dict they share). Their storage (8 bytes each) is
-    put at ``starts[:n]``, for the caller to check that none of the value's pointers points
-    into one (``pointer(c_void_p(...))`` does). False where anything else is kept, or the
-    dicts cannot be read so (the layout fallbacks, more than _MAX_KEPT_DICTS dicts or
-    _MAX_KEPT_POINTERS pointers): the slow path's walk (_kept_host_memory) decides, which
-    costs ~1 µs (3.11)."""
-    cdef PyObject* todo[_MAX_KEPT_DICTS]
-    cdef Py_ssize_t k, done = 0, count = 1
+    any) is a ``c_void_p`` or ``POINTER(T)`` -- what ctypes.cast keeps (the pointer cast
+    from, and each pointer cast from it, in one dict they share) -- and none of the value's
+    pointers (the 8 bytes at each ``step``-th offset of ``data[:size]``) points into one's own
+    storage (``pointer(c_void_p(...))`` does): then no host memory they could point at is
+    kept. False where anything else is kept, or the dicts cannot be read so (the layout
+    fallbacks, more than _MAX_KEPT_DICTS dicts): the slow path's walk (_kept_host_memory)
+    decides, which costs ~1 µs (3.11)."""
+    cdef _KeptScan scan
+    cdef Py_ssize_t k, done = 0
     cdef bint only = True
-    n[0] = 0
     if _ctypes_bptr_offset < 0 or kept == NULL or not PyDict_CheckExact(kept):
         return False
-    todo[0] = kept                          # the caller's reference; the nested ones', taken
-    while only and done < count:
-        only = _scan_kept(todo[done], starts, n, todo, &count)
+    scan.data, scan.size, scan.step, scan.nstarts = data, size, step, 0
+    scan.todo[0] = kept                     # the caller's reference; the nested ones', taken
+    scan.count = 1
+    while only and done < scan.count:
+        only = _scan_kept(&scan, scan.todo[done])
         done += 1
-    for k in range(1, count):
-        Py_XDECREF(todo[k])
-    return only
-
-
-cdef inline bint _in_storage(uint64_t address, const uint64_t* starts, Py_ssize_t n) noexcept:
-    """Whether ``address`` is in one of the 8-byte pieces of storage at ``starts[:n]``."""
-    cdef Py_ssize_t k
-    for k in range(n):
-        if starts[k] <= address < starts[k] + sizeof(void*):
-            return True
-    return False
+    for k in range(1, scan.count):
+        Py_XDECREF(scan.todo[k])
+    return only and not _scan_hits(&scan, scan.starts, scan.nstarts)
 
 
 cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
                                      Py_ssize_t n) noexcept:
-    """Whether a ctypes value whose pointers hold ``addresses[:n]`` keeps alive (``kept``)
-    only other pointers, none of whose own storage those addresses are in
-    (_kept_pointer_storage): no host memory its pointers could point at is kept."""
-    cdef uint64_t starts[_MAX_KEPT_POINTERS]
-    cdef Py_ssize_t k, m
-    if not _kept_pointer_storage(<PyObject*>kept, starts, &m):
-        return False
-    for k in range(n):
-        if _in_storage(addresses[k], starts, m):
-            return False
-    return True
+    """_keeps_only_pointers_not_hit for a value whose pointers hold ``addresses[:n]``."""
+    return _keeps_only_pointers_not_hit(<PyObject*>kept, <const char*>addresses, 8 * n, 8)
 
 
 cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept:
@@ -897,15 +916,13 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
     lock, the dicts' items under their own). For a pointer, where its address is in none of
     the kept pointers' storage; for a struct, union or array, where no 8 bytes of it, at any
     offset, are such an address (a test of more than its pointer fields, which needs no
-    list of them: a false alarm only sends it to the slow path). False, ``dst``'s bytes then
-    unspecified, for anything else, or more than _MAX_SCANNED_BYTES: the slow path checks the
-    targets (the pointer fields' list, a weak dict's lookup, and Python reads of ``_objects``
-    cost ~300 ns more for a struct, 3.11)."""
+    list of them: a false alarm only sends it to the slow path). A view (a field or element
+    read from another ctypes object) keeps nothing itself: what its root keeps decides
+    (_cutils.h's kernarg_ctypes_root_kept). False, ``dst``'s bytes then unspecified, for
+    anything else, or more than _MAX_SCANNED_BYTES: the slow path checks the targets (the
+    pointer fields' list, a weak dict's lookup, and Python reads of ``_objects`` cost ~300 ns
+    more for a struct, 3.11)."""
     cdef PyObject* kept
-    cdef uint64_t starts[_MAX_KEPT_POINTERS]
-    cdef uint64_t low = UINT64_MAX, high = 0
-    cdef uint64_t word
-    cdef Py_ssize_t k, m
     cdef bint only, view
     cdef kernarg_section cs
     if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0 or not 8 <= size <= _MAX_SCANNED_BYTES:
@@ -922,21 +939,9 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
     if view and (kept == NULL or kept == <PyObject*>None):
         Py_XDECREF(kept)                    # a view: what its root keeps (as the slow path)
         kept = kernarg_ctypes_root_kept(value, _ctypes_kept_offset, _ctypes_base_offset)
-    only = _kept_pointer_storage(kept, starts, &m)
+    only = _keeps_only_pointers_not_hit(kept, dst, size, 1)
     Py_XDECREF(kept)
-    if not only:
-        return False
-    if size == 8:                           # a pointer
-        memcpy(&word, dst, 8)
-        return not _in_storage(word, starts, m)
-    for k in range(m):
-        low = min(low, starts[k])
-        high = max(high, starts[k] + sizeof(void*))
-    for k in range(size - 7):
-        memcpy(&word, dst + k, 8)
-        if low <= word < high and _in_storage(word, starts, m):
-            return False
-    return True
+    return only
 
 
 cdef object _kept_for(object value):

@@ -1157,6 +1157,25 @@ def test_ctypes_pointers_cast_from_other_pointers_are_taken_and_left_unchanged()
     expected = b"t" + struct.pack("<QQ", _SOME_ADDRESS, ctypes.addressof(source))
     assert bytes(kernarg.pack((beside,))) == expected
     assert bytes(kernarg.Signature([Tagged]).pack((beside,))) == expected
+    # A dict of more kept pointers than the C check keeps to compare at the end (64): the
+    # rest are compared as they are met. Bytes written behind ctypes' back (from_address)
+    # to point into the 91st one's storage: refused, as a pointer and as a struct's field.
+    shared = ctypes.c_void_p(_SOME_ADDRESS)
+    middles = [ctypes.cast(shared, ctypes.c_void_p) for _ in range(100)]
+    for middle in middles:
+        ctypes.cast(middle, ctypes.c_void_p)        # adds middle to the dict they share
+    assert len(shared._objects) == 101
+    wide = ctypes.cast(shared, ctypes.c_void_p)
+    held_wide = Tagged(b"t", wide, 0)
+    assert bytes(kernarg.pack((wide, held_wide)))[:8] == struct.pack("<Q", _SOME_ADDRESS)
+    for value, at in ((wide, 0), (held_wide, 1)):
+        ctypes.c_uint64.from_address(ctypes.addressof(value) + at).value = \
+            ctypes.addressof(middles[90])
+    with pytest.raises(TypeError, match=r"argument 0 .*points at the ctypes c_void_p"):
+        kernarg.pack((wide,))
+    with pytest.raises(TypeError, match=r"argument 0 .*field p is a ctypes pointer to the "
+                                        r"ctypes c_void_p"):
+        kernarg.pack((held_wide,))
     # More pointers than the C check reads at once (1024 bytes): the slow path's check.
     many = (ctypes.c_void_p * 200)()
     many[199] = again
