@@ -1259,6 +1259,72 @@ def test_ctypes_views_are_checked_against_what_their_root_keeps(fallbacks):
         assert reads == [], root
 
 
+class _Cell(ctypes.Structure):
+    _pack_ = 1
+    _layout_ = "ms"         # (what _pack_ implies; 3.14 warns where it is not said)
+    _fields_ = [("tag", ctypes.c_char), ("p", ctypes.c_void_p),
+                ("q", ctypes.POINTER(ctypes.c_float)), ("n", ctypes.c_uint64)]
+
+
+class _Box(ctypes.Structure):
+    _pack_ = 1
+    _layout_ = "ms"
+    _fields_ = [("tag", ctypes.c_char), ("cells", _Cell * 2)]
+
+
+# How a pointer slot of a _Box is set: (how, refused). "cast": ctypes.cast of a c_void_p made
+# from an int (keeps only pointers); "host": into a ctypes array ctypes allocated; "inward":
+# into a kept c_void_p's own 8 bytes (host memory too).
+_SLOT_SETTINGS = [("none", False), ("int", False), ("cast", False), ("host", True),
+                  ("inward", True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_SLOT_SETTINGS), min_size=4, max_size=4),
+       st.lists(st.booleans(), min_size=2, max_size=2),
+       st.sampled_from(["box", "cells", "cell 0", "cell 1", "q 0", "q 1"]),
+       st.booleans())
+def test_ctypes_pointer_checks_agree_with_what_is_kept(slots, alarms, what, fallbacks):
+    """Any mix of pointers given as ints, cast from pointers made from ints, into host memory
+    ctypes allocated, and into a kept pointer's own storage, in a packed struct's unaligned
+    fields, with numbers that hold a kept pointer's storage address (the C check's false
+    alarms), packed as the struct, or a field or element read from it (a view): refused
+    exactly where a pointer in what is packed points into host memory, else packed as its
+    bytes, by both packers, in C and under the layout fallbacks."""
+    box = _Box(b"b")
+    sources = [ctypes.c_void_p(_SOME_ADDRESS + 64 * k) for k in range(4)]
+    refused = []
+    for k, (how, bad) in enumerate(slots):
+        cell, name = box.cells[k // 2], "pq"[k % 2]
+        kind = ctypes.c_void_p if name == "p" else ctypes.POINTER(ctypes.c_float)
+        if how == "int":
+            setattr(cell, name, ctypes.cast(_SOME_ADDRESS + 8 * k, kind))
+        elif how == "cast":
+            setattr(cell, name, ctypes.cast(sources[k], kind))
+        elif how == "host":
+            setattr(cell, name, ctypes.cast(_HOST_FLOATS, kind))
+        elif how == "inward":
+            setattr(cell, name, ctypes.cast(ctypes.pointer(sources[k]), kind))
+        if bad:
+            refused.append(k)
+    for k, alarm in enumerate(alarms):
+        if alarm:
+            box.cells[k].n = ctypes.addressof(sources[2 * k])
+    views = {"box": (box, range(4)), "cells": (box.cells, range(4)),
+             "cell 0": (box.cells[0], (0, 1)), "cell 1": (box.cells[1], (2, 3)),
+             "q 0": (box.cells[0].q, (1,)), "q 1": (box.cells[1].q, (3,))}
+    value, holds = views[what]
+    typed = kernarg.Signature(["float*" if what.startswith("q") else type(value)])
+    expected = ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value))
+    with _layout_fallbacks() if fallbacks else contextlib.nullcontext():
+        for pack in (kernarg.pack, typed.pack):
+            if any(k in refused for k in holds):
+                with pytest.raises(TypeError, match="host memory a kernel cannot read"):
+                    pack((value,))
+            else:
+                assert bytes(pack((value,)))[:len(expected)] == expected
+
+
 class _Holder(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int), ("x", ctypes.POINTER(ctypes.c_float)),
                 ("s", ctypes.c_char_p), ("many", ctypes.c_void_p * 2)]
