@@ -951,16 +951,19 @@ cdef object _kept_for(object value):
     """What ctypes keeps alive for the pointers in ``value``: its ``_objects``, or, for a
     view (a field or element read from a struct, union or array: ``s.inner``, ``s.x`` of a
     ``POINTER`` field, ``a[1]``), which keeps nothing itself, its root's (the object at the
-    end of its ``_b_base_``s), where ctypes keeps what a pointer set through the view needs.
-    A view's base never changes, and was made before it: the walk ends."""
+    end of its ``_b_base_``s), where ctypes keeps what a pointer set through the view needs."""
     kept = value._objects
-    if kept is not None:
-        return kept
-    base = value._b_base_
+    return kept if kept is not None else _ctypes_root(value)._objects
+
+
+cdef object _ctypes_root(object obj):
+    """The ctypes object at the root of ``obj``'s ``_b_base_``s (``obj`` where it has none),
+    as _cutils.h's kernarg_ctypes_root."""
+    base = obj._b_base_
     while base is not None:
-        value = base
-        base = value._b_base_
-    return value._objects
+        obj = base
+        base = obj._b_base_
+    return obj
 
 
 cdef object _target_problem(object value, object kept):
@@ -1012,12 +1015,7 @@ cdef bint _ctypes_owned(object obj):
     """Whether ctypes allocated ``obj``'s memory (its own, or that of the object it is a field
     or element of): host memory. ``from_address`` and ``from_buffer`` objects are views of
     memory someone else allocated, which may be pinned."""
-    for _ in range(64):
-        base = obj._b_base_
-        if base is None:
-            break
-        obj = base
-    return bool(obj._b_needsfree_)
+    return bool(_ctypes_root(obj)._b_needsfree_)
 
 
 cdef str ctypes_target_refusal(object value):
