@@ -816,7 +816,8 @@ cdef struct _KeptScan:
     # (_scan_hits); one met past the first _MAX_KEPT_POINTERS is checked at once
     uint64_t starts[_MAX_KEPT_POINTERS]
     Py_ssize_t nstarts
-    # Kept dicts met (references taken): the first is the caller's, not counted in ``nested``
+    # Kept dicts met, ``count`` of them: the first with the caller's reference, the rest with
+    # references taken (_keeps_only_pointers_not_hit drops them)
     PyObject* todo[_MAX_KEPT_DICTS]
     Py_ssize_t count
 
