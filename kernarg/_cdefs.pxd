@@ -30,9 +30,6 @@ cdef extern from "_cutils.h":
     # A ctypes instance's bytes, read under its own critical section on a free-threaded build.
     void kernarg_ctypes_copy(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
                              Py_ssize_t n) noexcept
-    bint kernarg_ctypes_copy_bare(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
-                                  Py_ssize_t kept_offset, Py_ssize_t base_offset,
-                                  Py_ssize_t n) noexcept
     # What ctypes keeps alive for obj's pointers: its root's b_objects (obj a view: a field
     # or element read from another ctypes object), a new reference or NULL
     PyObject* kernarg_ctypes_root_kept(PyObject* obj, Py_ssize_t kept_offset,

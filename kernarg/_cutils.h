@@ -227,36 +227,6 @@ static inline PyObject *kernarg_ctypes_root_kept(PyObject *obj, Py_ssize_t kept_
     return kept;
 }
 
-/* kernarg_ctypes_copy for a ctypes pointer, or a struct, union or array with pointers in it,
-   whose targets kernarg checks where the value keeps objects alive: its b_objects (at
-   kept_offset, what `_objects` reads), which ctypes leaves empty for an address given as an
-   int. Where it keeps none (NULL or None), 1 and the n bytes copied; else 0, dst's bytes
-   unspecified, for the caller's check. Both read under the object's lock, so that a value
-   another thread sets at once (a c_char_p's .value = b"...") is seen with what it keeps. A
-   view (b_base, at base_offset, set) keeps nothing itself: what its root keeps decides, read
-   under the root's lock after the copy (a view is written under the lock of whichever view
-   object the writer made, so no one lock orders a write to it against this copy anyway). */
-static inline int kernarg_ctypes_copy_bare(char *dst, PyObject *obj, Py_ssize_t bptr_offset,
-                                           Py_ssize_t kept_offset, Py_ssize_t base_offset,
-                                           Py_ssize_t n) {
-    kernarg_section cs;
-    PyObject *kept;
-    int bare, view;
-    kernarg_object_lock(&cs, obj);
-    kept = *(PyObject **)((char *)obj + kept_offset);
-    bare = kept == NULL || kept == Py_None;
-    view = *(PyObject **)((char *)obj + base_offset) != NULL;
-    if (bare)
-        memcpy(dst, *(char **)((char *)obj + bptr_offset), (size_t)n);
-    kernarg_object_unlock(&cs);
-    if (bare && view) {
-        kept = kernarg_ctypes_root_kept(obj, kept_offset, base_offset);
-        bare = kept == NULL || kept == Py_None;
-        Py_XDECREF(kept);
-    }
-    return bare;
-}
-
 /* The offset in its objects of the slot a member descriptor (`_objects` of ctypes' _CData)
    reads, or -1 where ``descr`` is not one. (PyMemberDef is Python.h's from 3.12.) */
 #if PY_VERSION_HEX < 0x030C0000

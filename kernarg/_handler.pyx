@@ -41,9 +41,7 @@ from kernarg._interop cimport (
     _describe,
     _type_name,
     buffer_device,
-    copy_ctypes_keeping_pointers,
-    ctypes_base_offset,
-    ctypes_kept_offset,
+    copy_ctypes_pointers,
     ctypes_target_refusal,
     confirm_device,
     getter_t,
@@ -100,7 +98,6 @@ from kernarg._cdefs cimport (
     exc_text,
     is_numpy_bool,
     kernarg_ctypes_copy,
-    kernarg_ctypes_copy_bare,
     kernarg_fastcall_def,
     kernarg_int_run,
     kernarg_small_int,
@@ -900,23 +897,19 @@ cdef bint _place_ctypes(char* data, Py_ssize_t* cur, Py_ssize_t cap, void** slot
                         uint16_t* size_slot, PyObject* item, const TypeInfo* info) noexcept:
     """pack_items' fast path for a ctypes value: copied under the object's own lock
     (_cutils.h); a pointer, or a struct, union or array holding one, only where it keeps no
-    object alive (kernarg_ctypes_copy_bare: an address given as an int) or only other pointers
-    (copy_ctypes_keeping_pointers: ctypes.cast's), so that no target of it is host memory
-    kernarg refuses. False where it keeps anything else (the slow path checks its targets) or
-    the area is full. ``info``'s fields are read first: waiting for that lock lets
-    other threads into kernarg's section, where this pack has entered it."""
-    cdef Py_ssize_t size = info.size, offset = info.offset, start = cur[0], kept
+    object alive (an address given as an int) or only other pointers (ctypes.cast's), so that
+    no target of it is host memory kernarg refuses (_interop's copy_ctypes_pointers). False
+    where it keeps anything else (the slow path checks its targets) or the area is full.
+    ``info``'s fields are read first: waiting for that lock lets other threads into kernarg's
+    section, where this pack has entered it."""
+    cdef Py_ssize_t size = info.size, offset = info.offset, start = cur[0]
     cdef char num_kind = info.num_kind
     cdef char* dst = _try_place(data, cur, cap, slot, size_slot, size, info.align)
     if dst == NULL:
         return False
     if num_kind == CTYPES_POINTER or num_kind == CTYPES_HOLDS_POINTERS:
-        kept = ctypes_kept_offset()
-        if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, offset, kept, ctypes_base_offset(),
-                                                  size):
+        if copy_ctypes_pointers(dst, item, size):
             return True
-        if copy_ctypes_keeping_pointers(dst, item, size):
-            return True             # one that keeps only pointers (ctypes.cast's)
         cur[0] = start              # placed by the slow path, which checks the targets
         return False
     kernarg_ctypes_copy(dst, item, offset, size)

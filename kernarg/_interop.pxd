@@ -149,15 +149,10 @@ cdef uint64_t ctypes_pointer_value(object value) except? 0
 # isinstance(value, CTYPES_POINTER_TYPES), by the type's bases (no __instancecheck__ asked)
 cdef bint is_ctypes_pointer(object value) noexcept
 # A ctypes pointer, or a struct, union or array holding pointers, of size bytes, that keeps
-# only other pointers alive (ctypes.cast's): its bytes copied to dst and True, in C with no
-# section; False (dst's bytes then unspecified) for the slow path's check
-cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept
-# Where a ctypes instance keeps the objects its value needs alive (CDataObject's b_objects, what
-# `_objects` reads), for _cutils.h's kernarg_ctypes_copy_bare; -1 where a probe did not confirm it
-cdef Py_ssize_t ctypes_kept_offset() noexcept
-# ... and where a view keeps the object it is a view of (b_base, what `_b_base_` reads),
-# confirmed with it
-cdef Py_ssize_t ctypes_base_offset() noexcept
+# nothing alive (an address given as an int) or only other pointers (ctypes.cast's): its bytes
+# copied to dst and True, in C with no section; False (dst's bytes then unspecified) for the
+# slow path's check
+cdef bint copy_ctypes_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept
 
 
 # buffer_device's memory of the resource it read last: its address (NULL for none; a weak

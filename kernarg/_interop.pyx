@@ -720,10 +720,10 @@ _CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes i
 # which the `_objects` member descriptor reads. ctypes keeps none for an address given as an
 # int (c_void_p(ptr), a struct's pointer field set to one), so such a value has no target in
 # host memory to refuse (ctypes_target_problem), and the packers copy it, with what it keeps,
-# under the object's lock (kernarg_ctypes_copy_bare): a value that keeps objects is checked as
-# before. A view (a field or element read from another ctypes object, which shares its memory:
-# its b_base, what `_b_base_` reads, is set) keeps nothing itself; what its root keeps decides
-# (_cutils.h's kernarg_ctypes_root). The descriptors' offsets, confirmed on a pointer that
+# under the object's lock (copy_ctypes_pointers): a value that keeps objects other than
+# pointers is checked as before. A view (a field or element read from another ctypes object,
+# which shares its memory: its b_base, what `_b_base_` reads, is set) keeps nothing itself;
+# what its root keeps decides (_cutils.h's kernarg_ctypes_root). The descriptors' offsets, confirmed on a pointer that
 # keeps its string, one that keeps nothing, and a view; -1 where they are not (or under
 # _use_layout_fallbacks).
 cdef Py_ssize_t _ctypes_kept_offset = -1
@@ -764,14 +764,6 @@ cdef int _check_ctypes_kept_layout() except -1:
 _check_ctypes_kept_layout()
 
 
-cdef Py_ssize_t ctypes_kept_offset() noexcept:
-    return _ctypes_kept_offset
-
-
-cdef Py_ssize_t ctypes_base_offset() noexcept:
-    return _ctypes_base_offset
-
-
 cdef uint64_t ctypes_pointer_value(object value) except? 0:
     """The address a ctypes pointer (``c_void_p``, ``c_char_p``, ``c_wchar_p``,
     ``POINTER(T)``) holds: the 8 bytes behind its b_ptr, read under the object's own lock
@@ -803,7 +795,7 @@ cdef enum:
     _MAX_KEPT_DICTS = 16            # _scan_kept walks no more of them,
     _MAX_KEPT_POINTERS = 64         # nor keeps more kept pointers' storage to check at the end,
     _MAX_HELD_POINTERS = 64         # nor does _held_pointer_refusal read more addresses so,
-    _MAX_SCANNED_BYTES = 1024       # nor copy_ctypes_keeping_pointers scan more of a value
+    _MAX_SCANNED_BYTES = 1024       # nor copy_ctypes_pointers scan more of a value
 
 
 cdef struct _KeptScan:
@@ -911,25 +903,30 @@ cdef bint _keeps_only_other_pointers(object kept, const uint64_t* addresses,
     return _keeps_only_pointers_not_hit(<PyObject*>kept, <const char*>addresses, 8 * n, 8)
 
 
-cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept:
+cdef bint copy_ctypes_pointers(char* dst, PyObject* value, Py_ssize_t size) noexcept:
     """The packers' fast path for a ctypes pointer, or a struct, union or array holding
-    pointers, (``value``, ``size`` bytes) that keeps objects alive, all of them other pointers
-    (what ctypes.cast keeps: a c_void_p once cast, a POINTER(T) cast from one, a struct a
-    field of which was set to one): its bytes copied to ``dst`` and True, in C with no
-    exception possible and no section (the bytes and the kept dict read under the object's
-    lock, the dicts' items under their own). For a pointer, where its address is in none of
-    the kept pointers' storage; for a struct, union or array, where no 8 bytes of it, at any
-    offset, are such an address (a test of more than its pointer fields, which needs no
-    list of them: a false alarm only sends it to the slow path). A view (a field or element
-    read from another ctypes object) keeps nothing itself: what its root keeps decides
-    (_cutils.h's kernarg_ctypes_root_kept). False, ``dst``'s bytes then unspecified, for
-    anything else, or more than _MAX_SCANNED_BYTES: the slow path checks the targets (the
-    pointer fields' list, a weak dict's lookup, and Python reads of ``_objects`` cost ~300 ns
-    more for a struct, 3.11)."""
+    pointers (``value``, ``size`` bytes): its bytes copied to ``dst`` and True, in C with no
+    exception possible and no section, where no target of its pointers can be host memory
+    kernarg refuses. The bytes and what it keeps alive (its b_objects, which `_objects`
+    reads) are read at once under the object's lock, so that a value another thread sets at
+    that moment (a c_char_p's .value = b"...") is seen with what it keeps. Taken where it
+    keeps nothing (an address given as an int: c_void_p(ptr), a field set to one), or only
+    other pointers (what ctypes.cast keeps: a c_void_p once cast, a POINTER(T) cast from one,
+    a struct a field of which was set to one) none of whose own storage (8 bytes each) any 8
+    bytes of the copy, at any offset, point into (a test of more than the pointer fields,
+    which needs no list of them: a false alarm only sends the value to the slow path). A view
+    (a field or element read from another ctypes object: its b_base set) keeps nothing
+    itself: what its root keeps decides (_cutils.h's kernarg_ctypes_root_kept), read under
+    the root's lock after the copy (a view is written under the lock of whichever view object
+    the writer made, so no one lock orders a write to it against this copy anyway). False,
+    ``dst``'s bytes then unspecified, for anything else, a value keeping objects of more than
+    _MAX_SCANNED_BYTES, or where the layout is not confirmed: the slow path checks the
+    targets (the pointer fields' list, a weak dict's lookup, and Python reads of `_objects`
+    cost ~300 ns more for a struct, 3.11)."""
     cdef PyObject* kept
     cdef bint only, view
     cdef kernarg_section cs
-    if _ctypes_bptr_offset < 0 or _ctypes_kept_offset < 0 or not 8 <= size <= _MAX_SCANNED_BYTES:
+    if _ctypes_kept_offset < 0:             # (confirmed only where b_ptr's offset is)
         return False
     kernarg_object_lock(&cs, value)
     if size == 8:                           # (a move, where a runtime size calls libc)
@@ -937,13 +934,19 @@ cdef bint copy_ctypes_keeping_pointers(char* dst, PyObject* value, Py_ssize_t si
     else:
         memcpy(dst, (<char**>(<char*>value + _ctypes_bptr_offset))[0], size)
     kept = (<PyObject**>(<char*>value + _ctypes_kept_offset))[0]
+    if kept == <PyObject*>None:
+        kept = NULL
     Py_XINCREF(kept)
     view = (<PyObject**>(<char*>value + _ctypes_base_offset))[0] != NULL
     kernarg_object_unlock(&cs)
-    if view and (kept == NULL or kept == <PyObject*>None):
-        Py_XDECREF(kept)                    # a view: what its root keeps (as the slow path)
+    if kept == NULL:
+        if not view:
+            return True                     # an address given as an int
         kept = kernarg_ctypes_root_kept(value, _ctypes_kept_offset, _ctypes_base_offset)
-    only = _keeps_only_pointers_not_hit(kept, dst, size, 1)
+        if kept == NULL or kept == <PyObject*>None:
+            Py_XDECREF(kept)
+            return True                     # a view whose root keeps nothing
+    only = 8 <= size <= _MAX_SCANNED_BYTES and _keeps_only_pointers_not_hit(kept, dst, size, 1)
     Py_XDECREF(kept)
     return only
 

@@ -58,9 +58,7 @@ from kernarg._interop cimport (
     MrCache,
     TypeInfo,
     _reraise,
-    copy_ctypes_keeping_pointers,
-    ctypes_base_offset,
-    ctypes_kept_offset,
+    copy_ctypes_pointers,
     ctypes_pointer_value,
     ctypes_target_refusal,
     getter_t,
@@ -120,7 +118,6 @@ from kernarg._cdefs cimport (
     PyLong_Type,
     exc_text,
     kernarg_ctypes_copy,
-    kernarg_ctypes_copy_bare,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
     kernarg_half_to_double,
@@ -2844,7 +2841,6 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef void* mr_closure
     cdef int code, got, found
     cdef long long v
-    cdef Py_ssize_t kept
     cdef double d
     cdef uint32_t u32
     cdef float f32
@@ -2994,10 +2990,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     # int: c_void_p(ptr), numba's device_ctypes_pointer), or only other
                     # pointers (ctypes.cast's): its value, copied under the object's lock;
                     # one that keeps anything else has its target checked (_put_pointer).
-                    kept = ctypes_kept_offset()
-                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept,
-                                                              ctypes_base_offset(), 8) \
-                            or copy_ctypes_keeping_pointers(dst, item, 8):
+                    if copy_ctypes_pointers(dst, item, 8):
                         i += 1
                         continue
         elif tp == p.ctypes_type:
@@ -3013,10 +3006,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     i += 1
                     continue
                 if info.num_kind == CTYPES_HOLDS_POINTERS:
-                    kept = ctypes_kept_offset()
-                    if kept >= 0 and kernarg_ctypes_copy_bare(dst, item, info.offset, kept,
-                                                              ctypes_base_offset(), p.size) \
-                            or copy_ctypes_keeping_pointers(dst, item, p.size):
+                    if copy_ctypes_pointers(dst, item, p.size):
                         i += 1
                         continue
         elif tp == _NPVOID and p.np_dtype != NULL:

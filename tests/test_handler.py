@@ -1061,7 +1061,7 @@ def test_ctypes_pointers_that_keep_nothing_alive_are_copied_without_the_check():
         assert bytes(sig.pack((1, p, pair, p))) == typed
         assert set(reads) == {pointer_t.__name__, pair_t.__name__, array_t.__name__}
     # One that keeps only another pointer (what ctypes.cast keeps) is copied as well
-    # (copy_ctypes_keeping_pointers), its kept dict read in C, and so is a struct or array
+    # (copy_ctypes_pointers), its kept dict read in C, and so is a struct or array
     # holding one; one that keeps anything else has its target checked, and is refused where
     # it is host memory.
     reads.clear()
