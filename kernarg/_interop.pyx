@@ -723,9 +723,9 @@ _CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes i
 # under the object's lock (copy_ctypes_pointers): a value that keeps objects other than
 # pointers is checked as before. A view (a field or element read from another ctypes object,
 # which shares its memory: its b_base, what `_b_base_` reads, is set) keeps nothing itself;
-# what its root keeps decides (_cutils.h's kernarg_ctypes_root). The descriptors' offsets, confirmed on a pointer that
-# keeps its string, one that keeps nothing, and a view; -1 where they are not (or under
-# _use_layout_fallbacks).
+# what its root keeps decides (_cutils.h's kernarg_ctypes_root). The descriptors' offsets,
+# confirmed on a pointer that keeps its string, one that keeps nothing, and a view; -1 where
+# they are not (or under _use_layout_fallbacks).
 cdef Py_ssize_t _ctypes_kept_offset = -1
 cdef Py_ssize_t _ctypes_base_offset = -1
 
