@@ -91,6 +91,64 @@ cdef extern from "_cutils.h":
     void kernarg_spin_lock(int* lock) noexcept nogil
     void kernarg_spin_unlock(int* lock) noexcept nogil
 
+# A launch attribute's value in C words, as a Kernel keeps those of its last launch with
+# attributes (_cfg_values): what a launch outside kernarg's section compares by value
+# (_equal_values_of), where it may compare the kept objects' addresses but not follow them.
+cdef extern from *:
+    """
+    /* A value given for a launch attribute (a, NULL where none was: the default, as
+       kernarg_equal_attribute takes it), in C words: its kind and up to four 64-bit words,
+       the rest zero, so that two values kernarg_equal_attribute finds equal, of the kinds
+       below, have equal words, and values of other kinds or values have other words. None,
+       False and True; an int that fits 64 bits; a float, bit for bit; a tuple of up to four
+       such ints (a cluster). Anything else (a str, a bigger int or tuple) is of kind
+       KERNARG_VALUE_OTHER, which only the object itself matches. Reads only what a, which
+       the caller holds, holds: immutable objects, with no Python code run. */
+    enum {
+        KERNARG_VALUE_OTHER, KERNARG_VALUE_NONE, KERNARG_VALUE_FALSE, KERNARG_VALUE_TRUE,
+        KERNARG_VALUE_INT, KERNARG_VALUE_FLOAT, KERNARG_VALUE_TUPLE   /* + its length */
+    };
+    typedef struct { int64_t kind; int64_t words[4]; } kernarg_attr_value;
+
+    static int kernarg_value_word(PyObject *a, int64_t *word) {
+        int overflow;
+        if (Py_TYPE(a) != &PyLong_Type) return 0;
+        *word = PyLong_AsLongLongAndOverflow(a, &overflow);     /* an exact int: no error */
+        return !overflow;
+    }
+
+    static void kernarg_encode_attribute(kernarg_attr_value *v, PyObject *a, int flag) {
+        Py_ssize_t i, n;
+        double x;
+        memset(v, 0, sizeof *v);
+        if (a == NULL) a = flag ? Py_False : Py_None;
+        if (a == Py_None) {
+            v->kind = KERNARG_VALUE_NONE;
+        } else if (a == Py_False || a == Py_True) {
+            v->kind = a == Py_True ? KERNARG_VALUE_TRUE : KERNARG_VALUE_FALSE;
+        } else if (Py_TYPE(a) == &PyFloat_Type) {
+            x = PyFloat_AS_DOUBLE(a);
+            memcpy(&v->words[0], &x, sizeof x);
+            v->kind = KERNARG_VALUE_FLOAT;
+        } else if (kernarg_value_word(a, &v->words[0])) {
+            v->kind = KERNARG_VALUE_INT;
+        } else if (Py_TYPE(a) == &PyTuple_Type && (n = PyTuple_GET_SIZE(a)) <= 4) {
+            for (i = 0; i < n; i++)
+                if (!kernarg_value_word(PyTuple_GET_ITEM(a, i), &v->words[i])) {
+                    memset(v, 0, sizeof *v);
+                    return;
+                }
+            v->kind = KERNARG_VALUE_TUPLE + n;
+        } else {
+            v->words[0] = 0;        /* (an int past 64 bits may have left its word) */
+        }
+    }
+    """
+    ctypedef struct kernarg_attr_value:
+        long long kind
+    enum: KERNARG_VALUE_OTHER
+    void kernarg_encode_attribute(kernarg_attr_value* v, PyObject* a, bint flag) noexcept
+
 import array
 import operator
 import os
@@ -2561,12 +2619,15 @@ cdef class Kernel:
     # config has them), and the objects it was made from (grid, block and shmem, and the
     # attributes' values in _KERNEL_LAUNCH_NAMES's order, NULL where none was given), when
     # every one was immutable: the same objects again launch the same (see _kernel_launch),
-    # and so do equal attribute values (_equal_to_last_config, which keeps the new objects).
+    # and so do equal attribute values (_equal_values_of, by the attributes' values in C words,
+    # _cfg_values; else _equal_to_last_config, which keeps the new objects).
     # Strong references (dropped in __dealloc__), written with _cfg_seq in kernarg's section
-    # (_remember_config), read by launches outside it (_last_config_of), which copy the rest:
-    # a launch that releases the GIL, or runs outside the section, may find them rewritten.
+    # (_remember_config), read by launches outside it (_last_config_of, _equal_values_of),
+    # which copy the rest: a launch that releases the GIL, or runs outside the section, may
+    # find them rewritten.
     cdef PyObject* _cfg_dims_from[3]
     cdef PyObject* _cfg_from[LAUNCH_ATTRIBUTE_NAMES]
+    cdef kernarg_attr_value _cfg_values[LAUNCH_ATTRIBUTE_NAMES]
     cdef Dims _cfg_dims
     cdef cydriver.CUlaunchAttribute _cfg_attrs[MAX_ATTRS]
     cdef unsigned int _cfg_nattrs
@@ -3421,12 +3482,15 @@ cdef int _attributes(Kernel k, object grid, object block, object shmem,
     last launch with attributes (``found``: _last_config_of's answer, which has put what that
     launch launched in ``d``, ``attrs`` and ``nattrs`` unless NOT_SAME): the dimensions into
     ``d``, the attributes into ``attrs`` (MAX_ATTRS of room) and their count into ``nattrs``.
-    The same attribute objects, or equal ones (_equal_to_last_config, in kernarg's section):
-    theirs with this grid, block and shmem (a grid made for each launch's data, with pdl=True,
-    say); else a LaunchConfig made, and remembered, in kernarg's section. Building a config
+    The same attribute objects, or equal ones (_equal_values_of by their values in C words,
+    with no section; else _equal_to_last_config, in kernarg's section): theirs with this grid,
+    block and shmem (a grid made for each launch's data, with pdl=True, say); else a
+    LaunchConfig made, and remembered, in kernarg's section. Building a config
     anew costs more than the rest of the launch's host work (~0.6 µs with a cluster, on the
     development VM)."""
     cdef LaunchConfig cfg
+    if found == NOT_SAME:
+        found = _equal_values_call(k, grid, block, shmem, attributes, d, attrs, nattrs)
     if found == NOT_SAME:
         enter_lazily(lazy)          # the kept objects are followed, not only compared
         found = _equal_to_last_config_call(k, grid, block, shmem, attributes, d, attrs,
@@ -3566,11 +3630,21 @@ cdef int _last_config_of(Kernel k, object grid, object block, object shmem,
     (_remember_config): NOT_SAME, or SAME_CONFIG, or SAME_ATTRIBUTES if only the attributes
     are. Unless NOT_SAME, ``d``, ``attrs`` and ``nattrs`` have what it launched. Needs no
     section, as _last_dims_of: copied and compared under the kernel's sequence lock."""
-    cdef unsigned int n
-    cdef int found = SAME_CONFIG
     cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
     if not kernarg_same_pointers(k._cfg_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
         return NOT_SAME
+    return _kept_config(k, grid, block, shmem, d, attrs, nattrs, begun)
+
+
+cdef inline int _kept_config(Kernel k, object grid, object block, object shmem, Dims* d,
+                             cydriver.CUlaunchAttribute* attrs, unsigned int* nattrs,
+                             unsigned begun) noexcept:
+    """The rest of _last_config_of (and _equal_values_of), the attributes found to be those
+    of ``k``'s last launch with attributes, under the sequence lock ``begun``: SAME_CONFIG or
+    SAME_ATTRIBUTES (``grid``, ``block`` and ``shmem`` compared as objects), with ``d``,
+    ``attrs`` and ``nattrs`` copied; NOT_SAME where a writer got in."""
+    cdef unsigned int n
+    cdef int found = SAME_CONFIG
     if load_object(k._cfg_dims_from[0]) != <PyObject*>grid or \
             load_object(k._cfg_dims_from[1]) != <PyObject*>block or \
             load_object(k._cfg_dims_from[2]) != <PyObject*>shmem:
@@ -3655,6 +3729,54 @@ cdef int _equal_to_last_config(Kernel k, object grid, object block, object shmem
     return SAME_ATTRIBUTES
 
 
+cdef int _equal_values_of(Kernel k, object grid, object block, object shmem,
+                          PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
+                          unsigned int* nattrs) noexcept:
+    """_equal_to_last_config with no section: the launch ``attributes`` compared with those
+    of ``k``'s last launch with attributes, each as the same object or by its value in C words
+    (kernarg_encode_attribute: None, bools, ints, floats and tuples of up to four ints, a
+    cluster made at each launch, ``cluster=(cx, 1, 1)``; not strs). As _last_config_of, under
+    the kernel's sequence lock, the kept objects' addresses compared but never followed, and
+    nothing written: the kept objects stay (a value no launch has put in the kept words is
+    compared by value again). NOT_SAME where one differs, or is of another kind: the caller
+    then asks _equal_to_last_config, in kernarg's section."""
+    cdef kernarg_attr_value given, kept
+    cdef Py_ssize_t i
+    cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
+    if load_object(k._cfg_dims_from[0]) == NULL:        # no launch with attributes kept
+        return NOT_SAME
+    for i in range(LAUNCH_ATTRIBUTE_NAMES):
+        if load_object(k._cfg_from[i]) == attributes[i]:
+            continue
+        kernarg_encode_attribute(&given, attributes[i], i == 1 or i == 2)
+        kernarg_copy_words(&kept, &k._cfg_values[i], sizeof(kernarg_attr_value) // 4)
+        if given.kind == KERNARG_VALUE_OTHER or \
+                memcmp(&given, &kept, sizeof(kernarg_attr_value)) != 0:
+            return NOT_SAME
+    return _kept_config(k, grid, block, shmem, d, attrs, nattrs, begun)
+
+
+def _attribute_words(value, bint flag=False, bint given=True):
+    """kernarg_encode_attribute's words for ``value`` given for a launch attribute (a flag's:
+    cooperative, pdl), or for none given (``given`` False), as (kind, word, word, word, word):
+    for tests."""
+    cdef kernarg_attr_value v
+    kernarg_encode_attribute(&v, <PyObject*>value if given else NULL, flag)
+    words = <long long*>&v
+    return tuple([words[i] for i in range(sizeof(kernarg_attr_value) // 8)])
+
+
+def _equal_attributes(a, b, bint flag=False):
+    """kernarg_equal_attribute of two values given for a launch attribute: for tests."""
+    return kernarg_equal_attribute(<PyObject*>a, <PyObject*>b, flag)
+
+
+# _attributes calls it through a pointer, as it calls _equal_to_last_config.
+cdef int (*_equal_values_call)(Kernel, object, object, object, PyObject**, Dims*,
+                               cydriver.CUlaunchAttribute*, unsigned int*) noexcept
+_equal_values_call = _equal_values_of
+
+
 cdef bint _regrid(Dims* d, object grid, object block, object shmem,
                   const cydriver.CUlaunchAttribute* attrs, unsigned int nattrs) except -1:
     """Put ``grid``, ``block`` and ``shmem``, checked, in ``d``, which has what a launch with
@@ -3687,6 +3809,7 @@ cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block
     change (_immutable_value: their references dropped here run no code). In kernarg's
     section, which makes writers take turns."""
     cdef Py_ssize_t i
+    cdef kernarg_attr_value value
     if not (_immutable_value(grid) and _immutable_value(block) and _immutable_value(shmem)):
         return
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
@@ -3698,6 +3821,8 @@ cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block
     kernarg_set_ref(&k._cfg_dims_from[2], <PyObject*>shmem)
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
         kernarg_set_ref(&k._cfg_from[i], attributes[i])
+        kernarg_encode_attribute(&value, attributes[i], i == 1 or i == 2)
+        kernarg_copy_words(&k._cfg_values[i], &value, sizeof(kernarg_attr_value) // 4)
     kernarg_copy_words(&k._cfg_dims, &cfg._d, sizeof(Dims) // 4)
     kernarg_copy_words(k._cfg_attrs, cfg._attrs,
                        cfg._nattrs * sizeof(cydriver.CUlaunchAttribute) // 4)

@@ -156,6 +156,118 @@ def test_config_errors_name_value_and_limit(kwargs, exc, fragment):
         kernarg.LaunchConfig(kwargs.pop("grid"), kwargs.pop("block"), **kwargs)
 
 
+_ATTRIBUTE_ATOMS = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
+                    | st.sampled_from([0, 1, -1, 2, 2**63 - 1, -2**63, 2**63, -2**63 - 1])
+                    | st.floats(allow_nan=True) | st.sampled_from([0.0, -0.0, 1.0, 2.0])
+                    | st.sampled_from(["spread", "remote", ""]))
+_ATTRIBUTE_VALUES = _ATTRIBUTE_ATOMS | st.lists(_ATTRIBUTE_ATOMS | st.tuples(st.integers()),
+                                                max_size=5).map(tuple)
+
+
+def _fresh(value):
+    """A new object equal to ``value`` where CPython makes one: ints past its small ones,
+    floats, strs and tuples (items made anew too)."""
+    if type(value) is tuple:
+        return tuple(_fresh(v) for v in value)
+    if type(value) is int:
+        return int(str(value))
+    if type(value) is float:
+        return float.fromhex(value.hex()) if value == value else value
+    if type(value) is str:
+        return "".join(list(value))
+    return value
+
+
+def _retyped(value):
+    """``value`` with its bools made ints, its ints floats and its floats ints where
+    equal (True -> 1, 2 -> 2.0, 2.0 -> 2), item by item in a tuple."""
+    if type(value) is tuple:
+        return tuple(_retyped(v) for v in value)
+    if type(value) is bool:
+        return int(value)
+    if type(value) is int and -2**53 <= value <= 2**53:
+        return float(value)
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=_ATTRIBUTE_VALUES, b=_ATTRIBUTE_VALUES, flag=st.booleans(),
+       make_b=st.sampled_from(["drawn", "fresh", "retyped"]))
+def test_launch_attribute_values_compared_in_c_words_agree_with_their_objects(a, b, flag,
+                                                                              make_b):
+    """Property: a launch outside kernarg's section finds its kernel's last config by the
+    attribute values' C words (kernarg_encode_attribute: None, bools, ints of 64 bits, floats
+    bit for bit, tuples of up to four such ints) where the objects are not the kept ones. Two
+    values of those kinds have equal words exactly where the comparison of the objects (in
+    the section) finds them equal, so either way the same launches share a config; any
+    other value (a str, a bigger int or tuple, a tuple holding a bool) has words of the kind
+    no value matches, and is left to that comparison. Not given is the default: False for a
+    flag, else None."""
+    from kernarg._launch import _attribute_words, _equal_attributes
+
+    if make_b == "fresh":
+        b = _fresh(a)
+    elif make_b == "retyped":                   # equal, but of other types: not the same value
+        b = _retyped(a)
+    wa, wb = _attribute_words(a, flag), _attribute_words(b, flag)
+    other = (0, 0, 0, 0, 0)
+    assert len(wa) == 5 and wa == _attribute_words(_fresh(a), flag)
+    if wa[0] != 0 and wb[0] != 0:
+        assert (wa == wb) == _equal_attributes(a, b, flag), (a, b)
+    else:
+        assert other in (wa, wb)
+    kinds = type(a) in (int, float, bool) or a is None or (
+        type(a) is tuple and len(a) <= 4 and all(type(v) is int for v in a))
+    assert (wa[0] != 0) == (kinds and (type(a) is not int or -2**63 <= a < 2**63) and (
+        type(a) is not tuple or all(-2**63 <= v < 2**63 for v in a))), a
+    assert _attribute_words(None, True, given=False) == _attribute_words(False)
+    assert _attribute_words(None, False, given=False) == _attribute_words(None)
+    if not (type(a) is tuple and tuple in map(type, a)):    # (a tuple in one: only itself)
+        assert _equal_attributes(a, _fresh(a), flag)
+
+
+def check_equal_attribute_values_keep_the_config(launch):
+    """A Kernel.launch whose attribute values equal its last config's, in new objects (a
+    cluster tuple made at each launch), finds that config by the values' C words and writes
+    nothing: the kernel keeps the objects it was made from (on a free-threaded build such
+    launches need no section and do not take turns). A str made anew is compared as an
+    object, in the section, and kept in place of the last; other values make a config of
+    their own. ``launch(**attributes)`` launches one kernel with a grid of 4 clusters of
+    2 blocks (tests/gpu's test_launches_with_attributes_of_equal_values_launch_their_config
+    calls this too)."""
+    first, scheduling = tuple([2, 1, 1]), "".join(["spr", "ead"])
+    refs = sys.getrefcount(first)
+    launch(cluster=first, cluster_scheduling="spread")
+    assert sys.getrefcount(first) == refs + 1                   # kept
+    for _ in range(3):
+        again = tuple([2, 1, 1])
+        launch(cluster=again, cluster_scheduling="spread")
+        assert sys.getrefcount(first) == refs + 1 and sys.getrefcount(again) == refs
+    launch(cluster=first, cluster_scheduling=scheduling)        # a str made anew
+    assert sys.getrefcount(first) == refs + 1 and sys.getrefcount(scheduling) == refs + 1
+    other = tuple([4, 1, 1])
+    launch(cluster=other, cluster_scheduling=scheduling)        # another value: its config
+    assert sys.getrefcount(first) == refs and sys.getrefcount(other) == refs + 1
+
+
+def test_launch_attributes_of_equal_values_find_the_kept_config_without_a_write():
+    """check_equal_attribute_values_keep_the_config with no driver: the config is made and
+    kept before the launch finds none."""
+    if HAS_DRIVER:
+        pytest.skip("a driver would launch this test's made-up kernel handle: tests/gpu's "
+                    "test_launches_with_attributes_of_equal_values_launch_their_config checks "
+                    "this with a real kernel")
+    k = kernarg.Kernel.from_handle(0x1234)
+
+    def launch(**attributes):
+        with pytest.raises(kernarg.NoDriverError):
+            k.launch((8, 1, 1), 32, 1, **attributes)
+
+    check_equal_attribute_values_keep_the_config(launch)
+
+
 @pytest.mark.parametrize("kwargs, exc, fragment", DIMS_ERRORS)
 def test_launch_without_attributes_checks_like_launch_config(kwargs, exc, fragment):
     # Kernel.launch checks grid/block/shmem in C when no attribute is asked for; the errors

@@ -2472,6 +2472,13 @@ def test_launches_with_attributes_of_equal_values_launch_their_config(ctx):
         k.launch((3, 1, 1), 32, out, 1.0, 1024, stream=stream, pdl=1)
         check(driver.cuStreamSynchronize(stream))
         assert (np.frombuffer(out.read(), np.float32) != 0).sum() == 32 * 3
+        # Found by value, the config's objects stay kept (test_launch's check).
+        import test_launch
+
+        test_launch.check_equal_attribute_values_keep_the_config(
+            lambda **attributes: k.launch((8, 1, 1), 32, out, 1.0, 64, stream=stream,
+                                          **attributes))
+        check(driver.cuStreamSynchronize(stream))
         if window > 0:
             # An address computed at each launch (a new int above CPython's small ones), and a
             # float hit ratio: equal, or not.
@@ -4107,9 +4114,10 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
 
 def test_launches_with_attributes_run_while_another_thread_holds_the_section(ctx):
     """On a free-threaded CPython, Kernel.launch with launch attributes takes kernarg's section
-    only to make a config: given the objects its last such launch was made from, it launches
-    what that launch did without it (one config a kernel: launches that alternate between
-    two make one each time); and a cooperative launch checks its grid against the
+    only to make a config: given the objects its last such launch was made from, or new ones
+    of the same values (a cluster tuple made at each launch, compared in C words), it
+    launches what that launch did without it (one config a kernel: launches that alternate
+    between two make one each time); and a cooperative launch checks its grid against the
     limit kept for its block shape without it (Kernel.launch, a prepared launch of a
     cooperative config and kernarg.launch of one). Here they run while another thread holds
     the section and write what they were given; with the section taken for either, they
@@ -4143,6 +4151,19 @@ def test_launches_with_attributes_run_while_another_thread_holds_the_section(ctx
                     assert holds() is False
             check(driver.cuStreamSynchronize(stream))
             assert (np.frombuffer(out.read(), np.float32) == 20).all(), attributes
+        if _compute_capability() >= (9, 0):
+            # A cluster tuple and a grid made at each launch (equal to the last launch's, not
+            # the same objects), beside a str given as the same object each time: found by
+            # value, with no section (until session 96 they took it to compare the objects).
+            k.launch((2, 1, 1), 32, out, 0.0, 64, stream=stream, cluster=(2, 1, 1),
+                     cluster_scheduling="spread")
+            with ft._section_held_by_another_thread():
+                for i in range(1, 21):
+                    k.launch(tuple([2, 1, 1]), 32, out, float(i), 64, stream=stream,
+                             cluster=tuple([2, 1, 1]), cluster_scheduling="spread")
+                    assert holds() is False
+            check(driver.cuStreamSynchronize(stream))
+            assert (np.frombuffer(out.read(), np.float32) == 20).all()
         prepared(out, 0.0, 64)
         with ft._section_held_by_another_thread():
             for i in range(1, 21):
