@@ -4436,9 +4436,11 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
 def test_threads_launch_one_kernel_with_launch_attributes_of_their_own(ctx):
     """Four threads launch one kernel with launch attributes of their own (a grid and cluster
     each, or a cooperative launch; every fifth launch with a cluster given as a list, made
-    anew), so what the kernel keeps of its last launch with attributes -- read by a
-    free-threaded build's launches outside the section, under a sequence lock -- is
-    rewritten under them all the while. Each launch writes its own grid's span of its own
+    anew, and two in five with the grid and a cluster tuple made anew, which the kernel's
+    kept config may match by value), so what the kernel keeps of its last launch with
+    attributes -- read by a free-threaded build's launches outside the section, under a
+    sequence lock, the objects and the values' C words -- is rewritten under them all the
+    while. Each launch writes its own grid's span of its own
     array, its last launch last: a launch that took another thread's grid would write past
     its span (or short of it), and one that paired another's cluster with its grid would be
     refused by the driver."""
@@ -4457,10 +4459,13 @@ def test_threads_launch_one_kernel_with_launch_attributes_of_their_own(ctx):
         check(driver.cuCtxSetCurrent(primary))
         grid, attributes = kinds[i]
         for n in range(300):
-            given = attributes
+            given, dims = attributes, grid
             if n % 5 == 4 and "cluster" in attributes:
                 given = {"cluster": [attributes["cluster"], 1, 1]}
-            k.launch(grid, 32, outs[i], float(i * 1000 + n), 1024, stream=handles[i],
+            elif n % 5 in (1, 2) and "cluster" in attributes:
+                given = {"cluster": tuple([attributes["cluster"], 1, 1])}
+                dims = tuple(list(grid))
+            k.launch(dims, 32, outs[i], float(i * 1000 + n), 1024, stream=handles[i],
                      **given)
 
     try:

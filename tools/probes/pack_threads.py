@@ -318,8 +318,8 @@ def _launch_cases(only):
         "Kernel.launch 3 (int, float, int) with pdl, a grid made for each launch": (
             lambda s: (lambda *a, n=2: k.launch((n, 1, 1), 32, *a, stream=s, pdl=True)),
             lambda: (1 << 32, 0.5, 0)),
-        # A cluster tuple built at each call, equal to the last one: found by value, in
-        # kernarg's section (the kept objects are read).
+        # A cluster tuple built at each call, equal to the last one: found by value (in C
+        # words, with no section, since session 96; before, in kernarg's section).
         "Kernel.launch 3 (int, float, int), a cluster made for each launch": (
             lambda s: (lambda *a, c=2: k.launch(4, 32, *a, stream=s, cluster=(c, 1, 1))),
             lambda: (1 << 32, 0.5, 0)),
