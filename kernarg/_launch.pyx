@@ -8,7 +8,7 @@ touched only in _driver_* helpers, whose failures become kernarg.CudaError.
 """
 cimport cython
 from cuda.bindings cimport cydriver
-from libc.stdint cimport uint16_t, uint64_t, uintptr_t
+from libc.stdint cimport uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcmp, memcpy, memset
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -92,7 +92,7 @@ cdef extern from "_cutils.h":
     void kernarg_spin_unlock(int* lock) noexcept nogil
 
 # A launch attribute's value in C words, as a Kernel keeps those of its last launch with
-# attributes (_cfg_values): what a launch outside kernarg's section compares by value
+# attributes (KeptConfig.values): what a launch outside kernarg's section compares by value
 # (_equal_values_of), where it may compare the kept objects' addresses but not follow them.
 cdef extern from *:
     """
@@ -168,9 +168,13 @@ cdef enum:
     MAX_ATTRS = 15
     MAX_BLOCK_THREADS = 1024
     # Kernel.launch's parameters (_KERNEL_LAUNCH_NAMES): grid, block, stream, shmem, then
-    # the launch attributes, whose values a config is made from (Kernel._cfg_from)
+    # the launch attributes, whose values a config is made from (KeptConfig.attributes_from)
     KERNEL_LAUNCH_NAMES = 19
     LAUNCH_ATTRIBUTE_NAMES = KERNEL_LAUNCH_NAMES - 4
+    # The launches with launch attributes a Kernel keeps (Kernel._cfgs): launches that
+    # alternate between that many sets of attributes, or threads that launch one kernel
+    # with attributes of their own, find theirs
+    KEPT_CONFIGS = 4
 
 _GRID_LIMITS = (2**31 - 1, 65535, 65535)
 _BLOCK_LIMITS = (1024, 1024, 64)
@@ -196,6 +200,25 @@ cdef struct Dims:
     # A shmem_mode other than "default": the driver alone judges shmem (the mode overrides the
     # kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES).
     bint shmem_by_driver
+
+
+cdef struct KeptConfig:
+    # What a Kernel.launch with launch attributes launched (dimensions and attributes, as a
+    # config has them), and the objects it was made from (grid, block and shmem, and the
+    # attributes' values in _KERNEL_LAUNCH_NAMES's order, NULL where none was given), when
+    # every one was immutable: the same objects again launch the same (_last_config_of), and
+    # so do equal attribute values (_equal_values_of, by the values in C words, ``values``;
+    # else _equal_to_last_config, which keeps the new objects). Strong references (dropped in
+    # Kernel.__dealloc__), written with ``seq`` in kernarg's section (_remember_config), read
+    # by launches outside it (_last_config_of, _equal_values_of), which copy the rest: a
+    # launch that releases the GIL, or runs outside the section, may find them rewritten.
+    PyObject* dims_from[3]
+    PyObject* attributes_from[LAUNCH_ATTRIBUTE_NAMES]
+    kernarg_attr_value values[LAUNCH_ATTRIBUTE_NAMES]
+    Dims dims
+    cydriver.CUlaunchAttribute attrs[MAX_ATTRS]
+    unsigned int nattrs
+    unsigned seq
 
 
 cdef struct CoopLimit:
@@ -427,7 +450,7 @@ cdef class LaunchConfig:
             # free-threaded build, and the driver with the GIL released): set once.
             raise TypeError("a LaunchConfig cannot be initialised again: make a new one")
         # A check below that reads the grid, block or shmem is made by _regrid too (a
-        # Kernel.launch of the attributes of its last launch with attributes, on a new grid).
+        # Kernel.launch of the attributes of a launch with attributes it kept, on a new grid).
         _fill_config(&self._d, grid, block, shmem)
         self.grid = (self._d.grid[0], self._d.grid[1], self._d.grid[2])
         self.block = (self._d.block[0], self._d.block[1], self._d.block[2])
@@ -2615,23 +2638,11 @@ cdef class Kernel:
     # (tools/probes/cold_launch.py, session 40).
     cdef object _last_stream
     cdef uint64_t _last_handle
-    # What its last launch with launch attributes launched (dimensions and attributes, as a
-    # config has them), and the objects it was made from (grid, block and shmem, and the
-    # attributes' values in _KERNEL_LAUNCH_NAMES's order, NULL where none was given), when
-    # every one was immutable: the same objects again launch the same (see _kernel_launch),
-    # and so do equal attribute values (_equal_values_of, by the attributes' values in C words,
-    # _cfg_values; else _equal_to_last_config, which keeps the new objects).
-    # Strong references (dropped in __dealloc__), written with _cfg_seq in kernarg's section
-    # (_remember_config), read by launches outside it (_last_config_of, _equal_values_of),
-    # which copy the rest: a launch that releases the GIL, or runs outside the section, may
-    # find them rewritten.
-    cdef PyObject* _cfg_dims_from[3]
-    cdef PyObject* _cfg_from[LAUNCH_ATTRIBUTE_NAMES]
-    cdef kernarg_attr_value _cfg_values[LAUNCH_ATTRIBUTE_NAMES]
-    cdef Dims _cfg_dims
-    cdef cydriver.CUlaunchAttribute _cfg_attrs[MAX_ATTRS]
-    cdef unsigned int _cfg_nattrs
-    cdef unsigned _cfg_seq
+    # What its last KEPT_CONFIGS launches with launch attributes that made a config launched
+    # (KeptConfig), the oldest replaced first (_cfg_next, the slot the next config takes,
+    # written in kernarg's section).
+    cdef KeptConfig _cfgs[KEPT_CONFIGS]
+    cdef unsigned int _cfg_next
     # What loads it again in another process, for pickle: ("source", source, options,
     # headers), ("ptx", text, entry, signature) or ("cubin", image, entry, signature) -- the
     # arguments of the constructor -- or None from a handle.
@@ -2646,11 +2657,14 @@ cdef class Kernel:
         Py_XDECREF(self._last_grid)
         Py_XDECREF(self._last_block)
         Py_XDECREF(self._last_shmem)
-        cdef int i
-        for i in range(3):
-            Py_XDECREF(self._cfg_dims_from[i])
-        for i in range(LAUNCH_ATTRIBUTE_NAMES):
-            Py_XDECREF(self._cfg_from[i])
+        cdef int i, j
+        cdef KeptConfig* c
+        for j in range(KEPT_CONFIGS):
+            c = &self._cfgs[j]
+            for i in range(3):
+                Py_XDECREF(c.dims_from[i])
+            for i in range(LAUNCH_ATTRIBUTE_NAMES):
+                Py_XDECREF(c.attributes_from[i])
 
     @staticmethod
     cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name,
@@ -3417,9 +3431,9 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
     arguments exported. ``attributes``: the values given for the launch attributes, cluster
     to shmem_mode in _KERNEL_LAUNCH_NAMES's order, NULL where not given. ``lazy``: NULL where
     the caller holds kernarg's section (or the GIL); else the section to enter once the launch
-    needs it (see _enqueue): a launch with no attributes (or with the attribute objects of
-    the kernel's last launch with attributes), on None or an int stream, of arguments the
-    packers place outside it, runs all of it outside."""
+    needs it (see _enqueue): a launch with no attributes (or with the attribute objects, or
+    values, of a launch with attributes the kernel kept), on None or an int stream, of
+    arguments the packers place outside it, runs all of it outside."""
     cdef Dims d
     cdef cydriver.CUlaunchAttribute* attrs = NULL
     cdef cydriver.CUlaunchAttribute last_attrs[MAX_ATTRS]
@@ -3452,8 +3466,8 @@ cdef int _kernel_launch(Kernel k, object grid, object block, PyObject** items, P
                 enter_lazily(lazy)
                 _fill_config(&d, grid, block, shmem)
     else:
-        # Launch attributes, the same objects as this kernel's last such launch: what it
-        # launched (_attributes for the rest).
+        # Launch attributes, the same objects as one of the launches with them this kernel
+        # kept: what it launched (_attributes for the rest).
         found = _last_config_of(k, grid, block, shmem, attributes, &d, last_attrs, &nattrs)
         if found != SAME_CONFIG:
             _attributes_call(k, grid, block, shmem, attributes, found, lazy, &d, last_attrs,
@@ -3478,9 +3492,10 @@ cdef int _attributes(Kernel k, object grid, object block, object shmem,
                      PyObject** attributes, int found, LazySection* lazy, Dims* d,
                      cydriver.CUlaunchAttribute* attrs, unsigned int* nattrs) except -1:
     """What _kernel_launch launches for the launch ``attributes`` it was given (at least one
-    set), ``grid``, ``block`` and ``shmem``, where they are not all the objects of the kernel's
-    last launch with attributes (``found``: _last_config_of's answer, which has put what that
-    launch launched in ``d``, ``attrs`` and ``nattrs`` unless NOT_SAME): the dimensions into
+    set), ``grid``, ``block`` and ``shmem``, where they are not all the objects of one of the
+    kernel's kept launches with attributes (``found``: _last_config_of's answer, which has put
+    what that launch launched in ``d``, ``attrs`` and ``nattrs`` unless NOT_SAME): the
+    dimensions into
     ``d``, the attributes into ``attrs`` (MAX_ATTRS of room) and their count into ``nattrs``.
     The same attribute objects, or equal ones (_equal_values_of by their values in C words,
     with no section; else _equal_to_last_config, in kernarg's section): theirs with this grid,
@@ -3617,45 +3632,51 @@ cdef void _remember_dims(Kernel k, object grid, object block, object shmem,
 
 cdef enum:
     # What _last_config_of found.
-    NOT_SAME            # other launch attributes than the kernel's last launch with them
-    SAME_ATTRIBUTES     # its attributes, another grid, block or shmem
-    SAME_CONFIG         # its attributes, grid, block and shmem
+    NOT_SAME            # other launch attributes than those of the launches the kernel keeps
+    SAME_ATTRIBUTES     # one's attributes, another grid, block or shmem
+    SAME_CONFIG         # one's attributes, grid, block and shmem
 
 
 cdef int _last_config_of(Kernel k, object grid, object block, object shmem,
                          PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
                          unsigned int* nattrs) noexcept:
     """Whether the launch ``attributes`` (as _kernel_launch has them), and ``grid``,
-    ``block`` and ``shmem``, are the objects ``k``'s last launch with attributes was made from
-    (_remember_config): NOT_SAME, or SAME_CONFIG, or SAME_ATTRIBUTES if only the attributes
-    are. Unless NOT_SAME, ``d``, ``attrs`` and ``nattrs`` have what it launched. Needs no
-    section, as _last_dims_of: copied and compared under the kernel's sequence lock."""
-    cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
-    if not kernarg_same_pointers(k._cfg_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
-        return NOT_SAME
-    return _kept_config(k, grid, block, shmem, d, attrs, nattrs, begun)
+    ``block`` and ``shmem``, are the objects one of ``k``'s kept launches with attributes was
+    made from (_remember_config): NOT_SAME, or SAME_CONFIG, or SAME_ATTRIBUTES if only the
+    attributes are. Unless NOT_SAME, ``d``, ``attrs`` and ``nattrs`` have what it launched.
+    Needs no section, as _last_dims_of: copied and compared under the kept launch's sequence
+    lock."""
+    cdef KeptConfig* c
+    cdef unsigned begun
+    cdef int j
+    for j in range(KEPT_CONFIGS):
+        c = &k._cfgs[j]
+        begun = kernarg_seq_begin(&c.seq)
+        if kernarg_same_pointers(c.attributes_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
+            return _kept_config(c, grid, block, shmem, d, attrs, nattrs, begun)
+    return NOT_SAME
 
 
-cdef inline int _kept_config(Kernel k, object grid, object block, object shmem, Dims* d,
+cdef inline int _kept_config(KeptConfig* c, object grid, object block, object shmem, Dims* d,
                              cydriver.CUlaunchAttribute* attrs, unsigned int* nattrs,
                              unsigned begun) noexcept:
     """The rest of _last_config_of (and _equal_values_of), the attributes found to be those
-    of ``k``'s last launch with attributes, under the sequence lock ``begun``: SAME_CONFIG or
+    of the kept launch ``c``, under its sequence lock ``begun``: SAME_CONFIG or
     SAME_ATTRIBUTES (``grid``, ``block`` and ``shmem`` compared as objects), with ``d``,
     ``attrs`` and ``nattrs`` copied; NOT_SAME where a writer got in."""
     cdef unsigned int n
     cdef int found = SAME_CONFIG
-    if load_object(k._cfg_dims_from[0]) != <PyObject*>grid or \
-            load_object(k._cfg_dims_from[1]) != <PyObject*>block or \
-            load_object(k._cfg_dims_from[2]) != <PyObject*>shmem:
+    if load_object(c.dims_from[0]) != <PyObject*>grid or \
+            load_object(c.dims_from[1]) != <PyObject*>block or \
+            load_object(c.dims_from[2]) != <PyObject*>shmem:
         found = SAME_ATTRIBUTES
-    n = load_uint(k._cfg_nattrs)
+    n = load_uint(c.nattrs)
     if n > MAX_ATTRS:           # torn by a writer: the check below fails
         return NOT_SAME
-    kernarg_copy_words(d, &k._cfg_dims, sizeof(Dims) // 4)
-    kernarg_copy_words(attrs, k._cfg_attrs, n * sizeof(cydriver.CUlaunchAttribute) // 4)
+    kernarg_copy_words(d, &c.dims, sizeof(Dims) // 4)
+    kernarg_copy_words(attrs, c.attrs, n * sizeof(cydriver.CUlaunchAttribute) // 4)
     nattrs[0] = n
-    return found if kernarg_seq_valid(&k._cfg_seq, begun) else NOT_SAME
+    return found if kernarg_seq_valid(&c.seq, begun) else NOT_SAME
 
 
 cdef extern from *:
@@ -3702,58 +3723,80 @@ cdef int _equal_to_last_config(Kernel k, object grid, object block, object shmem
                                PyObject** attributes, Dims* d,
                                cydriver.CUlaunchAttribute* attrs,
                                unsigned int* nattrs) noexcept:
-    """_last_config_of for launch attributes that are not the objects of ``k``'s last launch
-    with attributes but equal them (kernarg_equal_attribute): a cluster tuple made at each launch,
-    ``cluster=(cx, 1, 1)``, makes the config that launch made. NOT_SAME, or SAME_CONFIG or
-    SAME_ATTRIBUTES (the grid, block and shmem compared as objects) with ``d``, ``attrs`` and
-    ``nattrs`` as _last_config_of puts them; then the given objects replace the kept ones, for
-    the next launch with them to find by address. In kernarg's section: the kept objects are
-    followed (their writers take turns in it)."""
+    """_last_config_of for launch attributes that are not the objects of one of ``k``'s kept
+    launches with attributes but equal them (kernarg_equal_attribute): a string made again
+    (other values _equal_values_of compares, with no section) makes the config that launch
+    made. NOT_SAME, or SAME_CONFIG or SAME_ATTRIBUTES (the grid, block and shmem compared as
+    objects) with ``d``, ``attrs`` and ``nattrs`` as _last_config_of puts them; then the given
+    objects replace the kept ones, for the next launch with them to find by address. In
+    kernarg's section: the kept objects are followed (their writers take turns in it)."""
     cdef Py_ssize_t i
-    if k._cfg_dims_from[0] == NULL:         # no launch with attributes kept
-        return NOT_SAME
-    for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        if attributes[i] != k._cfg_from[i] and \
-                not kernarg_equal_attribute(attributes[i], k._cfg_from[i], i == 1 or i == 2):
-            return NOT_SAME
-    d[0] = k._cfg_dims
-    memcpy(attrs, k._cfg_attrs, k._cfg_nattrs * sizeof(cydriver.CUlaunchAttribute))
-    nattrs[0] = k._cfg_nattrs
-    kernarg_seq_write_begin(&k._cfg_seq)
-    for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        kernarg_set_ref(&k._cfg_from[i], attributes[i])
-    kernarg_seq_write_end(&k._cfg_seq)
-    if k._cfg_dims_from[0] == <PyObject*>grid and k._cfg_dims_from[1] == <PyObject*>block and \
-            k._cfg_dims_from[2] == <PyObject*>shmem:
-        return SAME_CONFIG
-    return SAME_ATTRIBUTES
+    cdef int j
+    cdef KeptConfig* c
+    for j in range(KEPT_CONFIGS):
+        c = &k._cfgs[j]
+        if c.dims_from[0] == NULL:          # no launch with attributes kept here
+            continue
+        for i in range(LAUNCH_ATTRIBUTE_NAMES):
+            if attributes[i] != c.attributes_from[i] and not kernarg_equal_attribute(
+                    attributes[i], c.attributes_from[i], i == 1 or i == 2):
+                break
+        else:
+            d[0] = c.dims
+            memcpy(attrs, c.attrs, c.nattrs * sizeof(cydriver.CUlaunchAttribute))
+            nattrs[0] = c.nattrs
+            kernarg_seq_write_begin(&c.seq)
+            for i in range(LAUNCH_ATTRIBUTE_NAMES):
+                kernarg_set_ref(&c.attributes_from[i], attributes[i])
+            kernarg_seq_write_end(&c.seq)
+            if c.dims_from[0] == <PyObject*>grid and c.dims_from[1] == <PyObject*>block and \
+                    c.dims_from[2] == <PyObject*>shmem:
+                return SAME_CONFIG
+            return SAME_ATTRIBUTES
+    return NOT_SAME
 
 
 cdef int _equal_values_of(Kernel k, object grid, object block, object shmem,
                           PyObject** attributes, Dims* d, cydriver.CUlaunchAttribute* attrs,
                           unsigned int* nattrs) noexcept:
     """_equal_to_last_config with no section: the launch ``attributes`` compared with those
-    of ``k``'s last launch with attributes, each as the same object or by its value in C words
-    (kernarg_encode_attribute: None, bools, ints, floats and tuples of up to four ints, a
-    cluster made at each launch, ``cluster=(cx, 1, 1)``; not strs). As _last_config_of, under
-    the kernel's sequence lock, the kept objects' addresses compared but never followed, and
-    nothing written: the kept objects stay (a value no launch has put in the kept words is
-    compared by value again). NOT_SAME where one differs, or is of another kind: the caller
-    then asks _equal_to_last_config, in kernarg's section."""
-    cdef kernarg_attr_value given, kept
+    of ``k``'s kept launches with attributes, each as the same object or by its value in C
+    words (kernarg_encode_attribute: None, bools, ints, floats and tuples of up to four ints,
+    a cluster made at each launch, ``cluster=(cx, 1, 1)``; not strs). As _last_config_of,
+    under the kept launch's sequence lock, the kept objects' addresses compared but never
+    followed, and nothing written: the kept objects stay (a value no launch has put in the
+    kept words is compared by value again). NOT_SAME where each kept launch has one that
+    differs, or is of another kind: the caller then asks _equal_to_last_config, in kernarg's
+    section."""
+    cdef kernarg_attr_value given[LAUNCH_ATTRIBUTE_NAMES]
+    cdef kernarg_attr_value kept
+    cdef KeptConfig* c
+    cdef PyObject* from_
     cdef Py_ssize_t i
-    cdef unsigned begun = kernarg_seq_begin(&k._cfg_seq)
-    if load_object(k._cfg_dims_from[0]) == NULL:        # no launch with attributes kept
-        return NOT_SAME
-    for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        if load_object(k._cfg_from[i]) == attributes[i]:
+    cdef int j, found
+    cdef unsigned begun
+    cdef uint32_t encoded = 0           # the given values encoded so far, a bit each
+    for j in range(KEPT_CONFIGS):
+        c = &k._cfgs[j]
+        begun = kernarg_seq_begin(&c.seq)
+        if load_object(c.dims_from[0]) == NULL:         # no launch with attributes kept here
             continue
-        kernarg_encode_attribute(&given, attributes[i], i == 1 or i == 2)
-        kernarg_copy_words(&kept, &k._cfg_values[i], sizeof(kernarg_attr_value) // 4)
-        if given.kind == KERNARG_VALUE_OTHER or \
-                memcmp(&given, &kept, sizeof(kernarg_attr_value)) != 0:
-            return NOT_SAME
-    return _kept_config(k, grid, block, shmem, d, attrs, nattrs, begun)
+        for i in range(LAUNCH_ATTRIBUTE_NAMES):
+            from_ = load_object(c.attributes_from[i])
+            if from_ == attributes[i]:
+                continue
+            if not encoded & (1u << i):
+                kernarg_encode_attribute(&given[i], attributes[i], i == 1 or i == 2)
+                encoded |= 1u << i
+            kernarg_copy_words(&kept, &c.values[i], sizeof(kernarg_attr_value) // 4)
+            if given[i].kind == KERNARG_VALUE_OTHER or \
+                    memcmp(&given[i], &kept, sizeof(kernarg_attr_value)) != 0:
+                break
+        else:
+            found = _kept_config(c, grid, block, shmem, d, attrs, nattrs, begun)
+            if found != NOT_SAME:
+                return found
+    return NOT_SAME
 
 
 def _attribute_words(value, bint flag=False, bint given=True):
@@ -3804,30 +3847,33 @@ cdef bint _regrid(Dims* d, object grid, object block, object shmem,
 
 cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block,
                            object shmem, PyObject** attributes) noexcept:
-    """Make what ``cfg`` launches ``k``'s last launch with attributes (_last_config_of), where
-    every object it was made from (``grid``, ``block``, ``shmem``, the ``attributes``) cannot
-    change (_immutable_value: their references dropped here run no code). In kernarg's
-    section, which makes writers take turns."""
+    """Keep what ``cfg`` launches as one of ``k``'s launches with attributes
+    (_last_config_of), in place of the oldest kept, where every object it was made from
+    (``grid``, ``block``, ``shmem``, the ``attributes``) cannot change (_immutable_value:
+    their references dropped here run no code). In kernarg's section, which makes writers
+    take turns."""
     cdef Py_ssize_t i
     cdef kernarg_attr_value value
+    cdef KeptConfig* c
     if not (_immutable_value(grid) and _immutable_value(block) and _immutable_value(shmem)):
         return
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
         if attributes[i] != NULL and not _immutable_value(<object>attributes[i]):
             return
-    kernarg_seq_write_begin(&k._cfg_seq)
-    kernarg_set_ref(&k._cfg_dims_from[0], <PyObject*>grid)
-    kernarg_set_ref(&k._cfg_dims_from[1], <PyObject*>block)
-    kernarg_set_ref(&k._cfg_dims_from[2], <PyObject*>shmem)
+    c = &k._cfgs[k._cfg_next]
+    k._cfg_next = (k._cfg_next + 1) % KEPT_CONFIGS
+    kernarg_seq_write_begin(&c.seq)
+    kernarg_set_ref(&c.dims_from[0], <PyObject*>grid)
+    kernarg_set_ref(&c.dims_from[1], <PyObject*>block)
+    kernarg_set_ref(&c.dims_from[2], <PyObject*>shmem)
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
-        kernarg_set_ref(&k._cfg_from[i], attributes[i])
+        kernarg_set_ref(&c.attributes_from[i], attributes[i])
         kernarg_encode_attribute(&value, attributes[i], i == 1 or i == 2)
-        kernarg_copy_words(&k._cfg_values[i], &value, sizeof(kernarg_attr_value) // 4)
-    kernarg_copy_words(&k._cfg_dims, &cfg._d, sizeof(Dims) // 4)
-    kernarg_copy_words(k._cfg_attrs, cfg._attrs,
-                       cfg._nattrs * sizeof(cydriver.CUlaunchAttribute) // 4)
-    store_uint(k._cfg_nattrs, cfg._nattrs)
-    kernarg_seq_write_end(&k._cfg_seq)
+        kernarg_copy_words(&c.values[i], &value, sizeof(kernarg_attr_value) // 4)
+    kernarg_copy_words(&c.dims, &cfg._d, sizeof(Dims) // 4)
+    kernarg_copy_words(c.attrs, cfg._attrs, cfg._nattrs * sizeof(cydriver.CUlaunchAttribute) // 4)
+    store_uint(c.nattrs, cfg._nattrs)
+    kernarg_seq_write_end(&c.seq)
 
 
 cdef bint _immutable_value(object value) noexcept:

@@ -229,14 +229,14 @@ def test_launch_attribute_values_compared_in_c_words_agree_with_their_objects(a,
 
 
 def check_equal_attribute_values_keep_the_config(launch):
-    """A Kernel.launch whose attribute values equal its last config's, in new objects (a
-    cluster tuple made at each launch), finds that config by the values' C words and writes
-    nothing: the kernel keeps the objects it was made from (on a free-threaded build such
-    launches need no section and do not take turns). A str made anew is compared as an
-    object, in the section, and kept in place of the last; other values make a config of
-    their own. ``launch(**attributes)`` launches one kernel with a grid of 4 clusters of
-    2 blocks (tests/gpu's test_launches_with_attributes_of_equal_values_launch_their_config
-    calls this too)."""
+    """A Kernel.launch whose attribute values equal those of one of the last four configs the
+    kernel made, in new objects (a cluster tuple made at each launch), finds that config by
+    the values' C words and writes nothing: the kernel keeps the objects it was made from (on
+    a free-threaded build such launches need no section and do not take turns). A str made
+    anew is compared as an object, in the section, and kept in place of the last; other
+    values make a config of their own, which replaces the oldest of the four. ``launch(**
+    attributes)`` launches one kernel with a grid of 8 blocks (tests/gpu's
+    test_launches_with_attributes_of_equal_values_launch_their_config calls this too)."""
     first, scheduling = tuple([2, 1, 1]), "".join(["spr", "ead"])
     refs = sys.getrefcount(first)
     launch(cluster=first, cluster_scheduling="spread")
@@ -247,9 +247,24 @@ def check_equal_attribute_values_keep_the_config(launch):
         assert sys.getrefcount(first) == refs + 1 and sys.getrefcount(again) == refs
     launch(cluster=first, cluster_scheduling=scheduling)        # a str made anew
     assert sys.getrefcount(first) == refs + 1 and sys.getrefcount(scheduling) == refs + 1
-    other = tuple([4, 1, 1])
-    launch(cluster=other, cluster_scheduling=scheduling)        # another value: its config
-    assert sys.getrefcount(first) == refs and sys.getrefcount(other) == refs + 1
+    # Three other values: a config each, kept beside the first; launched again in turn, in
+    # new objects, each is found by value (none made: the kept objects stay).
+    def counts(values):
+        return [sys.getrefcount(v) for v in values]
+
+    others = [tuple([c, 1, 1]) for c in (4, 8, 1)]
+    alone = counts(others)
+    for i in range(3):
+        launch(cluster=others[i], cluster_scheduling=scheduling)
+    for _ in range(2):
+        for c in (2, 4, 8, 1):
+            launch(cluster=tuple([c, 1, 1]), cluster_scheduling=scheduling)
+    assert sys.getrefcount(first) == refs + 1 and counts(others) == [n + 1 for n in alone]
+    # A fifth: the oldest (the first) makes way for it.
+    fifth = tuple([2, 1, 1])
+    launch(cluster=fifth)
+    assert sys.getrefcount(first) == refs and sys.getrefcount(fifth) == refs + 1
+    assert counts(others) == [n + 1 for n in alone]
 
 
 def test_launch_attributes_of_equal_values_find_the_kept_config_without_a_write():

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
+import itertools
 import json
 import os
 import sys
@@ -288,6 +289,7 @@ def _launch_cases(only):
         driver.cuCtxSetCurrent(primary)
         return int(driver.cuStreamCreate(1)[1])
 
+    made = itertools.count()        # launchers made: each thread's cluster
     cases = {
         "Kernel.launch 3 (CAI array, float, int)": (
             lambda s: (lambda *a: k.launch(1, 32, *a, stream=s)),
@@ -323,6 +325,10 @@ def _launch_cases(only):
         "Kernel.launch 3 (int, float, int), a cluster made for each launch": (
             lambda s: (lambda *a, c=2: k.launch(4, 32, *a, stream=s, cluster=(c, 1, 1))),
             lambda: (1 << 32, 0.5, 0)),
+        # Each thread its own cluster (one thread: one config; two: two, which the kernel
+        # keeps side by side since session 96, where one launch's replaced the other's).
+        "Kernel.launch 3 (int, float, int), a cluster of each thread's own": (
+            lambda s: _cluster_of_its_own(k, s, made), lambda: (1 << 32, 0.5, 0)),
         "Kernel.launch 3 (int, float, int), cooperative": (
             lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cooperative=True)),
             lambda: (1 << 32, 0.5, 0)),
@@ -346,6 +352,13 @@ def _launch_cases(only):
     if any(only in name and "cuda.core Kernel" in name for name in cases):
         core_kernel = _core_kernel()
     return cases, stream
+
+
+def _cluster_of_its_own(k, s, made):
+    """A launcher of ``k`` on stream ``s`` with a cluster of 1 or 2 blocks, in turn as
+    ``made`` counts the launchers made."""
+    cluster = 1 + next(made) % 2
+    return lambda *a: k.launch(2, 32, *a, stream=s, cluster=cluster)
 
 
 def _per_op_ns(case, threads, n, stream=None):
