@@ -4114,11 +4114,11 @@ def test_launches_run_while_another_thread_holds_the_section(ctx):
 
 def test_launches_with_attributes_run_while_another_thread_holds_the_section(ctx):
     """On a free-threaded CPython, Kernel.launch with launch attributes takes kernarg's section
-    only to make a config: given the objects its last such launch was made from, or new ones
-    of the same values (a cluster tuple made at each launch, compared in C words), it
-    launches what that launch did without it (one config a kernel: launches that alternate
-    between two make one each time); and a cooperative launch checks its grid against the
-    limit kept for its block shape without it (Kernel.launch, a prepared launch of a
+    only to make a config: given the objects one of its last four configs was made from, or
+    new ones of the same values (a cluster tuple made at each launch, compared in C words),
+    it launches what that config did without it (launches that take turns between four find
+    each); and a cooperative launch checks its grid against the limit kept for its block
+    shape without it (Kernel.launch, a prepared launch of a
     cooperative config and kernarg.launch of one). Here they run while another thread holds
     the section and write what they were given; with the section taken for either, they
     waited for it, and the holder gave up after its 60 s."""
@@ -4151,6 +4151,15 @@ def test_launches_with_attributes_run_while_another_thread_holds_the_section(ctx
                     assert holds() is False
             check(driver.cuStreamSynchronize(stream))
             assert (np.frombuffer(out.read(), np.float32) == 20).all(), attributes
+        # Up to four sets of attributes in turn: each config kept (until session 96 only the
+        # last was, and the others were made again, in the section).
+        with ft._section_held_by_another_thread():
+            for i in range(1, 21):
+                for grid, attributes in launches:
+                    k.launch(grid, 32, out, float(i), 64, stream=stream, **attributes)
+                    assert holds() is False
+        check(driver.cuStreamSynchronize(stream))
+        assert (np.frombuffer(out.read(), np.float32) == 20).all()
         if _compute_capability() >= (9, 0):
             # A cluster tuple and a grid made at each launch (equal to the last launch's, not
             # the same objects), beside a str given as the same object each time: found by
