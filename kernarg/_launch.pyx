@@ -91,9 +91,10 @@ cdef extern from "_cutils.h":
     void kernarg_spin_lock(int* lock) noexcept nogil
     void kernarg_spin_unlock(int* lock) noexcept nogil
 
-# A launch attribute's value in C words, as a Kernel keeps those of its last launch with
+# A launch attribute's value in C words, as a Kernel keeps those of its kept launches with
 # attributes (KeptConfig.values): what a launch outside kernarg's section compares by value
-# (_equal_values_of), where it may compare the kept objects' addresses but not follow them.
+# (_equal_values_of), where it may compare the kept objects' addresses but not follow them;
+# and the release store that publishes the kept launches (Kernel._cfgs).
 cdef extern from *:
     """
     /* A value given for a launch attribute (a, NULL where none was: the default, as
@@ -109,6 +110,12 @@ cdef extern from *:
         KERNARG_VALUE_INT, KERNARG_VALUE_FLOAT, KERNARG_VALUE_TUPLE   /* + its length */
     };
     typedef struct { int64_t kind; int64_t words[4]; } kernarg_attr_value;
+
+    /* Store p in *slot with release, for readers that load it with acquire
+       (kernarg_load_ptr): what p points at, written before, is seen by them. */
+    static inline void kernarg_publish_ptr(void **slot, void *p) {
+        __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    }
 
     static int kernarg_value_word(PyObject *a, int64_t *word) {
         int overflow;
@@ -148,6 +155,7 @@ cdef extern from *:
         long long kind
     enum: KERNARG_VALUE_OTHER
     void kernarg_encode_attribute(kernarg_attr_value* v, PyObject* a, bint flag) noexcept
+    void kernarg_publish_ptr(void** slot, void* p) noexcept nogil
 
 import array
 import operator
@@ -2639,9 +2647,11 @@ cdef class Kernel:
     cdef object _last_stream
     cdef uint64_t _last_handle
     # What its last KEPT_CONFIGS launches with launch attributes that made a config launched
-    # (KeptConfig), the oldest replaced first (_cfg_next, the slot the next config takes,
-    # written in kernarg's section).
-    cdef KeptConfig _cfgs[KEPT_CONFIGS]
+    # (KeptConfig), the oldest replaced first (_cfg_next, the slot the next config takes):
+    # NULL until the first is kept, as most kernels never launch with attributes (~6 KB of
+    # them; freed in __dealloc__). Set, and _cfg_next written, in kernarg's section
+    # (_remember_config); launches outside it load the pointer with acquire (_kept_configs).
+    cdef KeptConfig* _cfgs
     cdef unsigned int _cfg_next
     # What loads it again in another process, for pickle: ("source", source, options,
     # headers), ("ptx", text, entry, signature) or ("cubin", image, entry, signature) -- the
@@ -2659,12 +2669,14 @@ cdef class Kernel:
         Py_XDECREF(self._last_shmem)
         cdef int i, j
         cdef KeptConfig* c
-        for j in range(KEPT_CONFIGS):
-            c = &self._cfgs[j]
-            for i in range(3):
-                Py_XDECREF(c.dims_from[i])
-            for i in range(LAUNCH_ATTRIBUTE_NAMES):
-                Py_XDECREF(c.attributes_from[i])
+        if self._cfgs != NULL:
+            for j in range(KEPT_CONFIGS):
+                c = &self._cfgs[j]
+                for i in range(3):
+                    Py_XDECREF(c.dims_from[i])
+                for i in range(LAUNCH_ATTRIBUTE_NAMES):
+                    Py_XDECREF(c.attributes_from[i])
+            free(self._cfgs)
 
     @staticmethod
     cdef Kernel _make(cydriver.CUfunction func, object module, object signature, str name,
@@ -3646,15 +3658,25 @@ cdef int _last_config_of(Kernel k, object grid, object block, object shmem,
     attributes are. Unless NOT_SAME, ``d``, ``attrs`` and ``nattrs`` have what it launched.
     Needs no section, as _last_dims_of: copied and compared under the kept launch's sequence
     lock."""
+    cdef KeptConfig* cfgs = _kept_configs(k)
     cdef KeptConfig* c
     cdef unsigned begun
     cdef int j
+    if cfgs == NULL:
+        return NOT_SAME
     for j in range(KEPT_CONFIGS):
-        c = &k._cfgs[j]
+        c = &cfgs[j]
         begun = kernarg_seq_begin(&c.seq)
         if kernarg_same_pointers(c.attributes_from, attributes, LAUNCH_ATTRIBUTE_NAMES):
             return _kept_config(c, grid, block, shmem, d, attrs, nattrs, begun)
     return NOT_SAME
+
+
+cdef inline KeptConfig* _kept_configs(Kernel k) noexcept nogil:
+    """``k``'s kept launches with attributes (KEPT_CONFIGS of them), or NULL before the
+    first: the pointer loaded with acquire, so that a launch outside kernarg's section that
+    sees it sees the zeroed slots _remember_config published."""
+    return <KeptConfig*>kernarg_load_ptr(<void* const*>&k._cfgs)
 
 
 cdef inline int _kept_config(KeptConfig* c, object grid, object block, object shmem, Dims* d,
@@ -3733,6 +3755,8 @@ cdef int _equal_to_last_config(Kernel k, object grid, object block, object shmem
     cdef Py_ssize_t i
     cdef int j
     cdef KeptConfig* c
+    if k._cfgs == NULL:                     # (written in the section, as this runs)
+        return NOT_SAME
     for j in range(KEPT_CONFIGS):
         c = &k._cfgs[j]
         if c.dims_from[0] == NULL:          # no launch with attributes kept here
@@ -3771,19 +3795,20 @@ cdef int _equal_values_of(Kernel k, object grid, object block, object shmem,
     cdef kernarg_attr_value given[LAUNCH_ATTRIBUTE_NAMES]
     cdef kernarg_attr_value kept
     cdef KeptConfig* c
-    cdef PyObject* from_
     cdef Py_ssize_t i
     cdef int j, found
     cdef unsigned begun
     cdef uint32_t encoded = 0           # the given values encoded so far, a bit each
+    cdef KeptConfig* cfgs = _kept_configs(k)
+    if cfgs == NULL:
+        return NOT_SAME
     for j in range(KEPT_CONFIGS):
-        c = &k._cfgs[j]
+        c = &cfgs[j]
         begun = kernarg_seq_begin(&c.seq)
         if load_object(c.dims_from[0]) == NULL:         # no launch with attributes kept here
             continue
         for i in range(LAUNCH_ATTRIBUTE_NAMES):
-            from_ = load_object(c.attributes_from[i])
-            if from_ == attributes[i]:
+            if load_object(c.attributes_from[i]) == attributes[i]:
                 continue
             if not encoded & (1u << i):
                 kernarg_encode_attribute(&given[i], attributes[i], i == 1 or i == 2)
@@ -3860,6 +3885,11 @@ cdef void _remember_config(Kernel k, LaunchConfig cfg, object grid, object block
     for i in range(LAUNCH_ATTRIBUTE_NAMES):
         if attributes[i] != NULL and not _immutable_value(<object>attributes[i]):
             return
+    if k._cfgs == NULL:
+        c = <KeptConfig*>calloc(KEPT_CONFIGS, sizeof(KeptConfig))
+        if c == NULL:
+            return                          # (no memory: the next launch makes its own)
+        kernarg_publish_ptr(<void**>&k._cfgs, c)
     c = &k._cfgs[k._cfg_next]
     k._cfg_next = (k._cfg_next + 1) % KEPT_CONFIGS
     kernarg_seq_write_begin(&c.seq)
