@@ -197,8 +197,8 @@ def _retyped(value):
        make_b=st.sampled_from(["drawn", "fresh", "retyped"]))
 def test_launch_attribute_values_compared_in_c_words_agree_with_their_objects(a, b, flag,
                                                                               make_b):
-    """Property: a launch outside kernarg's section finds its kernel's last config by the
-    attribute values' C words (kernarg_encode_attribute: None, bools, ints of 64 bits, floats
+    """Property: a launch outside kernarg's section finds one of its kernel's kept configs by
+    the attribute values' C words (kernarg_encode_attribute: None, bools, ints of 64 bits, floats
     bit for bit, tuples of up to four such ints) where the objects are not the kept ones. Two
     values of those kinds have equal words exactly where the comparison of the objects (in
     the section) finds them equal, so either way the same launches share a config; any
@@ -2696,7 +2696,7 @@ def test_event_attribute_errors_name_the_keyword(kwargs, exc, fragment):
 
 
 def test_launches_with_attributes_check_each_config_they_are_given():
-    # Kernel.launch keeps the config of its last launch with attributes, for the same
+    # Kernel.launch keeps the configs of its last four launches with attributes, for the same
     # (immutable) objects; anything else is checked again: other values, and values that can
     # change between launches (a list), which are never kept.
     k = kernarg.Kernel.from_handle(0x1234, signature="float* out, int n", name="k")

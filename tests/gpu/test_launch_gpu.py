@@ -2306,8 +2306,8 @@ def _captured_launch(k, stream, grid, block, shmem, args, *names, **attributes):
 
 
 def test_launches_with_attributes_launch_their_own_when_objects_repeat(ctx):
-    """Kernel.launch keeps what its last launch with launch attributes launched, and launches
-    it again for the very same objects (immutable ones: ints, tuples of them) rather than
+    """Kernel.launch keeps what its last four launches with launch attributes launched, and
+    launches one again for the very same objects (immutable ones: ints, tuples of them) rather than
     making a config anew. Each launch here, captured alone, is a node whose config is the one
     that launch was given (and the cluster scheduling policy it was given, which a node's
     config leaves out): whether it repeats the last launch's objects, changes one of them,
@@ -2356,7 +2356,7 @@ def test_launches_with_attributes_launch_their_own_when_objects_repeat(ctx):
 
 
 def test_launches_with_attributes_take_a_grid_made_for_each_launch(ctx):
-    """Launches with the launch attribute objects of the kernel's last launch with attributes,
+    """Launches with the launch attribute objects of a launch with attributes the kernel kept,
     but a grid, block or shmem made for each launch (as a grid computed from the data is),
     launch those attributes with the dimensions given, checked as a LaunchConfig checks them:
     each captured launch is a node with its own grid and the attributes; a grid the cluster or
@@ -2419,7 +2419,7 @@ def test_launches_with_attributes_take_a_grid_made_for_each_launch(ctx):
 
 
 def test_launches_with_attributes_of_equal_values_launch_their_config(ctx):
-    """Launch attributes equal to those of the kernel's last launch with attributes but not
+    """Launch attributes equal to those of a launch with attributes the kernel kept but not
     the same objects (a cluster tuple made at each launch, a string or an address computed
     again) launch that config, found by value, with the grid given; values that differ, or
     are of another type (an int for a bool), make their own: each captured launch is a node
@@ -4446,10 +4446,10 @@ def test_threads_launch_one_kernel_with_launch_attributes_of_their_own(ctx):
     """Four threads launch one kernel with launch attributes of their own (a grid and cluster
     each, or a cooperative launch; every fifth launch with a cluster given as a list, made
     anew, and two in five with the grid and a cluster tuple made anew, which the kernel's
-    kept config may match by value), so what the kernel keeps of its last launch with
-    attributes -- read by a free-threaded build's launches outside the section, under a
-    sequence lock, the objects and the values' C words -- is rewritten under them all the
-    while. Each launch writes its own grid's span of its own
+    kept config may match by value): seven sets of attributes for the four launches with
+    attributes the kernel keeps -- read by a free-threaded build's launches outside the
+    section, under sequence locks, the objects and the values' C words -- which are rewritten
+    under them all the while. Each launch writes its own grid's span of its own
     array, its last launch last: a launch that took another thread's grid would write past
     its span (or short of it), and one that paired another's cluster with its grid would be
     refused by the driver."""
