@@ -4019,8 +4019,16 @@ cdef dict _core_config_types = {}     # type -> its _config_fields
 
 cdef extern from *:
     """
-    /* How many foreign kernels, and cuda.core configs, kernarg.launch remembers it saw last. */
+    /* How many cuda.core configs kernarg.launch remembers it saw last (by their values). */
     #define KERNARG_RECENT 4
+    /* The kernels kernarg.launch remembers: KERNARG_KERNEL_SETS sets of KERNARG_KERNEL_WAYS
+       slots, a key's set picked by its hash (kernarg_kernel_set_of), each set a cache line.
+       A launch loop of up to a few dozen kernels finds each (a set holds any four of them;
+       five of one loop in one set would take turns), with no dict lookup, and on a
+       free-threaded build with no section. */
+    #define KERNARG_KERNEL_SETS 64
+    #define KERNARG_KERNEL_WAYS 4
+    #define KERNARG_KERNEL_SLOTS (KERNARG_KERNEL_SETS * KERNARG_KERNEL_WAYS)
     #if defined(__GNUC__)
     #define KERNARG_LINE_ALIGNED __attribute__((aligned(64)))
     #else
@@ -4032,13 +4040,18 @@ cdef extern from *:
        borrowed from the object's entry, which _last_foreign_entries holds.
        kernarg_recent_handles: kernel handles (an int, a cuda.bindings CUfunction or
        CUkernel), keyed by the handle's value, the Kernel borrowed from
-       _last_handle_kernels. A key of 0: an empty slot. */
+       _last_handle_kernels. A key of 0: an empty slot. Slot i of either is way
+       i % KERNARG_KERNEL_WAYS of set i / KERNARG_KERNEL_WAYS. */
     typedef struct {
         uintptr_t key;
         PyObject *kernel;
     } kernarg_recent_kernel;
-    static kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
-    static kernarg_recent_kernel kernarg_recent_handles[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+    static kernarg_recent_kernel kernarg_recent_kernels[KERNARG_KERNEL_SLOTS] KERNARG_LINE_ALIGNED;
+    static kernarg_recent_kernel kernarg_recent_handles[KERNARG_KERNEL_SLOTS] KERNARG_LINE_ALIGNED;
+    /* Each set's next way to fill, in turn (so four kernels put in one set in a row take four
+       ways): written only in kernarg's section. */
+    static unsigned char kernarg_recent_kernels_next[KERNARG_KERNEL_SETS];
+    static unsigned char kernarg_recent_handles_next[KERNARG_KERNEL_SETS];
     /* The handle types seen (cuda.bindings' CUfunction and CUkernel, whose __index__ gives
        the address in C): stored whole, once each, in the section; each held by
        _handle_type_refs. */
@@ -4053,12 +4066,38 @@ cdef extern from *:
        build. */
     static int kernarg_recent_lock;
 
+    /* The first slot of `key`'s set: a Fibonacci hash's top six bits, which spread objects
+       allocated side by side, and handles, over the sets. */
+    static inline int kernarg_kernel_set_of(uintptr_t key) {
+        return (int)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> (64 - 6))
+               * KERNARG_KERNEL_WAYS;
+    }
+
     static void kernarg_recent_set(kernarg_recent_kernel *slots, int i, uintptr_t key,
                                    PyObject *kernel) {
         kernarg_spin_lock(&kernarg_recent_lock);
         slots[i].key = key;
         slots[i].kernel = kernel;
         kernarg_spin_unlock(&kernarg_recent_lock);
+    }
+
+    /* The slot `key` is in, or -1: for a caller in kernarg's section (where alone slots are
+       written), or a GIL build's. */
+    static inline int kernarg_recent_find(const kernarg_recent_kernel *slots, uintptr_t key) {
+        int i, first = kernarg_kernel_set_of(key);
+        for (i = first; i < first + KERNARG_KERNEL_WAYS; i++)
+            if (slots[i].key == key) return i;
+        return -1;
+    }
+
+    /* The slot a new `key` takes (in the section): its set's ways in turn, `next` the
+       table's turns (kernarg_recent_*_next). */
+    static int kernarg_recent_victim(unsigned char *next, uintptr_t key) {
+        int first = kernarg_kernel_set_of(key);
+        int set = first / KERNARG_KERNEL_WAYS;
+        int way = next[set];
+        next[set] = (unsigned char)((way + 1) % KERNARG_KERNEL_WAYS);
+        return first + way;
     }
 
     /* The Kernel remembered in `slots` for `key` (a new reference), or None: for a reader
@@ -4071,12 +4110,8 @@ cdef extern from *:
         PyObject *k = Py_None;
         int i;
         kernarg_spin_lock(&kernarg_recent_lock);
-        for (i = 0; i < KERNARG_RECENT; i++) {
-            if (slots[i].key == key) {
-                k = slots[i].kernel;
-                break;
-            }
-        }
+        i = kernarg_recent_find(slots, key);
+        if (i >= 0) k = slots[i].kernel;
         Py_INCREF(k);
         kernarg_spin_unlock(&kernarg_recent_lock);
         return k;
@@ -4112,40 +4147,47 @@ cdef extern from *:
     }
     """
     enum: KERNARG_RECENT
+    enum: KERNARG_KERNEL_WAYS
+    enum: KERNARG_KERNEL_SLOTS
     ctypedef struct kernarg_recent_kernel:
         uintptr_t key
         PyObject* kernel
-    kernarg_recent_kernel kernarg_recent_kernels[KERNARG_RECENT]
-    kernarg_recent_kernel kernarg_recent_handles[KERNARG_RECENT]
+    kernarg_recent_kernel kernarg_recent_kernels[KERNARG_KERNEL_SLOTS]
+    kernarg_recent_kernel kernarg_recent_handles[KERNARG_KERNEL_SLOTS]
+    unsigned char kernarg_recent_kernels_next[]
+    unsigned char kernarg_recent_handles_next[]
     PyTypeObject* kernarg_handle_types[2]
+    int kernarg_kernel_set_of(uintptr_t key) noexcept
     void kernarg_recent_set(kernarg_recent_kernel* slots, int i, uintptr_t key,
                             PyObject* kernel) noexcept
+    int kernarg_recent_find(const kernarg_recent_kernel* slots, uintptr_t key) noexcept
+    int kernarg_recent_victim(unsigned char* next, uintptr_t key) noexcept
     object kernarg_recent_ref(const kernarg_recent_kernel* slots, uintptr_t key)
     uintptr_t kernarg_handle_address(PyObject* obj) noexcept
 
 
-# The KERNARG_RECENT foreign kernel objects launched last, for a launch loop's repeated lookups
-# (of one kernel, or of a few in turn): their addresses and Kernels (kernarg_recent_kernels, one
-# cache line) and their entries of _foreign_by_object, in slots filled in turn. An entry's weak
-# reference is held here too, so its callback (_forget) always runs when the object goes, and
-# clears its slot before the address can be reused.
-cdef list _last_foreign_entries = [None] * KERNARG_RECENT
-cdef int _last_foreign_next = 0
-# The KERNARG_RECENT kernel handles launched last (ints, cuda.bindings CUfunctions and
-# CUkernels, which take no weak reference): their addresses and Kernels
-# (kernarg_recent_handles), the Kernels held here. An address is the handle's value, not an
+# The foreign kernel objects launched, for a launch loop's repeated lookups (of one kernel, or
+# of a few dozen in turn): their addresses and Kernels (kernarg_recent_kernels, a set of four
+# slots by the address's hash, each set a cache line) and their entries of _foreign_by_object,
+# a set's slots filled in turn. An entry's weak reference is held here too, so its callback
+# (_forget) always runs when the object goes, and clears its slot before the address can be
+# reused.
+cdef list _last_foreign_entries = [None] * KERNARG_KERNEL_SLOTS
+# The kernel handles launched (ints, cuda.bindings CUfunctions and CUkernels, which take no
+# weak reference): their addresses and Kernels (kernarg_recent_handles, in sets as
+# kernarg_recent_kernels), the Kernels held here. An address is the handle's value, not an
 # object's: no object's death can make it name another kernel (a wrapper of a handle depends
 # on its address alone, see _foreign_kernels). Found with no dict lookup, no weak reference
 # tried, and on a free-threaded build with no section.
-cdef list _last_handle_kernels = [None] * KERNARG_RECENT
-cdef int _last_handle_next = 0
+cdef list _last_handle_kernels = [None] * KERNARG_KERNEL_SLOTS
 cdef list _handle_type_refs = []        # the types in kernarg_handle_types
 
 
 def _forget(ref, key):
     """Weak-reference callback: drop ``_foreign_by_object[key]`` if it is still ``ref``'s."""
+    cdef int first = kernarg_kernel_set_of(key)     # key: the object's address, its slots' key
     cdef int i
-    for i in range(KERNARG_RECENT):
+    for i in range(first, first + KERNARG_KERNEL_WAYS):
         entry = _last_foreign_entries[i]
         if entry is not None and entry[0] is ref:
             kernarg_recent_set(kernarg_recent_kernels, i, 0, NULL)
@@ -4161,20 +4203,30 @@ cdef Kernel _launch_kernel(object kernel):
     return _foreign_kernel(kernel)
 
 
-cdef Kernel _foreign_kernel(object kernel):
+cdef inline Kernel _foreign_kernel(object kernel):
     """The Kernel that launches ``kernel``, which is not one: a cuda.core Kernel's wrapper, or
-    a raw handle's."""
-    cdef Kernel k
-    cdef int i
+    a raw handle's. One remembered is found here, with no more than a few compares (not in
+    _wrapped_kernel, whose Python temporaries cost a launch loop ~10 ns to set up)."""
+    cdef int i = kernarg_recent_find(kernarg_recent_kernels, <uintptr_t><PyObject*>kernel)
     cdef uintptr_t handle
-    for i in range(KERNARG_RECENT):
-        if <uintptr_t><PyObject*>kernel == kernarg_recent_kernels[i].key:
-            return <Kernel>kernarg_recent_kernels[i].kernel
+    if i >= 0:
+        return <Kernel>kernarg_recent_kernels[i].kernel
     handle = kernarg_handle_address(<PyObject*>kernel)
     if handle != 0:
-        for i in range(KERNARG_RECENT):
-            if kernarg_recent_handles[i].key == handle:
-                return <Kernel>kernarg_recent_handles[i].kernel
+        i = kernarg_recent_find(kernarg_recent_handles, handle)
+        if i >= 0:
+            return <Kernel>kernarg_recent_handles[i].kernel
+    return _wrapped_kernel(kernel, handle)
+
+
+cdef Kernel _wrapped_kernel(object kernel, uintptr_t handle):
+    """_foreign_kernel for a kernel not remembered (``handle``: its address as a handle, or 0
+    where it is not an exact int or a handle type seen): found in the dicts, or wrapped."""
+    cdef Kernel k
+    if handle != 0:
+        k = _foreign_kernels.get(handle)
+        if k is not None:       # wrapped before: no weak reference tried (~1 us, its TypeError)
+            return _remember_handle(kernel, handle, k)
     entry = _foreign_by_object.get(id(kernel))
     if entry is not None and (<tuple>entry)[0]() is kernel:
         return _remember_recent(kernel, <tuple>entry)
@@ -4204,11 +4256,9 @@ cdef Kernel _foreign_kernel(object kernel):
 
 cdef Kernel _remember_recent(object kernel, tuple entry):
     """Put the foreign kernel object ``kernel`` and its ``entry`` of _foreign_by_object in the
-    next of the recent slots; its Kernel."""
-    global _last_foreign_next
+    next slot of its set (kernarg_recent_kernels); its Kernel."""
     cdef Kernel k = <Kernel>entry[1]
-    cdef int i = _last_foreign_next
-    _last_foreign_next = (i + 1) % KERNARG_RECENT
+    cdef int i = kernarg_recent_victim(kernarg_recent_kernels_next, <uintptr_t><PyObject*>kernel)
     kernarg_recent_set(kernarg_recent_kernels, i, 0, NULL)     # while the old entry is dropped
     _last_foreign_entries[i] = entry
     kernarg_recent_set(kernarg_recent_kernels, i, <uintptr_t><PyObject*>kernel, <PyObject*>k)
@@ -4216,10 +4266,9 @@ cdef Kernel _remember_recent(object kernel, tuple entry):
 
 
 cdef Kernel _remember_handle(object kernel, uintptr_t address, Kernel k):
-    """Put the kernel handle ``kernel`` (at ``address``) and its Kernel ``k`` in the next of
-    the recent handle slots, and its type, a cuda.bindings handle type, in
+    """Put the kernel handle ``kernel`` (at ``address``) and its Kernel ``k`` in the next slot
+    of its set (kernarg_recent_handles), and its type, a cuda.bindings handle type, in
     kernarg_handle_types; ``k``."""
-    global _last_handle_next
     cdef int i
     cdef type t = type(kernel)
     if (t is not int and t.__module__.startswith("cuda.bindings")
@@ -4233,8 +4282,7 @@ cdef Kernel _remember_handle(object kernel, uintptr_t address, Kernel k):
                 break
     if kernarg_handle_address(<PyObject*>kernel) != address:
         return k                # an int subclass, a numpy int: looked up in the dict
-    i = _last_handle_next
-    _last_handle_next = (i + 1) % KERNARG_RECENT
+    i = kernarg_recent_victim(kernarg_recent_handles_next, address)
     kernarg_recent_set(kernarg_recent_handles, i, 0, NULL)     # while the old Kernel is dropped
     _last_handle_kernels[i] = k
     kernarg_recent_set(kernarg_recent_handles, i, address, <PyObject*>k)
@@ -4277,13 +4325,21 @@ def _kernel_for_launch(kernel):
 
 def _last_handle_addresses():
     """The kernel handles :func:`launch` remembers, 0 for an empty slot (for tests)."""
-    return tuple(kernarg_recent_handles[i].key for i in range(KERNARG_RECENT))
+    return tuple(kernarg_recent_handles[i].key for i in range(KERNARG_KERNEL_SLOTS))
 
 
 def _last_foreign_addresses():
     """The addresses of the foreign kernel objects :func:`launch` remembers, 0 for an empty
     slot (for tests)."""
-    return tuple(kernarg_recent_kernels[i].key for i in range(KERNARG_RECENT))
+    return tuple(kernarg_recent_kernels[i].key for i in range(KERNARG_KERNEL_SLOTS))
+
+
+def _kernel_slots_of(address):
+    """The slots of :func:`launch`'s remembered kernels (and of _last_foreign_addresses' and
+    _last_handle_addresses' tuples) that a kernel object or handle at ``address`` may take:
+    its set's (for tests)."""
+    first = kernarg_kernel_set_of(address)
+    return range(first, first + KERNARG_KERNEL_WAYS)
 
 
 cdef object _grid_in_blocks(object grid, object cluster):

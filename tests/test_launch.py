@@ -1737,60 +1737,119 @@ def test_launch_wraps_a_foreign_kernel_once():
         assert id(new) != address or _kernel_for_launch(new) is not wrapper
 
 
-def test_launch_remembers_a_few_foreign_kernels_launched_in_turn():
-    """Four foreign kernel objects looked up in turn are all remembered by address (a loop
-    launching a few cuda.core kernels finds each with no dict lookup, and on a free-threaded
-    build with no section); a fifth takes the oldest slot, and one that goes is forgotten at
-    once. A kernel is remembered from its first launch, when it is wrapped."""
-    from kernarg._launch import _kernel_for_launch, _last_foreign_addresses
+def _in_one_set(make, count=5):
+    """``count`` objects from ``make()`` (called with an int ``i`` = 0, 1, ...) whose kernel
+    slots (_kernel_slots_of, by id for objects, by value for ints) are the same set's."""
+    from kernarg._launch import _kernel_slots_of
+
+    sets = {}
+    for i in range(100_000):
+        obj = make(i)
+        key = obj if type(obj) is int else id(obj)
+        group = sets.setdefault(_kernel_slots_of(key)[0], [])
+        group.append(obj)
+        if len(group) == count:
+            return group
+    raise AssertionError("no set took five of 100,000")
+
+
+def test_launch_remembers_the_foreign_kernels_launched_in_sets_of_four():
+    """Foreign kernel objects launched are remembered by address, each in one of four slots of
+    a set picked by its address's hash: a loop launching a few dozen cuda.core kernels in turn
+    finds each with no dict lookup (and on a free-threaded build with no section). A fifth of
+    one set takes the set's oldest slot, and one that goes is forgotten at once. A kernel is
+    remembered from its first launch, when it is wrapped."""
+    from kernarg._launch import _kernel_for_launch, _kernel_slots_of, _last_foreign_addresses
 
     cls = type(_core_kernel(0x7000, [(0, 8)]))
-    kernels = [cls() for _ in range(5)]
+    kernels = [cls() for _ in range(40)]
     wrappers = [_kernel_for_launch(k) for k in kernels]     # wrapped and remembered
-    assert len({id(w) for w in wrappers}) == 5
-    assert sorted(_last_foreign_addresses()) == sorted(id(k) for k in kernels[1:])
+    assert len({id(w) for w in wrappers}) == 40
+    crowded = {}                            # a set given more than four of them keeps four
+    for k in kernels:
+        crowded.setdefault(_kernel_slots_of(id(k))[0], []).append(k)
+    alone = [k for k in kernels if len(crowded[_kernel_slots_of(id(k))[0]]) <= 4]
+    assert len(alone) >= 30                 # 40 over 64 sets: a few share one, seldom five
+    slots = _last_foreign_addresses()
+    for k in alone:
+        assert slots.index(id(k)) in _kernel_slots_of(id(k))
     for _ in range(3):
-        for k, w in zip(kernels[:4], wrappers[:4], strict=True):
+        for k, w in zip(kernels, wrappers, strict=True):
             assert _kernel_for_launch(k) is w
-    assert sorted(_last_foreign_addresses()) == sorted(id(k) for k in kernels[:4])
-    first = _last_foreign_addresses().index(id(kernels[0]))
-    assert _kernel_for_launch(kernels[4]) is wrappers[4]
-    assert _last_foreign_addresses()[first] == id(kernels[4])
-    for k, w in zip(kernels, wrappers, strict=True):
-        assert _kernel_for_launch(k) is w
+    assert set(id(k) for k in alone) <= set(_last_foreign_addresses())
+    # Five in one set: the fifth takes the slot of the first, the oldest.
+    five = _in_one_set(lambda i: cls())
+    first = [_kernel_for_launch(k) for k in five[:4]]
+    where = _last_foreign_addresses().index(id(five[0]))
+    assert sorted(_last_foreign_addresses().index(id(k)) for k in five[:4]) == list(
+        _kernel_slots_of(id(five[0])))
+    fifth = _kernel_for_launch(five[4])
+    assert _last_foreign_addresses()[where] == id(five[4])
+    assert id(five[0]) not in _last_foreign_addresses()
+    assert _kernel_for_launch(five[0]) is first[0]          # from the dict: the same wrapper
+    assert id(five[0]) in _last_foreign_addresses()         # in the next oldest slot
+    assert id(five[1]) not in _last_foreign_addresses()
+    assert _kernel_for_launch(five[4]) is fifth
     gone = id(kernels[2])
-    del kernels[2]
+    del kernels[2], wrappers[2], alone, crowded
     assert gone not in _last_foreign_addresses()
 
 
-def test_launch_remembers_the_kernel_handles_launched_last_by_address():
+def test_launch_remembers_the_kernel_handles_launched_by_address():
     """A kernel given as a handle (an int, a cuda.bindings CUfunction or CUkernel) is
-    remembered by its address, four at a time, from its first launch: found again with no
-    dict lookup (and on a free-threaded build with no section), the same Kernel whichever
-    kind of handle names the address. A fifth takes the oldest slot. What is not an exact
-    int or such a handle is looked up as before, and a bad handle is refused as before."""
+    remembered by its address, in a set of four slots by the address's hash, from its first
+    launch: found again with no dict lookup (and on a free-threaded build with no section),
+    the same Kernel whichever kind of handle names the address. A fifth of one set takes the
+    set's oldest slot; one launched again after that is found in the dict with no weak
+    reference tried. What is not an exact int or such a handle is looked up as before, and a
+    bad handle is refused as before."""
     import numpy as np
     from cuda.bindings import driver
 
-    from kernarg._launch import _kernel_for_launch, _last_handle_addresses
+    from kernarg import _launch
+    from kernarg._launch import _kernel_for_launch, _kernel_slots_of, _last_handle_addresses
 
-    addresses = [0x7A00 + 0x10 * i for i in range(5)]
+    addresses = [0x7A00 + 0x10 * i for i in range(40)]
     wrappers = [_kernel_for_launch(a) for a in addresses]
-    assert sorted(_last_handle_addresses()) == addresses[1:]
+    sets = {}
+    for a in addresses:
+        sets.setdefault(_kernel_slots_of(a)[0], []).append(a)
+    alone = [a for a in addresses if len(sets[_kernel_slots_of(a)[0]]) <= 4]
+    assert len(alone) >= 30
     for _ in range(3):
-        for a, w in zip(addresses[1:], wrappers[1:], strict=True):
+        for a, w in zip(addresses, wrappers, strict=True):
             assert _kernel_for_launch(a) is w
             assert _kernel_for_launch(int(str(a))) is w          # another int object
             assert _kernel_for_launch(driver.CUfunction(a)) is w
             assert _kernel_for_launch(driver.CUkernel(a)) is w
-    assert sorted(_last_handle_addresses()) == addresses[1:]
-    assert _kernel_for_launch(addresses[0]) is wrappers[0]     # from the dict: remembered
-    assert addresses[0] in _last_handle_addresses()
-    assert len(set(_last_handle_addresses())) == 4
+    slots = _last_handle_addresses()
+    for a in alone:
+        assert slots.index(a) in _kernel_slots_of(a)
+    # Five in one set: the fifth takes the oldest slot; the first, launched again, comes from
+    # the dict (the same Kernel) without a weak reference tried (an int takes none: the
+    # TypeError cost ~1 us a launch) and takes the next oldest.
+    five = _in_one_set(lambda i: 0x9100000 + 0x40 * i)
+    first = [_kernel_for_launch(a) for a in five]
+    assert five[0] not in _last_handle_addresses()
+    assert sorted(_last_handle_addresses().index(a) for a in five[1:]) == list(
+        _kernel_slots_of(five[0]))
+
+    class NoRefs:
+        def ref(self, *args):
+            raise AssertionError("weakref.ref tried for a kernel handle wrapped before")
+
+    real = _launch.weakref
+    _launch.weakref = NoRefs()
+    try:
+        assert _kernel_for_launch(five[0]) is first[0]
+        assert _kernel_for_launch(driver.CUfunction(five[1])) is first[1]
+    finally:
+        _launch.weakref = real
+    assert five[0] in _last_handle_addresses() and five[1] in _last_handle_addresses()
     # A CUfunction first: remembered by its address too.
-    first = _kernel_for_launch(driver.CUfunction(0x7B00))
-    assert 0x7B00 in _last_handle_addresses() and first.handle == 0x7B00
-    assert _kernel_for_launch(0x7B00) is first
+    made = _kernel_for_launch(driver.CUfunction(0x7B08))
+    assert 0x7B08 in _last_handle_addresses() and made.handle == 0x7B08
+    assert _kernel_for_launch(0x7B08) is made
     # An int subclass or a numpy int: the same Kernel, from the dict, and not put in a slot.
     before = _last_handle_addresses()
     assert _kernel_for_launch(np.uint64(0x7C00)) is _kernel_for_launch(np.uint64(0x7C00))
