@@ -4478,15 +4478,22 @@ cdef extern from *:
     }
 
     /* A cuda.core config remembered: the six field values read from it and the LaunchConfig
-       they convert to (owned references; all NULL in an empty slot), a cache line each. The
-       slots are in the order they were last found or filled: a launch loop of one config finds
-       it in the first, and one of a few configs in turn moves each to the front. */
+       they convert to (owned references; all NULL in an empty slot), a cache line each; in
+       kernarg_core_by_address, also the address of the config object they were read from
+       (`key`, no reference: the fields are compared all the same). kernarg_core_slots are in
+       the order they were last found or filled: a launch loop of one config finds it in the
+       first, and a config made anew at each launch, of the values of one of the last four,
+       finds its slot, which moves to the front. kernarg_core_by_address: each config converted,
+       in a set of four slots (as kernarg_recent_kernels) by its address, so that a loop of a
+       few dozen kernels in turn, each with its own config, finds them all. */
     typedef struct {
         PyObject *read[6];
         PyObject *config;
-        PyObject *unused;
+        uintptr_t key;
     } kernarg_core_slot;
     static kernarg_core_slot kernarg_core_slots[KERNARG_RECENT] KERNARG_LINE_ALIGNED;
+    static kernarg_core_slot kernarg_core_by_address[KERNARG_KERNEL_SLOTS] KERNARG_LINE_ALIGNED;
+    static unsigned char kernarg_core_by_address_next[KERNARG_KERNEL_SETS];
 
     static inline int kernarg_same_fields(PyObject **got, PyObject **read) {
         int i;
@@ -4514,28 +4521,44 @@ cdef extern from *:
         return NULL;
     }
 
-    static inline PyObject *kernarg_find_core_config_locked(PyObject **got) {
-        return kernarg_same_fields(got, kernarg_core_slots[0].read)
-            ? kernarg_core_slots[0].config : kernarg_scan_core_slots(got);
+    /* The config of `key`'s slot in kernarg_core_by_address if its fields match got[], or
+       kernarg_scan_core_slots' (not inlined, as that). The caller holds kernarg_recent_lock. */
+    #if defined(__GNUC__)
+    __attribute__((noinline))
+    #endif
+    static PyObject *kernarg_find_core_config_past_first(PyObject **got, uintptr_t key) {
+        int i, first = kernarg_kernel_set_of(key);
+        for (i = first; i < first + KERNARG_KERNEL_WAYS; i++)
+            if (kernarg_core_by_address[i].key == key) {
+                if (kernarg_same_fields(got, kernarg_core_by_address[i].read))
+                    return kernarg_core_by_address[i].config;
+                break;
+            }
+        return kernarg_scan_core_slots(got);
     }
 
-    /* The config of the slot whose field values match the six in got[] (borrowed: for a
-       caller in kernarg's section, where alone slots are emptied; the slot is then the
-       first), or NULL. */
-    static inline PyObject *kernarg_find_core_config(PyObject **got) {
+    static inline PyObject *kernarg_find_core_config_locked(PyObject **got, uintptr_t key) {
+        return kernarg_same_fields(got, kernarg_core_slots[0].read)
+            ? kernarg_core_slots[0].config : kernarg_find_core_config_past_first(got, key);
+    }
+
+    /* The config of the slot whose field values match the six in got[], read from the config
+       object at `key` (borrowed: for a caller in kernarg's section, where alone slots are
+       emptied), or NULL. */
+    static inline PyObject *kernarg_find_core_config(PyObject **got, uintptr_t key) {
         PyObject *found;
         kernarg_spin_lock(&kernarg_recent_lock);
-        found = kernarg_find_core_config_locked(got);
+        found = kernarg_find_core_config_locked(got, key);
         kernarg_spin_unlock(&kernarg_recent_lock);
         return found;
     }
 
     /* kernarg_find_core_config for a reader outside the section: the config as a new
        reference, taken before a writer may drop the slot's, or None. */
-    static PyObject *kernarg_core_config_ref(PyObject **got) {
+    static PyObject *kernarg_core_config_ref(PyObject **got, uintptr_t key) {
         PyObject *found;
         kernarg_spin_lock(&kernarg_recent_lock);
-        found = kernarg_find_core_config_locked(got);
+        found = kernarg_find_core_config_locked(got, key);
         if (found == NULL) found = Py_None;
         Py_INCREF(found);
         kernarg_spin_unlock(&kernarg_recent_lock);
@@ -4561,18 +4584,60 @@ cdef extern from *:
         Py_XDECREF(old.config);
     }
 
-    /* Empty the slots (as kernarg_core_slot_push, the references are dropped last). */
-    static void kernarg_core_slots_clear(void) {
-        kernarg_core_slot old[KERNARG_RECENT];
+    /* Put the six items of the tuple values and config (new references) in the slot of
+       kernarg_core_by_address that `key` has, else in the next of its set; what the slot held
+       is dropped once it is whole. */
+    static void kernarg_core_by_address_put(uintptr_t key, PyObject *values, PyObject *config) {
+        kernarg_core_slot old;
+        int i, first = kernarg_kernel_set_of(key), at = -1;
+        for (i = 0; i < 6; i++) Py_INCREF(PyTuple_GET_ITEM(values, i));
+        Py_INCREF(config);
+        for (i = first; i < first + KERNARG_KERNEL_WAYS; i++)
+            if (kernarg_core_by_address[i].key == key) at = i;
+        if (at < 0) {
+            i = first / KERNARG_KERNEL_WAYS;
+            at = first + kernarg_core_by_address_next[i];
+            kernarg_core_by_address_next[i] = (unsigned char)(
+                (kernarg_core_by_address_next[i] + 1) % KERNARG_KERNEL_WAYS);
+        }
+        kernarg_spin_lock(&kernarg_recent_lock);
+        old = kernarg_core_by_address[at];
+        for (i = 0; i < 6; i++) kernarg_core_by_address[at].read[i] = PyTuple_GET_ITEM(values, i);
+        kernarg_core_by_address[at].config = config;
+        kernarg_core_by_address[at].key = key;
+        kernarg_spin_unlock(&kernarg_recent_lock);
+        for (i = 0; i < 6; i++) Py_XDECREF(old.read[i]);
+        Py_XDECREF(old.config);
+    }
+
+    static void kernarg_core_drop(kernarg_core_slot *slots, int n) {
         int i, j;
+        for (j = 0; j < n; j++) {
+            for (i = 0; i < 6; i++) Py_XDECREF(slots[j].read[i]);
+            Py_XDECREF(slots[j].config);
+        }
+    }
+
+    /* Empty the slots and kernarg_core_by_address (as kernarg_core_slot_push, the
+       references are dropped last). */
+    static int kernarg_core_slots_clear(void) {
+        kernarg_core_slot old[KERNARG_RECENT];
+        kernarg_core_slot *by_address = (kernarg_core_slot *)PyMem_Malloc(
+            sizeof(kernarg_core_by_address));
+        if (by_address == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
         kernarg_spin_lock(&kernarg_recent_lock);
         memcpy(old, kernarg_core_slots, sizeof(old));
         memset(kernarg_core_slots, 0, sizeof(old));
+        memcpy(by_address, kernarg_core_by_address, sizeof(kernarg_core_by_address));
+        memset(kernarg_core_by_address, 0, sizeof(kernarg_core_by_address));
         kernarg_spin_unlock(&kernarg_recent_lock);
-        for (j = 0; j < KERNARG_RECENT; j++) {
-            for (i = 0; i < 6; i++) Py_XDECREF(old[j].read[i]);
-            Py_XDECREF(old[j].config);
-        }
+        kernarg_core_drop(old, KERNARG_RECENT);
+        kernarg_core_drop(by_address, KERNARG_KERNEL_SLOTS);
+        PyMem_Free(by_address);
+        return 0;
     }
 
     /* Copy the slots to out[] whole, each reference in them counted for the copy: as they
@@ -4650,25 +4715,31 @@ cdef extern from *:
     ctypedef struct kernarg_core_slot:
         PyObject* read[6]
         PyObject* config
+        uintptr_t key
     kernarg_core_slot kernarg_core_slots[KERNARG_RECENT]
-    PyObject* kernarg_find_core_config(PyObject** got) noexcept
-    object kernarg_core_config_ref(PyObject** got)
+    kernarg_core_slot kernarg_core_by_address[KERNARG_KERNEL_SLOTS]
+    PyObject* kernarg_find_core_config(PyObject** got, uintptr_t key) noexcept
+    object kernarg_core_config_ref(PyObject** got, uintptr_t key)
+    void kernarg_core_by_address_put(uintptr_t key, PyObject* values, PyObject* config) noexcept
     void kernarg_core_kind_set(PyTypeObject* t, getter* get, void** closure) noexcept
     bint kernarg_core_kind_of(PyObject* obj, getter* get, void** closure) noexcept
     void kernarg_core_slot_push(PyObject* values, PyObject* config) noexcept
-    void kernarg_core_slots_clear() noexcept
+    int kernarg_core_slots_clear() except -1
     void kernarg_core_slots_copy(kernarg_core_slot* out) noexcept
 
 
-# The KERNARG_RECENT cuda.core configs converted last, where their type's fields have C
-# getters (cuda.core's do): the type, and in kernarg_core_slots, for each, the field values
-# read from a config and what they converted to. A launch loop reads the same objects from its
-# configs each time (or equal ints: the getter of a C int field makes a new one above 256), so
-# comparing them, with no tuple made of them, finds its config. That is ~400 instructions a
-# launch less than hashing them for _foreign_configs (tools/probes/cold_launch.py), and a loop
-# that launches a few kernels in turn, each with its own config, finds each of them so.
-# Only hashable values are kept: tuples and ints cannot change, so the same objects convert the
-# same. The slot found or filled last is compared first.
+# The cuda.core configs converted, where their type's fields have C getters (cuda.core's do):
+# the type, and for each config, the field values read from it and what they converted to: in
+# kernarg_core_slots (the KERNARG_RECENT found or converted last, the last first) and in
+# kernarg_core_by_address (each by the config object's address, in a set of four slots). A
+# launch loop reads the same objects from its configs each time (or equal ints: the getter of a
+# C int field makes a new one above 256), so comparing them, with no tuple made of them, finds
+# its config. That is ~400 instructions a launch less than hashing them for _foreign_configs
+# (tools/probes/cold_launch.py); a loop that launches a few dozen kernels in turn, each with its
+# own config, finds each by its address, and one that makes its config anew at each launch
+# finds it by value among the last four. Only hashable values are kept: tuples and ints cannot
+# change, so the same objects convert the same; an address names no object (the fields are
+# compared all the same, so a config that takes a gone one's address is read as itself).
 cdef object _last_core_type = None
 cdef _ConfigFields _last_core_fields = None
 
@@ -4701,6 +4772,12 @@ def _recent_configs():
     return slots
 
 
+def _config_addresses():
+    """The addresses of the cuda.core configs kernarg_core_by_address remembers, 0 for an
+    empty slot, in the slots' order (for tests; _kernel_slots_of gives an address's)."""
+    return tuple(kernarg_core_by_address[i].key for i in range(KERNARG_KERNEL_SLOTS))
+
+
 def _config_values(config, bint by_name=False):
     """A cuda.core config's fields as launch() reads them; ``by_name``: by attribute name, as
     for a Python class (for tests that the two agree)."""
@@ -4717,9 +4794,9 @@ cdef inline LaunchConfig _config_of(object config):
     if type(config) is not _last_core_type:
         return _convert_config(config)
     kernarg_read_fields(_last_core_fields.get, _last_core_fields.closure, config, got, 6)
-    found = kernarg_find_core_config(got)
+    found = kernarg_find_core_config(got, <uintptr_t><PyObject*>config)
     if found == NULL:
-        return _config_of_fields(got)
+        return _config_of_fields(got, <uintptr_t><PyObject*>config)
     cfg = <LaunchConfig>found                   # a reference, before code can run
     kernarg_drop_fields(got, 6)
     return cfg
@@ -4736,7 +4813,7 @@ cdef LaunchConfig _config_of_lazily(object config, LazySection* lazy):
     cdef void* closure[6]
     if not lazy.held and kernarg_core_kind_of(<PyObject*>config, get, closure):
         kernarg_read_fields(get, closure, config, got, 6)
-        found = kernarg_core_config_ref(got)
+        found = kernarg_core_config_ref(got, <uintptr_t><PyObject*>config)
         kernarg_drop_fields(got, 6)
         if found is not None:
             return <LaunchConfig>found
@@ -4744,10 +4821,11 @@ cdef LaunchConfig _config_of_lazily(object config, LazySection* lazy):
     return _config_of(config)
 
 
-cdef LaunchConfig _config_of_fields(PyObject** got):
-    """_config_of for a config of the type kept whose fields read ``got`` (references it takes
-    over) match no slot: they are its values, not read again."""
-    return _config_from_values(_last_core_type, _last_core_fields, kernarg_fields_tuple(got, 6))
+cdef LaunchConfig _config_of_fields(PyObject** got, uintptr_t key):
+    """_config_of for a config (at address ``key``) of the type kept whose fields read ``got``
+    (references it takes over) match no slot: they are its values, not read again."""
+    return _config_from_values(_last_core_type, _last_core_fields, kernarg_fields_tuple(got, 6),
+                               key)
 
 
 cdef LaunchConfig _convert_config(object config):
@@ -4759,13 +4837,15 @@ cdef LaunchConfig _convert_config(object config):
             raise TypeError(f"kernarg.launch: config must be a kernarg.LaunchConfig or a "
                             f"cuda.core LaunchConfig, got {t.__name__}")
         fields = _core_config_types[t] = _config_fields(t)
-    return _config_from_values(t, fields, _core_config_values(config, fields))
+    return _config_from_values(t, fields, _core_config_values(config, fields),
+                               <uintptr_t><PyObject*>config)
 
 
-cdef LaunchConfig _config_from_values(object t, object fields, tuple values):
-    """The config of a cuda.core config of type ``t`` whose fields read ``values``: found in
-    _foreign_configs or converted, and kept in the first slot of kernarg_core_slots where
-    ``t``'s fields have C getters (``fields``)."""
+cdef LaunchConfig _config_from_values(object t, object fields, tuple values, uintptr_t key):
+    """The config of a cuda.core config of type ``t`` (at address ``key``) whose fields read
+    ``values``: found in _foreign_configs or converted, and kept in the first slot of
+    kernarg_core_slots and in ``key``'s of kernarg_core_by_address where ``t``'s fields have C
+    getters (``fields``)."""
     global _last_core_type, _last_core_fields
     try:
         cfg = _foreign_configs.get(values)
@@ -4783,6 +4863,7 @@ cdef LaunchConfig _config_from_values(object t, object fields, tuple values):
             kernarg_core_kind_set(NULL, NULL, NULL)
             kernarg_core_slots_clear()
         kernarg_core_slot_push(<PyObject*>values, <PyObject*>cfg)
+        kernarg_core_by_address_put(key, <PyObject*>values, <PyObject*>cfg)
         if another:                             # launches outside the section: its slots
             kernarg_core_kind_set(<PyTypeObject*>t, (<_ConfigFields>fields).get,
                                   (<_ConfigFields>fields).closure)

@@ -1596,15 +1596,17 @@ def test_launch_reads_a_real_cuda_core_config():
     assert _config_from(c).shmem == 1024
 
 
-def test_launch_remembers_a_few_cuda_core_configs_launched_in_turn():
-    """A loop that launches a few kernels in turn, each with its own cuda.core config, finds
-    each config by its fields' identity (no tuple made and hashed): kernarg remembers the
-    four found or converted last, the last first. Each is still read every call."""
-    from kernarg._launch import _config_from, _recent_configs
+def test_launch_remembers_the_cuda_core_configs_it_converted():
+    """A loop that launches kernels in turn, each with its own cuda.core config, finds each
+    config by its fields' identity (no tuple made and hashed): kernarg remembers each config
+    converted by its address (in a set of four slots, as kernels), and the four found by value
+    or converted last, the last first, for configs made anew at each launch. Each is still read
+    every call: a config changed is converted again."""
+    from kernarg._launch import _config_addresses, _config_from, _kernel_slots_of, _recent_configs
 
     core = pytest.importorskip("cuda.core")
     try:
-        configs = [core.LaunchConfig(grid=g, block=32) for g in (11, 12, 13, 14, 15)]
+        configs = [core.LaunchConfig(grid=g, block=32) for g in range(11, 51)]
     except Exception as exc:                # cuda.core 0.5 asks the driver for its version
         pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
     if type(configs[0]).__flags__ & (1 << 9):
@@ -1614,46 +1616,64 @@ def test_launch_remembers_a_few_cuda_core_configs_launched_in_turn():
         return [cfg.grid[0] if cfg is not None else None for _, cfg in _recent_configs()]
 
     own = kernarg.LaunchConfig(1, 1)
-    four = configs[:4]
-    converted = [_config_from(c) for c in four]
+    converted = [_config_from(c) for c in configs]
+    assert [c.grid for c in converted] == [(g, 1, 1) for g in range(11, 51)]
+    assert grids() == [50, 49, 48, 47]
     slots = _recent_configs()
-    assert [cfg for _, cfg in slots] == converted[::-1]
-    for c, (values, cfg) in zip(four[::-1], slots, strict=True):
+    for c, (values, cfg) in zip(configs[:-5:-1], slots, strict=True):
         assert values[0] is c.grid and values[1] is c.block and cfg.grid == (c.grid[0], 1, 1)
+    sets = {}
+    for c in configs:
+        sets.setdefault(_kernel_slots_of(id(c))[0], []).append(c)
+    alone = [c for c in configs if len(sets[_kernel_slots_of(id(c))[0]]) <= 4]
+    assert len(alone) >= 30                 # 40 over 64 sets: a few share one, seldom five
+    addresses = _config_addresses()
+    for c in alone:
+        assert addresses.index(id(c)) in _kernel_slots_of(id(c))
+    # Found again by address, none converted (which would put it first of the four).
     for _ in range(3):
-        for c, cfg in zip(four, converted, strict=True):
+        for c, cfg in zip(configs, converted, strict=True):
             assert _config_from(c) is cfg
-            assert _recent_configs()[0][1] is cfg   # found, and moved to the front
             assert _config_from(own) is own         # kernarg's own: not a slot's
     assert _recent_configs() == slots               # the same four, in the same order
-    assert _config_from(four[1]) is converted[1] and grids() == [12, 14, 13, 11]
-    # A config made anew with the same values is found too: cuda.core makes new grid and
-    # block tuples for each config, and code that makes its config at each launch reads them.
-    fresh = core.LaunchConfig(grid=13, block=32)
-    assert fresh.grid is not four[2].grid and fresh.grid == four[2].grid
-    assert _config_from(fresh) is converted[2] and grids() == [13, 12, 14, 11]
-    assert _config_from(core.LaunchConfig(grid=12, block=32)) is converted[1]
-    assert grids() == [12, 13, 14, 11]
-    # A config changed after it was kept is read again and goes first; the one found or
-    # converted longest ago (11) is forgotten, and converted again when it comes back.
-    four[1].grid = (21, 1, 1)
-    assert _config_from(four[1]).grid == (21, 1, 1)
-    assert grids() == [21, 12, 13, 14]
-    assert _config_from(four[2]) is converted[2] and grids() == [13, 21, 12, 14]
-    assert _config_from(four[0]).grid == (11, 1, 1) and grids() == [11, 13, 21, 12]
-    # Keeping a config's field values holds references to them; a slot refilled drops them.
-    grid = configs[4].grid
+    # A config made anew with the same values as one of the last four is found by value, and
+    # moves to the front: cuda.core makes new grid and block tuples for each config, and code
+    # that makes its config at each launch reads them.
+    fresh = core.LaunchConfig(grid=48, block=32)
+    assert fresh.grid is not configs[37].grid and fresh.grid == configs[37].grid
+    assert _config_from(fresh) is converted[37] and grids() == [48, 50, 49, 47]
+    assert _config_from(core.LaunchConfig(grid=49, block=32)) is converted[38]
+    assert grids() == [49, 48, 50, 47]
+    # A config changed after it was kept is read again: it goes first of the four, and takes
+    # its own slot by address again; the one found or converted longest ago (47) is
+    # forgotten by value.
+    changed = alone[0]
+    where = _config_addresses().index(id(changed))
+    grid = changed.grid
     held = sys.getrefcount(grid)
-    assert _config_from(configs[4]).grid == (15, 1, 1)
-    assert sys.getrefcount(grid) == held + 2        # its slot, and _foreign_configs' key
+    changed.grid = (21, 1, 1)
+    assert _config_from(changed).grid == (21, 1, 1)
+    assert grids() == [21, 49, 48, 50]
+    assert _config_addresses()[where] == id(changed)
+    assert sys.getrefcount(grid) == held - 2        # the config and its slot by address
+    assert _config_from(changed).grid == (21, 1, 1)
+    # Keeping a config's field values holds references to them; slots refilled drop them.
+    extra = core.LaunchConfig(grid=61, block=32)
+    grid = extra.grid
+    held = sys.getrefcount(grid)
+    assert _config_from(extra).grid == (61, 1, 1)
+    assert sys.getrefcount(grid) == held + 3        # its two slots, _foreign_configs' key
     for g in (31, 32, 33, 34):
         _config_from(core.LaunchConfig(grid=g, block=32))
-    assert 15 not in [cfg.grid[0] for _, cfg in _recent_configs()]
-    assert sys.getrefcount(grid) == held + 1
+    assert 61 not in grids()
+    assert sys.getrefcount(grid) == held + 2
+    extra.grid = (62, 1, 1)
+    assert _config_from(extra).grid == (62, 1, 1)
+    assert sys.getrefcount(grid) == held            # less the config's and its slot's
     # A Python class's config, read by name, is not kept: the slots stay as they are.
-    kept = _recent_configs()
+    kept, kept_addresses = _recent_configs(), _config_addresses()
     _config_from(_core_config(grid=(2, 1, 1), block=(1, 1, 1), cluster=None, shmem_size=0))
-    assert _recent_configs() == kept
+    assert _recent_configs() == kept and _config_addresses() == kept_addresses
 
 
 def test_launch_names_what_it_cannot_take():

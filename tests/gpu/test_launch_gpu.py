@@ -4397,21 +4397,46 @@ def _check_last_writes(handles, outs, last):
 def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     """Four threads launch in cuda.core's call form, each on a cuda.core Stream of its own,
     cycling through five cuda.core kernels, given as themselves, as their CUkernel handles and
-    as those handles' ints, and five configs (one more of each than kernarg remembers, so the
-    slots that a free-threaded build's launches read outside the section change under them
-    all the while), every third launch with a config made anew: each thread's launches land
-    on its own array, the last one last, and kernarg then remembers only the kernels,
-    handles and configs launched."""
+    as those handles' ints, and five configs (five of each that kernarg remembers in one set
+    of four slots, so the slots that a free-threaded build's launches read outside the
+    section change under them all the while), every third launch with a config made anew:
+    each thread's launches land on its own array, the last one last, and kernarg then
+    remembers four of each five in their set."""
     pytest.importorskip("cuda.core")
     from kernarg._bench import cuda_core
 
     core = cuda_core()
     dev = core.Device(0)
     dev.set_current()
-    kernels = [core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").get_kernel("fill") for _ in range(5)]
+    cubin = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").code
+    slots_of = kernarg._launch._kernel_slots_of
+
+    def five_in_one_set(make, key):
+        # Five from make() that kernarg remembers in one set of four slots (by key(...)).
+        sets = {}
+        for _ in range(2000):
+            made = make()
+            group = sets.setdefault(slots_of(key(made))[0], [])
+            group.append(made)
+            if len(group) == 5:
+                return group
+        raise AssertionError("no set of kernarg's slots took five of 2,000")
+
+    def loaded():
+        return core.ObjectCode.from_cubin(cubin).get_kernel("fill")
+
+    # Five kernel objects, and five kernels' handles, that share a set of slots, so that each
+    # launch of one replaces another's slot.
+    kernels = five_in_one_set(loaded, id)
+    by_handle = five_in_one_set(loaded, lambda k: int(k._handle))
     shapes = ((1, 64), (2, 32), (4, 16), (8, 8), (2, 64))     # each covers the 64 floats
-    configs = [core.LaunchConfig(grid=g, block=b) for g, b in shapes]
+    configs = []
+    for g, b in shapes:
+        made = [core.LaunchConfig(grid=g, block=b)]
+        while configs and slots_of(id(made[-1])) != slots_of(id(configs[0])):
+            made.append(core.LaunchConfig(grid=g, block=b))
+        configs.append(made[-1])
     handles = [int(check(driver.cuStreamCreate(1))) for _ in range(4)]
     outs = [DeviceArray(4 * 64, typestr="<f4") for _ in range(4)]
 
@@ -4422,8 +4447,8 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
             j = (i + n) % 5
             config = configs[j] if n % 3 else core.LaunchConfig(grid=shapes[j][0],
                                                                  block=shapes[j][1])
-            kernel = kernels[(j + n // 5) % 5]
-            kernel = (kernel, kernel._handle, int(kernel._handle))[n // 2 % 3]
+            m = (j + n // 5) % 5
+            kernel = (kernels[m], by_handle[m]._handle, int(by_handle[m]._handle))[n // 2 % 3]
             kernarg.launch(stream, config, kernel, outs[i], np.float32(i * 1000 + n),
                            np.int32(64))
 
@@ -4433,10 +4458,15 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     finally:
         for handle in handles:
             check(driver.cuStreamDestroy(handle))
-    remembered = set(kernarg._launch._last_foreign_addresses()) - {0}
-    assert remembered and remembered <= {id(k) for k in kernels}
-    remembered = set(kernarg._launch._last_handle_addresses()) - {0}
-    assert remembered and remembered <= {int(k._handle) for k in kernels}
+    # The set of four slots holds four of the five kernels, and of the five handles (the last
+    # four put there, each put there when it was not); and configs (converted anew configs
+    # may take a slot of the set too).
+    for remembered, keys in ((kernarg._launch._last_foreign_addresses(), [id(k) for k in kernels]),
+                             (kernarg._launch._last_handle_addresses(),
+                              [int(k._handle) for k in by_handle])):
+        assert len(set(remembered[slots_of(keys[0])[0]:][:4]) & set(keys)) == 4
+    remembered = kernarg._launch._config_addresses()[slots_of(id(configs[0]))[0]:][:4]
+    assert set(remembered) & {id(c) for c in configs}
     slots = [values for values, _ in kernarg._launch._recent_configs() if values is not None]
     assert slots and all((v[0], v[1], v[2]) in [((g, 1, 1), (b, 1, 1), None) for g, b in shapes]
                          for v in slots)
