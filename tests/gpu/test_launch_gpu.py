@@ -4309,9 +4309,11 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
     cuda.core Kernel launched before, with a kernarg LaunchConfig, or a cuda.core config whose
     fields read as one converted before, on None, an int or a cuda.core Stream, launches
     while another thread holds the section; so does a kernel handle launched before (an int,
-    a cuda.bindings CUkernel object: cuda.core's kernel's own). A new kernel or config is
-    converted in the section (after the block); with the section taken on entry, the
-    launches in the block waited for it, and the holder gave up after its 60 s."""
+    a cuda.bindings CUkernel object: cuda.core's kernel's own), eight of each in turn
+    included. A new kernel or config is converted in the section (after the block); with the
+    section taken on entry, the launches in the block waited for it, and the holder gave up
+    after its 60 s (and so it did for the eight in turn while kernarg remembered only the
+    last four kernels, handles and configs, until session 97)."""
     ft = _free_threaded_helpers()
 
     pytest.importorskip("cuda.core")
@@ -4332,8 +4334,29 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
     stream = core.Stream.from_handle(handle)
     ours, theirs = kernarg.LaunchConfig(1, 64), core.LaunchConfig(grid=1, block=64)
     cukernel = ck._handle                   # a cuda.bindings CUkernel
+    # Eight more cuda.core kernels (each its own module: its own object and handle) and
+    # configs (each its own grid), launched in turn below: more than four of each, which
+    # kernarg remembered until session 97. Any five of one set of kernarg's four slots (of
+    # 64, by a hash of the address) would put one another out: those are left out.
+    slots_of = kernarg._launch._kernel_slots_of
+
+    def spread(made, key):
+        firsts = [slots_of(key(m))[0] for m in made]
+        return [m for m, f in zip(made, firsts, strict=True) if firsts.count(f) <= 4]
+
+    cubin = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").code
+    many = [core.ObjectCode.from_cubin(cubin).get_kernel("fill") for _ in range(8)]
+    many = spread(spread(many, id), lambda m: int(m._handle))
+    configs = spread([core.LaunchConfig(grid=g, block=64) for g in range(1, 9)], id)
+    assert len(many) >= 4 and len(configs) >= 4
     try:
-        # Each kernel and config once first: converted and remembered (in the section).
+        # Each kernel and config once first: converted and remembered (in the section);
+        # `theirs` last of the configs, so that a config made anew of its values is found
+        # among the last four converted.
+        for j, m in enumerate(many):
+            kernarg.launch(stream, configs[j % len(configs)], m, out, f32(0), i32(64))
+            kernarg.launch(stream, ours, int(m._handle), out, f32(0), i32(64))
         kernarg.launch(stream, theirs, ck, out, f32(0), i32(64))
         kernarg.launch(stream, ours, k, out, 0.0, 64)
         kernarg.launch(stream, ours, cukernel, out, f32(0), i32(64))
@@ -4346,6 +4369,10 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
                 kernarg.launch(handle, ours, ck, out, f32(i + 0.25), i32(64))
                 kernarg.launch(stream, core.LaunchConfig(grid=1, block=64), k, out,
                                float(i) + 0.5, 64)
+                for j, m in enumerate(many):
+                    kernarg.launch(stream, configs[j % len(configs)], m, out, f32(i + 0.625),
+                                   i32(64))
+                    kernarg.launch(handle, ours, int(m._handle), out, f32(i + 0.7), i32(64))
                 kernarg.launch(None, ours, k, out, float(i) + 0.75, 64)
                 assert holds() is False
         check(driver.cuCtxSynchronize())

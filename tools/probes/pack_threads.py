@@ -271,6 +271,20 @@ def _core_kernel():
         "cubin").get_kernel("fill")
 
 
+def _core_kernels_in_turn(kernels, handle):
+    """A thread's launcher in cuda.core's call form that launches the cuda.core Kernels
+    ``kernels`` in turn, each with a cuda.core LaunchConfig of its own, on a cuda.core Stream
+    of its stream ``handle``: as an application of more kernels than four does (kernarg
+    remembered the last four kernels and configs until session 97)."""
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    stream = core.Stream.from_handle(handle)
+    pairs = itertools.cycle([(core.LaunchConfig(grid=1 + i % 2, block=32), k)
+                             for i, k in enumerate(kernels)])
+    return lambda *a: kernarg.launch(stream, *next(pairs), *a)
+
+
 def _launch_cases(only):
     """name: (a function making the thread's own callable, one making its own arguments): each
     thread makes a stream, then calls callable(*arguments). cuda.core's kernel is compiled
@@ -283,7 +297,7 @@ def _launch_cases(only):
     k = kernarg.Kernel.from_source(_FILL, "fill")
     untyped = kernarg.Kernel.from_handle(k.handle, device=0)
     primary = driver.cuDevicePrimaryCtxRetain(driver.cuDeviceGet(0)[1])[1]
-    core_kernel = None
+    core_kernel = core_kernels = None
 
     def stream():
         driver.cuCtxSetCurrent(primary)
@@ -307,6 +321,10 @@ def _launch_cases(only):
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
         "kernarg.launch 3 (int, float32, int32): cuda.core Kernel, LaunchConfig, Stream": (
             lambda s: _core_launcher(core_kernel, s),     # (compiled below)
+            lambda: (1 << 32, np.float32(0.5), np.int32(0))),
+        "kernarg.launch 3 (int, float32, int32): eight cuda.core Kernels in turn, each with "
+        "its own config": (
+            lambda s: _core_kernels_in_turn(core_kernels, s),     # (compiled below)
             lambda: (1 << 32, np.float32(0.5), np.int32(0))),
         "Kernel.launch 3 (int, float, int) with cluster and priority": (
             lambda s: (lambda *a: k.launch(2, 32, *a, stream=s, cluster=2, priority=0)),
@@ -351,6 +369,7 @@ def _launch_cases(only):
     }
     if any(only in name and "cuda.core Kernel" in name for name in cases):
         core_kernel = _core_kernel()
+        core_kernels = [_core_kernel() for _ in range(8)]
     return cases, stream
 
 
