@@ -4521,19 +4521,76 @@ cdef extern from *:
         return NULL;
     }
 
+    static inline uint64_t kernarg_mix(uint64_t h, uint64_t v) {
+        h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+        return h ^ (h >> 29);
+    }
+
+    /* A key of the field values in got[], where each is None, a bool, an exact int of 64 bits
+       or an exact tuple of up to three such ints (what cuda.core's configs hold): odd, where a
+       config's address is even, and the same for values kernarg_same_fields finds the same.
+       0 where a value is of another kind. */
+    static uintptr_t kernarg_core_value_key(PyObject **got) {
+        uint64_t h = 0x243F6A8885A308D3ull;
+        long long v;
+        int i, overflow;
+        Py_ssize_t j, n;
+        PyObject *a, *item;
+        for (i = 0; i < 6; i++) {
+            a = got[i];
+            if (a == Py_None || a == Py_True || a == Py_False) {
+                h = kernarg_mix(h, (uintptr_t)a);
+            } else if (PyLong_CheckExact(a)) {
+                v = PyLong_AsLongLongAndOverflow(a, &overflow);     /* an exact int: no error */
+                if (overflow) return 0;
+                h = kernarg_mix(h ^ 1, (uint64_t)v);
+            } else if (PyTuple_CheckExact(a) && (n = PyTuple_GET_SIZE(a)) <= 3) {
+                h = kernarg_mix(h ^ 2, (uint64_t)n);
+                for (j = 0; j < n; j++) {
+                    item = PyTuple_GET_ITEM(a, j);
+                    if (!PyLong_CheckExact(item)) return 0;
+                    v = PyLong_AsLongLongAndOverflow(item, &overflow);
+                    if (overflow) return 0;
+                    h = kernarg_mix(h, (uint64_t)v);
+                }
+            } else {
+                return 0;
+            }
+        }
+        return (uintptr_t)(h | 1);
+    }
+
+    /* kernarg_core_value_key of the six items of the tuple values. */
+    static uintptr_t kernarg_core_value_key_of(PyObject *values) {
+        PyObject *got[6];
+        int i;
+        for (i = 0; i < 6; i++) got[i] = PyTuple_GET_ITEM(values, i);
+        return kernarg_core_value_key(got);
+    }
+
     /* The config of `key`'s slot in kernarg_core_by_address if its fields match got[], or
-       kernarg_scan_core_slots' (not inlined, as that). The caller holds kernarg_recent_lock. */
+       NULL. The caller holds kernarg_recent_lock. */
+    static PyObject *kernarg_core_by_key(PyObject **got, uintptr_t key) {
+        int i, first = kernarg_kernel_set_of(key);
+        for (i = first; i < first + KERNARG_KERNEL_WAYS; i++)
+            if (kernarg_core_by_address[i].key == key)
+                return kernarg_same_fields(got, kernarg_core_by_address[i].read)
+                    ? kernarg_core_by_address[i].config : NULL;
+        return NULL;
+    }
+
+    /* kernarg_find_core_config past the first slot (not inlined, as kernarg_scan_core_slots):
+       the config kept for the config object at `key`, or for its field values (a config made
+       anew), or kernarg_scan_core_slots'. The caller holds kernarg_recent_lock. */
     #if defined(__GNUC__)
     __attribute__((noinline))
     #endif
     static PyObject *kernarg_find_core_config_past_first(PyObject **got, uintptr_t key) {
-        int i, first = kernarg_kernel_set_of(key);
-        for (i = first; i < first + KERNARG_KERNEL_WAYS; i++)
-            if (kernarg_core_by_address[i].key == key) {
-                if (kernarg_same_fields(got, kernarg_core_by_address[i].read))
-                    return kernarg_core_by_address[i].config;
-                break;
-            }
+        PyObject *found = kernarg_core_by_key(got, key);
+        uintptr_t by_value;
+        if (found != NULL) return found;
+        by_value = kernarg_core_value_key(got);
+        if (by_value != 0 && (found = kernarg_core_by_key(got, by_value)) != NULL) return found;
         return kernarg_scan_core_slots(got);
     }
 
@@ -4721,6 +4778,7 @@ cdef extern from *:
     PyObject* kernarg_find_core_config(PyObject** got, uintptr_t key) noexcept
     object kernarg_core_config_ref(PyObject** got, uintptr_t key)
     void kernarg_core_by_address_put(uintptr_t key, PyObject* values, PyObject* config) noexcept
+    uintptr_t kernarg_core_value_key_of(object values) noexcept
     void kernarg_core_kind_set(PyTypeObject* t, getter* get, void** closure) noexcept
     bint kernarg_core_kind_of(PyObject* obj, getter* get, void** closure) noexcept
     void kernarg_core_slot_push(PyObject* values, PyObject* config) noexcept
@@ -4773,9 +4831,18 @@ def _recent_configs():
 
 
 def _config_addresses():
-    """The addresses of the cuda.core configs kernarg_core_by_address remembers, 0 for an
-    empty slot, in the slots' order (for tests; _kernel_slots_of gives an address's)."""
+    """The keys of the cuda.core configs kernarg_core_by_address remembers, 0 for an empty
+    slot, in the slots' order: configs' addresses, and their values' keys (odd: see
+    _config_keys) (for tests; _kernel_slots_of gives a key's slots)."""
     return tuple(kernarg_core_by_address[i].key for i in range(KERNARG_KERNEL_SLOTS))
+
+
+def _config_keys(config):
+    """The keys a cuda.core config converted is kept by in kernarg_core_by_address: its
+    address, and its field values' key (0 where they are of a kind not kept so) (for
+    tests)."""
+    values, by_getters = _config_values(config)
+    return id(config), kernarg_core_value_key_of(values) if by_getters else 0
 
 
 def _config_values(config, bint by_name=False):
@@ -4844,9 +4911,10 @@ cdef LaunchConfig _convert_config(object config):
 cdef LaunchConfig _config_from_values(object t, object fields, tuple values, uintptr_t key):
     """The config of a cuda.core config of type ``t`` (at address ``key``) whose fields read
     ``values``: found in _foreign_configs or converted, and kept in the first slot of
-    kernarg_core_slots and in ``key``'s of kernarg_core_by_address where ``t``'s fields have C
-    getters (``fields``)."""
+    kernarg_core_slots and in kernarg_core_by_address, by ``key`` and by the values'
+    (kernarg_core_value_key), where ``t``'s fields have C getters (``fields``)."""
     global _last_core_type, _last_core_fields
+    cdef uintptr_t by_value
     try:
         cfg = _foreign_configs.get(values)
     except TypeError:                   # a list in it (cuda.core makes tuples): not cached
@@ -4864,6 +4932,9 @@ cdef LaunchConfig _config_from_values(object t, object fields, tuple values, uin
             kernarg_core_slots_clear()
         kernarg_core_slot_push(<PyObject*>values, <PyObject*>cfg)
         kernarg_core_by_address_put(key, <PyObject*>values, <PyObject*>cfg)
+        by_value = kernarg_core_value_key_of(values)
+        if by_value != 0:
+            kernarg_core_by_address_put(by_value, <PyObject*>values, <PyObject*>cfg)
         if another:                             # launches outside the section: its slots
             kernarg_core_kind_set(<PyTypeObject*>t, (<_ConfigFields>fields).get,
                                   (<_ConfigFields>fields).closure)

@@ -1599,10 +1599,17 @@ def test_launch_reads_a_real_cuda_core_config():
 def test_launch_remembers_the_cuda_core_configs_it_converted():
     """A loop that launches kernels in turn, each with its own cuda.core config, finds each
     config by its fields' identity (no tuple made and hashed): kernarg remembers each config
-    converted by its address (in a set of four slots, as kernels), and the four found by value
-    or converted last, the last first, for configs made anew at each launch. Each is still read
-    every call: a config changed is converted again."""
-    from kernarg._launch import _config_addresses, _config_from, _kernel_slots_of, _recent_configs
+    converted by its address and by its fields' values (in a set of four slots each, as
+    kernels), so a config made anew at each launch is found too; and the four found by value
+    or converted last, the last first. Each is still read every call: a config changed is
+    converted again."""
+    from kernarg._launch import (
+        _config_addresses,
+        _config_from,
+        _config_keys,
+        _kernel_slots_of,
+        _recent_configs,
+    )
 
     core = pytest.importorskip("cuda.core")
     try:
@@ -1622,54 +1629,63 @@ def test_launch_remembers_the_cuda_core_configs_it_converted():
     slots = _recent_configs()
     for c, (values, cfg) in zip(configs[:-5:-1], slots, strict=True):
         assert values[0] is c.grid and values[1] is c.block and cfg.grid == (c.grid[0], 1, 1)
+    keys = [_config_keys(c) for c in configs]           # (its address, its values' key)
+    assert all(by_value % 2 == 1 for _, by_value in keys) and len(set(keys)) == 40
     sets = {}
-    for c in configs:
-        sets.setdefault(_kernel_slots_of(id(c))[0], []).append(c)
-    alone = [c for c in configs if len(sets[_kernel_slots_of(id(c))[0]]) <= 4]
-    assert len(alone) >= 30                 # 40 over 64 sets: a few share one, seldom five
-    addresses = _config_addresses()
-    for c in alone:
-        assert addresses.index(id(c)) in _kernel_slots_of(id(c))
+    for key in (k for pair in keys for k in pair):
+        sets.setdefault(_kernel_slots_of(key)[0], []).append(key)
+    alone = [i for i, pair in enumerate(keys)
+             if all(len(sets[_kernel_slots_of(k)[0]]) <= 4 for k in pair)]
+    assert len(alone) >= 20                 # 80 keys over 64 sets: a few share one
+    remembered = _config_addresses()
+    for i in alone:
+        for key in keys[i]:
+            assert remembered.index(key) in _kernel_slots_of(key)
     # Found again by address, none converted (which would put it first of the four).
     for _ in range(3):
         for c, cfg in zip(configs, converted, strict=True):
             assert _config_from(c) is cfg
             assert _config_from(own) is own         # kernarg's own: not a slot's
     assert _recent_configs() == slots               # the same four, in the same order
-    # A config made anew with the same values as one of the last four is found by value, and
-    # moves to the front: cuda.core makes new grid and block tuples for each config, and code
-    # that makes its config at each launch reads them.
-    fresh = core.LaunchConfig(grid=48, block=32)
-    assert fresh.grid is not configs[37].grid and fresh.grid == configs[37].grid
-    assert _config_from(fresh) is converted[37] and grids() == [48, 50, 49, 47]
-    assert _config_from(core.LaunchConfig(grid=49, block=32)) is converted[38]
-    assert grids() == [49, 48, 50, 47]
+    # A config made anew with the values of one kept is found by its values' key (cuda.core
+    # makes new grid and block tuples for each config, and code that makes its config at
+    # each launch reads them), none converted.
+    for i in alone:
+        fresh = core.LaunchConfig(grid=11 + i, block=32)
+        assert fresh.grid is not configs[i].grid and fresh.grid == configs[i].grid
+        assert _config_keys(fresh)[1] == keys[i][1]
+        assert _config_from(fresh) is converted[i]
+    assert _recent_configs() == slots
     # A config changed after it was kept is read again: it goes first of the four, and takes
     # its own slot by address again; the one found or converted longest ago (47) is
     # forgotten by value.
-    changed = alone[0]
+    changed = configs[alone[0]]
     where = _config_addresses().index(id(changed))
     grid = changed.grid
     held = sys.getrefcount(grid)
-    changed.grid = (21, 1, 1)
-    assert _config_from(changed).grid == (21, 1, 1)
-    assert grids() == [21, 49, 48, 50]
+    changed.grid = (71, 1, 1)
+    assert _config_from(changed).grid == (71, 1, 1)
+    assert grids() == [71, 50, 49, 48]
     assert _config_addresses()[where] == id(changed)
     assert sys.getrefcount(grid) == held - 2        # the config and its slot by address
-    assert _config_from(changed).grid == (21, 1, 1)
+    assert _config_from(changed).grid == (71, 1, 1)
+    # Changed to the values of another kept: that one's config, found by value.
+    changed.grid = (12, 1, 1)
+    assert _config_from(changed) is converted[1] and grids() == [71, 50, 49, 48]
     # Keeping a config's field values holds references to them; slots refilled drop them.
     extra = core.LaunchConfig(grid=61, block=32)
     grid = extra.grid
     held = sys.getrefcount(grid)
     assert _config_from(extra).grid == (61, 1, 1)
-    assert sys.getrefcount(grid) == held + 3        # its two slots, _foreign_configs' key
-    for g in (31, 32, 33, 34):
+    # its three slots (the four's first, by address, by value) and _foreign_configs' key
+    assert sys.getrefcount(grid) == held + 4
+    for g in (81, 82, 83, 84):              # values not kept: converted
         _config_from(core.LaunchConfig(grid=g, block=32))
     assert 61 not in grids()
-    assert sys.getrefcount(grid) == held + 2
+    assert sys.getrefcount(grid) == held + 3
     extra.grid = (62, 1, 1)
     assert _config_from(extra).grid == (62, 1, 1)
-    assert sys.getrefcount(grid) == held            # less the config's and its slot's
+    assert sys.getrefcount(grid) == held + 1        # less the config's and its slot's
     # A Python class's config, read by name, is not kept: the slots stay as they are.
     kept, kept_addresses = _recent_configs(), _config_addresses()
     _config_from(_core_config(grid=(2, 1, 1), block=(1, 1, 1), cluster=None, shmem_size=0))

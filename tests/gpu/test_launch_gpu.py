@@ -4424,11 +4424,12 @@ def _check_last_writes(handles, outs, last):
 def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     """Four threads launch in cuda.core's call form, each on a cuda.core Stream of its own,
     cycling through five cuda.core kernels, given as themselves, as their CUkernel handles and
-    as those handles' ints, and five configs (five of each that kernarg remembers in one set
-    of four slots, so the slots that a free-threaded build's launches read outside the
-    section change under them all the while), every third launch with a config made anew:
-    each thread's launches land on its own array, the last one last, and kernarg then
-    remembers four of each five in their set."""
+    as those handles' ints, and five configs (five kernels and five handles that kernarg
+    remembers in one set of four slots, so the slots that a free-threaded build's launches
+    read outside the section change under them all the while; five configs by address in
+    one set, each then found by address or by its values), every third launch with a config
+    made anew: each thread's launches land on its own array, the last one last, and kernarg
+    then remembers four of the five kernels and handles in their set."""
     pytest.importorskip("cuda.core")
     from kernarg._bench import cuda_core
 
@@ -4486,17 +4487,14 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
         for handle in handles:
             check(driver.cuStreamDestroy(handle))
     # The set of four slots holds four of the five kernels, and of the five handles (the last
-    # four put there, each put there when it was not); and configs (converted anew configs
-    # may take a slot of the set too).
+    # four put there, each put there when it was not). Each config converts as its own.
     for remembered, keys in ((kernarg._launch._last_foreign_addresses(), [id(k) for k in kernels]),
                              (kernarg._launch._last_handle_addresses(),
                               [int(k._handle) for k in by_handle])):
         assert len(set(remembered[slots_of(keys[0])[0]:][:4]) & set(keys)) == 4
-    remembered = kernarg._launch._config_addresses()[slots_of(id(configs[0]))[0]:][:4]
-    assert set(remembered) & {id(c) for c in configs}
-    slots = [values for values, _ in kernarg._launch._recent_configs() if values is not None]
-    assert slots and all((v[0], v[1], v[2]) in [((g, 1, 1), (b, 1, 1), None) for g, b in shapes]
-                         for v in slots)
+    for c, (g, b) in zip(configs, shapes, strict=True):
+        converted = kernarg._launch._config_from(c)
+        assert converted.grid == (g, 1, 1) and converted.block == (b, 1, 1)
 
 
 def test_threads_launch_one_kernel_with_launch_attributes_of_their_own(ctx):
