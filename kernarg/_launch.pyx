@@ -4091,7 +4091,7 @@ cdef extern from *:
     }
 
     /* The slot a new `key` takes (in the section): its set's ways in turn, `next` the
-       table's turns (kernarg_recent_*_next). */
+       table's turns (kernarg_recent_*_next, kernarg_core_by_address_next). */
     static int kernarg_recent_victim(unsigned char *next, uintptr_t key) {
         int first = kernarg_kernel_set_of(key);
         int set = first / KERNARG_KERNEL_WAYS;
@@ -4480,12 +4480,14 @@ cdef extern from *:
     /* A cuda.core config remembered: the six field values read from it and the LaunchConfig
        they convert to (owned references; all NULL in an empty slot), a cache line each; in
        kernarg_core_by_address, also the address of the config object they were read from
-       (`key`, no reference: the fields are compared all the same). kernarg_core_slots are in
-       the order they were last found or filled: a launch loop of one config finds it in the
-       first, and a config made anew at each launch, of the values of one of the last four,
-       finds its slot, which moves to the front. kernarg_core_by_address: each config converted,
-       in a set of four slots (as kernarg_recent_kernels) by its address, so that a loop of a
-       few dozen kernels in turn, each with its own config, finds them all. */
+       (`key`, no reference: the fields are compared all the same), or a key of the values
+       (kernarg_core_value_key). kernarg_core_slots are in the order they were last found or
+       filled: a launch loop of one config finds it in the first, and a config made anew, of
+       the values of one of the last four, finds its slot, which moves to the front.
+       kernarg_core_by_address: each config converted, in a set of four slots (as
+       kernarg_recent_kernels) by its address and in another by its values' key, so that a
+       loop of a few dozen kernels in turn, each with its own config, finds them all, made
+       anew at each launch or not. */
     typedef struct {
         PyObject *read[6];
         PyObject *config;
@@ -4651,12 +4653,7 @@ cdef extern from *:
         Py_INCREF(config);
         for (i = first; i < first + KERNARG_KERNEL_WAYS; i++)
             if (kernarg_core_by_address[i].key == key) at = i;
-        if (at < 0) {
-            i = first / KERNARG_KERNEL_WAYS;
-            at = first + kernarg_core_by_address_next[i];
-            kernarg_core_by_address_next[i] = (unsigned char)(
-                (kernarg_core_by_address_next[i] + 1) % KERNARG_KERNEL_WAYS);
-        }
+        if (at < 0) at = kernarg_recent_victim(kernarg_core_by_address_next, key);
         kernarg_spin_lock(&kernarg_recent_lock);
         old = kernarg_core_by_address[at];
         for (i = 0; i < 6; i++) kernarg_core_by_address[at].read[i] = PyTuple_GET_ITEM(values, i);
@@ -4789,13 +4786,15 @@ cdef extern from *:
 # The cuda.core configs converted, where their type's fields have C getters (cuda.core's do):
 # the type, and for each config, the field values read from it and what they converted to: in
 # kernarg_core_slots (the KERNARG_RECENT found or converted last, the last first) and in
-# kernarg_core_by_address (each by the config object's address, in a set of four slots). A
+# kernarg_core_by_address (each by the config object's address and by a key of its values,
+# kernarg_core_value_key, in a set of four slots each). A
 # launch loop reads the same objects from its configs each time (or equal ints: the getter of a
 # C int field makes a new one above 256), so comparing them, with no tuple made of them, finds
 # its config. That is ~400 instructions a launch less than hashing them for _foreign_configs
 # (tools/probes/cold_launch.py); a loop that launches a few dozen kernels in turn, each with its
 # own config, finds each by its address, and one that makes its config anew at each launch
-# finds it by value among the last four. Only hashable values are kept: tuples and ints cannot
+# finds it by its values' key (or among the last four: values of another kind than
+# kernarg_core_value_key takes). Only hashable values are kept: tuples and ints cannot
 # change, so the same objects convert the same; an address names no object (the fields are
 # compared all the same, so a config that takes a gone one's address is read as itself).
 cdef object _last_core_type = None
