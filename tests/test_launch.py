@@ -1773,20 +1773,23 @@ def test_launch_wraps_a_foreign_kernel_once():
         assert id(new) != address or _kernel_for_launch(new) is not wrapper
 
 
-def _in_one_set(make, count=5):
-    """``count`` objects from ``make()`` (called with an int ``i`` = 0, 1, ...) whose kernel
-    slots (_kernel_slots_of, by id for objects, by value for ints) are the same set's."""
+def in_one_set(make, key=None, count=5):
+    """``count`` objects from ``make(i)`` (i = 0, 1, ...) whose keys (``key(obj)``; by default
+    an int's value, another object's id) kernarg.launch remembers in one set of four slots
+    (_kernel_slots_of); the others made are dropped once it returns. Also for tests/gpu."""
     from kernarg._launch import _kernel_slots_of
 
-    sets = {}
-    for i in range(100_000):
+    if key is None:
+        def key(obj):
+            return obj if type(obj) is int else id(obj)
+    sets, enough = {}, (count - 1) * 64 + 1     # over 64 sets: one takes `count` by then
+    for i in range(enough):
         obj = make(i)
-        key = obj if type(obj) is int else id(obj)
-        group = sets.setdefault(_kernel_slots_of(key)[0], [])
+        group = sets.setdefault(_kernel_slots_of(key(obj))[0], [])
         group.append(obj)
         if len(group) == count:
             return group
-    raise AssertionError("no set took five of 100,000")
+    raise AssertionError(f"no set of four slots took {count} of {enough}")
 
 
 def test_launch_remembers_the_foreign_kernels_launched_in_sets_of_four():
@@ -1814,7 +1817,7 @@ def test_launch_remembers_the_foreign_kernels_launched_in_sets_of_four():
             assert _kernel_for_launch(k) is w
     assert set(id(k) for k in alone) <= set(_last_foreign_addresses())
     # Five in one set: the fifth takes the slot of the first, the oldest.
-    five = _in_one_set(lambda i: cls())
+    five = in_one_set(lambda i: cls())
     first = [_kernel_for_launch(k) for k in five[:4]]
     where = _last_foreign_addresses().index(id(five[0]))
     assert sorted(_last_foreign_addresses().index(id(k)) for k in five[:4]) == list(
@@ -1864,7 +1867,7 @@ def test_launch_remembers_the_kernel_handles_launched_by_address():
     # Five in one set: the fifth takes the oldest slot; the first, launched again, comes from
     # the dict (the same Kernel) without a weak reference tried (an int takes none: the
     # TypeError cost ~1 us a launch) and takes the next oldest.
-    five = _in_one_set(lambda i: 0x9100000 + 0x40 * i)
+    five = in_one_set(lambda i: 0x9100000 + 0x40 * i)
     first = [_kernel_for_launch(a) for a in five]
     assert five[0] not in _last_handle_addresses()
     assert sorted(_last_handle_addresses().index(a) for a in five[1:]) == list(

@@ -4436,28 +4436,19 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     core = cuda_core()
     dev = core.Device(0)
     dev.set_current()
+    from test_launch import in_one_set
+
     cubin = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
         "cubin").code
     slots_of = kernarg._launch._kernel_slots_of
 
-    def five_in_one_set(make, key):
-        # Five from make() that kernarg remembers in one set of four slots (by key(...)).
-        sets = {}
-        for _ in range(2000):
-            made = make()
-            group = sets.setdefault(slots_of(key(made))[0], [])
-            group.append(made)
-            if len(group) == 5:
-                return group
-        raise AssertionError("no set of kernarg's slots took five of 2,000")
-
-    def loaded():
+    def loaded(i):
         return core.ObjectCode.from_cubin(cubin).get_kernel("fill")
 
     # Five kernel objects, and five kernels' handles, that share a set of slots, so that each
     # launch of one replaces another's slot.
-    kernels = five_in_one_set(loaded, id)
-    by_handle = five_in_one_set(loaded, lambda k: int(k._handle))
+    kernels = in_one_set(loaded)
+    by_handle = in_one_set(loaded, lambda k: int(k._handle))
     shapes = ((1, 64), (2, 32), (4, 16), (8, 8), (2, 64))     # each covers the 64 floats
     configs = []
     for g, b in shapes:
