@@ -4673,25 +4673,23 @@ cdef extern from *:
     }
 
     /* Empty the slots and kernarg_core_by_address (as kernarg_core_slot_push, the
-       references are dropped last). */
-    static int kernarg_core_slots_clear(void) {
+       references are dropped last: kernarg_core_by_address one slot at a time, each taken
+       out whole under the lock). */
+    static void kernarg_core_slots_clear(void) {
         kernarg_core_slot old[KERNARG_RECENT];
-        kernarg_core_slot *by_address = (kernarg_core_slot *)PyMem_Malloc(
-            sizeof(kernarg_core_by_address));
-        if (by_address == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        int j;
         kernarg_spin_lock(&kernarg_recent_lock);
         memcpy(old, kernarg_core_slots, sizeof(old));
         memset(kernarg_core_slots, 0, sizeof(old));
-        memcpy(by_address, kernarg_core_by_address, sizeof(kernarg_core_by_address));
-        memset(kernarg_core_by_address, 0, sizeof(kernarg_core_by_address));
         kernarg_spin_unlock(&kernarg_recent_lock);
         kernarg_core_drop(old, KERNARG_RECENT);
-        kernarg_core_drop(by_address, KERNARG_KERNEL_SLOTS);
-        PyMem_Free(by_address);
-        return 0;
+        for (j = 0; j < KERNARG_KERNEL_SLOTS; j++) {
+            kernarg_spin_lock(&kernarg_recent_lock);
+            old[0] = kernarg_core_by_address[j];
+            memset(&kernarg_core_by_address[j], 0, sizeof(old[0]));
+            kernarg_spin_unlock(&kernarg_recent_lock);
+            kernarg_core_drop(old, 1);
+        }
     }
 
     /* Copy the slots to out[] whole, each reference in them counted for the copy: as they
@@ -4779,7 +4777,7 @@ cdef extern from *:
     void kernarg_core_kind_set(PyTypeObject* t, getter* get, void** closure) noexcept
     bint kernarg_core_kind_of(PyObject* obj, getter* get, void** closure) noexcept
     void kernarg_core_slot_push(PyObject* values, PyObject* config) noexcept
-    int kernarg_core_slots_clear() except -1
+    void kernarg_core_slots_clear() noexcept
     void kernarg_core_slots_copy(kernarg_core_slot* out) noexcept
 
 
