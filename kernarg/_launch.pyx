@@ -4924,9 +4924,7 @@ cdef LaunchConfig _config_from_values(object t, object fields, tuple values, uin
     if fields is not None:
         another = t is not _last_core_type
         if another:                             # another type: the slots are forgotten
-            _last_core_type = None
-            kernarg_core_kind_set(NULL, NULL, NULL)
-            kernarg_core_slots_clear()
+            _forget_core_configs()
         kernarg_core_slot_push(<PyObject*>values, <PyObject*>cfg)
         kernarg_core_by_address_put(key, <PyObject*>values, <PyObject*>cfg)
         by_value = kernarg_core_value_key_of(values)
@@ -4937,6 +4935,22 @@ cdef LaunchConfig _config_from_values(object t, object fields, tuple values, uin
                                   (<_ConfigFields>fields).closure)
         _last_core_type, _last_core_fields = t, fields
     return cfg
+
+
+cdef void _forget_core_configs() noexcept:
+    """Empty kernarg_core_slots and kernarg_core_by_address, and forget their type (a config of
+    another type is converted next): launches outside the section find no slot's type from
+    here on, and the slots' references are dropped last (kernarg_core_slots_clear)."""
+    global _last_core_type
+    _last_core_type = None
+    kernarg_core_kind_set(NULL, NULL, NULL)
+    kernarg_core_slots_clear()
+
+
+def _forget_configs():
+    """Forget the cuda.core configs kept, as a config of another type does (for tests; in
+    kernarg's section, as every function of the module's namespace)."""
+    _forget_core_configs()
 
 
 cdef LaunchConfig _converted(tuple values):

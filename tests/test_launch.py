@@ -1692,6 +1692,55 @@ def test_launch_remembers_the_cuda_core_configs_it_converted():
     assert _recent_configs() == kept and _config_addresses() == kept_addresses
 
 
+def test_forgetting_the_kept_configs_drops_each_reference_its_slots_held():
+    """A config of another cuda.core type empties the slots the configs converted are kept
+    in (_forget_configs does the same): every reference a slot held, to a config converted
+    and to its field values, is dropped, none twice, and the configs are found again after."""
+    from kernarg._launch import (
+        _config_addresses,
+        _config_from,
+        _config_keys,
+        _forget_configs,
+        _recent_configs,
+    )
+
+    core = pytest.importorskip("cuda.core")
+    try:
+        configs = [core.LaunchConfig(grid=g, block=32) for g in range(211, 221)]
+    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
+        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
+    if type(configs[0]).__flags__ & (1 << 9):
+        pytest.skip("this cuda.core's LaunchConfig is a Python class: read by name, not kept")
+    converted = [_config_from(c) for c in configs]
+
+    def slots_holding(i):
+        """How many slots hold configs[i]'s conversion: of the last four, by its address, by
+        its values' key."""
+        recent = sum(cfg is converted[i] for _, cfg in _recent_configs())
+        return recent + sum(_config_addresses().count(key) for key in _config_keys(configs[i]))
+
+    held = [slots_holding(i) for i in range(10)]
+    assert held[-1] == 3 and sum(held) >= 10        # the last: first of four, by address, by key
+    grids = [c.grid for c in configs]
+
+    def counts():       # (not in an assert: pytest's rewriting holds what it evaluates)
+        return [(sys.getrefcount(converted[i]), sys.getrefcount(grids[i])) for i in range(10)]
+
+    before = counts()
+    _forget_configs()
+    assert set(_config_addresses()) == {0}
+    assert _recent_configs() == [(None, None)] * len(_recent_configs())
+    after = counts()
+    assert after == [(cfg - h, grid - h) for (cfg, grid), h in zip(before, held, strict=True)]
+    _forget_configs()                               # empty slots: nothing to drop
+    after_again = counts()
+    assert after_again == after
+    # Found again (in the dict of configs converted), and kept again.
+    assert [_config_from(c) for c in configs] == converted
+    assert all(_config_from(c) is cfg for c, cfg in zip(configs, converted, strict=True))
+    assert slots_holding(9) == 3 and id(configs[9]) in _config_addresses()
+
+
 def test_launch_names_what_it_cannot_take():
     with pytest.raises(TypeError, match="config must be a kernarg.LaunchConfig or a cuda.core "
                                         "LaunchConfig, got tuple"):
