@@ -3,6 +3,7 @@ cooperative and captured launches; foreign arrays from every library present; a 
 import ctypes
 import re
 import struct
+import sys
 import time
 import types
 
@@ -4486,6 +4487,67 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     for c, (g, b) in zip(configs, shapes, strict=True):
         converted = kernarg._launch._config_from(c)
         assert converted.grid == (g, 1, 1) and converted.block == (b, 1, 1)
+
+
+def test_threads_launch_with_cuda_core_configs_while_another_forgets_them(ctx):
+    """Three threads launch a cuda.core kernel with cuda.core configs of their own (each
+    thread's grid spans its own part of its array; every third config made anew, found by
+    its values), while a fourth empties the slots the configs converted are kept in, as a
+    config of another type does (kernarg._launch._forget_configs): a free-threaded build's
+    launches read those slots outside the section, under kernarg's spin lock, taking their own
+    reference to the config they find. Each thread's last launch is what its array holds,
+    over its own grid's span only (a launch that took another thread's config would write
+    past it or short of it), and once the slots are emptied again, each config's fields are
+    held as often as before: no reference a slot held was dropped twice or kept."""
+    pytest.importorskip("cuda.core")
+    from kernarg._bench import cuda_core
+
+    core = cuda_core()
+    dev = core.Device(0)
+    dev.set_current()
+    forget = kernarg._launch._forget_configs
+    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin").get_kernel("fill")
+    shapes = ((1, 16), (2, 16), (3, 16))            # 16, 32 and 48 of each array's 64 floats
+    configs = [core.LaunchConfig(grid=g, block=b) for g, b in shapes]
+    handles = [int(check(driver.cuStreamCreate(1))) for _ in range(3)]
+    outs = [DeviceArray(4 * 64, typestr="<f4") for _ in range(3)]
+    for out in outs:
+        check(driver.cuMemsetD8(out.ptr, 0, 4 * 64))
+    for c, out in zip(configs, outs, strict=True):  # converted, and in the dict of those
+        kernarg.launch(handles[0], c, ck, out, np.float32(0), np.int32(64))
+    forget()
+    held = [sys.getrefcount(c.grid) for c in configs]
+    done = []
+
+    def body(i):
+        dev.set_current()
+        if i == 3:
+            while len(done) < 3:
+                forget()
+            return
+        try:
+            stream = core.Stream.from_handle(handles[i])
+            for n in range(300):
+                g, b = shapes[i]
+                config = configs[i] if n % 3 else core.LaunchConfig(grid=g, block=b)
+                kernarg.launch(stream, config, ck, outs[i], np.float32(i * 1000 + n),
+                               np.int32(64))
+        finally:
+            done.append(i)
+
+    try:
+        _in_threads(body, 4)
+        for i, (handle, (g, b)) in enumerate(zip(handles, shapes, strict=True)):
+            check(driver.cuStreamSynchronize(handle))
+            got = np.frombuffer(outs[i].read(), np.float32)
+            assert (got[:g * b] == i * 1000 + 299).all() and (got[g * b:] == 0).all(), i
+    finally:
+        for handle in handles:
+            check(driver.cuStreamDestroy(handle))
+    forget()
+    after = [sys.getrefcount(c.grid) for c in configs]
+    assert after == held
 
 
 def test_threads_launch_one_kernel_with_launch_attributes_of_their_own(ctx):
