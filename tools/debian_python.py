@@ -2,9 +2,9 @@
 
     python3 tools/debian_python.py 3.14 DEST      # prints DEST/usr/bin/python3.14
 
-CI's third job (`.ci/newer-python`) uses it when the machine has no CPython 3.14: the
-development and CI machines run Debian 12, whose newest CPython is 3.11, with 3.12 and 3.13
-from pyenv, and only Debian's and PyPI's servers are reachable from them. Debian unstable's
+CI's third and seventh jobs (`.ci/newer-python`) use it when the machine has no CPython 3.14
+or 3.15: the development and CI machines run Debian 12, whose newest CPython is 3.11, with
+3.12 and 3.13 from pyenv, and only Debian's and PyPI's servers are reachable from them. Debian unstable's
 packages are built against a newer glibc than Debian 12's, so the C library comes from unstable
 too: the interpreter is pointed at that glibc's loader, and its search path (an RPATH, which
 also serves the extension modules it loads) at the unpacked libraries. Nothing is installed
