@@ -627,6 +627,16 @@ def test_readme_python_314_table_matches_the_committed_runs():
     assert [line for line in lines if line not in readme] == []
 
 
+def test_readme_python_315_table_matches_the_committed_runs():
+    # The README's CPython 3.15 table: readme_tables.py --pythons of the four runs of
+    # 2026-12-06 on 3.15.2 and 3.14.10, in the order they ran.
+    lines = _pythons_table(("py315-2026-12-06", "py314-2026-12-06", "py315-2026-12-06b",
+                            "py314-2026-12-06b"))
+    assert len(lines) == 2 + 7 and "3.15.2" in lines[0] and "3.14.10" in lines[0]
+    readme = _readme()
+    assert [line for line in lines if line not in readme] == []
+
+
 def test_readme_free_threaded_table_matches_the_committed_runs():
     # The README's free-threaded table: readme_tables.py --pythons of the six alternating runs
     # on 3.14.4 and 3.14.4t, in the order they ran; the free-threaded runs name the build.
