@@ -1596,6 +1596,19 @@ def test_launch_reads_a_real_cuda_core_config():
     assert _config_from(c).shmem == 1024
 
 
+def _kept_core_configs(grids):
+    """cuda.core, and a cuda.core LaunchConfig of 32 threads for each of ``grids``, of a type
+    whose configs kernarg keeps (C getters); else the test is skipped, saying why."""
+    core = pytest.importorskip("cuda.core")
+    try:
+        configs = [core.LaunchConfig(grid=g, block=32) for g in grids]
+    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
+        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
+    if type(configs[0]).__flags__ & (1 << 9):
+        pytest.skip("this cuda.core's LaunchConfig is a Python class: read by name, not kept")
+    return core, configs
+
+
 def test_launch_remembers_the_cuda_core_configs_it_converted():
     """A loop that launches kernels in turn, each with its own cuda.core config, finds each
     config by its fields' identity (no tuple made and hashed): kernarg remembers each config
@@ -1611,13 +1624,7 @@ def test_launch_remembers_the_cuda_core_configs_it_converted():
         _recent_configs,
     )
 
-    core = pytest.importorskip("cuda.core")
-    try:
-        configs = [core.LaunchConfig(grid=g, block=32) for g in range(11, 51)]
-    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
-        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
-    if type(configs[0]).__flags__ & (1 << 9):
-        pytest.skip("this cuda.core's LaunchConfig is a Python class: read by name, not kept")
+    core, configs = _kept_core_configs(range(11, 51))
 
     def grids():
         return [cfg.grid[0] if cfg is not None else None for _, cfg in _recent_configs()]
@@ -1704,13 +1711,7 @@ def test_forgetting_the_kept_configs_drops_each_reference_its_slots_held():
         _recent_configs,
     )
 
-    core = pytest.importorskip("cuda.core")
-    try:
-        configs = [core.LaunchConfig(grid=g, block=32) for g in range(211, 221)]
-    except Exception as exc:                # cuda.core 0.5 asks the driver for its version
-        pytest.skip(f"this cuda.core needs a CUDA driver to build a LaunchConfig: {exc!r}")
-    if type(configs[0]).__flags__ & (1 << 9):
-        pytest.skip("this cuda.core's LaunchConfig is a Python class: read by name, not kept")
+    _, configs = _kept_core_configs(range(211, 221))
     converted = [_config_from(c) for c in configs]
 
     def slots_holding(i):

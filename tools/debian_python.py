@@ -4,12 +4,12 @@
 
 CI's third and seventh jobs (`.ci/newer-python`) use it when the machine has no CPython 3.14
 or 3.15: the development and CI machines run Debian 12, whose newest CPython is 3.11, with
-3.12 and 3.13 from pyenv, and only Debian's and PyPI's servers are reachable from them. Debian unstable's
-packages are built against a newer glibc than Debian 12's, so the C library comes from unstable
-too: the interpreter is pointed at that glibc's loader, and its search path (an RPATH, which
-also serves the extension modules it loads) at the unpacked libraries. Nothing is installed
-system-wide. Extensions built with this Python compile against the machine's own glibc
-headers, which the newer glibc runs.
+3.12 and 3.13 from pyenv, and only Debian's and PyPI's servers are reachable from them.
+Debian unstable's packages are built against a newer glibc than Debian 12's, so the C library
+comes from unstable too: the interpreter is pointed at that glibc's loader, and its search
+path (an RPATH, which also serves the extension modules it loads) at the unpacked libraries.
+Nothing is installed system-wide. Extensions built with this Python compile against the
+machine's own glibc headers, which the newer glibc runs.
 
 Exits with status 1 and one line on stderr saying why when it cannot (no network, no such
 package in unstable, a library it could not resolve): the caller decides what to do then.
