@@ -811,8 +811,7 @@ def test_cuda_core_call_form_launches_cuda_core_kernels_and_configs(ctx):
     core = cuda_core()
     dev = core.Device(0)
     dev.set_current()
-    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").get_kernel("fill")
+    ck = _core_write(core, dev).get_kernel("fill")
     stream = dev.create_stream()
     buf = dev.memory_resource.allocate(4 * 256, stream=stream)
     kernarg.launch(stream, core.LaunchConfig(grid=2, block=128), ck, buf, np.float32(2.5),
@@ -3338,8 +3337,7 @@ def test_graph_node_takes_cuda_core_graphs_and_nodes(ctx):
     assert _floats(a) == [9.5] * 32 and _floats(b) == [8.5] * 32
     # A cuda.core Kernel holds a CUkernel: its node takes the CUfunction of the context.
     dev = core.Device(0)
-    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").get_kernel("fill")
+    ck = _core_write(core, dev).get_kernel("fill")
     wrapped = kernarg.Kernel.from_handle(ck, signature="float* x, float v, int n", device=0)
     definition2 = graph_mod.GraphDefinition()
     wrapped.graph_node(definition2, 1, 32, a, 10.5, 32)
@@ -4034,6 +4032,13 @@ def _free_slot_scalars(taken):
     return chosen
 
 
+def _core_write(core, dev):
+    """WRITE compiled by cuda.core (``core``) for ``dev``'s architecture: its ObjectCode, whose
+    kernel is "fill"."""
+    return core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
+        "cubin")
+
+
 def _free_threaded_helpers():
     """test_free_threaded, for the tests that launch while another thread holds kernarg's
     section: they skip on a GIL build."""
@@ -4324,8 +4329,7 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
     dev = core.Device(0)
     dev.set_current()
     holds = kernarg._stream._holds_section
-    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").get_kernel("fill")
+    ck = _core_write(core, dev).get_kernel("fill")
     k = kernarg.Kernel.from_source(WRITE, "fill")
     taken = {kernarg._handler._cache_slot(ft._Holder())}
     out = ft._free_slot_subclass(DeviceArray, taken)(4 * 64, typestr="<f4")
@@ -4345,8 +4349,7 @@ def test_cuda_core_call_form_launches_while_another_thread_holds_the_section(ctx
         firsts = [slots_of(key(m))[0] for m in made]
         return [m for m, f in zip(made, firsts, strict=True) if firsts.count(f) <= 4]
 
-    cubin = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").code
+    cubin = _core_write(core, dev).code
     many = [core.ObjectCode.from_cubin(cubin).get_kernel("fill") for _ in range(8)]
     many = spread(spread(many, id), lambda m: int(m._handle))
     configs = spread([core.LaunchConfig(grid=g, block=64) for g in range(1, 9)], id)
@@ -4439,8 +4442,7 @@ def test_threads_launch_cuda_core_kernels_and_configs_in_turn(ctx):
     dev.set_current()
     from test_launch import in_one_set
 
-    cubin = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").code
+    cubin = _core_write(core, dev).code
     slots_of = kernarg._launch._kernel_slots_of
 
     def loaded(i):
@@ -4506,8 +4508,7 @@ def test_threads_launch_with_cuda_core_configs_while_another_forgets_them(ctx):
     dev = core.Device(0)
     dev.set_current()
     forget = kernarg._launch._forget_configs
-    ck = core.Program(WRITE, "c++", core.ProgramOptions(arch=f"sm_{dev.arch}")).compile(
-        "cubin").get_kernel("fill")
+    ck = _core_write(core, dev).get_kernel("fill")
     shapes = ((1, 16), (2, 16), (3, 16))            # 16, 32 and 48 of each array's 64 floats
     configs = [core.LaunchConfig(grid=g, block=b) for g, b in shapes]
     handles = [int(check(driver.cuStreamCreate(1))) for _ in range(3)]
