@@ -484,7 +484,11 @@ typed_case = st.lists(st.sampled_from(PARAM_TYPES), min_size=1, max_size=5).flat
 
 # A PyCUDA stand-in whose __int__ answers a HostileInt: CPython warns (3.15 words it
 # "X.__int__() must return an int, not Y", earlier ones "__int__ returned non-int").
-@pytest.mark.filterwarnings("ignore:.*strict subclass of int is deprecated")
+ignore_int_subclass_warning = pytest.mark.filterwarnings(
+    "ignore:.*strict subclass of int is deprecated")
+
+
+@ignore_int_subclass_warning
 @settings(max_examples=800, deadline=None)
 @given(typed_case)
 def test_typed_packing_of_any_value(case):
@@ -521,9 +525,7 @@ untyped_values = st.one_of(
     st.builds(object), st.just(int), st.just(print))
 
 
-# A PyCUDA stand-in whose __int__ answers a HostileInt: CPython warns (3.15 words it
-# "X.__int__() must return an int, not Y", earlier ones "__int__ returned non-int").
-@pytest.mark.filterwarnings("ignore:.*strict subclass of int is deprecated")
+@ignore_int_subclass_warning
 @settings(max_examples=800, deadline=None)
 @given(st.lists(untyped_values, max_size=5))
 def test_untyped_packing_of_any_value(values):
