@@ -1,5 +1,5 @@
 """Run a pytest test (or file) many times, each run in a fresh interpreter with a hash seed of
-its own, and count how the runs ended: for a test whose outcome may hang on addresses or
+its own, and count how the runs ended: for a test whose outcome may depend on addresses or
 hashes (docs/development.md, "Tests that depend on addresses"), before CI runs it once a job.
 
     python tools/repeat_test.py tests/test_launch.py::test_x [-n 300] [-j 2] [-- PYTEST ARGS...]
