@@ -1,6 +1,8 @@
 """The tools CI's jobs use to get an interpreter the machine lacks: how
 tools/freethreaded_python.py reads a distribution's source index and picks a tarball. (The
-build itself runs in `.ci/free-threaded`, which prints the interpreter it ran on.)"""
+build itself runs in `.ci/free-threaded`, which prints the interpreter it ran on.) And
+tools/repeat_test.py, which runs a test many times, each in a fresh interpreter with a hash
+seed of its own, and counts how the runs ended."""
 import hashlib
 import importlib.util
 import lzma
@@ -12,13 +14,17 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _tool(name):
+    """tools/``name``.py as a module (its __name__ is not "__main__": its main does not run)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def ft():
-    spec = importlib.util.spec_from_file_location(
-        "freethreaded_python", os.path.join(ROOT, "tools", "freethreaded_python.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)     # __name__ is not "__main__": nothing is built
-    return module
+    return _tool("freethreaded_python")
 
 
 def _stanza(package, version, tar, sha256=None, sha512=None):
@@ -98,3 +104,24 @@ def test_tarball_says_why_when_no_archive_serves_one(ft, tmp_path, monkeypatch, 
     assert err.startswith("freethreaded_python: no archive lists python3.14's source")
     assert "Debian sid's index: <urlopen error unreachable>" in err
     assert "Ubuntu devel's index" in err
+
+
+def test_each_run_has_its_own_hash_seed_and_the_first_failure_is_shown(tmp_path, capsys):
+    test_file = tmp_path / "test_seeded.py"
+    test_file.write_text(
+        "import os\n\n\n"
+        "def test_passes_on_odd_seeds():\n"
+        "    assert int(os.environ['PYTHONHASHSEED']) % 2 == 1, 'an even seed'\n")
+    assert _tool("repeat_test").main([str(test_file), "-n", "4", "-j", "2"]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "     2 ok     1 passed" in lines
+    assert "     2 FAILED 1 failed" in lines
+    assert "The first run that failed (PYTHONHASHSEED=2):" in out and "an even seed" in out
+
+
+def test_pytest_arguments_after_the_dashes_reach_each_run(tmp_path, capsys):
+    test_file = tmp_path / "test_two.py"
+    test_file.write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    assert _tool("repeat_test").main([str(test_file), "-n", "2", "--", "-k", "test_b"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["     2 ok     1 passed, 1 deselected"]
