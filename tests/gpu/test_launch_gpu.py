@@ -4041,11 +4041,14 @@ def _core_write(core, dev):
 
 def _free_threaded_helpers():
     """test_free_threaded, for the tests that launch while another thread holds kernarg's
-    section: they skip on a GIL build."""
+    section: they skip on a GIL build. Called first, it forgets every type kernarg has
+    classified, as test_free_threaded's _types_forgotten does for that file's tests (the
+    holder's classification of its type must not be the one that clears the cache)."""
     import test_free_threaded
 
     if not test_free_threaded.FREE_THREADED:
         pytest.skip("needs a free-threaded CPython >= 3.14 (python3.14t)")
+    kernarg._handler._forget_types()
     return test_free_threaded
 
 
