@@ -38,9 +38,9 @@ def _types_forgotten():
     remembered). kernarg remembers at most 4096 types: classifying one more clears the cache
     whole. Where that one was the _Holder that _section_held_by_another_thread's holder packs,
     every pack in the block then looked its type up again, in the section the holder held,
-    and waited (CI's run on b5ea27c, after 1700 tests; made to happen in a script by
-    classifying 4095 types before the block). A test that starts from none classifies far
-    fewer."""
+    and waited (most likely what failed CI's run on b5ea27c, after 1700 tests; made to happen
+    by classifying 4095 types before a block, or 4084 before the numpy test). A test that
+    starts from none classifies far fewer."""
     kernarg._handler._forget_types()
 
 
