@@ -658,6 +658,38 @@ def test_memory_resource_that_raises_names_the_argument():
             kernarg.pack((buf,))
 
 
+def test_cuda_core_managed_buffer_packs_as_a_buffer():
+    """cuda.core 1.2's ManagedBuffer (what ManagedMemoryResource.allocate returns) is a Buffer
+    subclass: packed as its address, typed and untyped, on every device where its resource
+    says the memory is managed; closed, refused by name."""
+    import sys
+
+    core = pytest.importorskip("cuda.core")
+    if not hasattr(core, "ManagedBuffer"):
+        pytest.skip(f"cuda.core {core.__version__} has no ManagedBuffer (added in 1.2)")
+    bare = core.ManagedBuffer.from_handle(0x7300_0000, 64)
+    mr = _memory_resource(managed=True, host=True, device_id=0)
+    mr.building = True
+    try:
+        owned = core.ManagedBuffer.from_handle(0x7400_0000, 64, mr=mr)
+    finally:
+        mr.building = False
+    assert type(owned) is core.ManagedBuffer
+    assert kernarg._handler._classification(owned) == "pointer"
+    sig = kernarg.Signature("int n, float* a, const float* b")
+    before = [sys.getrefcount(b) for b in (bare, owned)]
+    for device in (None, 0, 3):
+        assert bytes(kernarg.pack((5, bare, owned), device=device)) == \
+            struct.pack("<qQQ", 5, 0x7300_0000, 0x7400_0000)
+        assert bytes(sig.pack((5, bare, owned), device=device)) == \
+            struct.pack("<iiQQ", 5, 0, 0x7300_0000, 0x7400_0000)
+    after = [sys.getrefcount(b) for b in (bare, owned)]
+    assert after == before
+    bare.close()
+    with pytest.raises(ValueError, match=r"argument 1 \(.*ManagedBuffer\).*closed"):
+        kernarg.pack((5, bare))
+
+
 def test_closed_buffer_is_an_error_not_a_null_pointer():
     from cuda.core import Buffer
 
