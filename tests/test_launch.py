@@ -1858,6 +1858,27 @@ def in_one_set(make, key=None, count=5):
     raise AssertionError(f"no set of four slots took {count} of {enough}")
 
 
+def test_the_sets_of_kept_kernels_and_configs_spread_addresses_of_any_stride():
+    """Objects allocated side by side (kernels, configs) have addresses in arithmetic
+    progression. Their sets of four slots must spread them as random keys would, whatever the
+    stride: a Fibonacci hash's top bits alone put 40 keys of stride 144 or 48 in 8 or 9 sets of
+    64, and five of sixteen in one set (so a loop of sixteen kernels lost some every turn).
+    Sixteen keys in a row: none beyond any set's four (random keys: about one run in 2,000);
+    forty: at least 20 sets (random: 29 on average)."""
+    from kernarg._launch import _kernel_slots_of
+
+    bases = [0x7F00_0000_0000 + 0x1234_5670 * k for k in range(8)]
+    fewest, crowded = [], []
+    for stride in [*range(16, 2049, 16), *(2**k for k in range(12, 31))]:
+        for base in bases:
+            sets = [_kernel_slots_of(base + i * stride)[0] for i in range(40)]
+            fewest.append((len(set(sets)), stride))
+            if max(sets[:16].count(s) for s in sets[:16]) > 4:
+                crowded.append((stride, hex(base)))
+    assert min(fewest)[0] >= 20, sorted(fewest)[:5]
+    assert crowded == []
+
+
 def test_launch_remembers_the_foreign_kernels_launched_in_sets_of_four():
     """Foreign kernel objects launched are remembered by address, each in one of four slots of
     a set picked by its address's hash: a loop launching a few dozen cuda.core kernels in turn
