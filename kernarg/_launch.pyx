@@ -4070,7 +4070,7 @@ cdef extern from *:
        keys in arithmetic progression, whose Fibonacci hash (the key times 2**64 over the
        golden ratio) steps by the stride times that ratio: for some strides nearly a whole
        number, so that the top bits barely move. At 144 bytes (LaunchConfigs under
-       PYTHONMALLOC=debug) or 48, 16 keys had five or six in one set, and 40 filled 11 sets.
+       PYTHONMALLOC=debug) or 48, 16 keys had five or six in one set, and 40 took as few as 8 sets.
        So the product's top half is folded into its bottom half and multiplied again (a
        multiply-xorshift-multiply mixer): every stride from 16 bytes to 2 KiB, and powers of
        two, then spread like random keys (test_launch's test of this hash). Three instructions

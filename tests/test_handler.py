@@ -548,12 +548,13 @@ def test_cuda_core_buffer_from_pinned_memory_resource():
     assert bytes(b)[:8] == struct.pack("<Q", 0x5550_0000)
 
 
-def _buffer(address, mr):
+def _buffer(address, mr, cls=None):
+    """A cuda.core Buffer (or ``cls``, a subclass) of 64 bytes at ``address``, of ``mr``."""
     from cuda.core import Buffer
 
     mr.building = True
     try:
-        return Buffer.from_handle(address, 64, mr=mr)
+        return (cls or Buffer).from_handle(address, 64, mr=mr)
     finally:
         mr.building = False
 
@@ -668,12 +669,8 @@ def test_cuda_core_managed_buffer_packs_as_a_buffer():
     if not hasattr(core, "ManagedBuffer"):
         pytest.skip(f"cuda.core {core.__version__} has no ManagedBuffer (added in 1.2)")
     bare = core.ManagedBuffer.from_handle(0x7300_0000, 64)
-    mr = _memory_resource(managed=True, host=True, device_id=0)
-    mr.building = True
-    try:
-        owned = core.ManagedBuffer.from_handle(0x7400_0000, 64, mr=mr)
-    finally:
-        mr.building = False
+    owned = _buffer(0x7400_0000, _memory_resource(managed=True, host=True, device_id=0),
+                    core.ManagedBuffer)
     assert type(owned) is core.ManagedBuffer
     assert kernarg._handler._classification(owned) == "pointer"
     sig = kernarg.Signature("int n, float* a, const float* b")
