@@ -69,14 +69,17 @@ cdef struct BlockState:
     int device              # the launch device's ordinal, when check_device
 
 
-# The per-type cache (direct-mapped on a multiplicative hash of the type pointer). Exposed so
-# other modules can probe it inline; on a miss they call lookup_type. Only kernarg's section
-# writes it (_handler.pyx's _cache_miss and _clear_cache), bracketing each entry's stores with
-# its ``seq`` (_cutils.h's sequence lock), so that a free-threaded build can read it outside
-# the section (cache_view).
+# The per-type cache: 64 sets of two slots, a type's set picked by a multiplicative hash of
+# its pointer, so that any two types can be in use at once whatever their addresses (a third in
+# the set takes the slot of the one stored first). Exposed so other modules can probe it
+# inline; on a miss they call lookup_type. Only kernarg's section writes it (_handler.pyx's
+# _cache_miss and _clear_cache), bracketing each entry's stores with its ``seq`` (_cutils.h's
+# sequence lock), so that a free-threaded build can read it outside the section (cache_view).
 cdef enum:
-    KERNARG_CACHE_BITS = 7
-    KERNARG_CACHE_SIZE = 128          # 1 << KERNARG_CACHE_BITS
+    KERNARG_CACHE_SET_BITS = 6
+    KERNARG_CACHE_SETS = 64           # 1 << KERNARG_CACHE_SET_BITS
+    KERNARG_CACHE_WAYS = 2            # cache_view, _lookup and _cached look at two slots
+    KERNARG_CACHE_SIZE = 128          # KERNARG_CACHE_SETS * KERNARG_CACHE_WAYS
 
 cdef struct CacheEntry:
     unsigned seq
@@ -84,25 +87,36 @@ cdef struct CacheEntry:
     TypeInfo info
 
 
-cdef inline CacheEntry* cache_entry(CacheEntry* cache, PyTypeObject* tp) noexcept:
+cdef inline CacheEntry* cache_set(CacheEntry* cache, PyTypeObject* tp) noexcept:
+    """The first of the KERNARG_CACHE_WAYS slots of ``tp``'s set (the rest follow it). Types
+    are few and their addresses far apart: Fibonacci hashing spreads them as well as random
+    keys (session 102 measured it on runs of classes made one after another; _launch.pyx's
+    sets of kernels, keyed by addresses 48 or 144 bytes apart, need the mixer it has)."""
     cdef uint64_t h = (<uint64_t><uintptr_t>tp) * <uint64_t>0x9E3779B97F4A7C15ULL
-    return &cache[h >> (64 - KERNARG_CACHE_BITS)]
+    return &cache[(h >> (64 - KERNARG_CACHE_SET_BITS)) * KERNARG_CACHE_WAYS]
 
 
 cdef inline TypeInfo* cache_view(CacheEntry* cache, PyObject* arg, TypeInfo* copy) noexcept:
     """The cached TypeInfo of type(arg), or NULL on a miss; needs no section. On a GIL build
-    the entry's own (read it before running Python code: a miss on its slot rewrites it). On
+    the entry's own (read it before running Python code: a miss on its set may rewrite it). On
     a free-threaded build ``copy``, filled with a copy of the entry read whole, field by field,
     under the entry's sequence lock: NULL also when a writer was busy with the entry, for the
     caller to enter the section and look the type up there (lookup_type)."""
     cdef PyTypeObject* tp = Py_TYPE_P(arg)
-    cdef CacheEntry* entry = cache_entry(cache, tp)
+    cdef CacheEntry* entry = cache_set(cache, tp)
     cdef unsigned begun
     if not KERNARG_GUARDED_BUILD:
-        return &entry.info if entry.type == tp else NULL
+        if entry.type != tp:
+            entry += 1
+            if entry.type != tp:
+                return NULL
+        return &entry.info
     begun = kernarg_seq_begin(&entry.seq)
     if load_type(entry.type) != tp:
-        return NULL
+        entry += 1
+        begun = kernarg_seq_begin(&entry.seq)
+        if load_type(entry.type) != tp:
+            return NULL
     copy.kind = load_int(entry.info.kind)
     copy.size = load_ssize(entry.info.size)
     copy.align = load_ssize(entry.info.align)

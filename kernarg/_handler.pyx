@@ -1,8 +1,8 @@
 # cython: language_level=3, embedsignature=True, binding=True
 """The packing fast path: a tuple of Python objects -> one aligned kernel parameter block.
 
-Per argument the loop does an exact-type check (int, float, bool), else one probe of a small
-direct-mapped cache keyed by the type pointer; only the first object of a type goes to the
+Per argument the loop does an exact-type check (int, float, bool), else a probe of a small
+cache keyed by the type pointer (sets of two slots); only the first object of a type goes to the
 classifier in kernarg._interop. Values are written straight into the block: no Python object and
 no allocation per argument. Everything that is not a hot-loop concern lives in _interop.
 """
@@ -47,6 +47,7 @@ from kernarg._interop cimport (
     getter_t,
     kernarg_seq_write_begin,
     kernarg_seq_write_end,
+    load_type,
     mr_cache,
     classify,
     name_raised,
@@ -118,14 +119,18 @@ cdef extern from "Python.h":
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-type cache: direct-mapped on a multiplicative hash of the type pointer. A conflict costs
-# one dict lookup in _classified (which also holds a strong reference to every cached type, so
-# a cached pointer can never be reused by a new type); only a type never seen is classified.
+# Per-type cache: sets of two slots on a multiplicative hash of the type pointer (_handler.pxd).
+# A miss costs one dict lookup in _classified (which also holds a strong reference to every
+# cached type, so a cached pointer can never be reused by a new type); only a type never seen
+# is classified.
 
 cdef enum:
     CLASSIFIED_LIMIT = 4096           # bound on remembered types (dynamic classes)
 
 cdef CacheEntry _cache[KERNARG_CACHE_SIZE]
+# Which slot of each set the next miss in it takes: the one stored first (the two take turns).
+# Only the section reads or writes it.
+cdef unsigned char _next_way[KERNARG_CACHE_SETS]
 cdef const MrCache* _mrc = mr_cache()     # cuda.core Buffers: the last memory resource
 cdef dict _classified = {}            # type -> (kind, size, align, offset)
 
@@ -134,6 +139,7 @@ cdef void _clear_cache() noexcept:
     cdef Py_ssize_t i
     for i in range(KERNARG_CACHE_SIZE):
         _cache_store(&_cache[i], NULL, NULL)
+    memset(_next_way, 0, sizeof(_next_way))
     _classified.clear()
 
 
@@ -158,8 +164,12 @@ cdef void _cache_store(CacheEntry* entry, PyTypeObject* tp, const TypeInfo* info
     kernarg_seq_write_end(&entry.seq)
 
 
-cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index) except NULL:
+cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* first, Py_ssize_t index) except NULL:
+    """Look ``tp`` up (or classify it), store it in the slot of its set (``first``) that the
+    set's turn gives, and return that slot's TypeInfo."""
     cdef TypeInfo info
+    cdef CacheEntry* entry
+    cdef Py_ssize_t set_index
     known = _classified.get(<object>tp)
     if known is not None:
         (info.kind, info.size, info.align, info.offset, getter, closure, mr_getter, mr_closure,
@@ -180,20 +190,27 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* entry, Py_ssize_t index
                                  <uintptr_t>info.getter, <uintptr_t>info.closure,
                                  <uintptr_t>info.mr_getter, <uintptr_t>info.mr_closure,
                                  info.num_kind, <uintptr_t>info.api, info.torch_tensor)
+    # (Chosen after classify, which may have run Python code, and _clear_cache with it.)
+    set_index = (first - _cache) // KERNARG_CACHE_WAYS
+    entry = first + _next_way[set_index]
+    _next_way[set_index] = (_next_way[set_index] + 1) % KERNARG_CACHE_WAYS
     _cache_store(entry, tp, &info)
     return &entry.info
 
 
-# The TypeInfo a lookup returns lives in the shared cache slot, which the next miss on that
-# slot overwrites, in this thread or (the GIL passing) another. Callers read what they need from
-# it before running any Python code (a protocol property, __index__, an adapter): the packers
-# read the kind and layout first, and pointer_of reads its fields before its first call out.
+# The TypeInfo a lookup returns lives in a shared cache slot, which a later miss on that
+# slot's set may overwrite, in this thread or (the GIL passing) another. Callers read what they
+# need from it before running any Python code (a protocol property, __index__, an adapter):
+# the packers read the kind and layout first, and pointer_of reads its fields before its first
+# call out.
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
     cdef PyTypeObject* tp = Py_TYPE(arg)
-    cdef CacheEntry* entry = cache_entry(_cache, tp)
-    if entry.type == tp:
-        return &entry.info
-    return _cache_miss(tp, entry, index)
+    cdef CacheEntry* first = cache_set(_cache, tp)
+    if first[0].type == tp:
+        return &first[0].info
+    if first[1].type == tp:
+        return &first[1].info
+    return _cache_miss(tp, first, index)
 
 
 cdef CacheEntry* cache_table() noexcept:
@@ -220,9 +237,18 @@ def register(cls, fn):
 
 
 def _cache_slot(obj):
-    """For tests: the per-type cache's slot for ``type(obj)``. Types that share a slot take
-    turns in it: each finds the other's there, and looks itself up in the section."""
-    return cache_entry(_cache, Py_TYPE(obj)) - _cache
+    """For tests: the per-type cache's set for ``type(obj)``. Two types that share a set are
+    both kept; a third takes the slot of the one stored first, which then, seen again, looks
+    itself up in the section."""
+    return (cache_set(_cache, Py_TYPE(obj)) - _cache) // KERNARG_CACHE_WAYS
+
+
+def _cached(obj):
+    """For tests: whether the per-type cache holds ``type(obj)`` now (a pack of ``obj`` would
+    not look it up in the section)."""
+    cdef PyTypeObject* tp = Py_TYPE(obj)
+    cdef CacheEntry* first = cache_set(_cache, tp)
+    return load_type(first[0].type) == tp or load_type(first[1].type) == tp
 
 
 def _forget_types():

@@ -190,8 +190,9 @@ class _Holder:
     """What _section_held_by_another_thread's holder packs: a type kernarg knows nothing of,
     which kernarg.pack asks for the array protocols per instance, in its section (its
     __getattr__ answers the first question). A class of the module's, so that a test can
-    keep its own types out of this one's per-type cache slot (a type that shares it is
-    looked up again, in the section, once the holder's pack has put this one there)."""
+    keep its own types out of this one's per-type cache set (``_cache_slot``: a set keeps two
+    types, and a third takes the slot of the one stored first, which is then looked up again,
+    in the section, when seen next)."""
 
     state = None
 
@@ -535,6 +536,37 @@ def test_registered_types_pack_while_another_thread_holds_the_section(request):
     with pytest.raises(RuntimeError, match=r"parameter 2 \('y'\): argument 2 .*kaboom"):
         sig.pack((0, 1, second(0)))
     assert stream._holds_section() is False
+
+
+@free_threaded
+def test_two_types_sharing_a_cache_set_pack_while_another_thread_holds_the_section():
+    """Both slots of a per-type cache set are read under their sequence locks, with no
+    section: two ctypes types whose hash picks the same set (not the holder's) pack, untyped
+    and typed, while another thread holds the section, and give the bytes they gave before."""
+    import ctypes
+    import struct
+
+    from test_handler import _types_sharing_a_cache_set
+
+    holder_set = kernarg._handler._cache_slot(_Holder())
+    for _ in range(8):
+        first, second = _types_sharing_a_cache_set(ctypes.c_double, 2)
+        if kernarg._handler._cache_slot(first()) != holder_set:
+            break
+    else:
+        raise AssertionError("every set found was the holder's")
+    sig = kernarg.Signature("double x, int n, double y")
+
+    def args(i):
+        k = i % 100
+        return first(k * 0.5), k, second(-k * 0.25)
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(args(i))) for i in range(100)]
+    assert expected[7] == struct.pack("<dqd", 3.5, 7, -1.75)
+    assert typed[7] == struct.pack("<di4xd", 3.5, 7, -1.75)
+    assert kernarg._handler._cached(first()) and kernarg._handler._cached(second())
+    _packs_repeat_while_the_section_is_held(args, expected, sig, args, typed)
 
 
 @free_threaded

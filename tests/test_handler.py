@@ -836,6 +836,42 @@ def test_more_types_than_cache_slots():
         check_block(kernarg.pack(args[100:]), args[100:])
 
 
+def _types_sharing_a_cache_set(base, n):
+    """``n`` subclasses of ``base`` whose per-type cache set is the same."""
+    slot, by_set = kernarg._handler._cache_slot, {}
+    for i in range(64 * 16):
+        cls = type(f"{base.__name__}{i}", (base,), {})
+        same = by_set.setdefault(slot(cls.__new__(cls)), [])
+        same.append(cls)
+        if len(same) == n:
+            return same
+    raise AssertionError(f"no {n} of {64 * 16} types in one set")
+
+
+def test_two_types_that_share_a_cache_set_are_both_kept():
+    # The per-type cache keeps two types whose hash picks the same set, whatever their
+    # addresses: a pack that alternates them finds both there (a direct-mapped cache, before
+    # session 102, looked one of them up again at every argument). A third type in the set
+    # takes the slot of the one stored first.
+    cached = kernarg._handler._cached
+    first, second, third = _types_sharing_a_cache_set(ctypes.c_double, 3)
+    a, b, c = first(1.5), second(-2.5), third(0.25)
+    kernarg._handler._forget_types()
+    assert not any(cached(x) for x in (a, b, c))
+    for _ in range(3):
+        assert bytes(kernarg.pack((a, b))) == struct.pack("<dd", 1.5, -2.5)
+        assert [cached(x) for x in (a, b, c)] == [True, True, False]
+    assert bytes(kernarg.pack((c, b))) == struct.pack("<dd", 0.25, -2.5)
+    assert [cached(x) for x in (a, b, c)] == [False, True, True]
+    assert bytes(kernarg.pack((a,))) == struct.pack("<d", 1.5)      # takes b's slot, then
+    assert [cached(x) for x in (a, b, c)] == [True, False, True]
+    assert bytes(kernarg.pack((b, b))) == struct.pack("<dd", -2.5, -2.5)     # c's
+    assert [cached(x) for x in (a, b, c)] == [True, True, False]
+    sig = kernarg.Signature("double, double, double")
+    for _ in range(3):      # typed, the same cache: the three take turns, each packs right
+        assert bytes(sig.pack((a, b, c))) == struct.pack("<ddd", 1.5, -2.5, 0.25)
+
+
 def test_more_types_than_the_classification_memory_holds():
     # kernarg remembers at most 4,096 classified types (the dict also keeps each type alive, so
     # that a cached type pointer cannot be reused by a new type); past that it forgets them all
