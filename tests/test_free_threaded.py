@@ -539,32 +539,40 @@ def test_registered_types_pack_while_another_thread_holds_the_section(request):
 
 
 @free_threaded
-def test_two_types_sharing_a_cache_set_pack_while_another_thread_holds_the_section():
+def test_two_types_sharing_a_cache_set_pack_while_another_thread_holds_the_section(request):
     """Both slots of a per-type cache set are read under their sequence locks, with no
-    section: two ctypes types whose hash picks the same set (not the holder's) pack, untyped
-    and typed, while another thread holds the section, and give the bytes they gave before."""
-    import ctypes
+    section: two registered pointer types whose hash picks the same set (not the holder's)
+    pack, untyped and typed, while another thread holds the section, and give the bytes they
+    gave before."""
     import struct
 
     from test_handler import _types_sharing_a_cache_set
 
+    class Handle:
+        __slots__ = ("addr",)
+
+        def __init__(self, addr=0):
+            self.addr = addr
+
     holder_set = kernarg._handler._cache_slot(_Holder())
     for _ in range(8):
-        first, second = _types_sharing_a_cache_set(ctypes.c_double, 2)
+        first, second = _types_sharing_a_cache_set(Handle, 2)
         if kernarg._handler._cache_slot(first()) != holder_set:
             break
     else:
         raise AssertionError("every set found was the holder's")
-    sig = kernarg.Signature("double x, int n, double y")
+    kernarg.register(Handle, lambda h: h.addr)
+    request.addfinalizer(lambda: kernarg.register(Handle, None))
+    sig = kernarg.Signature("float* x, int n, const float* y")
 
     def args(i):
         k = i % 100
-        return first(k * 0.5), k, second(-k * 0.25)
+        return first(0x7000_0000 + 16 * k), k, second(0x7100_0000 + 16 * k)
 
     expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
     typed = [bytes(sig.pack(args(i))) for i in range(100)]
-    assert expected[7] == struct.pack("<dqd", 3.5, 7, -1.75)
-    assert typed[7] == struct.pack("<di4xd", 3.5, 7, -1.75)
+    assert expected[7] == struct.pack("<QqQ", 0x7000_0070, 7, 0x7100_0070)
+    assert typed[7] == struct.pack("<Qi4xQ", 0x7000_0070, 7, 0x7100_0070)
     assert kernarg._handler._cached(first()) and kernarg._handler._cached(second())
     _packs_repeat_while_the_section_is_held(args, expected, sig, args, typed)
 
