@@ -69,17 +69,17 @@ cdef struct BlockState:
     int device              # the launch device's ordinal, when check_device
 
 
-# The per-type cache: 64 sets of two slots, a type's set picked by a multiplicative hash of
+# The per-type cache: 128 sets of two slots, a type's set picked by a multiplicative hash of
 # its pointer, so that any two types can be in use at once whatever their addresses (a third in
 # the set takes the slot of the one stored first). Exposed so other modules can probe it
 # inline; on a miss they call lookup_type. Only kernarg's section writes it (_handler.pyx's
 # _cache_miss and _clear_cache), bracketing each entry's stores with its ``seq`` (_cutils.h's
 # sequence lock), so that a free-threaded build can read it outside the section (cache_view).
 cdef enum:
-    KERNARG_CACHE_SET_BITS = 6
-    KERNARG_CACHE_SETS = 64           # 1 << KERNARG_CACHE_SET_BITS
+    KERNARG_CACHE_SET_BITS = 7
+    KERNARG_CACHE_SETS = 128          # 1 << KERNARG_CACHE_SET_BITS
     KERNARG_CACHE_WAYS = 2            # cache_view, _lookup and _cached look at two slots
-    KERNARG_CACHE_SIZE = 128          # KERNARG_CACHE_SETS * KERNARG_CACHE_WAYS
+    KERNARG_CACHE_SIZE = 256          # KERNARG_CACHE_SETS * KERNARG_CACHE_WAYS
 
 cdef struct CacheEntry:
     unsigned seq

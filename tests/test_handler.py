@@ -823,7 +823,7 @@ def test_int_runs_of_every_digit_count(args):
 
 
 def test_more_types_than_cache_slots():
-    # 300 distinct struct types (> the 128-entry per-type cache) force cache conflicts; every
+    # 300 distinct struct types (> the 256-slot per-type cache) force cache conflicts; every
     # pack must still produce the reference bytes, and repeat packs take the cached path.
     types_ = [type(f"S{i}", (ctypes.Structure,), {"_fields_": [("a", ctypes.c_uint8 * (1 + i % 7)),
                                                                   ("b", ctypes.c_int32)]})
@@ -839,13 +839,13 @@ def test_more_types_than_cache_slots():
 def _types_sharing_a_cache_set(base, n):
     """``n`` subclasses of ``base`` whose per-type cache set is the same."""
     slot, by_set = kernarg._handler._cache_slot, {}
-    for i in range(64 * 16):
+    for i in range(128 * 8):
         cls = type(f"{base.__name__}{i}", (base,), {})
         same = by_set.setdefault(slot(cls.__new__(cls)), [])
         same.append(cls)
         if len(same) == n:
             return same
-    raise AssertionError(f"no {n} of {64 * 16} types in one set")
+    raise AssertionError(f"no {n} of {128 * 8} types in one set")
 
 
 def test_two_types_that_share_a_cache_set_are_both_kept():
