@@ -217,8 +217,16 @@ def _section_held_by_another_thread():
     would suspend the section) in the __getattr__ of an argument kernarg.pack is probing. A
     block that waits for the section makes the holder give up after its 60 s, and the check
     after the block fail; at 30 s every thread's stack is written to stderr, which the
-    failure's report shows, to say where the block waited."""
+    failure's report shows, to say where the block waited.
+
+    Garbage is collected first, and no collection runs until the block ends: freeing some of
+    kernarg's objects takes the section (a Kernel forgets its slots), so a collection that
+    started while the holder held it, in the block or in starting the holder, waited for the
+    holder as the holder waited for it. That failed one run in three to six of
+    ``tests/gpu`` and this file in a random order (pytest-randomly, under tools/fakecuda),
+    in whichever test's block the collection fell, from before session 101's changes."""
     import faulthandler
+    import gc
     import threading
     import time
 
@@ -231,17 +239,23 @@ def _section_held_by_another_thread():
         with pytest.raises(ValueError, match="released"):
             kernarg.pack((_Holder(),))
 
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
     holder = threading.Thread(target=hold)
-    holder.start()
     faulthandler.dump_traceback_later(30)
     try:
+        holder.start()
         while not state["in"]:
             time.sleep(0.001)
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
         state["done"] = True
-        holder.join()
+        if holder.ident is not None:
+            holder.join()
+        if collecting:
+            gc.enable()
     assert state["held"] is True and state["saw_done"] is True
 
 
@@ -434,7 +448,9 @@ def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds
     makers = [ctypes.c_void_p, lambda k: ctypes.cast(k, floats), lambda k: Pair(k, k % 7),
               lambda k: (ctypes.c_void_p * 2)(k, None)]
     chosen = _free_slot_makers(makers)
-    assert len(chosen) >= 3, chosen         # 4 types in 128 slots
+    # 4 types in 128 sets: 3 or more have sets of their own but in ~0.2% of runs (one of ~40
+    # random-order runs of session 102 had 2); the test needs a pointer (below).
+    assert len(chosen) >= 2, chosen
     pointers = [make for make in makers[:2] if make in chosen]
     pairs = [make for make in makers[2:3] if make in chosen]
     assert pointers, chosen
