@@ -219,10 +219,11 @@ def _section_held_by_another_thread():
     after the block fail; at 30 s every thread's stack is written to stderr, which the
     failure's report shows, to say where the block waited.
 
-    Garbage is collected first, and no collection runs until the block ends: freeing some of
-    kernarg's objects takes the section (a Kernel forgets its slots), so a collection that
-    started while the holder held it, in the block or in starting the holder, waited for the
-    holder as the holder waited for it. That failed one run in three to six of
+    Garbage is collected first, and no collection runs until the block ends: freeing an
+    object can run kernarg code that takes the section (every function of a module does:
+    ``_launch._forget``, the weak-reference callback through which kernarg.launch forgets a
+    kernel object it kept, is one), so a collection that started while the holder held it, in
+    the block or in starting the holder, waited for the holder as the holder waited for it. That failed one run in three to six of
     ``tests/gpu`` and this file in a random order (pytest-randomly, under tools/fakecuda),
     in whichever test's block the collection fell, from before session 101's changes."""
     import faulthandler
