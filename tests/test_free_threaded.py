@@ -223,9 +223,10 @@ def _section_held_by_another_thread():
     object can run kernarg code that takes the section (every function of a module does:
     ``_launch._forget``, the weak-reference callback through which kernarg.launch forgets a
     kernel object it kept, is one), so a collection that started while the holder held it, in
-    the block or in starting the holder, waited for the holder as the holder waited for it. That failed one run in three to six of
-    ``tests/gpu`` and this file in a random order (pytest-randomly, under tools/fakecuda),
-    in whichever test's block the collection fell, from before session 101's changes."""
+    the block or in starting the holder, waited for the holder as the holder waited for it.
+    That failed one run in three to six of ``tests/gpu`` and this file in a random order
+    (pytest-randomly, under tools/fakecuda), in whichever test's block the collection fell,
+    from before session 101's changes."""
     import faulthandler
     import gc
     import threading
