@@ -78,7 +78,7 @@ cdef struct BlockState:
 cdef enum:
     KERNARG_CACHE_SET_BITS = 7
     KERNARG_CACHE_SETS = 128          # 1 << KERNARG_CACHE_SET_BITS
-    KERNARG_CACHE_WAYS = 2            # cache_view, _lookup and _cached look at two slots
+    KERNARG_CACHE_WAYS = 2            # cache_find looks at two slots
     KERNARG_CACHE_SIZE = 256          # KERNARG_CACHE_SETS * KERNARG_CACHE_WAYS
 
 cdef struct CacheEntry:
@@ -96,6 +96,25 @@ cdef inline CacheEntry* cache_set(CacheEntry* cache, PyTypeObject* tp) noexcept:
     return &cache[(h >> (64 - KERNARG_CACHE_SET_BITS)) * KERNARG_CACHE_WAYS]
 
 
+cdef inline CacheEntry* cache_find(CacheEntry* first, PyTypeObject* tp) noexcept:
+    """The slot of the set that begins at ``first`` (cache_set) holding ``tp``, or NULL. On a
+    free-threaded build the loads are relaxed atomics and the answer only a candidate, for the
+    caller to read under the slot's sequence lock (cache_view) or in the section. On a GIL
+    build they are plain loads: relaxed atomics cost an instruction an argument in
+    kernarg.pack there (callgrind, 3.11)."""
+    if not KERNARG_GUARDED_BUILD:
+        if first[0].type == tp:
+            return first
+        if first[1].type == tp:
+            return first + 1
+        return NULL
+    if load_type(first[0].type) == tp:
+        return first
+    if load_type(first[1].type) == tp:
+        return first + 1
+    return NULL
+
+
 cdef inline TypeInfo* cache_view(CacheEntry* cache, PyObject* arg, TypeInfo* copy) noexcept:
     """The cached TypeInfo of type(arg), or NULL on a miss; needs no section. On a GIL build
     the entry's own (read it before running Python code: a miss on its set may rewrite it). On
@@ -103,20 +122,16 @@ cdef inline TypeInfo* cache_view(CacheEntry* cache, PyObject* arg, TypeInfo* cop
     under the entry's sequence lock: NULL also when a writer was busy with the entry, for the
     caller to enter the section and look the type up there (lookup_type)."""
     cdef PyTypeObject* tp = Py_TYPE_P(arg)
-    cdef CacheEntry* entry = cache_set(cache, tp)
+    cdef CacheEntry* entry = cache_find(cache_set(cache, tp), tp)
     cdef unsigned begun
+    if entry == NULL:
+        return NULL
     if not KERNARG_GUARDED_BUILD:
-        if entry.type != tp:
-            entry += 1
-            if entry.type != tp:
-                return NULL
         return &entry.info
+    # The type again, under the lock: a writer may have taken the slot since cache_find.
     begun = kernarg_seq_begin(&entry.seq)
     if load_type(entry.type) != tp:
-        entry += 1
-        begun = kernarg_seq_begin(&entry.seq)
-        if load_type(entry.type) != tp:
-            return NULL
+        return NULL
     copy.kind = load_int(entry.info.kind)
     copy.size = load_ssize(entry.info.size)
     copy.align = load_ssize(entry.info.align)

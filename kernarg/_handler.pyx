@@ -47,7 +47,6 @@ from kernarg._interop cimport (
     getter_t,
     kernarg_seq_write_begin,
     kernarg_seq_write_end,
-    load_type,
     mr_cache,
     classify,
     name_raised,
@@ -206,10 +205,9 @@ cdef TypeInfo* _cache_miss(PyTypeObject* tp, CacheEntry* first, Py_ssize_t index
 cdef inline TypeInfo* _lookup(object arg, Py_ssize_t index) except NULL:
     cdef PyTypeObject* tp = Py_TYPE(arg)
     cdef CacheEntry* first = cache_set(_cache, tp)
-    if first[0].type == tp:
-        return &first[0].info
-    if first[1].type == tp:
-        return &first[1].info
+    cdef CacheEntry* entry = cache_find(first, tp)
+    if entry != NULL:
+        return &entry.info
     return _cache_miss(tp, first, index)
 
 
@@ -247,8 +245,7 @@ def _cached(obj):
     """For tests: whether the per-type cache holds ``type(obj)`` now (a pack of ``obj`` would
     not look it up in the section)."""
     cdef PyTypeObject* tp = Py_TYPE(obj)
-    cdef CacheEntry* first = cache_set(_cache, tp)
-    return load_type(first[0].type) == tp or load_type(first[1].type) == tp
+    return cache_find(cache_set(_cache, tp), tp) != NULL
 
 
 def _forget_types():
