@@ -269,6 +269,17 @@ def _classification(obj):
     return "pointer" if kind >= KIND_POINTER else _KIND_NAMES.get(kind, str(kind))
 
 
+def _number_kind(obj):
+    """For tests: the numpy dtype kind ("b", "f", "i", "u") by which Signature.pack reads
+    ``obj``'s value in place (a numpy scalar, a ctypes number), or None where it takes the
+    general converters (or the value is not a number read in place)."""
+    cdef TypeInfo* info = _lookup(obj, 0)
+    kind = chr(<int>info.num_kind)
+    if (info.kind == KIND_INLINE or info.kind == KIND_CTYPES) and kind in ("b", "f", "i", "u"):
+        return kind
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Pools: LIFO stacks of recycled fixed-size blocks. One for Arenas (up to KERNARG_INLINE_ARGS
 # arguments), one for large blocks (up to KERNARG_POOLED_ARGS: argv, area and sizes laid out as

@@ -686,10 +686,7 @@ cdef int _classify_ctypes(type t, TypeInfo* info) except -1:
     elif ctypes_pointer_fields(t):
         info.num_kind = CTYPES_HOLDS_POINTERS   # a struct, union or array with pointers in it
     else:
-        # One of ctypes' own number types: its numpy dtype kind, by which Signature.pack
-        # reads the value as a number (0 for any other type, subclasses of these included:
-        # one may define __index__ or __float__, which the general path honours).
-        info.num_kind = CTYPES_NUMBER_KINDS.get(t, 0)
+        info.num_kind = _ctypes_number_kind(t)
     if getattr(t, "_type_", None) == "g" and ctypes.sizeof(t) != 8:
         raise TypeError(f"{t.__name__}: CUDA has no long double; use ctypes.c_double")
     info.size = ctypes.sizeof(t)
@@ -711,6 +708,38 @@ CTYPES_NUMBER_KINDS = {
               ctypes.c_int, ctypes.c_uint, ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong,
               ctypes.c_ulonglong, ctypes.c_float, ctypes.c_double)
 }
+
+# What Signature.pack's general path (_signature.pyx's _put_int, _put_float) consults on a
+# ctypes number before the value it holds.
+_NUMBER_HOOKS = ("__index__", "__float__", "value")
+
+
+cdef char _ctypes_number_kind(type t) except -1:
+    """The numpy dtype kind by which Signature.pack reads a ctypes number type's value in
+    place (CTYPES_NUMBER_KINDS), or 0 for the general path. A subclass of one of ctypes' own
+    number types reads as that type, as untyped packing copies it, unless something in its
+    MRO but ctypes' own classes defines __index__, __float__ or value (which the general
+    path honours), or it gives itself another ``_type_`` (c_double's subclass with ``_type_
+    = "i"`` holds a C int). Decided once, when the type is classified: as for every
+    classification, a class changed afterwards is not looked at again."""
+    for base in t.__mro__:
+        kind = CTYPES_NUMBER_KINDS.get(base)
+        if kind is not None:
+            break
+    else:
+        return 0
+    if base is not t:
+        if getattr(t, "_type_", None) != base._type_:
+            return 0
+        own = base.__mro__
+        for name in _NUMBER_HOOKS:
+            for cls in t.__mro__:
+                if name in vars(cls):
+                    if cls not in own:
+                        return 0
+                    break
+    return kind
+
 
 CTYPES_POINTER_TYPES = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_wchar_p, ctypes._Pointer)
 _CTYPES_DATA = ctypes._SimpleCData.__base__     # _ctypes._CData: every ctypes instance

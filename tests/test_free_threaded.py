@@ -431,6 +431,36 @@ def test_ctypes_values_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_ctypes_number_subclasses_pack_while_another_thread_holds_the_section():
+    """A subclass of one of ctypes' own number types that defines no conversion of its own is
+    read in place by Signature.pack, as its base is: one thread packs such values, for
+    parameters of their own type and of others (a double's subclass for a float, an int's
+    for a long long), while another holds the section. (The general converters, which took
+    them before, run in the section.)"""
+    import ctypes
+    import struct
+
+    taken = {kernarg._handler._cache_slot(_Holder())}
+    real = _free_slot_subclass(ctypes.c_double, taken)
+    whole = _free_slot_subclass(ctypes.c_int32, taken)
+    sig = kernarg.Signature("double d, int n, float f, long long m")
+
+    def args(i):
+        return (real(i % 100 + 0.5), whole(i % 100 - 50))
+
+    def typed_args(i):
+        k = i % 100
+        return (real(k + 0.5), whole(k - 50), real(k + 0.25), whole(-k))
+
+    # (Packed once before, which puts the two types in the per-type cache.)
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    assert expected == [struct.pack("<di", i + 0.5, i - 50) for i in range(100)]
+    assert typed == [struct.pack("<difq", i + 0.5, i - 50, i + 0.25, -i) for i in range(100)]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no

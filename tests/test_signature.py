@@ -2576,8 +2576,8 @@ def test_ctypes_numbers_pack_as_the_values_they_hold(t):
 
 
 def test_ctypes_number_subclasses_keep_their_own_conversions():
-    # The fast path takes ctypes' own types only: a subclass's __index__ or __float__, which
-    # the general converters honour (as they do any Python object's), still decides.
+    # A subclass's __index__ or __float__, which the general converters honour (as they do any
+    # Python object's), still decides: the fast path does not read such a subclass in place.
     class Indexed(ctypes.c_int):
         def __index__(self):
             return 42
@@ -2591,6 +2591,53 @@ def test_ctypes_number_subclasses_keep_their_own_conversions():
         struct.pack("<i4xdf", 42, 2.5, 2.5)
     assert bytes(sig.pack((ctypes.c_int(7), ctypes.c_double(1.0), ctypes.c_float(1.0)))) == \
         struct.pack("<i4xdf", 7, 1.0, 1.0)
+
+
+def test_ctypes_number_subclasses_are_read_in_place_unless_they_convert_themselves():
+    """A subclass of one of ctypes' own number types is read in place, as its base is, unless
+    a class in its MRO but ctypes' own defines __index__, __float__ or value (the general
+    converters honour each), or it gives itself another _type_: then the general converters
+    take it, and what they honour decides."""
+    from kernarg._handler import _number_kind
+
+    class Plain(ctypes.c_double):
+        pass
+
+    class Deeper(Plain):
+        pass
+
+    class Unsigned(ctypes.c_uint16):
+        pass
+
+    class Indexed(ctypes.c_int):
+        def __index__(self):
+            return 42
+
+    class Valued(ctypes.c_double):
+        value = property(lambda self: 2.5)
+
+    class Converts:
+        def __float__(self):
+            return 9.0
+
+    class Mixed(ctypes.c_double, Converts):     # Converts comes after ctypes' classes
+        pass
+
+    class Retyped(ctypes.c_double):
+        _type_ = "i"                            # a C int, for all its base
+
+    assert _number_kind(ctypes.c_double(1)) == _number_kind(Plain(1)) == "f"
+    assert _number_kind(Deeper(1)) == "f" and _number_kind(Unsigned(1)) == "u"
+    for value in (Indexed(7), Valued(1.0), Mixed(1.0), Retyped(3)):
+        assert _number_kind(value) is None, type(value)
+    sig = kernarg.Signature("double d, int n, float f, unsigned short u")
+    assert bytes(sig.pack((Plain(1.5), Indexed(7), Deeper(0.25), Unsigned(65535)))) == \
+        struct.pack("<difH", 1.5, 42, 0.25, 65535)
+    assert bytes(sig.pack((Valued(1.0), Retyped(3), Mixed(1.0), Unsigned(7)))) == \
+        struct.pack("<difH", 2.5, 3, 9.0, 7)
+    # Out of the parameter's range, as the value it holds would be.
+    with pytest.raises(OverflowError, match=r"parameter 3 \('u'\) is unsigned short: -1 is "):
+        sig.pack((Plain(0), Indexed(0), Plain(0), type("Signed", (ctypes.c_int,), {})(-1)))
 
 
 def test_ctypes_addresses_for_pointer_parameters():
