@@ -2551,11 +2551,11 @@ def _packed_or_refused(sig, value):
 
 @pytest.mark.parametrize("t", list(_CTYPES_NUMBERS), ids=lambda t: t.__name__)
 def test_ctypes_numbers_pack_as_the_values_they_hold(t):
-    """Signature.pack reads ctypes' own number types in place (the fast path); a subclass, which
-    may define __index__ or __float__, goes through the general converters. For every numeric
-    parameter type both give what the Python value the object holds gives, or the same
-    refusal: an integer past 2**53 for a float rounds once, to the format, a c_bool over
-    memory ctypes did not write is true for any byte but 0."""
+    """Signature.pack reads ctypes' own number types in place (the fast path), and a subclass
+    that converts itself no differently too (the test after next). For every numeric parameter
+    type both give what the Python value the object holds gives, or the same refusal: an
+    integer past 2**53 for a float rounds once, to the format, a c_bool over memory ctypes did
+    not write is true for any byte but 0."""
     sub = type("Sub", (t,), {})
     for decl in _NUMBER_PARAMS:
         sig = kernarg.Signature(f"{decl} v")
