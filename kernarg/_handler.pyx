@@ -1009,10 +1009,11 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 continue
         else:
             # numpy scalars, ctypes values, cuda.core Buffers, CUDA Array Interfaces, DLPack
-            # (its C exchange API too: torch's tensors from 2.10) and the library adapters'
-            # arrays: their fast paths need no section either, but for a type not yet in the
-            # cache, a Buffer subclass whose handle Python code reads, a memory resource not
-            # the last one read, or an unusual interface (a free-threaded build).
+            # (its C exchange API too: torch's tensors from 2.10), the library adapters'
+            # arrays, int and float subclasses: their fast paths need no section either, but
+            # for a type not yet in the cache, a Buffer subclass whose handle Python code
+            # reads, a memory resource not the last one read, or an unusual interface (a
+            # free-threaded build).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
             if info.kind == KIND_INLINE:
                 if _try_put(data, &cur, cap, argv + i, sizes + i,
@@ -1056,6 +1057,18 @@ cdef int pack_items(BlockState* st, PyObject** items, Py_ssize_t n, uint64_t str
                 cap = st.capacity
                 i += 1
                 continue
+            elif kernarg_unlikely(info.kind == KIND_INT):
+                # An int subclass (an IntEnum, an IntFlag): its own value, as an int's.
+                if kernarg_small_int(item, &value) and \
+                        _try_put(data, &cur, cap, argv + i, sizes + i, &value, 8, 8):
+                    i += 1
+                    continue
+            elif kernarg_unlikely(info.kind == KIND_FLOAT):
+                # A float subclass: its own value, as PyFloat_AsDouble reads it.
+                d = PyFloat_AS_DOUBLE_P(item)
+                if _try_put(data, &cur, cap, argv + i, sizes + i, &d, 8, 8):
+                    i += 1
+                    continue
         # Slow path: anything the fast paths could not place.
         enter_lazily(lazy)
         st.nbytes = cur

@@ -46,8 +46,10 @@ from kernarg._interop cimport (
     KIND_CTYPES,
     KIND_CTYPES_BUFFER,
     KIND_DRIVER_PTR,
+    KIND_FLOAT,
     KIND_HANDLE,
     KIND_INLINE,
+    KIND_INT,
     KIND_NPVOID,
     KIND_POINTER,
     KIND_PROBE,
@@ -2925,6 +2927,17 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 got = _inline_number(item, info, &d, &v)
             elif kernarg_unlikely(info.kind == KIND_CTYPES):
                 got = _ctypes_number_at(item, info, &d, &v)
+            elif info.kind == KIND_INT:
+                # An int subclass (an IntEnum, an IntFlag), for an integer parameter: its own
+                # value, as the general path reads it (PyNumber_Index takes an int subclass's
+                # value, not its __index__). A float parameter goes there: it honours the
+                # subclass's __float__.
+                got = 2 if C_I8 <= code <= C_U64 and kernarg_small_int(item, &v) else 0
+            elif info.kind == KIND_FLOAT and code >= C_F16:
+                # A float subclass: its own value, as PyFloat_AsDouble reads it (not its
+                # __float__).
+                d = PyFloat_AS_DOUBLE_P(item)
+                got = 1
             else:
                 got = 0
             if got == 2 and C_I8 <= code <= C_U64:

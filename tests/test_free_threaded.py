@@ -461,6 +461,40 @@ def test_ctypes_number_subclasses_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_int_and_float_subclasses_pack_while_another_thread_holds_the_section():
+    """An int subclass (here IntEnums) for an integer parameter and a float subclass for a
+    float one are read by Signature.pack's fast path, as kernarg.pack reads them: one thread
+    packs them while another holds the section. (Signature.pack took the general converters,
+    in the section, before session 103.)"""
+    import enum
+    import struct
+
+    taken = {kernarg._handler._cache_slot(_Holder())}
+    real = _free_slot_subclass(float, taken)
+    for k in range(64):
+        mode = enum.IntEnum(f"Mode{k}", {f"M{j}": j - 50 for j in range(100)})
+        if kernarg._handler._cache_slot(mode(0)) not in taken:
+            taken.add(kernarg._handler._cache_slot(mode(0)))
+            break
+    else:
+        raise AssertionError("no free cache slots")
+    sig = kernarg.Signature("double d, int n, float f, short s")
+
+    def args(i):
+        return (real(i % 100 + 0.5), mode(i % 100 - 50))
+
+    def typed_args(i):
+        k = i % 100
+        return (real(k + 0.5), mode(k - 50), real(k + 0.25), mode(50 - k - 1))
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    assert expected == [struct.pack("<dq", i + 0.5, i - 50) for i in range(100)]
+    assert typed == [struct.pack("<difh", i + 0.5, i - 50, i + 0.25, 49 - i) for i in range(100)]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no
