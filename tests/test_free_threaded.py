@@ -464,8 +464,8 @@ def test_ctypes_number_subclasses_pack_while_another_thread_holds_the_section():
 def test_int_and_float_subclasses_pack_while_another_thread_holds_the_section():
     """An int subclass (here IntEnums) for an integer parameter and a float subclass for a
     float one are read by Signature.pack's fast path, as kernarg.pack reads them: one thread
-    packs them while another holds the section. (Signature.pack took the general converters,
-    in the section, before session 103.)"""
+    packs them while another holds the section. (Before session 103 Signature.pack took the
+    general converters for them, kernarg.pack its slow path: both in the section.)"""
     import enum
     import struct
 

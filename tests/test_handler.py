@@ -358,7 +358,8 @@ class MyPair(Pair):
 def test_subclasses_pack_with_the_bytes_of_their_bases():
     # An int or float subclass packs its own value (a float's read as PyFloat_AsDouble reads
     # it, whatever its __float__ says), placed by the loop's fast path since session 103; an
-    # int past a long long, and a ctypes subclass, by the slow path, as their bases are.
+    # int past a long long by the slow path, as an int is; a ctypes struct's subclass is
+    # copied as its base is.
     class Floated(float):
         def __float__(self):
             return 9.0
