@@ -2928,11 +2928,11 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             elif kernarg_unlikely(info.kind == KIND_CTYPES):
                 got = _ctypes_number_at(item, info, &d, &v)
             elif info.kind == KIND_INT:
-                # An int subclass (an IntEnum, an IntFlag), for an integer parameter: its own
-                # value, as the general path reads it (PyNumber_Index takes an int subclass's
-                # value, not its __index__). A float parameter goes there: it honours the
-                # subclass's __float__.
-                got = 2 if C_I8 <= code <= C_U64 and kernarg_small_int(item, &v) else 0
+                # An int subclass (an IntEnum, an IntFlag), for an integer or bool parameter:
+                # its own value, as the general path reads it (PyNumber_Index takes an int
+                # subclass's value, not its __index__). A float parameter goes there: it
+                # honours the subclass's __float__.
+                got = 2 if code <= C_U64 and kernarg_small_int(item, &v) else 0
             elif info.kind == KIND_FLOAT and code >= C_F16:
                 # A float subclass: its own value, as PyFloat_AsDouble reads it (not its
                 # __float__).
@@ -2940,7 +2940,9 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 got = 1
             else:
                 got = 0
-            if got == 2 and C_I8 <= code <= C_U64:
+            if got == 2 and code <= C_U64:
+                # (A bool parameter takes 0 and 1, as the general path does: _INT_MIN and
+                # _INT_MAX hold that range for C_BOOL.)
                 if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
                     _store_int(dst, v, p.size)
                     i += 1

@@ -495,6 +495,33 @@ def test_int_and_float_subclasses_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_integer_numbers_for_a_bool_parameter_pack_while_another_thread_holds_the_section():
+    """numpy's and ctypes' bools and integers and an IntEnum, of 0 or 1, for a bool parameter
+    are read by Signature.pack's fast path, as for an integer parameter: one thread packs them
+    while another holds the section. (Before session 104 the general converters took them, in
+    the section.)"""
+    import ctypes
+    import enum
+
+    import numpy as np
+
+    level = enum.IntEnum("Level", {"LOW": 0, "HIGH": 1})
+    makers = [np.bool_, ctypes.c_bool, np.int8, np.uint32, ctypes.c_int32, ctypes.c_uint8,
+              level]
+    chosen = _free_slot_makers(makers)
+    assert len(chosen) >= 4, chosen             # 7 types in 128 slots
+    sig = kernarg.Signature(["bool"] * len(chosen))
+
+    def args(i):
+        return tuple(make((i + k) % 2) for k, make in enumerate(chosen))
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(args(i))) for i in range(100)]
+    assert typed == [bytes((i + k) % 2 for k in range(len(chosen))) for i in range(100)]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, args, typed)
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no

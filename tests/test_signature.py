@@ -2493,6 +2493,38 @@ def test_a_bool_packs_as_the_int_it_is(t):
             assert bytes(sig.pack((same, 7))) == want, (t, same)
 
 
+def test_integer_numbers_of_0_and_1_pack_for_a_bool_parameter_and_no_others():
+    """numpy's integers and bool, ctypes' integers and bool, and int subclasses (IntEnum,
+    IntFlag) give a bool parameter 0 or 1 (Signature.pack reads them in place, as for an
+    integer parameter); any other value is refused as an int of that value is."""
+    class Flag(IntFlag):
+        OFF = 0
+        ON = 1
+        TWO = 2
+
+    class Level(IntEnum):
+        LOW = 0
+        HIGH = 1
+        MINUS = -1
+
+    kinds = [np.bool_, ctypes.c_bool, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+             np.uint32, np.int64, np.uint64, ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short,
+             ctypes.c_ushort, ctypes.c_int, ctypes.c_uint, ctypes.c_longlong,
+             ctypes.c_ulonglong, Flag, Level]
+    sig = kernarg.Signature("bool a, int n, bool b")
+    for kind in kinds:
+        for a, b in ((0, 1), (1, 0), (1, 1)):
+            assert bytes(sig.pack((kind(a), 7, kind(b)))) == struct.pack("<?3xi?", a, 7, b), kind
+    for bad in (np.int8(2), np.uint64(2**63), np.int64(-1), ctypes.c_int(-1),
+                ctypes.c_ubyte(255), ctypes.c_ulonglong(2**64 - 1), Flag.TWO, Level.MINUS):
+        value = int(bad.value if isinstance(bad, ctypes._SimpleCData) else bad)
+        refusal = rf"parameter 2 \('b'\) is bool: {value} is outside 0 \.\. 1$"
+        with pytest.raises(OverflowError, match=refusal):
+            sig.pack((True, 7, bad))
+        with pytest.raises(OverflowError, match=refusal):
+            sig.pack((True, 7, value))
+
+
 @pytest.mark.parametrize("t", ["bool", "unsigned char", "signed char", "short"])
 def test_ints_out_of_a_small_types_range_are_refused(t):
     sig = kernarg.Signature([t])
