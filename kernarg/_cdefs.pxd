@@ -13,6 +13,7 @@ cdef extern from *:
 
 cdef extern from "_cutils.h":
     bint kernarg_small_int(PyObject* x, long long* out) noexcept nogil
+    int kernarg_int64_bits(PyObject* x, long long* out) noexcept
     Py_ssize_t kernarg_int_run(PyObject** items, Py_ssize_t i, Py_ssize_t n, char* data,
                                Py_ssize_t* cur, Py_ssize_t cap, void** argv,
                                uint16_t* sizes) noexcept nogil

@@ -343,6 +343,30 @@ static inline int kernarg_small_int(PyObject *x, long long *out) {
 #endif
 }
 
+/* An exact int's 64 bits, for the ints kernarg_small_int does not read (|v| >= 2**60): 1 and
+   *out its value where it fits a long long, 2 and *out its bits where it is 2**63 .. 2**64-1,
+   0 (with no error set) for the rest. Not for int subclasses, whose __index__ the C API may
+   call. */
+KERNARG_MAYBE_UNUSED
+static int kernarg_int64_bits(PyObject *x, long long *out) {
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    unsigned long long u;
+    if (!overflow) {
+        *out = v;
+        return 1;
+    }
+    if (overflow < 0)
+        return 0;
+    u = PyLong_AsUnsignedLongLong(x);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {       /* 2**64 or more */
+        PyErr_Clear();
+        return 0;
+    }
+    memcpy(out, &u, 8);
+    return 2;
+}
+
 /* Pack a run of exact small ints starting at item i, while the cursor is 8-aligned and the
    area has room. Few live values, so everything stays in registers. Returns the index of the
    first item not packed; the general loop takes it from there.

@@ -124,6 +124,7 @@ from kernarg._cdefs cimport (
     kernarg_double_to_half,
     kernarg_half_to_double,
     kernarg_fastcall_def,
+    kernarg_int64_bits,
     kernarg_install_method,
     kernarg_small_int,
     kernarg_typed_int_run,
@@ -238,8 +239,8 @@ cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* 
                            long long* v) noexcept:
     """Read the number of numpy dtype kind ``kind`` ('f', 'i', 'u' or 'b') and ``size``
     bytes at ``src``. Sets *d and returns 1 for a float, sets *v and returns 2 for an integer
-    or a bool, returns 0 for anything else (another kind or size, or an unsigned 64-bit
-    integer past 2**63: the general path takes those)."""
+    or a bool, sets *v to the bits of an unsigned 64-bit integer of 2**63 or more and returns
+    3, returns 0 for anything else (another kind or size: the general path takes those)."""
     cdef float f
     cdef int8_t i8
     cdef int16_t i16
@@ -276,7 +277,7 @@ cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* 
         if size == 8:
             memcpy(v, src, 8)
             if v[0] < 0:
-                return 0        # above 2**63: the general path handles it
+                return 3        # 2**63 or above: *v holds its bits
         elif size == 4:
             memcpy(&u32, src, 4)
             v[0] = u32
@@ -2901,6 +2902,15 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     _store_float(code, <double>v, dst)
                     i += 1
                     continue
+            elif code == C_I64 or code == C_U64 or code == C_U64_OR_PTR:
+                # |v| >= 2**60 (random seeds, bit masks): a long long's, or 2**63 .. 2**64-1
+                # for the unsigned parameters; the rest (a negative for an unsigned one, past
+                # 64 bits) to the general path's refusal, or its reading of any sign.
+                got = kernarg_int64_bits(item, &v)
+                if (got == 1 and (code == C_I64 or v >= 0)) or (got == 2 and code != C_I64):
+                    memcpy(dst, &v, 8)
+                    i += 1
+                    continue
         elif tp == &PyFloat_Type:
             if code == C_F32:
                 f32 = <float>PyFloat_AS_DOUBLE_P(item)
@@ -2940,7 +2950,13 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 got = 1
             else:
                 got = 0
-            if got == 2 and code <= C_U64:
+            if kernarg_unlikely(got == 3):
+                # An unsigned 64-bit number past 2**63: its bits, for an unsigned long long.
+                if code == C_U64:
+                    memcpy(dst, &v, 8)
+                    i += 1
+                    continue
+            elif got == 2 and code <= C_U64:
                 # (A bool parameter takes 0 and 1, as the general path does: _INT_MIN and
                 # _INT_MAX hold that range for C_BOOL.)
                 if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):

@@ -522,6 +522,39 @@ def test_integer_numbers_for_a_bool_parameter_pack_while_another_thread_holds_th
 
 
 @free_threaded
+def test_64_bit_ints_past_2_60_pack_while_another_thread_holds_the_section():
+    """Ints of 2**60 or more (a random seed, a bit mask) for a long long and an unsigned long
+    long parameter, and a numpy.uint64 and a ctypes.c_ulonglong (here a subclass) past 2**63
+    for the latter, are read by Signature.pack's fast path: one thread packs them while
+    another holds the section. (Before session 104 the general converters took them, in the
+    section.)"""
+    import ctypes
+    import struct
+
+    import numpy as np
+
+    taken = {kernarg._handler._cache_slot(_Holder())}
+    wide = _free_slot_subclass(ctypes.c_ulonglong, taken)
+    # numpy.uint64 where its set is free too (a type that shares one is looked up again).
+    makers = [wide] + [np.uint64] * (kernarg._handler._cache_slot(np.uint64(0)) not in taken)
+    sig = kernarg.Signature(["long long", "unsigned long long"]
+                            + ["unsigned long long"] * len(makers))
+
+    def typed_args(i):
+        k = i % 100
+        return (-2**62 - k, 2**64 - 1 - k, *(make(2**63 + k) for make in makers))
+
+    def args(i):
+        return (i % 100,)
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    assert typed == [struct.pack("<qQ", -2**62 - i, 2**64 - 1 - i)
+                     + struct.pack("<Q", 2**63 + i) * len(makers) for i in range(100)]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no

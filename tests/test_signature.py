@@ -2525,6 +2525,38 @@ def test_integer_numbers_of_0_and_1_pack_for_a_bool_parameter_and_no_others():
             sig.pack((True, 7, value))
 
 
+def test_ints_past_2_60_pack_for_64_bit_parameters_to_their_ends_and_no_further():
+    """Ints the fast path's small-int read does not take (|v| >= 2**60: random seeds, bit
+    masks), and numpy's and ctypes' unsigned 64-bit numbers of 2**63 or more, pack to the
+    ends of a long long's and an unsigned long long's range; past them they are refused, as
+    before, and a PTX parameter known only by its width takes either sign's range."""
+    sig = kernarg.Signature("long long a, unsigned long long b")
+    for a, b in ((-2**63, 2**60), (-2**60 - 1, 2**63), (-2**60, 2**63 + 5), (2**60, 2**64 - 1),
+                 (2**62 + 3, 2**61 + 1), (2**63 - 1, 0)):
+        assert bytes(sig.pack((a, b))) == struct.pack("<qQ", a, b), (a, b)
+    for big in (np.uint64(2**63), np.uint64(2**64 - 1), ctypes.c_ulonglong(2**63 + 5)):
+        value = big.value if isinstance(big, ctypes.c_ulonglong) else int(big)
+        assert bytes(sig.pack((1, big))) == struct.pack("<qQ", 1, value), big
+        with pytest.raises(OverflowError, match=rf"parameter 0 \('a'\) is long long: {value} "):
+            sig.pack((big, 0))
+    for bad in (2**63, -2**63 - 1, 2**64, -2**80):
+        with pytest.raises(OverflowError, match=rf"parameter 0 \('a'\) is long long: {bad} "):
+            sig.pack((bad, 0))
+    for bad in (-1, -2**62, 2**64, 2**80, np.int64(-2**62), ctypes.c_longlong(-2**62)):
+        value = bad.value if isinstance(bad, ctypes.c_longlong) else int(bad)
+        with pytest.raises(OverflowError,
+                           match=rf"parameter 1 \('b'\) is unsigned long long: {value} "):
+            sig.pack((0, bad))
+    ptx = (".version 8.0\n.target sm_80\n.address_size 64\n"
+           ".visible .entry k(.param .u64 k_param_0, .param .s64 k_param_1)\n{ ret; }\n")
+    widths = kernarg.Signature.from_ptx(ptx, "k")
+    assert widths.types == (".u64", ".s64")
+    for u, s in ((-2**62, 2**63 + 5), (2**64 - 1, -2**63), (2**61, 2**60)):
+        assert bytes(widths.pack((u, s))) == struct.pack("<QQ", u % 2**64, s % 2**64), (u, s)
+    with pytest.raises(OverflowError, match=r"\(\.s64\): 18446744073709551616 is outside -9"):
+        widths.pack((0, 2**64))
+
+
 @pytest.mark.parametrize("t", ["bool", "unsigned char", "signed char", "short"])
 def test_ints_out_of_a_small_types_range_are_refused(t):
     sig = kernarg.Signature([t])
