@@ -28,6 +28,7 @@ cdef extern from "_cutils.h":
     uint16_t kernarg_double_to_half(double x) noexcept nogil
     uint16_t kernarg_double_to_bfloat16(double x) noexcept nogil
     double kernarg_half_to_double(uint16_t h) noexcept nogil
+    double kernarg_bfloat16_to_double(uint16_t h) noexcept nogil
     # A ctypes instance's bytes, read under its own critical section on a free-threaded build.
     void kernarg_ctypes_copy(char* dst, PyObject* obj, Py_ssize_t bptr_offset,
                              Py_ssize_t n) noexcept

@@ -43,6 +43,7 @@ cdef enum:
     SWAPPED_SCALAR = 83     # TypeInfo.num_kind ('S') of a byte-swapped ctypes scalar type
     CTYPES_POINTER = 80     # TypeInfo.num_kind ('P') of c_void_p, c_char_p, c_wchar_p, POINTER(T)
     CTYPES_HOLDS_POINTERS = 72  # num_kind ('H') of ctypes structs, unions, arrays holding those
+    NUM_BFLOAT16 = 66       # num_kind ('B') of ml_dtypes.bfloat16 (numpy's kinds are lower case)
 
 
 # A type's entry in _handler.pyx's per-type cache. A field added here is added to what

@@ -594,6 +594,12 @@ cdef int _classify_numpy(object np, type t, TypeInfo* info) except -1:
     info.kind = KIND_INLINE if info.offset >= 0 else KIND_NPVOID
     if not is_ml_dtypes and dtype.kind in "biufc":
         info.num_kind = ord(dtype.kind)
+    elif is_ml_dtypes and dtype.name == "bfloat16" and info.size == 2:
+        info.num_kind = NUM_BFLOAT16    # read as a number by Signature.pack (_number_at)
+    elif is_ml_dtypes and dtype.name in SMALL_FLOAT_KINDS and info.size == 1:
+        # float8_e4m3fn ... float4_e2m1fn: the format's letter, by which Signature.pack
+        # copies the byte for a parameter of the format (_signature's _SMALL_KIND)
+        info.num_kind = ord(SMALL_FLOAT_KINDS[dtype.name])
     return 0
 
 

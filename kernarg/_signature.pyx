@@ -55,6 +55,7 @@ from kernarg._interop cimport (
     KIND_PROBE,
     KIND_TENSOR_MAP,
     CTYPES_HOLDS_POINTERS,
+    NUM_BFLOAT16,
     CTYPES_POINTER,
     PtrResult,
     MrCache,
@@ -122,6 +123,7 @@ from kernarg._cdefs cimport (
     kernarg_ctypes_copy,
     kernarg_double_to_bfloat16,
     kernarg_double_to_half,
+    kernarg_bfloat16_to_double,
     kernarg_half_to_double,
     kernarg_fastcall_def,
     kernarg_int64_bits,
@@ -237,8 +239,9 @@ _INT_MAX[<int>C_BOOL] = 1
 
 cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* d,
                            long long* v) noexcept:
-    """Read the number of numpy dtype kind ``kind`` ('f', 'i', 'u' or 'b') and ``size``
-    bytes at ``src``. Sets *d and returns 1 for a float, sets *v and returns 2 for an integer
+    """Read the number of numpy dtype kind ``kind`` ('f', 'i', 'u' or 'b'; NUM_BFLOAT16 for
+    ml_dtypes.bfloat16) and ``size`` bytes at ``src``. Sets *d and returns 1 for a float (a
+    bfloat16 too), sets *v and returns 2 for an integer
     or a bool, sets *v to the bits of an unsigned 64-bit integer of 2**63 or more and returns
     3, returns 0 for anything else (another kind or size: the general path takes those)."""
     cdef float f
@@ -255,11 +258,15 @@ cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* 
             memcpy(&f, src, 4)
             d[0] = f
             return 1
-        if size == 2:         # numpy.float16 (ml_dtypes' types have no num_kind)
+        if size == 2:         # numpy.float16
             memcpy(&u16, src, 2)
             d[0] = kernarg_half_to_double(u16)
             return 1
         return 0
+    if kind == NUM_BFLOAT16 and size == 2:     # ml_dtypes.bfloat16
+        memcpy(&u16, src, 2)
+        d[0] = kernarg_bfloat16_to_double(u16)
+        return 1
     if kind == ord("i"):
         if size == 8:
             memcpy(v, src, 8)
@@ -413,6 +420,12 @@ _KIND_NAMES[ord("B")] = "bfloat16"
 _SMALL_FORMAT_INDEX = {f[0][-4:]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FORMAT_OF_DTYPE = {f[1]: k for k, f in enumerate(_SMALL_FORMATS)}
 _SMALL_FLOAT_TYPE = re.compile(r"__nv_(fp8|fp6|fp4)(x2|x4)?_(e4m3|e5m2|e8m0|e2m3|e3m2|e2m1)")
+# Format index -> the TypeInfo.num_kind of its ml_dtypes scalar type (_interop's
+# _classify_numpy gives such a type its SMALL_FLOAT_KINDS letter).
+cdef char _SMALL_KIND[8]
+assert len(_SMALL_FORMATS) <= 8
+for _k, _f in enumerate(_SMALL_FORMATS):
+    _SMALL_KIND[_k] = ord(SMALL_FLOAT_KINDS[_f[1]])
 _small_values = {}      # format index -> {finite non-negative value: code}, built when first used
 _small_codes = {}       # format index -> {code: value}, its inverse (for defaults' bytes)
 
@@ -3047,6 +3060,15 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             src = <char**>(<char*>item + sizeof(PyVarObject))
             if (<PyObject**>(src + 1))[0] == p.np_dtype:
                 memcpy(dst, src[0], p.size)
+                i += 1
+                continue
+        elif code == C_SMALL_FLOAT and p.count == 1:
+            # A scalar of the format's own ml_dtypes type (float8_e4m3fn for __nv_fp8_e4m3):
+            # its byte, read in place, as the general path takes its bits.
+            info = view_or_lookup(_cache, item, i, &copy, lazy)
+            if info.kind == KIND_INLINE and info.num_kind == _SMALL_KIND[p.elem] and \
+                    info.size == 1:
+                dst[0] = (<char*>item + info.offset)[0]
                 i += 1
                 continue
         # The general converters: they look types up, and call back into Python.

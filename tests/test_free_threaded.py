@@ -555,6 +555,45 @@ def test_64_bit_ints_past_2_60_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_ml_dtypes_scalars_pack_while_another_thread_holds_the_section():
+    """An ml_dtypes.bfloat16 for a float or bfloat16 parameter, and a float8_e4m3fn and a
+    float4_e2m1fn for parameters of their formats, are read in place by Signature.pack: one
+    thread packs them while another holds the section. (Before session 104 the general
+    converters took them, in the section.)"""
+    import struct
+
+    import ml_dtypes
+    import numpy as np
+
+    decls = {ml_dtypes.bfloat16: "float", ml_dtypes.float8_e4m3fn: "__nv_fp8_e4m3"}
+    if hasattr(ml_dtypes, "float4_e2m1fn"):         # ml_dtypes 0.5+
+        decls[ml_dtypes.float4_e2m1fn] = "__nv_fp4_e2m1"
+    chosen = _free_slot_makers(list(decls))
+    assert chosen, decls
+    sig = kernarg.Signature([decls[make] for make in chosen]
+                            + ["__nv_bfloat16"] * (ml_dtypes.bfloat16 in chosen))
+
+    def typed_args(i):
+        values = [make(0.5 * (i % 100 % 12) - 3) for make in chosen]
+        return (*values, *values[:ml_dtypes.bfloat16 in chosen])
+
+    def args(i):
+        return (i % 100,)
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    for i in (0, 5, 11):
+        values = [make(0.5 * i - 3) for make in chosen]
+        # (A float, then a byte each, then the bfloat16's own bits, aligned to 2.)
+        want = b"".join(struct.pack("<f", float(v)) if type(v) is ml_dtypes.bfloat16
+                        else np.array(v).view(np.uint8).tobytes() for v in values)
+        if ml_dtypes.bfloat16 in chosen:
+            want += bytes(len(want) % 2) + np.array(values[0]).view(np.uint16).tobytes()
+        assert typed[i] == want, i
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no

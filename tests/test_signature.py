@@ -3199,6 +3199,37 @@ def test_small_floats_by_value_take_exact_values_and_refuse_the_rest():
         assert kernarg.Signature([ml_dtypes.float4_e2m1fn]).types == ("__nv_fp4_e2m1",)
 
 
+def test_ml_dtypes_scalars_pack_as_their_bits_for_their_own_format_and_bfloat16_as_its_value():
+    """A scalar of a small float format's own ml_dtypes type gives a parameter of the format
+    its bits, every one of them (NaNs too), among other parameters; an ml_dtypes.bfloat16
+    gives any float parameter its value, as the Python float of it does, and a bfloat16
+    parameter its bits where it is a number. (Signature.pack reads both in place.)"""
+    formats = [("__nv_fp8_e4m3", "float8_e4m3fn", 8), ("__nv_fp8_e5m2", "float8_e5m2", 8),
+               ("__nv_fp8_e8m0", "float8_e8m0fnu", 8), ("__nv_fp6_e2m3", "float6_e2m3fn", 6),
+               ("__nv_fp6_e3m2", "float6_e3m2fn", 6), ("__nv_fp4_e2m1", "float4_e2m1fn", 4)]
+    for cuda, ml_name, bits in formats:
+        if not hasattr(ml_dtypes, ml_name):        # ml_dtypes 0.5 added fp6, fp4 and e8m0
+            continue
+        sig = kernarg.Signature(f"{cuda} a, int n, {cuda} b")
+        codes = np.arange(2 ** bits, dtype=np.uint8)
+        for code, value in zip(codes.tolist(), codes.view(getattr(ml_dtypes, ml_name)),
+                               strict=True):
+            assert bytes(sig.pack((value, 7, value))) == \
+                struct.pack("<B3xiB", code, 7, code), (cuda, code)
+    patterns = np.arange(2 ** 16, dtype=np.uint16)
+    bf16s = patterns.view(ml_dtypes.bfloat16)
+    own = kernarg.Signature("__nv_bfloat16 a, __nv_bfloat16 b")
+    others = kernarg.Signature("float f, double d, __half h")
+    for code, value in zip(patterns.tolist(), bf16s, strict=True):
+        real = float(value)
+        assert bytes(others.pack((value, value, value))) == \
+            bytes(others.pack((real, real, real))), code
+        packed = bytes(own.pack((value, real)))
+        assert packed[:2] == packed[2:], code
+        if real == real:
+            assert packed[:2] == struct.pack("<H", code), code
+
+
 def test_float_like_parameters_read_numbers_one_way():
     # Float parameters, fp8 lanes and struct fields read a value through one reader: ctypes
     # numbers by the value they hold, and no complex number, numpy's complex64 included (its
