@@ -493,17 +493,18 @@ static inline uint16_t kernarg_double_to_bfloat16(double x) {
     return (uint16_t)kernarg_round_double(x, 8, 7);
 }
 
-/* An IEEE half's value as a double, exactly (every half is a double): the bits numpy's
-   float(numpy.float16) gives, NaN payloads and signs included, so that a numpy.float16 read in
-   place packs as the float it converts to. */
+/* A bfloat16's value as a double, exactly: a bfloat16 is a float's upper half (NaNs and
+   infinities included), so this is the double float(ml_dtypes.bfloat16) gives. */
 static inline double kernarg_bfloat16_to_double(uint16_t h) {
-    /* bfloat16 is a float's upper half: exact, NaNs and infinities included. */
     uint32_t bits = (uint32_t)h << 16;
     float f;
     memcpy(&f, &bits, 4);
     return (double)f;
 }
 
+/* An IEEE half's value as a double, exactly (every half is a double): the bits numpy's
+   float(numpy.float16) gives, NaN payloads and signs included, so that a numpy.float16 read in
+   place packs as the float it converts to. */
 static inline double kernarg_half_to_double(uint16_t h) {
     const uint64_t sign = (uint64_t)(h >> 15) << 63;
     const uint64_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;

@@ -241,9 +241,9 @@ cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* 
                            long long* v) noexcept:
     """Read the number of numpy dtype kind ``kind`` ('f', 'i', 'u' or 'b'; NUM_BFLOAT16 for
     ml_dtypes.bfloat16) and ``size`` bytes at ``src``. Sets *d and returns 1 for a float (a
-    bfloat16 too), sets *v and returns 2 for an integer
-    or a bool, sets *v to the bits of an unsigned 64-bit integer of 2**63 or more and returns
-    3, returns 0 for anything else (another kind or size: the general path takes those)."""
+    bfloat16 too), sets *v and returns 2 for an integer or a bool, sets *v to the bits of an
+    unsigned 64-bit integer of 2**63 or more and returns 3, returns 0 for anything else
+    (another kind or size: the general path takes those)."""
     cdef float f
     cdef int8_t i8
     cdef int16_t i16
