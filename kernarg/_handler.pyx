@@ -667,7 +667,9 @@ cdef int _put_big_int(BlockState* st, Py_ssize_t index, object arg) except -1:
         u = arg
         memcpy(_reserve(st, index, 8, 8), &u, 8)
         return 0
-    raise OverflowError(f"argument {index} (int): {shown_value(arg)} does not fit in 64 bits "
+    # (An int subclass, an IntEnum, is named as itself.)
+    raise OverflowError(f"argument {index} ({_type_name(type(arg))}): {shown_value(arg)} "
+                        "does not fit in 64 bits "
                         "(kernarg packs -2**63 .. 2**63-1 as long long, "
                         "2**63 .. 2**64-1 as unsigned long long)")
 

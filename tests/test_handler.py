@@ -371,8 +371,11 @@ def test_subclasses_pack_with_the_bytes_of_their_bases():
     assert bytes(b)[:24] == struct.pack("<qdq", 5, 2.5, 7)
     assert bytes(b)[-32:] == struct.pack("<Qqdq", 2**64 - 1, -2**63, -0.5, 5)
     check_block(b, args)
-    with pytest.raises(OverflowError, match=r"argument 1 \(int\): 1844\d+ does not fit"):
+    with pytest.raises(OverflowError, match=r"argument 1 \(test_handler\.MyInt\): 1844\d+ "
+                                            r"does not fit in 64 bits \(kernarg packs"):
         kernarg.pack((1, MyInt(2**64)))
+    with pytest.raises(OverflowError, match=r"argument 0 \(int\): 1844\d+ does not fit"):
+        kernarg.pack((2**64,))
 
 
 def test_register_pointer_type():
