@@ -53,9 +53,17 @@ cdef extern from "Python.h":
         PyObject* ob_item[1]
     ctypedef struct PyVarObject:     # the head of a numpy.void (_interop's npvoid_data_offset)
         pass
+    ctypedef struct kernarg_complex_value "Py_complex":
+        double real
+        double imag
+    ctypedef struct PyComplexObject:     # an exact complex's value (Signature.pack's vectors)
+        kernarg_complex_value cval
     PyTypeObject PyLong_Type
     PyTypeObject PyFloat_Type
     PyTypeObject PyBool_Type
+    PyTypeObject PyTuple_Type
+    PyTypeObject PyComplex_Type
+    Py_ssize_t PyTuple_GET_SIZE_P "PyTuple_GET_SIZE"(PyObject*) noexcept nogil
     PyObject* Py_True
     PyObject* Py_None
     long long PyLong_AsLongLongAndOverflow(object, int*) except? -1

@@ -112,6 +112,11 @@ from kernarg._cdefs cimport (
     Py_True,
     Py_TYPE_P,
     PyBool_Type,
+    PyComplex_Type,
+    PyComplexObject,
+    PyTuple_GET_SIZE_P,
+    PyTuple_Type,
+    PyTupleObject,
     PyMethodDef,
     PyVarObject,
     PyFloat_AS_DOUBLE_P,
@@ -3062,6 +3067,27 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 memcpy(dst, src[0], p.size)
                 i += 1
                 continue
+        elif code == C_VECTOR:
+            # A tuple of exact floats and ints (float2, int4, half2, ...), or a complex number
+            # (numpy's too) for a pair of floats (cuComplex is float2): lane by lane, as the
+            # general path (_put_vector) converts them; anything else, or a lane that does
+            # not fit, goes there.
+            if tp == &PyTuple_Type:
+                if _tuple_lanes(p, item, dst):
+                    i += 1
+                    continue
+            elif p.count == 2 and p.elem >= C_F16:
+                if tp == &PyComplex_Type:
+                    _store_float(p.elem, (<PyComplexObject*>item).cval.real, dst)
+                    _store_float(p.elem, (<PyComplexObject*>item).cval.imag,
+                                 dst + _scalar_size(p.elem))
+                    i += 1
+                    continue
+                info = view_or_lookup(_cache, item, i, &copy, lazy)
+                if info.kind == KIND_INLINE and info.num_kind == ord("c") and \
+                        _complex_lanes(p.elem, <char*>item + info.offset, info.size, dst):
+                    i += 1
+                    continue
         elif code == C_SMALL_FLOAT and p.count == 1:
             # A scalar of the format's own ml_dtypes type (float8_e4m3fn for __nv_fp8_e4m3):
             # its byte, read in place, as the general path takes its bits.
@@ -3388,7 +3414,7 @@ cdef int _put_scalar(Signature sig, int code, Py_ssize_t i, object value, char* 
     return _put_int(sig, code, i, value, dst)
 
 
-cdef Py_ssize_t _scalar_size(int code):
+cdef inline Py_ssize_t _scalar_size(int code) noexcept nogil:
     if code <= C_U8:
         return 1
     if code <= C_U16 or code == C_F16 or code == C_BF16:
@@ -3396,6 +3422,55 @@ cdef Py_ssize_t _scalar_size(int code):
     if code <= C_U32 or code == C_F32:
         return 4
     return 8
+
+
+cdef inline bint _tuple_lanes(const Param* p, PyObject* t, char* dst) noexcept:
+    """Vector parameter ``p``'s lanes from tuple ``t`` of exact floats (for floating lanes)
+    and ints (that fit the lane, or are exact in a double for a floating one), written at
+    ``dst`` as the general path (_put_vector, lane by lane _put_scalar) writes them. False,
+    with some lanes written, for any other tuple: the general path writes them all again, or
+    refuses."""
+    cdef Py_ssize_t k, n = p.count, step = _scalar_size(p.elem)
+    cdef int elem = p.elem
+    cdef PyObject* x
+    cdef long long v
+    if PyTuple_GET_SIZE_P(t) != n:
+        return False
+    for k in range(n):
+        x = (<PyTupleObject*>t).ob_item[k]
+        if Py_TYPE_P(x) == &PyFloat_Type and elem >= C_F16:
+            _store_float(elem, PyFloat_AS_DOUBLE_P(x), dst + k * step)
+        elif Py_TYPE_P(x) == &PyLong_Type and kernarg_small_int(x, &v):
+            if elem <= C_U64:
+                if not (_INT_MIN[elem] <= v <= _INT_MAX[elem] or (elem == C_U64 and v >= 0)):
+                    return False
+                _store_int(dst + k * step, v, step)
+            elif -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE:
+                _store_float(elem, <double>v, dst + k * step)
+            else:
+                return False
+        else:
+            return False
+    return True
+
+
+cdef inline bint _complex_lanes(int elem, const char* src, Py_ssize_t size, char* dst) noexcept:
+    """A numpy complex64 or complex128 (``size`` 8 or 16 bytes at ``src``) as a pair of
+    floating lanes ``elem`` at ``dst``: its real and imaginary parts, as the general path
+    converts them. False for another size (numpy's complex256)."""
+    cdef float f[2]
+    cdef double d[2]
+    if size == 8:
+        memcpy(f, src, 8)
+        d[0] = f[0]
+        d[1] = f[1]
+    elif size == 16:
+        memcpy(d, src, 16)
+    else:
+        return False
+    _store_float(elem, d[0], dst)
+    _store_float(elem, d[1], dst + _scalar_size(elem))
+    return True
 
 
 cdef str _lanes_refusal(object value, Py_ssize_t count, str what):

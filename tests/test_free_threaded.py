@@ -594,6 +594,38 @@ def test_ml_dtypes_scalars_pack_while_another_thread_holds_the_section():
 
 
 @free_threaded
+def test_vector_tuples_and_complex_numbers_pack_while_another_thread_holds_the_section():
+    """A tuple of floats or ints for a vector parameter (float4, int2, half2), and a complex
+    number (numpy's complex64 too) for a pair of floats (cuComplex, double2), are read in
+    place by Signature.pack: one thread packs them while another holds the section. (Before
+    session 104 the general converters took them, in the section.)"""
+    import struct
+
+    import numpy as np
+
+    chosen = _free_slot_makers([np.complex64])
+    sig = kernarg.Signature(["float4", "int2", "half2", "cuComplex", "double2"]
+                            + ["cuComplex"] * len(chosen))
+
+    def typed_args(i):
+        k = i % 100
+        return ((k + 0.5, -k, 2.0, k), (k, -2**31), (1.5, -k), complex(k, -0.5),
+                complex(-k, 2**60), *(make(complex(k, 1)) for make in chosen))
+
+    def args(i):
+        return (i % 100,)
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    half = np.float16
+    assert typed == [struct.pack("<4f2i", i + 0.5, -i, 2.0, i, i, -2**31)
+                     + half(1.5).tobytes() + half(-i).tobytes() + bytes(4)
+                     + struct.pack("<2f8x2d", i, -0.5, -i, 2**60)
+                     + struct.pack("<2f", i, 1) * len(chosen) for i in range(100)]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no

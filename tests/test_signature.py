@@ -3592,6 +3592,52 @@ def test_struct_types_a_kernel_cannot_read_are_refused():
             kernarg.Signature([spec])
 
 
+def _packed_or_refusal(sig, args):
+    try:
+        return bytes(sig.pack(args))
+    except (TypeError, OverflowError, ValueError) as exc:
+        return type(exc), str(exc)
+
+
+_LANE_VALUES = [0, 1, -1, 127, 128, -128, -129, 255, 256, 32767, 32768, -32769, 65535, 65536,
+                2**31 - 1, 2**31, -2**31 - 1, 2**32 - 1, 2**32, 2**53, 2**53 + 1, -2**53 - 1,
+                2**60, 2**63 - 1, 2**63, -2**63, 0.0, -0.0, 0.1, 1.5, -2.5, 65504.0, 65520.0,
+                3.4e38, 1e300, math.inf, -math.inf, math.nan, True, np.float32(1.5),
+                np.int8(3), 2**64, "x", None]
+
+
+@pytest.mark.parametrize("decl", ["char2", "uchar4", "short2", "ushort4", "int2", "uint4",
+                                  "longlong2", "ulonglong2", "float2", "float3", "float4",
+                                  "double2", "half2", "__nv_bfloat162", "int1", "double4_32a"])
+def test_vector_tuples_and_complex_numbers_pack_as_lists_of_their_lanes(decl):
+    """Signature.pack reads a tuple of exact floats and ints for a vector parameter, and a
+    complex number (numpy's complex64 and complex128 too) for a pair of floats, lane by lane
+    in place; the general converters take a list. Both give the same bytes, or the same
+    refusal naming the element, for every lane value at and past each lane type's ends."""
+    sig = kernarg.Signature(f"int n, {decl} v")
+    count = int(re.search(r"(\d)(_32a)?$", decl)[1])
+    rng = random.Random(decl)
+    for _ in range(400):
+        lanes = [rng.choice(_LANE_VALUES) for _ in range(count)]
+        assert _packed_or_refusal(sig, (7, tuple(lanes))) == \
+            _packed_or_refusal(sig, (7, list(lanes))), lanes
+    for value in _LANE_VALUES[:4]:
+        assert _packed_or_refusal(sig, (7, (value,) * (count + 1))) == \
+            _packed_or_refusal(sig, (7, [value] * (count + 1)))
+    pair = count == 2 and any(word in decl for word in ("float", "double", "half"))
+    for number in (1.5 - 2j, complex(math.inf, -0.0), complex(1e300, math.nan), 0.1 + 0.2j):
+        with np.errstate(over="ignore"):            # complex64(1e300) is infinite
+            values = (number, np.complex64(number), np.complex128(number))
+        for value in values:
+            parts = [value.real.item() if isinstance(value, np.generic) else value.real,
+                     value.imag.item() if isinstance(value, np.generic) else value.imag]
+            if pair:
+                assert _packed_or_refusal(sig, (7, value)) == \
+                    _packed_or_refusal(sig, (7, parts)), (decl, value)
+            else:
+                assert isinstance(_packed_or_refusal(sig, (7, value)), tuple), (decl, value)
+
+
 def test_vector_element_errors_name_the_element():
     sig = kernarg.Signature("int4 v, float2 w")
     with pytest.raises(OverflowError, match=r"parameter 0 \('v'\), element 3 of int4 \(int\): "
