@@ -242,6 +242,12 @@ _INT_MIN[<int>C_BOOL] = 0
 _INT_MAX[<int>C_BOOL] = 1
 
 
+cdef inline bint _int_fits(int code, long long v) noexcept nogil:
+    """Whether ``v`` is in the range of integer code ``code`` (C_BOOL: 0 and 1; C_U64: any
+    non-negative long long, the rest of its range being past a long long)."""
+    return _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0)
+
+
 cdef inline int _number_at(const char* src, char kind, Py_ssize_t size, double* d,
                            long long* v) noexcept:
     """Read the number of numpy dtype kind ``kind`` ('f', 'i', 'u' or 'b'; NUM_BFLOAT16 for
@@ -2975,9 +2981,8 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                     i += 1
                     continue
             elif got == 2 and code <= C_U64:
-                # (A bool parameter takes 0 and 1, as the general path does: _INT_MIN and
-                # _INT_MAX hold that range for C_BOOL.)
-                if _INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0):
+                # (A bool parameter takes 0 and 1, as the general path does.)
+                if _int_fits(code, v):
                     _store_int(dst, v, p.size)
                     i += 1
                     continue
@@ -3234,7 +3239,7 @@ cdef int _put_int(Signature sig, int code, Py_ssize_t i, object value, char* dst
             lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
             raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: "
                                 f"{shown_value(value)} is outside {lo} .. {hi}")
-    if not (_INT_MIN[code] <= v <= _INT_MAX[code] or (code == C_U64 and v >= 0)):
+    if not _int_fits(code, v):
         lo, hi = _INT_RANGE[code] if code != C_BOOL else (0, 1)
         raise OverflowError(f"{_param_name(sig, i)} is {_CODE_NAMES[code]}: {v} is "
                             f"outside {lo} .. {hi}")
@@ -3442,7 +3447,7 @@ cdef inline bint _tuple_lanes(const Param* p, PyObject* t, char* dst) noexcept:
             _store_float(elem, PyFloat_AS_DOUBLE_P(x), dst + k * step)
         elif Py_TYPE_P(x) == &PyLong_Type and kernarg_small_int(x, &v):
             if elem <= C_U64:
-                if not (_INT_MIN[elem] <= v <= _INT_MAX[elem] or (elem == C_U64 and v >= 0)):
+                if not _int_fits(elem, v):
                     return False
                 _store_int(dst + k * step, v, step)
             elif -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE:
