@@ -63,6 +63,11 @@ cdef extern from "Python.h":
     PyTypeObject PyBool_Type
     PyTypeObject PyTuple_Type
     PyTypeObject PyComplex_Type
+    PyTypeObject PyDict_Type
+    PyTypeObject PyUnicode_Type
+    int PyDict_Next_P "PyDict_Next"(PyObject* d, Py_ssize_t* pos, PyObject** key,
+                                    PyObject** value) noexcept
+    int PyUnicode_Compare_P "PyUnicode_Compare"(PyObject* a, PyObject* b) noexcept
     Py_ssize_t PyTuple_GET_SIZE_P "PyTuple_GET_SIZE"(PyObject*) noexcept nogil
     PyObject* Py_True
     PyObject* Py_None

@@ -24,6 +24,15 @@ cdef struct Param:
     # layout is confirmed (_interop's npvoid_data_offset): the dtype, whose numpy.void scalars
     # Signature.pack copies in place; else NULL
     PyObject* np_dtype
+    # C_VECTOR's lanes, and the fields of a C_STRUCT whose fields are all numbers
+    # (_plain_fields): nfields pairs (code, offset), in order (in Signature._fields), for
+    # Signature.pack to write a tuple (a struct's: or dict) of exact ints, floats and bools in
+    # place; NULL, where the general path (_put_record) takes them all.
+    const uint16_t* fields
+    Py_ssize_t nfields
+    PyObject* field_names   # a struct's: the tuple of the fields' names (Signature._field_names)
+    bint dict_fields        # a struct's: dicts too (no field has a default member initializer)
+    bint zero_first         # a struct's fields leave bytes uncovered: zero the struct first
 
 
 cdef class Signature:
@@ -32,6 +41,7 @@ cdef class Signature:
     cdef uint8_t* _codes       # columns of _params for kernarg_typed_int_run
     cdef uint16_t* _offsets
     cdef uint16_t* _gaps       # padding to zero in each block: (offset, length) pairs
+    cdef uint16_t* _fields     # owns Param.fields' pairs (code, offset), all params' in one
     cdef Py_ssize_t _ngaps
     cdef Py_ssize_t _n
     cdef Py_ssize_t _nbytes
@@ -40,6 +50,7 @@ cdef class Signature:
     cdef tuple _types
     cdef tuple _structs        # per parameter: dtype/ctypes type for C_STRUCT, else None
     cdef tuple _records        # per parameter: C_STRUCT's dtype for dicts and tuples, or None
+    cdef tuple _field_names    # per parameter: Param.field_names' tuple, or None
     cdef tuple _default_texts  # per parameter: its default argument as written, or None
     cdef tuple _defaults       # the values of the defaults of params _first_default.. _n-1
     cdef Py_ssize_t _first_default     # _n: no call may leave arguments out

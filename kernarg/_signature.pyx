@@ -114,10 +114,14 @@ from kernarg._cdefs cimport (
     PyBool_Type,
     PyComplex_Type,
     PyComplexObject,
+    PyDict_Next_P,
+    PyDict_Type,
     PyTuple_GET_SIZE_P,
     PyTuple_Type,
     PyTupleObject,
     PyMethodDef,
+    PyUnicode_Compare_P,
+    PyUnicode_Type,
     PyVarObject,
     PyFloat_AS_DOUBLE_P,
     PyFloat_AsDouble,
@@ -2303,10 +2307,13 @@ cdef class Signature:
     def __cinit__(self):
         # Signature.__new__ without __init__ is a list of no parameters (until __init__).
         self._params = NULL
+        self._fields = NULL
         self._names = self._types = self._structs = self._records = self._default_texts = ()
+        self._field_names = ()
 
     def __dealloc__(self):
         free(self._params)      # the columns live in the same allocation
+        free(self._fields)
 
     def __init__(self, params):
         if self._params != NULL:
@@ -2376,6 +2383,18 @@ cdef class Signature:
         self._gaps = gaps
         self._codes = codes
         self._ngaps = 0
+        # Param.fields: vectors' lanes, and struct parameters' plain fields (_plain_fields),
+        # their pairs in one allocation.
+        plains = [_plain_fields(s.record) if s.code == C_STRUCT and s.record is not None
+                  else ([(s.elem, k * _scalar_size(s.elem)) for k in range(s.count)], None,
+                        False, s.size > s.count * _scalar_size(s.elem)) if s.code == C_VECTOR
+                  else None for s in specs]
+        cdef Py_ssize_t npairs = sum([len(plain[0]) for plain in plains if plain is not None])
+        free(self._fields)
+        self._fields = <uint16_t*>malloc(max(npairs, 1) * 2 * sizeof(uint16_t))
+        if self._fields == NULL:
+            raise MemoryError()
+        cdef uint16_t* pairs = self._fields
         for i in range(n):
             s = specs[i]
             start = cur
@@ -2401,6 +2420,17 @@ cdef class Signature:
             if (s.code == C_STRUCT and isinstance(s.struct, np.dtype)
                     and s.struct.itemsize == s.size and npvoid_data_offset() >= 0):
                 params[i].np_dtype = <PyObject*>s.struct
+            params[i].fields = NULL
+            plain = plains[i]
+            if plain is not None:
+                params[i].fields = pairs
+                params[i].nfields = len(plain[0])
+                params[i].field_names = <PyObject*>plain[1] if plain[1] is not None else NULL
+                params[i].dict_fields = plain[2]
+                params[i].zero_first = plain[3]
+                for code_offset in plain[0]:
+                    pairs[0], pairs[1] = code_offset
+                    pairs += 2
             codes[i] = <uint8_t>s.code
             offsets[i] = <uint16_t>min(cur, KERNARG_MAX_PARAM_BYTES)
             cur += s.size
@@ -2419,6 +2449,7 @@ cdef class Signature:
         self._types = tuple(s.text for s in specs)
         self._structs = tuple(s.struct for s in specs)
         self._records = tuple(s.record for s in specs)
+        self._field_names = tuple(None if plain is None else plain[1] for plain in plains)
 
     @classmethod
     def from_ptx(cls, ptx, kernel_name):
@@ -3072,27 +3103,36 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 memcpy(dst, src[0], p.size)
                 i += 1
                 continue
-        elif code == C_VECTOR:
-            # A tuple of exact floats and ints (float2, int4, half2, ...), or a complex number
-            # (numpy's too) for a pair of floats (cuComplex is float2): lane by lane, as the
-            # general path (_put_vector) converts them; anything else, or a lane that does
-            # not fit, goes there.
-            if tp == &PyTuple_Type:
-                if _tuple_lanes(p, item, dst):
+        elif tp == &PyTuple_Type and p.fields != NULL:
+            # A vector's lanes (float2, int4, half2, ...) or the fields of a struct whose fields
+            # are all numbers (Param.fields) from a tuple of exact ints, floats and bools, one
+            # by one as the general path (_put_vector, _put_record) converts them; anything
+            # else, or a part that does not fit, goes there.
+            if PyTuple_GET_SIZE_P(item) == p.nfields:
+                if p.zero_first:
+                    memset(dst, 0, p.size)
+                if _exact_numbers((<PyTupleObject*>item).ob_item, p.nfields, p.fields, dst):
                     i += 1
                     continue
-            elif p.count == 2 and p.elem >= C_F16:
-                if tp == &PyComplex_Type:
-                    _store_float(p.elem, (<PyComplexObject*>item).cval.real, dst)
-                    _store_float(p.elem, (<PyComplexObject*>item).cval.imag,
-                                 dst + _scalar_size(p.elem))
-                    i += 1
-                    continue
-                info = view_or_lookup(_cache, item, i, &copy, lazy)
-                if info.kind == KIND_INLINE and info.num_kind == ord("c") and \
-                        _complex_lanes(p.elem, <char*>item + info.offset, info.size, dst):
-                    i += 1
-                    continue
+        elif tp == &PyDict_Type and p.dict_fields:
+            # Such a struct from a dict of them, by field name.
+            if _plain_dict(p, item, dst):
+                i += 1
+                continue
+        elif code == C_VECTOR and p.count == 2 and p.elem >= C_F16:
+            # A complex number (numpy's too) for a pair of floats (cuComplex is float2): its
+            # parts, as the general path (_put_vector) converts them.
+            if tp == &PyComplex_Type:
+                _store_float(p.elem, (<PyComplexObject*>item).cval.real, dst)
+                _store_float(p.elem, (<PyComplexObject*>item).cval.imag,
+                             dst + _scalar_size(p.elem))
+                i += 1
+                continue
+            info = view_or_lookup(_cache, item, i, &copy, lazy)
+            if info.kind == KIND_INLINE and info.num_kind == ord("c") and \
+                    _complex_lanes(p.elem, <char*>item + info.offset, info.size, dst):
+                i += 1
+                continue
         elif code == C_SMALL_FLOAT and p.count == 1:
             # A scalar of the format's own ml_dtypes type (float8_e4m3fn for __nv_fp8_e4m3):
             # its byte, read in place, as the general path takes its bits.
@@ -3312,20 +3352,24 @@ cdef inline void _store_int(char* dst, long long v, Py_ssize_t size) noexcept no
         dst[0] = <char>v
 
 
+cdef void _store_half(int code, double d, char* dst) noexcept:
+    """``d`` as a __half (C_F16) or __nv_bfloat16 at ``dst``, rounded to nearest even. Not
+    inline: the rounding is long, and _store_float, which calls it, short enough for gcc to
+    inline at each of its many callers."""
+    cdef uint16_t h = kernarg_double_to_half(d) if code == C_F16 else \
+        kernarg_double_to_bfloat16(d)
+    memcpy(dst, &h, 2)
+
+
 cdef inline void _store_float(int code, double d, char* dst) noexcept:
     cdef float f
-    cdef uint16_t h
     if code == C_F32:
         f = <float>d
         memcpy(dst, &f, 4)
     elif code == C_F64:
         memcpy(dst, &d, 8)
-    elif code == C_F16:
-        h = kernarg_double_to_half(d)
-        memcpy(dst, &h, 2)
     else:
-        h = kernarg_double_to_bfloat16(d)
-        memcpy(dst, &h, 2)
+        _store_half(code, d, dst)
 
 
 cdef double _real_number(object value) except? -1.0:
@@ -3429,34 +3473,94 @@ cdef inline Py_ssize_t _scalar_size(int code) noexcept nogil:
     return 8
 
 
-cdef inline bint _tuple_lanes(const Param* p, PyObject* t, char* dst) noexcept:
-    """Vector parameter ``p``'s lanes from tuple ``t`` of exact floats (for floating lanes)
-    and ints (that fit the lane, or are exact in a double for a floating one), written at
-    ``dst`` as the general path (_put_vector, lane by lane _put_scalar) writes them. False,
-    with some lanes written, for any other tuple: the general path writes them all again, or
-    refuses."""
-    cdef Py_ssize_t k, n = p.count, step = _scalar_size(p.elem)
-    cdef int elem = p.elem
+cdef bint _exact_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields,
+                         char* dst) noexcept:
+    """The ``n`` objects at ``items``, exact ints, floats and bools, written at ``dst`` as the
+    scalars that ``fields`` (Param.fields) lists, the k-th of code ``fields[2k]`` at offset
+    ``fields[2k + 1]``, as the general path (_put_scalar, for a vector's lanes and a struct's
+    fields) writes them: ints that fit an integer code, or exact in a double for a floating
+    one; floats for a floating code; a bool as 1 or 0 of the code's type. False at the first
+    of anything else (some written before it): the general path converts them all again, or
+    refuses naming the part."""
+    cdef Py_ssize_t k
     cdef PyObject* x
+    cdef PyTypeObject* tp
+    cdef int code, got
+    cdef char* at
     cdef long long v
-    if PyTuple_GET_SIZE_P(t) != n:
-        return False
     for k in range(n):
-        x = (<PyTupleObject*>t).ob_item[k]
-        if Py_TYPE_P(x) == &PyFloat_Type and elem >= C_F16:
-            _store_float(elem, PyFloat_AS_DOUBLE_P(x), dst + k * step)
-        elif Py_TYPE_P(x) == &PyLong_Type and kernarg_small_int(x, &v):
-            if elem <= C_U64:
-                if not _int_fits(elem, v):
+        x = items[k]
+        tp = Py_TYPE_P(x)
+        code = fields[2 * k]
+        at = dst + fields[2 * k + 1]
+        if tp == &PyFloat_Type:
+            if code < C_F16:
+                return False
+            _store_float(code, PyFloat_AS_DOUBLE_P(x), at)
+        elif tp == &PyLong_Type:
+            if kernarg_small_int(x, &v):
+                if code <= C_U64:
+                    if not _int_fits(code, v):
+                        return False
+                    _store_int(at, v, _scalar_size(code))
+                elif -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE:
+                    _store_float(code, <double>v, at)
+                else:
                     return False
-                _store_int(dst + k * step, v, step)
-            elif -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE:
-                _store_float(elem, <double>v, dst + k * step)
+            elif code == C_I64 or code == C_U64:
+                # |v| >= 2**60: a long long's, or 2**63 .. 2**64-1 for an unsigned one.
+                got = kernarg_int64_bits(x, &v)
+                if not ((got == 1 and (code == C_I64 or v >= 0))
+                        or (got == 2 and code == C_U64)):
+                    return False
+                memcpy(at, &v, 8)
             else:
                 return False
+        elif tp == &PyBool_Type:
+            if code <= C_U64:
+                _store_int(at, x == Py_True, _scalar_size(code))
+            else:
+                _store_float(code, x == Py_True, at)
         else:
             return False
     return True
+
+
+cdef inline bint _plain_dict(const Param* p, PyObject* d, char* dst) noexcept:
+    """Struct parameter ``p``'s plain fields (Param.fields) from dict ``d`` of exact str keys
+    naming them and exact numbers (_exact_numbers), written at ``dst`` in the dict's order,
+    with the fields it leaves out and the padding zeroed, as the general path (_put_record)
+    writes them. False, with some written, for any other dict. Read under the dict's own lock
+    on a free-threaded build, as CPython reads a dict: no Python code runs meanwhile (keys are
+    compared as strs)."""
+    cdef Py_ssize_t pos = 0, k = 0, j
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef PyObject** names = (<PyTupleObject*>p.field_names).ob_item
+    cdef bint ok = True
+    cdef kernarg_section cs
+    memset(dst, 0, p.size)
+    kernarg_object_lock(&cs, d)
+    while PyDict_Next_P(d, &pos, &key, &value):
+        if Py_TYPE_P(key) != &PyUnicode_Type:
+            ok = False
+            break
+        # The dict's k-th key is most often the k-th field (one written in the struct's order).
+        j = k if k < p.nfields and (names[k] == key or
+                                    PyUnicode_Compare_P(names[k], key) == 0) else -1
+        if j < 0:
+            for j in range(p.nfields):
+                if names[j] == key or PyUnicode_Compare_P(names[j], key) == 0:
+                    break
+            else:
+                ok = False
+                break
+        if not _exact_numbers(&value, 1, p.fields + 2 * j, dst):
+            ok = False
+            break
+        k += 1
+    kernarg_object_unlock(&cs)
+    return ok
 
 
 cdef inline bint _complex_lanes(int elem, const char* src, Py_ssize_t size, char* dst) noexcept:
@@ -3578,6 +3682,43 @@ cdef dict _FIELD_CODES = {
     ("i", 4): C_I32, ("u", 4): C_U32, ("i", 8): C_I64, ("u", 8): C_U64, ("f", 2): C_F16,
     ("f", 4): C_F32, ("f", 8): C_F64,
 }
+
+
+# Struct dtype metadata that does not change how _put_record writes a tuple of every field
+# (the last three: nor a dict, but for fields it leaves out); any other key (a union's,
+# bit-fields', a span's, "positions") keeps the struct on that path.
+cdef frozenset _PLAIN_METADATA = frozenset((
+    "name", "align", "pod", "empty", "empties", "dsize", "defaulted", "initial", "constructed"))
+
+
+def _plain_fields(dt):
+    """For Signature.pack's fast path (Param.fields): where struct dtype ``dt``'s fields are
+    all scalar numbers that _put_record converts as parameters of their types (bool, the ints,
+    half, bfloat16, float, double), ([(code, offset), ...], names, dicts_too, padded) in the
+    order of ``dt.names``, which is a tuple's; else None. ``dicts_too``: no field has a default
+    member initializer, whose value a dict that leaves the field out would take. ``padded``:
+    the fields leave bytes of the struct uncovered, which a tuple's packing zeroes first."""
+    meta = dt.metadata or {}
+    if dt.fields is None or not meta.keys() <= _PLAIN_METADATA:
+        return None
+    pairs = []
+    for name in dt.names:
+        part, offset = dt.fields[name][:2]
+        if part.fields is not None or part.subdtype is not None or (
+                part.metadata is not None and "pointer" in part.metadata):
+            return None
+        code = _FIELD_CODES.get((part.kind, part.itemsize), -1)
+        if part.name == "bfloat16" or part.metadata is not None and \
+                part.metadata.get("code") == C_BF16:
+            code = C_BF16
+        if code < 0 or not 0 <= offset <= 0xFFFF:
+            return None
+        pairs.append((code, offset))
+    covered = bytearray(dt.itemsize)
+    for code, offset in pairs:
+        covered[offset:offset + _scalar_size(code)] = b"\1" * _scalar_size(code)
+    return (pairs, tuple(dt.names), "defaulted" not in meta and "initial" not in meta,
+            0 in covered)
 
 
 cdef list _given_alternatives(tuple group, dict value):

@@ -626,6 +626,78 @@ def test_vector_tuples_and_complex_numbers_pack_while_another_thread_holds_the_s
 
 
 @free_threaded
+def test_struct_tuples_and_dicts_of_numbers_pack_while_another_thread_holds_the_section():
+    """A tuple or dict of ints, floats and bools for a struct whose fields are all numbers (a
+    numpy struct dtype's, a ctypes Structure's) is read in place by Signature.pack: one thread
+    packs them while another holds the section. (Before session 105 the general converters
+    took them, in the section.)"""
+    import ctypes
+    import struct
+
+    import numpy as np
+
+    record = np.dtype([("a", np.int32), ("b", np.float32), ("c", np.float64)], align=True)
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("flag", ctypes.c_bool), ("n", ctypes.c_uint64)]
+
+    sig = kernarg.Signature([record, record, Pair, Pair])
+
+    def typed_args(i):
+        k = i % 100
+        return ((k, 0.5, -k), {"c": 2.0 * k, "a": -k}, (True, 2**63 + k),
+                {"flag": k % 2 == 0, "n": k})
+
+    def args(i):
+        return (i % 100,)
+
+    expected = [bytes(kernarg.pack(args(i))) for i in range(100)]
+    typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
+    assert typed == [struct.pack("<ifd", i, 0.5, -i) + struct.pack("<i4xd", -i, 2.0 * i)
+                     + struct.pack("<?7xQ", True, 2**63 + i) + struct.pack("<?7xQ", i % 2 == 0, i)
+                     for i in range(100)]
+    _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
+
+
+@free_threaded
+def test_a_struct_dict_another_thread_changes_packs_whole_values():
+    """Signature.pack reads a dict for a struct of number fields under the dict's own lock:
+    while another thread sets its values, keys and all, to one of two states, every pack gives
+    one state's bytes or the other's for each field, never a crash or a torn field."""
+    import struct
+    import threading
+
+    import numpy as np
+
+    record = np.dtype([("a", np.int64), ("b", np.float64)])
+    sig = kernarg.Signature([record])
+    shared = {"a": 1, "b": 0.5}
+    stop = threading.Event()
+
+    def writer():
+        k = 0
+        while not stop.is_set():
+            k += 1
+            if k % 2:
+                shared["a"], shared["b"] = 2**62, -1.5
+            else:
+                shared.clear()
+                shared["b"], shared["a"] = 0.5, 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = set()
+    try:
+        for _ in range(20000):
+            seen.add(bytes(sig.pack((shared,))))
+    finally:
+        stop.set()
+        thread.join()
+    fields = {(a, b) for a in (0, 1, 2**62) for b in (0.0, 0.5, -1.5)}
+    assert seen <= {struct.pack("<qd", a, b) for a, b in fields}, seen
+
+
+@free_threaded
 def test_ctypes_pointers_that_keep_nothing_alive_pack_while_another_thread_holds_the_section():
     """A ctypes pointer made from an int (c_void_p(ptr), numba's device_ctypes_pointer), a
     POINTER(T) cast from one, and a struct or array whose pointers were given as ints keep no

@@ -3638,6 +3638,83 @@ def test_vector_tuples_and_complex_numbers_pack_as_lists_of_their_lanes(decl):
                 assert isinstance(_packed_or_refusal(sig, (7, value)), tuple), (decl, value)
 
 
+class _Fields(tuple):
+    """A tuple the fast path leaves to the general converters (it reads exact tuples)."""
+
+
+class _Named(dict):
+    """A dict the fast path leaves to the general converters (it reads exact dicts)."""
+
+
+class _PlainStruct(ctypes.Structure):
+    _fields_ = [("b", ctypes.c_bool), ("c", ctypes.c_int8), ("uc", ctypes.c_uint8),
+                ("s", ctypes.c_int16), ("us", ctypes.c_uint16), ("i", ctypes.c_int32),
+                ("u", ctypes.c_uint32), ("ll", ctypes.c_int64), ("ull", ctypes.c_uint64),
+                ("f", ctypes.c_float), ("d", ctypes.c_double)]
+
+
+_PLAIN_SOURCE = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+struct S { bool b; signed char c; unsigned char uc; short s; unsigned short us; int i;
+           unsigned u; long long ll; unsigned long long ull; __half h; __nv_bfloat16 bf;
+           float f; double d; };
+__global__ void k(int n, S s) {}
+"""
+
+
+def _plain_struct_signatures():
+    """Signatures of (int, struct) whose struct has a field of every scalar type a struct
+    field converts as a parameter (with padding between some), each way kernarg reads one."""
+    names = ["b", "c", "uc", "s", "us", "i", "u", "ll", "ull", "h", "bf", "f", "d"]
+    formats = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+               np.int64, np.uint64, np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+    aligned = np.dtype({"names": names, "formats": formats}, align=True)
+    # Fields out of offset order, with gaps: a tuple follows the names, not the offsets.
+    shuffled = np.dtype({"names": ["x", "y", "z"], "formats": [np.float32, np.int16, np.uint8],
+                         "offsets": [8, 2, 0], "itemsize": 16})
+    return [("numpy", kernarg.Signature(["int", aligned])),
+            ("shuffled", kernarg.Signature(["int", shuffled])),
+            ("ctypes", kernarg.Signature(["int", _PlainStruct])),
+            ("source", kernarg.Signature.from_source(_PLAIN_SOURCE, "k"))]
+
+
+@pytest.mark.parametrize("which", ["numpy", "shuffled", "ctypes", "source"])
+def test_struct_tuples_and_dicts_of_numbers_pack_as_the_general_path_packs_them(which):
+    """Signature.pack writes a struct whose fields are all numbers from an exact tuple or dict
+    of exact ints, floats and bools field by field in place; the general converters take a
+    tuple or dict subclass. Both give the same bytes (padding and fields a dict leaves out
+    zeroed), or the same refusal naming the field, for field values at and past every field
+    type's ends, dicts in any order, leaving fields out, naming a field that is not there,
+    and keys that are not strs."""
+    sig = dict(_plain_struct_signatures())[which]
+    record = sig.records[1]
+    names = list(record.names)
+    rng = random.Random(which)
+    for _ in range(300):
+        values = [rng.choice(_LANE_VALUES) for _ in names]
+        assert _packed_or_refusal(sig, (7, tuple(values))) == \
+            _packed_or_refusal(sig, (7, _Fields(values))), values
+        given = rng.sample(names, rng.randint(0, len(names)))
+        pairs = [(name, rng.choice(_LANE_VALUES)) for name in given]
+        if rng.random() < 0.2:
+            pairs.insert(rng.randint(0, len(pairs)),
+                         rng.choice([("nope", 1), (1, 1), (b"b", 1), ("".join(["x", "y"]), 2)]))
+        assert _packed_or_refusal(sig, (7, dict(pairs))) == \
+            _packed_or_refusal(sig, (7, _Named(pairs))), pairs
+    for values in ([0] * (len(names) - 1), [0] * (len(names) + 1), []):
+        assert _packed_or_refusal(sig, (7, tuple(values))) == \
+            _packed_or_refusal(sig, (7, _Fields(values))), values
+    # Keys equal to the fields' names but other str objects, given in reverse order.
+    built = {"".join(list(name)): 1 for name in reversed(names)}
+    assert bytes(sig.pack((7, built))) == bytes(sig.pack((7, _Named(built))))
+    # The values land where the record puts them: numpy's own bytes for them.
+    if which != "source":
+        fields = tuple(1 if record[name].kind in "biu" else 0.5 for name in names)
+        expected = np.zeros(1, record)
+        expected[0] = fields
+        assert bytes(sig.pack((7, fields)))[sig.offsets[1]:] == expected.tobytes()
+
+
 def test_vector_element_errors_name_the_element():
     sig = kernarg.Signature("int4 v, float2 w")
     with pytest.raises(OverflowError, match=r"parameter 0 \('v'\), element 3 of int4 \(int\): "
