@@ -10,6 +10,7 @@ from cpython.buffer cimport PyObject_GetBuffer
 from cpython.number cimport PyNumber_Index
 from cpython.long cimport PyLong_Check
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
@@ -28,6 +29,7 @@ from kernarg._handler cimport (
     CacheEntry,
     ParamBlock,
     cache_table,
+    cache_view,
     view_or_lookup,
     device_ordinal,
     set_launch_device,
@@ -333,6 +335,52 @@ cdef inline int _ctypes_number_at(PyObject* item, TypeInfo* info, double* d,
         return 0
     kernarg_ctypes_copy(value, item, info.offset, info.size)
     return _number_at(value, kind, info.size, d, v)
+
+
+cdef inline int _cached_number(int code, PyObject* item, const TypeInfo* info, double* d,
+                               long long* v) noexcept:
+    """Read ``item``, which the per-type cache classifies as ``info``, as a number for a scalar
+    of code ``code``, as _number_at (1: *d, 2: *v, 3: *v the bits of an unsigned 64-bit
+    number past 2**63, 0: none; _store_number writes it): a numpy scalar (read in place), a
+    ctypes number (copied under the object's lock, with no section), an int subclass for an
+    integer (its own value, as PyNumber_Index takes it, not its __index__), a float subclass
+    for a float (its own, as PyFloat_AsDouble takes it, not its __float__). An int subclass
+    for a float is 0: the general path honours its __float__."""
+    if info.kind == KIND_INLINE:
+        return _inline_number(item, info, d, v)
+    if kernarg_unlikely(info.kind == KIND_CTYPES):
+        return _ctypes_number_at(item, info, d, v)
+    if info.kind == KIND_INT:
+        return 2 if code <= C_U64 and kernarg_small_int(item, v) else 0
+    if info.kind == KIND_FLOAT and code >= C_F16:
+        d[0] = PyFloat_AS_DOUBLE_P(item)
+        return 1
+    return 0
+
+
+cdef inline bint _store_number(int code, int got, double d, long long v, char* dst) noexcept:
+    """The number _cached_number read (``got``, ``d``, ``v``) written at ``dst`` as a scalar
+    of code ``code``, as the general path (_put_scalar) writes it. False, writing nothing,
+    where it does not fit, or is not a number: the general path converts it, or refuses."""
+    if kernarg_unlikely(got == 3):
+        # An unsigned 64-bit number past 2**63: its bits, for an unsigned long long.
+        if code != C_U64:
+            return False
+        memcpy(dst, &v, 8)
+    elif got == 2 and code <= C_U64:
+        # (A bool takes 0 and 1, as the general path does.)
+        if not _int_fits(code, v):
+            return False
+        _store_int(dst, v, _scalar_size(code))
+    elif got == 1 and code >= C_F16:
+        _store_float(code, d, dst)
+    elif got == 2 and code >= C_F16 and (
+            code == C_F64 or -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
+        # (Past 2**53 the general path rounds the int once, to the format.)
+        _store_float(code, <double>v, dst)
+    else:
+        return False
+    return True
 
 
 # CUDA's vector type names. Only the 4-vectors of 8-byte elements have the explicitly aligned
@@ -2903,6 +2951,7 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef uint32_t u32
     cdef float f32
     cdef char** src
+    cdef PyObject* missed
     # Locals, not fields: stores through char* could alias the fields, forcing reloads.
     cdef char* data = st.data
     cdef void** argv = st.argv
@@ -2986,45 +3035,11 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
             continue
         elif code <= C_F64:
             # numpy scalars, read in place, and ctypes numbers, copied under the object's
-            # lock (with no section, where their type is in the cache: cache_view).
+            # lock (with no section, where their type is in the cache: cache_view); int and
+            # float subclasses (an IntEnum, an IntFlag).
             info = view_or_lookup(_cache, item, i, &copy, lazy)
-            if info.kind == KIND_INLINE:
-                got = _inline_number(item, info, &d, &v)
-            elif kernarg_unlikely(info.kind == KIND_CTYPES):
-                got = _ctypes_number_at(item, info, &d, &v)
-            elif info.kind == KIND_INT:
-                # An int subclass (an IntEnum, an IntFlag), for an integer or bool parameter:
-                # its own value, as the general path reads it (PyNumber_Index takes an int
-                # subclass's value, not its __index__). A float parameter goes there: it
-                # honours the subclass's __float__.
-                got = 2 if code <= C_U64 and kernarg_small_int(item, &v) else 0
-            elif info.kind == KIND_FLOAT and code >= C_F16:
-                # A float subclass: its own value, as PyFloat_AsDouble reads it (not its
-                # __float__).
-                d = PyFloat_AS_DOUBLE_P(item)
-                got = 1
-            else:
-                got = 0
-            if kernarg_unlikely(got == 3):
-                # An unsigned 64-bit number past 2**63: its bits, for an unsigned long long.
-                if code == C_U64:
-                    memcpy(dst, &v, 8)
-                    i += 1
-                    continue
-            elif got == 2 and code <= C_U64:
-                # (A bool parameter takes 0 and 1, as the general path does.)
-                if _int_fits(code, v):
-                    _store_int(dst, v, p.size)
-                    i += 1
-                    continue
-            elif got == 1 and code >= C_F16:
-                _store_float(code, d, dst)
-                i += 1
-                continue
-            elif got == 2 and code >= C_F16 and (
-                    code == C_F64 or -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE):
-                # (Past 2**53 the general path rounds the int once, to the format.)
-                _store_float(code, <double>v, dst)
+            got = _cached_number(code, item, info, &d, &v)
+            if _store_number(code, got, d, v, dst):
                 i += 1
                 continue
         elif code == C_POINTER or code == C_U64_OR_PTR:
@@ -3105,18 +3120,34 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 continue
         elif tp == &PyTuple_Type and p.fields != NULL:
             # A vector's lanes (float2, int4, half2, ...) or the fields of a struct whose fields
-            # are all numbers (Param.fields) from a tuple of exact ints, floats and bools, one
-            # by one as the general path (_put_vector, _put_record) converts them; anything
-            # else, or a part that does not fit, goes there.
+            # are all numbers (Param.fields) from a tuple of numbers (_exact_numbers: ints,
+            # floats, bools, numpy scalars, ...), one by one as the general path (_put_vector,
+            # _put_record) converts them; anything else, or a part that does not fit, goes
+            # there.
             if PyTuple_GET_SIZE_P(item) == p.nfields:
                 if p.zero_first:
                     memset(dst, 0, p.size)
-                if _exact_numbers((<PyTupleObject*>item).ob_item, p.nfields, p.fields, dst):
+                if _exact_numbers((<PyTupleObject*>item).ob_item, p.nfields, p.fields, dst, i,
+                                  lazy, NULL):
                     i += 1
                     continue
         elif tp == &PyDict_Type and p.dict_fields:
             # Such a struct from a dict of them, by field name.
-            if _plain_dict(p, item, dst):
+            missed = NULL
+            found = _plain_dict(p, item, dst, &missed)
+            j = 0
+            while missed != NULL:
+                # A number of a type the cache does not hold: looked up once the dict is let
+                # go, and the dict read again (at most once a field).
+                try:
+                    view_or_lookup(_cache, missed, i, &copy, lazy)
+                finally:
+                    Py_DECREF(<object>missed)
+                missed = NULL
+                j += 1
+                if j <= p.nfields:
+                    found = _plain_dict(p, item, dst, &missed)
+            if found:
                 i += 1
                 continue
         elif code == C_VECTOR and p.count == 2 and p.elem >= C_F16:
@@ -3473,21 +3504,32 @@ cdef inline Py_ssize_t _scalar_size(int code) noexcept nogil:
     return 8
 
 
-cdef bint _exact_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields,
-                         char* dst) noexcept:
-    """The ``n`` objects at ``items``, exact ints, floats and bools, written at ``dst`` as the
-    scalars that ``fields`` (Param.fields) lists, the k-th of code ``fields[2k]`` at offset
-    ``fields[2k + 1]``, as the general path (_put_scalar, for a vector's lanes and a struct's
-    fields) writes them: ints that fit an integer code, or exact in a double for a floating
-    one; floats for a floating code; a bool as 1 or 0 of the code's type. False at the first
-    of anything else (some written before it): the general path converts them all again, or
-    refuses naming the part."""
+cdef int _exact_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields, char* dst,
+                        Py_ssize_t index, LazySection* lazy, PyObject** missed) except -1:
+    """The ``n`` numbers at ``items`` written at ``dst`` as the scalars that ``fields``
+    (Param.fields) lists, the k-th of code ``fields[2k]`` at offset ``fields[2k + 1]``, as the
+    general path (_put_scalar, for a vector's lanes and a struct's fields) writes them: exact
+    ints that fit an integer code, or exact in a double for a floating one; exact floats for a
+    floating code; a bool as 1 or 0 of the code's type; the numbers the per-type cache knows
+    (numpy scalars, ctypes numbers, int and float subclasses) as _cached_number reads them and
+    _store_number writes them (the lookups, of argument ``index``, enter ``lazy`` as
+    _pack_typed's do). 1, or 0 at the first of anything else (some written before it): the
+    general path converts them all again, or refuses naming the part.
+
+    ``missed`` not NULL: the caller holds a dict's lock (_plain_dict), under which no lookup
+    may run (it may run Python code, or enter kernarg's section), nor a ctypes object's lock
+    be taken (a contended one suspends the dict's, which may free the value): for a type not
+    in the cache, 0 with ``missed[0]`` a new reference to the number, for the caller to look
+    its type up once it has let the dict go; a ctypes number, 0. Nothing raises then."""
     cdef Py_ssize_t k
     cdef PyObject* x
     cdef PyTypeObject* tp
     cdef int code, got
     cdef char* at
     cdef long long v
+    cdef double d
+    cdef TypeInfo copy
+    cdef TypeInfo* info
     for k in range(n):
         x = items[k]
         tp = Py_TYPE_P(x)
@@ -3495,43 +3537,57 @@ cdef bint _exact_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields,
         at = dst + fields[2 * k + 1]
         if tp == &PyFloat_Type:
             if code < C_F16:
-                return False
+                return 0
             _store_float(code, PyFloat_AS_DOUBLE_P(x), at)
         elif tp == &PyLong_Type:
             if kernarg_small_int(x, &v):
                 if code <= C_U64:
                     if not _int_fits(code, v):
-                        return False
+                        return 0
                     _store_int(at, v, _scalar_size(code))
                 elif -_EXACT_IN_DOUBLE <= v <= _EXACT_IN_DOUBLE:
                     _store_float(code, <double>v, at)
                 else:
-                    return False
+                    return 0
             elif code == C_I64 or code == C_U64:
                 # |v| >= 2**60: a long long's, or 2**63 .. 2**64-1 for an unsigned one.
                 got = kernarg_int64_bits(x, &v)
                 if not ((got == 1 and (code == C_I64 or v >= 0))
                         or (got == 2 and code == C_U64)):
-                    return False
+                    return 0
                 memcpy(at, &v, 8)
             else:
-                return False
+                return 0
         elif tp == &PyBool_Type:
             if code <= C_U64:
                 _store_int(at, x == Py_True, _scalar_size(code))
             else:
                 _store_float(code, x == Py_True, at)
         else:
-            return False
-    return True
+            if missed == NULL:
+                info = view_or_lookup(_cache, x, index, &copy, lazy)
+            else:
+                info = cache_view(_cache, x, &copy)
+                if info == NULL:
+                    Py_INCREF(<object>x)
+                    missed[0] = x
+                    return 0
+                if info.kind == KIND_CTYPES:
+                    return 0
+            got = _cached_number(code, x, info, &d, &v)
+            if not _store_number(code, got, d, v, at):
+                return 0
+    return 1
 
 
-cdef inline bint _plain_dict(const Param* p, PyObject* d, char* dst) noexcept:
+cdef inline bint _plain_dict(const Param* p, PyObject* d, char* dst,
+                             PyObject** missed) noexcept:
     """Struct parameter ``p``'s plain fields (Param.fields) from dict ``d`` of exact str keys
-    naming them and exact numbers (_exact_numbers), written at ``dst`` in the dict's order,
-    with the fields it leaves out and the padding zeroed, as the general path (_put_record)
-    writes them. False, with some written, for any other dict. Read under the dict's own lock
-    on a free-threaded build, as CPython reads a dict: no Python code runs meanwhile (keys are
+    naming them and numbers (_exact_numbers), written at ``dst`` in the dict's order, with the
+    fields it leaves out and the padding zeroed, as the general path (_put_record) writes them.
+    False, with some written, for any other dict, or (``missed[0]`` set, as _exact_numbers
+    says) a number whose type the cache does not hold yet. Read under the dict's own lock on
+    a free-threaded build, as CPython reads a dict: no Python code runs meanwhile (keys are
     compared as strs)."""
     cdef Py_ssize_t pos = 0, k = 0, j
     cdef PyObject* key
@@ -3541,25 +3597,27 @@ cdef inline bint _plain_dict(const Param* p, PyObject* d, char* dst) noexcept:
     cdef kernarg_section cs
     memset(dst, 0, p.size)
     kernarg_object_lock(&cs, d)
-    while PyDict_Next_P(d, &pos, &key, &value):
-        if Py_TYPE_P(key) != &PyUnicode_Type:
-            ok = False
-            break
-        # The dict's k-th key is most often the k-th field (one written in the struct's order).
-        j = k if k < p.nfields and (names[k] == key or
-                                    PyUnicode_Compare_P(names[k], key) == 0) else -1
-        if j < 0:
-            for j in range(p.nfields):
-                if names[j] == key or PyUnicode_Compare_P(names[j], key) == 0:
-                    break
-            else:
+    try:
+        while PyDict_Next_P(d, &pos, &key, &value):
+            if Py_TYPE_P(key) != &PyUnicode_Type:
                 ok = False
                 break
-        if not _exact_numbers(&value, 1, p.fields + 2 * j, dst):
-            ok = False
-            break
-        k += 1
-    kernarg_object_unlock(&cs)
+            # The dict's k-th key is most often the k-th field (a dict in the struct's order).
+            j = k if k < p.nfields and (names[k] == key or
+                                        PyUnicode_Compare_P(names[k], key) == 0) else -1
+            if j < 0:
+                for j in range(p.nfields):
+                    if names[j] == key or PyUnicode_Compare_P(names[j], key) == 0:
+                        break
+                else:
+                    ok = False
+                    break
+            if not _exact_numbers(&value, 1, p.fields + 2 * j, dst, 0, NULL, missed):
+                ok = False
+                break
+            k += 1
+    finally:
+        kernarg_object_unlock(&cs)
     return ok
 
 

@@ -628,9 +628,10 @@ def test_vector_tuples_and_complex_numbers_pack_while_another_thread_holds_the_s
 @free_threaded
 def test_struct_tuples_and_dicts_of_numbers_pack_while_another_thread_holds_the_section():
     """A tuple or dict of ints, floats and bools for a struct whose fields are all numbers (a
-    numpy struct dtype's, a ctypes Structure's) is read in place by Signature.pack: one thread
-    packs them while another holds the section. (Before session 105 the general converters
-    took them, in the section.)"""
+    numpy struct dtype's, a ctypes Structure's) is read in place by Signature.pack, and so
+    are numpy scalars in them and in a vector's tuple: one thread packs them while another
+    holds the section. (Before session 105 the general converters took them, in the
+    section.)"""
     import ctypes
     import struct
 
@@ -641,12 +642,16 @@ def test_struct_tuples_and_dicts_of_numbers_pack_while_another_thread_holds_the_
     class Pair(ctypes.Structure):
         _fields_ = [("flag", ctypes.c_bool), ("n", ctypes.c_uint64)]
 
-    sig = kernarg.Signature([record, record, Pair, Pair])
+    chosen = _free_slot_makers([np.float32, np.float64, np.int32])
+    sig = kernarg.Signature([record, record, Pair, Pair] + ["float2", record] * len(chosen))
 
     def typed_args(i):
         k = i % 100
+        numpy_parts = []
+        for make in chosen:
+            numpy_parts += [(make(k), make(1)), {"a": -k, "c": make(k)}]
         return ((k, 0.5, -k), {"c": 2.0 * k, "a": -k}, (True, 2**63 + k),
-                {"flag": k % 2 == 0, "n": k})
+                {"flag": k % 2 == 0, "n": k}, *numpy_parts)
 
     def args(i):
         return (i % 100,)
@@ -655,6 +660,7 @@ def test_struct_tuples_and_dicts_of_numbers_pack_while_another_thread_holds_the_
     typed = [bytes(sig.pack(typed_args(i))) for i in range(100)]
     assert typed == [struct.pack("<ifd", i, 0.5, -i) + struct.pack("<i4xd", -i, 2.0 * i)
                      + struct.pack("<?7xQ", True, 2**63 + i) + struct.pack("<?7xQ", i % 2 == 0, i)
+                     + struct.pack("<2fi4xd", i, 1, -i, i) * len(chosen)
                      for i in range(100)]
     _packs_repeat_while_the_section_is_held(args, expected, sig, typed_args, typed)
 

@@ -6,6 +6,7 @@ import pickle
 import random
 import re
 import struct
+import sys
 from enum import IntEnum, IntFlag
 from fractions import Fraction
 
@@ -3599,11 +3600,24 @@ def _packed_or_refusal(sig, args):
         return type(exc), str(exc)
 
 
+class _Level(IntEnum):
+    LOW = -3
+    HIGH = 2**40
+
+
+class _Ratio(float):
+    pass
+
+
 _LANE_VALUES = [0, 1, -1, 127, 128, -128, -129, 255, 256, 32767, 32768, -32769, 65535, 65536,
                 2**31 - 1, 2**31, -2**31 - 1, 2**32 - 1, 2**32, 2**53, 2**53 + 1, -2**53 - 1,
                 2**60, 2**63 - 1, 2**63, -2**63, 0.0, -0.0, 0.1, 1.5, -2.5, 65504.0, 65520.0,
-                3.4e38, 1e300, math.inf, -math.inf, math.nan, True, np.float32(1.5),
-                np.int8(3), 2**64, "x", None]
+                3.4e38, 1e300, math.inf, -math.inf, math.nan, True, False, np.float32(1.5),
+                np.int8(3), np.uint64(2**64 - 1), np.int64(-2**63), np.int64(2**53 + 1),
+                np.uint8(255), np.float16(-65504), np.float64(0.1), np.bool_(True),
+                np.bool_(False), np.complex64(1 + 1j), ml_dtypes.bfloat16(3.0),
+                ctypes.c_uint64(2**63), ctypes.c_double(-0.5), ctypes.c_int8(-7),
+                ctypes.c_bool(True), _Level.LOW, _Level.HIGH, _Ratio(0.25), 2**64, "x", None]
 
 
 @pytest.mark.parametrize("decl", ["char2", "uchar4", "short2", "ushort4", "int2", "uint4",
@@ -3707,6 +3721,17 @@ def test_struct_tuples_and_dicts_of_numbers_pack_as_the_general_path_packs_them(
     # Keys equal to the fields' names but other str objects, given in reverse order.
     built = {"".join(list(name)): 1 for name in reversed(names)}
     assert bytes(sig.pack((7, built))) == bytes(sig.pack((7, _Named(built))))
+    # Numbers of types the per-type cache has not seen (a dict's are looked up after it is
+    # read, and it is read again), and a ctypes number (a dict's: the general path).
+    fresh = [type("Fresh", (base,), {}) for base in (int, float, int)]
+    given = {names[0]: fresh[0](1), names[-1]: fresh[1](0.5), names[1]: fresh[2](0),
+             names[2]: ctypes.c_uint8(1)}
+    for value in (given, dict(list(given.items())[:3])):
+        assert _packed_or_refusal(sig, (7, value)) == _packed_or_refusal(sig, (7, _Named(value)))
+    ratio = type("Fresh", (float,), {})(0.5)        # (the reference a lookup takes is let go)
+    before = sys.getrefcount(ratio)
+    sig.pack((7, {next(n for n in names if record[n].kind == "f"): ratio}))
+    assert sys.getrefcount(ratio) == before
     # The values land where the record puts them: numpy's own bytes for them.
     if which != "source":
         fields = tuple(1 if record[name].kind in "biu" else 0.5 for name in names)
