@@ -27,7 +27,7 @@ cdef struct Param:
     # C_VECTOR's lanes, and the fields of a C_STRUCT whose fields are all numbers
     # (_plain_fields): nfields pairs (code, offset), in order (in Signature._fields), for
     # Signature.pack to write a tuple (a struct's: or dict) of numbers in place
-    # (_exact_numbers); NULL, where the general path (_put_vector, _put_record) takes them.
+    # (_place_numbers); NULL, where the general path (_put_vector, _put_record) takes them.
     const uint16_t* fields
     Py_ssize_t nfields
     PyObject* field_names   # a struct's: the tuple of the fields' names (Signature._field_names)

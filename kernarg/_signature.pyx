@@ -2431,12 +2431,7 @@ cdef class Signature:
         self._gaps = gaps
         self._codes = codes
         self._ngaps = 0
-        # Param.fields: vectors' lanes, and struct parameters' plain fields (_plain_fields),
-        # their pairs in one allocation.
-        plains = [_plain_fields(s.record) if s.code == C_STRUCT and s.record is not None
-                  else ([(s.elem, k * _scalar_size(s.elem)) for k in range(s.count)], None,
-                        False, s.size > s.count * _scalar_size(s.elem)) if s.code == C_VECTOR
-                  else None for s in specs]
+        plains = [_param_fields(s) for s in specs]     # Param.fields' pairs in one allocation
         cdef Py_ssize_t npairs = sum([len(plain[0]) for plain in plains if plain is not None])
         free(self._fields)
         self._fields = <uint16_t*>malloc(max(npairs, 1) * 2 * sizeof(uint16_t))
@@ -2951,7 +2946,6 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
     cdef uint32_t u32
     cdef float f32
     cdef char** src
-    cdef PyObject* missed
     # Locals, not fields: stores through char* could alias the fields, forcing reloads.
     cdef char* data = st.data
     cdef void** argv = st.argv
@@ -3120,34 +3114,20 @@ cdef inline int _pack_typed(Signature sig, BlockState* st, PyObject** items, Py_
                 continue
         elif tp == &PyTuple_Type and p.fields != NULL:
             # A vector's lanes (float2, int4, half2, ...) or the fields of a struct whose fields
-            # are all numbers (Param.fields) from a tuple of numbers (_exact_numbers: ints,
+            # are all numbers (Param.fields) from a tuple of numbers (_place_numbers: ints,
             # floats, bools, numpy scalars, ...), one by one as the general path (_put_vector,
             # _put_record) converts them; anything else, or a part that does not fit, goes
             # there.
             if PyTuple_GET_SIZE_P(item) == p.nfields:
                 if p.zero_first:
                     memset(dst, 0, p.size)
-                if _exact_numbers((<PyTupleObject*>item).ob_item, p.nfields, p.fields, dst, i,
+                if _place_numbers((<PyTupleObject*>item).ob_item, p.nfields, p.fields, dst, i,
                                   lazy, NULL):
                     i += 1
                     continue
         elif tp == &PyDict_Type and p.dict_fields:
             # Such a struct from a dict of them, by field name.
-            missed = NULL
-            found = _plain_dict(p, item, dst, &missed)
-            j = 0
-            while missed != NULL:
-                # A number of a type the cache does not hold: looked up once the dict is let
-                # go, and the dict read again (at most once a field).
-                try:
-                    view_or_lookup(_cache, missed, i, &copy, lazy)
-                finally:
-                    Py_DECREF(<object>missed)
-                missed = NULL
-                j += 1
-                if j <= p.nfields:
-                    found = _plain_dict(p, item, dst, &missed)
-            if found:
+            if _place_dict(p, item, dst, i, lazy):
                 i += 1
                 continue
         elif code == C_VECTOR and p.count == 2 and p.elem >= C_F16:
@@ -3504,7 +3484,7 @@ cdef inline Py_ssize_t _scalar_size(int code) noexcept nogil:
     return 8
 
 
-cdef int _exact_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields, char* dst,
+cdef int _place_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields, char* dst,
                         Py_ssize_t index, LazySection* lazy, PyObject** missed) except -1:
     """The ``n`` numbers at ``items`` written at ``dst`` as the scalars that ``fields``
     (Param.fields) lists, the k-th of code ``fields[2k]`` at offset ``fields[2k + 1]``, as the
@@ -3583,9 +3563,9 @@ cdef int _exact_numbers(PyObject** items, Py_ssize_t n, const uint16_t* fields, 
 cdef inline bint _plain_dict(const Param* p, PyObject* d, char* dst,
                              PyObject** missed) noexcept:
     """Struct parameter ``p``'s plain fields (Param.fields) from dict ``d`` of exact str keys
-    naming them and numbers (_exact_numbers), written at ``dst`` in the dict's order, with the
+    naming them and numbers (_place_numbers), written at ``dst`` in the dict's order, with the
     fields it leaves out and the padding zeroed, as the general path (_put_record) writes them.
-    False, with some written, for any other dict, or (``missed[0]`` set, as _exact_numbers
+    False, with some written, for any other dict, or (``missed[0]`` set, as _place_numbers
     says) a number whose type the cache does not hold yet. Read under the dict's own lock on
     a free-threaded build, as CPython reads a dict: no Python code runs meanwhile (keys are
     compared as strs)."""
@@ -3612,13 +3592,35 @@ cdef inline bint _plain_dict(const Param* p, PyObject* d, char* dst,
                 else:
                     ok = False
                     break
-            if not _exact_numbers(&value, 1, p.fields + 2 * j, dst, 0, NULL, missed):
+            if not _place_numbers(&value, 1, p.fields + 2 * j, dst, 0, NULL, missed):
                 ok = False
                 break
             k += 1
     finally:
         kernarg_object_unlock(&cs)
     return ok
+
+
+cdef int _place_dict(const Param* p, PyObject* d, char* dst, Py_ssize_t index,
+                     LazySection* lazy) except -1:
+    """_plain_dict, with the types of the numbers it found missing from the per-type cache
+    looked up (argument ``index``'s, entering ``lazy`` as _pack_typed's lookups do) once it has
+    let the dict go, and the dict read again (at most once a field). 1 where the dict is
+    placed; 0 for the general path."""
+    cdef PyObject* missed = NULL
+    cdef TypeInfo copy
+    cdef Py_ssize_t tries = 0
+    cdef bint placed = _plain_dict(p, d, dst, &missed)
+    while missed != NULL:
+        try:
+            view_or_lookup(_cache, missed, index, &copy, lazy)
+        finally:
+            Py_DECREF(<object>missed)
+        missed = NULL
+        tries += 1
+        if tries <= p.nfields:
+            placed = _plain_dict(p, d, dst, &missed)
+    return placed
 
 
 cdef inline bint _complex_lanes(int elem, const char* src, Py_ssize_t size, char* dst) noexcept:
@@ -3747,6 +3749,18 @@ cdef dict _FIELD_CODES = {
 # bit-fields', a span's, "positions") keeps the struct on that path.
 cdef frozenset _PLAIN_METADATA = frozenset((
     "name", "align", "pod", "empty", "empties", "dsize", "defaulted", "initial", "constructed"))
+
+
+def _param_fields(s):
+    """Param.fields for the parameter of spec ``s``, as _plain_fields gives them: a struct's
+    plain fields, a vector's lanes (no names, no dicts; padded where the vector is larger than
+    its lanes); None for the rest."""
+    if s.code == C_STRUCT and s.record is not None:
+        return _plain_fields(s.record)
+    if s.code == C_VECTOR:
+        step = _scalar_size(s.elem)
+        return [(s.elem, k * step) for k in range(s.count)], None, False, s.size > s.count * step
+    return None
 
 
 def _plain_fields(dt):
