@@ -3702,11 +3702,12 @@ def _plain_struct_signatures():
 @pytest.mark.parametrize("which", ["numpy", "shuffled", "ctypes", "source"])
 def test_struct_tuples_and_dicts_of_numbers_pack_as_the_general_path_packs_them(which):
     """Signature.pack writes a struct whose fields are all numbers from an exact tuple or dict
-    of exact ints, floats and bools field by field in place; the general converters take a
-    tuple or dict subclass. Both give the same bytes (padding and fields a dict leaves out
-    zeroed), or the same refusal naming the field, for field values at and past every field
-    type's ends, dicts in any order, leaving fields out, naming a field that is not there,
-    and keys that are not strs."""
+    of numbers (ints, floats, bools, numpy and ml_dtypes scalars, ctypes numbers, int and
+    float subclasses) field by field in place; the general converters take a tuple or dict
+    subclass. Both give the same bytes (padding and fields a dict leaves out zeroed), or the
+    same refusal naming the field, for field values at and past every field type's ends,
+    dicts in any order, leaving fields out, naming a field that is not there, and keys that
+    are not strs."""
     sig = dict(_plain_struct_signatures())[which]
     record = sig.records[1]
     names = list(record.names)
